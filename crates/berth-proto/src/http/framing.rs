@@ -1,0 +1,192 @@
+//! Reads the header fields that decide how a request is delimited and whether the connection
+//! persists (RFC 9112 §6–§9). This file owns every framing rule; the session only acts on the
+//! verdict. Anything two implementations could read differently is refused, because a proxy in
+//! front of berth that reads it the other way is how requests get smuggled.
+
+use super::request::{list_contains, trim, Version};
+
+/// How the request body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyKind {
+    /// No body.
+    Empty,
+    /// Exactly this many bytes follow the head.
+    Fixed(u64),
+    /// Chunked transfer coding follows the head.
+    Chunked,
+}
+
+/// What the head says about framing and connection handling.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Framing {
+    pub body: BodyKind,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+}
+
+/// A request the session must refuse: the status to send and a short reason for the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reject {
+    pub status: u16,
+    pub reason: &'static str,
+}
+
+pub(crate) const fn reject(status: u16, reason: &'static str) -> Reject {
+    Reject { status, reason }
+}
+
+/// Decides framing from the parsed header fields.
+pub(crate) fn framing(version: Version, headers: &[httparse::Header<'_>]) -> Result<Framing, Reject> {
+    let mut content_length: Option<u64> = None;
+    let mut transfer_encoding = false;
+    let mut chunked = false;
+    let mut hosts = 0usize;
+    let mut close = false;
+    let mut keep_alive_token = false;
+    let mut expect_continue = false;
+
+    for h in headers {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            // A list of identical values is tolerated (RFC 9110 §8.6); anything else is refused.
+            for item in h.value.split(|&b| b == b',') {
+                let n = parse_content_length(trim(item))
+                    .ok_or(reject(400, "invalid Content-Length"))?;
+                match content_length {
+                    Some(prev) if prev != n => {
+                        return Err(reject(400, "conflicting Content-Length values"))
+                    }
+                    _ => content_length = Some(n),
+                }
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = true;
+            for item in h.value.split(|&b| b == b',') {
+                let coding = trim(item);
+                if coding.is_empty() {
+                    continue;
+                }
+                if !coding.eq_ignore_ascii_case(b"chunked") {
+                    return Err(reject(501, "unsupported transfer coding"));
+                }
+                if chunked {
+                    return Err(reject(400, "chunked applied twice"));
+                }
+                chunked = true;
+            }
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+        } else if name.eq_ignore_ascii_case("connection") {
+            close |= list_contains(h.value, "close");
+            keep_alive_token |= list_contains(h.value, "keep-alive");
+        } else if name.eq_ignore_ascii_case("expect") {
+            if trim(h.value).eq_ignore_ascii_case(b"100-continue") {
+                expect_continue = true;
+            } else {
+                return Err(reject(417, "unsupported expectation"));
+            }
+        }
+    }
+
+    if hosts > 1 || (hosts == 0 && version == Version::Http11) {
+        return Err(reject(400, "exactly one Host header is required"));
+    }
+    let body = match (transfer_encoding, content_length) {
+        (true, Some(_)) => {
+            return Err(reject(400, "both Transfer-Encoding and Content-Length"));
+        }
+        (true, None) if version == Version::Http10 => {
+            return Err(reject(400, "Transfer-Encoding in an HTTP/1.0 request"));
+        }
+        // A Transfer-Encoding whose final coding is not chunked leaves the body length unknown.
+        (true, None) if !chunked => return Err(reject(400, "chunked must be the final coding")),
+        (true, None) => BodyKind::Chunked,
+        (false, Some(0)) | (false, None) => BodyKind::Empty,
+        (false, Some(n)) => BodyKind::Fixed(n),
+    };
+    let keep_alive = match version {
+        Version::Http11 => !close,
+        Version::Http10 => keep_alive_token && !close,
+    };
+    Ok(Framing {
+        body,
+        keep_alive,
+        // 100-continue means nothing without a body to wait for, or to an HTTP/1.0 client.
+        expect_continue: expect_continue && version == Version::Http11 && body != BodyKind::Empty,
+    })
+}
+
+/// `Content-Length = 1*DIGIT`: no sign, no spaces inside, no hex, and it must fit in a u64.
+fn parse_content_length(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 {
+        return None;
+    }
+    s.iter().try_fold(0u64, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h<'a>(name: &'a str, value: &'a str) -> httparse::Header<'a> {
+        httparse::Header { name, value: value.as_bytes() }
+    }
+
+    #[test]
+    fn content_length_rules() {
+        assert_eq!(parse_content_length(b"0"), Some(0));
+        assert_eq!(parse_content_length(b"0012"), Some(12));
+        assert_eq!(parse_content_length(b"+12"), None);
+        assert_eq!(parse_content_length(b"-1"), None);
+        assert_eq!(parse_content_length(b"1 2"), None);
+        assert_eq!(parse_content_length(b"0x10"), None);
+        assert_eq!(parse_content_length(b"99999999999999999999"), None);
+        assert_eq!(parse_content_length(b""), None);
+    }
+
+    #[test]
+    fn identical_duplicates_pass_differing_fail() {
+        let same = [h("Host", "x"), h("Content-Length", "5"), h("content-length", "5, 5")];
+        assert_eq!(framing(Version::Http11, &same).unwrap().body, BodyKind::Fixed(5));
+        let diff = [h("Host", "x"), h("Content-Length", "5"), h("Content-Length", "6")];
+        assert_eq!(framing(Version::Http11, &diff).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn te_and_cl_together_is_refused() {
+        let hs = [h("Host", "x"), h("Transfer-Encoding", "chunked"), h("Content-Length", "3")];
+        assert_eq!(framing(Version::Http11, &hs).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn transfer_codings() {
+        let ok = [h("Host", "x"), h("Transfer-Encoding", "Chunked")];
+        assert_eq!(framing(Version::Http11, &ok).unwrap().body, BodyKind::Chunked);
+        let twice = [h("Host", "x"), h("Transfer-Encoding", "chunked, chunked")];
+        assert_eq!(framing(Version::Http11, &twice).unwrap_err().status, 400);
+        let gzip = [h("Host", "x"), h("Transfer-Encoding", "gzip")];
+        assert_eq!(framing(Version::Http11, &gzip).unwrap_err().status, 501);
+        let v10 = [h("Transfer-Encoding", "chunked")];
+        assert_eq!(framing(Version::Http10, &v10).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn keep_alive_by_version() {
+        let hs = [h("Host", "x")];
+        assert!(framing(Version::Http11, &hs).unwrap().keep_alive);
+        assert!(!framing(Version::Http10, &[]).unwrap().keep_alive);
+        let ka = [h("Connection", "Keep-Alive")];
+        assert!(framing(Version::Http10, &ka).unwrap().keep_alive);
+        let close = [h("Host", "x"), h("Connection", "foo, close")];
+        assert!(!framing(Version::Http11, &close).unwrap().keep_alive);
+    }
+
+    #[test]
+    fn host_rules() {
+        assert_eq!(framing(Version::Http11, &[]).unwrap_err().status, 400);
+        let two = [h("Host", "a"), h("Host", "b")];
+        assert_eq!(framing(Version::Http11, &two).unwrap_err().status, 400);
+    }
+}

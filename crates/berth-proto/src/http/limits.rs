@@ -1,0 +1,35 @@
+//! Per-request size limits. Every limit has a default a public server can live with, and each
+//! maps to the status code a client is told when it is exceeded.
+
+/// Size limits applied by a [`Session`](super::Session) to each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request head (request line + header fields + blank line) in bytes; beyond it: 431.
+    pub max_header_bytes: usize,
+    /// Largest number of header fields; beyond it: 431.
+    pub max_headers: usize,
+    /// Longest request-target in bytes; beyond it: 414.
+    pub max_uri_bytes: usize,
+    /// Largest request body in bytes, after chunked decoding; beyond it: 413.
+    pub max_body_bytes: usize,
+    /// Output a session may queue before it stops parsing pipelined requests and asks the driver
+    /// to flush ([`Step::Flush`](super::Step::Flush)); bounds memory per slow reader.
+    pub output_high_water: usize,
+}
+
+impl Limits {
+    /// Hard ceiling on [`Limits::max_headers`]: headers are parsed into a stack array this big.
+    pub const HEADERS_CEILING: usize = 256;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 16 * 1024,
+            max_headers: 64,
+            max_uri_bytes: 8 * 1024,
+            max_body_bytes: 1024 * 1024,
+            output_high_water: 64 * 1024,
+        }
+    }
+}

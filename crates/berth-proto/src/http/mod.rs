@@ -1,0 +1,36 @@
+//! HTTP/1.1 server side, sans-IO.
+//!
+//! A [`Session`] owns the per-connection protocol state (where in a request it is, whether a job
+//! is outstanding, whether the connection must close). The driver owns the byte buffers and
+//! lends them to [`Session::process`] each time bytes arrive; the session parses as many
+//! complete requests as the input holds, hands each to a [`Handler`], and appends the responses
+//! to the output buffer. Requests are answered strictly in order, which is what makes
+//! pipelining correct: while a job is outstanding, later requests wait in the input buffer.
+//!
+//! Call order for a driver:
+//! 1. append bytes read from the peer to `input`, then call [`Session::process`];
+//! 2. write out `output` whatever the returned [`Step`] is;
+//! 3. on [`Step::Offload`], run the job (on a worker) and pass its [`Reply`] to
+//!    [`Session::complete`], then go back to 1 (leftover pipelined input is processed then);
+//! 4. on [`Step::Flush`], drain `output` and call `process` again;
+//! 5. on [`Step::Close`], write out `output`, then close the connection.
+//!
+//! Framing follows RFC 9112 strictly: anything ambiguous (Content-Length together with
+//! Transfer-Encoding, differing Content-Lengths, malformed chunk sizes, obs-fold, bare LF) is
+//! answered 400 and the connection closed, so berth cannot be used to smuggle requests past a
+//! proxy that reads the framing differently.
+
+mod chunked;
+mod framing;
+mod limits;
+mod request;
+mod response;
+mod session;
+
+pub use limits::Limits;
+pub use request::{Method, Request, Version};
+pub use response::{reason_phrase, Reply, Response};
+pub use session::{Context, Handled, Handler, Job, Session, Step};
+
+/// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only Date format berth sends.
+pub const DATE_LEN: usize = 29;

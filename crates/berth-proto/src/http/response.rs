@@ -1,0 +1,147 @@
+//! Writing responses straight into the connection's output buffer. Every response berth sends
+//! goes through [`write_response`], so every one carries `Server`, `Date`, `Content-Length` and
+//! the `Connection` header its keep-alive decision calls for.
+
+use super::request::Version;
+
+/// What a finished [`Job`](super::Job) answers: the session turns it into a full response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Value of `Content-Type`; ignored when the body is empty.
+    pub content_type: &'static str,
+    /// Response body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// A reply with an empty body.
+    pub fn empty(status: u16) -> Self {
+        Reply { status, content_type: "text/plain", body: Vec::new() }
+    }
+}
+
+/// Lets a [`Handler`](super::Handler) answer the request it was given, once.
+pub struct Response<'a> {
+    pub(crate) out: &'a mut Vec<u8>,
+    pub(crate) date: &'a [u8],
+    pub(crate) keep_alive: bool,
+    pub(crate) head_only: bool,
+    pub(crate) version: Version,
+    pub(crate) sent: Option<u16>,
+}
+
+impl Response<'_> {
+    /// Sends a complete response. Calling it twice is a caller bug; the second call is ignored.
+    pub fn send(&mut self, status: u16, content_type: &str, body: &[u8]) {
+        self.send_with(status, content_type, &[], body);
+    }
+
+    /// Sends a complete response with extra header fields (`(name, value)` pairs).
+    pub fn send_with(&mut self, status: u16, content_type: &str, headers: &[(&str, &[u8])], body: &[u8]) {
+        if self.sent.is_some() {
+            debug_assert!(false, "response sent twice");
+            return;
+        }
+        self.sent = Some(status);
+        let head = Head {
+            status,
+            content_type,
+            extra: headers,
+            keep_alive: self.keep_alive,
+            version: self.version,
+            date: self.date,
+        };
+        write_response(self.out, &head, body, self.head_only);
+    }
+
+    /// Closes the connection after this response, whatever the request asked for.
+    pub fn close(&mut self) {
+        self.keep_alive = false;
+    }
+
+    /// Whether the connection will stay open after this response.
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+}
+
+/// Everything of a response but its body.
+pub(crate) struct Head<'a> {
+    pub status: u16,
+    pub content_type: &'a str,
+    pub extra: &'a [(&'a str, &'a [u8])],
+    pub keep_alive: bool,
+    pub version: Version,
+    pub date: &'a [u8],
+}
+
+/// Appends a whole response to `out`. With `head_only` (a HEAD request) the body is measured
+/// for Content-Length but not sent.
+pub(crate) fn write_response(out: &mut Vec<u8>, head: &Head<'_>, body: &[u8], head_only: bool) {
+    let mut num = itoa::Buffer::new();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(num.format(head.status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason_phrase(head.status).as_bytes());
+    out.extend_from_slice(b"\r\nServer: berth\r\nDate: ");
+    out.extend_from_slice(head.date);
+    if !body.is_empty() {
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(head.content_type.as_bytes());
+    }
+    out.extend_from_slice(b"\r\nContent-Length: ");
+    out.extend_from_slice(num.format(body.len()).as_bytes());
+    for (name, value) in head.extra {
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+    }
+    match (head.keep_alive, head.version) {
+        (false, _) => out.extend_from_slice(b"\r\nConnection: close"),
+        // An HTTP/1.0 client only keeps the connection if told it may.
+        (true, Version::Http10) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
+        (true, Version::Http11) => {}
+    }
+    out.extend_from_slice(b"\r\n\r\n");
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+}
+
+/// The standard reason phrase of a status code (RFC 9110 §15), or `""` for unknown codes.
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}

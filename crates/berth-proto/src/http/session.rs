@@ -1,0 +1,469 @@
+//! The per-connection HTTP/1.1 state machine: bytes in, responses and [`Step`]s out.
+
+use std::mem::MaybeUninit;
+
+use super::chunked::{Chunked, Progress};
+use super::framing::{framing, reject, BodyKind, Framing, Reject};
+use super::limits::Limits;
+use super::request::{Method, Request, Version};
+use super::response::{write_response, Head, Reply, Response};
+
+/// What the driver passes to every call: the limits in force and the current `Date` value.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Limits applied to each request.
+    pub limits: &'a Limits,
+    /// The current time as an IMF-fixdate ([`DATE_LEN`](super::DATE_LEN) bytes), refreshed by the
+    /// driver about once a second.
+    pub date: &'a [u8],
+}
+
+/// How a [`Handler`] dealt with a request.
+#[derive(Debug)]
+pub enum Handled<J> {
+    /// The response has been written with [`Response::send`].
+    Done,
+    /// The answer needs a job run off the I/O path; the session waits for
+    /// [`Session::complete`] before it answers anything else on this connection.
+    Offload(J),
+}
+
+/// The application side of HTTP: turns a request into a response or a job.
+pub trait Handler {
+    /// Work that must not run on the I/O thread (it blocks or takes long).
+    type Job: Job;
+
+    /// Answers one request. Returning [`Handled::Done`] without sending counts as a bug in the
+    /// handler and is answered 500.
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<Self::Job>;
+
+    /// Called for every response the session writes, including the ones it writes itself
+    /// (400, 413, 431, ...). The default does nothing; the demo app counts statuses here.
+    fn on_response(&mut self, _status: u16) {}
+}
+
+/// A unit of offloaded work. Runs on a worker thread; its [`Reply`] goes back to the session.
+pub trait Job: Send + 'static {
+    /// Does the work.
+    fn run(self) -> Reply;
+}
+
+/// What the driver must do next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step<J> {
+    /// Every complete request has been answered: write the output, then read more input.
+    Read,
+    /// The output passed the high-water mark: write it out, then call `process` again.
+    Flush,
+    /// Run this job and pass its reply to [`Session::complete`]. Write the output meanwhile.
+    Offload(J),
+    /// Write the output, then close the connection. Later input is ignored.
+    Close,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    /// Reading a request head. `scan` is how far the search for its end has got.
+    Head { scan: usize },
+    /// Head of `head_len` bytes parsed; reading its body.
+    Body { head_len: usize, framing: Framing, body: BodyState, continue_sent: bool },
+    /// A job is running for the last request.
+    Waiting { keep_alive: bool, head_only: bool, version: Version },
+    /// A response with `Connection: close` was written; nothing more is read.
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BodyState {
+    Fixed { len: usize },
+    Chunked(Chunked),
+}
+
+/// Headers are parsed into this much stack; [`Limits::max_headers`] picks how much is used.
+const HEADERS_CEILING: usize = Limits::HEADERS_CEILING;
+
+/// Room for the method, spaces and ` HTTP/1.1\r\n` around a maximal request-target.
+const REQUEST_LINE_OVERHEAD: usize = 32;
+
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// One connection's HTTP/1.1 server state. See the [module docs](super) for the call order.
+#[derive(Debug, Clone)]
+pub struct Session {
+    state: State,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Session {
+    /// A session at the start of a connection.
+    pub fn new() -> Self {
+        Session { state: State::Head { scan: 0 } }
+    }
+
+    /// True while a job is outstanding.
+    pub fn is_waiting(&self) -> bool {
+        matches!(self.state, State::Waiting { .. })
+    }
+
+    /// True if the connection is to be closed: a final response was written.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed)
+    }
+
+    /// Parses and answers the complete requests at the front of `input`, appending responses to
+    /// `output`. Bytes of answered requests are removed from `input`; a partial request stays.
+    pub fn process<H: Handler>(
+        &mut self,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
+        let mut consumed = 0;
+        let step = loop {
+            match self.state {
+                State::Closed => {
+                    consumed = input.len();
+                    break Step::Close;
+                }
+                State::Waiting { .. } => break Step::Read,
+                State::Head { .. } if output.len() >= cx.limits.output_high_water => break Step::Flush,
+                State::Head { scan } => {
+                    // RFC 9112 §2.2: ignore empty lines before a request-line.
+                    if scan == 0 {
+                        while input[consumed..].starts_with(b"\r\n") {
+                            consumed += 2;
+                        }
+                    }
+                    match self.read_head(&input[consumed..], scan, output, cx, handler) {
+                        Ok(HeadOutcome::Partial { scan }) => {
+                            self.state = State::Head { scan };
+                            break Step::Read;
+                        }
+                        Ok(HeadOutcome::Answered { len, step }) => {
+                            consumed += len;
+                            if let Some(step) = step {
+                                break step;
+                            }
+                        }
+                        Ok(HeadOutcome::Body { head_len, framing }) => {
+                            let body = match framing.body {
+                                // Fixed lengths were checked against max_body, so they fit.
+                                BodyKind::Fixed(n) => BodyState::Fixed { len: n as usize },
+                                _ => BodyState::Chunked(Chunked::new(head_len)),
+                            };
+                            self.state = State::Body { head_len, framing, body, continue_sent: false };
+                        }
+                        Err(r) => break self.refuse(r, output, cx, handler),
+                    }
+                }
+                State::Body { head_len, framing, mut body, continue_sent } => {
+                    let buf = &mut input[consumed..];
+                    let done = match &mut body {
+                        BodyState::Fixed { len } => {
+                            let end = head_len + *len;
+                            (buf.len() >= end).then_some((end, end))
+                        }
+                        BodyState::Chunked(c) => {
+                            match c.advance(buf, head_len, cx.limits.max_body_bytes, cx.limits.max_header_bytes) {
+                                Ok(Progress::Done { body_end, consumed }) => Some((body_end, consumed)),
+                                Ok(Progress::Partial) => None,
+                                Err(r) => break self.refuse(r, output, cx, handler),
+                            }
+                        }
+                    };
+                    let Some((body_end, len)) = done else {
+                        let mut continue_sent = continue_sent;
+                        if framing.expect_continue && !continue_sent {
+                            output.extend_from_slice(CONTINUE);
+                            continue_sent = true;
+                        }
+                        self.state = State::Body { head_len, framing, body, continue_sent };
+                        break Step::Read;
+                    };
+                    let req_bytes = &input[consumed..consumed + len];
+                    let step = self.dispatch(req_bytes, head_len, body_end, framing, output, cx, handler);
+                    consumed += len;
+                    if let Some(step) = step {
+                        break step;
+                    }
+                }
+            }
+        };
+        if consumed == input.len() {
+            input.clear();
+        } else {
+            input.drain(..consumed);
+        }
+        step
+    }
+
+    /// Answers the request whose job has finished, then goes on with any pipelined input.
+    pub fn complete<H: Handler>(
+        &mut self,
+        reply: Reply,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
+        let State::Waiting { keep_alive, head_only, version } = self.state else {
+            debug_assert!(false, "complete() without an outstanding job");
+            return Step::Close;
+        };
+        let head = Head {
+            status: reply.status,
+            content_type: reply.content_type,
+            extra: &[],
+            keep_alive,
+            version,
+            date: cx.date,
+        };
+        write_response(output, &head, &reply.body, head_only);
+        handler.on_response(reply.status);
+        if keep_alive {
+            self.state = State::Head { scan: 0 };
+            self.process(input, output, cx, handler)
+        } else {
+            self.state = State::Closed;
+            input.clear();
+            Step::Close
+        }
+    }
+
+    /// Looks for a complete head at the front of `buf`; answers it at once when it has no body.
+    fn read_head<H: Handler>(
+        &mut self,
+        buf: &[u8],
+        scan: usize,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Result<HeadOutcome<H::Job>, Reject> {
+        if buf.is_empty() {
+            return Ok(HeadOutcome::Partial { scan: 0 });
+        }
+        let limits = cx.limits;
+        let window = &buf[..buf.len().min(limits.max_header_bytes)];
+        // Only hand the head to the parser once its end is in sight: re-parsing a head that
+        // arrives a byte at a time would cost quadratic time.
+        let head_len = match find_head_end(window, scan, limits)? {
+            Scan::Complete(n) => n,
+            Scan::Partial(_) if window.len() == limits.max_header_bytes => {
+                return Err(reject(431, "request header section too large"));
+            }
+            Scan::Partial(scan) => return Ok(HeadOutcome::Partial { scan }),
+        };
+        let mut storage = [const { MaybeUninit::uninit() }; HEADERS_CEILING];
+        let headers = &mut storage[..limits.max_headers.min(HEADERS_CEILING)];
+        let head = parse_head(&buf[..head_len], headers, limits)?;
+        let framing = framing(head.version, head.headers)?;
+        match framing.body {
+            BodyKind::Empty => {}
+            BodyKind::Fixed(n) if n > limits.max_body_bytes as u64 => {
+                return Err(reject(413, "request body too large"));
+            }
+            _ => return Ok(HeadOutcome::Body { head_len, framing }),
+        }
+        let request = head.into_request(&[]);
+        let step = self.answer(&request, framing.keep_alive, output, cx, handler);
+        Ok(HeadOutcome::Answered { len: head_len, step })
+    }
+
+    /// Answers a request whose body is complete: `bytes` holds the head and, from `head_len` to
+    /// `body_end`, the decoded body.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch<H: Handler>(
+        &mut self,
+        bytes: &[u8],
+        head_len: usize,
+        body_end: usize,
+        framing: Framing,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Option<Step<H::Job>> {
+        let mut storage = [const { MaybeUninit::uninit() }; HEADERS_CEILING];
+        let headers = &mut storage[..cx.limits.max_headers.min(HEADERS_CEILING)];
+        // The head parsed before; parsing it again is cheaper than keeping its offsets around.
+        let head = match parse_head(&bytes[..head_len], headers, cx.limits) {
+            Ok(head) => head,
+            Err(r) => return Some(self.refuse(r, output, cx, handler)),
+        };
+        let request = head.into_request(&bytes[head_len..body_end]);
+        self.answer(&request, framing.keep_alive, output, cx, handler)
+    }
+
+    /// Runs the handler. `None` means: go on with the next request.
+    fn answer<H: Handler>(
+        &mut self,
+        request: &Request<'_>,
+        keep_alive: bool,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Option<Step<H::Job>> {
+        let head_only = request.method == Method::Head;
+        let mut res = Response {
+            out: output,
+            date: cx.date,
+            keep_alive,
+            head_only,
+            version: request.version,
+            sent: None,
+        };
+        let handled = handler.handle(request, &mut res);
+        let (sent, keep_alive) = (res.sent, res.keep_alive);
+        match (handled, sent) {
+            (Handled::Offload(job), None) => {
+                self.state = State::Waiting { keep_alive, head_only, version: request.version };
+                return Some(Step::Offload(job));
+            }
+            (Handled::Offload(_), Some(status)) => {
+                // The handler both answered and offloaded: keep the answer, drop the job.
+                debug_assert!(false, "handler sent a response and offloaded a job");
+                handler.on_response(status);
+            }
+            (Handled::Done, Some(status)) => handler.on_response(status),
+            (Handled::Done, None) => {
+                let head = Head {
+                    status: 500,
+                    content_type: "text/plain",
+                    extra: &[],
+                    keep_alive,
+                    version: request.version,
+                    date: cx.date,
+                };
+                write_response(output, &head, b"handler sent no response\n", head_only);
+                handler.on_response(500);
+            }
+        }
+        if keep_alive {
+            self.state = State::Head { scan: 0 };
+            None
+        } else {
+            self.state = State::Closed;
+            Some(Step::Close)
+        }
+    }
+
+    /// Writes the error response for `r` and marks the connection for closing.
+    fn refuse<H: Handler>(&mut self, r: Reject, output: &mut Vec<u8>, cx: &Context<'_>, handler: &mut H) -> Step<H::Job> {
+        let head = Head {
+            status: r.status,
+            content_type: "text/plain",
+            extra: &[],
+            keep_alive: false,
+            version: Version::Http11,
+            date: cx.date,
+        };
+        let mut body = [0u8; 128];
+        let n = r.reason.len().min(body.len() - 1);
+        body[..n].copy_from_slice(&r.reason.as_bytes()[..n]);
+        body[n] = b'\n';
+        write_response(output, &head, &body[..=n], false);
+        handler.on_response(r.status);
+        self.state = State::Closed;
+        Step::Close
+    }
+}
+
+enum HeadOutcome<J> {
+    Partial { scan: usize },
+    Answered { len: usize, step: Option<Step<J>> },
+    Body { head_len: usize, framing: Framing },
+}
+
+enum Scan {
+    /// The head ends at this offset (just past its blank line).
+    Complete(usize),
+    /// Not yet; resume scanning here.
+    Partial(usize),
+}
+
+/// Scans `buf` from `from` for the blank line ending a head, refusing bare LF on the way and a
+/// request line too long to carry a permitted request-target.
+fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<Scan, Reject> {
+    // Back up over a CRLF CR that may have been split across reads.
+    let start = from.saturating_sub(3);
+    let mut line_start_seen = from > 0 && buf[..start].contains(&b'\n');
+    let mut i = start;
+    while let Some(off) = buf[i..].iter().position(|&b| b == b'\n') {
+        let lf = i + off;
+        if lf == 0 || buf[lf - 1] != b'\r' {
+            return Err(reject(400, "bare LF in request head"));
+        }
+        if !line_start_seen {
+            line_start_seen = true;
+            if lf > limits.max_uri_bytes + REQUEST_LINE_OVERHEAD {
+                return Err(reject(414, "request-target too long"));
+            }
+        }
+        if lf >= 3 && &buf[lf - 3..lf] == b"\r\n\r" {
+            return Ok(Scan::Complete(lf + 1));
+        }
+        i = lf + 1;
+    }
+    if !line_start_seen && buf.len() > limits.max_uri_bytes + REQUEST_LINE_OVERHEAD {
+        return Err(reject(414, "request-target too long"));
+    }
+    Ok(Scan::Partial(buf.len()))
+}
+
+/// A parsed head whose field values still borrow from the input.
+struct ParsedHead<'h, 'b> {
+    method: Method,
+    target: &'b str,
+    version: Version,
+    headers: &'h [httparse::Header<'b>],
+}
+
+impl<'h, 'b> ParsedHead<'h, 'b> {
+    fn into_request(self, body: &'b [u8]) -> Request<'h>
+    where
+        'b: 'h,
+    {
+        let (path, query) = match self.target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (self.target, None),
+        };
+        Request {
+            method: self.method,
+            target: self.target,
+            path,
+            query,
+            version: self.version,
+            headers: self.headers,
+            body,
+        }
+    }
+}
+
+fn parse_head<'h, 'b>(
+    buf: &'b [u8],
+    storage: &'h mut [MaybeUninit<httparse::Header<'b>>],
+    limits: &Limits,
+) -> Result<ParsedHead<'h, 'b>, Reject> {
+    let mut req = httparse::Request::new(&mut []);
+    match req.parse_with_uninit_headers(buf, storage) {
+        Ok(httparse::Status::Complete(n)) if n == buf.len() => {}
+        Ok(_) => return Err(reject(400, "malformed request head")),
+        Err(httparse::Error::TooManyHeaders) => return Err(reject(431, "too many header fields")),
+        Err(httparse::Error::Version) => return Err(reject(505, "unsupported HTTP version")),
+        Err(_) => return Err(reject(400, "malformed request head")),
+    }
+    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
+        return Err(reject(400, "malformed request line"));
+    };
+    if target.len() > limits.max_uri_bytes {
+        return Err(reject(414, "request-target too long"));
+    }
+    let method = Method::parse(method).ok_or(reject(501, "method not implemented"))?;
+    let version = if version == 0 { Version::Http10 } else { Version::Http11 };
+    Ok(ParsedHead { method, target, version, headers: req.headers })
+}
