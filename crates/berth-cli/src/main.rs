@@ -1,1 +1,27 @@
-fn main() {}
+//! The `berth` command. Arguments are parsed by clap into [`args::Cli`], turned into settings,
+//! and handed to the library; this file only maps outcomes to exit codes:
+//! 0 clean, 2 usage error (message and usage on stderr), 1 runtime failure with its cause.
+
+mod args;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => args::exit_with_usage(e),
+    };
+    let result = match cli.command {
+        args::Command::Serve(opts) => serve::run(opts),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("berth: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,19 @@
-//! placeholder
+//! berth's engine: listeners ([`net`]), concurrency models ([`drive`]) and the demo
+//! application ([`app`]), over the sans-IO protocols of `berth-proto`.
+//!
+//! ```text
+//!   net::bind_tcp ──> listeners ──> drive::<model>::spawn(listeners, service, config, stats)
+//!                                          │  bytes <-> berth_proto::http::Session
+//!                                          └─ Service::handler() ──> app::DemoHandler (or yours)
+//! ```
+//!
+//! What this crate does not do: parse HTTP (that is `berth-proto`) or parse command lines (that
+//! is `berth-cli`).
+#![deny(missing_docs)]
+
+pub mod app;
+pub mod drive;
+pub mod net;
+pub mod stats;
+
+pub use berth_proto as proto;

@@ -44,7 +44,13 @@ pub(crate) enum Progress {
 
 impl Chunked {
     pub(crate) fn new(body_start: usize) -> Self {
-        Chunked { read: body_start, write: body_start, remaining: 0, phase: Phase::Size, trailer_bytes: 0 }
+        Chunked {
+            read: body_start,
+            write: body_start,
+            remaining: 0,
+            phase: Phase::Size,
+            trailer_bytes: 0,
+        }
     }
 
     /// Decodes what `buf` holds past the last call. `body_start` is where the body began; the
@@ -118,7 +124,10 @@ impl Chunked {
                     self.trailer_bytes += field.len() + 2;
                     self.read = line + 2;
                     if field.is_empty() {
-                        return Ok(Progress::Done { body_end: self.write, consumed: self.read });
+                        return Ok(Progress::Done {
+                            body_end: self.write,
+                            consumed: self.read,
+                        });
                     }
                     check_trailer_field(field)?;
                 }
@@ -159,7 +168,10 @@ fn parse_size_line(line: &[u8]) -> Result<u64, Reject> {
         size = (size << 4) | u64::from(d);
     }
     let rest = &line[digits..];
-    let ext = rest.iter().position(|&b| b != b' ' && b != b'\t').map(|i| &rest[i..]);
+    let ext = rest
+        .iter()
+        .position(|&b| b != b' ' && b != b'\t')
+        .map(|i| &rest[i..]);
     match ext {
         None => Ok(size),
         Some([b';', ext @ ..]) if ext.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f)) => {
@@ -175,8 +187,12 @@ fn check_trailer_field(field: &[u8]) -> Result<(), Reject> {
         return Err(reject(400, "invalid trailer field"));
     };
     let name_ok = colon > 0
-        && field[..colon].iter().all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-    let value_ok = field[colon + 1..].iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f));
+        && field[..colon]
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    let value_ok = field[colon + 1..]
+        .iter()
+        .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f));
     if name_ok && value_ok {
         Ok(())
     } else {
@@ -192,7 +208,9 @@ mod tests {
         let mut buf = raw.to_vec();
         let mut c = Chunked::new(0);
         match c.advance(&mut buf, 0, 1 << 20, 1024) {
-            Ok(Progress::Done { body_end, consumed }) => Ok(Some((buf[..body_end].to_vec(), consumed))),
+            Ok(Progress::Done { body_end, consumed }) => {
+                Ok(Some((buf[..body_end].to_vec(), consumed)))
+            }
             Ok(Progress::Partial) => Ok(None),
             Err(r) => Err(r.status),
         }
@@ -241,6 +259,9 @@ mod tests {
     fn enforces_body_limit() {
         let mut buf = b"100000\r\n".to_vec();
         let mut c = Chunked::new(0);
-        assert_eq!(c.advance(&mut buf, 0, 1000, 1024).err().map(|r| r.status), Some(413));
+        assert_eq!(
+            c.advance(&mut buf, 0, 1000, 1024).err().map(|r| r.status),
+            Some(413)
+        );
     }
 }

@@ -36,7 +36,10 @@ pub(crate) const fn reject(status: u16, reason: &'static str) -> Reject {
 }
 
 /// Decides framing from the parsed header fields.
-pub(crate) fn framing(version: Version, headers: &[httparse::Header<'_>]) -> Result<Framing, Reject> {
+pub(crate) fn framing(
+    version: Version,
+    headers: &[httparse::Header<'_>],
+) -> Result<Framing, Reject> {
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = false;
     let mut chunked = false;
@@ -131,7 +134,10 @@ mod tests {
     use super::*;
 
     fn h<'a>(name: &'a str, value: &'a str) -> httparse::Header<'a> {
-        httparse::Header { name, value: value.as_bytes() }
+        httparse::Header {
+            name,
+            value: value.as_bytes(),
+        }
     }
 
     #[test]
@@ -148,22 +154,40 @@ mod tests {
 
     #[test]
     fn identical_duplicates_pass_differing_fail() {
-        let same = [h("Host", "x"), h("Content-Length", "5"), h("content-length", "5, 5")];
-        assert_eq!(framing(Version::Http11, &same).unwrap().body, BodyKind::Fixed(5));
-        let diff = [h("Host", "x"), h("Content-Length", "5"), h("Content-Length", "6")];
+        let same = [
+            h("Host", "x"),
+            h("Content-Length", "5"),
+            h("content-length", "5, 5"),
+        ];
+        assert_eq!(
+            framing(Version::Http11, &same).unwrap().body,
+            BodyKind::Fixed(5)
+        );
+        let diff = [
+            h("Host", "x"),
+            h("Content-Length", "5"),
+            h("Content-Length", "6"),
+        ];
         assert_eq!(framing(Version::Http11, &diff).unwrap_err().status, 400);
     }
 
     #[test]
     fn te_and_cl_together_is_refused() {
-        let hs = [h("Host", "x"), h("Transfer-Encoding", "chunked"), h("Content-Length", "3")];
+        let hs = [
+            h("Host", "x"),
+            h("Transfer-Encoding", "chunked"),
+            h("Content-Length", "3"),
+        ];
         assert_eq!(framing(Version::Http11, &hs).unwrap_err().status, 400);
     }
 
     #[test]
     fn transfer_codings() {
         let ok = [h("Host", "x"), h("Transfer-Encoding", "Chunked")];
-        assert_eq!(framing(Version::Http11, &ok).unwrap().body, BodyKind::Chunked);
+        assert_eq!(
+            framing(Version::Http11, &ok).unwrap().body,
+            BodyKind::Chunked
+        );
         let twice = [h("Host", "x"), h("Transfer-Encoding", "chunked, chunked")];
         assert_eq!(framing(Version::Http11, &twice).unwrap_err().status, 400);
         let gzip = [h("Host", "x"), h("Transfer-Encoding", "gzip")];

@@ -18,7 +18,11 @@ pub struct Reply {
 impl Reply {
     /// A reply with an empty body.
     pub fn empty(status: u16) -> Self {
-        Reply { status, content_type: "text/plain", body: Vec::new() }
+        Reply {
+            status,
+            content_type: "text/plain",
+            body: Vec::new(),
+        }
     }
 }
 
@@ -39,7 +43,13 @@ impl Response<'_> {
     }
 
     /// Sends a complete response with extra header fields (`(name, value)` pairs).
-    pub fn send_with(&mut self, status: u16, content_type: &str, headers: &[(&str, &[u8])], body: &[u8]) {
+    pub fn send_with(
+        &mut self,
+        status: u16,
+        content_type: &str,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+    ) {
         if self.sent.is_some() {
             debug_assert!(false, "response sent twice");
             return;

@@ -66,9 +66,18 @@ enum State {
     /// Reading a request head. `scan` is how far the search for its end has got.
     Head { scan: usize },
     /// Head of `head_len` bytes parsed; reading its body.
-    Body { head_len: usize, framing: Framing, body: BodyState, continue_sent: bool },
+    Body {
+        head_len: usize,
+        framing: Framing,
+        body: BodyState,
+        continue_sent: bool,
+    },
     /// A job is running for the last request.
-    Waiting { keep_alive: bool, head_only: bool, version: Version },
+    Waiting {
+        keep_alive: bool,
+        head_only: bool,
+        version: Version,
+    },
     /// A response with `Connection: close` was written; nothing more is read.
     Closed,
 }
@@ -102,7 +111,9 @@ impl Default for Session {
 impl Session {
     /// A session at the start of a connection.
     pub fn new() -> Self {
-        Session { state: State::Head { scan: 0 } }
+        Session {
+            state: State::Head { scan: 0 },
+        }
     }
 
     /// True while a job is outstanding.
@@ -132,7 +143,9 @@ impl Session {
                     break Step::Close;
                 }
                 State::Waiting { .. } => break Step::Read,
-                State::Head { .. } if output.len() >= cx.limits.output_high_water => break Step::Flush,
+                State::Head { .. } if output.len() >= cx.limits.output_high_water => {
+                    break Step::Flush
+                }
                 State::Head { scan } => {
                     // RFC 9112 §2.2: ignore empty lines before a request-line.
                     if scan == 0 {
@@ -157,12 +170,22 @@ impl Session {
                                 BodyKind::Fixed(n) => BodyState::Fixed { len: n as usize },
                                 _ => BodyState::Chunked(Chunked::new(head_len)),
                             };
-                            self.state = State::Body { head_len, framing, body, continue_sent: false };
+                            self.state = State::Body {
+                                head_len,
+                                framing,
+                                body,
+                                continue_sent: false,
+                            };
                         }
                         Err(r) => break self.refuse(r, output, cx, handler),
                     }
                 }
-                State::Body { head_len, framing, mut body, continue_sent } => {
+                State::Body {
+                    head_len,
+                    framing,
+                    mut body,
+                    continue_sent,
+                } => {
                     let buf = &mut input[consumed..];
                     let done = match &mut body {
                         BodyState::Fixed { len } => {
@@ -170,8 +193,15 @@ impl Session {
                             (buf.len() >= end).then_some((end, end))
                         }
                         BodyState::Chunked(c) => {
-                            match c.advance(buf, head_len, cx.limits.max_body_bytes, cx.limits.max_header_bytes) {
-                                Ok(Progress::Done { body_end, consumed }) => Some((body_end, consumed)),
+                            match c.advance(
+                                buf,
+                                head_len,
+                                cx.limits.max_body_bytes,
+                                cx.limits.max_header_bytes,
+                            ) {
+                                Ok(Progress::Done { body_end, consumed }) => {
+                                    Some((body_end, consumed))
+                                }
                                 Ok(Progress::Partial) => None,
                                 Err(r) => break self.refuse(r, output, cx, handler),
                             }
@@ -183,11 +213,17 @@ impl Session {
                             output.extend_from_slice(CONTINUE);
                             continue_sent = true;
                         }
-                        self.state = State::Body { head_len, framing, body, continue_sent };
+                        self.state = State::Body {
+                            head_len,
+                            framing,
+                            body,
+                            continue_sent,
+                        };
                         break Step::Read;
                     };
                     let req_bytes = &input[consumed..consumed + len];
-                    let step = self.dispatch(req_bytes, head_len, body_end, framing, output, cx, handler);
+                    let step =
+                        self.dispatch(req_bytes, head_len, body_end, framing, output, cx, handler);
                     consumed += len;
                     if let Some(step) = step {
                         break step;
@@ -212,7 +248,12 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        let State::Waiting { keep_alive, head_only, version } = self.state else {
+        let State::Waiting {
+            keep_alive,
+            head_only,
+            version,
+        } = self.state
+        else {
             debug_assert!(false, "complete() without an outstanding job");
             return Step::Close;
         };
@@ -272,7 +313,10 @@ impl Session {
         }
         let request = head.into_request(&[]);
         let step = self.answer(&request, framing.keep_alive, output, cx, handler);
-        Ok(HeadOutcome::Answered { len: head_len, step })
+        Ok(HeadOutcome::Answered {
+            len: head_len,
+            step,
+        })
     }
 
     /// Answers a request whose body is complete: `bytes` holds the head and, from `head_len` to
@@ -321,7 +365,11 @@ impl Session {
         let (sent, keep_alive) = (res.sent, res.keep_alive);
         match (handled, sent) {
             (Handled::Offload(job), None) => {
-                self.state = State::Waiting { keep_alive, head_only, version: request.version };
+                self.state = State::Waiting {
+                    keep_alive,
+                    head_only,
+                    version: request.version,
+                };
                 return Some(Step::Offload(job));
             }
             (Handled::Offload(_), Some(status)) => {
@@ -353,7 +401,13 @@ impl Session {
     }
 
     /// Writes the error response for `r` and marks the connection for closing.
-    fn refuse<H: Handler>(&mut self, r: Reject, output: &mut Vec<u8>, cx: &Context<'_>, handler: &mut H) -> Step<H::Job> {
+    fn refuse<H: Handler>(
+        &mut self,
+        r: Reject,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
         let head = Head {
             status: r.status,
             content_type: "text/plain",
@@ -464,6 +518,15 @@ fn parse_head<'h, 'b>(
         return Err(reject(414, "request-target too long"));
     }
     let method = Method::parse(method).ok_or(reject(501, "method not implemented"))?;
-    let version = if version == 0 { Version::Http10 } else { Version::Http11 };
-    Ok(ParsedHead { method, target, version, headers: req.headers })
+    let version = if version == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    Ok(ParsedHead {
+        method,
+        target,
+        version,
+        headers: req.headers,
+    })
 }

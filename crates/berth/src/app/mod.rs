@@ -1,0 +1,147 @@
+//! The built-in demo application: the routes the seeds benchmark, served by every model.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /`, `GET /hello/world` | 200 `Hello, World!` |
+//! | `GET /test/fast` | 200, empty body, answered on the I/O thread |
+//! | `GET /test/slow` | offloaded to a worker that waits `slow_duration`, then 200 |
+//! | `POST /reverse` | `{"data": [each value reversed]}` from a JSON object; 400 on bad JSON |
+//! | `GET /stats` | counters in the Prometheus text format |
+//! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
+
+mod reverse;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_proto::http::{Handled, Handler, Job, Method, Reply, Request, Response};
+
+use crate::drive::Service;
+use crate::stats::Stats;
+
+/// Settings of the demo application.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    /// How long a `/test/slow` job waits.
+    pub slow_duration: Duration,
+    /// Whether `/test/slow` goes to a worker. Seed 001: with no worker threads, a slow request
+    /// is answered like a fast one.
+    pub offload_slow: bool,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        DemoConfig {
+            slow_duration: Duration::from_millis(30),
+            offload_slow: true,
+        }
+    }
+}
+
+/// The demo service: makes one [`DemoHandler`] per I/O thread.
+#[derive(Clone)]
+pub struct Demo {
+    config: Arc<DemoConfig>,
+    stats: Arc<Stats>,
+}
+
+impl Demo {
+    /// A demo service counting into `stats`.
+    pub fn new(config: DemoConfig, stats: Arc<Stats>) -> Self {
+        Demo {
+            config: Arc::new(config),
+            stats,
+        }
+    }
+}
+
+impl Service for Demo {
+    type Handler = DemoHandler;
+
+    fn handler(&self, thread: usize) -> DemoHandler {
+        DemoHandler {
+            config: self.config.clone(),
+            stats: self.stats.clone(),
+            thread,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn refusal(&self) -> &'static [u8] {
+        b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    }
+}
+
+/// Answers the demo routes for one I/O thread.
+pub struct DemoHandler {
+    config: Arc<DemoConfig>,
+    stats: Arc<Stats>,
+    thread: usize,
+    /// Reused for bodies built per request (JSON, stats) so they stop allocating once grown.
+    scratch: Vec<u8>,
+}
+
+/// Offloaded demo work.
+#[derive(Debug)]
+pub enum DemoJob {
+    /// `/test/slow`: wait, then answer 200 with an empty body.
+    Slow(Duration),
+}
+
+impl Job for DemoJob {
+    fn run(self) -> Reply {
+        match self {
+            DemoJob::Slow(d) => {
+                std::thread::sleep(d);
+                Reply::empty(200)
+            }
+        }
+    }
+}
+
+const HELLO: &[u8] = b"Hello, World!";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+impl Handler for DemoHandler {
+    type Job = DemoJob;
+
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<DemoJob> {
+        self.stats.shard(self.thread).request();
+        let readable = matches!(req.method, Method::Get | Method::Head);
+        match req.path {
+            "/" | "/hello/world" if readable => res.send(200, TEXT, HELLO),
+            "/test/fast" if readable => res.send(200, TEXT, b""),
+            "/test/slow" if readable && self.config.offload_slow => {
+                return Handled::Offload(DemoJob::Slow(self.config.slow_duration));
+            }
+            "/test/slow" if readable => res.send(200, TEXT, b""),
+            "/stats" if readable => {
+                let mut text = String::new();
+                self.stats.snapshot().to_prometheus(&mut text);
+                res.send(200, "text/plain; version=0.0.4", text.as_bytes());
+            }
+            "/" | "/hello/world" | "/test/fast" | "/test/slow" | "/stats" => {
+                res.send_with(
+                    405,
+                    TEXT,
+                    &[("Allow", b"GET, HEAD")],
+                    b"Method Not Allowed\n",
+                );
+            }
+            "/reverse" if req.method == Method::Post => {
+                self.scratch.clear();
+                match reverse::reverse(req.body, &mut self.scratch) {
+                    Ok(()) => res.send(200, "application/json", &self.scratch),
+                    Err(why) => res.send(400, TEXT, why.as_bytes()),
+                }
+            }
+            "/reverse" => res.send_with(405, TEXT, &[("Allow", b"POST")], b"Method Not Allowed\n"),
+            _ => res.send(404, TEXT, b"Not Found\n"),
+        }
+        Handled::Done
+    }
+
+    fn on_response(&mut self, status: u16) {
+        self.stats.shard(self.thread).response(status);
+    }
+}

@@ -1,0 +1,60 @@
+//! The `Date` header value, formatted at most once a second per I/O thread rather than per
+//! response (the same trick nginx and hyper use).
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use berth_proto::http::DATE_LEN;
+
+/// A cached IMF-fixdate for the current second.
+pub struct DateCache {
+    bytes: [u8; DATE_LEN],
+    second: u64,
+}
+
+impl Default for DateCache {
+    fn default() -> Self {
+        let mut cache = DateCache {
+            bytes: [b' '; DATE_LEN],
+            second: u64::MAX,
+        };
+        cache.refresh();
+        cache
+    }
+}
+
+impl DateCache {
+    /// Reformats the date if the second has changed since the last call. Cheap otherwise: one
+    /// vDSO clock read. Never allocates.
+    pub fn refresh(&mut self) {
+        let now = SystemTime::now();
+        let second = now
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        if second != self.second {
+            self.second = second;
+            let mut slot = &mut self.bytes[..];
+            // An IMF-fixdate is always exactly DATE_LEN bytes, so this write cannot run short.
+            let _ = write!(slot, "{}", httpdate::HttpDate::from(now));
+        }
+    }
+
+    /// The current value, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+    pub fn get(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_an_imf_fixdate() {
+        let d = DateCache::default();
+        let s = std::str::from_utf8(d.get()).unwrap();
+        assert!(s.ends_with(" GMT"), "{s}");
+        assert!(httpdate::parse_http_date(s).is_ok(), "{s}");
+    }
+}

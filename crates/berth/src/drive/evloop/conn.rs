@@ -1,0 +1,222 @@
+//! One connection of an event loop: its socket, its HTTP session and, while bytes are in
+//! flight, its buffers. [`Conn::pump`] moves bytes as far as readiness allows and says whether
+//! the connection lives on.
+
+use std::io::{self, Write};
+use std::net::Shutdown;
+
+use berth_proto::http::{Context, Handler, Limits, Reply, Session, Step};
+use mio::net::TcpStream;
+
+use super::pool::BufPool;
+use crate::net::read_into_spare;
+
+/// What the loop lends a connection while it runs.
+pub(super) struct Env<'a, H: Handler> {
+    pub handler: &'a mut H,
+    pub pool: &'a mut BufPool,
+    pub limits: &'a Limits,
+    pub date: &'a [u8],
+    /// Largest the input buffer may grow to: a maximal head and body plus one buffer of slack.
+    pub max_input: usize,
+}
+
+/// Whether a connection stays after [`Conn::pump`].
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Fate<J> {
+    /// Keep it; wait for readiness or a job.
+    Keep,
+    /// Keep it, and run this job for it.
+    Offload(J),
+    /// Close it and free its slot.
+    Close,
+}
+
+pub(super) struct Conn {
+    pub stream: TcpStream,
+    session: Session,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    /// Bytes of `output` already written.
+    written: usize,
+    /// Edge-triggered readiness: set by events, cleared when a call returns WouldBlock.
+    pub readable: bool,
+    pub writable: bool,
+    /// The peer has shut down its side (read returned 0).
+    peer_closed: bool,
+    /// A job is running for this connection; its slot must outlive it.
+    pub job_pending: bool,
+    /// `input` holds bytes the session has not been shown yet (or asked to see again).
+    unprocessed: bool,
+    /// The connection is finished but waits for its job before the slot is freed.
+    pub dead: bool,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Self {
+        Conn {
+            stream,
+            session: Session::new(),
+            input: Vec::new(),
+            output: Vec::new(),
+            written: 0,
+            readable: false,
+            writable: true,
+            peer_closed: false,
+            job_pending: false,
+            unprocessed: false,
+            dead: false,
+        }
+    }
+
+    /// Hands a finished job's reply to the session, then carries on like [`Conn::pump`].
+    pub fn complete<H: Handler>(&mut self, reply: Reply, env: &mut Env<'_, H>) -> Fate<H::Job> {
+        self.job_pending = false;
+        let cx = Context {
+            limits: env.limits,
+            date: env.date,
+        };
+        self.ensure_output(env.pool);
+        let step =
+            self.session
+                .complete(reply, &mut self.input, &mut self.output, &cx, env.handler);
+        match self.after(step) {
+            Some(job) => Fate::Offload(job),
+            None => self.pump(env),
+        }
+    }
+
+    /// Writes, parses and reads until nothing more can happen without a new event.
+    pub fn pump<H: Handler>(&mut self, env: &mut Env<'_, H>) -> Fate<H::Job> {
+        loop {
+            if self.writable && self.written < self.output.len() && self.flush().is_err() {
+                return Fate::Close;
+            }
+            let out_pending = self.written < self.output.len();
+            let finished = self.session.is_closed()
+                || (self.peer_closed && !self.job_pending && !self.unprocessed);
+            if finished {
+                return if out_pending { Fate::Keep } else { Fate::Close };
+            }
+
+            if self.unprocessed
+                && !self.job_pending
+                && self.output.len() < env.limits.output_high_water
+            {
+                self.unprocessed = false;
+                self.ensure_output(env.pool);
+                let before = self.output.len();
+                let cx = Context {
+                    limits: env.limits,
+                    date: env.date,
+                };
+                let step =
+                    self.session
+                        .process(&mut self.input, &mut self.output, &cx, env.handler);
+                if let Some(job) = self.after(step) {
+                    return Fate::Offload(job);
+                }
+                if self.output.len() > before || self.unprocessed {
+                    continue;
+                }
+            }
+
+            if self.readable && !self.peer_closed {
+                // The session wants more bytes only when it has seen all it has and is not busy.
+                let wants_more = !self.unprocessed && !self.job_pending;
+                if self.input.capacity() == 0 {
+                    self.input = env.pool.take();
+                }
+                if self.input.len() == self.input.capacity() {
+                    if !wants_more || self.input.capacity() >= env.max_input {
+                        // Paused: resumes when the session consumes input or the job ends.
+                        return Fate::Keep;
+                    }
+                    let grow = self
+                        .input
+                        .capacity()
+                        .min(env.max_input - self.input.capacity());
+                    self.input.reserve(grow);
+                }
+                match read_into_spare(&self.stream, &mut self.input) {
+                    Ok(0) => self.peer_closed = true,
+                    Ok(_) => self.unprocessed = true,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return Fate::Close,
+                }
+                continue;
+            }
+
+            self.release_idle_buffers(env.pool);
+            return Fate::Keep;
+        }
+    }
+
+    /// Records what a session step asks of the connection; returns a job to submit.
+    fn after<J>(&mut self, step: Step<J>) -> Option<J> {
+        match step {
+            Step::Offload(job) => {
+                self.job_pending = true;
+                Some(job)
+            }
+            Step::Flush => {
+                self.unprocessed = true;
+                None
+            }
+            Step::Read | Step::Close => None,
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        while self.written < self.output.len() {
+            match self.stream.write(&self.output[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writable = false;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.output.clear();
+        self.written = 0;
+        Ok(())
+    }
+
+    fn ensure_output(&mut self, pool: &mut BufPool) {
+        if self.output.capacity() == 0 {
+            self.output = pool.take();
+        }
+    }
+
+    /// Gives empty buffers back to the pool so an idle connection holds none.
+    fn release_idle_buffers(&mut self, pool: &mut BufPool) {
+        if self.input.is_empty() && self.input.capacity() > 0 {
+            pool.put(std::mem::take(&mut self.input));
+        }
+        if self.output.is_empty() && self.output.capacity() > 0 {
+            pool.put(std::mem::take(&mut self.output));
+        }
+    }
+
+    /// Ends the connection: returns its buffers, sends FIN after any final response, and drains
+    /// what the peer already sent so that closing does not turn into a reset that could destroy
+    /// the response before the peer reads it.
+    pub fn shut(&mut self, pool: &mut BufPool) {
+        self.input.clear();
+        self.output.clear();
+        self.written = 0;
+        self.release_idle_buffers(pool);
+        let _ = self.stream.shutdown(Shutdown::Write);
+        let mut sink = [0u8; 4096];
+        for _ in 0..16 {
+            match io::Read::read(&mut self.stream, &mut sink) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! `evloop`: seed 001's model. `-A` accept threads, each with its own `SO_REUSEPORT` listener
+//! and its own mio poll; a connection stays on the thread that accepted it for life, in a slab
+//! preallocated to `-C` slots; `-w` worker threads take slow jobs from one FIFO queue and post
+//! the reply back to the owning loop, waking it through a mio `Waker`.
+//!
+//! ```text
+//!  listener 0 ─ loop 0 (poll, slab of C conns, buffer pool) ──┐ jobs ┌─ worker 0
+//!  listener 1 ─ loop 1 (poll, slab of C conns, buffer pool) ──┼─────>├─ worker 1
+//!      ...                           ^  replies + wake        │ FIFO └─ ...
+//!                                    └────────────────────────┘
+//! ```
+//!
+//! A connection whose peer leaves while its job runs keeps its slot (marked dead) until the job
+//! ends, so the reply always finds the slot it was meant for. A connection arriving when the
+//! slab is full is accepted, sent the service's refusal, closed and counted: never left to rot
+//! in the backlog.
+
+mod conn;
+mod pool;
+
+use std::io;
+use std::net::TcpListener as StdListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use berth_proto::http::{Handler, Limits, Reply};
+use crossbeam_channel::{Receiver, Sender};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+
+use self::conn::{Conn, Env, Fate};
+use self::pool::BufPool;
+use super::clock::DateCache;
+use super::workers::{self, ReplyTo, Task};
+use super::{Server, Service};
+use crate::stats::Stats;
+
+const LISTENER: Token = Token(usize::MAX - 1);
+const WAKER: Token = Token(usize::MAX - 2);
+
+/// Settings of the `evloop` model.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Most simultaneous connections per accept thread (`-C`); the slab is preallocated to it.
+    pub capacity: usize,
+    /// Worker threads for offloaded jobs (`-w`). With 0, jobs run on the loop thread.
+    pub workers: usize,
+    /// Request limits.
+    pub limits: Limits,
+    /// Size of each pooled read/write buffer.
+    pub buffer_size: usize,
+    /// Spare buffers each loop keeps for reuse.
+    pub pooled_buffers: usize,
+    /// Readiness events taken from the kernel per poll.
+    pub events: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            capacity: 100_000,
+            workers: 1,
+            limits: Limits::default(),
+            buffer_size: 16 * 1024,
+            pooled_buffers: 256,
+            events: 1024,
+        }
+    }
+}
+
+/// Starts one event loop per listener (listeners should share a port through `SO_REUSEPORT`)
+/// and `config.workers` workers. Returns once every thread is running.
+pub fn spawn<S: Service>(
+    listeners: Vec<StdListener>,
+    service: S,
+    config: Config,
+    stats: Arc<Stats>,
+) -> io::Result<Server> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut polls = Vec::with_capacity(listeners.len());
+    let mut reply_to = Vec::with_capacity(listeners.len());
+    let mut replies = Vec::with_capacity(listeners.len());
+    for _ in &listeners {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        reply_to.push(ReplyTo { done: tx, waker });
+        replies.push(rx);
+        polls.push(poll);
+    }
+    let wakers: Vec<_> = reply_to.iter().map(|r| r.waker.clone()).collect();
+    let (queue_tx, queue_rx) = crossbeam_channel::unbounded::<Task<<S::Handler as Handler>::Job>>();
+    let mut threads = workers::spawn(config.workers, queue_rx, Arc::new(reply_to), stats.clone())?;
+    let queue = (config.workers > 0).then_some(queue_tx);
+
+    for (id, ((listener, poll), replies)) in
+        listeners.into_iter().zip(polls).zip(replies).enumerate()
+    {
+        listener.set_nonblocking(true)?;
+        let mut listener = TcpListener::from_std(listener);
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let (service, config, stats, stop) =
+            (service.clone(), config.clone(), stats.clone(), stop.clone());
+        let queue = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("berth-loop-{id}"))
+            .spawn(move || {
+                let handler = service.handler(id);
+                let mut ev = EventLoop {
+                    id,
+                    poll,
+                    listener,
+                    conns: Slab::with_capacity(config.capacity),
+                    pool: BufPool::new(
+                        config.buffer_size,
+                        config.pooled_buffers,
+                        config.pooled_buffers / 4,
+                    ),
+                    date: DateCache::default(),
+                    max_input: config.limits.max_header_bytes
+                        + config.limits.max_body_bytes
+                        + config.buffer_size,
+                    handler,
+                    refusal: service.refusal(),
+                    queue,
+                    replies,
+                    stats,
+                    stop,
+                    config,
+                };
+                if let Err(e) = ev.run() {
+                    log::error!("event loop {id} failed: {e}");
+                }
+            })?;
+        threads.push(thread);
+    }
+    Ok(Server {
+        stop,
+        wakers,
+        threads,
+    })
+}
+
+struct EventLoop<H: Handler> {
+    id: usize,
+    poll: Poll,
+    listener: TcpListener,
+    conns: Slab<Conn>,
+    pool: BufPool,
+    date: DateCache,
+    max_input: usize,
+    handler: H,
+    refusal: &'static [u8],
+    queue: Option<Sender<Task<H::Job>>>,
+    replies: Receiver<(usize, Reply)>,
+    stats: Arc<Stats>,
+    stop: Arc<AtomicBool>,
+    config: Config,
+}
+
+impl<H: Handler> EventLoop<H> {
+    fn run(&mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(self.config.events);
+        while !self.stop.load(Ordering::Acquire) {
+            match self.poll.poll(&mut events, None) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            self.date.refresh();
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => self.take_replies(),
+                    Token(key) => {
+                        let Some(conn) = self.conns.get_mut(key) else {
+                            continue;
+                        };
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            conn.readable = true;
+                        }
+                        if event.is_writable() || event.is_write_closed() {
+                            conn.writable = true;
+                        }
+                        self.pump(key);
+                    }
+                }
+            }
+        }
+        for key in self.conns.iter().map(|(k, _)| k).collect::<Vec<_>>() {
+            self.finish(key);
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e)
+                    if e.kind() == io::ErrorKind::Interrupted
+                        || e.kind() == io::ErrorKind::ConnectionAborted =>
+                {
+                    continue
+                }
+                Err(e) => {
+                    // EMFILE and the like: the connection stays in the backlog until a slot or
+                    // descriptor frees up; say so once per burst rather than spin.
+                    log::warn!("loop {}: accept failed: {e}", self.id);
+                    return;
+                }
+            };
+            if self.conns.len() >= self.config.capacity {
+                let mut stream = stream;
+                let _ = io::Write::write(&mut stream, self.refusal);
+                self.stats.shard(self.id).connection_refused();
+                log::debug!(
+                    "loop {}: at capacity ({}), refused a connection",
+                    self.id,
+                    self.config.capacity
+                );
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let entry = self.conns.vacant_entry();
+            let key = entry.key();
+            let mut conn = Conn::new(stream);
+            let interest = Interest::READABLE | Interest::WRITABLE;
+            if let Err(e) = self
+                .poll
+                .registry()
+                .register(&mut conn.stream, Token(key), interest)
+            {
+                log::warn!("loop {}: cannot register a connection: {e}", self.id);
+                continue;
+            }
+            entry.insert(conn);
+            self.stats.shard(self.id).connection_opened();
+        }
+    }
+
+    fn env(&mut self) -> (Env<'_, H>, &mut Slab<Conn>) {
+        let env = Env {
+            handler: &mut self.handler,
+            pool: &mut self.pool,
+            limits: &self.config.limits,
+            date: self.date.get(),
+            max_input: self.max_input,
+        };
+        (env, &mut self.conns)
+    }
+
+    fn pump(&mut self, key: usize) {
+        let (mut env, conns) = self.env();
+        let fate = conns[key].pump(&mut env);
+        self.settle(key, fate);
+    }
+
+    fn take_replies(&mut self) {
+        while let Ok((key, reply)) = self.replies.try_recv() {
+            let Some(conn) = self.conns.get(key) else {
+                debug_assert!(false, "reply for a freed slot");
+                continue;
+            };
+            if conn.dead {
+                self.free(key);
+                continue;
+            }
+            let (mut env, conns) = self.env();
+            let fate = conns[key].complete(reply, &mut env);
+            self.settle(key, fate);
+        }
+    }
+
+    /// Acts on what a connection's pump decided.
+    fn settle(&mut self, key: usize, mut fate: Fate<H::Job>) {
+        loop {
+            match fate {
+                Fate::Keep => return,
+                Fate::Close => return self.finish(key),
+                Fate::Offload(job) => match &self.queue {
+                    Some(queue) => {
+                        self.stats.job_queued();
+                        let task = Task {
+                            job,
+                            owner: self.id,
+                            conn: key,
+                        };
+                        if queue.send(task).is_err() {
+                            // Workers are gone only during shutdown.
+                            return self.finish(key);
+                        }
+                        return;
+                    }
+                    None => {
+                        // No workers: the loop runs the job itself, as seed 001 does with `-w 0`.
+                        let reply = berth_proto::http::Job::run(job);
+                        let (mut env, conns) = self.env();
+                        fate = conns[key].complete(reply, &mut env);
+                    }
+                },
+            }
+        }
+    }
+
+    /// Closes a connection, or marks it dead if a job still refers to its slot.
+    fn finish(&mut self, key: usize) {
+        let conn = &mut self.conns[key];
+        if conn.dead {
+            return;
+        }
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        conn.shut(&mut self.pool);
+        if conn.job_pending {
+            conn.dead = true;
+        } else {
+            self.free(key);
+        }
+    }
+
+    fn free(&mut self, key: usize) {
+        drop(self.conns.remove(key));
+        self.stats.shard(self.id).connection_closed();
+    }
+}

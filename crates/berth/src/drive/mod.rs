@@ -1,0 +1,66 @@
+//! The concurrency models. Each driver takes bound listeners and a [`Service`] and moves bytes
+//! between sockets and sans-IO sessions its own way; the protocol and the application are the
+//! same under all of them.
+//!
+//! | model | who reads and writes | where slow jobs run |
+//! |---|---|---|
+//! | [`evloop`] | `-A` threads, each with its own listener and mio loop | `-w` workers, FIFO queue |
+
+pub mod clock;
+pub mod evloop;
+mod workers;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use berth_proto::http::Handler;
+
+/// What a driver serves: a factory of per-thread [`Handler`]s.
+pub trait Service: Clone + Send + Sync + 'static {
+    /// The handler type. Each I/O thread gets its own, so it may keep mutable scratch state.
+    type Handler: Handler;
+
+    /// Makes the handler for I/O thread number `thread`.
+    fn handler(&self, thread: usize) -> Self::Handler;
+
+    /// Bytes written to a connection refused at capacity, just before it is closed.
+    fn refusal(&self) -> &'static [u8] {
+        b""
+    }
+}
+
+/// A running server: stop it with [`Server::shutdown`], wait for it with [`Server::join`].
+pub struct Server {
+    stop: Arc<AtomicBool>,
+    wakers: Vec<Arc<mio::Waker>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Asks every thread to stop. Open connections are closed.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        for waker in &self.wakers {
+            let _ = waker.wake();
+        }
+    }
+
+    /// Waits until every thread has stopped.
+    pub fn join(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.shutdown();
+            for t in self.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+    }
+}
