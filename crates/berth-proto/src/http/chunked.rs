@@ -53,6 +53,18 @@ impl Chunked {
         }
     }
 
+    /// The bytes between the decoded body and the next raw byte: spent framing that the caller
+    /// should cut out of the buffer while waiting for more input (see [`Chunked::gap_closed`]),
+    /// so that a body sent as many tiny chunks costs no more memory than its decoded size.
+    pub(crate) fn gap(&self) -> std::ops::Range<usize> {
+        self.write..self.read
+    }
+
+    /// Records that the caller removed [`Chunked::gap`] from the buffer.
+    pub(crate) fn gap_closed(&mut self) {
+        self.read = self.write;
+    }
+
     /// Decodes what `buf` holds past the last call. `body_start` is where the body began; the
     /// decoded body may grow to at most `max_body` bytes and the trailer to `max_trailer` bytes.
     pub(crate) fn advance(
@@ -253,6 +265,26 @@ mod tests {
         assert_eq!(decode(b"5\nhello"), Err(400));
         assert_eq!(decode(b"3\r\nabcX\r\n"), Err(400));
         assert_eq!(decode(b"0\r\n folded\r\n\r\n"), Err(400));
+    }
+
+    #[test]
+    fn closing_the_gap_keeps_decoding_right() {
+        let raw = b"1\r\na\r\n1\r\nb\r\n1\r\nc\r\n0\r\n\r\n";
+        let mut buf = Vec::new();
+        let mut c = Chunked::new(0);
+        for &b in raw.iter() {
+            buf.push(b);
+            if let Progress::Done { body_end, consumed } = c.advance(&mut buf, 0, 1 << 20, 1024).unwrap() {
+                assert_eq!(&buf[..body_end], b"abc");
+                assert_eq!(consumed, buf.len());
+                return;
+            }
+            let gap = c.gap();
+            buf.drain(gap);
+            c.gap_closed();
+            assert!(buf.len() <= 3 + 5, "buffer holds only decoded bytes and a partial line");
+        }
+        panic!("never completed");
     }
 
     #[test]

@@ -208,6 +208,13 @@ impl Session {
                         }
                     };
                     let Some((body_end, len)) = done else {
+                        if let BodyState::Chunked(c) = &mut body {
+                            let gap = c.gap();
+                            if !gap.is_empty() {
+                                input.drain(consumed + gap.start..consumed + gap.end);
+                                c.gap_closed();
+                            }
+                        }
                         let mut continue_sent = continue_sent;
                         if framing.expect_continue && !continue_sent {
                             output.extend_from_slice(CONTINUE);
