@@ -71,7 +71,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         accept_threads,
         ListenConfig {
             backlog: args.backlog,
-            reuse_port: true,
+            ..ListenConfig::default()
         },
     )?;
     let bound = listeners[0].local_addr()?;

@@ -44,6 +44,8 @@ pub(super) struct Conn {
     pub writable: bool,
     /// The peer has shut down its side (read returned 0).
     peer_closed: bool,
+    /// The kernel reported the peer's FIN (EPOLLRDHUP): a short read does not mean "drained".
+    pub hup: bool,
     /// A job is running for this connection; its slot must outlive it.
     pub job_pending: bool,
     /// `input` holds bytes the session has not been shown yet (or asked to see again).
@@ -63,6 +65,7 @@ impl Conn {
             readable: false,
             writable: true,
             peer_closed: false,
+            hup: false,
             job_pending: false,
             unprocessed: false,
             dead: false,
@@ -140,7 +143,14 @@ impl Conn {
                 }
                 match read_into_spare(&self.stream, &mut self.input) {
                     Ok(0) => self.peer_closed = true,
-                    Ok(_) => self.unprocessed = true,
+                    Ok(_) => {
+                        self.unprocessed = true;
+                        // A read that left room in the buffer drained the socket. New bytes will
+                        // raise a new edge, so skip the read that would only say WouldBlock.
+                        if self.input.len() < self.input.capacity() && !self.hup {
+                            self.readable = false;
+                        }
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => return Fate::Close,
@@ -202,14 +212,19 @@ impl Conn {
         }
     }
 
-    /// Ends the connection: returns its buffers, sends FIN after any final response, and drains
-    /// what the peer already sent so that closing does not turn into a reset that could destroy
-    /// the response before the peer reads it.
+    /// Ends the connection: returns its buffers and, if the peer may have sent bytes we never
+    /// read, sends FIN and drains them, so that closing does not turn into a reset that could
+    /// destroy the response before the peer reads it. A connection whose last read drained the
+    /// socket and whose input was all consumed closes at once (nginx's lingering heuristic).
     pub fn shut(&mut self, pool: &mut BufPool) {
+        let unread = self.readable || !self.input.is_empty();
         self.input.clear();
         self.output.clear();
         self.written = 0;
         self.release_idle_buffers(pool);
+        if !unread || self.peer_closed {
+            return;
+        }
         let _ = self.stream.shutdown(Shutdown::Write);
         let mut sink = [0u8; 4096];
         for _ in 0..16 {

@@ -181,6 +181,9 @@ impl<H: Handler> EventLoop<H> {
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             conn.readable = true;
                         }
+                        if event.is_read_closed() || event.is_error() {
+                            conn.hup = true;
+                        }
                         if event.is_writable() || event.is_write_closed() {
                             conn.writable = true;
                         }
@@ -224,7 +227,6 @@ impl<H: Handler> EventLoop<H> {
                 );
                 continue;
             }
-            let _ = stream.set_nodelay(true);
             let entry = self.conns.vacant_entry();
             let key = entry.key();
             let mut conn = Conn::new(stream);
@@ -312,11 +314,13 @@ impl<H: Handler> EventLoop<H> {
         if conn.dead {
             return;
         }
-        let _ = self.poll.registry().deregister(&mut conn.stream);
         conn.shut(&mut self.pool);
         if conn.job_pending {
+            // The socket stays open until the job ends; stop hearing about it meanwhile.
+            let _ = self.poll.registry().deregister(&mut conn.stream);
             conn.dead = true;
         } else {
+            // Closing the descriptor removes it from the epoll set; no deregister call needed.
             self.free(key);
         }
     }
