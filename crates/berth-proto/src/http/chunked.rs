@@ -274,7 +274,9 @@ mod tests {
         let mut c = Chunked::new(0);
         for &b in raw.iter() {
             buf.push(b);
-            if let Progress::Done { body_end, consumed } = c.advance(&mut buf, 0, 1 << 20, 1024).unwrap() {
+            if let Progress::Done { body_end, consumed } =
+                c.advance(&mut buf, 0, 1 << 20, 1024).unwrap()
+            {
                 assert_eq!(&buf[..body_end], b"abc");
                 assert_eq!(consumed, buf.len());
                 return;
@@ -282,7 +284,10 @@ mod tests {
             let gap = c.gap();
             buf.drain(gap);
             c.gap_closed();
-            assert!(buf.len() <= 3 + 5, "buffer holds only decoded bytes and a partial line");
+            assert!(
+                buf.len() <= 3 + 5,
+                "buffer holds only decoded bytes and a partial line"
+            );
         }
         panic!("never completed");
     }
