@@ -62,7 +62,7 @@ pub struct ServeArgs {
 
     /// Worker threads for slow jobs [default: the number of accept threads]. With 0, a slow
     /// request is answered at once, like a fast one.
-    #[arg(short = 'w', long, value_name = "N")]
+    #[arg(short = 'w', long, value_name = "N", allow_negative_numbers = true)]
     pub worker_threads: Option<usize>,
 
     /// Slow task delay in milliseconds (`/test/slow`).

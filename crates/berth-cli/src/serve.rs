@@ -28,6 +28,8 @@ fn usage_error(msg: &str) -> ! {
 }
 
 pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    // Before any thread starts, so that every thread inherits the blocked mask.
+    berth::drive::signal::block_termination()?;
     if args.daemonize {
         usage_error("--daemonize is not available yet; run berth under a supervisor (systemd, runit) instead");
     }
@@ -95,6 +97,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     )?;
     out.flush()?;
     drop(out);
+    let signal = berth::drive::signal::wait_for_termination()?;
+    log::info!("{signal:?} received: stopping");
+    server.shutdown();
     server.join();
     Ok(())
 }

@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod evloop;
+pub mod signal;
 mod workers;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -83,23 +83,48 @@ impl Conn {
         let step =
             self.session
                 .complete(reply, &mut self.input, &mut self.output, &cx, env.handler);
-        match self.after(step) {
-            Some(job) => Fate::Offload(job),
-            None => self.pump(env),
-        }
+        let job = self.after(step);
+        self.pump_with(env, job)
     }
 
     /// Writes, parses and reads until nothing more can happen without a new event.
     pub fn pump<H: Handler>(&mut self, env: &mut Env<'_, H>) -> Fate<H::Job> {
+        self.pump_with(env, None)
+    }
+
+    /// [`Conn::pump`], carrying a job that is not submitted yet. A new job does not cut the pump
+    /// short: responses already written for earlier pipelined requests still go out now rather
+    /// than after the job, and the socket is still read so a departing peer is noticed.
+    fn pump_with<H: Handler>(
+        &mut self,
+        env: &mut Env<'_, H>,
+        mut job: Option<H::Job>,
+    ) -> Fate<H::Job> {
+        let keep = self.run(env, &mut job);
+        match (keep, job) {
+            (true, Some(job)) => Fate::Offload(job),
+            (true, None) => Fate::Keep,
+            (false, job) => {
+                // Dropping a job that was never submitted: nothing else refers to the slot.
+                if job.is_some() {
+                    self.job_pending = false;
+                }
+                Fate::Close
+            }
+        }
+    }
+
+    /// The body of [`Conn::pump`]: false means close.
+    fn run<H: Handler>(&mut self, env: &mut Env<'_, H>, job: &mut Option<H::Job>) -> bool {
         loop {
             if self.writable && self.written < self.output.len() && self.flush().is_err() {
-                return Fate::Close;
+                return false;
             }
             let out_pending = self.written < self.output.len();
             let finished = self.session.is_closed()
                 || (self.peer_closed && !self.job_pending && !self.unprocessed);
             if finished {
-                return if out_pending { Fate::Keep } else { Fate::Close };
+                return out_pending;
             }
 
             if self.unprocessed
@@ -116,8 +141,8 @@ impl Conn {
                 let step =
                     self.session
                         .process(&mut self.input, &mut self.output, &cx, env.handler);
-                if let Some(job) = self.after(step) {
-                    return Fate::Offload(job);
+                if let Some(new) = self.after(step) {
+                    *job = Some(new);
                 }
                 if self.output.len() > before || self.unprocessed {
                     continue;
@@ -133,7 +158,7 @@ impl Conn {
                 if self.input.len() == self.input.capacity() {
                     if !wants_more || self.input.capacity() >= env.max_input {
                         // Paused: resumes when the session consumes input or the job ends.
-                        return Fate::Keep;
+                        return true;
                     }
                     let grow = self
                         .input
@@ -153,13 +178,13 @@ impl Conn {
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => return Fate::Close,
+                    Err(_) => return false,
                 }
                 continue;
             }
 
             self.release_idle_buffers(env.pool);
-            return Fate::Keep;
+            return true;
         }
     }
 

@@ -38,6 +38,8 @@ use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
+/// How often a loop retries `accept` after running out of descriptors.
+const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Settings of the `evloop` model.
 #[derive(Debug, Clone)]
@@ -124,6 +126,7 @@ pub fn spawn<S: Service>(
                         + config.buffer_size,
                     handler,
                     refusal: service.refusal(),
+                    accept_paused: false,
                     queue,
                     replies,
                     stats,
@@ -153,6 +156,10 @@ struct EventLoop<H: Handler> {
     max_input: usize,
     handler: H,
     refusal: &'static [u8],
+    /// Accepting failed for want of descriptors (EMFILE/ENFILE) or memory. The listener is
+    /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
+    /// timer until accepting works again (nginx does the same).
+    accept_paused: bool,
     queue: Option<Sender<Task<H::Job>>>,
     replies: Receiver<(usize, Reply)>,
     stats: Arc<Stats>,
@@ -164,12 +171,16 @@ impl<H: Handler> EventLoop<H> {
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(self.config.events);
         while !self.stop.load(Ordering::Acquire) {
-            match self.poll.poll(&mut events, None) {
+            let timeout = self.accept_paused.then_some(ACCEPT_RETRY);
+            match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
             self.date.refresh();
+            if self.accept_paused {
+                self.accept();
+            }
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(),
@@ -202,7 +213,10 @@ impl<H: Handler> EventLoop<H> {
         loop {
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept_paused = false;
+                    return;
+                }
                 Err(e)
                     if e.kind() == io::ErrorKind::Interrupted
                         || e.kind() == io::ErrorKind::ConnectionAborted =>
@@ -210,12 +224,17 @@ impl<H: Handler> EventLoop<H> {
                     continue
                 }
                 Err(e) => {
-                    // EMFILE and the like: the connection stays in the backlog until a slot or
-                    // descriptor frees up; say so once per burst rather than spin.
-                    log::warn!("loop {}: accept failed: {e}", self.id);
+                    if !self.accept_paused {
+                        log::warn!(
+                            "loop {}: accept failed, retrying every {ACCEPT_RETRY:?}: {e}",
+                            self.id
+                        );
+                    }
+                    self.accept_paused = true;
                     return;
                 }
             };
+            self.accept_paused = false;
             if self.conns.len() >= self.config.capacity {
                 let mut stream = stream;
                 let _ = io::Write::write(&mut stream, self.refusal);

@@ -55,7 +55,8 @@ mod tests {
         let a = pool.take();
         let ptr = a.as_ptr();
         pool.put(a);
-        assert_eq!(pool.take().as_ptr(), ptr);
+        let b = pool.take();
+        assert_eq!(b.as_ptr(), ptr);
         let mut big = pool.take();
         big.reserve(10 * 1024);
         pool.put(big);

@@ -1,0 +1,304 @@
+//! The built `berth` binary: startup line, serving, usage errors (exit 2), help (exit 0) and
+//! runtime failures (exit 1), per DESIGN §6.
+//!
+//! Every child process is owned by a [`ChildGuard`] that kills and reaps it when the test ends,
+//! pass or fail; every wait has a deadline; every server listens on port 0.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_berth");
+
+/// Generous bound on anything a test waits for; only a guard against hangs.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// Kills and reaps its child when dropped. The second field receives stdout lines once
+/// [`ChildGuard::first_line`] has started reading them.
+struct ChildGuard(Child, Option<mpsc::Receiver<String>>);
+
+impl ChildGuard {
+    fn spawn(args: &[&str]) -> ChildGuard {
+        let child = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn berth");
+        ChildGuard(child, None)
+    }
+
+    /// Waits for the exit within [`LIMIT`]; panics (and the guard kills the child) otherwise.
+    fn wait(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            if let Some(status) = self.0.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "berth did not exit within {LIMIT:?}"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Everything the child wrote to `pipe` (call after it has exited).
+    fn drain(pipe: Option<impl Read>) -> String {
+        let mut s = String::new();
+        if let Some(mut p) = pipe {
+            p.read_to_string(&mut s).expect("read child output");
+        }
+        s
+    }
+
+    /// Waits for the exit; returns the status with stdout and stderr.
+    fn finish(&mut self) -> (ExitStatus, String, String) {
+        // Read the pipes on threads so a chatty child cannot block on a full pipe.
+        let out = self.0.stdout.take();
+        let err = self.0.stderr.take();
+        let out = thread::spawn(move || Self::drain(out));
+        let err = thread::spawn(move || Self::drain(err));
+        let status = self.wait();
+        (status, out.join().unwrap(), err.join().unwrap())
+    }
+
+    /// Reads the first line of stdout within [`LIMIT`]. Later lines stay available to
+    /// [`ChildGuard::stop_and_collect_stdout`].
+    fn first_line(&mut self) -> String {
+        let stdout = self.0.stdout.take().expect("stdout piped");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let line = match rx.recv_timeout(LIMIT) {
+            Ok(line) => line,
+            Err(_) => panic!("no startup line within {LIMIT:?}"),
+        };
+        self.1 = Some(rx);
+        line
+    }
+
+    /// Kills the child and returns the lines it wrote to stdout after the first one.
+    fn stop_and_collect_stdout(&mut self) -> Vec<String> {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let rx = self.1.take().expect("first_line was called");
+        let mut rest = Vec::new();
+        // The reader ends at EOF, which the child's death brings at once.
+        while let Ok(line) = rx.recv_timeout(LIMIT) {
+            rest.push(line);
+        }
+        rest
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs berth to completion with `args`.
+fn run(args: &[&str]) -> (ExitStatus, String, String) {
+    ChildGuard::spawn(args).finish()
+}
+
+/// Parses `http://ADDR` out of the startup line.
+fn address_in(line: &str) -> SocketAddr {
+    let start = line.find("http://").expect("an http:// address") + "http://".len();
+    let rest = &line[start..];
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    rest[..end].parse().expect("a socket address")
+}
+
+/// One GET over a fresh connection, closing after it; returns the raw response.
+fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, LIMIT).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.set_write_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: cli\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read response");
+    out
+}
+
+#[test]
+fn serve_prints_its_address_and_serves() {
+    let mut berth = ChildGuard::spawn(&["serve", "-p", "0", "-A", "2", "-w", "3", "-C", "50"]);
+    let line = berth.first_line();
+    for part in [
+        "berth listening on http://127.0.0.1:",
+        "evloop",
+        "2 accept threads",
+        "3 workers",
+        "capacity 50",
+    ] {
+        assert!(line.contains(part), "{part:?} missing from {line:?}");
+    }
+    let addr = address_in(&line);
+    assert_ne!(addr.port(), 0);
+
+    let response = get(addr, "/hello/world");
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.ends_with("\r\n\r\nHello, World!"), "{response}");
+    let response = get(addr, "/test/slow");
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+
+    // Still running: it serves until stopped.
+    assert!(berth.0.try_wait().unwrap().is_none(), "berth exited early");
+    // And the startup line was the only one.
+    let rest = berth.stop_and_collect_stdout();
+    assert!(rest.is_empty(), "more than one line on stdout: {rest:?}");
+}
+
+#[test]
+fn serve_defaults_are_reported() {
+    let mut berth = ChildGuard::spawn(&["serve", "--port", "0", "--host", "127.0.0.1"]);
+    let line = berth.first_line();
+    let addr = address_in(&line);
+    assert!(line.contains("capacity 100000"), "{line}");
+    let response = get(addr, "/");
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+}
+
+/// Asserts that `args` is a usage error: exit 2, nothing on stdout, and on stderr an error
+/// naming one of `names` followed by the usage.
+fn assert_usage_error(args: &[&str], names: &[&str]) {
+    let (status, out, err) = run(args);
+    assert_eq!(status.code(), Some(2), "{args:?}: stderr: {err}");
+    assert!(out.is_empty(), "{args:?}: stdout: {out}");
+    assert!(err.contains("error"), "{args:?}: {err}");
+    assert!(
+        names.iter().any(|n| err.contains(n)),
+        "{args:?}: the error does not name the option ({names:?}): {err}"
+    );
+    assert!(err.contains("Usage:"), "{args:?}: no usage: {err}");
+    assert!(
+        err.contains("berth serve"),
+        "{args:?}: usage of the wrong command: {err}"
+    );
+}
+
+#[test]
+fn malformed_options_are_usage_errors() {
+    let cases: [(&[&str], &[&str]); 8] = [
+        (&["serve", "-p", "70000"], &["--port", "-p"]),
+        (&["serve", "-p", "abc"], &["--port", "-p"]),
+        (&["serve", "-A", "0"], &["--accept-threads", "-A"]),
+        (&["serve", "-C", "0"], &["--accept-capacity", "-C"]),
+        (&["serve", "--bogus"], &["--bogus"]),
+        (&["serve", "-D", "x"], &["--slow-duration", "-D"]),
+        (&["serve", "--max-headers", "0"], &["--max-headers"]),
+        (&["serve", "-d"], &["--daemonize", "-d"]),
+    ];
+    for (args, names) in cases {
+        assert_usage_error(args, names);
+    }
+    // Negative numbers given with `=` are read as values, and refused as such.
+    assert_usage_error(&["serve", "-w=-1"], &["--worker-threads", "-w"]);
+    assert_usage_error(&["serve", "--worker-threads=-1"], &["--worker-threads"]);
+}
+
+#[test]
+fn negative_worker_count_names_the_option() {
+    assert_usage_error(&["serve", "-w", "-1"], &["--worker-threads", "-w"]);
+}
+
+#[test]
+fn negative_worker_count_is_a_usage_error() {
+    // Whatever the message says, `-w -1` must be refused with exit 2 and usage.
+    let (status, _, err) = run(&["serve", "-w", "-1"]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("-1") && err.contains("Usage:"), "{err}");
+}
+
+#[test]
+fn help_lists_every_option() {
+    for flag in ["--help", "-h"] {
+        let (status, out, err) = run(&["serve", flag]);
+        assert_eq!(status.code(), Some(0), "serve {flag}: {err}");
+        assert!(out.contains("Usage:"), "serve {flag}: {out}");
+        for (short, long) in [
+            ("-v", "--verbose"),
+            ("-d", "--daemonize"),
+            ("-p", "--port"),
+            ("-A", "--accept-threads"),
+            ("-C", "--accept-capacity"),
+            ("-w", "--worker-threads"),
+            ("-D", "--slow-duration"),
+        ] {
+            assert!(
+                out.contains(&format!("{short}, {long}")),
+                "serve {flag}: {short}/{long} missing:\n{out}"
+            );
+        }
+        assert!(
+            out.contains("--host"),
+            "serve {flag}: --host missing:\n{out}"
+        );
+    }
+    for args in [&["--help"][..], &["-h"], &["help", "serve"]] {
+        let (status, out, err) = run(args);
+        assert_eq!(status.code(), Some(0), "{args:?}: {err}");
+        assert!(out.contains("serve"), "{args:?}: {out}");
+    }
+}
+
+#[test]
+fn no_arguments_prints_help_and_fails() {
+    let (status, out, err) = run(&[]);
+    assert_eq!(status.code(), Some(2), "{out}{err}");
+    assert!(
+        err.contains("Usage:") || out.contains("Usage:"),
+        "{out}{err}"
+    );
+}
+
+#[test]
+fn address_in_use_is_a_runtime_failure() {
+    // std's listener does not set SO_REUSEPORT, so berth cannot share its port.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let (status, out, err) = run(&["serve", "-p", &port, "-A", "2"]);
+    assert_eq!(status.code(), Some(1), "stdout: {out}\nstderr: {err}");
+    assert!(out.is_empty(), "{out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected a one-line error: {err}");
+    assert!(lines[0].contains("already in use"), "{err}");
+    assert!(lines[0].contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(
+        !err.contains("Usage:"),
+        "a runtime failure is not a usage error: {err}"
+    );
+    drop(taken);
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let mut berth = ChildGuard::spawn(&["serve", "-p", "0", "-A", "1"]);
+    let addr = address_in(&berth.first_line());
+    assert!(get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"));
+    let pid = berth.0.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let status = berth.wait();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

@@ -1,0 +1,449 @@
+//! Test support: starts the `evloop` driver in-process on `127.0.0.1:0` and talks to it over real
+//! sockets with small, bounded clients.
+//!
+//! Include it from a test crate with
+//! `#[path = "support/server.rs"] mod server;`.
+//!
+//! Every socket made here has read and write timeouts ([`IO_TIMEOUT`]), and every wait has a
+//! deadline, so a test that finds a bug fails instead of hanging.
+#![allow(dead_code)]
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth::app::{Demo, DemoConfig};
+use berth::drive::evloop;
+use berth::drive::Server;
+use berth::net::{bind_tcp, ListenConfig};
+use berth::proto::http::Limits;
+use berth::stats::{Snapshot, Stats};
+
+/// Read and write timeout of every client socket: generous, only a guard against hangs.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long [`wait_for`] waits for a condition before giving up.
+pub const WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings of an in-process server; build with [`TestServer::builder`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    accept_threads: usize,
+    workers: usize,
+    capacity: usize,
+    slow: Duration,
+    offload_slow: Option<bool>,
+    limits: Limits,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            accept_threads: 1,
+            workers: 1,
+            capacity: 1024,
+            slow: Duration::from_millis(30),
+            offload_slow: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl Builder {
+    /// Number of accept threads (`-A`), each with its own listener and loop.
+    pub fn accept_threads(mut self, n: usize) -> Self {
+        self.accept_threads = n;
+        self
+    }
+
+    /// Number of worker threads (`-w`).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// Connection slots per accept thread (`-C`).
+    pub fn capacity(mut self, n: usize) -> Self {
+        self.capacity = n;
+        self
+    }
+
+    /// How long a `/test/slow` job takes (`-D`).
+    pub fn slow(mut self, d: Duration) -> Self {
+        self.slow = d;
+        self
+    }
+
+    /// Whether `/test/slow` goes to a worker; by default, as the CLI does: when `workers > 0`.
+    pub fn offload_slow(mut self, yes: bool) -> Self {
+        self.offload_slow = Some(yes);
+        self
+    }
+
+    /// Request limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Changes some request limits, keeping the others.
+    pub fn with_limits(mut self, f: impl FnOnce(&mut Limits)) -> Self {
+        f(&mut self.limits);
+        self
+    }
+
+    /// Binds `127.0.0.1:0` and starts the driver with the demo app.
+    pub fn start(self) -> TestServer {
+        let listeners = bind_tcp(
+            "127.0.0.1:0".parse().unwrap(),
+            self.accept_threads,
+            ListenConfig::default(),
+        )
+        .expect("bind 127.0.0.1:0");
+        let addr = listeners[0].local_addr().expect("local_addr");
+        let stats = Arc::new(Stats::new(self.accept_threads));
+        let app = DemoConfig {
+            slow_duration: self.slow,
+            offload_slow: self.offload_slow.unwrap_or(self.workers > 0),
+        };
+        let config = evloop::Config {
+            capacity: self.capacity,
+            workers: self.workers,
+            limits: self.limits,
+            ..evloop::Config::default()
+        };
+        let server = evloop::spawn(
+            listeners,
+            Demo::new(app, stats.clone()),
+            config,
+            stats.clone(),
+        )
+        .expect("evloop::spawn");
+        TestServer {
+            addr,
+            stats,
+            server: Some(server),
+        }
+    }
+}
+
+/// A running in-process server; shut down and joined when dropped.
+pub struct TestServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its counters.
+    pub stats: Arc<Stats>,
+    server: Option<Server>,
+}
+
+impl TestServer {
+    /// Settings to start a server with (1 accept thread, 1 worker, 1024 slots, 30 ms slow jobs).
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A server with the default settings of [`TestServer::builder`].
+    pub fn start() -> TestServer {
+        Builder::default().start()
+    }
+
+    /// Reads the counters.
+    pub fn snapshot(&self) -> Snapshot {
+        self.stats.snapshot()
+    }
+
+    /// Waits (bounded) until the counters satisfy `cond`; panics with the last snapshot if not.
+    pub fn wait_stats(&self, what: &str, cond: impl Fn(&Snapshot) -> bool) -> Snapshot {
+        let mut last = self.snapshot();
+        let ok = wait_for(WAIT_TIMEOUT, || {
+            last = self.snapshot();
+            cond(&last)
+        });
+        assert!(ok, "timed out waiting for {what}; last stats: {last:?}");
+        last
+    }
+
+    /// A connected client.
+    pub fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    /// Stops the server and waits for its threads.
+    pub fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown();
+            server.join();
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown();
+            server.join();
+        }
+    }
+}
+
+/// Polls `cond` every few milliseconds until it holds or `timeout` passes.
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Connects to `addr` with [`IO_TIMEOUT`] read and write timeouts.
+pub fn connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream
+}
+
+/// One parsed response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Header fields in order, names as sent.
+    pub headers: Vec<(String, String)>,
+    /// Body (empty for HEAD responses).
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as UTF-8 text.
+    pub fn text(&self) -> &str {
+        std::str::from_utf8(&self.body).expect("body is UTF-8")
+    }
+
+    /// Whether the server said it will close the connection.
+    pub fn closes(&self) -> bool {
+        self.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+    }
+}
+
+/// A client on one connection: writes raw bytes and reads responses framed by Content-Length,
+/// keeping bytes of later (pipelined) responses for the next read.
+pub struct Client {
+    /// The socket.
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    /// Connects to `addr` (see [`connect`]).
+    pub fn connect(addr: SocketAddr) -> Client {
+        Client::from_stream(connect(addr))
+    }
+
+    /// Wraps a connected stream.
+    pub fn from_stream(stream: TcpStream) -> Client {
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Writes all of `bytes`.
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write request");
+    }
+
+    /// Sends `GET path` (HTTP/1.1, keep-alive) and reads the response.
+    pub fn get(&mut self, path: &str) -> Response {
+        self.send(get_request(path).as_bytes());
+        self.read_response()
+    }
+
+    /// Reads one response to a request that was not HEAD.
+    pub fn read_response(&mut self) -> Response {
+        self.try_read_response(false)
+            .unwrap_or_else(|e| panic!("reading a response: {e}"))
+    }
+
+    /// Reads one response to a HEAD request (Content-Length present, no body follows).
+    pub fn read_head_response(&mut self) -> Response {
+        self.try_read_response(true)
+            .unwrap_or_else(|e| panic!("reading a HEAD response: {e}"))
+    }
+
+    /// Reads one response; `head_only` for a HEAD request. Interim (1xx) responses are returned
+    /// like any other. Fails on a timeout, on EOF before a whole response, or on bad framing.
+    pub fn try_read_response(&mut self, head_only: bool) -> io::Result<Response> {
+        let head_end = loop {
+            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            self.fill()?;
+        };
+        let head = std::str::from_utf8(&self.buf[..head_end - 4])
+            .map_err(|_| bad("response head is not UTF-8"))?
+            .to_owned();
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap_or("");
+        let mut parts = status_line.splitn(3, ' ');
+        if parts.next() != Some("HTTP/1.1") {
+            return Err(bad(&format!("bad status line {status_line:?}")));
+        }
+        let status: u16 = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad(&format!("bad status line {status_line:?}")))?;
+        let mut headers = Vec::new();
+        for line in lines {
+            let (name, value) = line
+                .split_once(':')
+                .ok_or_else(|| bad(&format!("bad header line {line:?}")))?;
+            headers.push((name.to_owned(), value.trim().to_owned()));
+        }
+        let mut response = Response {
+            status,
+            headers,
+            body: Vec::new(),
+        };
+        let len = if head_only || (100..200).contains(&status) {
+            0
+        } else {
+            response
+                .header("content-length")
+                .ok_or_else(|| bad("response without Content-Length"))?
+                .parse::<usize>()
+                .map_err(|_| bad("bad Content-Length"))?
+        };
+        while self.buf.len() < head_end + len {
+            self.fill()?;
+        }
+        response.body = self.buf[head_end..head_end + len].to_vec();
+        self.buf.drain(..head_end + len);
+        Ok(response)
+    }
+
+    /// Bytes received but not yet returned as part of a response.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Reads until the server closes the connection (EOF or reset) and returns what came after
+    /// the responses already read. Fails if the connection is still open after [`IO_TIMEOUT`].
+    pub fn read_to_close(&mut self) -> io::Result<Vec<u8>> {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            match self.fill() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+                Err(e) if is_reset(&e) => break,
+                Err(e) => return Err(e),
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connection not closed",
+                ));
+            }
+        }
+        Ok(std::mem::take(&mut self.buf))
+    }
+
+    /// Asserts that the server closes the connection without sending anything more.
+    pub fn expect_closed(&mut self) {
+        let rest = self
+            .read_to_close()
+            .unwrap_or_else(|e| panic!("expected the server to close the connection: {e}"));
+        assert!(
+            rest.is_empty(),
+            "unexpected bytes before close: {:?}",
+            String::from_utf8_lossy(&rest)
+        );
+    }
+
+    /// Shuts down the write side (sends FIN).
+    pub fn shutdown_write(&self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+
+    fn fill(&mut self) -> io::Result<()> {
+        let mut chunk = [0u8; 16 * 1024];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "connection closed; {} bytes pending: {:?}",
+                    self.buf.len(),
+                    String::from_utf8_lossy(&self.buf)
+                ),
+            )),
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Whether `e` means the peer reset or aborted the connection.
+pub fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
+}
+
+/// `GET path HTTP/1.1` with a Host header and nothing else.
+pub fn get_request(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n")
+}
+
+/// `POST path HTTP/1.1` with a Content-Length body.
+pub fn post_request(path: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Sends one request on a new connection and reads one response.
+pub fn roundtrip(addr: SocketAddr, request: &[u8]) -> Response {
+    let mut c = Client::connect(addr);
+    c.send(request);
+    c.read_response()
+}
+
+/// Sends one request on a new connection and reads everything until the server closes it.
+pub fn send_raw_until_close(addr: SocketAddr, request: &[u8]) -> io::Result<Vec<u8>> {
+    let mut c = Client::connect(addr);
+    c.send(request);
+    c.read_to_close()
+}
+
+/// Position of `needle` in `hay`.
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn bad(msg: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.to_owned())
+}
