@@ -79,6 +79,9 @@ pub(crate) fn framing(
             }
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
+            if !valid_host(h.value) {
+                return Err(reject(400, "invalid Host header"));
+            }
         } else if name.eq_ignore_ascii_case("connection") {
             close |= list_contains(h.value, "close");
             keep_alive_token |= list_contains(h.value, "keep-alive");
@@ -117,6 +120,15 @@ pub(crate) fn framing(
         // 100-continue means nothing without a body to wait for, or to an HTTP/1.0 client.
         expect_continue: expect_continue && version == Version::Http11 && body != BodyKind::Empty,
     })
+}
+
+/// `Host = uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2). An empty value is allowed:
+/// it is what a client sends when the target has no authority. Checked by character class,
+/// which is what keeps a Host from smuggling a path, a userinfo or whitespace.
+fn valid_host(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b))
 }
 
 /// `Content-Length = 1*DIGIT`: no sign, no spaces inside, no hex, and it must fit in a u64.

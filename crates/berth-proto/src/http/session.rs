@@ -143,17 +143,21 @@ impl Session {
                     break Step::Close;
                 }
                 State::Waiting { .. } => break Step::Read,
-                State::Head { .. } if output.len() >= cx.limits.output_high_water => {
+                // A non-empty check too, so a high-water mark of 0 cannot ask for endless flushes.
+                State::Head { .. }
+                    if !output.is_empty() && output.len() >= cx.limits.output_high_water =>
+                {
                     break Step::Flush
                 }
                 State::Head { scan } => {
-                    // RFC 9112 §2.2: ignore empty lines before a request-line.
-                    if scan == 0 {
-                        while input[consumed..].starts_with(b"\r\n") {
-                            consumed += 2;
-                        }
+                    // RFC 9112 §2.2: ignore empty lines before a request-line, including one
+                    // whose CR and LF arrived in different reads.
+                    let mut scan = scan;
+                    while input[consumed..].starts_with(b"\r\n") {
+                        consumed += 2;
+                        scan = 0;
                     }
-                    match self.read_head(&input[consumed..], scan, output, cx, handler) {
+                    match self.read_head(&mut input[consumed..], scan, output, cx, handler) {
                         Ok(HeadOutcome::Partial { scan }) => {
                             self.state = State::Head { scan };
                             break Step::Read;
@@ -177,7 +181,10 @@ impl Session {
                                 continue_sent: false,
                             };
                         }
-                        Err(r) => break self.refuse(r, output, cx, handler),
+                        Err(r) => {
+                            let head_only = input[consumed..].starts_with(b"HEAD ");
+                            break self.refuse(r, head_only, output, cx, handler);
+                        }
                     }
                 }
                 State::Body {
@@ -203,7 +210,10 @@ impl Session {
                                     Some((body_end, consumed))
                                 }
                                 Ok(Progress::Partial) => None,
-                                Err(r) => break self.refuse(r, output, cx, handler),
+                                Err(r) => {
+                                    let head_only = input[consumed..].starts_with(b"HEAD ");
+                                    break self.refuse(r, head_only, output, cx, handler);
+                                }
                             }
                         }
                     };
@@ -287,7 +297,7 @@ impl Session {
     /// Looks for a complete head at the front of `buf`; answers it at once when it has no body.
     fn read_head<H: Handler>(
         &mut self,
-        buf: &[u8],
+        buf: &mut [u8],
         scan: usize,
         output: &mut Vec<u8>,
         cx: &Context<'_>,
@@ -297,16 +307,19 @@ impl Session {
             return Ok(HeadOutcome::Partial { scan: 0 });
         }
         let limits = cx.limits;
-        let window = &buf[..buf.len().min(limits.max_header_bytes)];
+        let window_len = buf.len().min(limits.max_header_bytes);
+        let window = &buf[..window_len];
         // Only hand the head to the parser once its end is in sight: re-parsing a head that
         // arrives a byte at a time would cost quadratic time.
         let head_len = match find_head_end(window, scan, limits)? {
             Scan::Complete(n) => n,
-            Scan::Partial(_) if window.len() == limits.max_header_bytes => {
+            Scan::Partial(_) if window_len == limits.max_header_bytes => {
                 return Err(reject(431, "request header section too large"));
             }
             Scan::Partial(scan) => return Ok(HeadOutcome::Partial { scan }),
         };
+        normalize_version(&mut buf[..head_len])?;
+        let buf = &buf[..];
         let mut storage = [const { MaybeUninit::uninit() }; HEADERS_CEILING];
         let headers = &mut storage[..limits.max_headers.min(HEADERS_CEILING)];
         let head = parse_head(&buf[..head_len], headers, limits)?;
@@ -344,7 +357,10 @@ impl Session {
         // The head parsed before; parsing it again is cheaper than keeping its offsets around.
         let head = match parse_head(&bytes[..head_len], headers, cx.limits) {
             Ok(head) => head,
-            Err(r) => return Some(self.refuse(r, output, cx, handler)),
+            Err(r) => {
+                let head_only = bytes.starts_with(b"HEAD ");
+                return Some(self.refuse(r, head_only, output, cx, handler));
+            }
         };
         let request = head.into_request(&bytes[head_len..body_end]);
         self.answer(&request, framing.keep_alive, output, cx, handler)
@@ -411,6 +427,7 @@ impl Session {
     fn refuse<H: Handler>(
         &mut self,
         r: Reject,
+        head_only: bool,
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
@@ -427,7 +444,8 @@ impl Session {
         let n = r.reason.len().min(body.len() - 1);
         body[..n].copy_from_slice(&r.reason.as_bytes()[..n]);
         body[n] = b'\n';
-        write_response(output, &head, &body[..=n], false);
+        // A response to HEAD carries no content, errors included (RFC 9110 §9.3.2).
+        write_response(output, &head, &body[..=n], head_only);
         handler.on_response(r.status);
         self.state = State::Closed;
         Step::Close
@@ -476,6 +494,37 @@ fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<Scan, Rejec
     Ok(Scan::Partial(buf.len()))
 }
 
+/// Checks the HTTP-version of a complete head's request-line before the parser sees it.
+/// `HTTP/1.x` for x > 1 is rewritten to `HTTP/1.1`: a server SHOULD treat a higher minor
+/// version as the highest it supports (RFC 9110 §2.5). Another well-formed major version gets
+/// 505; a malformed request-line is left for the parser, which refuses it with 400.
+fn normalize_version(head: &mut [u8]) -> Result<(), Reject> {
+    let Some(line_end) = head.iter().position(|&b| b == b'\r') else {
+        return Ok(());
+    };
+    let line = &mut head[..line_end];
+    if line.iter().filter(|&&b| b == b' ').count() != 2 {
+        return Ok(());
+    }
+    let Some(space) = line.iter().rposition(|&b| b == b' ') else {
+        return Ok(());
+    };
+    match &mut line[space + 1..] {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            if *major != b'1' {
+                return Err(reject(505, "unsupported HTTP version"));
+            }
+            if *minor > b'1' {
+                *minor = b'1';
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A parsed head whose field values still borrow from the input.
 struct ParsedHead<'h, 'b> {
     method: Method,
@@ -489,9 +538,19 @@ impl<'h, 'b> ParsedHead<'h, 'b> {
     where
         'b: 'h,
     {
-        let (path, query) = match self.target.split_once('?') {
+        // Absolute-form (`http://host/path`) must be accepted too (RFC 9112 §3.2.2): route on
+        // its path, which starts at the first `/` after the authority.
+        let origin = match self.target.find("://") {
+            Some(i) if !self.target.starts_with('/') => {
+                let rest = &self.target[i + 3..];
+                rest.find(['/', '?']).map_or("/", |j| &rest[j..])
+            }
+            _ => self.target,
+        };
+        let (path, query) = match origin.split_once('?') {
+            Some(("", q)) => ("/", Some(q)),
             Some((p, q)) => (p, Some(q)),
-            None => (self.target, None),
+            None => (origin, None),
         };
         Request {
             method: self.method,
@@ -515,7 +574,6 @@ fn parse_head<'h, 'b>(
         Ok(httparse::Status::Complete(n)) if n == buf.len() => {}
         Ok(_) => return Err(reject(400, "malformed request head")),
         Err(httparse::Error::TooManyHeaders) => return Err(reject(431, "too many header fields")),
-        Err(httparse::Error::Version) => return Err(reject(505, "unsupported HTTP version")),
         Err(_) => return Err(reject(400, "malformed request head")),
     }
     let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
