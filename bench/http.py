@@ -102,9 +102,13 @@ def run_wrk(port, duration, script=None):
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     total = int(re.search(r"(\d+) requests in", out).group(1))
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
+    avg = re.search(r"Latency\s+([\d.]+)(us|ms|s)", out)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     sock = re.search(r"Socket errors: (.*)", out)
-    return {"rps": rps, "requests": total, "p99_ms": to_ms(*p99.groups()),
+    # With a pipelining script wrk records one latency sample per batch but counts every
+    # response, so its percentiles come out as 0: report them as unknown instead.
+    p99_ms = float("nan") if script else to_ms(*p99.groups())
+    return {"rps": rps, "requests": total, "p99_ms": p99_ms, "avg_ms": to_ms(*avg.groups()),
             "errors": (int(errors.group(1)) if errors else 0), "socket_errors": sock.group(1) if sock else ""}
 
 
@@ -114,7 +118,9 @@ def run_ab(port, n=20000, c=50):
     rps = float(re.search(r"Requests per second:\s+([\d.]+)", out).group(1))
     failed = int(re.search(r"Failed requests:\s+(\d+)", out).group(1))
     p99 = re.search(r"\s99%\s+(\d+)", out)
-    return {"rps": rps, "requests": n, "p99_ms": float(p99.group(1)) if p99 else float("nan"), "errors": failed,
+    mean = float(re.search(r"Time per request:\s+([\d.]+) \[ms\] \(mean\)", out).group(1))
+    return {"rps": rps, "requests": n, "p99_ms": float(p99.group(1)) if p99 else float("nan"),
+            "avg_ms": mean, "errors": failed,
             "socket_errors": ""}
 
 
@@ -144,11 +150,16 @@ def main():
             sys.exit(f"{tool} not found: apt-get install wrk apache2-utils nginx-light util-linux")
     work = tempfile.mkdtemp(prefix="berth-bench-")
     nport, bport = free_port(), free_port()
-    conf = open(os.path.join(HERE, "nginx.conf.in")).read().replace("@PORT@", str(nport)).replace("@DIR@", work)
+    dport = free_port()
+    template = open(os.path.join(HERE, "nginx.conf.in")).read().replace("@DIR@", work)
     with open(os.path.join(work, "nginx.conf"), "w") as f:
-        f.write(conf)
+        f.write(template.replace("@PORT@", str(nport)))
+    # The same nginx with `deferred` (TCP_DEFER_ACCEPT), which berth's HTTP listener also uses.
+    with open(os.path.join(work, "nginx-deferred.conf"), "w") as f:
+        f.write(template.replace("@PORT@", str(dport)).replace("backlog=1024;", "backlog=1024 deferred;"))
     peers = {
         "nginx": (["nginx", "-c", os.path.join(work, "nginx.conf"), "-p", work], nport),
+        "nginx-deferred": (["nginx", "-c", os.path.join(work, "nginx-deferred.conf"), "-p", work], dport),
         "berth": ([os.path.abspath(args.berth), "serve", "-p", str(bport), "-A", "1", "-w", "1"], bport),
     }
     rows = []
@@ -159,20 +170,22 @@ def main():
                     r = measure(peer, shape, args.duration)
                 r.update(shape=shape, round=rnd, server=name)
                 rows.append(r)
-                print(f"{shape:24} round {rnd} {name:6} {r['rps']:>11.0f} req/s  p99 {r['p99_ms']:7.2f} ms  "
+                print(f"{shape:24} round {rnd} {name:14} {r['rps']:>11.0f} req/s  avg {r['avg_ms']:6.2f} ms  "
+                      f"p99 {r['p99_ms']:7.2f} ms  "
                       f"cpu {r['cpu_us_per_req']:6.2f} us/req  rss {r['rss_kb']} KiB  errors {r['errors']} "
                       f"{r['socket_errors']}", flush=True)
     print()
-    print("| shape | round | nginx req/s | berth req/s | berth/nginx req/s | nginx CPU µs/req | berth CPU µs/req "
-          "| berth/nginx CPU | nginx p99 ms | berth p99 ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| shape | round | server | req/s | vs nginx | CPU µs/req | vs nginx | avg ms | p99 ms | RSS KiB | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes.split(","):
         for rnd in range(1, args.rounds + 1):
-            n = next(r for r in rows if r["shape"] == shape and r["round"] == rnd and r["server"] == "nginx")
-            b = next(r for r in rows if r["shape"] == shape and r["round"] == rnd and r["server"] == "berth")
-            print(f"| {shape} | {rnd} | {n['rps']:.0f} | {b['rps']:.0f} | {b['rps'] / n['rps']:.2f}x | "
-                  f"{n['cpu_us_per_req']:.2f} | {b['cpu_us_per_req']:.2f} | "
-                  f"{b['cpu_us_per_req'] / n['cpu_us_per_req']:.2f}x | {n['p99_ms']:.2f} | {b['p99_ms']:.2f} |")
+            same = [r for r in rows if r["shape"] == shape and r["round"] == rnd]
+            base = next(r for r in same if r["server"] == "nginx")
+            for r in same:
+                p99 = "n/a" if r["p99_ms"] != r["p99_ms"] else f"{r['p99_ms']:.2f}"
+                print(f"| {shape} | {rnd} | {r['server']} | {r['rps']:.0f} | {r['rps'] / base['rps']:.2f}x | "
+                      f"{r['cpu_us_per_req']:.2f} | {r['cpu_us_per_req'] / base['cpu_us_per_req']:.2f}x | "
+                      f"{r['avg_ms']:.2f} | {p99} | {r['rss_kb']} | {r['errors']} |")
     shutil.rmtree(work, ignore_errors=True)
 
 

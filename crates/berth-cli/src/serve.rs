@@ -73,6 +73,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         accept_threads,
         ListenConfig {
             backlog: args.backlog,
+            // HTTP clients speak first: let the kernel hand over connections with their request.
+            defer_accept_secs: 1,
             ..ListenConfig::default()
         },
     )?;
@@ -86,6 +88,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         capacity,
         workers,
         limits,
+        read_on_accept: true,
         ..evloop::Config::default()
     };
     let server = evloop::spawn(listeners, Demo::new(app, stats.clone()), config, stats)?;

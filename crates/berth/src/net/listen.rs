@@ -16,6 +16,10 @@ pub struct ListenConfig {
     /// Set `TCP_NODELAY` on the listener. Linux copies it to every accepted connection, which
     /// saves a `setsockopt` per connection.
     pub nodelay: bool,
+    /// Hold new connections in the kernel until their first bytes arrive, for up to this many
+    /// seconds (`TCP_DEFER_ACCEPT`; 0 = off). For protocols where the client speaks first
+    /// (HTTP), the server then accepts a connection and reads its request in one go.
+    pub defer_accept_secs: u32,
 }
 
 impl Default for ListenConfig {
@@ -24,6 +28,7 @@ impl Default for ListenConfig {
             backlog: 1024,
             reuse_port: true,
             nodelay: true,
+            defer_accept_secs: 0,
         }
     }
 }
@@ -91,10 +96,34 @@ fn bind_one(addr: SocketAddr, config: ListenConfig) -> io::Result<TcpListener> {
     if config.nodelay {
         socket.set_tcp_nodelay(true)?;
     }
+    if config.defer_accept_secs > 0 {
+        set_defer_accept(&socket, config.defer_accept_secs)?;
+    }
     socket.bind(&addr.into())?;
     socket.listen(config.backlog)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
+}
+
+fn set_defer_accept(socket: &Socket, secs: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the descriptor is open for the duration of the call, and the option value points
+    // to a live c_int whose size is passed alongside it.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]

@@ -56,6 +56,10 @@ pub struct Config {
     pub pooled_buffers: usize,
     /// Readiness events taken from the kernel per poll.
     pub events: usize,
+    /// Read a new connection at once instead of waiting for its first readiness event. Pays
+    /// off when the listener defers accepts until data arrives (`TCP_DEFER_ACCEPT`), because
+    /// then the request is already there; otherwise it mostly costs a read that finds nothing.
+    pub read_on_accept: bool,
 }
 
 impl Default for Config {
@@ -67,6 +71,7 @@ impl Default for Config {
             buffer_size: 16 * 1024,
             pooled_buffers: 256,
             events: 1024,
+            read_on_accept: false,
         }
     }
 }
@@ -260,6 +265,10 @@ impl<H: Handler> EventLoop<H> {
             }
             entry.insert(conn);
             self.stats.shard(self.id).connection_opened();
+            if self.config.read_on_accept {
+                self.conns[key].readable = true;
+                self.pump(key);
+            }
         }
     }
 
