@@ -3,8 +3,9 @@
 
 use std::num::NonZeroUsize;
 
+use berth::drive::Model;
 use clap::error::ErrorKind;
-use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
+use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// berth: a socket server core that runs every classic concurrency model over the same
 /// protocols, and measures them.
@@ -35,6 +36,11 @@ pub enum Command {
 /// Options of `berth serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// Concurrency model. Seed 000's `-type s|t|f` (and `-types`, `-typet`, `-typef`) and
+    /// `-port N` spellings work too.
+    #[arg(short = 'm', long, value_enum, default_value_t = ModelArg::Evloop)]
+    pub model: ModelArg,
+
     /// Generate debug output (to stderr).
     #[arg(short = 'v', long)]
     pub verbose: bool,
@@ -64,6 +70,18 @@ pub struct ServeArgs {
     /// request is answered at once, like a fast one.
     #[arg(short = 'w', long, value_name = "N", allow_negative_numbers = true)]
     pub worker_threads: Option<usize>,
+
+    /// `threaded` model: most connection threads at once; more are answered 503 and closed.
+    #[arg(long, value_name = "N", default_value = "1024")]
+    pub max_threads: NonZeroUsize,
+
+    /// `forked` model: most connection processes at once; more are answered 503 and closed.
+    #[arg(long, value_name = "N", default_value = "1024")]
+    pub max_children: NonZeroUsize,
+
+    /// `prefork` model: worker processes, each with its own listeners on the shared port.
+    #[arg(long, value_name = "N", default_value = "2")]
+    pub processes: NonZeroUsize,
 
     /// Slow task delay in milliseconds (`/test/slow`).
     #[arg(short = 'D', long, value_name = "MS", default_value_t = 30)]
@@ -122,4 +140,94 @@ pub fn exit_with_usage(err: clap::Error) -> ! {
         eprintln!("\n{usage}");
     }
     std::process::exit(2);
+}
+
+/// The `--model` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModelArg {
+    /// One thread, one connection at a time.
+    Single,
+    /// A thread per connection.
+    Threaded,
+    /// A process per connection.
+    Forked,
+    /// N processes sharing the port, each an event loop.
+    Prefork,
+    /// Accept threads with event loops and a worker pool (the default).
+    Evloop,
+}
+
+impl From<ModelArg> for Model {
+    fn from(m: ModelArg) -> Model {
+        match m {
+            ModelArg::Single => Model::Single,
+            ModelArg::Threaded => Model::Threaded,
+            ModelArg::Forked => Model::Forked,
+            ModelArg::Prefork => Model::Prefork,
+            ModelArg::Evloop => Model::Evloop,
+        }
+    }
+}
+
+/// Prints `msg` as an error of subcommand `sub`, then its usage, and exits with 2.
+pub fn usage_error(sub: &str, msg: &str) -> ! {
+    let mut cmd = Cli::command();
+    let cmd = cmd.find_subcommand_mut(sub).cloned().unwrap_or(cmd);
+    let name = format!("berth {}", cmd.get_name());
+    cmd.bin_name(name)
+        .error(ErrorKind::ValueValidation, msg)
+        .exit()
+}
+
+/// Rewrites seed 000's single-dash spellings into berth's flags: `-type s|t|f` and
+/// `-types/-typet/-typef` become `--model single|threaded|forked`; `-port N` and `-portN` become
+/// `--port N`. Arguments given that way without `serve` (`berth -type s`) imply `serve`.
+pub fn seed_spellings(args: Vec<String>) -> Vec<String> {
+    let model_of = |t: &str| match t {
+        "s" => Some("single"),
+        "t" => Some("threaded"),
+        "f" => Some("forked"),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(args.len() + 1);
+    let mut it = args.into_iter();
+    out.extend(it.next());
+    let rest: Vec<String> = it.collect();
+    if rest
+        .first()
+        .is_some_and(|a| a.starts_with("-type") || a.starts_with("-port"))
+    {
+        out.push("serve".to_owned());
+    }
+    let mut rest = rest.into_iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "-type" => match rest.next() {
+                Some(t) => match model_of(&t) {
+                    Some(m) => out.extend(["--model".to_owned(), m.to_owned()]),
+                    None => usage_error(
+                        "serve",
+                        &format!("invalid value '{t}' for '-type': expected s, t or f"),
+                    ),
+                },
+                None => usage_error("serve", "a value is required for '-type': s, t or f"),
+            },
+            "-types" | "-typet" | "-typef" => out.extend([
+                "--model".to_owned(),
+                model_of(&arg[5..]).unwrap_or("single").to_owned(),
+            ]),
+            "-port" => match rest.next() {
+                Some(p) => out.extend(["--port".to_owned(), p]),
+                None => usage_error("serve", "a value is required for '-port'"),
+            },
+            a if a.starts_with("-port")
+                && a[5..].bytes().all(|b| b.is_ascii_digit())
+                && a.len() > 5 =>
+            {
+                out.extend(["--port".to_owned(), a[5..].to_owned()])
+            }
+            _ => out.push(arg),
+        }
+    }
+    out
 }

@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
+    let argv = args::seed_spellings(std::env::args().collect());
+    let cli = match args::Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(e) => args::exit_with_usage(e),
     };

@@ -1,37 +1,21 @@
-//! `berth serve`: settings from flags, listeners, the driver, and the startup line.
+//! `berth serve`: settings from flags, the chosen model, and the startup line.
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
 use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig};
-use berth::drive::evloop;
-use berth::net::{bind_tcp, ListenConfig};
-use berth::stats::Stats;
+use berth::drive::{self, evloop, Model, Settings};
+use berth::net::ListenConfig;
 use berth_proto::http::Limits;
-use clap::CommandFactory;
 
-use crate::args::{Cli, ServeArgs};
-
-/// Exits with status 2 and the usage text: the flags parsed but make no sense together.
-fn usage_error(msg: &str) -> ! {
-    let mut cmd = Cli::command();
-    let serve = cmd
-        .find_subcommand_mut("serve")
-        .map(|c| c.clone())
-        .unwrap_or(cmd);
-    serve
-        .bin_name("berth serve")
-        .error(clap::error::ErrorKind::ValueValidation, msg)
-        .exit()
-}
+use crate::args::{usage_error, ServeArgs};
 
 pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Before any thread starts, so that every thread inherits the blocked mask.
-    berth::drive::signal::block_termination()?;
+    drive::signal::block_termination()?;
     if args.daemonize {
-        usage_error("--daemonize is not available yet; run berth under a supervisor (systemd, runit) instead");
+        usage_error("serve", "--daemonize is not available yet; run berth under a supervisor (systemd, runit) instead");
     }
     let level = if args.verbose {
         log::LevelFilter::Debug
@@ -48,16 +32,25 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .map(|mut a| a.next())
     {
         Ok(Some(addr)) => addr,
-        _ => usage_error(&format!(
-            "invalid value '{}' for '--host': not an address or a resolvable name",
-            args.host
-        )),
+        _ => usage_error(
+            "serve",
+            &format!(
+                "invalid value '{}' for '--host': not an address or a resolvable name",
+                args.host
+            ),
+        ),
     };
-    let accept_threads = args.accept_threads.map(|n| n.get()).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    let model: Model = args.model.into();
+    // prefork's parallelism comes from its processes: one loop each unless asked otherwise.
+    let accept_threads = args
+        .accept_threads
+        .map(|n| n.get())
+        .unwrap_or_else(|| match model {
+            Model::Prefork => 1,
+            _ => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        });
     let workers = args.worker_threads.unwrap_or(accept_threads);
     let limits = Limits {
         max_header_bytes: args.max_header_size.get(),
@@ -67,40 +60,52 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ..Limits::default()
     };
     let capacity = args.accept_capacity.get();
-
-    let listeners = bind_tcp(
-        addr,
-        accept_threads,
-        ListenConfig {
-            backlog: args.backlog,
-            // HTTP clients speak first: let the kernel hand over connections with their request.
-            defer_accept_secs: 1,
-            ..ListenConfig::default()
-        },
-    )?;
-    let bound = listeners[0].local_addr()?;
-    let stats = Arc::new(Stats::new(accept_threads));
-    let app = DemoConfig {
-        slow_duration: Duration::from_millis(args.slow_duration),
-        offload_slow: workers > 0,
+    let mut settings = Settings::new(model, addr);
+    settings.listen = ListenConfig {
+        backlog: args.backlog,
+        // HTTP clients speak first: let the kernel hand over connections with their request.
+        defer_accept_secs: 1,
+        ..ListenConfig::default()
     };
-    let config = evloop::Config {
+    settings.accept_threads = accept_threads;
+    settings.evloop = evloop::Config {
         capacity,
         workers,
         limits,
         read_on_accept: true,
         ..evloop::Config::default()
     };
-    let server = evloop::spawn(listeners, Demo::new(app, stats.clone()), config, stats)?;
+    settings.max_threads = args.max_threads.get();
+    settings.max_children = args.max_children.get();
+    settings.processes = args.processes.get();
 
+    let stats = settings.new_stats()?;
+    // Only the event-loop models have workers; elsewhere a slow request waits on its own thread.
+    let offload_slow = !matches!(model, Model::Evloop | Model::Prefork) || workers > 0;
+    let app = DemoConfig {
+        slow_duration: Duration::from_millis(args.slow_duration),
+        offload_slow,
+    };
+    let (server, bound) = drive::serve(&settings, Demo::new(app, stats.clone()), stats)?;
+
+    let shape = match model {
+        Model::Evloop => format!("{accept_threads} accept threads, {workers} workers, capacity {capacity} per thread"),
+        Model::Prefork => format!(
+            "{} processes x {accept_threads} accept threads, {workers} workers and capacity {capacity} per thread",
+            settings.processes
+        ),
+        Model::Threaded => format!("a thread per connection, at most {}", settings.max_threads),
+        Model::Forked => format!("a process per connection, at most {}", settings.max_children),
+        Model::Single => "one connection at a time".to_owned(),
+    };
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "berth listening on http://{bound} (model evloop, {accept_threads} accept threads, {workers} workers, capacity {capacity} per thread)"
+        "berth listening on http://{bound} (model {model}, {shape})"
     )?;
     out.flush()?;
     drop(out);
-    let signal = berth::drive::signal::wait_for_termination()?;
+    let signal = drive::signal::wait_for_termination()?;
     log::info!("{signal:?} received: stopping");
     server.shutdown();
     server.join();

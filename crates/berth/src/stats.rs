@@ -51,12 +51,27 @@ impl Shard {
     }
 }
 
-/// All counters of one server.
-pub struct Stats {
-    shards: Box<[Shard]>,
+/// Most shards a [`Stats`] has; threads beyond it share shards (still correct, just contended).
+pub const MAX_SHARDS: usize = 64;
+
+/// The counters themselves: fixed-size and pointer-free, so they can live in memory shared with
+/// forked children (see `drive::shared`).
+pub(crate) struct Counters {
+    shards: [Shard; MAX_SHARDS],
     jobs_queued: AtomicI64,
     jobs_running: AtomicI64,
     jobs_done: AtomicU64,
+}
+
+enum Storage {
+    Private(Box<Counters>),
+    Shared(crate::drive::shared::SharedBox<Counters>),
+}
+
+/// All counters of one server.
+pub struct Stats {
+    shards: usize,
+    storage: Storage,
 }
 
 /// A consistent-enough reading of every counter (each counter is read once, not atomically
@@ -82,40 +97,59 @@ pub struct Snapshot {
 }
 
 impl Stats {
-    /// Counters with `shards` shards (use one per thread that counts per request).
+    /// Counters with `shards` shards (use one per thread that counts per request; at most
+    /// [`MAX_SHARDS`]).
     pub fn new(shards: usize) -> Self {
         Stats {
-            shards: (0..shards.max(1)).map(|_| Shard::default()).collect(),
-            jobs_queued: AtomicI64::new(0),
-            jobs_running: AtomicI64::new(0),
-            jobs_done: AtomicU64::new(0),
+            shards: shards.clamp(1, MAX_SHARDS),
+            storage: Storage::Private(Box::new(Counters::default())),
+        }
+    }
+
+    /// Like [`Stats::new`], but in memory shared with processes forked later, so that the
+    /// `forked` and `prefork` models' children count into the parent's `/stats`.
+    pub fn new_shared(shards: usize) -> std::io::Result<Self> {
+        let shared = crate::drive::shared::SharedBox::new(Counters::default())?;
+        Ok(Stats {
+            shards: shards.clamp(1, MAX_SHARDS),
+            storage: Storage::Shared(shared),
+        })
+    }
+
+    fn counters(&self) -> &Counters {
+        match &self.storage {
+            Storage::Private(c) => c,
+            Storage::Shared(c) => c,
         }
     }
 
     /// The shard for thread number `i` (wraps around if there are more threads than shards).
     pub fn shard(&self, i: usize) -> &Shard {
-        &self.shards[i % self.shards.len()]
+        &self.counters().shards[i % self.shards]
     }
 
     /// A job entered the worker queue.
     pub fn job_queued(&self) {
-        self.jobs_queued.fetch_add(1, Relaxed);
+        self.counters().jobs_queued.fetch_add(1, Relaxed);
     }
     /// A worker took a job from the queue.
     pub fn job_started(&self) {
-        self.jobs_queued.fetch_sub(1, Relaxed);
-        self.jobs_running.fetch_add(1, Relaxed);
+        self.counters().jobs_queued.fetch_sub(1, Relaxed);
+        self.counters().jobs_running.fetch_add(1, Relaxed);
     }
     /// A worker finished a job.
     pub fn job_finished(&self) {
-        self.jobs_running.fetch_sub(1, Relaxed);
-        self.jobs_done.fetch_add(1, Relaxed);
+        self.counters().jobs_running.fetch_sub(1, Relaxed);
+        self.counters().jobs_done.fetch_add(1, Relaxed);
     }
 
     /// Reads every counter.
     pub fn snapshot(&self) -> Snapshot {
         let sum = |f: fn(&Shard) -> &AtomicU64| {
-            self.shards.iter().map(|s| f(s).load(Relaxed)).sum::<u64>()
+            self.counters().shards[..self.shards]
+                .iter()
+                .map(|s| f(s).load(Relaxed))
+                .sum::<u64>()
         };
         let (opened, closed) = (sum(|s| &s.opened), sum(|s| &s.closed));
         let responses = STATUSES
@@ -124,7 +158,7 @@ impl Stats {
             .map(|(i, &status)| {
                 (
                     status,
-                    self.shards
+                    self.counters().shards[..self.shards]
                         .iter()
                         .map(|s| s.statuses[i].load(Relaxed))
                         .sum(),
@@ -137,10 +171,21 @@ impl Stats {
             connections_total: opened,
             connections_refused: sum(|s| &s.refused),
             requests: sum(|s| &s.requests),
-            jobs_queued: self.jobs_queued.load(Relaxed),
-            jobs_running: self.jobs_running.load(Relaxed),
-            jobs_done: self.jobs_done.load(Relaxed),
+            jobs_queued: self.counters().jobs_queued.load(Relaxed),
+            jobs_running: self.counters().jobs_running.load(Relaxed),
+            jobs_done: self.counters().jobs_done.load(Relaxed),
             responses,
+        }
+    }
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            shards: std::array::from_fn(|_| Shard::default()),
+            jobs_queued: AtomicI64::new(0),
+            jobs_running: AtomicI64::new(0),
+            jobs_done: AtomicU64::new(0),
         }
     }
 }
@@ -236,5 +281,14 @@ mod tests {
         assert!(text.contains("berth_connections_open 1\n"));
         assert!(text.contains("berth_responses_total{status=\"200\"} 2\n"));
         assert!(text.contains("berth_responses_total{status=\"other\"} 1\n"));
+    }
+
+    #[test]
+    fn shared_counters_count_the_same() {
+        let stats = Stats::new_shared(2).unwrap();
+        stats.shard(1).request();
+        stats.job_queued();
+        let snap = stats.snapshot();
+        assert_eq!((snap.requests, snap.jobs_queued), (1, 1));
     }
 }

@@ -4,11 +4,25 @@
 //!
 //! | model | who reads and writes | where slow jobs run |
 //! |---|---|---|
+//! | [`single`] | one thread, one connection at a time | inline, on that thread |
+//! | [`threaded`] | a thread per connection | inline, on the connection's thread |
+//! | [`forked`] | a process per connection | inline, in the connection's process |
+//! | [`prefork`] | N processes, each an event loop on its own `SO_REUSEPORT` listener | each process's workers |
 //! | [`evloop`] | `-A` threads, each with its own listener and mio loop | `-w` workers, FIFO queue |
+//!
+//! [`serve`] starts any of them from [`Settings`]; each module's `spawn` is the direct route.
 
+pub mod blocking;
 pub mod clock;
 pub mod evloop;
+pub mod forked;
+mod model;
+pub mod prefork;
+mod process;
+pub(crate) mod shared;
 pub mod signal;
+pub mod single;
+pub mod threaded;
 mod workers;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +30,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use berth_proto::http::Handler;
+
+pub use model::{serve, Model, Settings};
 
 /// What a driver serves: a factory of per-thread [`Handler`]s.
 pub trait Service: Clone + Send + Sync + 'static {
@@ -35,6 +51,8 @@ pub trait Service: Clone + Send + Sync + 'static {
 pub struct Server {
     stop: Arc<AtomicBool>,
     wakers: Vec<Arc<mio::Waker>>,
+    /// Run by `shutdown` after the stop flag is set: wake blocked threads, signal children.
+    hooks: Vec<Box<dyn Fn() + Send + Sync>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -44,6 +62,9 @@ impl Server {
         self.stop.store(true, Ordering::Release);
         for waker in &self.wakers {
             let _ = waker.wake();
+        }
+        for hook in &self.hooks {
+            hook();
         }
     }
 

@@ -39,6 +39,18 @@ pub fn block_termination() -> io::Result<()> {
     Ok(())
 }
 
+/// Undoes [`block_termination`] for the calling thread: a forked child that should die on
+/// SIGTERM calls it.
+pub fn unblock_termination() -> io::Result<()> {
+    let set = termination_set();
+    // SAFETY: as in block_termination.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
 /// Waits until SIGINT or SIGTERM arrives. The signals must have been blocked with
 /// [`block_termination`], or they would kill the process before this returns.
 pub fn wait_for_termination() -> io::Result<Termination> {

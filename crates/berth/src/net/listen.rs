@@ -82,6 +82,21 @@ pub fn bind_tcp(
     Ok(listeners)
 }
 
+/// Binds a `SO_REUSEPORT` socket on `addr` without listening on it. It holds the port (and
+/// resolves port 0) for processes that will each bind their own listener on it, while taking no
+/// connections itself: the kernel spreads connections over listening sockets only.
+pub fn reserve_port(addr: SocketAddr) -> Result<(Socket, SocketAddr), BindError> {
+    let reserve = || -> io::Result<(Socket, SocketAddr)> {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.bind(&addr.into())?;
+        let bound = socket.local_addr()?.as_socket().unwrap_or(addr);
+        Ok((socket, bound))
+    };
+    reserve().map_err(|source| BindError { addr, source })
+}
+
 fn bind_one(addr: SocketAddr, config: ListenConfig) -> io::Result<TcpListener> {
     // socket2 creates sockets with SOCK_CLOEXEC, so forked children never inherit them by accident.
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;

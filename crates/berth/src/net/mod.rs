@@ -4,5 +4,5 @@
 mod listen;
 mod read;
 
-pub use listen::{bind_tcp, BindError, ListenConfig};
+pub use listen::{bind_tcp, reserve_port, BindError, ListenConfig};
 pub use read::read_into_spare;

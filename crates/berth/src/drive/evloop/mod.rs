@@ -60,6 +60,9 @@ pub struct Config {
     /// off when the listener defers accepts until data arrives (`TCP_DEFER_ACCEPT`), because
     /// then the request is already there; otherwise it mostly costs a read that finds nothing.
     pub read_on_accept: bool,
+    /// Number of the first loop, for [`Service::handler`] and the stats shard: processes that
+    /// share counters (prefork) give each of their loops a distinct number.
+    pub first_thread: usize,
 }
 
 impl Default for Config {
@@ -72,6 +75,7 @@ impl Default for Config {
             pooled_buffers: 256,
             events: 1024,
             read_on_accept: false,
+            first_thread: 0,
         }
     }
 }
@@ -101,7 +105,7 @@ pub fn spawn<S: Service>(
     let mut threads = workers::spawn(config.workers, queue_rx, Arc::new(reply_to), stats.clone())?;
     let queue = (config.workers > 0).then_some(queue_tx);
 
-    for (id, ((listener, poll), replies)) in
+    for (index, ((listener, poll), replies)) in
         listeners.into_iter().zip(polls).zip(replies).enumerate()
     {
         listener.set_nonblocking(true)?;
@@ -111,12 +115,14 @@ pub fn spawn<S: Service>(
         let (service, config, stats, stop) =
             (service.clone(), config.clone(), stats.clone(), stop.clone());
         let queue = queue.clone();
+        let id = config.first_thread + index;
         let thread = std::thread::Builder::new()
             .name(format!("berth-loop-{id}"))
             .spawn(move || {
                 let handler = service.handler(id);
                 let mut ev = EventLoop {
                     id,
+                    owner: index,
                     poll,
                     listener,
                     conns: Slab::with_capacity(config.capacity),
@@ -147,12 +153,16 @@ pub fn spawn<S: Service>(
     Ok(Server {
         stop,
         wakers,
+        hooks: Vec::new(),
         threads,
     })
 }
 
 struct EventLoop<H: Handler> {
+    /// Thread number for the handler, the stats shard and log lines.
     id: usize,
+    /// Index of this loop among the ones `spawn` started: where workers post its replies.
+    owner: usize,
     poll: Poll,
     listener: TcpListener,
     conns: Slab<Conn>,
@@ -316,7 +326,7 @@ impl<H: Handler> EventLoop<H> {
                         self.stats.job_queued();
                         let task = Task {
                             job,
-                            owner: self.id,
+                            owner: self.owner,
                             conn: key,
                         };
                         if queue.send(task).is_err() {

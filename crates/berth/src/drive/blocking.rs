@@ -1,0 +1,252 @@
+//! What the blocking models (`single`, `threaded`, `forked`) share: serving one connection
+//! start to finish on the calling thread with blocking reads and writes, and waiting for a
+//! connection in a way that still notices a stop request.
+//!
+//! A job ([`Step::Offload`]) runs inline: in these models the connection's own thread or process
+//! is the worker, which is exactly seed 000's point of comparison.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use berth_proto::http::{Context, Handler, Job, Limits, Session, Step};
+
+use super::clock::DateCache;
+use crate::net::read_into_spare;
+
+/// Settings of a blocking connection.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnConfig {
+    /// Request limits.
+    pub limits: Limits,
+    /// How long a connection may sit between requests (or mid-request) without sending a byte
+    /// before it is closed.
+    pub idle_timeout: Duration,
+    /// Initial size of the read and write buffers.
+    pub buffer_size: usize,
+}
+
+impl Default for ConnConfig {
+    fn default() -> Self {
+        ConnConfig {
+            limits: Limits::default(),
+            idle_timeout: Duration::from_secs(60),
+            buffer_size: 16 * 1024,
+        }
+    }
+}
+
+/// How often a blocked accept looks at the stop flag.
+pub(crate) const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Serves `stream` until the peer leaves, the session closes, the idle timeout passes, or — between
+/// requests — `should_yield` says another client is waiting (the `single` model's fairness rule:
+/// an idle keep-alive connection must not hold the only thread).
+pub(crate) fn serve_connection<H: Handler>(
+    mut stream: TcpStream,
+    handler: &mut H,
+    config: &ConnConfig,
+    date: &mut DateCache,
+    should_yield: impl Fn() -> bool,
+) -> io::Result<()> {
+    stream.set_read_timeout(Some(config.idle_timeout))?;
+    let max_input =
+        config.limits.max_header_bytes + config.limits.max_body_bytes + config.buffer_size;
+    let mut input = Vec::with_capacity(config.buffer_size);
+    let mut output = Vec::with_capacity(config.buffer_size);
+    let mut session = Session::new();
+    loop {
+        date.refresh();
+        let mut step = session.process(
+            &mut input,
+            &mut output,
+            &Context {
+                limits: &config.limits,
+                date: date.get(),
+            },
+            handler,
+        );
+        while let Step::Offload(job) = step {
+            // Answers to earlier pipelined requests go out before the job runs.
+            stream.write_all(&output)?;
+            output.clear();
+            let reply = job.run();
+            date.refresh();
+            let cx = Context {
+                limits: &config.limits,
+                date: date.get(),
+            };
+            step = session.complete(reply, &mut input, &mut output, &cx, handler);
+        }
+        stream.write_all(&output)?;
+        output.clear();
+        match step {
+            Step::Close => return linger_close(stream, !input.is_empty()),
+            Step::Flush => continue,
+            Step::Read | Step::Offload(_) => {}
+        }
+        if input.is_empty() && should_yield() {
+            return Ok(());
+        }
+        if input.len() == input.capacity() {
+            if input.capacity() >= max_input {
+                return Ok(());
+            }
+            input.reserve(input.capacity().min(max_input - input.capacity()));
+        }
+        match read_into_spare(&stream, &mut input) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // The idle timeout (EAGAIN from SO_RCVTIMEO) or a reset: either way, done.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(())
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Sends FIN, then reads and drops what the peer still sends for a moment, so that unread
+/// request bytes do not turn the close into a reset that destroys the response in flight.
+fn linger_close(mut stream: TcpStream, unread: bool) -> io::Result<()> {
+    stream.shutdown(Shutdown::Write)?;
+    if unread || has_pending_input(&stream) {
+        stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let mut sink = [0u8; 4096];
+        for _ in 0..16 {
+            match stream.read(&mut sink) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// True if `fd` has bytes (or a pending connection, for a listener) ready right now.
+pub(crate) fn has_pending_input(fd: &impl AsRawFd) -> bool {
+    poll_readable(fd, Duration::ZERO).unwrap_or(false)
+}
+
+/// Waits up to `timeout` for `fd` to become readable.
+pub(crate) fn poll_readable(fd: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfd` is one valid pollfd and we pass a count of 1.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    match rc {
+        -1 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(false),
+        _ => Ok(true),
+    }
+}
+
+/// Accepts the next connection as a blocking stream, or returns `None` once `stop` is set.
+/// Transient accept errors (a peer that gave up, EMFILE) are logged and retried. `tick` runs
+/// at least every [`STOP_POLL`] while waiting (the forked model reaps children there).
+pub(crate) fn accept(
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    mut tick: impl FnMut(),
+) -> Option<TcpStream> {
+    while !stop.load(Ordering::Acquire) {
+        tick();
+        match poll_readable(listener, STOP_POLL) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                log::error!("poll on listener failed: {e}");
+                std::thread::sleep(STOP_POLL);
+                continue;
+            }
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                // The listener is non-blocking (shared with the event loop code); connections
+                // of the blocking models are not.
+                if stream.set_nonblocking(false).is_ok() {
+                    return Some(stream);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                ) => {}
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                std::thread::sleep(STOP_POLL);
+            }
+        }
+    }
+    None
+}
+
+/// Best effort: writes the service's refusal to a connection turned away, then closes it
+/// without waiting on the peer (the caller is an acceptor with other clients to serve).
+pub(crate) fn refuse(mut stream: TcpStream, refusal: &[u8]) {
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.write(refusal);
+    let _ = stream.shutdown(Shutdown::Write);
+    let mut sink = [0u8; 4096];
+    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+}
+
+/// Connections being served by blocking threads, so that a shutdown can wake threads blocked
+/// in `read` by shutting their sockets down.
+#[derive(Default)]
+pub(crate) struct Active {
+    streams: std::sync::Mutex<slab::Slab<TcpStream>>,
+}
+
+impl Active {
+    /// Registers a connection; the returned key unregisters it.
+    pub(crate) fn insert(&self, stream: &TcpStream) -> Option<usize> {
+        let clone = stream.try_clone().ok()?;
+        Some(
+            self.streams
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(clone),
+        )
+    }
+
+    pub(crate) fn remove(&self, key: usize) {
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        if streams.contains(key) {
+            streams.remove(key);
+        }
+    }
+
+    /// Shuts every registered connection down, which ends their blocked reads.
+    pub(crate) fn shutdown_all(&self) {
+        for (_, s) in self
+            .streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `forked`: a process per connection (seed 000's `-type f`). The parent accepts and forks; the
+//! child closes everything it inherited but its connection (the listener included), serves that
+//! one connection and exits; the parent closes its copy of the connection and reaps children as
+//! they exit, so none lingers as a zombie. A child that crashes takes only its own connection
+//! down. At `max_children` live children, new connections get the service's refusal.
+//!
+//! Counters reach the parent only if `stats` lives in shared memory ([`Stats::new_shared`]).
+
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::blocking::{self, ConnConfig};
+use super::clock::DateCache;
+use super::process::{self, Fork};
+use super::{signal, Server, Service};
+use crate::stats::Stats;
+
+/// Settings of the `forked` model.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// The blocking connection settings (used in each child).
+    pub conn: ConnConfig,
+    /// Most children alive at once (`--max-children`).
+    pub max_children: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            conn: ConnConfig::default(),
+            max_children: 1024,
+        }
+    }
+}
+
+/// Accepts on a thread of the calling process and forks a child per connection.
+pub fn spawn<S: Service>(
+    listener: TcpListener,
+    service: S,
+    config: Config,
+    stats: Arc<Stats>,
+) -> io::Result<Server> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let acceptor = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("berth-fork".into())
+            .spawn(move || {
+                let refusal = service.refusal();
+                let mut children: Vec<libc::pid_t> = Vec::new();
+                let mut serial = 0usize;
+                let parent = stats.shard(0);
+                let reap = |children: &mut Vec<libc::pid_t>| {
+                    children.retain(|&pid| match process::try_reap(pid) {
+                        None => true,
+                        Some(code) => {
+                            if code != 0 {
+                                log::debug!("connection process {pid} ended with status {code}");
+                            }
+                            parent.connection_closed();
+                            false
+                        }
+                    })
+                };
+                loop {
+                    let Some(stream) = blocking::accept(&listener, &stop, || reap(&mut children))
+                    else {
+                        break;
+                    };
+                    reap(&mut children);
+                    if children.len() >= config.max_children {
+                        parent.connection_refused();
+                        blocking::refuse(stream, refusal);
+                        continue;
+                    }
+                    serial = serial.wrapping_add(1);
+                    match process::fork() {
+                        Ok(Fork::Child) => {
+                            process::close_inherited(Some(stream.as_raw_fd()));
+                            let _ = signal::unblock_termination();
+                            let served =
+                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                    let mut handler = service.handler(serial);
+                                    let mut date = DateCache::default();
+                                    blocking::serve_connection(
+                                        stream,
+                                        &mut handler,
+                                        &config.conn,
+                                        &mut date,
+                                        || false,
+                                    )
+                                }));
+                            process::exit_child(if served.is_ok() { 0 } else { 101 });
+                        }
+                        Ok(Fork::Parent(pid)) => {
+                            drop(stream);
+                            parent.connection_opened();
+                            children.push(pid);
+                        }
+                        Err(e) => {
+                            log::warn!("cannot fork a connection process: {e}");
+                            parent.connection_refused();
+                            blocking::refuse(stream, refusal);
+                        }
+                    }
+                }
+                // Stopping: connection processes are told to end too, so none outlives the server.
+                let before = children.len();
+                process::stop_children(&mut children, Duration::from_secs(2));
+                for _ in 0..before {
+                    parent.connection_closed();
+                }
+            })?
+    };
+    Ok(Server {
+        stop,
+        wakers: Vec::new(),
+        hooks: Vec::new(),
+        threads: vec![acceptor],
+    })
+}

@@ -1,0 +1,191 @@
+//! `prefork`: N long-lived worker processes, each binding its own `SO_REUSEPORT` listener on the
+//! same port and running an event loop (seed 003's "multiple instances share one port"). The
+//! parent holds the port with a bound, non-listening socket (so it takes no connections),
+//! supervises the children — restarting one that dies, with a backoff that grows while children
+//! keep dying young — and on shutdown sends them SIGTERM and waits for them.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::process::{self, Fork};
+use super::{evloop, signal, Server, Service};
+use crate::net::{bind_tcp, reserve_port, BindError, ListenConfig};
+use crate::stats::Stats;
+
+/// Settings of the `prefork` model.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Worker processes (`--processes`).
+    pub processes: usize,
+    /// Accept threads per process (each with its own listener and loop).
+    pub accept_threads: usize,
+    /// The event loop each process runs.
+    pub evloop: evloop::Config,
+    /// How each process binds its listeners.
+    pub listen: ListenConfig,
+    /// How long children get to exit after SIGTERM before SIGKILL.
+    pub stop_grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            processes: 2,
+            accept_threads: 1,
+            evloop: evloop::Config::default(),
+            listen: ListenConfig::default(),
+            stop_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// First delay before restarting a child that died; doubled for each further early death.
+const RESTART_MIN: Duration = Duration::from_millis(100);
+const RESTART_MAX: Duration = Duration::from_secs(5);
+/// A child that lived this long counts as healthy: its death resets the backoff.
+const HEALTHY: Duration = Duration::from_secs(10);
+const SUPERVISE_TICK: Duration = Duration::from_millis(20);
+
+struct Child {
+    pid: Option<libc::pid_t>,
+    started: Instant,
+    restart_at: Option<Instant>,
+    backoff: Duration,
+}
+
+/// Reserves `addr`, starts the children and a supervising thread. Returns the bound address.
+pub fn spawn<S: Service>(
+    addr: SocketAddr,
+    service: S,
+    config: Config,
+    stats: Arc<Stats>,
+) -> Result<(Server, SocketAddr), BindError> {
+    let (reservation, bound) = reserve_port(addr)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = {
+        let (service, config, stats) = (service.clone(), config.clone(), stats.clone());
+        move |index: usize| -> io::Result<libc::pid_t> {
+            match process::fork()? {
+                Fork::Child => run_child(index, bound, &service, &config, stats.clone()),
+                Fork::Parent(pid) => Ok(pid),
+            }
+        }
+    };
+    let mut children = Vec::with_capacity(config.processes);
+    for i in 0..config.processes.max(1) {
+        let pid = start(i).map_err(|source| BindError {
+            addr: bound,
+            source,
+        })?;
+        children.push(Child {
+            pid: Some(pid),
+            started: Instant::now(),
+            restart_at: None,
+            backoff: RESTART_MIN,
+        });
+    }
+    let supervisor = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("berth-prefork".into())
+            .spawn(move || {
+                let _reservation = reservation;
+                supervise(&mut children, &stop, &start);
+                let mut pids: Vec<_> = children.iter().filter_map(|c| c.pid).collect();
+                process::stop_children(&mut pids, config.stop_grace);
+            })
+            .map_err(|source| BindError {
+                addr: bound,
+                source,
+            })?
+    };
+    Ok((
+        Server {
+            stop,
+            wakers: Vec::new(),
+            hooks: Vec::new(),
+            threads: vec![supervisor],
+        },
+        bound,
+    ))
+}
+
+fn supervise(
+    children: &mut [Child],
+    stop: &AtomicBool,
+    start: &impl Fn(usize) -> io::Result<libc::pid_t>,
+) {
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        for (i, child) in children.iter_mut().enumerate() {
+            if let Some(pid) = child.pid {
+                if let Some(status) = process::try_reap(pid) {
+                    let lived = now - child.started;
+                    child.backoff = if lived >= HEALTHY {
+                        RESTART_MIN
+                    } else {
+                        (child.backoff * 2).min(RESTART_MAX)
+                    };
+                    let delay = if lived >= HEALTHY {
+                        Duration::ZERO
+                    } else {
+                        child.backoff
+                    };
+                    log::warn!("worker process {i} (pid {pid}) exited with status {status}; restarting in {delay:?}");
+                    child.pid = None;
+                    child.restart_at = Some(now + delay);
+                }
+            }
+            if child.pid.is_none() && child.restart_at.is_some_and(|t| t <= now) {
+                match start(i) {
+                    Ok(pid) => {
+                        child.pid = Some(pid);
+                        child.started = now;
+                        child.restart_at = None;
+                    }
+                    Err(e) => {
+                        log::error!("cannot restart worker process {i}: {e}");
+                        child.restart_at = Some(now + RESTART_MAX);
+                    }
+                }
+            }
+        }
+        std::thread::sleep(SUPERVISE_TICK);
+    }
+}
+
+/// The life of a worker process: its own listeners on the shared port, an event loop, and an
+/// orderly stop on SIGTERM. Never returns.
+fn run_child<S: Service>(
+    index: usize,
+    addr: SocketAddr,
+    service: &S,
+    config: &Config,
+    stats: Arc<Stats>,
+) -> ! {
+    process::close_inherited(None);
+    // Termination signals are collected by this thread with sigwait, not delivered at random.
+    if signal::block_termination().is_err() {
+        process::exit_child(70);
+    }
+    let listeners = match bind_tcp(addr, config.accept_threads.max(1), config.listen) {
+        Ok(l) => l,
+        Err(_) => process::exit_child(71),
+    };
+    // Each process counts into its own shards of the (shared) counters.
+    let evloop = evloop::Config {
+        first_thread: index * config.accept_threads.max(1),
+        ..config.evloop.clone()
+    };
+    let server = match evloop::spawn(listeners, service.clone(), evloop, stats) {
+        Ok(s) => s,
+        Err(_) => process::exit_child(72),
+    };
+    let _ = signal::wait_for_termination();
+    server.shutdown();
+    server.join();
+    process::exit_child(0)
+}

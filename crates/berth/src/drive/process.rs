@@ -1,0 +1,86 @@
+//! The process calls the `forked` and `prefork` models need: fork, exit a child, reap it, signal
+//! it, and close inherited descriptors. Raw libc, kept in one place with its safety notes.
+
+use std::io;
+
+/// Which side of a fork we are on.
+pub(crate) enum Fork {
+    /// The new process.
+    Child,
+    /// The original process; the child's pid.
+    Parent(libc::pid_t),
+}
+
+/// `fork(2)`. The child has one thread, the caller's; it must end with [`exit_child`], never by
+/// returning into code that assumes the parent's threads exist.
+pub(crate) fn fork() -> io::Result<Fork> {
+    // SAFETY: fork has no memory-safety preconditions. The child runs only code that is safe
+    // with one thread (glibc keeps malloc usable after fork) and leaves through `_exit`.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Fork::Child),
+        pid => Ok(Fork::Parent(pid)),
+    }
+}
+
+/// Ends a forked child at once: no destructors, no atexit handlers, no flushing of buffers that
+/// are copies of the parent's.
+pub(crate) fn exit_child(code: i32) -> ! {
+    // SAFETY: _exit only ends the process.
+    unsafe { libc::_exit(code) }
+}
+
+/// Closes every descriptor from 3 up, except `keep`: a child must not hold the parent's other
+/// sockets open (the parent's close would then not reach the peer).
+pub(crate) fn close_inherited(keep: Option<i32>) {
+    let ranges: &[(u32, u32)] = match keep {
+        Some(fd) if fd > 3 => &[(3, fd as u32 - 1), (fd as u32 + 1, u32::MAX)],
+        Some(3) => &[(4, u32::MAX)],
+        _ => &[(3, u32::MAX)],
+    };
+    for &(first, last) in ranges {
+        // SAFETY: close_range only closes descriptors; nothing in this process refers to the
+        // closed ones afterwards (the child was just forked and owns no Rust handles to them
+        // that it will use).
+        unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
+    }
+}
+
+/// How a child ended, if it has.
+pub(crate) fn try_reap(pid: libc::pid_t) -> Option<i32> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-pointer; WNOHANG never blocks.
+    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    match rc {
+        0 => None,
+        // ECHILD: already reaped (or not ours); treat it as gone.
+        -1 => Some(-1),
+        _ if libc::WIFEXITED(status) => Some(libc::WEXITSTATUS(status)),
+        _ if libc::WIFSIGNALED(status) => Some(128 + libc::WTERMSIG(status)),
+        _ => Some(-1),
+    }
+}
+
+/// Sends `sig` to `pid`.
+pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Asks children to stop with SIGTERM, waits up to `grace` for them, then kills the rest.
+pub(crate) fn stop_children(pids: &mut Vec<libc::pid_t>, grace: std::time::Duration) {
+    for &pid in pids.iter() {
+        kill(pid, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + grace;
+    while !pids.is_empty() && std::time::Instant::now() < deadline {
+        pids.retain(|&pid| try_reap(pid).is_none());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for &pid in pids.iter() {
+        kill(pid, libc::SIGKILL);
+        // SAFETY: as in try_reap, with a blocking wait for a child just sent SIGKILL.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    }
+    pids.clear();
+}

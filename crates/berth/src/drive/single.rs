@@ -1,0 +1,60 @@
+//! `single`: one thread accepts and serves one connection at a time (seed 000's `-type s`,
+//! seed 004's "dumb server"). Keep-alive is honoured while no one else is waiting: between two
+//! requests, a connection is let go as soon as another client is queued on the listener, so an
+//! idle keep-alive client cannot hold the only thread.
+
+use std::io;
+use std::net::TcpListener;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use super::blocking::{self, has_pending_input, Active, ConnConfig};
+use super::clock::DateCache;
+use super::{Server, Service};
+use crate::stats::Stats;
+
+/// Serves `listener` on one thread. Returns once the thread runs.
+pub fn spawn<S: Service>(
+    listener: TcpListener,
+    service: S,
+    config: ConnConfig,
+    stats: Arc<Stats>,
+) -> io::Result<Server> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let active = Arc::new(Active::default());
+    let thread = {
+        let (stop, active) = (stop.clone(), active.clone());
+        std::thread::Builder::new()
+            .name("berth-single".into())
+            .spawn(move || {
+                let mut handler = service.handler(0);
+                let mut date = DateCache::default();
+                let shard = stats.shard(0);
+                while let Some(stream) = blocking::accept(&listener, &stop, || {}) {
+                    shard.connection_opened();
+                    let key = active.insert(&stream);
+                    let others_waiting = || has_pending_input(&listener);
+                    if let Err(e) = blocking::serve_connection(
+                        stream,
+                        &mut handler,
+                        &config,
+                        &mut date,
+                        others_waiting,
+                    ) {
+                        log::debug!("connection ended with an error: {e}");
+                    }
+                    if let Some(key) = key {
+                        active.remove(key);
+                    }
+                    shard.connection_closed();
+                }
+            })?
+    };
+    let hook: Box<dyn Fn() + Send + Sync> = Box::new(move || active.shutdown_all());
+    Ok(Server {
+        stop,
+        wakers: Vec::new(),
+        hooks: vec![hook],
+        threads: vec![thread],
+    })
+}

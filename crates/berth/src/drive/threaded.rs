@@ -1,0 +1,104 @@
+//! `threaded`: a thread per connection (seed 000's `-type t`, seed 004's threaded server),
+//! capped at `max_threads`; a connection beyond the cap gets the service's refusal (503) and is
+//! closed and counted, rather than left to queue behind threads that may never finish.
+
+use std::io;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::blocking::{self, Active, ConnConfig};
+use super::clock::DateCache;
+use super::{Server, Service};
+use crate::stats::Stats;
+
+/// Settings of the `threaded` model.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// The blocking connection settings.
+    pub conn: ConnConfig,
+    /// Most connection threads alive at once (`--max-threads`).
+    pub max_threads: usize,
+    /// Stack size of each connection thread. The HTTP path needs little; a small stack lets
+    /// thousands of threads fit.
+    pub stack_size: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            conn: ConnConfig::default(),
+            max_threads: 1024,
+            stack_size: 256 * 1024,
+        }
+    }
+}
+
+/// Accepts on one thread and serves each connection on a thread of its own.
+pub fn spawn<S: Service>(
+    listener: TcpListener,
+    service: S,
+    config: Config,
+    stats: Arc<Stats>,
+) -> io::Result<Server> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let active = Arc::new(Active::default());
+    let live = Arc::new(AtomicUsize::new(0));
+    let acceptor = {
+        let (stop, active) = (stop.clone(), active.clone());
+        std::thread::Builder::new()
+            .name("berth-accept".into())
+            .spawn(move || {
+                let refusal = service.refusal();
+                let mut serial = 0usize;
+                while let Some(stream) = blocking::accept(&listener, &stop, || {}) {
+                    if live.load(Ordering::Acquire) >= config.max_threads {
+                        stats.shard(0).connection_refused();
+                        blocking::refuse(stream, refusal);
+                        continue;
+                    }
+                    serial = serial.wrapping_add(1);
+                    let id = serial;
+                    let (service, conn_stats, active, live_now) =
+                        (service.clone(), stats.clone(), active.clone(), live.clone());
+                    live.fetch_add(1, Ordering::AcqRel);
+                    let spawned = std::thread::Builder::new()
+                        .stack_size(config.stack_size)
+                        .spawn(move || {
+                            let shard = conn_stats.shard(id);
+                            shard.connection_opened();
+                            let key = active.insert(&stream);
+                            let mut handler = service.handler(id);
+                            let mut date = DateCache::default();
+                            if let Err(e) = blocking::serve_connection(
+                                stream,
+                                &mut handler,
+                                &config.conn,
+                                &mut date,
+                                || false,
+                            ) {
+                                log::debug!("connection ended with an error: {e}");
+                            }
+                            if let Some(key) = key {
+                                active.remove(key);
+                            }
+                            shard.connection_closed();
+                            live_now.fetch_sub(1, Ordering::AcqRel);
+                        });
+                    if let Err(e) = spawned {
+                        // The stream moved into the closure and was dropped with it: closed.
+                        live.fetch_sub(1, Ordering::AcqRel);
+                        stats.shard(0).connection_refused();
+                        log::warn!("cannot start a connection thread: {e}");
+                    }
+                }
+            })?
+    };
+    let hook: Box<dyn Fn() + Send + Sync> = Box::new(move || active.shutdown_all());
+    Ok(Server {
+        stop,
+        wakers: Vec::new(),
+        hooks: vec![hook],
+        threads: vec![acceptor],
+    })
+}
