@@ -1,0 +1,85 @@
+//! cargo run --example own_handler -p berth
+//!
+//! A handler of your own, served by two different models at once: the same `Service` runs on the
+//! `threaded` model at 127.0.0.1:9201 and on the `evloop` model at 127.0.0.1:9202.
+//!
+//! ```text
+//! curl http://127.0.0.1:9201/greet?name=ada      # Hello, ada! (served by threaded)
+//! curl http://127.0.0.1:9202/greet?name=ada      # Hello, ada! (served by evloop)
+//! curl http://127.0.0.1:9202/sum -d '1 2 39'     # 42, computed on a worker thread
+//! ```
+//! Stop it with Ctrl-C.
+
+use std::sync::Arc;
+
+use berth::drive::{self, Model, Service, Settings};
+use berth::proto::http::{Handled, Handler, Job, Method, Reply, Request, Response};
+use berth::stats::Stats;
+
+/// The service: a factory of handlers, one per I/O thread (or per connection thread).
+#[derive(Clone)]
+struct Greeter;
+
+struct GreeterHandler {
+    /// Per-thread scratch space, reused so that answering allocates nothing once warm.
+    scratch: Vec<u8>,
+}
+
+/// Work that must not block an event loop: summing numbers stands in for anything slow.
+struct Sum(Vec<u8>);
+
+impl Job for Sum {
+    fn run(self) -> Reply {
+        let text = String::from_utf8_lossy(&self.0);
+        match text.split_whitespace().map(str::parse::<i64>).sum::<Result<i64, _>>() {
+            Ok(total) => Reply { status: 200, content_type: "text/plain", body: format!("{total}\n").into_bytes() },
+            Err(_) => Reply { status: 400, content_type: "text/plain", body: b"numbers only\n".to_vec() },
+        }
+    }
+}
+
+impl Service for Greeter {
+    type Handler = GreeterHandler;
+    fn handler(&self, _thread: usize) -> GreeterHandler {
+        GreeterHandler { scratch: Vec::new() }
+    }
+}
+
+impl Handler for GreeterHandler {
+    type Job = Sum;
+
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<Sum> {
+        match (req.method, req.path) {
+            (Method::Get, "/greet") => {
+                let name = req.query.and_then(|q| q.strip_prefix("name=")).unwrap_or("world");
+                self.scratch.clear();
+                self.scratch.extend_from_slice(b"Hello, ");
+                self.scratch.extend_from_slice(name.as_bytes());
+                self.scratch.extend_from_slice(b"!\n");
+                res.send(200, "text/plain", &self.scratch);
+            }
+            // The body is copied into the job: it outlives this call.
+            (Method::Post, "/sum") => return Handled::Offload(Sum(req.body.to_vec())),
+            _ => res.send(404, "text/plain", b"try /greet or /sum\n"),
+        }
+        Handled::Done
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    drive::signal::block_termination()?;
+    let mut servers = Vec::new();
+    for (model, port) in [(Model::Threaded, 9201), (Model::Evloop, 9202)] {
+        let settings = Settings::new(model, ([127, 0, 0, 1], port).into());
+        let stats: Arc<Stats> = settings.new_stats()?;
+        let (server, addr) = drive::serve(&settings, Greeter, stats)?;
+        println!("{model} serving http://{addr}/greet");
+        servers.push(server);
+    }
+    drive::signal::wait_for_termination()?;
+    for server in servers {
+        server.shutdown();
+        server.join();
+    }
+    Ok(())
+}
