@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""HTTP benchmark of berth (evloop) against nginx, as BENCHMARKS.md reports it.
+"""HTTP benchmark of berth (evloop) against nginx, or of every berth model against evloop, as
+BENCHMARKS.md reports them.
 
 Usage: python3 bench/http.py [--berth target/release/berth] [--rounds 2] [--duration 10]
+       python3 bench/http.py --models [--ab-n 10000]     # every model, ratios to evloop
 
 Server pinned to core 0 (taskset -c 0), load generator to core 1. For each load shape the peers
 run interleaved (nginx, berth, nginx, berth, ...). Server CPU time is utime+stime of all the
@@ -112,7 +114,7 @@ def run_wrk(port, duration, script=None):
             "errors": (int(errors.group(1)) if errors else 0), "socket_errors": sock.group(1) if sock else ""}
 
 
-def run_ab(port, n=20000, c=50):
+def run_ab(port, n, c=50):
     argv = ["taskset", "-c", "1", "ab", "-q", "-n", str(n), "-c", str(c), f"http://127.0.0.1:{port}/hello/world"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300).stdout
     rps = float(re.search(r"Requests per second:\s+([\d.]+)", out).group(1))
@@ -124,14 +126,14 @@ def run_ab(port, n=20000, c=50):
             "socket_errors": ""}
 
 
-def measure(peer, shape, duration):
+def measure(peer, shape, duration, ab_n):
     before = cpu_seconds(peer.proc.pid)
     if shape == "keep-alive":
         r = run_wrk(peer.port, duration)
     elif shape == "pipelined x16":
         r = run_wrk(peer.port, duration, os.path.join(HERE, "pipeline.lua"))
     else:
-        r = run_ab(peer.port)
+        r = run_ab(peer.port, ab_n)
     cpu = cpu_seconds(peer.proc.pid) - before
     r["cpu_us_per_req"] = cpu * 1e6 / max(r["requests"], 1)
     r["rss_kb"] = rss_kb(peer.proc.pid)
@@ -144,6 +146,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--shapes", default="keep-alive,pipelined x16,connection per request")
+    ap.add_argument("--models", action="store_true", help="compare berth's models with each other")
+    ap.add_argument("--ab-n", type=int, default=20000, help="requests per ab run")
     args = ap.parse_args()
     for tool in ("wrk", "ab", "nginx", "taskset"):
         if not shutil.which(tool):
@@ -157,7 +161,12 @@ def main():
     # The same nginx with `deferred` (TCP_DEFER_ACCEPT), which berth's HTTP listener also uses.
     with open(os.path.join(work, "nginx-deferred.conf"), "w") as f:
         f.write(template.replace("@PORT@", str(dport)).replace("backlog=1024;", "backlog=1024 deferred;"))
-    peers = {
+    berth = os.path.abspath(args.berth)
+    models = {}
+    for model in ("single", "threaded", "forked", "prefork", "evloop"):
+        port = free_port()
+        models[model] = ([berth, "serve", "--model", model, "-p", str(port), "-A", "1", "-w", "1"], port)
+    peers = models if args.models else {
         "nginx": (["nginx", "-c", os.path.join(work, "nginx.conf"), "-p", work], nport),
         "nginx-deferred": (["nginx", "-c", os.path.join(work, "nginx-deferred.conf"), "-p", work], dport),
         "berth": ([os.path.abspath(args.berth), "serve", "-p", str(bport), "-A", "1", "-w", "1"], bport),
@@ -167,7 +176,7 @@ def main():
         for rnd in range(1, args.rounds + 1):
             for name, (argv, port) in peers.items():
                 with Peer(name, argv, port, work) as peer:
-                    r = measure(peer, shape, args.duration)
+                    r = measure(peer, shape, args.duration, args.ab_n)
                 r.update(shape=shape, round=rnd, server=name)
                 rows.append(r)
                 print(f"{shape:24} round {rnd} {name:14} {r['rps']:>11.0f} req/s  avg {r['avg_ms']:6.2f} ms  "
@@ -175,17 +184,20 @@ def main():
                       f"cpu {r['cpu_us_per_req']:6.2f} us/req  rss {r['rss_kb']} KiB  errors {r['errors']} "
                       f"{r['socket_errors']}", flush=True)
     print()
-    print("| shape | round | server | req/s | vs nginx | CPU µs/req | vs nginx | avg ms | p99 ms | RSS KiB | errors |")
+    baseline = "evloop" if args.models else "nginx"
+    print(f"| shape | round | server | req/s | vs {baseline} | CPU µs/req | vs {baseline} | avg ms | p99 ms "
+          "| RSS KiB | errors |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes.split(","):
         for rnd in range(1, args.rounds + 1):
             same = [r for r in rows if r["shape"] == shape and r["round"] == rnd]
-            base = next(r for r in same if r["server"] == "nginx")
+            base = next(r for r in same if r["server"] == baseline)
             for r in same:
                 p99 = "n/a" if r["p99_ms"] != r["p99_ms"] else f"{r['p99_ms']:.2f}"
+                sock = f" (socket: {r['socket_errors']})" if r["socket_errors"] else ""
                 print(f"| {shape} | {rnd} | {r['server']} | {r['rps']:.0f} | {r['rps'] / base['rps']:.2f}x | "
                       f"{r['cpu_us_per_req']:.2f} | {r['cpu_us_per_req'] / base['cpu_us_per_req']:.2f}x | "
-                      f"{r['avg_ms']:.2f} | {p99} | {r['rss_kb']} | {r['errors']} |")
+                      f"{r['avg_ms']:.2f} | {p99} | {r['rss_kb']} | {r['errors']}{sock} |")
     shutil.rmtree(work, ignore_errors=True)
 
 
