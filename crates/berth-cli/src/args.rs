@@ -2,6 +2,7 @@
 //! serve options keep seed 001's names and short forms (`-v -d -p -A -C -w -D`).
 
 use std::num::NonZeroUsize;
+use std::time::Duration;
 
 use berth::drive::Model;
 use clap::error::ErrorKind;
@@ -102,6 +103,22 @@ pub struct ServeArgs {
     /// Largest request body in bytes; beyond it: 413.
     #[arg(long, value_name = "BYTES", default_value = "1048576")]
     pub max_body_size: usize,
+
+    /// Seconds from a request's first byte until its head must be complete; then 408.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
+    pub header_timeout: Duration,
+
+    /// Longest silence, in seconds, while a request body arrives; then 408.
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
+    pub body_timeout: Duration,
+
+    /// Seconds a keep-alive connection may sit idle between requests before it is closed.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
+    pub idle_timeout: Duration,
+
+    /// Seconds a response may make no progress (peer not reading) before the connection closes.
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
+    pub write_timeout: Duration,
 
     /// Listen backlog (pending connections the kernel queues per listener).
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..))]
@@ -230,4 +247,14 @@ pub fn seed_spellings(args: Vec<String>) -> Vec<String> {
         }
     }
     out
+}
+
+/// A positive number of seconds, fractions allowed (`0.5`).
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 1e6 => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!(
+            "'{s}' is not a number of seconds between 0 and 1000000 (e.g. 10 or 0.5)"
+        )),
+    }
 }

@@ -73,6 +73,12 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         workers,
         limits,
         read_on_accept: true,
+        timeouts: drive::Timeouts {
+            header: args.header_timeout,
+            body: args.body_timeout,
+            idle: args.idle_timeout,
+            write: args.write_timeout,
+        },
         ..evloop::Config::default()
     };
     settings.max_threads = args.max_threads.get();

@@ -30,7 +30,7 @@ mod session;
 pub use limits::Limits;
 pub use request::{Method, Request, Version};
 pub use response::{reason_phrase, Reply, Response};
-pub use session::{Context, Handled, Handler, Job, Session, Step};
+pub use session::{Context, Handled, Handler, Job, Phase, Session, Step};
 
 /// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only Date format berth sends.
 pub const DATE_LEN: usize = 29;

@@ -61,6 +61,21 @@ pub enum Step<J> {
     Close,
 }
 
+/// What a connection is waiting for, as far as the protocol knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Between requests, nothing buffered: the keep-alive idle timeout applies.
+    Idle,
+    /// Part of a request head has arrived: the header timeout applies.
+    Head,
+    /// The head is in, the body is arriving: the body timeout applies.
+    Body,
+    /// A job is running for this connection.
+    Waiting,
+    /// A final response was written; the connection closes once it is sent.
+    Closed,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum State {
     /// Reading a request head. `scan` is how far the search for its end has got.
@@ -124,6 +139,48 @@ impl Session {
     /// True if the connection is to be closed: a final response was written.
     pub fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed)
+    }
+
+    /// Where the connection stands, for choosing which timeout applies. `input` is the
+    /// connection's unprocessed input.
+    pub fn phase(&self, input: &[u8]) -> Phase {
+        match self.state {
+            State::Head { .. } if input.is_empty() => Phase::Idle,
+            State::Head { .. } => Phase::Head,
+            State::Body { .. } => Phase::Body,
+            State::Waiting { .. } => Phase::Waiting,
+            State::Closed => Phase::Closed,
+        }
+    }
+
+    /// The driver's timer for the current [`Phase`] ran out. A request in progress is answered
+    /// 408 (RFC 9110 §15.5.9) and the connection closed; an idle connection is closed without a
+    /// word; a connection waiting for its job is left alone (jobs are not timed out here).
+    pub fn expire<H: Handler>(
+        &mut self,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
+        match self.phase(input) {
+            Phase::Head | Phase::Body => {
+                let head_only = input.starts_with(b"HEAD ");
+                input.clear();
+                self.refuse(
+                    reject(408, "request not received in time"),
+                    head_only,
+                    output,
+                    cx,
+                    handler,
+                )
+            }
+            Phase::Idle | Phase::Closed => {
+                self.state = State::Closed;
+                Step::Close
+            }
+            Phase::Waiting => Step::Read,
+        }
     }
 
     /// Parses and answers the complete requests at the front of `input`, appending responses to

@@ -11,9 +11,12 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use berth_proto::http::{Context, Handler, Job, Limits, Session, Step};
+use std::time::Instant;
+
+use berth_proto::http::{Context, Handler, Job, Limits, Phase, Session, Step};
 
 use super::clock::DateCache;
+use super::Timeouts;
 use crate::net::read_into_spare;
 
 /// Settings of a blocking connection.
@@ -21,9 +24,8 @@ use crate::net::read_into_spare;
 pub struct ConnConfig {
     /// Request limits.
     pub limits: Limits,
-    /// How long a connection may sit between requests (or mid-request) without sending a byte
-    /// before it is closed.
-    pub idle_timeout: Duration,
+    /// Header, body, idle and write timeouts.
+    pub timeouts: Timeouts,
     /// Initial size of the read and write buffers.
     pub buffer_size: usize,
 }
@@ -32,7 +34,7 @@ impl Default for ConnConfig {
     fn default() -> Self {
         ConnConfig {
             limits: Limits::default(),
-            idle_timeout: Duration::from_secs(60),
+            timeouts: Timeouts::default(),
             buffer_size: 16 * 1024,
         }
     }
@@ -51,7 +53,11 @@ pub(crate) fn serve_connection<H: Handler>(
     date: &mut DateCache,
     should_yield: impl Fn() -> bool,
 ) -> io::Result<()> {
-    stream.set_read_timeout(Some(config.idle_timeout))?;
+    let t = config.timeouts;
+    stream.set_write_timeout(Some(t.write))?;
+    // The read timeout in force, changed only when the phase calls for another one.
+    let mut read_timeout = None;
+    let mut request_since: Option<Instant> = None;
     let max_input =
         config.limits.max_header_bytes + config.limits.max_body_bytes + config.buffer_size;
     let mut input = Vec::with_capacity(config.buffer_size);
@@ -96,18 +102,44 @@ pub(crate) fn serve_connection<H: Handler>(
             }
             input.reserve(input.capacity().min(max_input - input.capacity()));
         }
+        let now = Instant::now();
+        let wait = match session.phase(&input) {
+            Phase::Head => {
+                (*request_since.get_or_insert(now) + t.header).saturating_duration_since(now)
+            }
+            Phase::Body => t.body,
+            _ => {
+                request_since = None;
+                t.idle
+            }
+        }
+        .max(Duration::from_millis(1));
+        // Skip the setsockopt unless the value really moves.
+        if read_timeout.is_none_or(|cur: Duration| cur.abs_diff(wait) > Duration::from_millis(50)) {
+            stream.set_read_timeout(Some(wait))?;
+            read_timeout = Some(wait);
+        }
         match read_into_spare(&stream, &mut input) {
             Ok(0) => return Ok(()),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // The idle timeout (EAGAIN from SO_RCVTIMEO) or a reset: either way, done.
+            // SO_RCVTIMEO ran out: 408 for a request in progress, silence for an idle connection.
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                return Ok(())
+                date.refresh();
+                let cx = Context {
+                    limits: &config.limits,
+                    date: date.get(),
+                };
+                if let Step::Close = session.expire(&mut input, &mut output, &cx, handler) {
+                    stream.write_all(&output)?;
+                    return linger_close(stream, false);
+                }
+                return Ok(());
             }
             Err(e) => return Err(e),
         }

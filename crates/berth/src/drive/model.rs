@@ -132,6 +132,7 @@ pub fn serve<S: Service>(
 ) -> Result<(Server, SocketAddr), BindError> {
     let conn = blocking::ConnConfig {
         limits: settings.evloop.limits,
+        timeouts: settings.evloop.timeouts,
         ..settings.conn
     };
     let addr = settings.addr;

@@ -5,10 +5,13 @@
 use std::io::{self, Write};
 use std::net::Shutdown;
 
-use berth_proto::http::{Context, Handler, Limits, Reply, Session, Step};
+use std::time::Instant;
+
+use berth_proto::http::{Context, Handler, Limits, Phase, Reply, Session, Step};
 use mio::net::TcpStream;
 
 use super::pool::BufPool;
+use crate::drive::Timeouts;
 use crate::net::read_into_spare;
 
 /// What the loop lends a connection while it runs.
@@ -52,6 +55,10 @@ pub(super) struct Conn {
     unprocessed: bool,
     /// The connection is finished but waits for its job before the slot is freed.
     pub dead: bool,
+
+    /// When the first byte of the request now being read arrived: the header timeout runs from
+    /// here, however slowly the rest trickles in.
+    request_since: Option<Instant>,
 }
 
 impl Conn {
@@ -69,7 +76,44 @@ impl Conn {
             job_pending: false,
             unprocessed: false,
             dead: false,
+
+            request_since: None,
         }
+    }
+
+    /// When the connection should be given up on, given what it waits for now.
+    pub fn deadline(&mut self, now: Instant, t: &Timeouts) -> Option<Instant> {
+        if self.written < self.output.len() {
+            return Some(now + t.write);
+        }
+        match self.session.phase(&self.input) {
+            Phase::Idle => {
+                self.request_since = None;
+                Some(now + t.idle)
+            }
+            Phase::Head => Some(*self.request_since.get_or_insert(now) + t.header),
+            Phase::Body => Some(now + t.body),
+            Phase::Waiting => None,
+            Phase::Closed => Some(now + t.write),
+        }
+    }
+
+    /// The deadline passed: a stalled write or an idle connection is closed, a request in
+    /// progress is answered 408 first.
+    pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) -> Fate<H::Job> {
+        if self.written < self.output.len() || self.session.is_closed() {
+            return Fate::Close;
+        }
+        self.ensure_output(env.pool);
+        let cx = Context {
+            limits: env.limits,
+            date: env.date,
+        };
+        let step = self
+            .session
+            .expire(&mut self.input, &mut self.output, &cx, env.handler);
+        let job = self.after(step);
+        self.pump_with(env, job)
     }
 
     /// Hands a finished job's reply to the session, then carries on like [`Conn::pump`].

@@ -17,11 +17,13 @@
 
 mod conn;
 mod pool;
+mod timer;
 
 use std::io;
 use std::net::TcpListener as StdListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use berth_proto::http::{Handler, Limits, Reply};
 use crossbeam_channel::{Receiver, Sender};
@@ -31,15 +33,20 @@ use slab::Slab;
 
 use self::conn::{Conn, Env, Fate};
 use self::pool::BufPool;
+use self::timer::Wheel;
 use super::clock::DateCache;
 use super::workers::{self, ReplyTo, Task};
-use super::{Server, Service};
+use super::{Server, Service, Timeouts};
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 /// How often a loop retries `accept` after running out of descriptors.
-const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// Deadlines are kept to this precision: a timeout fires up to this much late, never early.
+const TIMER_RESOLUTION: Duration = Duration::from_millis(100);
+/// Slots of the timing wheel: 1024 x 100 ms covers 102 s per lap; longer deadlines go round.
+const TIMER_SLOTS: usize = 1024;
 
 /// Settings of the `evloop` model.
 #[derive(Debug, Clone)]
@@ -63,6 +70,8 @@ pub struct Config {
     /// Number of the first loop, for [`Service::handler`] and the stats shard: processes that
     /// share counters (prefork) give each of their loops a distinct number.
     pub first_thread: usize,
+    /// Header, body, idle and write timeouts.
+    pub timeouts: Timeouts,
 }
 
 impl Default for Config {
@@ -76,6 +85,7 @@ impl Default for Config {
             events: 1024,
             read_on_accept: false,
             first_thread: 0,
+            timeouts: Timeouts::default(),
         }
     }
 }
@@ -138,6 +148,14 @@ pub fn spawn<S: Service>(
                     handler,
                     refusal: service.refusal(),
                     accept_paused: false,
+                    wheel: Wheel::new(
+                        TIMER_RESOLUTION,
+                        TIMER_SLOTS,
+                        config.capacity,
+                        Instant::now(),
+                    ),
+                    due: Vec::with_capacity(1024),
+                    now: Instant::now(),
                     queue,
                     replies,
                     stats,
@@ -175,6 +193,12 @@ struct EventLoop<H: Handler> {
     /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
     /// timer until accepting works again (nginx does the same).
     accept_paused: bool,
+    /// Connection deadlines.
+    wheel: Wheel,
+    /// Scratch for the keys the wheel hands back, kept to avoid allocating per tick.
+    due: Vec<usize>,
+    /// The time read once per loop iteration, for every deadline set in it.
+    now: Instant,
     queue: Option<Sender<Task<H::Job>>>,
     replies: Receiver<(usize, Reply)>,
     stats: Arc<Stats>,
@@ -186,13 +210,20 @@ impl<H: Handler> EventLoop<H> {
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(self.config.events);
         while !self.stop.load(Ordering::Acquire) {
-            let timeout = self.accept_paused.then_some(ACCEPT_RETRY);
+            let timeout = if self.accept_paused {
+                Some(ACCEPT_RETRY)
+            } else if !self.conns.is_empty() {
+                Some(self.wheel.resolution())
+            } else {
+                None
+            };
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
             self.date.refresh();
+            self.now = Instant::now();
             if self.accept_paused {
                 self.accept();
             }
@@ -217,6 +248,7 @@ impl<H: Handler> EventLoop<H> {
                     }
                 }
             }
+            self.expire_due();
         }
         for key in self.conns.iter().map(|(k, _)| k).collect::<Vec<_>>() {
             self.finish(key);
@@ -319,7 +351,7 @@ impl<H: Handler> EventLoop<H> {
     fn settle(&mut self, key: usize, mut fate: Fate<H::Job>) {
         loop {
             match fate {
-                Fate::Keep => return,
+                Fate::Keep => return self.arm(key),
                 Fate::Close => return self.finish(key),
                 Fate::Offload(job) => match &self.queue {
                     Some(queue) => {
@@ -333,7 +365,7 @@ impl<H: Handler> EventLoop<H> {
                             // Workers are gone only during shutdown.
                             return self.finish(key);
                         }
-                        return;
+                        return self.arm(key);
                     }
                     None => {
                         // No workers: the loop runs the job itself, as seed 001 does with `-w 0`.
@@ -346,6 +378,32 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
+    /// Sets the connection's deadline for what it now waits for.
+    fn arm(&mut self, key: usize) {
+        let at = self.conns[key].deadline(self.now, &self.config.timeouts);
+        self.wheel.set(key, at);
+    }
+
+    /// Expires the connections whose deadline has passed.
+    fn expire_due(&mut self) {
+        let mut due = std::mem::take(&mut self.due);
+        self.wheel.advance(self.now, &mut due);
+        for &key in &due {
+            let Some(conn) = self.conns.get(key) else {
+                continue;
+            };
+            if conn.dead {
+                continue;
+            }
+            log::debug!("loop {}: connection {key} timed out", self.id);
+            let (mut env, conns) = self.env();
+            let fate = conns[key].expire(&mut env);
+            self.settle(key, fate);
+        }
+        due.clear();
+        self.due = due;
+    }
+
     /// Closes a connection, or marks it dead if a job still refers to its slot.
     fn finish(&mut self, key: usize) {
         let conn = &mut self.conns[key];
@@ -353,6 +411,7 @@ impl<H: Handler> EventLoop<H> {
             return;
         }
         conn.shut(&mut self.pool);
+        self.wheel.disarm(key);
         if conn.job_pending {
             // The socket stays open until the job ends; stop hearing about it meanwhile.
             let _ = self.poll.registry().deregister(&mut conn.stream);
@@ -364,6 +423,7 @@ impl<H: Handler> EventLoop<H> {
     }
 
     fn free(&mut self, key: usize) {
+        self.wheel.disarm(key);
         drop(self.conns.remove(key));
         self.stats.shard(self.id).connection_closed();
     }
