@@ -31,9 +31,21 @@ struct Sum(Vec<u8>);
 impl Job for Sum {
     fn run(self) -> Reply {
         let text = String::from_utf8_lossy(&self.0);
-        match text.split_whitespace().map(str::parse::<i64>).sum::<Result<i64, _>>() {
-            Ok(total) => Reply { status: 200, content_type: "text/plain", body: format!("{total}\n").into_bytes() },
-            Err(_) => Reply { status: 400, content_type: "text/plain", body: b"numbers only\n".to_vec() },
+        match text
+            .split_whitespace()
+            .map(str::parse::<i64>)
+            .sum::<Result<i64, _>>()
+        {
+            Ok(total) => Reply {
+                status: 200,
+                content_type: "text/plain",
+                body: format!("{total}\n").into_bytes(),
+            },
+            Err(_) => Reply {
+                status: 400,
+                content_type: "text/plain",
+                body: b"numbers only\n".to_vec(),
+            },
         }
     }
 }
@@ -41,7 +53,9 @@ impl Job for Sum {
 impl Service for Greeter {
     type Handler = GreeterHandler;
     fn handler(&self, _thread: usize) -> GreeterHandler {
-        GreeterHandler { scratch: Vec::new() }
+        GreeterHandler {
+            scratch: Vec::new(),
+        }
     }
 }
 
@@ -51,7 +65,10 @@ impl Handler for GreeterHandler {
     fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<Sum> {
         match (req.method, req.path) {
             (Method::Get, "/greet") => {
-                let name = req.query.and_then(|q| q.strip_prefix("name=")).unwrap_or("world");
+                let name = req
+                    .query
+                    .and_then(|q| q.strip_prefix("name="))
+                    .unwrap_or("world");
                 self.scratch.clear();
                 self.scratch.extend_from_slice(b"Hello, ");
                 self.scratch.extend_from_slice(name.as_bytes());
