@@ -84,6 +84,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "2")]
     pub processes: NonZeroUsize,
 
+    /// Jobs that may wait for a worker; a slow request that finds the queue full is answered 503
+    /// with `Retry-After` at once.
+    #[arg(long, value_name = "N", default_value = "10000")]
+    pub queue_capacity: NonZeroUsize,
+
     /// Slow task delay in milliseconds (`/test/slow`).
     #[arg(short = 'D', long, value_name = "MS", default_value_t = 30)]
     pub slow_duration: u64,

@@ -22,6 +22,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         log::LevelFilter::Info
     };
+    // A panic (in a job, say) is reported once, through the log, and costs only its request.
+    std::panic::set_hook(Box::new(|info| log::error!("panic: {info}")));
     env_logger::Builder::new()
         .filter_level(level)
         .target(env_logger::Target::Stderr)
@@ -73,6 +75,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         workers,
         limits,
         read_on_accept: true,
+        queue_capacity: args.queue_capacity.get(),
         timeouts: drive::Timeouts {
             header: args.header_timeout,
             body: args.body_timeout,

@@ -36,16 +36,8 @@ impl Job for Sum {
             .map(str::parse::<i64>)
             .sum::<Result<i64, _>>()
         {
-            Ok(total) => Reply {
-                status: 200,
-                content_type: "text/plain",
-                body: format!("{total}\n").into_bytes(),
-            },
-            Err(_) => Reply {
-                status: 400,
-                content_type: "text/plain",
-                body: b"numbers only\n".to_vec(),
-            },
+            Ok(total) => Reply::new(200, "text/plain", format!("{total}\n").into_bytes()),
+            Err(_) => Reply::new(400, "text/plain", b"numbers only\n".to_vec()),
         }
     }
 }

@@ -61,6 +61,7 @@ pub(crate) struct Counters {
     jobs_queued: AtomicI64,
     jobs_running: AtomicI64,
     jobs_done: AtomicU64,
+    jobs_rejected: AtomicU64,
 }
 
 enum Storage {
@@ -92,6 +93,8 @@ pub struct Snapshot {
     pub jobs_running: i64,
     /// Jobs finished since start.
     pub jobs_done: u64,
+    /// Jobs refused with 503 because the worker queue was full.
+    pub jobs_rejected: u64,
     /// `(status, count)` for each status seen; status 0 counts codes not listed individually.
     pub responses: Vec<(u16, u64)>,
 }
@@ -137,6 +140,10 @@ impl Stats {
         self.counters().jobs_queued.fetch_sub(1, Relaxed);
         self.counters().jobs_running.fetch_add(1, Relaxed);
     }
+    /// A job was refused because the worker queue was full (answered 503).
+    pub fn job_rejected(&self) {
+        self.counters().jobs_rejected.fetch_add(1, Relaxed);
+    }
     /// A worker finished a job.
     pub fn job_finished(&self) {
         self.counters().jobs_running.fetch_sub(1, Relaxed);
@@ -174,6 +181,7 @@ impl Stats {
             jobs_queued: self.counters().jobs_queued.load(Relaxed),
             jobs_running: self.counters().jobs_running.load(Relaxed),
             jobs_done: self.counters().jobs_done.load(Relaxed),
+            jobs_rejected: self.counters().jobs_rejected.load(Relaxed),
             responses,
         }
     }
@@ -186,6 +194,7 @@ impl Default for Counters {
             jobs_queued: AtomicI64::new(0),
             jobs_running: AtomicI64::new(0),
             jobs_done: AtomicU64::new(0),
+            jobs_rejected: AtomicU64::new(0),
         }
     }
 }
@@ -240,6 +249,12 @@ impl Snapshot {
             "counter",
             "Jobs finished.",
             self.jobs_done.into(),
+        );
+        metric(
+            "berth_jobs_rejected_total",
+            "counter",
+            "Jobs refused with 503 because the worker queue was full.",
+            self.jobs_rejected.into(),
         );
         let _ = writeln!(
             out,

@@ -11,18 +11,45 @@ pub struct Reply {
     pub status: u16,
     /// Value of `Content-Type`; ignored when the body is empty.
     pub content_type: &'static str,
+    /// Extra header fields, e.g. `Retry-After` on a 503.
+    pub headers: &'static [(&'static str, &'static [u8])],
     /// Response body.
     pub body: Vec<u8>,
 }
 
 impl Reply {
-    /// A reply with an empty body.
-    pub fn empty(status: u16) -> Self {
+    /// A reply with a body and no extra header fields.
+    pub fn new(status: u16, content_type: &'static str, body: Vec<u8>) -> Self {
         Reply {
             status,
-            content_type: "text/plain",
-            body: Vec::new(),
+            content_type,
+            headers: &[],
+            body,
         }
+    }
+
+    /// A reply with an empty body.
+    pub fn empty(status: u16) -> Self {
+        Reply::new(status, "text/plain", Vec::new())
+    }
+
+    /// 503 for a job that found the worker queue full: come back in a second.
+    pub fn overloaded() -> Self {
+        Reply {
+            status: 503,
+            content_type: "text/plain",
+            headers: &[("Retry-After", b"1")],
+            body: b"server busy: job queue full\n".to_vec(),
+        }
+    }
+
+    /// 500 for a job that failed (panicked).
+    pub fn failed() -> Self {
+        Reply::new(
+            500,
+            "text/plain",
+            b"the request failed on the server\n".to_vec(),
+        )
     }
 }
 

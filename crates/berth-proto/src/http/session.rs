@@ -334,7 +334,7 @@ impl Session {
         let head = Head {
             status: reply.status,
             content_type: reply.content_type,
-            extra: &[],
+            extra: reply.headers,
             keep_alive,
             version,
             date: cx.date,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use std::time::Instant;
 
-use berth_proto::http::{Context, Handler, Job, Limits, Phase, Session, Step};
+use berth_proto::http::{Context, Handler, Limits, Phase, Session, Step};
 
 use super::clock::DateCache;
 use super::Timeouts;
@@ -78,7 +78,7 @@ pub(crate) fn serve_connection<H: Handler>(
             // Answers to earlier pipelined requests go out before the job runs.
             stream.write_all(&output)?;
             output.clear();
-            let reply = job.run();
+            let reply = super::run_job(job);
             date.refresh();
             let cx = Context {
                 limits: &config.limits,

@@ -60,6 +60,16 @@ impl Default for Timeouts {
     }
 }
 
+/// Runs a job, turning a panic into a 500 reply: a failing job costs its own request, never the
+/// worker or connection thread that ran it. (The panic message itself is printed once, by the
+/// panic hook.)
+pub(crate) fn run_job<J: berth_proto::http::Job>(job: J) -> berth_proto::http::Reply {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run())).unwrap_or_else(|_| {
+        log::debug!("a job panicked; answered 500");
+        berth_proto::http::Reply::failed()
+    })
+}
+
 /// What a driver serves: a factory of per-thread [`Handler`]s.
 pub trait Service: Clone + Send + Sync + 'static {
     /// The handler type. Each I/O thread gets its own, so it may keep mutable scratch state.

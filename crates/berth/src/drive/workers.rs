@@ -38,7 +38,7 @@ pub(crate) fn spawn<J: Job>(
                 .spawn(move || {
                     for task in queue {
                         stats.job_started();
-                        let reply = task.job.run();
+                        let reply = super::run_job(task.job);
                         stats.job_finished();
                         let dest = &reply_to[task.owner];
                         // The loop may be gone (shutdown); then nobody needs the reply.

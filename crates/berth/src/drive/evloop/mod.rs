@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::http::{Handler, Limits, Reply};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
@@ -55,6 +55,9 @@ pub struct Config {
     pub capacity: usize,
     /// Worker threads for offloaded jobs (`-w`). With 0, jobs run on the loop thread.
     pub workers: usize,
+    /// Jobs that may wait for a worker (`--queue-capacity`); a job beyond it is answered 503
+    /// with `Retry-After` at once.
+    pub queue_capacity: usize,
     /// Request limits.
     pub limits: Limits,
     /// Size of each pooled read/write buffer.
@@ -79,6 +82,7 @@ impl Default for Config {
         Config {
             capacity: 100_000,
             workers: 1,
+            queue_capacity: 10_000,
             limits: Limits::default(),
             buffer_size: 16 * 1024,
             pooled_buffers: 256,
@@ -111,7 +115,9 @@ pub fn spawn<S: Service>(
         polls.push(poll);
     }
     let wakers: Vec<_> = reply_to.iter().map(|r| r.waker.clone()).collect();
-    let (queue_tx, queue_rx) = crossbeam_channel::unbounded::<Task<<S::Handler as Handler>::Job>>();
+    let (queue_tx, queue_rx) = crossbeam_channel::bounded::<Task<<S::Handler as Handler>::Job>>(
+        config.queue_capacity.max(1),
+    );
     let mut threads = workers::spawn(config.workers, queue_rx, Arc::new(reply_to), stats.clone())?;
     let queue = (config.workers > 0).then_some(queue_tx);
 
@@ -355,21 +361,29 @@ impl<H: Handler> EventLoop<H> {
                 Fate::Close => return self.finish(key),
                 Fate::Offload(job) => match &self.queue {
                     Some(queue) => {
-                        self.stats.job_queued();
                         let task = Task {
                             job,
                             owner: self.owner,
                             conn: key,
                         };
-                        if queue.send(task).is_err() {
+                        match queue.try_send(task) {
+                            Ok(()) => {
+                                self.stats.job_queued();
+                                return self.arm(key);
+                            }
+                            // Overload: answer 503 on the loop rather than queue without bound.
+                            Err(TrySendError::Full(_)) => {
+                                self.stats.job_rejected();
+                                let (mut env, conns) = self.env();
+                                fate = conns[key].complete(Reply::overloaded(), &mut env);
+                            }
                             // Workers are gone only during shutdown.
-                            return self.finish(key);
+                            Err(TrySendError::Disconnected(_)) => return self.finish(key),
                         }
-                        return self.arm(key);
                     }
                     None => {
                         // No workers: the loop runs the job itself, as seed 001 does with `-w 0`.
-                        let reply = berth_proto::http::Job::run(job);
+                        let reply = super::run_job(job);
                         let (mut env, conns) = self.env();
                         fate = conns[key].complete(reply, &mut env);
                     }

@@ -1,0 +1,198 @@
+//! Overload and failure behaviour of the `evloop` driver over real sockets: a full worker queue
+//! answers 503 with `Retry-After`, a panicking job answers 500 and leaves its worker alive, and
+//! the header, body, idle and write timeouts each end the connection they should.
+
+#[path = "support/server.rs"]
+mod server;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth::drive::{evloop, Server, Service, Timeouts};
+use berth::net::{bind_tcp, ListenConfig};
+use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response};
+use berth::stats::Stats;
+use server::{get_request, Client};
+
+/// A service whose `/sleep` offloads a job that sleeps, and `/panic` one that panics.
+#[derive(Clone)]
+struct Jobs;
+
+struct JobsHandler;
+
+enum TestJob {
+    Sleep(Duration),
+    Panic,
+}
+
+impl Job for TestJob {
+    fn run(self) -> Reply {
+        match self {
+            TestJob::Sleep(d) => {
+                std::thread::sleep(d);
+                Reply::empty(200)
+            }
+            TestJob::Panic => panic!("a job that fails on purpose"),
+        }
+    }
+}
+
+impl Service for Jobs {
+    type Handler = JobsHandler;
+    fn handler(&self, _: usize) -> JobsHandler {
+        JobsHandler
+    }
+}
+
+impl Handler for JobsHandler {
+    type Job = TestJob;
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<TestJob> {
+        match req.path {
+            "/sleep" => Handled::Offload(TestJob::Sleep(Duration::from_millis(300))),
+            "/panic" => Handled::Offload(TestJob::Panic),
+            _ => {
+                res.send(200, "text/plain", b"ok");
+                Handled::Done
+            }
+        }
+    }
+}
+
+fn start(config: evloop::Config) -> (Server, SocketAddr, Arc<Stats>) {
+    let listeners = bind_tcp("127.0.0.1:0".parse().unwrap(), 1, ListenConfig::default()).unwrap();
+    let addr = listeners[0].local_addr().unwrap();
+    let stats = Arc::new(Stats::new(1));
+    let server = evloop::spawn(listeners, Jobs, config, stats.clone()).unwrap();
+    (server, addr, stats)
+}
+
+#[test]
+fn full_queue_is_answered_503_with_retry_after() {
+    let config = evloop::Config {
+        workers: 1,
+        queue_capacity: 1,
+        ..evloop::Config::default()
+    };
+    let (_server, addr, stats) = start(config);
+    // One job runs, one waits in the queue: the third finds it full.
+    let mut busy = Client::connect(addr);
+    busy.send(get_request("/sleep").as_bytes());
+    server::wait_for(Duration::from_secs(5), || {
+        stats.snapshot().jobs_running == 1
+    });
+    let mut queued = Client::connect(addr);
+    queued.send(get_request("/sleep").as_bytes());
+    server::wait_for(Duration::from_secs(5), || stats.snapshot().jobs_queued == 1);
+    let mut refused = Client::connect(addr);
+    refused.send(get_request("/sleep").as_bytes());
+    let r = refused.read_response();
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("Retry-After"), Some("1"));
+    // The refusal did not close the connection: it still serves.
+    assert_eq!(refused.get("/").status, 200);
+    assert_eq!(busy.read_response().status, 200);
+    assert_eq!(queued.read_response().status, 200);
+    let snap = stats.snapshot();
+    assert_eq!(snap.jobs_rejected, 1, "{snap:?}");
+}
+
+#[test]
+fn panicking_job_is_answered_500_and_the_worker_survives() {
+    let config = evloop::Config {
+        workers: 1,
+        ..evloop::Config::default()
+    };
+    let (_server, addr, stats) = start(config);
+    let mut c = Client::connect(addr);
+    for _ in 0..3 {
+        assert_eq!(c.get("/panic").status, 500);
+    }
+    // The only worker still runs jobs.
+    assert_eq!(c.get("/sleep").status, 200);
+    assert_eq!(stats.snapshot().jobs_done, 4);
+}
+
+fn with_timeouts(t: Timeouts) -> (Server, SocketAddr, Arc<Stats>) {
+    start(evloop::Config {
+        timeouts: t,
+        ..evloop::Config::default()
+    })
+}
+
+const SHORT: Duration = Duration::from_millis(300);
+const LONG: Duration = Duration::from_secs(30);
+
+#[test]
+fn header_timeout_runs_from_the_first_byte_and_answers_408() {
+    let (_server, addr, _) = with_timeouts(Timeouts {
+        header: SHORT,
+        ..Timeouts::default()
+    });
+    let mut c = Client::connect(addr);
+    let started = Instant::now();
+    // Dribbling bytes does not extend the deadline (slowloris).
+    for b in b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ".iter().take(10) {
+        if c.stream.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = c.read_response();
+    assert_eq!(r.status, 408);
+    assert!(r.closes());
+    c.expect_closed();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "408 came after {took:?}");
+}
+
+#[test]
+fn body_timeout_answers_408() {
+    let (_server, addr, _) = with_timeouts(Timeouts {
+        body: SHORT,
+        ..Timeouts::default()
+    });
+    let mut c = Client::connect(addr);
+    c.send(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
+    assert_eq!(c.read_response().status, 408);
+    c.expect_closed();
+}
+
+#[test]
+fn idle_keep_alive_connection_is_closed_silently() {
+    let (_server, addr, stats) = with_timeouts(Timeouts {
+        idle: SHORT,
+        ..Timeouts::default()
+    });
+    let mut c = Client::connect(addr);
+    assert_eq!(c.get("/").status, 200);
+    let mut rest = Vec::new();
+    let _ = c.stream.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "no bytes after the idle timeout, just EOF: {rest:?}"
+    );
+    server::wait_for(Duration::from_secs(5), || {
+        stats.snapshot().connections_open == 0
+    });
+}
+
+#[test]
+fn a_peer_that_stops_reading_is_dropped_after_the_write_timeout() {
+    let t = Timeouts {
+        write: SHORT,
+        idle: LONG,
+        ..Timeouts::default()
+    };
+    let (_server, addr, stats) = with_timeouts(t);
+    let mut c = Client::connect(addr);
+    // Pipeline far more responses than the socket buffers hold, and never read them.
+    let burst = get_request("/").repeat(200_000);
+    let _ = c.stream.set_write_timeout(Some(Duration::from_secs(5)));
+    let _ = c.stream.write_all(burst.as_bytes());
+    let gone = server::wait_for(Duration::from_secs(10), || {
+        stats.snapshot().connections_open == 0
+    });
+    assert!(gone, "{:?}", stats.snapshot());
+}
