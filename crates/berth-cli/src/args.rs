@@ -125,6 +125,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
     pub write_timeout: Duration,
 
+    /// Seconds a graceful shutdown (first SIGTERM or SIGINT) lets requests in flight finish;
+    /// a second signal stops at once.
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
+    pub shutdown_timeout: Duration,
+
     /// Listen backlog (pending connections the kernel queues per listener).
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..))]
     pub backlog: i32,

@@ -115,8 +115,14 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     out.flush()?;
     drop(out);
     let signal = drive::signal::wait_for_termination()?;
-    log::info!("{signal:?} received: stopping");
-    server.shutdown();
+    log::info!("{signal:?} received: finishing requests in flight (up to {:?}); a second signal stops at once", args.shutdown_timeout);
+    server.drain(args.shutdown_timeout);
+    std::thread::spawn(|| {
+        if let Ok(again) = drive::signal::wait_for_termination() {
+            log::warn!("{again:?} received again: stopping now");
+            std::process::exit(1);
+        }
+    });
     server.join();
     Ok(())
 }

@@ -8,7 +8,7 @@
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::time::Duration;
 
 use std::time::Instant;
@@ -16,7 +16,7 @@ use std::time::Instant;
 use berth_proto::http::{Context, Handler, Limits, Phase, Session, Step};
 
 use super::clock::DateCache;
-use super::Timeouts;
+use super::{Control, StopKind, Timeouts};
 use crate::net::read_into_spare;
 
 /// Settings of a blocking connection.
@@ -37,6 +37,20 @@ impl Default for ConnConfig {
             timeouts: Timeouts::default(),
             buffer_size: 16 * 1024,
         }
+    }
+}
+
+/// Makes `listener` stop listening now, from any thread: on Linux, `shutdown(2)` on a listening
+/// socket closes its queue, so new connections are refused while the thread that owns it may
+/// still be busy with a connection.
+pub(crate) fn stop_listening(listener: &TcpListener) {
+    let _ = socket2::SockRef::from(listener).shutdown(Shutdown::Both);
+}
+
+/// Waits, during a drain, until `done` holds or the drain's deadline passes.
+pub(crate) fn wait_drained(ctl: &Control, mut done: impl FnMut() -> bool) {
+    while !done() && !ctl.stop_now() {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -197,10 +211,10 @@ pub(crate) fn poll_readable(fd: &impl AsRawFd, timeout: Duration) -> io::Result<
 /// at least every [`STOP_POLL`] while waiting (the forked model reaps children there).
 pub(crate) fn accept(
     listener: &TcpListener,
-    stop: &AtomicBool,
+    ctl: &Control,
     mut tick: impl FnMut(),
 ) -> Option<TcpStream> {
-    while !stop.load(Ordering::Acquire) {
+    while !ctl.stopping() {
         tick();
         match poll_readable(listener, STOP_POLL) {
             Ok(true) => {}
@@ -270,15 +284,20 @@ impl Active {
         }
     }
 
-    /// Shuts every registered connection down, which ends their blocked reads.
-    pub(crate) fn shutdown_all(&self) {
+    /// Shuts every registered connection down, which ends their blocked reads. A drain shuts
+    /// only the reading side, so a response being written still goes out.
+    pub(crate) fn shutdown_all(&self, kind: StopKind) {
+        let how = match kind {
+            StopKind::Now => Shutdown::Both,
+            StopKind::Drain => Shutdown::Read,
+        };
         for (_, s) in self
             .streams
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
         {
-            let _ = s.shutdown(Shutdown::Both);
+            let _ = s.shutdown(how);
         }
     }
 }

@@ -9,14 +9,14 @@
 use std::io;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::AtomicBool;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::blocking::{self, ConnConfig};
 use super::clock::DateCache;
 use super::process::{self, Fork};
-use super::{signal, Server, Service};
+use super::{signal, Control, Server, Service};
 use crate::stats::Stats;
 
 /// Settings of the `forked` model.
@@ -44,9 +44,10 @@ pub fn spawn<S: Service>(
     config: Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let ctl = Arc::new(Control::default());
+    let listener_handle = listener.try_clone().ok();
     let acceptor = {
-        let stop = stop.clone();
+        let ctl = ctl.clone();
         std::thread::Builder::new()
             .name("berth-fork".into())
             .spawn(move || {
@@ -67,7 +68,7 @@ pub fn spawn<S: Service>(
                     })
                 };
                 loop {
-                    let Some(stream) = blocking::accept(&listener, &stop, || reap(&mut children))
+                    let Some(stream) = blocking::accept(&listener, &ctl, || reap(&mut children))
                     else {
                         break;
                     };
@@ -81,7 +82,10 @@ pub fn spawn<S: Service>(
                     match process::fork() {
                         Ok(Fork::Child) => {
                             process::close_inherited(Some(stream.as_raw_fd()));
-                            let _ = signal::unblock_termination();
+                            // SIGTERM from a draining parent: finish the request in flight, then go.
+                            let Ok(terminated) = signal::interrupt_on_termination() else {
+                                process::exit_child(70);
+                            };
                             let served =
                                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                     let mut handler = service.handler(serial);
@@ -91,7 +95,7 @@ pub fn spawn<S: Service>(
                                         &mut handler,
                                         &config.conn,
                                         &mut date,
-                                        || false,
+                                        || terminated.load(std::sync::atomic::Ordering::Acquire),
                                     )
                                 }));
                             process::exit_child(if served.is_ok() { 0 } else { 101 });
@@ -108,7 +112,15 @@ pub fn spawn<S: Service>(
                         }
                     }
                 }
-                // Stopping: connection processes are told to end too, so none outlives the server.
+                // Stopping. In a drain, connection processes finish their connection until the
+                // deadline; then they are told to end, so none outlives the server.
+                for &pid in &children {
+                    process::kill(pid, libc::SIGTERM);
+                }
+                blocking::wait_drained(&ctl, || {
+                    reap(&mut children);
+                    children.is_empty()
+                });
                 let before = children.len();
                 process::stop_children(&mut children, Duration::from_secs(2));
                 for _ in 0..before {
@@ -116,10 +128,11 @@ pub fn spawn<S: Service>(
                 }
             })?
     };
-    Ok(Server {
-        stop,
-        wakers: Vec::new(),
-        hooks: Vec::new(),
-        threads: vec![acceptor],
-    })
+    let mut server = Server::new(ctl, vec![acceptor]);
+    server.hooks.push(Box::new(move |_| {
+        if let Some(l) = &listener_handle {
+            blocking::stop_listening(l);
+        }
+    }));
+    Ok(server)
 }

@@ -84,24 +84,92 @@ pub trait Service: Clone + Send + Sync + 'static {
     }
 }
 
-/// A running server: stop it with [`Server::shutdown`], wait for it with [`Server::join`].
+/// How a running server is being asked to stop, shared by its [`Server`] handle and its
+/// threads.
+#[derive(Default)]
+pub(crate) struct Control {
+    stop: AtomicBool,
+    drain: AtomicBool,
+    deadline: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Control {
+    /// Stop accepting: a stop or a drain was asked for.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire) || self.drain.load(Ordering::Acquire)
+    }
+
+    /// A drain is under way (finish what is in flight, take nothing new).
+    pub(crate) fn draining(&self) -> bool {
+        self.drain.load(Ordering::Acquire)
+    }
+
+    /// Stop everything now: asked to, or the drain's deadline has passed.
+    pub(crate) fn stop_now(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+            || self
+                .deadline()
+                .is_some_and(|d| std::time::Instant::now() >= d)
+    }
+
+    /// When a drain must be over, if one was asked for.
+    pub(crate) fn deadline(&self) -> Option<std::time::Instant> {
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Which kind of stop a [`Server`] hook is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopKind {
+    /// Close everything now.
+    Now,
+    /// Take nothing new; let what is in flight finish.
+    Drain,
+}
+
+/// A running server: stop it with [`Server::shutdown`] (now) or [`Server::drain`] (gracefully),
+/// wait for it with [`Server::join`].
 pub struct Server {
-    stop: Arc<AtomicBool>,
+    ctl: Arc<Control>,
     wakers: Vec<Arc<mio::Waker>>,
-    /// Run by `shutdown` after the stop flag is set: wake blocked threads, signal children.
-    hooks: Vec<Box<dyn Fn() + Send + Sync>>,
+    /// Run when a stop is asked for, after the flags are set: wake blocked threads, signal
+    /// children.
+    hooks: Vec<Box<dyn Fn(StopKind) + Send + Sync>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Server {
-    /// Asks every thread to stop. Open connections are closed.
+    fn new(ctl: Arc<Control>, threads: Vec<JoinHandle<()>>) -> Self {
+        Server {
+            ctl,
+            wakers: Vec::new(),
+            hooks: Vec::new(),
+            threads,
+        }
+    }
+
+    /// Asks every thread to stop now. Open connections are closed.
     pub fn shutdown(&self) {
-        self.stop.store(true, Ordering::Release);
+        self.ctl.stop.store(true, Ordering::Release);
+        self.notify(StopKind::Now);
+    }
+
+    /// Stops gracefully: listeners close at once (new connections are refused), idle
+    /// keep-alive connections are closed, requests in flight — jobs included — are answered;
+    /// whatever is still open after `timeout` is closed. Follow with [`Server::join`].
+    pub fn drain(&self, timeout: std::time::Duration) {
+        *self.ctl.deadline.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(std::time::Instant::now() + timeout);
+        self.ctl.drain.store(true, Ordering::Release);
+        self.notify(StopKind::Drain);
+    }
+
+    fn notify(&self, kind: StopKind) {
         for waker in &self.wakers {
             let _ = waker.wake();
         }
         for hook in &self.hooks {
-            hook();
+            hook(kind);
         }
     }
 

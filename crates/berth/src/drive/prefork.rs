@@ -6,12 +6,12 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::process::{self, Fork};
-use super::{evloop, signal, Server, Service};
+use super::{evloop, signal, Control, Server, Service};
 use crate::net::{bind_tcp, reserve_port, BindError, ListenConfig};
 use crate::stats::Stats;
 
@@ -26,8 +26,10 @@ pub struct Config {
     pub evloop: evloop::Config,
     /// How each process binds its listeners.
     pub listen: ListenConfig,
-    /// How long children get to exit after SIGTERM before SIGKILL.
+    /// How long children get to exit after SIGTERM before SIGKILL, when stopping at once.
     pub stop_grace: Duration,
+    /// How long a child finishes requests in flight after SIGTERM (it drains gracefully).
+    pub drain_timeout: Duration,
 }
 
 impl Default for Config {
@@ -38,6 +40,7 @@ impl Default for Config {
             evloop: evloop::Config::default(),
             listen: ListenConfig::default(),
             stop_grace: Duration::from_secs(5),
+            drain_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -64,7 +67,7 @@ pub fn spawn<S: Service>(
     stats: Arc<Stats>,
 ) -> Result<(Server, SocketAddr), BindError> {
     let (reservation, bound) = reserve_port(addr)?;
-    let stop = Arc::new(AtomicBool::new(false));
+    let ctl = Arc::new(Control::default());
     let start = {
         let (service, config, stats) = (service.clone(), config.clone(), stats.clone());
         move |index: usize| -> io::Result<libc::pid_t> {
@@ -88,37 +91,36 @@ pub fn spawn<S: Service>(
         });
     }
     let supervisor = {
-        let stop = stop.clone();
+        let ctl = ctl.clone();
         std::thread::Builder::new()
             .name("berth-prefork".into())
             .spawn(move || {
                 let _reservation = reservation;
-                supervise(&mut children, &stop, &start);
+                supervise(&mut children, &ctl, &start);
                 let mut pids: Vec<_> = children.iter().filter_map(|c| c.pid).collect();
-                process::stop_children(&mut pids, config.stop_grace);
+                // SIGTERM makes each child drain; a drain here gives them until its deadline.
+                let grace = match ctl.deadline() {
+                    Some(deadline) => {
+                        deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1)
+                    }
+                    None => config.stop_grace,
+                };
+                process::stop_children(&mut pids, grace);
             })
             .map_err(|source| BindError {
                 addr: bound,
                 source,
             })?
     };
-    Ok((
-        Server {
-            stop,
-            wakers: Vec::new(),
-            hooks: Vec::new(),
-            threads: vec![supervisor],
-        },
-        bound,
-    ))
+    Ok((Server::new(ctl, vec![supervisor]), bound))
 }
 
 fn supervise(
     children: &mut [Child],
-    stop: &AtomicBool,
+    ctl: &Control,
     start: &impl Fn(usize) -> io::Result<libc::pid_t>,
 ) {
-    while !stop.load(Ordering::Acquire) {
+    while !ctl.stopping() {
         let now = Instant::now();
         for (i, child) in children.iter_mut().enumerate() {
             if let Some(pid) = child.pid {
@@ -185,7 +187,7 @@ fn run_child<S: Service>(
         Err(_) => process::exit_child(72),
     };
     let _ = signal::wait_for_termination();
-    server.shutdown();
+    server.drain(config.drain_timeout);
     server.join();
     process::exit_child(0)
 }

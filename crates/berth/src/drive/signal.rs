@@ -67,3 +67,32 @@ pub fn wait_for_termination() -> io::Result<Termination> {
         Termination::Terminate
     })
 }
+
+static TERMINATION_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn note_termination(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    TERMINATION_SEEN.store(true, std::sync::atomic::Ordering::Release);
+}
+
+/// For a single-threaded child serving one blocking connection: SIGTERM (and SIGINT) no longer
+/// kill it but set the returned flag and interrupt a blocked `read` (no `SA_RESTART`), so the
+/// child can finish the request in flight and leave once idle. Unblocks the signals too.
+pub(crate) fn interrupt_on_termination() -> io::Result<&'static std::sync::atomic::AtomicBool> {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction is valid; we set a handler that only stores to an atomic,
+        // with an empty mask and no SA_RESTART, and pass valid pointers.
+        let rc = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = note_termination as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            action.sa_flags = 0;
+            libc::sigaction(sig, &action, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    unblock_termination()?;
+    Ok(&TERMINATION_SEEN)
+}

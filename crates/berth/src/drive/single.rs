@@ -5,12 +5,12 @@
 
 use std::io;
 use std::net::TcpListener;
-use std::sync::atomic::AtomicBool;
+
 use std::sync::Arc;
 
 use super::blocking::{self, has_pending_input, Active, ConnConfig};
 use super::clock::DateCache;
-use super::{Server, Service};
+use super::{Control, Server, Service};
 use crate::stats::Stats;
 
 /// Serves `listener` on one thread. Returns once the thread runs.
@@ -20,20 +20,21 @@ pub fn spawn<S: Service>(
     config: ConnConfig,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let ctl = Arc::new(Control::default());
     let active = Arc::new(Active::default());
+    let listener_handle = listener.try_clone().ok();
     let thread = {
-        let (stop, active) = (stop.clone(), active.clone());
+        let (ctl, active) = (ctl.clone(), active.clone());
         std::thread::Builder::new()
             .name("berth-single".into())
             .spawn(move || {
                 let mut handler = service.handler(0);
                 let mut date = DateCache::default();
                 let shard = stats.shard(0);
-                while let Some(stream) = blocking::accept(&listener, &stop, || {}) {
+                while let Some(stream) = blocking::accept(&listener, &ctl, || {}) {
                     shard.connection_opened();
                     let key = active.insert(&stream);
-                    let others_waiting = || has_pending_input(&listener);
+                    let others_waiting = || ctl.stopping() || has_pending_input(&listener);
                     if let Err(e) = blocking::serve_connection(
                         stream,
                         &mut handler,
@@ -50,11 +51,12 @@ pub fn spawn<S: Service>(
                 }
             })?
     };
-    let hook: Box<dyn Fn() + Send + Sync> = Box::new(move || active.shutdown_all());
-    Ok(Server {
-        stop,
-        wakers: Vec::new(),
-        hooks: vec![hook],
-        threads: vec![thread],
-    })
+    let mut server = Server::new(ctl, vec![thread]);
+    server.hooks.push(Box::new(move |kind| {
+        if let Some(l) = &listener_handle {
+            blocking::stop_listening(l);
+        }
+        active.shutdown_all(kind)
+    }));
+    Ok(server)
 }

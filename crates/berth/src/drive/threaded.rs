@@ -4,12 +4,12 @@
 
 use std::io;
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::blocking::{self, Active, ConnConfig};
 use super::clock::DateCache;
-use super::{Server, Service};
+use super::{Control, Server, Service, StopKind};
 use crate::stats::Stats;
 
 /// Settings of the `threaded` model.
@@ -41,17 +41,18 @@ pub fn spawn<S: Service>(
     config: Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let ctl = Arc::new(Control::default());
     let active = Arc::new(Active::default());
+    let listener_handle = listener.try_clone().ok();
     let live = Arc::new(AtomicUsize::new(0));
     let acceptor = {
-        let (stop, active) = (stop.clone(), active.clone());
+        let (ctl, active) = (ctl.clone(), active.clone());
         std::thread::Builder::new()
             .name("berth-accept".into())
             .spawn(move || {
                 let refusal = service.refusal();
                 let mut serial = 0usize;
-                while let Some(stream) = blocking::accept(&listener, &stop, || {}) {
+                while let Some(stream) = blocking::accept(&listener, &ctl, || {}) {
                     if live.load(Ordering::Acquire) >= config.max_threads {
                         stats.shard(0).connection_refused();
                         blocking::refuse(stream, refusal);
@@ -92,13 +93,20 @@ pub fn spawn<S: Service>(
                         log::warn!("cannot start a connection thread: {e}");
                     }
                 }
+                // Stopping. In a drain, connection threads finish the request they are on (their
+                // reading side is shut, so idle ones end at once); at the deadline the rest go.
+                blocking::wait_drained(&ctl, || live.load(Ordering::Acquire) == 0);
+                if live.load(Ordering::Acquire) > 0 {
+                    active.shutdown_all(StopKind::Now);
+                }
             })?
     };
-    let hook: Box<dyn Fn() + Send + Sync> = Box::new(move || active.shutdown_all());
-    Ok(Server {
-        stop,
-        wakers: Vec::new(),
-        hooks: vec![hook],
-        threads: vec![acceptor],
-    })
+    let mut server = Server::new(ctl, vec![acceptor]);
+    server.hooks.push(Box::new(move |kind| {
+        if let Some(l) = &listener_handle {
+            blocking::stop_listening(l);
+        }
+        active.shutdown_all(kind)
+    }));
+    Ok(server)
 }

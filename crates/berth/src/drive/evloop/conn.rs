@@ -81,6 +81,14 @@ impl Conn {
         }
     }
 
+    /// Nothing in flight: no job, no output waiting, no request begun.
+    pub fn is_idle(&self) -> bool {
+        !self.dead
+            && !self.job_pending
+            && self.written >= self.output.len()
+            && self.session.phase(&self.input) == Phase::Idle
+    }
+
     /// When the connection should be given up on, given what it waits for now.
     pub fn deadline(&mut self, now: Instant, t: &Timeouts) -> Option<Instant> {
         if self.written < self.output.len() {

@@ -21,7 +21,7 @@ mod timer;
 
 use std::io;
 use std::net::TcpListener as StdListener;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,7 @@ use self::pool::BufPool;
 use self::timer::Wheel;
 use super::clock::DateCache;
 use super::workers::{self, ReplyTo, Task};
-use super::{Server, Service, Timeouts};
+use super::{Control, Server, Service, Timeouts};
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -102,7 +102,7 @@ pub fn spawn<S: Service>(
     config: Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let ctl = Arc::new(Control::default());
     let mut polls = Vec::with_capacity(listeners.len());
     let mut reply_to = Vec::with_capacity(listeners.len());
     let mut replies = Vec::with_capacity(listeners.len());
@@ -128,8 +128,8 @@ pub fn spawn<S: Service>(
         let mut listener = TcpListener::from_std(listener);
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let (service, config, stats, stop) =
-            (service.clone(), config.clone(), stats.clone(), stop.clone());
+        let (service, config, stats, ctl) =
+            (service.clone(), config.clone(), stats.clone(), ctl.clone());
         let queue = queue.clone();
         let id = config.first_thread + index;
         let thread = std::thread::Builder::new()
@@ -140,7 +140,8 @@ pub fn spawn<S: Service>(
                     id,
                     owner: index,
                     poll,
-                    listener,
+                    listener: Some(listener),
+                    draining: false,
                     conns: Slab::with_capacity(config.capacity),
                     pool: BufPool::new(
                         config.buffer_size,
@@ -165,7 +166,7 @@ pub fn spawn<S: Service>(
                     queue,
                     replies,
                     stats,
-                    stop,
+                    ctl,
                     config,
                 };
                 if let Err(e) = ev.run() {
@@ -174,12 +175,9 @@ pub fn spawn<S: Service>(
             })?;
         threads.push(thread);
     }
-    Ok(Server {
-        stop,
-        wakers,
-        hooks: Vec::new(),
-        threads,
-    })
+    let mut server = Server::new(ctl, threads);
+    server.wakers = wakers;
+    Ok(server)
 }
 
 struct EventLoop<H: Handler> {
@@ -188,7 +186,10 @@ struct EventLoop<H: Handler> {
     /// Index of this loop among the ones `spawn` started: where workers post its replies.
     owner: usize,
     poll: Poll,
-    listener: TcpListener,
+    /// `None` once a drain has closed it.
+    listener: Option<TcpListener>,
+    /// A drain is under way: no new connections, idle ones closed, busy ones closed once idle.
+    draining: bool,
     conns: Slab<Conn>,
     pool: BufPool,
     date: DateCache,
@@ -208,14 +209,22 @@ struct EventLoop<H: Handler> {
     queue: Option<Sender<Task<H::Job>>>,
     replies: Receiver<(usize, Reply)>,
     stats: Arc<Stats>,
-    stop: Arc<AtomicBool>,
+    ctl: Arc<Control>,
     config: Config,
 }
 
 impl<H: Handler> EventLoop<H> {
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(self.config.events);
-        while !self.stop.load(Ordering::Acquire) {
+        while !self.ctl.stop_now() {
+            if self.ctl.draining() {
+                if !self.draining {
+                    self.begin_drain();
+                }
+                if self.conns.is_empty() {
+                    break;
+                }
+            }
             let timeout = if self.accept_paused {
                 Some(ACCEPT_RETRY)
             } else if !self.conns.is_empty() {
@@ -264,7 +273,10 @@ impl<H: Handler> EventLoop<H> {
 
     fn accept(&mut self) {
         loop {
-            let stream = match self.listener.accept() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            let stream = match listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.accept_paused = false;
@@ -392,8 +404,30 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
+    /// Starts a drain: close the listener (new connections are refused once every loop has),
+    /// and close the connections that are idle; busy ones are closed when they become idle.
+    fn begin_drain(&mut self) {
+        self.draining = true;
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        self.accept_paused = false;
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_idle())
+            .map(|(k, _)| k)
+            .collect();
+        for key in idle {
+            self.finish(key);
+        }
+    }
+
     /// Sets the connection's deadline for what it now waits for.
     fn arm(&mut self, key: usize) {
+        if self.draining && self.conns[key].is_idle() {
+            return self.finish(key);
+        }
         let at = self.conns[key].deadline(self.now, &self.config.timeouts);
         self.wheel.set(key, at);
     }
