@@ -46,9 +46,18 @@ pub struct ServeArgs {
     #[arg(short = 'v', long)]
     pub verbose: bool,
 
-    /// Detach from the terminal and run in the background (not available yet: refused).
+    /// Detach from the terminal and run in the background. The command returns once the
+    /// server is up (printing the startup line) or failed (printing the cause, exit 1).
     #[arg(short = 'd', long)]
     pub daemonize: bool,
+
+    /// With -d: write the daemon's pid here; removed on a clean exit.
+    #[arg(long, value_name = "PATH", requires = "daemonize")]
+    pub pid_file: Option<std::path::PathBuf>,
+
+    /// With -d: append the daemon's log (stdout and stderr) here [default: discarded].
+    #[arg(long, value_name = "PATH", requires = "daemonize")]
+    pub log_file: Option<std::path::PathBuf>,
 
     /// Listen port; 0 picks a free one (the startup line says which).
     #[arg(short = 'p', long, default_value_t = 9000)]

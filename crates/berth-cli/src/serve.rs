@@ -14,9 +14,7 @@ use crate::args::{usage_error, ServeArgs};
 pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Before any thread starts, so that every thread inherits the blocked mask.
     drive::signal::block_termination()?;
-    if args.daemonize {
-        usage_error("serve", "--daemonize is not available yet; run berth under a supervisor (systemd, runit) instead");
-    }
+
     let level = if args.verbose {
         log::LevelFilter::Debug
     } else {
@@ -95,7 +93,24 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         slow_duration: Duration::from_millis(args.slow_duration),
         offload_slow,
     };
-    let (server, bound) = drive::serve(&settings, Demo::new(app, stats.clone()), stats)?;
+    // Detach now: every flag has been checked (usage errors reached the terminal), and no
+    // thread has been started yet (fork keeps only the calling one).
+    let mut daemon = match args.daemonize {
+        true => Some(drive::daemon::daemonize(
+            args.pid_file.as_deref(),
+            args.log_file.as_deref(),
+        )?),
+        false => None,
+    };
+    let (server, bound) = match drive::serve(&settings, Demo::new(app, stats.clone()), stats) {
+        Ok(started) => started,
+        Err(e) => {
+            if let Some(d) = &mut daemon {
+                d.failed(&e.to_string());
+            }
+            return Err(e.into());
+        }
+    };
 
     let shape = match model {
         Model::Evloop => format!("{accept_threads} accept threads, {workers} workers, capacity {capacity} per thread"),
@@ -107,13 +122,18 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         Model::Forked => format!("a process per connection, at most {}", settings.max_children),
         Model::Single => "one connection at a time".to_owned(),
     };
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "berth listening on http://{bound} (model {model}, {shape})"
-    )?;
-    out.flush()?;
-    drop(out);
+    let line = format!("berth listening on http://{bound} (model {model}, {shape})");
+    match &mut daemon {
+        Some(d) => {
+            log::info!("{line}");
+            d.ready(&line);
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}")?;
+            out.flush()?;
+        }
+    }
     let signal = drive::signal::wait_for_termination()?;
     log::info!("{signal:?} received: finishing requests in flight (up to {:?}); a second signal stops at once", args.shutdown_timeout);
     server.drain(args.shutdown_timeout);
@@ -124,5 +144,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     server.join();
+    log::info!("stopped");
+    // The pid file goes with the daemon handle.
+    drop(daemon);
     Ok(())
 }

@@ -14,6 +14,7 @@
 
 pub mod blocking;
 pub mod clock;
+pub mod daemon;
 pub mod evloop;
 pub mod forked;
 mod model;
