@@ -196,3 +196,48 @@ fn a_peer_that_stops_reading_is_dropped_after_the_write_timeout() {
     });
     assert!(gone, "{:?}", stats.snapshot());
 }
+
+#[test]
+fn slowloris_does_not_delay_normal_clients() {
+    let t = Timeouts {
+        header: Duration::from_secs(30),
+        ..Timeouts::default()
+    };
+    let (_server, addr, _) = with_timeouts(t);
+    // 300 connections each dribbling a header byte every 100 ms, from one thread.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dribbler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut conns: Vec<std::net::TcpStream> = (0..300)
+                .filter_map(|_| std::net::TcpStream::connect(addr).ok())
+                .collect();
+            let head =
+                b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < head.len() {
+                for c in &mut conns {
+                    let _ = c.write_all(&head[i..i + 1]);
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            conns.len()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let mut worst = Duration::ZERO;
+    for _ in 0..50 {
+        let started = Instant::now();
+        let mut c = Client::connect(addr);
+        assert_eq!(c.get("/").status, 200);
+        worst = worst.max(started.elapsed());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(dribbler.join().unwrap(), 300);
+    assert!(
+        worst < Duration::from_secs(1),
+        "a normal request took {worst:?}"
+    );
+}
