@@ -105,7 +105,7 @@ impl Stats {
     pub fn new(shards: usize) -> Self {
         Stats {
             shards: shards.clamp(1, MAX_SHARDS),
-            storage: Storage::Private(Box::new(Counters::default())),
+            storage: Storage::Private(Box::default()),
         }
     }
 

@@ -45,7 +45,7 @@ fn an_idle_keep_alive_connection_holds_no_buffers() {
     };
     let (_server, addr, stats) = start(config);
     let mut warm: Vec<std::net::TcpStream> = Vec::new();
-    let mut open = |n: usize, into: &mut Vec<std::net::TcpStream>| {
+    let open = |n: usize, into: &mut Vec<std::net::TcpStream>| {
         for _ in 0..n {
             let mut s = std::net::TcpStream::connect(addr).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
