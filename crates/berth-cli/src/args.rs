@@ -42,6 +42,10 @@ pub struct ServeArgs {
     #[arg(short = 'm', long, value_enum, default_value_t = ModelArg::Evloop)]
     pub model: ModelArg,
 
+    /// Log one line per response (request line and status), at info level.
+    #[arg(long)]
+    pub access_log: bool,
+
     /// Generate debug output (to stderr).
     #[arg(short = 'v', long)]
     pub verbose: bool,

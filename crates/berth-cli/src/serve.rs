@@ -102,7 +102,11 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         )?),
         false => None,
     };
-    let (server, bound) = match drive::serve(&settings, Demo::new(app, stats.clone()), stats) {
+    let (server, bound) = match drive::serve(
+        &settings,
+        Demo::new(app, stats.clone()).with_access_log(args.access_log),
+        stats,
+    ) {
         Ok(started) => started,
         Err(e) => {
             if let Some(d) = &mut daemon {

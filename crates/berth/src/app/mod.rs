@@ -43,6 +43,7 @@ impl Default for DemoConfig {
 pub struct Demo {
     config: Arc<DemoConfig>,
     stats: Arc<Stats>,
+    access_log: bool,
 }
 
 impl Demo {
@@ -51,7 +52,14 @@ impl Demo {
         Demo {
             config: Arc::new(config),
             stats,
+            access_log: false,
         }
+    }
+
+    /// Logs one line per response (`GET /path -> 200`) at info level, target `access`.
+    pub fn with_access_log(mut self, on: bool) -> Self {
+        self.access_log = on;
+        self
     }
 }
 
@@ -64,6 +72,7 @@ impl Service for Demo {
             stats: self.stats.clone(),
             thread,
             scratch: Vec::new(),
+            access_log: self.access_log.then(String::new),
         }
     }
 
@@ -79,6 +88,10 @@ pub struct DemoHandler {
     thread: usize,
     /// Reused for bodies built per request (JSON, stats) so they stop allocating once grown.
     scratch: Vec<u8>,
+    /// With `--access-log`: the request line of the request being answered. The session
+    /// answers strictly in order, so the next response belongs to it; a response with none
+    /// pending is one the session wrote itself (400, 413...) for a request it never passed on.
+    access_log: Option<String>,
 }
 
 /// Offloaded demo work.
@@ -107,6 +120,12 @@ impl Handler for DemoHandler {
 
     fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<DemoJob> {
         self.stats.shard(self.thread).request();
+        if let Some(line) = &mut self.access_log {
+            line.clear();
+            line.push_str(req.method.as_str());
+            line.push(' ');
+            line.push_str(req.target);
+        }
         let readable = matches!(req.method, Method::Get | Method::Head);
         match req.path {
             "/" | "/hello/world" if readable => res.send(200, TEXT, HELLO),
@@ -143,5 +162,10 @@ impl Handler for DemoHandler {
 
     fn on_response(&mut self, status: u16) {
         self.stats.shard(self.thread).response(status);
+        if let Some(line) = &mut self.access_log {
+            let request = if line.is_empty() { "-" } else { line.as_str() };
+            log::info!(target: "access", "{request} -> {status}");
+            line.clear();
+        }
     }
 }
