@@ -49,12 +49,16 @@ def tree_pids(pid):
 
 
 def cpu_seconds(pid):
+    """utime+stime of the server and its live descendants, plus cutime+cstime of the root:
+    the time of children that have already exited and been reaped (forked model)."""
     total = 0
     for p in tree_pids(pid):
         try:
             with open(f"/proc/{p}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime
+            if p == pid:
+                total += int(fields[13]) + int(fields[14])  # cutime, cstime
         except OSError:
             pass
     return total / TICK
@@ -116,7 +120,13 @@ def run_wrk(port, duration, script=None):
 
 def run_ab(port, n, c=50):
     argv = ["taskset", "-c", "1", "ab", "-q", "-n", str(n), "-c", str(c), f"http://127.0.0.1:{port}/hello/world"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=300).stdout
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    out = run.stdout
+    if "Requests per second" not in out:
+        # ab gives up on the first reset or timeout; say so instead of failing the whole run.
+        why = (run.stderr.strip().splitlines() or ["ab failed"])[-1]
+        return {"rps": 0.0, "requests": 0, "p99_ms": float("nan"), "avg_ms": float("nan"), "errors": 1,
+                "socket_errors": why}
     rps = float(re.search(r"Requests per second:\s+([\d.]+)", out).group(1))
     failed = int(re.search(r"Failed requests:\s+(\d+)", out).group(1))
     p99 = re.search(r"\s99%\s+(\d+)", out)

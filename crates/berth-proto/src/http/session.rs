@@ -115,6 +115,8 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 #[derive(Debug, Clone)]
 pub struct Session {
     state: State,
+    /// The driver asked for the connection to end after the next response.
+    wind_down: bool,
 }
 
 impl Default for Session {
@@ -128,7 +130,16 @@ impl Session {
     pub fn new() -> Self {
         Session {
             state: State::Head { scan: 0 },
+            wind_down: false,
         }
+    }
+
+    /// Makes the next response carry `Connection: close` and end the connection, whatever the
+    /// request asked: how a driver winds a keep-alive connection down cleanly (the client is
+    /// told, instead of finding the connection gone). Used when draining, and by `single` when
+    /// other clients are waiting.
+    pub fn close_after_response(&mut self) {
+        self.wind_down = true;
     }
 
     /// True while a job is outstanding.
@@ -331,6 +342,7 @@ impl Session {
             debug_assert!(false, "complete() without an outstanding job");
             return Step::Close;
         };
+        let keep_alive = keep_alive && !self.wind_down;
         let head = Head {
             status: reply.status,
             content_type: reply.content_type,
@@ -436,7 +448,7 @@ impl Session {
         let mut res = Response {
             out: output,
             date: cx.date,
-            keep_alive,
+            keep_alive: keep_alive && !self.wind_down,
             head_only,
             version: request.version,
             sent: None,

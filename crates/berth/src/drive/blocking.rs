@@ -77,8 +77,15 @@ pub(crate) fn serve_connection<H: Handler>(
     let mut input = Vec::with_capacity(config.buffer_size);
     let mut output = Vec::with_capacity(config.buffer_size);
     let mut session = Session::new();
+    // Set once a response has gone out: only then may the connection be let go between
+    // requests (before that, the client's first request may be on its way or unread).
+    let mut answered = false;
     loop {
         date.refresh();
+        if !input.is_empty() && should_yield() {
+            // Tell the client this response is the last, rather than vanish under it.
+            session.close_after_response();
+        }
         let mut step = session.process(
             &mut input,
             &mut output,
@@ -100,6 +107,7 @@ pub(crate) fn serve_connection<H: Handler>(
             };
             step = session.complete(reply, &mut input, &mut output, &cx, handler);
         }
+        answered |= !output.is_empty();
         stream.write_all(&output)?;
         output.clear();
         match step {
@@ -107,8 +115,8 @@ pub(crate) fn serve_connection<H: Handler>(
             Step::Flush => continue,
             Step::Read | Step::Offload(_) => {}
         }
-        if input.is_empty() && should_yield() {
-            return Ok(());
+        if input.is_empty() && answered && should_yield() {
+            return linger_close(stream, false);
         }
         if input.len() == input.capacity() {
             if input.capacity() >= max_input {
