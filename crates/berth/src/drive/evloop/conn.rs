@@ -81,6 +81,11 @@ impl Conn {
         }
     }
 
+    /// Makes the response now in the making the connection's last (`Connection: close`).
+    pub fn wind_down(&mut self) {
+        self.session.close_after_response();
+    }
+
     /// Nothing in flight: no job, no output waiting, no request begun.
     pub fn is_idle(&self) -> bool {
         !self.dead

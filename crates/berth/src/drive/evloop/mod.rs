@@ -421,6 +421,10 @@ impl<H: Handler> EventLoop<H> {
         for key in idle {
             self.finish(key);
         }
+        // The rest are told, in the response they are waiting for, that it is the last.
+        for (_, conn) in self.conns.iter_mut() {
+            conn.wind_down();
+        }
     }
 
     /// Sets the connection's deadline for what it now waits for.
