@@ -154,7 +154,7 @@ pub struct ServeArgs {
 
 /// Prints a parse error followed by the usage of the command it concerns, and exits with 2
 /// (0 for `--help` and `--version`, which clap reports as errors too).
-pub fn exit_with_usage(err: clap::Error) -> ! {
+pub fn exit_with_usage(err: clap::Error, argv: &[String]) -> ! {
     if matches!(
         err.kind(),
         ErrorKind::DisplayHelp
@@ -167,9 +167,10 @@ pub fn exit_with_usage(err: clap::Error) -> ! {
     eprint!("{rendered}");
     if !rendered.contains("Usage:") {
         let mut cmd = Cli::command();
-        let sub = std::env::args()
-            .nth(1)
-            .and_then(|name| cmd.find_subcommand_mut(&name).cloned());
+        // The arguments as parsed (seed 000's spellings already rewritten, `serve` implied).
+        let sub = argv
+            .get(1)
+            .and_then(|name| cmd.find_subcommand_mut(name).cloned());
         let usage = match sub {
             Some(sub) => {
                 let name = format!("berth {}", sub.get_name());

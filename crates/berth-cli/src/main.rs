@@ -11,9 +11,9 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let argv = args::seed_spellings(std::env::args().collect());
-    let cli = match args::Cli::try_parse_from(argv) {
+    let cli = match args::Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
-        Err(e) => args::exit_with_usage(e),
+        Err(e) => args::exit_with_usage(e, &argv),
     };
     let result = match cli.command {
         args::Command::Serve(opts) => serve::run(opts),

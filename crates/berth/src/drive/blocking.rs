@@ -66,6 +66,7 @@ pub(crate) fn serve_connection<H: Handler>(
     config: &ConnConfig,
     date: &mut DateCache,
     should_yield: impl Fn() -> bool,
+    rival: Option<&TcpListener>,
 ) -> io::Result<()> {
     let t = config.timeouts;
     stream.set_write_timeout(Some(t.write))?;
@@ -141,6 +142,15 @@ pub(crate) fn serve_connection<H: Handler>(
             stream.set_read_timeout(Some(wait))?;
             read_timeout = Some(wait);
         }
+        // `single`: between requests, wait on this connection and on the listener together, so
+        // that a client arriving while this one idles is not kept waiting for it.
+        if let Some(listener) = rival.filter(|_| input.is_empty() && answered) {
+            match poll_either(&stream, listener, wait)? {
+                Ready::First => {}
+                Ready::Second => return linger_close(stream, false),
+                Ready::Neither => return linger_close(stream, false),
+            }
+        }
         match read_into_spare(&stream, &mut input) {
             Ok(0) => return Ok(()),
             Ok(_) => {}
@@ -183,6 +193,47 @@ fn linger_close(mut stream: TcpStream, unread: bool) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Which of two descriptors [`poll_either`] found readable.
+enum Ready {
+    First,
+    Second,
+    Neither,
+}
+
+/// Waits up to `timeout` for `a` or `b` to become readable; `a` wins a tie.
+fn poll_either(a: &impl AsRawFd, b: &impl AsRawFd, timeout: Duration) -> io::Result<Ready> {
+    let mut fds = [
+        libc::pollfd {
+            fd: a.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: b.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `fds` holds two valid pollfds and we pass a count of 2.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+    if rc == -1 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(Ready::First)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(if fds[0].revents != 0 {
+        Ready::First
+    } else if fds[1].revents != 0 {
+        Ready::Second
+    } else {
+        Ready::Neither
+    })
 }
 
 /// True if `fd` has bytes (or a pending connection, for a listener) ready right now.

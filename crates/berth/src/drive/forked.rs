@@ -79,6 +79,8 @@ pub fn spawn<S: Service>(
                         continue;
                     }
                     serial = serial.wrapping_add(1);
+                    // Counted before the fork, so that the child's own `/stats` includes it.
+                    parent.connection_opened();
                     match process::fork() {
                         Ok(Fork::Child) => {
                             process::close_inherited(Some(stream.as_raw_fd()));
@@ -96,17 +98,18 @@ pub fn spawn<S: Service>(
                                         &config.conn,
                                         &mut date,
                                         || terminated.load(std::sync::atomic::Ordering::Acquire),
+                                        None,
                                     )
                                 }));
                             process::exit_child(if served.is_ok() { 0 } else { 101 });
                         }
                         Ok(Fork::Parent(pid)) => {
                             drop(stream);
-                            parent.connection_opened();
                             children.push(pid);
                         }
                         Err(e) => {
                             log::warn!("cannot fork a connection process: {e}");
+                            parent.connection_closed();
                             parent.connection_refused();
                             blocking::refuse(stream, refusal);
                         }

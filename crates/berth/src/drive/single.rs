@@ -41,6 +41,7 @@ pub fn spawn<S: Service>(
                         &config,
                         &mut date,
                         others_waiting,
+                        Some(&listener),
                     ) {
                         log::debug!("connection ended with an error: {e}");
                     }

@@ -77,6 +77,7 @@ pub fn spawn<S: Service>(
                                 &config.conn,
                                 &mut date,
                                 || false,
+                                None,
                             ) {
                                 log::debug!("connection ended with an error: {e}");
                             }

@@ -186,7 +186,8 @@ impl Conn {
 
             if self.unprocessed
                 && !self.job_pending
-                && self.output.len() < env.limits.output_high_water
+                // An empty buffer is always below the mark, even a mark of 0.
+                && (self.output.is_empty() || self.output.len() < env.limits.output_high_water)
             {
                 self.unprocessed = false;
                 self.ensure_output(env.pool);

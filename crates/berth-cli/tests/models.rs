@@ -1,0 +1,442 @@
+//! The `berth` binary's concurrency models: `serve --model M` for every model, seed 000's
+//! spellings (`-type s|t|f`, `-types`, `-typet`, `-typef`, `-port N`, `-portN`, with or without
+//! `serve`), every malformed model or port option refused with exit 2 and the usage, and SIGTERM
+//! stopping a process model with exit 0 and no worker process left behind.
+//!
+//! Every berth is owned by a [`Berth`] guard that stops it when the test ends, pass or fail:
+//! SIGTERM, a bounded wait, then SIGKILL for it and any child it left. Every wait has a deadline;
+//! every server listens on 127.0.0.1 with a port picked by the system.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_berth");
+
+/// Generous bound on anything a test waits for; only a guard against hangs.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// A running berth; stopped (and its children killed) when dropped.
+struct Berth {
+    child: Child,
+    /// Lines of stdout, read by a thread.
+    lines: mpsc::Receiver<String>,
+    /// stderr, collected by a thread until the process exits.
+    stderr: Option<thread::JoinHandle<String>>,
+}
+
+impl Berth {
+    fn spawn(args: &[&str]) -> Berth {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn berth");
+        let stdout = child.stdout.take().expect("stdout piped");
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut err = child.stderr.take().expect("stderr piped");
+        let stderr = Some(thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        }));
+        Berth {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The startup line, within [`LIMIT`].
+    fn startup_line(&mut self) -> String {
+        match self.lines.recv_timeout(LIMIT) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "no startup line within {LIMIT:?}; stderr: {}",
+                    self.stderr()
+                );
+            }
+        }
+    }
+
+    /// What berth wrote to stderr (waits for the pipe to close: call after it has exited).
+    fn stderr(&mut self) -> String {
+        self.stderr
+            .take()
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Waits for the exit within `within`; `None` if it is still running.
+    fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        signal(self.pid(), sig);
+    }
+}
+
+impl Drop for Berth {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        // Children first noted, so that none outlives a berth that has to be killed.
+        let children: Vec<i32> = children_of(self.pid()).iter().map(|p| p.pid).collect();
+        self.signal("TERM");
+        if self.wait_exit(Duration::from_secs(5)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        for pid in children {
+            if proc_stat(pid).is_some_and(|p| p.state != 'Z') {
+                signal(pid, "KILL");
+            }
+        }
+    }
+}
+
+/// Sends `SIG<sig>` to `pid` with the `kill` command.
+fn signal(pid: i32, sig: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Runs berth to completion with `args` (it must exit within [`LIMIT`]).
+fn run(args: &[&str]) -> (ExitStatus, String, String) {
+    let mut b = Berth::spawn(args);
+    let status = b
+        .wait_exit(LIMIT)
+        .unwrap_or_else(|| panic!("{args:?}: berth did not exit within {LIMIT:?}"));
+    let mut out = Vec::new();
+    while let Ok(line) = b.lines.recv_timeout(Duration::from_secs(1)) {
+        out.push(line);
+    }
+    (status, out.join("\n"), b.stderr())
+}
+
+/// One process as `/proc/PID/stat` describes it.
+#[derive(Debug, Clone, Copy)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    state: char,
+}
+
+fn proc_stat(pid: i32) -> Option<Proc> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some(Proc { pid, ppid, state })
+}
+
+fn children_of(parent: i32) -> Vec<Proc> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(proc_stat)
+        .filter(|p| p.ppid == parent)
+        .collect()
+}
+
+/// Polls `cond` until it holds or `within` passes.
+fn wait_for(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Parses `http://ADDR` out of the startup line.
+fn address_in(line: &str) -> SocketAddr {
+    let start = line
+        .find("http://")
+        .unwrap_or_else(|| panic!("no http:// address in {line:?}"))
+        + "http://".len();
+    let rest = &line[start..];
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    rest[..end].parse().expect("a socket address")
+}
+
+/// Opens a connection and sends a keep-alive GET; returns the connection and the response head
+/// and body read so far (enough for the small demo responses).
+fn get_keep_alive(addr: SocketAddr, path: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect_timeout(&addr, LIMIT).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: cli\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&buf).contains("Hello, World!") {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    (s, String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// One GET over a fresh connection, closing after it; returns the raw response.
+fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, LIMIT).expect("connect");
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: cli\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read response");
+    out
+}
+
+/// Starts berth with `args`, checks that its startup line names `model` and that it serves
+/// `/hello/world`; returns it running, with its address.
+fn serving(args: &[&str], model: &str) -> (Berth, SocketAddr) {
+    let mut b = Berth::spawn(args);
+    let line = b.startup_line();
+    assert!(
+        line.contains(&format!("(model {model},")),
+        "{args:?}: model {model} not named in {line:?}"
+    );
+    assert!(
+        line.starts_with("berth listening on http://127.0.0.1:"),
+        "{args:?}: {line:?}"
+    );
+    let addr = address_in(&line);
+    assert_ne!(addr.port(), 0, "{args:?}");
+    let response = get(addr, "/hello/world");
+    assert!(
+        response.starts_with("HTTP/1.1 200 OK\r\n") && response.ends_with("\r\n\r\nHello, World!"),
+        "{args:?}: {response}"
+    );
+    (b, addr)
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+#[test]
+fn every_model_serves_and_stops_on_sigterm() {
+    for model in ["single", "threaded", "forked", "prefork", "evloop"] {
+        let (mut b, addr) = serving(&["serve", "--model", model, "-p", "0"], model);
+        assert!(
+            get(addr, "/test/slow").starts_with("HTTP/1.1 200 OK\r\n"),
+            "{model}"
+        );
+        b.signal("TERM");
+        let status = b
+            .wait_exit(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("{model}: still running 10 s after SIGTERM"));
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{model}: {status:?}: {}",
+            b.stderr()
+        );
+    }
+}
+
+#[test]
+fn seed_000_spellings_pick_the_model_and_port() {
+    let cases: [(&[&str], &str); 10] = [
+        (&["serve", "-type", "s", "-port", "0"], "single"),
+        (&["serve", "-type", "t", "-port", "0"], "threaded"),
+        (&["serve", "-type", "f", "-port", "0"], "forked"),
+        (&["serve", "-types", "-port0"], "single"),
+        (&["serve", "-typet", "-port", "0"], "threaded"),
+        (&["serve", "-typef", "-port0"], "forked"),
+        // Without `serve`: seed 000's command line as it was.
+        (&["-type", "s", "-port", "0"], "single"),
+        (&["-typet", "-port0"], "threaded"),
+        (&["-port", "0", "-type", "f"], "forked"),
+        // Mixed with berth's own flags.
+        (
+            &["serve", "-type", "t", "-p", "0", "--max-threads", "8"],
+            "threaded",
+        ),
+    ];
+    for (args, model) in cases {
+        let _ = serving(args, model);
+    }
+    // A real port number, both spellings.
+    for spelling in ["-port", "-portN"] {
+        let port = free_port();
+        let args: Vec<String> = match spelling {
+            "-port" => vec!["-type".into(), "s".into(), "-port".into(), port.to_string()],
+            _ => vec!["-type".into(), "s".into(), format!("-port{port}")],
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (_b, addr) = serving(&args, "single");
+        assert_eq!(addr.port(), port, "{args:?}");
+    }
+}
+
+#[test]
+fn malformed_model_and_port_options_are_usage_errors() {
+    let cases: [&[&str]; 16] = [
+        &["-type", "x"],
+        &["serve", "-type", "x"],
+        &["-type"],
+        &["serve", "-type"],
+        &["-port"],
+        &["serve", "-port"],
+        &["-port", "70000"],
+        &["serve", "-port", "70000"],
+        &["-port", "abc"],
+        &["serve", "-port", "abc"],
+        &["serve", "--model", "bogus"],
+        &["serve", "--model"],
+        &["serve", "--max-threads", "0"],
+        &["serve", "--max-children", "0"],
+        &["serve", "--processes", "0"],
+        &["-type", "s", "-port", "-1"],
+    ];
+    // Each case is a process of its own: run them side by side.
+    let runs: Vec<_> = cases
+        .iter()
+        .map(|args| {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            thread::spawn(move || {
+                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                (args.clone(), run(&refs))
+            })
+        })
+        .collect();
+    let mut problems = Vec::new();
+    for t in runs {
+        let (args, (status, out, err)) = t.join().expect("runner thread");
+        let mut wrong = Vec::new();
+        if status.code() != Some(2) {
+            wrong.push(format!("exit {status:?}"));
+        }
+        if !out.is_empty() {
+            wrong.push(format!("stdout {out:?}"));
+        }
+        if !err.contains("error") {
+            wrong.push("no error on stderr".to_owned());
+        }
+        if !err.contains("Usage:") {
+            wrong.push("no usage on stderr".to_owned());
+        }
+        if !wrong.is_empty() {
+            problems.push(format!("{args:?}: {}\n    stderr: {err}", wrong.join(", ")));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Seed 000's options are `serve` options even when `serve` is left out, so an error in one
+/// shows the usage of `berth serve`, as it does when `serve` is written.
+#[test]
+fn seed_spelling_errors_show_the_serve_usage() {
+    for args in [
+        &["-port", "70000"][..],
+        &["-port", "abc"],
+        &["-type", "x"],
+        &["-port"],
+        &["-types", "-port", "abc"],
+    ] {
+        let (status, _, err) = run(args);
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("Usage: berth serve"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn sigterm_stops_prefork_and_leaves_no_worker() {
+    let (mut b, addr) = serving(
+        &["serve", "--model", "prefork", "--processes", "2", "-p", "0"],
+        "prefork",
+    );
+    let mut workers = Vec::new();
+    let found = wait_for(LIMIT, || {
+        workers = children_of(b.pid());
+        workers.len() == 2
+    });
+    assert!(found, "expected 2 worker processes, found {workers:?}");
+    // An idle keep-alive connection does not hold the shutdown up.
+    let (_conn, response) = get_keep_alive(addr, "/hello/world");
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+    b.signal("TERM");
+    let status = b
+        .wait_exit(Duration::from_secs(10))
+        .expect("prefork berth still running 10 s after SIGTERM");
+    assert_eq!(status.code(), Some(0), "{status:?}: {}", b.stderr());
+    let mut left = Vec::new();
+    let gone = wait_for(Duration::from_secs(5), || {
+        left = workers
+            .iter()
+            .filter_map(|w| proc_stat(w.pid))
+            .collect::<Vec<_>>();
+        left.is_empty()
+    });
+    assert!(gone, "worker processes left after berth exited: {left:?}");
+}
+
+#[test]
+fn sigterm_stops_forked_and_leaves_no_connection_process() {
+    let (mut b, addr) = serving(&["serve", "--model", "forked", "-p", "0"], "forked");
+    let (_conn, response) = get_keep_alive(addr, "/hello/world");
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+    let mut kids = Vec::new();
+    let found = wait_for(LIMIT, || {
+        kids = children_of(b.pid());
+        kids.len() == 1
+    });
+    assert!(found, "expected 1 connection process, found {kids:?}");
+    b.signal("TERM");
+    let status = b
+        .wait_exit(Duration::from_secs(10))
+        .expect("forked berth still running 10 s after SIGTERM");
+    assert_eq!(status.code(), Some(0), "{status:?}: {}", b.stderr());
+    let gone = wait_for(Duration::from_secs(5), || {
+        kids.iter().all(|k| proc_stat(k.pid).is_none())
+    });
+    assert!(gone, "connection process left after berth exited: {kids:?}");
+}

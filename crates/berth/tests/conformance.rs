@@ -1,0 +1,775 @@
+//! The driver conformance suite: every case below runs against every model (`single`,
+//! `threaded`, `forked`, `prefork`, `evloop`), each started in-process through
+//! [`berth::drive::serve`] on `127.0.0.1:0`, over real sockets.
+//!
+//! [`conformance!`] turns each case function `fn case(m: Model)` into one test per model, in
+//! the style of ripgrep's `rgtest!`: `keep_alive_1000::forked`, `http1_vectors::single`, ...
+//! A case a model cannot support is still generated for it and listed in [`UNSUPPORTED`] with
+//! the reason; its test prints that reason and passes, and `declared_unsupported` prints the
+//! whole table, so nothing is skipped silently. A case that fails because of a server bug
+//! keeps its test and carries `#[ignore = "known bug: ..."]` for that model.
+//!
+//! Run one case for every model with `cargo test -p berth --test conformance keep_alive`, one
+//! model with `cargo test -p berth --test conformance ::forked`.
+//!
+//! Tests run in parallel threads of one process; `forked` and `prefork` children are forks of
+//! that process. Each test has its own server, and every socket has timeouts and every wait a
+//! deadline, so a failing test fails instead of hanging.
+
+#[path = "support/models.rs"]
+mod models;
+#[path = "support/server.rs"]
+mod server;
+#[path = "support/vectors.rs"]
+mod vectors;
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use berth::drive::Model;
+use berth::proto::http::Limits;
+
+use models::{metric, ModelServer, Opts};
+use server::{get_request, is_reset, post_request, Client};
+use vectors::{check_stream, escape, Case, Expected, FOLLOWUP_REQUEST};
+
+const HELLO: &str = "Hello, World!";
+
+/// Combinations a model cannot support, with the reason. The generated test prints the reason
+/// and passes; `declared_unsupported` lists them all.
+const UNSUPPORTED: &[(&str, Model, &str)] = &[
+    (
+        "capacity_refusal",
+        Model::Single,
+        "single has no capacity limit: it serves one connection at a time and the others \
+         wait in the listen backlog, so there is nothing to refuse",
+    ),
+    (
+        "slow_jobs_fifo_with_one_worker",
+        Model::Single,
+        "blocking model: a slow job runs on the connection's own thread, one connection at a \
+         time; there is no worker queue whose order could be observed",
+    ),
+    (
+        "slow_jobs_fifo_with_one_worker",
+        Model::Threaded,
+        "blocking model: each slow job runs on its connection's own thread, concurrently; \
+         there is no shared worker queue, so no FIFO order to check",
+    ),
+    (
+        "slow_jobs_fifo_with_one_worker",
+        Model::Forked,
+        "blocking model: each slow job runs in its connection's own process, concurrently; \
+         there is no shared worker queue, so no FIFO order to check",
+    ),
+];
+
+/// Generates one `#[test]` per model for each case function, in a module named after the case.
+/// After a case, `single: #[attr]`, `threaded: #[attr]`, ... (in that order, each optional) add
+/// an attribute to that model's test only, e.g. `#[ignore = "known bug: ..."]`.
+macro_rules! conformance {
+    ($(
+        $case:ident
+        $(, single: #[$s:meta])?
+        $(, threaded: #[$t:meta])?
+        $(, forked: #[$f:meta])?
+        $(, prefork: #[$p:meta])?
+        $(, evloop: #[$e:meta])?
+    );+ $(;)?) => {
+        /// Every case of the suite, in order.
+        const CASES: &[&str] = &[$(stringify!($case)),+];
+        $(
+            mod $case {
+                use berth::drive::Model;
+
+                #[test]
+                $(#[$s])?
+                fn single() {
+                    super::run(stringify!($case), Model::Single, super::$case)
+                }
+
+                #[test]
+                $(#[$t])?
+                fn threaded() {
+                    super::run(stringify!($case), Model::Threaded, super::$case)
+                }
+
+                #[test]
+                $(#[$f])?
+                fn forked() {
+                    super::run(stringify!($case), Model::Forked, super::$case)
+                }
+
+                #[test]
+                $(#[$p])?
+                fn prefork() {
+                    super::run(stringify!($case), Model::Prefork, super::$case)
+                }
+
+                #[test]
+                $(#[$e])?
+                fn evloop() {
+                    super::run(stringify!($case), Model::Evloop, super::$case)
+                }
+            }
+        )+
+    };
+}
+
+conformance! {
+    http1_vectors;
+    http1_vector_output_high_water_zero;
+    keep_alive_1000;
+    pipelined_10_in_order;
+    chunked_reverse_over_several_writes;
+    smuggling_refused_and_closed;
+    concurrent_slow_requests;
+    peer_closes_during_slow;
+    peer_resets_during_slow;
+    idle_keep_alive_does_not_block_others;
+    capacity_refusal;
+    stats_counts_every_request;
+    slow_jobs_fifo_with_one_worker;
+    shutdown_closes_the_port;
+}
+
+/// Runs `case` for `model`, unless [`UNSUPPORTED`] says the model cannot support it.
+fn run(case: &str, model: Model, f: fn(Model)) {
+    if let Some((_, _, why)) = UNSUPPORTED
+        .iter()
+        .find(|&&(c, m, _)| c == case && m == model)
+    {
+        eprintln!("UNSUPPORTED {case}::{model}: {why}");
+        return;
+    }
+    f(model)
+}
+
+#[test]
+fn declared_unsupported() {
+    for &(case, model, why) in UNSUPPORTED {
+        assert!(CASES.contains(&case), "UNSUPPORTED names no case: {case}");
+        assert!(!why.trim().is_empty(), "{case}::{model}: no reason given");
+        eprintln!("{case}::{model}: unsupported: {why}");
+    }
+    for model in Model::ALL {
+        let n = UNSUPPORTED.iter().filter(|&&(_, m, _)| m == model).count();
+        assert!(n < CASES.len() / 2, "{model} supports too few cases");
+    }
+}
+
+// Helpers ---------------------------------------------------------------------------------------
+
+fn stats_text(addr: SocketAddr) -> String {
+    let r = server::roundtrip(addr, get_request("/stats").as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4"),
+        "{r:?}"
+    );
+    r.text().to_owned()
+}
+
+// 1. Every HTTP/1.1 vector over a real socket ----------------------------------------------------
+
+/// How a vector's bytes are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// All of it in one write; then, if the connection stays open, the follow-up request.
+    Whole,
+    /// One byte per write (TCP_NODELAY, so each is a segment); then the follow-up.
+    Bytewise,
+    /// The vector and the follow-up request in one write.
+    Pipelined,
+}
+
+/// How long an `incomplete` case is watched for an answer or a close it must not get.
+const QUIET: Duration = Duration::from_millis(100);
+
+/// How long a case may take to get its expected responses (only spent when it fails).
+const CASE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// What a read loop ended with.
+#[derive(Debug, PartialEq, Eq)]
+enum ReadEnd {
+    /// The condition held.
+    Done,
+    /// The server closed the connection (EOF or reset).
+    Closed,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// Reads into `out` until `done(out)` holds, the server closes, or `within` passes.
+fn read_until(
+    stream: &mut TcpStream,
+    out: &mut Vec<u8>,
+    within: Duration,
+    done: impl Fn(&[u8]) -> bool,
+) -> Result<ReadEnd, String> {
+    let deadline = Instant::now() + within;
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if done(out) {
+            return Ok(ReadEnd::Done);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(ReadEnd::TimedOut);
+        }
+        stream
+            .set_read_timeout(Some(left.min(Duration::from_millis(50))))
+            .map_err(|e| e.to_string())?;
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(ReadEnd::Closed),
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_reset(&e) => return Ok(ReadEnd::Closed),
+            Err(e) => return Err(format!("read: {e}")),
+        }
+    }
+}
+
+/// Runs `case` one `way` against the server at `addr`.
+fn run_vector(addr: SocketAddr, case: &Case, way: Way) -> Result<(), String> {
+    let mut stream = TcpStream::connect_timeout(&addr, server::IO_TIMEOUT)
+        .map_err(|e| format!("connect: {e}"))?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(server::IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let pipelined = way == Way::Pipelined && case.allows_followup();
+    let (bytes, mut expected) = if pipelined {
+        case.with_followup()
+    } else {
+        (case.request.clone(), case.responses.clone())
+    };
+    let written = match way {
+        Way::Whole | Way::Pipelined => stream.write_all(&bytes),
+        Way::Bytewise => bytes.chunks(1).try_for_each(|b| stream.write_all(b)),
+    };
+    // A server that closes mid-request (a 400 to smuggling) may reset later writes.
+    if let Err(e) = written {
+        if !(case.close && is_reset(&e)) {
+            return Err(format!("write: {e}"));
+        }
+    }
+    let mut out = Vec::new();
+    let complete = |o: &[u8], exp: &[Expected]| check_stream(o, exp, case.close, None).is_ok();
+    let end = read_until(&mut stream, &mut out, CASE_DEADLINE, |o| {
+        complete(o, &expected)
+    })?;
+    let fail = |what: &str, out: &[u8], exp: &[Expected]| {
+        let why = check_stream(out, exp, case.close, None)
+            .err()
+            .unwrap_or_else(|| "responses as expected".into());
+        Err(format!("{what}: {why}\n      got: {}", escape(out)))
+    };
+    if case.close {
+        let end = match end {
+            ReadEnd::Done => read_until(&mut stream, &mut out, CASE_DEADLINE, |_| false)?,
+            other => other,
+        };
+        if end != ReadEnd::Closed {
+            return fail("the server did not close the connection", &out, &expected);
+        }
+        check_stream(&out, &expected, true, None)
+            .map_err(|e| format!("{e}\n      got: {}", escape(&out)))?;
+        return Ok(());
+    }
+    match end {
+        ReadEnd::Done => {}
+        ReadEnd::Closed => return fail("the server closed the connection", &out, &expected),
+        ReadEnd::TimedOut => return fail("responses missing", &out, &expected),
+    }
+    if case.incomplete {
+        // Nothing more may come, and the connection must stay open.
+        match read_until(&mut stream, &mut out, QUIET, |_| false)? {
+            ReadEnd::TimedOut => {}
+            ReadEnd::Closed => return fail("closed an unfinished request", &out, &expected),
+            ReadEnd::Done => unreachable!(),
+        }
+        return check_stream(&out, &expected, false, None)
+            .map(|_| ())
+            .map_err(|e| format!("answered an unfinished request: {e}"));
+    }
+    if !pipelined {
+        // The connection must still serve: the follow-up request is answered.
+        stream
+            .write_all(FOLLOWUP_REQUEST)
+            .map_err(|e| format!("write follow-up: {e}"))?;
+        expected.push(Expected::followup());
+        match read_until(&mut stream, &mut out, CASE_DEADLINE, |o| {
+            complete(o, &expected)
+        })? {
+            ReadEnd::Done => {}
+            _ => return fail("follow-up request not answered", &out, &expected),
+        }
+    }
+    check_stream(&out, &expected, false, None)
+        .map(|_| ())
+        .map_err(|e| format!("{e}\n      got: {}", escape(&out)))
+}
+
+/// Vectors that have a case of their own (a model fails them, and that case carries the
+/// `#[ignore = "known bug"]` for it), so the bulk run stays green and useful for the others.
+const OWN_CASE: &[&str] = &["pipelined-flush-high-water-zero"];
+
+/// Every vector of `testdata/http1` (but [`OWN_CASE`]), whole, byte by byte and pipelined with a
+/// follow-up, each on a new connection, against a server with the case's limits.
+fn http1_vectors(m: Model) {
+    let cases: Vec<Case> = vectors::load_http1()
+        .into_iter()
+        .filter(|c| !OWN_CASE.contains(&c.name.as_str()))
+        .collect();
+    run_vectors(m, &cases);
+}
+
+/// The vector `pipelined-flush-high-water-zero`: a session whose output high-water mark is 0
+/// must still answer (flushing after every response).
+fn http1_vector_output_high_water_zero(m: Model) {
+    let cases: Vec<Case> = vectors::load_http1()
+        .into_iter()
+        .filter(|c| c.name == "pipelined-flush-high-water-zero")
+        .collect();
+    assert_eq!(cases.len(), 1, "the vector is gone; update OWN_CASE");
+    run_vectors(m, &cases);
+}
+
+/// Runs `cases` whole, byte by byte and pipelined, one server per distinct set of limits.
+fn run_vectors(m: Model, cases: &[Case]) {
+    // One server per distinct set of limits.
+    let mut groups: Vec<(Limits, Vec<&Case>)> = Vec::new();
+    for case in cases {
+        let limits = case.limits();
+        match groups.iter_mut().find(|(l, _)| *l == limits) {
+            Some((_, g)) => g.push(case),
+            None => groups.push((limits, vec![case])),
+        }
+    }
+    let started = Instant::now();
+    let (mut failed, mut known, mut fixed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut stopping = Vec::new();
+    for (limits, group) in &groups {
+        let srv = Opts::new(m).limits(*limits).start();
+        for case in group {
+            let errors: Vec<String> = [Way::Whole, Way::Bytewise, Way::Pipelined]
+                .into_iter()
+                // Without the follow-up, `Pipelined` would repeat `Whole`.
+                .filter(|&way| way != Way::Pipelined || case.allows_followup())
+                .filter_map(|way| {
+                    run_vector(srv.addr, case, way)
+                        .err()
+                        .map(|e| format!("[{way:?}] {e}"))
+                })
+                .collect();
+            match (&case.known_bug, errors.is_empty()) {
+                (None, true) => {}
+                (None, false) => failed.push((case, errors)),
+                (Some(_), false) => known.push(case),
+                (Some(_), true) => fixed.push(case),
+            }
+        }
+        // Blocking models take up to their stop-poll interval to stop: overlap that.
+        stopping.push(thread::spawn(move || drop(srv)));
+    }
+    for t in stopping {
+        t.join().expect("stopping a server");
+    }
+    for case in &known {
+        eprintln!(
+            "{m}: known bug {}: {}",
+            case.id(),
+            case.known_bug.as_deref().unwrap_or_default()
+        );
+    }
+    for (case, errors) in &failed {
+        eprintln!("{m}: FAILED {}: {}", case.id(), escape(&case.request));
+        for e in errors {
+            eprintln!("    {e}");
+        }
+    }
+    for case in &fixed {
+        eprintln!("{m}: FIXED {}: remove its `known_bug` marker", case.id());
+    }
+    eprintln!(
+        "{m}: {} vector(s) in {:?}: {} failed, {} known bug(s)",
+        cases.len(),
+        started.elapsed(),
+        failed.len(),
+        known.len()
+    );
+    assert!(
+        failed.is_empty() && fixed.is_empty(),
+        "{m}: {} vector(s) failed, {} known bug(s) now pass (see stderr)",
+        failed.len(),
+        fixed.len()
+    );
+}
+
+// 2. Integration cases ---------------------------------------------------------------------------
+
+fn keep_alive_1000(m: Model) {
+    let srv = ModelServer::start(m);
+    let mut c = srv.client();
+    for i in 0..1000 {
+        let r = c.get("/hello/world");
+        assert_eq!((r.status, r.text()), (200, HELLO), "{m}: request {i}");
+        assert!(!r.closes(), "{m}: request {i} closed the connection");
+    }
+    srv.wait_stats("1000 requests on one connection", |s| {
+        s.requests == 1000 && s.connections_total == 1
+    });
+}
+
+fn pipelined_10_in_order(m: Model) {
+    let srv = ModelServer::start(m);
+    let paths = [
+        "/hello/world",
+        "/test/fast",
+        "/nope",
+        "/hello/world",
+        "/test/slow",
+        "/nope",
+        "/test/fast",
+        "/",
+        "/test/slow",
+        "/hello/world",
+    ];
+    let all: String = paths.iter().map(|p| get_request(p)).collect();
+    let mut c = srv.client();
+    c.send(all.as_bytes());
+    for (i, p) in paths.iter().enumerate() {
+        let r = c.read_response();
+        let want = match *p {
+            "/hello/world" | "/" => (200, HELLO),
+            "/test/fast" | "/test/slow" => (200, ""),
+            _ => (404, "Not Found\n"),
+        };
+        assert_eq!((r.status, r.text()), want, "{m}: response {i} ({p})");
+    }
+    assert!(c.buffered().is_empty(), "{m}: extra bytes");
+    assert_eq!(c.get("/hello/world").text(), HELLO, "{m}");
+}
+
+fn chunked_reverse_over_several_writes(m: Model) {
+    let srv = ModelServer::start(m);
+    let mut c = srv.client();
+    let pieces: [&[u8]; 8] = [
+        b"POST /reverse HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n",
+        b"Transfer-Encoding: chunked\r\n\r\n",
+        b"7\r\n{\"a\": \"\r\n",
+        b"5;ext=1\r\nhello\r\n",
+        b"1",
+        b"0\r\n\", \"b\": [1, 2,  \r\n",
+        b"3\r\n3]}\r",
+        b"\n0\r\nX-Trailer: yes\r\n\r\n",
+    ];
+    for p in pieces {
+        c.send(p);
+        thread::sleep(Duration::from_millis(5));
+    }
+    let r = c.read_response();
+    assert_eq!(r.status, 200, "{m}: {}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"), "{m}");
+    assert_eq!(r.text(), r#"{"data":["olleh",[3,2,1]]}"#, "{m}");
+    // Keep-alive survives a chunked body, and a Content-Length body follows.
+    c.send(post_request("/reverse", r#"{"k":"abc"}"#).as_bytes());
+    assert_eq!(c.read_response().text(), r#"{"data":["cba"]}"#, "{m}");
+}
+
+fn smuggling_refused_and_closed(m: Model) {
+    let srv = ModelServer::start(m);
+    let cases: [(&str, &[u8]); 7] = [
+        (
+            "CL+TE",
+            b"POST /reverse HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ),
+        (
+            "TE+CL",
+            b"POST /reverse HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
+        ),
+        (
+            "two differing Content-Length",
+            b"POST /reverse HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}x",
+        ),
+        (
+            "chunked, chunked",
+            b"POST /reverse HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        ),
+        (
+            "bad chunk size",
+            b"POST /reverse HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+        ),
+        (
+            "obs-fold",
+            b"GET /hello/world HTTP/1.1\r\nHost: t\r\nX-Folded: a\r\n  b\r\n\r\n",
+        ),
+        ("bare LF", b"GET /hello/world HTTP/1.1\nHost: t\n\n"),
+    ];
+    for (name, req) in cases {
+        let mut c = srv.client();
+        // A smuggled second request rides behind it; it must never be answered.
+        let mut bytes = req.to_vec();
+        bytes.extend_from_slice(get_request("/hello/world").as_bytes());
+        c.send(&bytes);
+        let r = c
+            .try_read_response(false)
+            .unwrap_or_else(|e| panic!("{m}: {name}: no response: {e}"));
+        assert_eq!(r.status, 400, "{m}: {name}: {}", r.text());
+        assert!(r.closes(), "{m}: {name}: no Connection: close");
+        let rest = c
+            .read_to_close()
+            .unwrap_or_else(|e| panic!("{m}: {name}: connection not closed: {e}"));
+        assert!(
+            rest.is_empty(),
+            "{m}: {name}: bytes after the 400: {}",
+            escape(&rest)
+        );
+    }
+    let s = srv.wait_stats("seven 400s", |s| s.responses.contains(&(400, 7)));
+    assert_eq!(
+        s.requests, 0,
+        "{m}: a refused request reached the app: {s:?}"
+    );
+}
+
+fn concurrent_slow_requests(m: Model) {
+    // single serves them one after another: fewer, so the case stays short.
+    let n: u64 = if m == Model::Single { 10 } else { 50 };
+    let srv = Opts::new(m)
+        .slow(Duration::from_millis(20))
+        .workers(8)
+        .start();
+    let addr = srv.addr;
+    let clients: Vec<_> = (0..n)
+        .map(|i| {
+            thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                let r = c.get("/test/slow");
+                assert_eq!(r.status, 200, "{m}: client {i}");
+                assert!(r.body.is_empty(), "{m}: client {i}");
+            })
+        })
+        .collect();
+    for t in clients {
+        t.join().expect("client thread");
+    }
+    let s = srv.wait_stats("every slow response counted", |s| {
+        s.responses.contains(&(200, n))
+    });
+    assert_eq!(s.requests, n, "{m}: {s:?}");
+}
+
+fn peer_leaves_during_slow(m: Model, reset: bool) {
+    let srv = Opts::new(m).slow(Duration::from_millis(200)).start();
+    let mut c = srv.client();
+    c.send(get_request("/test/slow").as_bytes());
+    srv.wait_stats("the slow request to reach the app", |s| s.requests == 1);
+    if reset {
+        // SO_LINGER 0: close sends RST instead of FIN.
+        socket2::SockRef::from(&c.stream)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+    }
+    drop(c);
+    // (forked counts the connection in the parent after the fork, possibly after the child
+    // counted the request: wait for both.)
+    srv.wait_stats("no connection left open", |s| {
+        s.connections_total == 1 && s.connections_open == 0
+    });
+    // And the server still serves.
+    assert_eq!(srv.client().get("/hello/world").text(), HELLO, "{m}");
+}
+
+fn peer_closes_during_slow(m: Model) {
+    peer_leaves_during_slow(m, false);
+}
+
+fn peer_resets_during_slow(m: Model) {
+    peer_leaves_during_slow(m, true);
+}
+
+/// A keep-alive connection that sits idle between requests must not stop another client from
+/// being served (in `single`, the connection is let go when someone else is waiting).
+fn idle_keep_alive_does_not_block_others(m: Model) {
+    let srv = ModelServer::start(m);
+    let mut idle = srv.client();
+    assert_eq!(idle.get("/hello/world").text(), HELLO, "{m}");
+    // Let the server go back to waiting on the idle connection before the second one arrives.
+    thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    let mut other = Client::from_stream(server::connect(srv.addr));
+    other
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    other.send(get_request("/hello/world").as_bytes());
+    let r = other.try_read_response(false).unwrap_or_else(|e| {
+        panic!(
+            "{m}: a second client got no answer within {:?} while a keep-alive connection \
+             was idle: {e}",
+            started.elapsed()
+        )
+    });
+    assert_eq!(r.text(), HELLO, "{m}");
+}
+
+fn capacity_refusal(m: Model) {
+    // Two slots everywhere: prefork has two processes of one slot each.
+    let opts = match m {
+        Model::Threaded => Opts::new(m).max_threads(2),
+        Model::Forked => Opts::new(m).max_children(2),
+        Model::Evloop => Opts::new(m).capacity(2),
+        Model::Prefork => Opts::new(m).processes(2).capacity(1),
+        Model::Single => unreachable!("declared unsupported"),
+    };
+    let srv = opts.start();
+    let mut held = Vec::new();
+    let mut refused = 0;
+    // With two slots, the third connection at the latest finds no room (for prefork the
+    // kernel picks the process, so the second may already land on a full one).
+    for i in 0..3 {
+        let mut c = srv.client();
+        c.send(get_request("/hello/world").as_bytes());
+        match c.try_read_response(false) {
+            Ok(r) if r.status == 200 => held.push(c),
+            Ok(r) if r.status == 503 => {
+                assert!(r.closes(), "{m}: 503 without Connection: close");
+                c.read_to_close()
+                    .unwrap_or_else(|e| panic!("{m}: refused connection not closed: {e}"));
+                refused += 1;
+                break;
+            }
+            Ok(r) => panic!("{m}: connection {i}: unexpected {r:?}"),
+            // Closed (or reset) without a word: also a refusal.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof || is_reset(&e) => {
+                refused += 1;
+                break;
+            }
+            Err(e) => panic!("{m}: connection {i}: {e}"),
+        }
+    }
+    assert_eq!(refused, 1, "{m}: no connection was refused");
+    if m != Model::Prefork {
+        assert_eq!(held.len(), 2, "{m}: refused before the cap was reached");
+    }
+    let s = srv.wait_stats("a counted refusal", |s| s.connections_refused >= 1);
+    assert_eq!(s.connections_open, held.len() as u64, "{m}: {s:?}");
+    // The admitted clients still work ...
+    for c in &mut held {
+        assert_eq!(c.get("/hello/world").text(), HELLO, "{m}");
+    }
+    // ... and once they leave, there is room again.
+    drop(held);
+    srv.wait_stats("the slots to free up", |s| s.connections_open == 0);
+    let text = stats_text(srv.addr);
+    assert!(
+        metric(&text, "berth_connections_refused_total") >= 1,
+        "{m}: {text}"
+    );
+}
+
+fn stats_counts_every_request(m: Model) {
+    let srv = ModelServer::start(m);
+    for _ in 0..5 {
+        let r = server::roundtrip(srv.addr, get_request("/hello/world").as_bytes());
+        assert_eq!(r.text(), HELLO, "{m}");
+    }
+    let text = stats_text(srv.addr);
+    // Prometheus text: each metric has HELP and TYPE lines before its sample.
+    for name in [
+        "berth_connections_open",
+        "berth_connections_total",
+        "berth_connections_refused_total",
+        "berth_requests_total",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "{m}: no HELP for {name}:\n{text}"
+        );
+        assert!(
+            text.contains(&format!("# TYPE {name} ")),
+            "{m}: no TYPE for {name}:\n{text}"
+        );
+    }
+    // The /stats request counts itself; in forked and prefork, children served all six.
+    assert_eq!(metric(&text, "berth_requests_total"), 6, "{m}:\n{text}");
+    // forked counts a connection in the parent once fork returns, so the child answering
+    // /stats may not see its own connection yet.
+    let connections = metric(&text, "berth_connections_total");
+    match m {
+        Model::Forked => assert!((5..=6).contains(&connections), "{m}:\n{text}"),
+        _ => assert_eq!(connections, 6, "{m}:\n{text}"),
+    }
+    assert!(
+        metric(&text, "berth_responses_total{status=\"200\"}") >= 5,
+        "{m}:\n{text}"
+    );
+    let s = srv.wait_stats("six connections", |s| s.connections_total == 6);
+    assert_eq!(s.requests, 6, "{m}: {s:?}");
+}
+
+/// With one worker, slow jobs finish in the order they were queued. `prefork` runs with one
+/// process, so that every connection reaches the same queue.
+fn slow_jobs_fifo_with_one_worker(m: Model) {
+    const N: usize = 5;
+    let srv = Opts::new(m)
+        .workers(1)
+        .processes(1)
+        .slow(Duration::from_millis(50))
+        .start();
+    let mut clients: Vec<Client> = (0..N).map(|_| srv.client()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.send(get_request("/test/slow").as_bytes());
+        // "Sent before" must mean "queued before": wait until the loop has taken this job.
+        srv.wait_stats("the job to be queued", |s| {
+            s.jobs_queued + s.jobs_running + s.jobs_done as i64 == i as i64 + 1
+        });
+    }
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let readers: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            let order = order.clone();
+            thread::spawn(move || {
+                let r = c.read_response();
+                order.lock().unwrap().push(i);
+                assert_eq!(r.status, 200);
+            })
+        })
+        .collect();
+    for t in readers {
+        t.join().expect("reader thread");
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order, (0..N).collect::<Vec<_>>(), "{m}: completion order");
+}
+
+/// After shutdown nothing listens on the port any more (in `prefork`, not even a child).
+fn shutdown_closes_the_port(m: Model) {
+    let srv = ModelServer::start(m);
+    let addr = srv.addr;
+    let mut c = srv.client();
+    assert_eq!(c.get("/hello/world").text(), HELLO, "{m}");
+    let started = Instant::now();
+    srv.stop();
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{m}: shutdown took {:?} with a connection open",
+        started.elapsed()
+    );
+    assert_eq!(models::listeners_on(addr.port()), 0, "{m}: still listening");
+    // The open connection was closed by the shutdown.
+    let rest = c.read_to_close();
+    assert!(rest.is_ok(), "{m}: connection still open: {rest:?}");
+}
