@@ -41,6 +41,8 @@ use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
+/// Within a batch of readiness events, finished jobs are picked up every this many events.
+const REPLY_CHECK_EVERY: usize = 32;
 /// How often a loop retries `accept` after running out of descriptors.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// Deadlines are kept to this precision: a timeout fires up to this much late, never early.
@@ -242,7 +244,14 @@ impl<H: Handler> EventLoop<H> {
             if self.accept_paused {
                 self.accept();
             }
-            for event in events.iter() {
+            // Finished jobs first: their clients have waited longest, and under fast load a
+            // waker event can sit behind hundreds of readiness events in the same batch.
+            self.take_replies();
+            for (i, event) in events.iter().enumerate() {
+                // Look for finished jobs now and then within a long batch too.
+                if i % REPLY_CHECK_EVERY == REPLY_CHECK_EVERY - 1 {
+                    self.take_replies();
+                }
                 match event.token() {
                     LISTENER => self.accept(),
                     WAKER => self.take_replies(),
