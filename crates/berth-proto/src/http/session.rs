@@ -571,6 +571,10 @@ fn normalize_version(head: &mut [u8]) -> Result<(), Reject> {
     let Some(line_end) = head.iter().position(|&b| b == b'\r') else {
         return Ok(());
     };
+    // Nearly every request says HTTP/1.1 or HTTP/1.0: nothing to look at then.
+    if line_end >= 8 && matches!(&head[line_end - 8..line_end], b"HTTP/1.1" | b"HTTP/1.0") {
+        return Ok(());
+    }
     let line = &mut head[..line_end];
     if line.iter().filter(|&&b| b == b' ').count() != 2 {
         return Ok(());
@@ -609,12 +613,17 @@ impl<'h, 'b> ParsedHead<'h, 'b> {
     {
         // Absolute-form (`http://host/path`) must be accepted too (RFC 9112 §3.2.2): route on
         // its path, which starts at the first `/` after the authority.
-        let origin = match self.target.find("://") {
-            Some(i) if !self.target.starts_with('/') => {
-                let rest = &self.target[i + 3..];
-                rest.find(['/', '?']).map_or("/", |j| &rest[j..])
+        // The common origin-form (`/path`) is recognised by its first byte alone.
+        let origin = if self.target.starts_with('/') {
+            self.target
+        } else {
+            match self.target.find("://") {
+                Some(i) => {
+                    let rest = &self.target[i + 3..];
+                    rest.find(['/', '?']).map_or("/", |j| &rest[j..])
+                }
+                None => self.target,
             }
-            _ => self.target,
         };
         let (path, query) = match origin.split_once('?') {
             Some(("", q)) => ("/", Some(q)),
