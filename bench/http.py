@@ -165,7 +165,7 @@ def main():
     work = tempfile.mkdtemp(prefix="berth-bench-")
     nport, bport = free_port(), free_port()
     dport = free_port()
-    template = open(os.path.join(HERE, "nginx.conf.in")).read().replace("@DIR@", work)
+    template = open(os.path.join(HERE, "..", "peers", "nginx.conf.in")).read().replace("@DIR@", work)
     with open(os.path.join(work, "nginx.conf"), "w") as f:
         f.write(template.replace("@PORT@", str(nport)))
     # The same nginx with `deferred` (TCP_DEFER_ACCEPT), which berth's HTTP listener also uses.

@@ -62,7 +62,7 @@ def main():
     results = {"nginx": [], "berth": []}
     for rnd in range(args.rounds):
         nport, bport = free_port(), free_port()
-        conf = open(os.path.join(HERE, "nginx.conf.in")).read().replace("@PORT@", str(nport)).replace("@DIR@", work)
+        conf = open(os.path.join(HERE, "..", "peers", "nginx.conf.in")).read().replace("@PORT@", str(nport)).replace("@DIR@", work)
         with open(os.path.join(work, "nginx.conf"), "w") as f:
             f.write(conf)
         results["nginx"].append(measure("nginx", ["nginx", "-c", os.path.join(work, "nginx.conf"), "-p", work], nport,

@@ -32,6 +32,109 @@ pub enum Command {
     /// Serve HTTP/1.1 (the demo routes) until stopped.
     #[command(disable_help_flag = true)]
     Serve(ServeArgs),
+    /// Load-test an HTTP/1.1 server: keep-alive like wrk, or a connection per request like ab.
+    #[command(disable_help_flag = true)]
+    Bench(BenchArgs),
+    /// Run every berth model and every installed peer server under the same loads, one after
+    /// another, and print the table (also written as lab.json and lab.svg).
+    #[command(disable_help_flag = true)]
+    Lab(LabArgs),
+}
+
+/// Options of `berth bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Target, e.g. http://127.0.0.1:9000/hello/world
+    pub url: String,
+
+    /// Concurrent connections.
+    #[arg(short = 'c', long, value_name = "N", default_value = "10")]
+    pub connections: NonZeroUsize,
+
+    /// Load threads, each with its own event loop (at most one per connection).
+    #[arg(short = 't', long, value_name = "N", default_value = "2")]
+    pub threads: NonZeroUsize,
+
+    /// How long to run: 10, 10s, 500ms, 2m [default: 10s unless -n is given].
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
+    pub duration: Option<Duration>,
+
+    /// Stop after this many requests instead of after a duration.
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+
+    /// Open a new connection for every request (ab's default) instead of keeping them.
+    #[arg(long)]
+    pub no_keepalive: bool,
+
+    /// Requests written back to back on a connection before reading the answers.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        conflicts_with = "no_keepalive"
+    )]
+    pub pipeline: NonZeroUsize,
+
+    /// Request method.
+    #[arg(short = 'm', long, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+
+    /// Send this file's contents as the request body.
+    #[arg(long, value_name = "FILE", conflicts_with = "body_string")]
+    pub body: Option<std::path::PathBuf>,
+
+    /// Send this string as the request body.
+    #[arg(long, value_name = "S")]
+    pub body_string: Option<String>,
+
+    /// Add a header field, e.g. -H 'Content-Type: application/json' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "'NAME: VALUE'", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
+
+    /// Longest wait for a response before it counts as a timeout error.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print help.
+    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
+    help: Option<bool>,
+}
+
+/// Options of `berth lab`.
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// Short runs (1 s each, no warm-up): the whole lab in under two minutes.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Seconds per measured run [default: 10, or 1 with --quick].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Untimed load before each measured run [default: 1s, or none with --quick].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    pub warmup: Option<Duration>,
+
+    /// Where lab.json, lab.svg and the servers' logs go.
+    #[arg(long, value_name = "DIR", default_value = "target/lab")]
+    pub out: std::path::PathBuf,
+
+    /// Only these servers and/or shapes, comma-separated (e.g. evloop,nginx,hello).
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub only: Vec<String>,
+
+    /// Directory of the peers' sources [default: ./peers, or the one in berth's source tree].
+    #[arg(long, value_name = "DIR")]
+    pub peers: Option<std::path::PathBuf>,
+
+    /// Print help.
+    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
+    help: Option<bool>,
 }
 
 /// Options of `berth serve`.
@@ -240,6 +343,14 @@ pub fn seed_spellings(args: Vec<String>) -> Vec<String> {
     {
         out.push("serve".to_owned());
     }
+    // The seed's spellings belong to serving; other subcommands get their arguments untouched.
+    if rest
+        .first()
+        .is_some_and(|a| matches!(a.as_str(), "bench" | "lab"))
+    {
+        out.extend(rest);
+        return out;
+    }
     let mut rest = rest.into_iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
@@ -279,6 +390,43 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
         Ok(secs) if secs > 0.0 && secs <= 1e6 => Ok(Duration::from_secs_f64(secs)),
         _ => Err(format!(
             "'{s}' is not a number of seconds between 0 and 1000000 (e.g. 10 or 0.5)"
+        )),
+    }
+}
+
+/// A duration: plain seconds (`10`, `0.5`) or with a unit (`500ms`, `10s`, `2m`), above 0.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration_or_zero(s)? {
+        Duration::ZERO => Err(format!("'{s}' must be more than zero")),
+        d => Ok(d),
+    }
+}
+
+/// Like [`parse_duration`], but 0 is allowed (e.g. no warm-up).
+fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    match number.parse::<f64>() {
+        Ok(v) if (0.0..=1e6).contains(&(v * scale)) => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(format!("'{s}' is not a duration (e.g. 10, 10s, 500ms, 2m)")),
+    }
+}
+
+/// `Name: value` for `-H`.
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    match s.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!(
+            "'{s}' is not a header field (expected 'Name: value')"
         )),
     }
 }

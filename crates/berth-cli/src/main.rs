@@ -3,6 +3,8 @@
 //! 0 clean, 2 usage error (message and usage on stderr), 1 runtime failure with its cause.
 
 mod args;
+mod bench;
+mod lab;
 mod serve;
 
 use std::process::ExitCode;
@@ -17,6 +19,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         args::Command::Serve(opts) => serve::run(opts),
+        args::Command::Bench(opts) => bench::run(opts).map_err(Into::into),
+        args::Command::Lab(opts) => lab::run(opts).map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -189,7 +189,7 @@ fn assert_usage_error(args: &[&str], names: &[&str]) {
     );
     assert!(err.contains("Usage:"), "{args:?}: no usage: {err}");
     assert!(
-        err.contains("berth serve"),
+        err.contains(&format!("berth {}", args[0])),
         "{args:?}: usage of the wrong command: {err}"
     );
 }
@@ -302,4 +302,156 @@ fn sigterm_shuts_down_cleanly() {
     assert!(killed.success());
     let status = berth.wait();
     assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// Starts `berth serve` on a free port; returns the guard and the address it serves.
+fn serve(extra: &[&str]) -> (ChildGuard, SocketAddr) {
+    let mut args = vec!["serve", "-p", "0", "-A", "1"];
+    args.extend_from_slice(extra);
+    let mut server = ChildGuard::spawn(&args);
+    let addr = address_in(&server.first_line());
+    (server, addr)
+}
+
+#[test]
+fn bench_counts_every_request_it_sends() {
+    let (_server, addr) = serve(&[]);
+    let url = format!("http://{addr}/hello/world");
+    let (status, out, err) = run(&["bench", &url, "-n", "500", "-c", "5", "-t", "2", "--json"]);
+    assert!(status.success(), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+    assert_eq!(report["requests"], 500, "{out}");
+    assert_eq!(report["status"]["200"], 500, "{out}");
+    assert_eq!(report["connects"], 5, "{out}");
+    for kind in ["connect", "read", "write", "timeout", "status", "protocol"] {
+        assert_eq!(report["errors"][kind], 0, "{kind}: {out}");
+    }
+    assert_eq!(
+        report["bytes"].as_u64().unwrap() % 500,
+        0,
+        "same response each time: {out}"
+    );
+    let p = &report["latency_us"];
+    assert!(p["min"].as_u64() <= p["p50"].as_u64() && p["p50"].as_u64() <= p["p99"].as_u64());
+    assert!(p["p99"].as_u64() <= p["max"].as_u64() && p["max"].as_u64() > Some(0));
+    // Nothing on stderr: the progress line is only for terminals.
+    assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn bench_posts_a_body_pipelines_and_reconnects() {
+    let (_server, addr) = serve(&[]);
+    let url = format!("http://{addr}/reverse");
+    let body = r#"{"a": "abc"}"#;
+    let (status, out, err) = run(&[
+        "bench",
+        &url,
+        "-m",
+        "POST",
+        "--body-string",
+        body,
+        "-H",
+        "Content-Type: application/json",
+        "-n",
+        "64",
+        "-c",
+        "2",
+        "--pipeline",
+        "8",
+        "--json",
+    ]);
+    assert!(status.success(), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["status"]["200"], 64, "{out}");
+    assert_eq!(report["pipeline"], 8);
+    let url = format!("http://{addr}/hello/world");
+    let (status, out, err) = run(&[
+        "bench",
+        &url,
+        "-n",
+        "40",
+        "-c",
+        "4",
+        "--no-keepalive",
+        "--json",
+    ]);
+    assert!(status.success(), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["status"]["200"], 40, "{out}");
+    assert_eq!(report["connects"], 40, "a connection per request: {out}");
+}
+
+#[test]
+fn bench_prints_a_table_with_errors_by_kind() {
+    let (_server, addr) = serve(&[]);
+    let url = format!("http://{addr}/no/such/page");
+    let (status, out, err) = run(&["bench", &url, "-d", "300ms", "-c", "2", "-t", "1"]);
+    assert!(status.success(), "{err}");
+    for want in [
+        "GET http://",
+        "latency ms",
+        "p99.9",
+        "requests",
+        "status       404:",
+        "non-2xx",
+    ] {
+        assert!(out.contains(want), "{want:?} missing: {out}");
+    }
+    assert!(!out.contains("errors       0 "), "404s are errors: {out}");
+}
+
+#[test]
+fn bench_against_nothing_fails_with_the_cause() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let (status, out, err) = run(&["bench", &url, "-d", "200ms", "-c", "2"]);
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert!(out.contains("connect "), "{out}");
+    assert!(err.contains("no request") && err.contains(&url), "{err}");
+}
+
+#[test]
+fn bench_usage_errors() {
+    let cases: [(&[&str], &[&str]); 7] = [
+        (&["bench"], &["<URL>"]),
+        (&["bench", "ftp://127.0.0.1/"], &["scheme"]),
+        (&["bench", "127.0.0.1:80"], &["scheme"]),
+        (
+            &["bench", "http://127.0.0.1:1/", "-d", "1", "-n", "5"],
+            &["--duration", "--requests"],
+        ),
+        (
+            &["bench", "http://127.0.0.1:1/", "-H", "novalue"],
+            &["-H", "--header"],
+        ),
+        (
+            &["bench", "http://127.0.0.1:1/", "--pipeline", "0"],
+            &["--pipeline"],
+        ),
+        (&["bench", "http://127.0.0.1:1/", "-m", "GE T"], &["method"]),
+    ];
+    for (args, names) in cases {
+        assert_usage_error(args, names);
+    }
+}
+
+#[test]
+fn lab_refuses_unknown_names() {
+    let (status, out, err) = run(&[
+        "lab",
+        "--quick",
+        "--only",
+        "nosuchserver",
+        "--out",
+        "target/lab-usage",
+    ]);
+    assert_eq!(status.code(), Some(2), "{out}{err}");
+    assert!(
+        err.contains("nosuchserver") && err.contains("evloop") && err.contains("Usage:"),
+        "{err}"
+    );
 }

@@ -65,6 +65,19 @@ impl Chunked {
         self.read = self.write;
     }
 
+    /// Raw bytes fully decoded so far, framing and data both: a reader that discards the body
+    /// may drop them from the front of its buffer and then call [`Chunked::spent_dropped`].
+    pub(crate) fn spent(&self) -> usize {
+        self.read
+    }
+
+    /// Records that the caller dropped the first [`Chunked::spent`] bytes, so the body now
+    /// starts (and, decoded, ends) at offset 0 of what is left.
+    pub(crate) fn spent_dropped(&mut self) {
+        self.read = 0;
+        self.write = 0;
+    }
+
     /// Decodes what `buf` holds past the last call. `body_start` is where the body began; the
     /// decoded body may grow to at most `max_body` bytes and the trailer to `max_trailer` bytes.
     pub(crate) fn advance(

@@ -132,7 +132,7 @@ fn valid_host(value: &[u8]) -> bool {
 }
 
 /// `Content-Length = 1*DIGIT`: no sign, no spaces inside, no hex, and it must fit in a u64.
-fn parse_content_length(s: &[u8]) -> Option<u64> {
+pub(crate) fn parse_content_length(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 19 {
         return None;
     }

@@ -1,4 +1,5 @@
-//! HTTP/1.1 server side, sans-IO.
+//! HTTP/1.1, sans-IO: the server side here, and in [`client`] the response reader that
+//! `berth bench` uses to find where each response ends.
 //!
 //! A [`Session`] owns the per-connection protocol state (where in a request it is, whether a job
 //! is outstanding, whether the connection must close). The driver owns the byte buffers and
@@ -21,6 +22,7 @@
 //! proxy that reads the framing differently.
 
 mod chunked;
+pub mod client;
 mod framing;
 mod limits;
 mod request;

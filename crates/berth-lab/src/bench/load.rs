@@ -1,0 +1,473 @@
+//! One load thread: its share of the connections, driven by one mio `Poll`.
+//!
+//! Each connection writes a batch of requests (one, or `pipeline` of them), reads until every
+//! response in the batch is complete, records each one's latency, and starts the next batch:
+//! on the same connection in keep-alive mode, on a new one otherwise. That is the closed loop
+//! wrk and ab both run, so requests/s from this tool and from theirs mean the same thing.
+//!
+//! The loop makes one `write` and, for a small response, one `read` per request: a read that
+//! returns less than the room it was given has emptied the socket, so it is not followed by a
+//! second read that would only say "would block". That is safe with mio's edge-triggered
+//! readiness because any byte arriving after that read raises a fresh event.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use berth_proto::http::client::{ReadStatus, ResponseReader, MAX_RESPONSE_HEAD};
+use mio::event::Event;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+use super::report::Tally;
+
+/// How often timeouts and reconnect back-offs are checked, and progress published.
+const TICK: Duration = Duration::from_millis(10);
+
+/// How long a connection waits before trying again after its connect failed.
+const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// Read buffer per connection to begin with; grows only while a response head is larger.
+const INITIAL_BUFFER: usize = 16 * 1024;
+
+/// What every connection of a run sends, and how.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Where to connect.
+    pub addr: std::net::SocketAddr,
+    /// One request's bytes.
+    pub request: Vec<u8>,
+    /// Requests per batch.
+    pub pipeline: usize,
+    /// Keep connections across batches.
+    pub keep_alive: bool,
+    /// The method is HEAD (responses carry no body).
+    pub head: bool,
+    /// Longest wait for a batch's responses.
+    pub timeout: Duration,
+}
+
+/// State all load threads share with the thread that runs them.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Set when the run's time is up.
+    pub stop: AtomicBool,
+    /// Requests still to start, when the run is bounded by count.
+    pub budget: Option<AtomicU64>,
+    /// Responses so far, published every tick for the progress line.
+    pub responses: AtomicU64,
+    /// Errors so far, likewise.
+    pub errors: AtomicU64,
+}
+
+impl Shared {
+    /// Takes up to `want` requests from the budget.
+    fn take(&self, want: usize) -> usize {
+        match &self.budget {
+            None => want,
+            Some(b) => {
+                let mut left = b.load(Relaxed);
+                loop {
+                    let n = left.min(want as u64);
+                    if n == 0 {
+                        return 0;
+                    }
+                    match b.compare_exchange_weak(left, left - n, Relaxed, Relaxed) {
+                        Ok(_) => return n as usize,
+                        Err(now) => left = now,
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// No socket: waiting for `retry_at`, or for nothing when the budget is spent.
+    Idle,
+    Connecting,
+    Sending,
+    Receiving,
+}
+
+struct Conn {
+    stream: Option<TcpStream>,
+    state: State,
+    reader: ResponseReader,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Bytes of the current batch written so far, and the batch's length.
+    written: usize,
+    batch: usize,
+    /// Responses of the current batch still to come.
+    inflight: usize,
+    /// When the current batch (or, without keep-alive, the connect) began.
+    began: Instant,
+    /// A readable event arrived that has not been read yet.
+    readable: bool,
+    /// Requests taken from the budget for the batch this connection will send once connected.
+    reserved: usize,
+    retry_at: Option<Instant>,
+}
+
+#[derive(Clone, Copy)]
+enum Failure {
+    Connect,
+    Read,
+    Write,
+    Timeout,
+    Protocol,
+}
+
+struct Loop<'a> {
+    plan: &'a Plan,
+    shared: &'a Shared,
+    poll: Poll,
+    conns: Vec<Conn>,
+    /// `pipeline` copies of the request, so a batch is one write.
+    batch: Vec<u8>,
+    tally: Tally,
+}
+
+/// Runs `connections` connections until `shared.stop` is set or the budget is spent.
+pub(crate) fn run(plan: &Plan, shared: &Shared, connections: usize) -> io::Result<Tally> {
+    let mut lp = Loop {
+        plan,
+        shared,
+        poll: Poll::new()?,
+        conns: Vec::with_capacity(connections),
+        batch: plan.request.repeat(plan.pipeline),
+        tally: Tally::default(),
+    };
+    let now = Instant::now();
+    for _ in 0..connections {
+        lp.conns.push(Conn {
+            stream: None,
+            state: State::Idle,
+            reader: ResponseReader::new(plan.head),
+            buf: vec![0; INITIAL_BUFFER],
+            start: 0,
+            end: 0,
+            written: 0,
+            batch: 0,
+            inflight: 0,
+            began: now,
+            readable: false,
+            reserved: 0,
+            retry_at: Some(now),
+        });
+    }
+    let mut events = Events::with_capacity(1024);
+    let mut next_tick = now;
+    let mut published = (0, 0);
+    loop {
+        let now = Instant::now();
+        if now >= next_tick {
+            lp.tick(now);
+            next_tick = now + TICK;
+            let counts = (lp.tally.responses, lp.tally.errors.total());
+            shared.responses.fetch_add(counts.0 - published.0, Relaxed);
+            shared.errors.fetch_add(counts.1 - published.1, Relaxed);
+            published = counts;
+        }
+        if shared.stop.load(Relaxed) || lp.finished() {
+            break;
+        }
+        match lp.poll.poll(&mut events, Some(TICK)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        for ev in events.iter() {
+            lp.on_event(ev);
+        }
+    }
+    shared
+        .responses
+        .fetch_add(lp.tally.responses - published.0, Relaxed);
+    shared
+        .errors
+        .fetch_add(lp.tally.errors.total() - published.1, Relaxed);
+    Ok(lp.tally)
+}
+
+impl Loop<'_> {
+    /// Bounded by count: done once the budget is spent and no batch is in flight.
+    fn finished(&self) -> bool {
+        self.shared.budget.is_some()
+            && self
+                .conns
+                .iter()
+                .all(|c| c.state == State::Idle && c.retry_at.is_none())
+    }
+
+    /// Timeouts and reconnects; runs every [`TICK`].
+    fn tick(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            match c.state {
+                State::Idle if c.retry_at.is_some_and(|t| t <= now) => self.open(i, now),
+                State::Connecting | State::Sending | State::Receiving
+                    if now.duration_since(c.began) >= self.plan.timeout =>
+                {
+                    self.fail(i, Failure::Timeout, now);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Starts a connection, if the budget has a request for it.
+    fn open(&mut self, i: usize, now: Instant) {
+        let c = &mut self.conns[i];
+        c.retry_at = None;
+        // Requests are taken from the budget before connecting, so a count-bounded run opens
+        // no connection it has nothing to send on. A failure spends them.
+        let reserved = self.shared.take(self.plan.pipeline);
+        if reserved == 0 {
+            return;
+        }
+        let mut stream = match TcpStream::connect(self.plan.addr) {
+            Ok(s) => s,
+            Err(_) => return self.fail(i, Failure::Connect, now),
+        };
+        if let Err(_e) = self.poll.registry().register(
+            &mut stream,
+            Token(i),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            return self.fail(i, Failure::Connect, now);
+        }
+        let _ = stream.set_nodelay(true);
+        let c = &mut self.conns[i];
+        c.stream = Some(stream);
+        c.reserved = reserved;
+        c.state = State::Connecting;
+        c.began = now;
+        c.readable = false;
+        c.start = 0;
+        c.end = 0;
+        c.reader = ResponseReader::new(self.plan.head);
+    }
+
+    fn on_event(&mut self, ev: &Event) {
+        let i = ev.token().0;
+        let Some(c) = self.conns.get_mut(i) else {
+            return;
+        };
+        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+            c.readable = true;
+        }
+        let now = Instant::now();
+        if c.state == State::Connecting && (ev.is_writable() || ev.is_error()) {
+            if !self.connected(i, now) {
+                return;
+            }
+        } else if self.conns[i].state == State::Sending && ev.is_writable() {
+            self.send(i, now);
+        }
+        let c = &self.conns[i];
+        if c.state == State::Receiving && c.readable {
+            self.receive(i);
+        }
+    }
+
+    /// Completes a non-blocking connect; false if it failed or is not done yet.
+    fn connected(&mut self, i: usize, now: Instant) -> bool {
+        let Some(stream) = self.conns[i].stream.as_ref() else {
+            return false;
+        };
+        match stream.take_error() {
+            Ok(None) => {}
+            Ok(Some(_)) | Err(_) => {
+                self.fail(i, Failure::Connect, now);
+                return false;
+            }
+        }
+        match stream.peer_addr() {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotConnected => return false,
+            Err(_) => {
+                self.fail(i, Failure::Connect, now);
+                return false;
+            }
+        }
+        self.tally.connects += 1;
+        self.start_batch(i, now);
+        true
+    }
+
+    /// Takes requests from the budget and writes them, or leaves the connection idle.
+    fn start_batch(&mut self, i: usize, now: Instant) {
+        let n = match std::mem::take(&mut self.conns[i].reserved) {
+            0 => self.shared.take(self.plan.pipeline),
+            n => n,
+        };
+        if n == 0 || self.shared.stop.load(Relaxed) {
+            self.close(i);
+            return;
+        }
+        let c = &mut self.conns[i];
+        c.inflight = n;
+        c.batch = n * self.plan.request.len();
+        c.written = 0;
+        c.state = State::Sending;
+        // Without keep-alive the clock started at the connect, as ab's does.
+        if self.plan.keep_alive {
+            c.began = now;
+        }
+        self.send(i, now);
+    }
+
+    fn send(&mut self, i: usize, now: Instant) {
+        let c = &mut self.conns[i];
+        let Some(stream) = c.stream.as_mut() else {
+            return;
+        };
+        while c.written < c.batch {
+            match stream.write(&self.batch[c.written..c.batch]) {
+                Ok(0) => return self.fail(i, Failure::Write, now),
+                Ok(n) => c.written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return self.fail(i, Failure::Write, now),
+            }
+        }
+        c.state = State::Receiving;
+    }
+
+    fn receive(&mut self, i: usize) {
+        loop {
+            let c = &mut self.conns[i];
+            let Some(stream) = c.stream.as_mut() else {
+                return;
+            };
+            if c.end == c.buf.len() {
+                if c.start > 0 {
+                    c.buf.copy_within(c.start..c.end, 0);
+                    c.end -= c.start;
+                    c.start = 0;
+                } else {
+                    // Only an unfinished head can fill the buffer; the reader caps its size.
+                    let grown = (c.buf.len() * 2).min(MAX_RESPONSE_HEAD + INITIAL_BUFFER);
+                    c.buf.resize(grown, 0);
+                }
+            }
+            let room = c.buf.len() - c.end;
+            let n = match stream.read(&mut c.buf[c.end..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    c.readable = false;
+                    return;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return self.fail(i, Failure::Read, Instant::now()),
+            };
+            let now = Instant::now();
+            if n == 0 {
+                return self.end_of_stream(i, now);
+            }
+            self.tally.bytes += n as u64;
+            c.end += n;
+            if !self.parse(i, now) {
+                return;
+            }
+            if n < room {
+                // A short read emptied the socket; the next byte raises a new event.
+                self.conns[i].readable = false;
+                return;
+            }
+        }
+    }
+
+    /// Reads every complete response in the buffer. Returns false when the connection was
+    /// closed or moved on to a new batch, so the caller must not read on for this one.
+    fn parse(&mut self, i: usize, now: Instant) -> bool {
+        loop {
+            let c = &mut self.conns[i];
+            let (used, status) = match c.reader.advance(&mut c.buf[c.start..c.end]) {
+                Ok(x) => x,
+                Err(_) => {
+                    self.fail(i, Failure::Protocol, now);
+                    return false;
+                }
+            };
+            c.start += used;
+            if c.start == c.end {
+                c.start = 0;
+                c.end = 0;
+            }
+            let info = match status {
+                ReadStatus::Partial => return true,
+                ReadStatus::Done(info) => info,
+            };
+            self.tally
+                .response(info.status, now.duration_since(c.began));
+            c.inflight -= 1;
+            if !info.keep_alive || !self.plan.keep_alive {
+                // Requests pipelined behind a `Connection: close` were refused politely, not
+                // lost: the next batch on the next connection sends them again.
+                self.reopen(i, now);
+                return false;
+            }
+            if c.inflight == 0 {
+                self.start_batch(i, now);
+                return false;
+            }
+        }
+    }
+
+    fn end_of_stream(&mut self, i: usize, now: Instant) {
+        let c = &mut self.conns[i];
+        match c.reader.finish(&c.buf[c.start..c.end]) {
+            Ok(Some(info)) => {
+                let began = self.conns[i].began;
+                self.tally.response(info.status, now.duration_since(began));
+                self.reopen(i, now);
+            }
+            Ok(None) => self.fail(i, Failure::Read, now),
+            Err(_) => self.fail(i, Failure::Read, now),
+        }
+    }
+
+    fn close(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if let Some(mut s) = c.stream.take() {
+            let _ = self.poll.registry().deregister(&mut s);
+        }
+        c.state = State::Idle;
+        c.inflight = 0;
+        c.reserved = 0;
+        c.retry_at = None;
+    }
+
+    fn reopen(&mut self, i: usize, now: Instant) {
+        self.close(i);
+        if !self.shared.stop.load(Relaxed) {
+            self.open(i, now);
+        }
+    }
+
+    fn fail(&mut self, i: usize, why: Failure, now: Instant) {
+        let e = &mut self.tally.errors;
+        match why {
+            Failure::Connect => e.connect += 1,
+            Failure::Read => e.read += 1,
+            Failure::Write => e.write += 1,
+            Failure::Timeout => e.timeout += 1,
+            Failure::Protocol => e.protocol += 1,
+        }
+        self.close(i);
+        // A refused connect is retried after a pause, so a server that is down is not
+        // hammered in a tight loop; other failures reconnect at once, as wrk does.
+        self.conns[i].retry_at = Some(match why {
+            Failure::Connect => now + CONNECT_BACKOFF,
+            _ => now,
+        });
+        if !matches!(why, Failure::Connect) && !self.shared.stop.load(Relaxed) {
+            self.open(i, now);
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! What a bench run measured: each load thread keeps a [`Tally`] of its own, merged once at the
+//! end into a [`Report`] that renders as a table or as JSON. Errors are counted by kind and
+//! always shown, zero or not, so a fast-looking run that failed half its requests cannot hide.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+
+/// Longest latency the histogram tracks exactly, in microseconds; longer ones saturate there.
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+
+/// Failures by kind.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Errors {
+    /// The connection could not be made (refused, reset during the handshake, no ports left).
+    pub connect: u64,
+    /// Reading failed, or the peer closed with requests unanswered.
+    pub read: u64,
+    /// Writing the request failed.
+    pub write: u64,
+    /// No complete response within the timeout.
+    pub timeout: u64,
+    /// A complete response whose status was not 2xx.
+    pub status: u64,
+    /// Bytes that are not an HTTP/1.x response.
+    pub protocol: u64,
+}
+
+impl Errors {
+    /// Sum of every kind.
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout + self.status + self.protocol
+    }
+
+    fn add(&mut self, o: &Errors) {
+        self.connect += o.connect;
+        self.read += o.read;
+        self.write += o.write;
+        self.timeout += o.timeout;
+        self.status += o.status;
+        self.protocol += o.protocol;
+    }
+
+    fn to_json(self) -> Value {
+        json!({
+            "connect": self.connect, "read": self.read, "write": self.write,
+            "timeout": self.timeout, "status": self.status, "protocol": self.protocol,
+        })
+    }
+}
+
+/// One load thread's counts.
+#[derive(Debug, Clone)]
+pub struct Tally {
+    /// Latency of every completed response, in microseconds.
+    pub latency: Histogram<u64>,
+    /// Complete responses, any status.
+    pub responses: u64,
+    /// Bytes read from sockets.
+    pub bytes: u64,
+    /// Connections established.
+    pub connects: u64,
+    /// Failures.
+    pub errors: Errors,
+    /// Responses by status code.
+    pub statuses: BTreeMap<u16, u64>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            latency: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
+                .expect("constant histogram bounds are valid"),
+            responses: 0,
+            bytes: 0,
+            connects: 0,
+            errors: Errors::default(),
+            statuses: BTreeMap::new(),
+        }
+    }
+}
+
+impl Tally {
+    /// Records one complete response.
+    pub fn response(&mut self, status: u16, latency: Duration) {
+        self.responses += 1;
+        self.latency
+            .saturating_record((latency.as_micros() as u64).clamp(1, MAX_LATENCY_US));
+        *self.statuses.entry(status).or_default() += 1;
+        if !(200..300).contains(&status) {
+            self.errors.status += 1;
+        }
+    }
+
+    fn merge(&mut self, o: &Tally) {
+        // Both histograms have the same bounds, so adding cannot fail.
+        let _ = self.latency.add(&o.latency);
+        self.responses += o.responses;
+        self.bytes += o.bytes;
+        self.connects += o.connects;
+        self.errors.add(&o.errors);
+        for (s, n) in &o.statuses {
+            *self.statuses.entry(*s).or_default() += n;
+        }
+    }
+}
+
+/// How a run was set up, for the report's header.
+#[derive(Debug, Clone)]
+pub struct RunShape {
+    /// Target URL.
+    pub url: String,
+    /// Concurrent connections.
+    pub connections: usize,
+    /// Load threads.
+    pub threads: usize,
+    /// Connections kept open across requests.
+    pub keep_alive: bool,
+    /// Requests written per batch on each connection.
+    pub pipeline: usize,
+    /// Request method.
+    pub method: String,
+}
+
+/// The merged result of a run.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// How the run was set up.
+    pub shape: RunShape,
+    /// Wall time from the first connect to the stop.
+    pub elapsed: Duration,
+    /// Everything counted.
+    pub tally: Tally,
+}
+
+/// Latency summary in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Latency {
+    /// Fastest response.
+    pub min: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stdev: f64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Slowest response.
+    pub max: u64,
+}
+
+impl Report {
+    /// Merges the threads' tallies.
+    pub fn new(shape: RunShape, elapsed: Duration, tallies: &[Tally]) -> Report {
+        let mut tally = Tally::default();
+        for t in tallies {
+            tally.merge(t);
+        }
+        Report {
+            shape,
+            elapsed,
+            tally,
+        }
+    }
+
+    /// Complete responses per second.
+    pub fn requests_per_sec(&self) -> f64 {
+        self.tally.responses as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Latency percentiles; all zero when nothing was answered.
+    pub fn latency(&self) -> Latency {
+        let h = &self.tally.latency;
+        if h.is_empty() {
+            return Latency {
+                min: 0,
+                mean: 0.0,
+                stdev: 0.0,
+                p50: 0,
+                p90: 0,
+                p99: 0,
+                p999: 0,
+                max: 0,
+            };
+        }
+        Latency {
+            min: h.min(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+
+    /// The report as JSON (`--json`); latencies in microseconds.
+    pub fn to_json(&self) -> Value {
+        let l = self.latency();
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        let statuses: serde_json::Map<String, Value> = self
+            .tally
+            .statuses
+            .iter()
+            .map(|(s, n)| (s.to_string(), json!(n)))
+            .collect();
+        json!({
+            "url": self.shape.url,
+            "method": self.shape.method,
+            "connections": self.shape.connections,
+            "threads": self.shape.threads,
+            "keep_alive": self.shape.keep_alive,
+            "pipeline": self.shape.pipeline,
+            "duration_s": secs,
+            "requests": self.tally.responses,
+            "requests_per_sec": self.requests_per_sec(),
+            "bytes": self.tally.bytes,
+            "bytes_per_sec": self.tally.bytes as f64 / secs,
+            "connects": self.tally.connects,
+            "latency_us": {
+                "min": l.min, "mean": l.mean, "stdev": l.stdev, "p50": l.p50, "p90": l.p90,
+                "p99": l.p99, "p99_9": l.p999, "max": l.max,
+            },
+            "status": statuses,
+            "errors": self.tally.errors.to_json(),
+        })
+    }
+
+    /// The report as the table printed at the end of a run.
+    pub fn to_table(&self) -> String {
+        let s = &self.shape;
+        let l = self.latency();
+        let secs = self.elapsed.as_secs_f64();
+        let mode = match (s.keep_alive, s.pipeline) {
+            (false, _) => "a connection per request".to_owned(),
+            (true, 1) => "keep-alive".to_owned(),
+            (true, n) => format!("keep-alive, pipelined {n} deep"),
+        };
+        let mut out = String::new();
+        let _ = writeln!(out, "{} {}", s.method, s.url);
+        let _ = writeln!(
+            out,
+            "  {} connections, {} threads, {mode}, {secs:.2} s",
+            s.connections, s.threads
+        );
+        let ms = |us: u64| us as f64 / 1000.0;
+        let _ = writeln!(
+            out,
+            "  latency ms   {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "min", "avg", "stdev", "p50", "p90", "p99", "p99.9", "max"
+        );
+        let _ = writeln!(
+            out,
+            "               {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            ms(l.min),
+            l.mean / 1000.0,
+            l.stdev / 1000.0,
+            ms(l.p50),
+            ms(l.p90),
+            ms(l.p99),
+            ms(l.p999),
+            ms(l.max)
+        );
+        let _ = writeln!(
+            out,
+            "  requests     {} in {secs:.2} s, {:.1}/s",
+            self.tally.responses,
+            self.requests_per_sec()
+        );
+        let _ = writeln!(
+            out,
+            "  transfer     {:.2} MiB read, {:.2} MiB/s; {} connections opened",
+            self.tally.bytes as f64 / 1048576.0,
+            self.tally.bytes as f64 / 1048576.0 / secs.max(1e-9),
+            self.tally.connects
+        );
+        let statuses: Vec<String> = self
+            .tally
+            .statuses
+            .iter()
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        let statuses = if statuses.is_empty() {
+            "none".to_owned()
+        } else {
+            statuses.join(", ")
+        };
+        let _ = writeln!(out, "  status       {statuses}");
+        let e = self.tally.errors;
+        let _ = writeln!(
+            out,
+            "  errors       {} (connect {}, read {}, write {}, timeout {}, non-2xx {}, protocol {})",
+            e.total(),
+            e.connect,
+            e.read,
+            e.write,
+            e.timeout,
+            e.status,
+            e.protocol
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> RunShape {
+        RunShape {
+            url: "http://127.0.0.1:1/".into(),
+            connections: 2,
+            threads: 1,
+            keep_alive: true,
+            pipeline: 1,
+            method: "GET".into(),
+        }
+    }
+
+    #[test]
+    fn merges_threads_and_counts_non_2xx() {
+        let mut a = Tally::default();
+        a.response(200, Duration::from_micros(100));
+        a.response(503, Duration::from_micros(300));
+        a.errors.connect = 2;
+        let mut b = Tally::default();
+        b.response(200, Duration::from_millis(2));
+        b.bytes = 10;
+        let r = Report::new(shape(), Duration::from_secs(2), &[a, b]);
+        assert_eq!(r.tally.responses, 3);
+        assert_eq!(r.tally.errors.status, 1);
+        assert_eq!(r.tally.errors.total(), 3);
+        assert_eq!(r.requests_per_sec(), 1.5);
+        let l = r.latency();
+        assert_eq!((l.min, l.p50), (100, 300));
+        assert!((1990..=2010).contains(&l.max));
+        let j = r.to_json();
+        assert_eq!(j["status"]["503"], 1);
+        assert_eq!(j["errors"]["connect"], 2);
+        let table = r.to_table();
+        assert!(table.contains("200: 2, 503: 1"), "{table}");
+        assert!(table.contains("errors       3 (connect 2"), "{table}");
+    }
+
+    #[test]
+    fn an_empty_run_reports_zeros() {
+        let r = Report::new(shape(), Duration::from_secs(1), &[Tally::default()]);
+        assert_eq!(r.latency().max, 0);
+        assert!(r.to_table().contains("status       none"));
+    }
+}

@@ -1,0 +1,200 @@
+//! What `berth bench` sends and where: the URL resolved to a socket address, and the request
+//! bytes built once, so the load loop only copies a prepared slice into the socket.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// A resolved `http://` URL.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The URL as given, for reports.
+    pub url: String,
+    /// Where connections go.
+    pub addr: SocketAddr,
+    /// `Host` header value: the URL's authority.
+    pub host: String,
+    /// Origin-form request target: path and query.
+    pub path: String,
+}
+
+impl Target {
+    /// Parses and resolves `url`. Only `http://` is served by berth's peers; anything else is a
+    /// usage error, said as such.
+    pub fn parse(url: &str) -> Result<Target, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("invalid URL {url:?}: {e}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(other) => return Err(format!("unsupported scheme {other:?} (only http://)")),
+            None => return Err(format!("URL {url:?} needs a scheme, e.g. http://{url}")),
+        }
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("URL {url:?} has no host"))?;
+        let port = authority.port_u16().unwrap_or(80);
+        // `[::1]` keeps its brackets in the authority; the resolver wants them off.
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {host}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{host} resolves to no address"))?;
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        Ok(Target {
+            url: url.to_owned(),
+            addr,
+            host: authority.as_str().to_owned(),
+            path,
+        })
+    }
+}
+
+/// What to send on each request.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    /// Method token, e.g. `GET`.
+    pub method: String,
+    /// Extra header fields, in order.
+    pub headers: Vec<(String, String)>,
+    /// Body; sent with a Content-Length when non-empty or when the method usually has one.
+    pub body: Vec<u8>,
+}
+
+impl Default for RequestSpec {
+    fn default() -> Self {
+        RequestSpec {
+            method: "GET".to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+}
+
+impl RequestSpec {
+    /// Checks what a server would refuse before the first byte is sent: a method that is not a
+    /// token, header names that are not tokens, values with line breaks.
+    pub fn validate(&self) -> Result<(), String> {
+        let token = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        if !token(&self.method) {
+            return Err(format!("invalid method {:?}", self.method));
+        }
+        for (name, value) in &self.headers {
+            if !token(name) {
+                return Err(format!("invalid header name {name:?}"));
+            }
+            if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(format!(
+                    "header {name} has a line break or NUL in its value"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether responses to this request carry no body.
+    pub fn is_head(&self) -> bool {
+        self.method.eq_ignore_ascii_case("HEAD")
+    }
+
+    /// The request's bytes. A user's own `Host`, `Content-Length` or `Connection` replaces the
+    /// one berth would add.
+    pub fn encode(&self, target: &Target, keep_alive: bool) -> Vec<u8> {
+        let has = |name: &str| {
+            self.headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        let mut out = Vec::with_capacity(128 + self.body.len());
+        out.extend_from_slice(format!("{} {} HTTP/1.1\r\n", self.method, target.path).as_bytes());
+        if !has("host") {
+            out.extend_from_slice(format!("Host: {}\r\n", target.host).as_bytes());
+        }
+        for (name, value) in &self.headers {
+            out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+        }
+        let wants_length = !self.body.is_empty()
+            || ["POST", "PUT", "PATCH"]
+                .iter()
+                .any(|m| self.method.eq_ignore_ascii_case(m));
+        if wants_length && !has("content-length") {
+            out.extend_from_slice(format!("Content-Length: {}\r\n", self.body.len()).as_bytes());
+        }
+        if !keep_alive && !has("connection") {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls() {
+        let t = Target::parse("http://127.0.0.1:8080/hello/world?x=1").unwrap();
+        assert_eq!(t.addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(
+            (t.host.as_str(), t.path.as_str()),
+            ("127.0.0.1:8080", "/hello/world?x=1")
+        );
+        let t = Target::parse("http://[::1]:9/").unwrap();
+        assert_eq!(t.addr, "[::1]:9".parse().unwrap());
+        assert_eq!(Target::parse("http://127.0.0.1").unwrap().path, "/");
+        assert!(Target::parse("https://127.0.0.1/")
+            .unwrap_err()
+            .contains("scheme"));
+        assert!(Target::parse("127.0.0.1:80/x").is_err());
+        assert!(Target::parse("http://").is_err());
+    }
+
+    #[test]
+    fn encodes_requests() {
+        let t = Target::parse("http://127.0.0.1:1/r").unwrap();
+        let spec = RequestSpec {
+            method: "POST".into(),
+            headers: vec![("X-A".into(), "1".into())],
+            body: b"{}".to_vec(),
+        };
+        assert_eq!(
+            String::from_utf8(spec.encode(&t, false)).unwrap(),
+            "POST /r HTTP/1.1\r\nHost: 127.0.0.1:1\r\nX-A: 1\r\nContent-Length: 2\r\n\
+             Connection: close\r\n\r\n{}"
+        );
+        let get = RequestSpec::default();
+        assert_eq!(
+            get.encode(&t, true),
+            b"GET /r HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n"
+        );
+        let own_host = RequestSpec {
+            headers: vec![("host".into(), "example".into())],
+            ..RequestSpec::default()
+        };
+        assert_eq!(
+            own_host.encode(&t, true),
+            b"GET /r HTTP/1.1\r\nhost: example\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn refuses_what_would_corrupt_the_request() {
+        let bad = |method: &str, name: &str, value: &str| RequestSpec {
+            method: method.into(),
+            headers: vec![(name.into(), value.into())],
+            body: Vec::new(),
+        };
+        assert!(bad("GET", "X", "ok").validate().is_ok());
+        assert!(bad("GE T", "X", "ok").validate().is_err());
+        assert!(bad("GET", "X Y", "ok").validate().is_err());
+        assert!(bad("GET", "X", "a\r\nInjected: 1").validate().is_err());
+    }
+}
