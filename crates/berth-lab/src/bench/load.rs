@@ -61,6 +61,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Returns requests taken but neither answered nor failed (those pipelined behind a
+    /// `Connection: close`), so that another batch sends them.
+    fn give_back(&self, n: usize) {
+        if let (Some(b), true) = (&self.budget, n > 0) {
+            b.fetch_add(n as u64, Relaxed);
+        }
+    }
+
     /// Takes up to `want` requests from the budget.
     fn take(&self, want: usize) -> usize {
         match &self.budget {
@@ -107,6 +115,9 @@ struct Conn {
     began: Instant,
     /// A readable event arrived that has not been read yet.
     readable: bool,
+    /// The peer's FIN has arrived: read until end of stream even after a short read, because
+    /// no further event will announce it.
+    read_closed: bool,
     /// Requests taken from the budget for the batch this connection will send once connected.
     reserved: usize,
     retry_at: Option<Instant>,
@@ -155,6 +166,7 @@ pub(crate) fn run(plan: &Plan, shared: &Shared, connections: usize) -> io::Resul
             inflight: 0,
             began: now,
             readable: false,
+            read_closed: false,
             reserved: 0,
             retry_at: Some(now),
         });
@@ -247,6 +259,7 @@ impl Loop<'_> {
         c.state = State::Connecting;
         c.began = now;
         c.readable = false;
+        c.read_closed = false;
         c.start = 0;
         c.end = 0;
         c.reader = ResponseReader::new(self.plan.head);
@@ -259,6 +272,9 @@ impl Loop<'_> {
         };
         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
             c.readable = true;
+        }
+        if ev.is_read_closed() || ev.is_error() {
+            c.read_closed = true;
         }
         let now = Instant::now();
         if c.state == State::Connecting && (ev.is_writable() || ev.is_error()) {
@@ -374,7 +390,7 @@ impl Loop<'_> {
             if !self.parse(i, now) {
                 return;
             }
-            if n < room {
+            if n < room && !self.conns[i].read_closed {
                 // A short read emptied the socket; the next byte raises a new event.
                 self.conns[i].readable = false;
                 return;
@@ -409,6 +425,7 @@ impl Loop<'_> {
             if !info.keep_alive || !self.plan.keep_alive {
                 // Requests pipelined behind a `Connection: close` were refused politely, not
                 // lost: the next batch on the next connection sends them again.
+                self.shared.give_back(c.inflight);
                 self.reopen(i, now);
                 return false;
             }
@@ -423,7 +440,8 @@ impl Loop<'_> {
         let c = &mut self.conns[i];
         match c.reader.finish(&c.buf[c.start..c.end]) {
             Ok(Some(info)) => {
-                let began = self.conns[i].began;
+                let (began, behind) = (c.began, c.inflight.saturating_sub(1));
+                self.shared.give_back(behind);
                 self.tally.response(info.status, now.duration_since(began));
                 self.reopen(i, now);
             }
@@ -451,6 +469,11 @@ impl Loop<'_> {
     }
 
     fn fail(&mut self, i: usize, why: Failure, now: Instant) {
+        // One failure per connection event, as wrk counts them; the batch's other requests go
+        // back to the budget, so a count-bounded run ends after exactly N answers or failures.
+        let c = &self.conns[i];
+        self.shared
+            .give_back(c.inflight.max(c.reserved).saturating_sub(1));
         let e = &mut self.tally.errors;
         match why {
             Failure::Connect => e.connect += 1,
