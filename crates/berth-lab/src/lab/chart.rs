@@ -104,6 +104,8 @@ fn bars<DB: DrawingBackend>(
 ) -> Result<(), String> {
     let max = values.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.15;
     let n = names.len();
+    // Segment 0 is drawn at the bottom; the table's first server belongs at the top.
+    let slot = |i: usize| n - 1 - i;
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 13))
         .margin(6)
@@ -116,20 +118,20 @@ fn bars<DB: DrawingBackend>(
         .disable_y_mesh()
         .y_labels(n)
         .y_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
-                names.get(*i).cloned().unwrap_or_default()
-            }
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) if *i < n => names[slot(*i)].clone(),
+            SegmentValue::CenterOf(_) | SegmentValue::Exact(_) => String::new(),
             SegmentValue::Last => String::new(),
         })
         .x_labels(6)
+        .x_label_formatter(&|v| format_value(*v).trim().to_owned())
         .draw()
         .map_err(err)?;
     chart
         .draw_series(values.iter().enumerate().map(|(i, &v)| {
             let mut bar = Rectangle::new(
                 [
-                    (0.0, SegmentValue::Exact(i)),
-                    (v, SegmentValue::Exact(i + 1)),
+                    (0.0, SegmentValue::Exact(slot(i))),
+                    (v, SegmentValue::Exact(slot(i) + 1)),
                 ],
                 colors[i].filled(),
             );
@@ -141,7 +143,7 @@ fn bars<DB: DrawingBackend>(
         .draw_series(values.iter().enumerate().map(|(i, &v)| {
             Text::new(
                 format_value(v),
-                (v, SegmentValue::CenterOf(i)),
+                (v, SegmentValue::CenterOf(slot(i))),
                 ("sans-serif", 11).into_font().color(&BLACK),
             )
         }))
@@ -150,7 +152,9 @@ fn bars<DB: DrawingBackend>(
 }
 
 fn format_value(v: f64) -> String {
-    if v >= 100.0 {
+    if v == 0.0 {
+        " 0".to_owned()
+    } else if v >= 10.0 {
         format!(" {v:.0}")
     } else {
         format!(" {v:.2}")
