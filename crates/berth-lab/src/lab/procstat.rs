@@ -113,8 +113,14 @@ mod tests {
         assert!(group_rss(pgid) > 100 * 1024);
         assert!(own_cpu() > Duration::ZERO);
         std::thread::sleep(Duration::from_millis(300));
-        let _ = child.kill();
+        // The whole group: `sh` may have started `sleep` by now.
+        let group = nix::unistd::Pid::from_raw(pgid);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         let _ = child.wait();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while group_rss(pgid) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(group_rss(pgid), 0);
         assert!(children_cpu() - before >= Duration::from_millis(20));
     }
