@@ -24,7 +24,7 @@ def main():
         if not rows or base is None:
             continue
         print(f"\n**{shape['title']}** (`{shape['name']}`)\n")
-        print(f"| server | req/s | p99 ms | CPU µs/req | {args.base} req/s ÷ this | {args.base} CPU/req ÷ this | note |")
+        print(f"| server | req/s | p99 ms | CPU µs/req | {args.base} req/s ÷ this | {args.base} CPU/req ÷ this (below 1: {args.base} cheaper) | note |")
         print("|---|---|---|---|---|---|---|")
         for r in rows:
             cpu = r["server_cpu_us_per_request"]

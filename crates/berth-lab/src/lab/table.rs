@@ -80,7 +80,8 @@ pub fn render(r: &LabReport) -> String {
         out,
         "\nCPU % is the server's processes' CPU time over the run's wall time (100 = one core). \
          client-bound: the load generator was at least {:.0}% busy, so req/s measured it, not \
-         the server; compare CPU us/req instead.",
+         the server; compare CPU us/req instead. Peak RSS adds up the server's processes, \
+         so pages they share count once per process.",
         super::CLIENT_BOUND * 100.0
     );
     out
