@@ -441,14 +441,17 @@ fn bench_usage_errors() {
 
 #[test]
 fn lab_refuses_unknown_names() {
+    let dir = std::env::temp_dir().join(format!("berth-lab-usage-{}", std::process::id()));
+    let dir_arg = dir.to_string_lossy().into_owned();
     let (status, out, err) = run(&[
         "lab",
         "--quick",
         "--only",
         "nosuchserver",
         "--out",
-        "target/lab-usage",
+        &dir_arg,
     ]);
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(status.code(), Some(2), "{out}{err}");
     assert!(
         err.contains("nosuchserver") && err.contains("evloop") && err.contains("Usage:"),
