@@ -20,3 +20,4 @@
 #![deny(missing_docs)]
 
 pub mod http;
+pub mod msg;

@@ -1,0 +1,217 @@
+//! The handshake (docs/msg-protocol.md §2 and §4): what a keyword may be, the `OK` answer, and
+//! the control payloads that refuse a client or end a connection with a reason.
+
+use super::frame::{control_header, encode};
+
+/// Longest keyword, in bytes.
+pub const MAX_NAME: usize = 255;
+
+/// Who a client says it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Keyword {
+    /// A name: 1 to 255 bytes of UTF-8 without control characters.
+    Named(String),
+    /// An empty keyword: no name (a berth extension).
+    Anonymous,
+}
+
+/// Why the server turns a client away (`refused` control payloads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The keyword is not a valid name.
+    NameInvalid,
+    /// The listener takes no anonymous clients.
+    AnonymousRefused,
+    /// A rule forbids this name on this kind of listener.
+    TransportRefused,
+    /// A rule forbids this name from this address.
+    AddressRefused,
+    /// Only expected names are accepted, and this one was not.
+    NotExpected,
+    /// A live connection holds the name.
+    NameTaken,
+    /// The server is at its connection limit.
+    Capacity,
+    /// No keyword arrived in time.
+    Timeout,
+}
+
+impl Refusal {
+    /// Every refusal, in the order the checks run (capacity and timeout are not checks on the
+    /// keyword and come last).
+    pub const ALL: [Refusal; 8] = [
+        Refusal::NameInvalid,
+        Refusal::AnonymousRefused,
+        Refusal::TransportRefused,
+        Refusal::AddressRefused,
+        Refusal::NotExpected,
+        Refusal::NameTaken,
+        Refusal::Capacity,
+        Refusal::Timeout,
+    ];
+
+    /// The code on the wire.
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::NameInvalid => "name-invalid",
+            Refusal::AnonymousRefused => "anonymous-refused",
+            Refusal::TransportRefused => "transport-refused",
+            Refusal::AddressRefused => "address-refused",
+            Refusal::NotExpected => "not-expected",
+            Refusal::NameTaken => "name-taken",
+            Refusal::Capacity => "capacity",
+            Refusal::Timeout => "timeout",
+        }
+    }
+}
+
+/// Why the server ends an established connection (`error` control payloads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ending {
+    /// A frame announced more than the server accepts.
+    TooLarge,
+    /// The server is stopping.
+    Shutdown,
+}
+
+impl Ending {
+    /// The code on the wire.
+    pub fn code(self) -> &'static str {
+        match self {
+            Ending::TooLarge => "too-large",
+            Ending::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Reads a keyword frame's payload.
+pub fn parse_keyword(payload: &[u8]) -> Result<Keyword, Refusal> {
+    if payload.is_empty() {
+        return Ok(Keyword::Anonymous);
+    }
+    if payload.len() > MAX_NAME {
+        return Err(Refusal::NameInvalid);
+    }
+    let name = std::str::from_utf8(payload).map_err(|_| Refusal::NameInvalid)?;
+    if name.chars().any(char::is_control) {
+        return Err(Refusal::NameInvalid);
+    }
+    Ok(Keyword::Named(name.to_owned()))
+}
+
+/// The server's `OK` answer, as a frame.
+pub const OK_FRAME: [u8; 10] = [2, 0, 0, 0, 0, 0, 0, 0, b'O', b'K'];
+
+/// Appends a control frame `KIND CODE[ TEXT]` to `out`.
+fn control(kind: &str, code: &str, text: &str, out: &mut Vec<u8>) {
+    // Control payloads are ASCII: anything else in the explanation is replaced, so a name a
+    // client chose cannot smuggle bytes into another client's parser.
+    let text: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii() && !c.is_ascii_control() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    let len = kind.len() + 1 + code.len() + if text.is_empty() { 0 } else { 1 + text.len() };
+    out.extend_from_slice(&control_header(len as u64));
+    out.extend_from_slice(kind.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(code.as_bytes());
+    if !text.is_empty() {
+        out.push(b' ');
+        out.extend_from_slice(text.as_bytes());
+    }
+}
+
+/// Appends the control frame refusing a client, with an explanation.
+pub fn encode_refusal(why: Refusal, text: &str, out: &mut Vec<u8>) {
+    control("refused", why.code(), text, out);
+}
+
+/// Appends the control frame that ends a connection, with an explanation.
+pub fn encode_ending(why: Ending, text: &str, out: &mut Vec<u8>) {
+    control("error", why.code(), text, out);
+}
+
+/// A control payload read back (client side).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Control {
+    /// `refused` or `error`.
+    pub kind: String,
+    /// The code, e.g. `name-taken`.
+    pub code: String,
+    /// The explanation, possibly empty.
+    pub text: String,
+}
+
+/// Reads a control payload: `KIND CODE[ TEXT]`.
+pub fn parse_control(payload: &[u8]) -> Option<Control> {
+    let s = std::str::from_utf8(payload).ok()?;
+    let mut parts = s.splitn(3, ' ');
+    let (kind, code) = (parts.next()?, parts.next()?);
+    if kind.is_empty() || code.is_empty() {
+        return None;
+    }
+    Some(Control {
+        kind: kind.to_owned(),
+        code: code.to_owned(),
+        text: parts.next().unwrap_or("").to_owned(),
+    })
+}
+
+/// Appends the keyword frame a client sends first (empty name: anonymous).
+pub fn encode_keyword(name: &str, out: &mut Vec<u8>) {
+    encode(name.as_bytes(), out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keywords() {
+        assert_eq!(parse_keyword(b""), Ok(Keyword::Anonymous));
+        assert_eq!(
+            parse_keyword("svc".as_bytes()),
+            Ok(Keyword::Named("svc".into()))
+        );
+        assert_eq!(
+            parse_keyword("ñame".as_bytes()),
+            Ok(Keyword::Named("ñame".into()))
+        );
+        assert_eq!(parse_keyword(&[b'a'; 255]).map(|_| ()), Ok(()));
+        for bad in [
+            &[b'a'; 256][..],
+            b"a\nb",
+            b"\x7f",
+            b"\xff\xfe",
+            b"tab\there",
+        ] {
+            assert_eq!(parse_keyword(bad), Err(Refusal::NameInvalid), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn refusal_bytes_match_the_document() {
+        let mut out = Vec::new();
+        encode_refusal(Refusal::NameTaken, "", &mut out);
+        let mut want = vec![0x12, 0, 0, 0, 0, 0, 0, 0x80];
+        want.extend_from_slice(b"refused name-taken");
+        assert_eq!(out, want);
+        out.clear();
+        encode_ending(Ending::TooLarge, "frame of 9 bytes\u{1}é", &mut out);
+        let c = parse_control(&out[8..]).unwrap();
+        assert_eq!((c.kind.as_str(), c.code.as_str()), ("error", "too-large"));
+        assert_eq!(c.text, "frame of 9 bytes??");
+        assert_eq!(
+            u64::from_le_bytes(out[..8].try_into().unwrap()) & !(1 << 63),
+            out.len() as u64 - 8
+        );
+        let codes: std::collections::HashSet<_> = Refusal::ALL.iter().map(|r| r.code()).collect();
+        assert_eq!(codes.len(), Refusal::ALL.len());
+    }
+}

@@ -1,0 +1,9 @@
+//! The message protocol, sans-IO: FI-ASockIOCore's frames and handshake with berth's compatible
+//! extensions. The wire format is specified in `docs/msg-protocol.md`; this module is its
+//! implementation, and `testdata/msg/` holds the vectors both are checked against.
+
+pub mod frame;
+pub mod handshake;
+
+pub use frame::{FrameDecoder, FrameError, MessageReader, Piece};
+pub use handshake::{Ending, Keyword, Refusal};
