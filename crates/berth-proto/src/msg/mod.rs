@@ -4,6 +4,8 @@
 
 pub mod frame;
 pub mod handshake;
+pub mod policy;
 
 pub use frame::{FrameDecoder, FrameError, MessageReader, Piece};
 pub use handshake::{Ending, Keyword, Refusal};
+pub use policy::{Admission, Peer, Policy, Rule, Transport};

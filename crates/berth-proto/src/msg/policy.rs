@@ -1,0 +1,267 @@
+//! Who may connect as what (docs/msg-protocol.md §2): expected names, per-name rules on
+//! transport and source address, anonymous clients, one live connection per name. The decision
+//! is a pure function of the keyword, where the client came from, and which names are held, so
+//! every engine (and every test) gets the same answer in the same order of checks.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::handshake::{Keyword, Refusal};
+
+/// The kind of listener a client came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// A TCP listener.
+    Tcp,
+    /// A UDP listener.
+    Udp,
+    /// A UNIX stream socket.
+    Unix,
+}
+
+impl Transport {
+    fn parse(s: &str) -> Option<Transport> {
+        match s {
+            "tcp" => Some(Transport::Tcp),
+            "udp" => Some(Transport::Udp),
+            "unix" => Some(Transport::Unix),
+            _ => None,
+        }
+    }
+}
+
+/// Where a client came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// The listener's kind.
+    pub transport: Transport,
+    /// The peer's address; `None` over UNIX sockets.
+    pub ip: Option<IpAddr>,
+}
+
+/// Constraints on one name. Each one given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rule {
+    /// Listener kinds the name may use; empty: any.
+    pub transports: Vec<Transport>,
+    /// Address ranges the name may connect from (IP transports only); empty: any.
+    pub from: Vec<IpNet>,
+}
+
+/// A rule as written on the command line: `NAME:transport=unix,from=127.0.0.0/8`.
+pub fn parse_rule(s: &str) -> Result<(String, Rule), String> {
+    let (name, spec) = s
+        .split_once(':')
+        .ok_or_else(|| format!("rule {s:?}: expected NAME:transport=...,from=..."))?;
+    if super::handshake::parse_keyword(name.as_bytes()) != Ok(Keyword::Named(name.to_owned())) {
+        return Err(format!("rule {s:?}: {name:?} is not a valid client name"));
+    }
+    let mut rule = Rule::default();
+    // `key=v1,v2,key2=v3`: a value without `=` continues the previous key's list.
+    let mut key = "";
+    for item in spec.split(',').filter(|i| !i.is_empty()) {
+        let value = match item.split_once('=') {
+            Some((k, v)) => {
+                key = k;
+                v
+            }
+            None => item,
+        };
+        match key {
+            "transport" => rule.transports.push(Transport::parse(value).ok_or_else(|| {
+                format!("rule {s:?}: unknown transport {value:?} (tcp, udp or unix)")
+            })?),
+            "from" => rule.from.push(
+                value
+                    .parse::<IpNet>()
+                    .or_else(|_| value.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|_| {
+                        format!("rule {s:?}: {value:?} is not an address or CIDR range")
+                    })?,
+            ),
+            _ => {
+                return Err(format!(
+                    "rule {s:?}: unknown constraint {key:?} (transport, from)"
+                ))
+            }
+        }
+    }
+    if rule.transports.is_empty() && rule.from.is_empty() {
+        return Err(format!("rule {s:?}: no constraint given"));
+    }
+    Ok((name.to_owned(), rule))
+}
+
+/// How a client was admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// A name given in advance with `--expect`.
+    Expected(String),
+    /// Any other name.
+    Unknown(String),
+    /// No name.
+    Anonymous,
+}
+
+/// A server's (or listener's) admission policy.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Names expected in advance.
+    pub expected: HashSet<String>,
+    /// Rules by name.
+    pub rules: HashMap<String, Rule>,
+    /// Refuse anonymous clients.
+    pub no_anonymous: bool,
+    /// Refuse names that were not expected.
+    pub expected_only: bool,
+}
+
+impl Policy {
+    /// Decides on a client, checking in the documented order: anonymous, transport, address,
+    /// expected-only, then whether `is_taken` says a live connection holds the name.
+    pub fn admit(
+        &self,
+        keyword: &Keyword,
+        peer: Peer,
+        is_taken: impl Fn(&str) -> bool,
+    ) -> Result<Admission, Refusal> {
+        let name = match keyword {
+            Keyword::Anonymous if self.no_anonymous => return Err(Refusal::AnonymousRefused),
+            Keyword::Anonymous => return Ok(Admission::Anonymous),
+            Keyword::Named(name) => name,
+        };
+        if let Some(rule) = self.rules.get(name) {
+            if !rule.transports.is_empty() && !rule.transports.contains(&peer.transport) {
+                return Err(Refusal::TransportRefused);
+            }
+            // UNIX peers have no address and are local: `from` does not apply to them.
+            if let (false, Some(ip)) = (rule.from.is_empty(), peer.ip) {
+                if !rule.from.iter().any(|net| net.contains(&ip)) {
+                    return Err(Refusal::AddressRefused);
+                }
+            }
+        }
+        let expected = self.expected.contains(name);
+        if self.expected_only && !expected {
+            return Err(Refusal::NotExpected);
+        }
+        if is_taken(name) {
+            return Err(Refusal::NameTaken);
+        }
+        Ok(if expected {
+            Admission::Expected(name.clone())
+        } else {
+            Admission::Unknown(name.clone())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(n: &str) -> Keyword {
+        Keyword::Named(n.to_owned())
+    }
+
+    fn tcp(ip: &str) -> Peer {
+        Peer {
+            transport: Transport::Tcp,
+            ip: Some(ip.parse().unwrap()),
+        }
+    }
+
+    const UNIX: Peer = Peer {
+        transport: Transport::Unix,
+        ip: None,
+    };
+
+    fn policy(rules: &[&str]) -> Policy {
+        Policy {
+            rules: rules.iter().map(|r| parse_rule(r).unwrap()).collect(),
+            expected: ["svc".to_owned()].into(),
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn rules_restrict_transport_and_address() {
+        let p = policy(&["admin:transport=unix", "svc:from=127.0.0.0/8,::1"]);
+        let free = |_: &str| false;
+        assert_eq!(
+            p.admit(&named("admin"), UNIX, free),
+            Ok(Admission::Unknown("admin".into()))
+        );
+        assert_eq!(
+            p.admit(&named("admin"), tcp("127.0.0.1"), free),
+            Err(Refusal::TransportRefused)
+        );
+        assert_eq!(
+            p.admit(&named("svc"), tcp("127.9.9.9"), free),
+            Ok(Admission::Expected("svc".into()))
+        );
+        assert_eq!(
+            p.admit(&named("svc"), tcp("::1"), free),
+            Ok(Admission::Expected("svc".into()))
+        );
+        assert_eq!(
+            p.admit(&named("svc"), tcp("10.0.0.1"), free),
+            Err(Refusal::AddressRefused)
+        );
+        // `from` does not apply over UNIX sockets.
+        assert_eq!(
+            p.admit(&named("svc"), UNIX, free),
+            Ok(Admission::Expected("svc".into()))
+        );
+        assert_eq!(
+            p.admit(&named("other"), tcp("10.0.0.1"), free),
+            Ok(Admission::Unknown("other".into()))
+        );
+    }
+
+    #[test]
+    fn checks_run_in_the_documented_order() {
+        let mut p = policy(&["admin:transport=unix"]);
+        p.expected_only = true;
+        p.no_anonymous = true;
+        let taken = |_: &str| true;
+        assert_eq!(
+            p.admit(&Keyword::Anonymous, UNIX, taken),
+            Err(Refusal::AnonymousRefused)
+        );
+        assert_eq!(
+            p.admit(&named("admin"), tcp("127.0.0.1"), taken),
+            Err(Refusal::TransportRefused)
+        );
+        assert_eq!(
+            p.admit(&named("admin"), UNIX, taken),
+            Err(Refusal::NotExpected)
+        );
+        assert_eq!(p.admit(&named("svc"), UNIX, taken), Err(Refusal::NameTaken));
+        assert_eq!(
+            p.admit(&named("svc"), UNIX, |n: &str| n != "svc"),
+            Ok(Admission::Expected("svc".into()))
+        );
+    }
+
+    #[test]
+    fn rule_syntax() {
+        let (name, rule) = parse_rule("ops:transport=tcp,udp,from=10.0.0.0/8,192.168.1.7").unwrap();
+        assert_eq!(name, "ops");
+        assert_eq!(rule.transports, [Transport::Tcp, Transport::Udp]);
+        assert_eq!(rule.from.len(), 2);
+        for bad in [
+            "ops",
+            "ops:",
+            "ops:transport=sctp",
+            "ops:from=10.0.0.0/33",
+            "ops:speed=1",
+            ":transport=tcp",
+            "a\nb:transport=tcp",
+        ] {
+            assert!(parse_rule(bad).is_err(), "{bad}");
+        }
+    }
+}
