@@ -5,7 +5,9 @@
 pub mod frame;
 pub mod handshake;
 pub mod policy;
+pub mod session;
 
 pub use frame::{FrameDecoder, FrameError, MessageReader, Piece};
 pub use handshake::{Ending, Keyword, Refusal};
 pub use policy::{Admission, Peer, Policy, Rule, Transport};
+pub use session::{Event, ServerSession};
