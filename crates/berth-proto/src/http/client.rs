@@ -81,11 +81,6 @@ impl ResponseReader {
         }
     }
 
-    /// Whether the reader is between responses (nothing of the next one seen yet).
-    pub fn at_boundary(&self) -> bool {
-        matches!(self.state, State::Head)
-    }
-
     /// Reads at most one response from the front of `buf`. Returns how many bytes of `buf` were
     /// used up (drop them before the next call) and whether a response ended. Body bytes are
     /// used up as they arrive, so the buffer never has to hold a whole body.
