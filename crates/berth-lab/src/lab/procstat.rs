@@ -98,30 +98,37 @@ mod tests {
 
     #[test]
     fn reads_a_real_group() {
-        // A child in a group of its own, burning a little CPU, then waiting to be measured.
         use std::os::unix::process::CommandExt;
+        use std::time::Instant;
+        let until = |what: &str, ok: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !ok() {
+                assert!(Instant::now() < deadline, "{what}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        // CPU: a child that burns a little and exits is in RUSAGE_CHILDREN once reaped.
         let before = children_cpu();
-        let mut child = std::process::Command::new("sh")
-            .args([
-                "-c",
-                "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sleep 5",
-            ])
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert!(children_cpu() - before >= Duration::from_millis(20));
+        assert!(own_cpu() > Duration::ZERO);
+
+        // Memory: a sleeping child in a group of its own, then none.
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
             .process_group(0)
             .spawn()
             .unwrap();
         let pgid = child.id() as i32;
-        assert!(group_rss(pgid) > 100 * 1024);
-        assert!(own_cpu() > Duration::ZERO);
-        std::thread::sleep(Duration::from_millis(300));
-        // The whole group: `sh` may have started `sleep` by now.
+        // Right after exec its pages are not all faulted in yet; wait for them.
+        until("the group's RSS shows", &|| group_rss(pgid) > 100 * 1024);
         let group = nix::unistd::Pid::from_raw(pgid);
         let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         let _ = child.wait();
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while group_rss(pgid) > 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert_eq!(group_rss(pgid), 0);
-        assert!(children_cpu() - before >= Duration::from_millis(20));
+        until("the group's RSS goes", &|| group_rss(pgid) == 0);
     }
 }
