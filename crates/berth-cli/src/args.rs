@@ -39,6 +39,9 @@ pub enum Command {
     /// another, and print the table (also written as lab.json and lab.svg).
     #[command(disable_help_flag = true)]
     Lab(LabArgs),
+    /// The message protocol (docs/msg-protocol.md): serve, send, listen, bench.
+    #[command(disable_help_flag = true)]
+    Msg(crate::msg::MsgArgs),
 }
 
 /// Options of `berth bench`.
@@ -346,7 +349,7 @@ pub fn seed_spellings(args: Vec<String>) -> Vec<String> {
     // The seed's spellings belong to serving; other subcommands get their arguments untouched.
     if rest
         .first()
-        .is_some_and(|a| matches!(a.as_str(), "bench" | "lab"))
+        .is_some_and(|a| matches!(a.as_str(), "bench" | "lab" | "msg"))
     {
         out.extend(rest);
         return out;

@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod lab;
+mod msg;
 mod serve;
 
 use std::process::ExitCode;
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
         args::Command::Serve(opts) => serve::run(opts),
         args::Command::Bench(opts) => bench::run(opts).map_err(Into::into),
         args::Command::Lab(opts) => lab::run(opts).map_err(Into::into),
+        args::Command::Msg(opts) => msg::run(opts).map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
