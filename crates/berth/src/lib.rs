@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod drive;
+pub mod msg;
 pub mod net;
 pub mod stats;
 

@@ -105,6 +105,15 @@ pub enum Admission {
     Anonymous,
 }
 
+/// A listener's own admission settings (`?anonymous=no`, `?expected-only`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Listener {
+    /// Refuse anonymous clients here.
+    pub no_anonymous: bool,
+    /// Refuse names that were not expected here.
+    pub expected_only: bool,
+}
+
 /// A server's (or listener's) admission policy.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
@@ -127,8 +136,22 @@ impl Policy {
         peer: Peer,
         is_taken: impl Fn(&str) -> bool,
     ) -> Result<Admission, Refusal> {
+        self.admit_on(keyword, peer, Listener::default(), is_taken)
+    }
+
+    /// [`Policy::admit`] on a listener with stricter settings of its own (they add to the
+    /// policy's, never relax them).
+    pub fn admit_on(
+        &self,
+        keyword: &Keyword,
+        peer: Peer,
+        listener: Listener,
+        is_taken: impl Fn(&str) -> bool,
+    ) -> Result<Admission, Refusal> {
+        let no_anonymous = self.no_anonymous || listener.no_anonymous;
+        let expected_only = self.expected_only || listener.expected_only;
         let name = match keyword {
-            Keyword::Anonymous if self.no_anonymous => return Err(Refusal::AnonymousRefused),
+            Keyword::Anonymous if no_anonymous => return Err(Refusal::AnonymousRefused),
             Keyword::Anonymous => return Ok(Admission::Anonymous),
             Keyword::Named(name) => name,
         };
@@ -144,7 +167,7 @@ impl Policy {
             }
         }
         let expected = self.expected.contains(name);
-        if self.expected_only && !expected {
+        if expected_only && !expected {
             return Err(Refusal::NotExpected);
         }
         if is_taken(name) {
@@ -243,6 +266,29 @@ mod tests {
         assert_eq!(
             p.admit(&named("svc"), UNIX, |n: &str| n != "svc"),
             Ok(Admission::Expected("svc".into()))
+        );
+    }
+
+    #[test]
+    fn a_listener_only_tightens_the_policy() {
+        let p = Policy::default();
+        let strict = Listener {
+            no_anonymous: true,
+            expected_only: true,
+        };
+        let free = |_: &str| false;
+        assert_eq!(
+            p.admit_on(&Keyword::Anonymous, UNIX, strict, free),
+            Err(Refusal::AnonymousRefused)
+        );
+        // Not expected comes before taken, whichever of the two made the listener strict.
+        assert_eq!(
+            p.admit_on(&named("x"), UNIX, strict, |_: &str| true),
+            Err(Refusal::NotExpected)
+        );
+        assert_eq!(
+            p.admit_on(&named("x"), UNIX, Listener::default(), free),
+            Ok(Admission::Unknown("x".into()))
         );
     }
 

@@ -9,6 +9,7 @@
 //! | `GET /stats` | counters in the Prometheus text format |
 //! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
 
+pub mod relay;
 mod reverse;
 
 use std::sync::Arc;

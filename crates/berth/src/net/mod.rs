@@ -2,7 +2,9 @@
 //! knows about protocols or models.
 
 mod listen;
+mod local;
 mod read;
 
 pub use listen::{bind_tcp, reserve_port, BindError, ListenConfig};
+pub use local::{bind_udp, bind_unix};
 pub use read::read_into_spare;

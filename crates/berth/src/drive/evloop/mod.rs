@@ -16,8 +16,8 @@
 //! in the backlog.
 
 mod conn;
-mod pool;
-mod timer;
+pub(crate) mod pool;
+pub(crate) mod timer;
 
 use std::io;
 use std::net::TcpListener as StdListener;

@@ -4,7 +4,7 @@
 //! pool, so it needs no lock.
 
 /// Free buffers of one I/O thread.
-pub(super) struct BufPool {
+pub(crate) struct BufPool {
     free: Vec<Vec<u8>>,
     size: usize,
     max_free: usize,
@@ -13,7 +13,7 @@ pub(super) struct BufPool {
 impl BufPool {
     /// A pool handing out buffers of `size` bytes, holding at most `max_free` spare ones and
     /// starting with `prefill` of them.
-    pub(super) fn new(size: usize, max_free: usize, prefill: usize) -> Self {
+    pub(crate) fn new(size: usize, max_free: usize, prefill: usize) -> Self {
         let free = (0..prefill.min(max_free))
             .map(|_| Vec::with_capacity(size))
             .collect();
@@ -25,7 +25,7 @@ impl BufPool {
     }
 
     /// An empty buffer with at least the pool's size of capacity.
-    pub(super) fn take(&mut self) -> Vec<u8> {
+    pub(crate) fn take(&mut self) -> Vec<u8> {
         self.free
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(self.size))
@@ -33,7 +33,7 @@ impl BufPool {
 
     /// Returns a buffer. Buffers grown far past the pool's size (a large body) are freed rather
     /// than kept, so one big request does not pin memory for the thread's lifetime.
-    pub(super) fn put(&mut self, mut buf: Vec<u8>) {
+    pub(crate) fn put(&mut self, mut buf: Vec<u8>) {
         if buf.capacity() < self.size
             || buf.capacity() > 4 * self.size
             || self.free.len() >= self.max_free

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const NIL: u32 = 0;
 
 /// The wheel.
-pub(super) struct Wheel {
+pub(crate) struct Wheel {
     /// Per slot: the first key (plus one) of its list, or NIL.
     heads: Vec<u32>,
     /// Per key: the next and previous keys (plus one) in its slot's list.
@@ -29,7 +29,7 @@ pub(super) struct Wheel {
 
 impl Wheel {
     /// A wheel of `slots` slots of `resolution`, for keys below `capacity`.
-    pub(super) fn new(resolution: Duration, slots: usize, capacity: usize, now: Instant) -> Self {
+    pub(crate) fn new(resolution: Duration, slots: usize, capacity: usize, now: Instant) -> Self {
         Wheel {
             heads: vec![NIL; slots.max(1)],
             next: vec![NIL; capacity],
@@ -47,7 +47,7 @@ impl Wheel {
     }
 
     /// Arms `key` to expire at `at` (replacing any earlier deadline), or disarms it with `None`.
-    pub(super) fn set(&mut self, key: usize, at: Option<Instant>) {
+    pub(crate) fn set(&mut self, key: usize, at: Option<Instant>) {
         let Some(at) = at else {
             return self.disarm(key);
         };
@@ -74,7 +74,7 @@ impl Wheel {
     }
 
     /// Removes `key`'s deadline, if it has one.
-    pub(super) fn disarm(&mut self, key: usize) {
+    pub(crate) fn disarm(&mut self, key: usize) {
         let tick = self.armed[key];
         if tick == 0 {
             return;
@@ -93,7 +93,7 @@ impl Wheel {
     }
 
     /// Disarms and moves into `due` every key whose deadline is at or before `now`.
-    pub(super) fn advance(&mut self, now: Instant, due: &mut Vec<usize>) {
+    pub(crate) fn advance(&mut self, now: Instant, due: &mut Vec<usize>) {
         let now_tick = self.now_tick(now);
         let n = self.heads.len() as u64;
         // After a long sleep, one lap covers every slot.
@@ -113,7 +113,7 @@ impl Wheel {
     }
 
     /// The wheel's precision: how long a loop with armed deadlines may sleep.
-    pub(super) fn resolution(&self) -> Duration {
+    pub(crate) fn resolution(&self) -> Duration {
         self.resolution
     }
 }

@@ -1,0 +1,197 @@
+//! One client as the engine holds it: its socket (or its UDP address), its protocol state, its
+//! output queue and, for callers that read whole messages, its inbox.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+
+use berth_proto::msg::{FrameDecoder, Peer, ServerSession};
+use mio::net::{TcpStream, UnixStream};
+
+use super::outq::OutQueue;
+
+/// A client of the engine: a connection it accepted, a UDP peer, or a server it connected to.
+/// Ids are never reused while the engine runs (a slot's generation changes when it is freed),
+/// so a stale id finds nothing rather than someone else.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClientId(pub(crate) u64);
+
+impl ClientId {
+    pub(crate) fn new(key: usize, gen: u32) -> ClientId {
+        ClientId((u64::from(gen) << 32) | key as u64)
+    }
+    pub(crate) fn key(self) -> usize {
+        (self.0 & 0xffff_ffff) as usize
+    }
+    pub(crate) fn gen(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+impl fmt::Debug for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}.{}", self.key(), self.gen())
+    }
+}
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A stream socket of either family.
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    pub(crate) fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Unix(s) => s,
+        }
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Unix(s) => s.write_vectored(bufs),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// How a stream's bytes are understood.
+pub(crate) enum Proto {
+    /// A client of ours, speaking the framed protocol (keyword first).
+    Server(ServerSession),
+    /// A raw listener's client: bytes as they come.
+    Raw,
+    /// A server we connected to (client mode): frames, and control frames from it.
+    Outbound(FrameDecoder),
+}
+
+/// Where a client's bytes travel.
+pub(crate) enum Io {
+    Stream {
+        stream: Stream,
+        proto: Proto,
+        /// Seen the peer's end of stream (or an error): nothing more will be read.
+        hup: bool,
+        /// The socket may have bytes to read.
+        readable: bool,
+    },
+    Udp {
+        /// The datagram listener (index) the client talks through.
+        listener: usize,
+        addr: SocketAddr,
+    },
+}
+
+/// Where the client is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Connected, keyword not yet decided.
+    Handshake,
+    /// Admitted: messages flow.
+    Open,
+    /// To be closed once its output is written (refused, ended, or asked to).
+    Closing,
+}
+
+/// The engine's record of one client.
+pub(crate) struct Client {
+    pub(crate) gen: u32,
+    pub(crate) io: Io,
+    pub(crate) phase: Phase,
+    /// It was admitted (so its end is reported).
+    pub(crate) admitted: bool,
+    pub(crate) peer: Peer,
+    /// The name it registered under (`None`: anonymous, raw, or not yet known).
+    pub(crate) name: Option<String>,
+    /// Index of the listener it came through (`None`: a server we connected to).
+    pub(crate) listener: Option<usize>,
+    pub(crate) out: OutQueue,
+    /// Whole messages read and not yet taken (polling API).
+    pub(crate) inbox: VecDeque<Vec<u8>>,
+    pub(crate) inbox_bytes: usize,
+    /// The message being assembled, and its announced length.
+    pub(crate) assembling: Vec<u8>,
+    pub(crate) announced: u64,
+    /// A control frame from the server we connected to is being read.
+    pub(crate) in_control: bool,
+    /// Why the server we connected to closed on us, if it said.
+    pub(crate) ending: Option<String>,
+    /// Reading is paused: a queue it feeds is full, or its inbox is.
+    pub(crate) paused: bool,
+    /// Clients paused until this one's output drains.
+    pub(crate) waiters: Vec<ClientId>,
+    /// Output was queued since the last drained report.
+    pub(crate) owes_drain: bool,
+}
+
+impl Client {
+    pub(crate) fn new(
+        gen: u32,
+        io: Io,
+        peer: Peer,
+        listener: Option<usize>,
+        out: OutQueue,
+    ) -> Self {
+        Client {
+            gen,
+            io,
+            phase: Phase::Handshake,
+            admitted: false,
+            peer,
+            name: None,
+            listener,
+            out,
+            inbox: VecDeque::new(),
+            inbox_bytes: 0,
+            assembling: Vec::new(),
+            announced: 0,
+            in_control: false,
+            ending: None,
+            paused: false,
+            waiters: Vec::new(),
+            owes_drain: false,
+        }
+    }
+
+    pub(crate) fn id(&self, key: usize) -> ClientId {
+        ClientId::new(key, self.gen)
+    }
+}

@@ -1,0 +1,154 @@
+//! Endpoints as URLs (docs/msg-protocol.md §7): `tcp://HOST:PORT`, `unix:///path`,
+//! `udp://HOST:PORT`, with the options `?raw`, `?anonymous=no` and `?expected-only`.
+
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use berth_proto::msg::Transport;
+
+/// Where to listen or connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A UNIX stream socket's path.
+    Unix(PathBuf),
+    /// A UDP address.
+    Udp(SocketAddr),
+}
+
+/// An endpoint and its options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The address.
+    pub address: Address,
+    /// No framing and no handshake (stream transports only).
+    pub raw: bool,
+    /// Anonymous clients are refused on this listener.
+    pub no_anonymous: bool,
+    /// Names not expected in advance are refused on this listener.
+    pub expected_only: bool,
+}
+
+impl Endpoint {
+    /// Parses `tcp://127.0.0.1:9100?raw` and the like. Host names are resolved (first address).
+    pub fn parse(s: &str) -> Result<Endpoint, String> {
+        let bad = |why: &str| format!("bad endpoint {s:?}: {why}");
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| bad("expected tcp://HOST:PORT, unix:///PATH or udp://HOST:PORT"))?;
+        let (place, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut endpoint = Endpoint {
+            address: match scheme {
+                "tcp" => Address::Tcp(socket_addr(place).map_err(|e| bad(&e))?),
+                "udp" => Address::Udp(socket_addr(place).map_err(|e| bad(&e))?),
+                "unix" if place.is_empty() => return Err(bad("no socket path")),
+                "unix" => Address::Unix(PathBuf::from(place)),
+                other => return Err(bad(&format!("unknown scheme {other:?}"))),
+            },
+            raw: false,
+            no_anonymous: false,
+            expected_only: false,
+        };
+        for option in query.split('&').filter(|o| !o.is_empty()) {
+            match option {
+                "raw" | "raw=yes" => endpoint.raw = true,
+                "anonymous=no" => endpoint.no_anonymous = true,
+                "anonymous=yes" => endpoint.no_anonymous = false,
+                "expected-only" | "expected-only=yes" => endpoint.expected_only = true,
+                other => {
+                    return Err(bad(&format!(
+                        "unknown option {other:?} (known: raw, anonymous=no, expected-only)"
+                    )))
+                }
+            }
+        }
+        if endpoint.raw && matches!(endpoint.address, Address::Udp(_)) {
+            return Err(bad("raw applies to tcp:// and unix:// only"));
+        }
+        Ok(endpoint)
+    }
+
+    /// The transport, as rules name it.
+    pub fn transport(&self) -> Transport {
+        match self.address {
+            Address::Tcp(_) => Transport::Tcp,
+            Address::Unix(_) => Transport::Unix,
+            Address::Udp(_) => Transport::Udp,
+        }
+    }
+}
+
+fn socket_addr(place: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = place.parse() {
+        return Ok(addr);
+    }
+    place
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {place:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{place:?} resolves to no address"))
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.address {
+            Address::Tcp(a) => write!(f, "tcp://{a}")?,
+            Address::Udp(a) => write!(f, "udp://{a}")?,
+            Address::Unix(p) => write!(f, "unix://{}", p.display())?,
+        }
+        let options = [
+            (self.raw, "raw"),
+            (self.no_anonymous, "anonymous=no"),
+            (self.expected_only, "expected-only"),
+        ];
+        let mut sep = '?';
+        for (on, name) in options {
+            if on {
+                write!(f, "{sep}{name}")?;
+                sep = '&';
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_forms() {
+        let e = Endpoint::parse("tcp://127.0.0.1:9100").unwrap();
+        assert_eq!(e.address, Address::Tcp("127.0.0.1:9100".parse().unwrap()));
+        assert!(!e.raw);
+        let e = Endpoint::parse("tcp://[::1]:9100?raw").unwrap();
+        assert_eq!(e.address, Address::Tcp("[::1]:9100".parse().unwrap()));
+        assert!(e.raw);
+        let e = Endpoint::parse("unix:///tmp/berth.sock?anonymous=no&expected-only").unwrap();
+        assert_eq!(e.address, Address::Unix("/tmp/berth.sock".into()));
+        assert!(e.no_anonymous && e.expected_only);
+        assert_eq!(
+            e.to_string(),
+            "unix:///tmp/berth.sock?anonymous=no&expected-only"
+        );
+        let e = Endpoint::parse("udp://localhost:9101").unwrap();
+        assert_eq!(e.transport(), Transport::Udp);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_mean() {
+        for bad in [
+            "127.0.0.1:9100",
+            "http://127.0.0.1:80",
+            "tcp://127.0.0.1",
+            "unix://",
+            "udp://127.0.0.1:9?raw",
+            "tcp://127.0.0.1:9?fast",
+        ] {
+            let err = Endpoint::parse(bad).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The engine and its polling API, after seed 003: listen on any mix of endpoints, connect to
+//! servers, then call [`Engine::io_iteration`] in a loop and act on the sets it returns.
+//!
+//! ```no_run
+//! use berth::msg::{Endpoint, Engine, EngineConfig};
+//! let mut engine = Engine::new(EngineConfig::default())?;
+//! engine.listen(&Endpoint::parse("tcp://127.0.0.1:9100").unwrap())?;
+//! loop {
+//!     let r = engine.io_iteration(None)?;
+//!     for client in r.clients_have_data_to_read {
+//!         for msg in engine.messages(client) {
+//!             engine.send_message(client, &msg); // echo
+//!         }
+//!     }
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::collections::{HashSet, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::TcpStream as StdTcpStream;
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_proto::msg::frame::{encode, CONTROL_BIT, HEADER_LEN};
+use berth_proto::msg::handshake::{parse_control, OK_FRAME};
+use berth_proto::msg::{Peer, Piece, Transport};
+use mio::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
+use mio::{Events, Poll, Token, Waker};
+
+use super::client::{ClientId, Stream};
+use super::core::{Arrival, Core, EngineConfig, ListenSock, Listener, Note, Sink};
+use super::endpoint::{Address, Endpoint};
+use super::outq::IterProducer;
+use super::stats::MsgStats;
+use crate::net::{bind_tcp, bind_udp, bind_unix, ListenConfig};
+
+const WAKER: Token = Token(usize::MAX);
+
+/// What one [`Engine::io_iteration`] saw, named as in seed 003.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct IoIterationResult {
+    /// Clients admitted under a name given in advance (`--expect`).
+    pub newly_connected_expected_clients: HashSet<ClientId>,
+    /// Clients admitted under any other name, or anonymously.
+    pub newly_connected_unknown_clients: HashSet<ClientId>,
+    /// Admitted clients that are gone (their ids are dead from now on).
+    pub clients_with_disconnected_connection: HashSet<ClientId>,
+    /// Clients with whole messages waiting in [`Engine::messages`].
+    pub clients_have_data_to_read: HashSet<ClientId>,
+    /// Clients whose output queue has been written out completely.
+    pub clients_with_empty_output_fifo: HashSet<ClientId>,
+}
+
+impl IoIterationResult {
+    fn is_empty(&self) -> bool {
+        self.newly_connected_expected_clients.is_empty()
+            && self.newly_connected_unknown_clients.is_empty()
+            && self.clients_with_disconnected_connection.is_empty()
+            && self.clients_have_data_to_read.is_empty()
+            && self.clients_with_empty_output_fifo.is_empty()
+    }
+}
+
+/// Why [`Engine::connect`] failed.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The socket could not be opened, or broke during the handshake.
+    Io(io::Error),
+    /// The server refused us, with its code and explanation.
+    Refused {
+        /// The refusal code, e.g. `name-taken`.
+        code: String,
+        /// The server's explanation.
+        text: String,
+    },
+    /// The server's answer was not the protocol's.
+    Protocol(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Io(e) => write!(f, "{e}"),
+            ConnectError::Refused { code, text } if text.is_empty() => write!(f, "refused: {code}"),
+            ConnectError::Refused { code, text } => write!(f, "refused: {code} ({text})"),
+            ConnectError::Protocol(s) => write!(f, "protocol error: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+impl From<io::Error> for ConnectError {
+    fn from(e: io::Error) -> Self {
+        ConnectError::Io(e)
+    }
+}
+
+/// Gathers what happens into an [`IoIterationResult`] and inboxes.
+#[derive(Default)]
+struct Collector {
+    result: IoIterationResult,
+}
+
+impl Sink for Collector {
+    fn streams(&self) -> bool {
+        false
+    }
+    fn message(&mut self, core: &mut Core, id: ClientId, msg: &[u8]) {
+        core.inbox_push(id, msg);
+        self.result.clients_have_data_to_read.insert(id);
+    }
+    fn piece(&mut self, _: &mut Core, _: ClientId, _: Piece<'_>) {}
+    fn note(&mut self, _: &mut Core, note: Note) {
+        let r = &mut self.result;
+        match note {
+            Note::Connected(id, Arrival::Expected) => {
+                r.newly_connected_expected_clients.insert(id);
+            }
+            Note::Connected(id, Arrival::Unknown | Arrival::Anonymous) => {
+                r.newly_connected_unknown_clients.insert(id);
+            }
+            Note::Connected(_, Arrival::Outbound) => {}
+            Note::Drained(id) => {
+                r.clients_with_empty_output_fifo.insert(id);
+            }
+            Note::Lost(id, _, _) => {
+                r.clients_with_disconnected_connection.insert(id);
+            }
+        }
+    }
+}
+
+/// A message engine: listeners, clients, and servers it is a client of, on one thread.
+pub struct Engine {
+    poll: Poll,
+    events: Events,
+    pub(crate) core: Core,
+    collector: Collector,
+    due: Vec<usize>,
+    waker: Arc<Waker>,
+}
+
+impl Engine {
+    /// An engine with no listeners yet.
+    pub fn new(config: EngineConfig) -> io::Result<Engine> {
+        Engine::with_stats(config, Arc::default())
+    }
+
+    /// An engine counting into `stats` (shared with other engines of one server).
+    pub fn with_stats(config: EngineConfig, stats: Arc<MsgStats>) -> io::Result<Engine> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let registry = poll.registry().try_clone()?;
+        Ok(Engine {
+            poll,
+            events: Events::with_capacity(1024),
+            core: Core::new(registry, config, stats),
+            collector: Collector::default(),
+            due: Vec::new(),
+            waker,
+        })
+    }
+
+    /// Starts listening on `endpoint`; returns it with the port the system chose for port 0.
+    pub fn listen(&mut self, endpoint: &Endpoint) -> io::Result<Endpoint> {
+        let mut bound = endpoint.clone();
+        let sock = match &endpoint.address {
+            Address::Tcp(addr) => {
+                let config = ListenConfig {
+                    reuse_port: self.core.config.reuse_port,
+                    ..ListenConfig::default()
+                };
+                let l = bind_tcp(*addr, 1, config)
+                    .map_err(|e| io::Error::new(e.source.kind(), e.to_string()))?
+                    .remove(0);
+                bound.address = Address::Tcp(l.local_addr()?);
+                ListenSock::Tcp(TcpListener::from_std(l))
+            }
+            Address::Unix(path) => ListenSock::Unix(UnixListener::from_std(bind_unix(path)?)),
+            Address::Udp(addr) => {
+                let s = bind_udp(*addr, self.core.config.reuse_port)?;
+                bound.address = Address::Udp(s.local_addr()?);
+                ListenSock::Udp(UdpSocket::from_std(s))
+            }
+        };
+        self.core.add_listener(Listener::new(bound.clone(), sock))?;
+        Ok(bound)
+    }
+
+    /// Connects to a server as client `name` (empty: anonymous), waiting up to `timeout` for
+    /// its answer. The server is then a client of this engine like any other: send to it,
+    /// read from it, hear when it goes.
+    pub fn connect(
+        &mut self,
+        endpoint: &Endpoint,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<ClientId, ConnectError> {
+        let label = endpoint.to_string();
+        let (stream, peer) = match &endpoint.address {
+            Address::Tcp(addr) => {
+                let mut s = StdTcpStream::connect_timeout(addr, timeout)?;
+                s.set_nodelay(true)?;
+                handshake(&mut s, name, timeout)?;
+                s.set_nonblocking(true)?;
+                let peer = Peer {
+                    transport: Transport::Tcp,
+                    ip: Some(addr.ip()),
+                };
+                (Stream::Tcp(TcpStream::from_std(s)), peer)
+            }
+            Address::Unix(path) => {
+                let mut s = StdUnixStream::connect(path)?;
+                handshake(&mut s, name, timeout)?;
+                s.set_nonblocking(true)?;
+                let peer = Peer {
+                    transport: Transport::Unix,
+                    ip: None,
+                };
+                (Stream::Unix(UnixStream::from_std(s)), peer)
+            }
+            Address::Udp(_) => {
+                return Err(ConnectError::Protocol(
+                    "client mode speaks tcp:// and unix://; use a datagram socket for udp://"
+                        .to_owned(),
+                ))
+            }
+        };
+        Ok(self.core.add_outbound(stream, peer, label)?)
+    }
+
+    /// Queues one message to `client`. `false` if the client is gone (or closing).
+    pub fn send_message(&mut self, client: ClientId, msg: &[u8]) -> bool {
+        self.core.send(client, msg)
+    }
+
+    /// Queues a sequence of messages to `client`, drawn lazily as its queue drains: a million
+    /// messages are never in memory at once. `false` if the client is gone.
+    pub fn send_messages<I>(&mut self, client: ClientId, messages: I) -> bool
+    where
+        I: IntoIterator,
+        I::IntoIter: Send + 'static,
+        I::Item: AsRef<[u8]>,
+    {
+        self.core
+            .send_lazy(client, Box::new(IterProducer(messages.into_iter())))
+    }
+
+    /// Runs one round of I/O: waits up to `timeout` (`None`: until something happens) for
+    /// readiness, reads, writes, times out, and reports what happened.
+    pub fn io_iteration(&mut self, timeout: Option<Duration>) -> io::Result<IoIterationResult> {
+        let mut collector = std::mem::take(&mut self.collector);
+        self.core.settle(&mut collector);
+        let timeout = if collector.result.is_empty() {
+            timeout
+        } else {
+            Some(Duration::ZERO)
+        };
+        let result = self.turn(timeout, &mut collector);
+        self.collector = Collector::default();
+        result.map(|()| collector.result)
+    }
+
+    /// One round: poll, handle every event, expire timers, settle.
+    pub(crate) fn turn(
+        &mut self,
+        timeout: Option<Duration>,
+        sink: &mut dyn Sink,
+    ) -> io::Result<()> {
+        self.core.settle(sink);
+        let timeout = match (timeout, self.core.timer_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        self.core.now = Instant::now();
+        for event in self.events.iter() {
+            if event.token() == WAKER {
+                continue;
+            }
+            let readable = event.is_readable() || event.is_read_closed() || event.is_error();
+            let writable = event.is_writable() || event.is_write_closed();
+            self.core.ready(event.token(), readable, writable, sink);
+        }
+        self.core.expire(&mut self.due);
+        self.core.settle(sink);
+        Ok(())
+    }
+
+    /// Takes the whole messages `client` has sent since the last call.
+    pub fn messages(&mut self, client: ClientId) -> VecDeque<Vec<u8>> {
+        self.core.take_inbox(client)
+    }
+
+    /// Closes `client` once its queued output is written.
+    pub fn close(&mut self, client: ClientId) {
+        self.core.close(client);
+    }
+
+    /// The name `client` registered under (for a server we connected to: its endpoint).
+    pub fn name(&self, client: ClientId) -> Option<&str> {
+        self.core.get(client)?.name.as_deref()
+    }
+
+    /// The client registered under `name`.
+    pub fn client(&self, name: &str) -> Option<ClientId> {
+        self.core.lookup(name)
+    }
+
+    /// Bytes queued to `client` and not yet written.
+    pub fn pending_output(&self, client: ClientId) -> usize {
+        self.core.get(client).map_or(0, |c| c.out.queued())
+    }
+
+    /// Live clients (including servers this engine connected to).
+    pub fn client_count(&self) -> usize {
+        self.core.clients.len()
+    }
+
+    /// The endpoints this engine listens on, ports resolved.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        self.core
+            .listeners
+            .iter()
+            .map(|l| l.endpoint.clone())
+            .collect()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Arc<MsgStats> {
+        &self.core.stats
+    }
+
+    /// Wakes a blocked [`Engine::io_iteration`] from another thread.
+    pub fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
+
+    /// Stops listening, ends every client with the `shutdown` frame after its queued output,
+    /// and runs I/O until they are all gone or `timeout` passes.
+    pub fn shutdown(&mut self, timeout: Duration) -> io::Result<()> {
+        self.core.listeners.clear();
+        self.core.shutdown_all();
+        let deadline = Instant::now() + timeout;
+        let mut sink = Collector::default();
+        while !self.core.clients.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.turn(Some(left.min(Duration::from_millis(100))), &mut sink)?;
+        }
+        Ok(())
+    }
+}
+
+/// The client's side of the handshake, blocking: keyword out, `OK` or a refusal back. Reads
+/// exactly the answer, so frames the server sends right behind it stay in the socket.
+fn handshake<S: Read + Write>(s: &mut S, name: &str, timeout: Duration) -> Result<(), ConnectError>
+where
+    S: SetTimeout,
+{
+    s.set_timeouts(Some(timeout))?;
+    let mut frame = Vec::with_capacity(HEADER_LEN + name.len());
+    encode(name.as_bytes(), &mut frame);
+    s.write_all(&frame)?;
+    let mut head = [0u8; HEADER_LEN];
+    s.read_exact(&mut head)?;
+    let len = u64::from_le_bytes(head);
+    if len & CONTROL_BIT != 0 {
+        let len = len & !CONTROL_BIT;
+        if len > 4096 {
+            return Err(ConnectError::Protocol(format!(
+                "control frame of {len} bytes"
+            )));
+        }
+        let mut payload = vec![0; len as usize];
+        s.read_exact(&mut payload)?;
+        return Err(match parse_control(&payload) {
+            Some(c) => ConnectError::Refused {
+                code: c.code,
+                text: c.text,
+            },
+            None => ConnectError::Protocol("unreadable control frame".to_owned()),
+        });
+    }
+    if head != OK_FRAME[..HEADER_LEN] {
+        return Err(ConnectError::Protocol(format!(
+            "expected OK, got a frame of {len} bytes"
+        )));
+    }
+    let mut ok = [0u8; 2];
+    s.read_exact(&mut ok)?;
+    if ok != OK_FRAME[HEADER_LEN..] {
+        return Err(ConnectError::Protocol(format!("expected OK, got {ok:?}")));
+    }
+    s.set_timeouts(None)?;
+    Ok(())
+}
+
+/// Read and write timeouts on either kind of std stream.
+trait SetTimeout {
+    fn set_timeouts(&mut self, t: Option<Duration>) -> io::Result<()>;
+}
+
+impl SetTimeout for StdTcpStream {
+    fn set_timeouts(&mut self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)?;
+        self.set_write_timeout(t)
+    }
+}
+
+impl SetTimeout for StdUnixStream {
+    fn set_timeouts(&mut self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)?;
+        self.set_write_timeout(t)
+    }
+}

@@ -1,0 +1,165 @@
+//! The handler API, after seed 003's `InlineProcessor`: implement [`MsgHandler`] and the engine
+//! calls it as clients arrive, send, drain and leave. Everything it sends goes through [`Out`],
+//! which can reach any client of the engine, not only the one being served.
+//!
+//! A handler takes whole messages ([`MsgHandler::on_data`], up to `max_message`) unless it says
+//! it [`MsgHandler::streams`]; then it gets each message in [`Piece`]s as they arrive and can
+//! pass them on with [`Out::open_stream`] / [`Out::stream_chunk`], so a message of any size
+//! crosses the server in bounded memory.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use berth_proto::msg::Piece;
+
+use super::client::ClientId;
+use super::core::{Arrival, Core, Note, Sink};
+use super::engine::Engine;
+use super::outq::IterProducer;
+
+/// An application served by an [`Engine`].
+pub trait MsgHandler {
+    /// A client was admitted.
+    fn on_connect(&mut self, client: ClientId, arrival: Arrival, out: &mut Out<'_>) {
+        let _ = (client, arrival, out);
+    }
+
+    /// A whole message arrived (handlers that do not stream).
+    fn on_data(&mut self, client: ClientId, msg: &[u8], out: &mut Out<'_>);
+
+    /// Whether this handler takes messages in pieces ([`MsgHandler::on_piece`]) rather than
+    /// whole. Asked once per event, so keep it constant.
+    fn streams(&self) -> bool {
+        false
+    }
+
+    /// A piece of a message arrived (streaming handlers): `Start(len)`, `Chunk`s, `End`.
+    fn on_piece(&mut self, client: ClientId, piece: Piece<'_>, out: &mut Out<'_>) {
+        let _ = (client, piece, out);
+    }
+
+    /// Everything queued to `client` has been written.
+    fn on_output_drained(&mut self, client: ClientId, out: &mut Out<'_>) {
+        let _ = (client, out);
+    }
+
+    /// `client` is gone (`name`: the name it had).
+    fn on_connection_lost(&mut self, client: ClientId, name: Option<&str>, out: &mut Out<'_>) {
+        let _ = (client, name, out);
+    }
+}
+
+/// What a handler may do with the engine's clients.
+pub struct Out<'a> {
+    core: &'a mut Core,
+}
+
+impl Out<'_> {
+    /// Queues a message to `to`. `false`: no such client (any more).
+    pub fn send(&mut self, to: ClientId, msg: &[u8]) -> bool {
+        self.core.send(to, msg)
+    }
+
+    /// Queues a message, handing over its buffer (large ones are not copied).
+    pub fn send_owned(&mut self, to: ClientId, msg: Vec<u8>) -> bool {
+        self.core.send_owned(to, msg)
+    }
+
+    /// Queues a lazily drawn sequence of messages.
+    pub fn send_messages<I>(&mut self, to: ClientId, messages: I) -> bool
+    where
+        I: IntoIterator,
+        I::IntoIter: Send + 'static,
+        I::Item: AsRef<[u8]>,
+    {
+        self.core
+            .send_lazy(to, Box::new(IterProducer(messages.into_iter())))
+    }
+
+    /// Starts a message of `len` bytes to `to`, to be filled by [`Out::stream_chunk`]. `false`
+    /// if `to` is gone or is already receiving a streamed message (send it whole instead, or
+    /// wait). Whole messages sent to `to` meanwhile wait until the stream is complete.
+    pub fn open_stream(&mut self, to: ClientId, len: u64) -> bool {
+        self.core.open_stream(to, len)
+    }
+
+    /// More bytes of the message streaming to `to`. `false` if `to` is gone.
+    pub fn stream_chunk(&mut self, to: ClientId, bytes: &[u8]) -> bool {
+        self.core.stream_chunk(to, bytes)
+    }
+
+    /// Closes `to` once its queued output is written.
+    pub fn close(&mut self, to: ClientId) {
+        self.core.close(to)
+    }
+
+    /// The client registered under `name`.
+    pub fn client(&self, name: &str) -> Option<ClientId> {
+        self.core.lookup(name)
+    }
+
+    /// The name `client` registered under.
+    pub fn name(&self, client: ClientId) -> Option<&str> {
+        self.core.get(client)?.name.as_deref()
+    }
+
+    /// Bytes queued to `client` and not yet written.
+    pub fn queued(&self, client: ClientId) -> usize {
+        self.core.get(client).map_or(0, |c| c.out.queued())
+    }
+}
+
+struct HandlerSink<'h, H: ?Sized>(&'h mut H);
+
+impl<H: MsgHandler + ?Sized> Sink for HandlerSink<'_, H> {
+    fn streams(&self) -> bool {
+        self.0.streams()
+    }
+    fn message(&mut self, core: &mut Core, id: ClientId, msg: &[u8]) {
+        self.0.on_data(id, msg, &mut Out { core });
+    }
+    fn piece(&mut self, core: &mut Core, id: ClientId, piece: Piece<'_>) {
+        self.0.on_piece(id, piece, &mut Out { core });
+    }
+    fn note(&mut self, core: &mut Core, note: Note) {
+        let out = &mut Out { core };
+        match note {
+            Note::Connected(id, arrival) => self.0.on_connect(id, arrival, out),
+            Note::Drained(id) => self.0.on_output_drained(id, out),
+            Note::Lost(id, name, _) => self.0.on_connection_lost(id, name.as_deref(), out),
+        }
+    }
+}
+
+impl Engine {
+    /// Runs one round of I/O, delivering to `handler`; waits up to `timeout` for readiness.
+    pub fn iterate_with<H: MsgHandler + ?Sized>(
+        &mut self,
+        handler: &mut H,
+        timeout: Option<Duration>,
+    ) -> io::Result<()> {
+        self.turn(timeout, &mut HandlerSink(handler))
+    }
+
+    /// Serves `handler` until `stop` is set (checked at least every `tick`), then shuts down:
+    /// every client gets its queued output and the `shutdown` frame, for up to `grace`.
+    pub fn serve<H: MsgHandler + ?Sized>(
+        &mut self,
+        handler: &mut H,
+        stop: &AtomicBool,
+        tick: Duration,
+        grace: Duration,
+    ) -> io::Result<()> {
+        while !stop.load(Ordering::Relaxed) {
+            self.iterate_with(handler, Some(tick))?;
+        }
+        self.core.listeners.clear();
+        self.core.shutdown_all();
+        let deadline = std::time::Instant::now() + grace;
+        while !self.core.clients.is_empty() && std::time::Instant::now() < deadline {
+            self.iterate_with(handler, Some(Duration::from_millis(50)))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,30 @@
+//! Messages: the engine behind `berth msg` (docs/msg-protocol.md, seed 003, DESIGN §4).
+//!
+//! ```text
+//!  tcp:// unix:// udp:// listeners ─┐                       ┌─ polling API: io_iteration()
+//!  servers we connected to ─────────┼─> Engine (mio, one   ─┤   -> IoIterationResult sets,
+//!                                   │   thread) + Core      │   messages(), send_message()
+//!       berth_proto::msg sessions <─┘   (clients, names,    └─ handler API: MsgHandler
+//!                                        queues, timers)        on_data / on_piece / ...
+//! ```
+//!
+//! - [`endpoint`]: endpoint URLs.
+//! - `core`: everything protocol-and-socket (handshake decisions, reading, backpressure,
+//!   UDP, timers); `outq`: per-client output queues; `client`: a client's record.
+//! - [`Engine`]: the poll loop and the polling API; [`MsgHandler`]: the handler API.
+
+mod client;
+mod core;
+pub mod endpoint;
+mod engine;
+mod handler;
+mod outq;
+mod stats;
+
+pub use self::client::ClientId;
+pub use self::core::{Arrival, EngineConfig};
+pub use self::endpoint::{Address, Endpoint};
+pub use self::engine::{ConnectError, Engine, IoIterationResult};
+pub use self::handler::{MsgHandler, Out};
+pub use self::stats::{MsgCounts, MsgStats};
+pub use berth_proto::msg::{Piece, Policy};

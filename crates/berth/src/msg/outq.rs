@@ -1,0 +1,480 @@
+//! A client's output queue: bytes waiting for the socket, lazily produced sequences, and at
+//! most one message being streamed in, all in send order.
+//!
+//! Small messages are copied into shared blocks so that one `writev` carries many; a message of
+//! `OWN_BLOCK` bytes or more travels in a block of its own, handed over without copying when
+//! the caller gives up its `Vec`. A lazy sequence ([`Produce`]) is asked for more only when the
+//! bytes ahead of it run low, so a million messages never sit in memory at once.
+//!
+//! A streamed message (a relay passing a 1 GiB frame through) must not have other frames
+//! spliced into its payload: while one is open, whole messages and sequences wait in `behind`
+//! and move into line when its last byte is in.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+
+use berth_proto::msg::frame::header;
+
+/// Messages at least this long get a block of their own instead of being copied into one.
+const OWN_BLOCK: usize = 16 * 1024;
+/// Most slices per `writev`.
+const MAX_SLICES: usize = 64;
+/// Bytes a lazy sequence is asked for at a time.
+const PRODUCE_BUDGET: usize = 64 * 1024;
+
+/// How messages are put on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// 8-byte length, then the payload.
+    Frames,
+    /// The bytes as they are.
+    Raw,
+    /// One datagram per message, after its kind byte (`D`).
+    Datagram,
+}
+
+/// A lazily produced sequence of messages.
+pub(crate) trait Produce: Send {
+    /// Appends messages to `out` (through `put`) until about `budget` bytes were added or the
+    /// sequence ends; returns `false` once it has ended.
+    fn produce(&mut self, put: &mut dyn FnMut(&[u8]), budget: usize) -> bool;
+}
+
+/// Any iterator of byte strings is a [`Produce`].
+pub(crate) struct IterProducer<I>(pub(crate) I);
+
+impl<I> Produce for IterProducer<I>
+where
+    I: Iterator + Send,
+    I::Item: AsRef<[u8]>,
+{
+    fn produce(&mut self, put: &mut dyn FnMut(&[u8]), budget: usize) -> bool {
+        let mut added = 0;
+        while added < budget {
+            match self.0.next() {
+                Some(m) => {
+                    let m = m.as_ref();
+                    added += m.len() + 8;
+                    put(m);
+                }
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+enum Item {
+    Bytes { data: Vec<u8>, pos: usize },
+    Lazy(Box<dyn Produce>),
+}
+
+/// The queue.
+pub(crate) struct OutQueue {
+    framing: Framing,
+    items: VecDeque<Item>,
+    /// What waits for the open stream to end.
+    behind: VecDeque<Item>,
+    /// Payload bytes the open stream still expects, if one is open.
+    open: Option<u64>,
+    /// Bytes in `Bytes` items (in `items` and `behind`).
+    queued: usize,
+    /// Lazy sequences in the queue.
+    lazies: usize,
+    /// A written-out block kept for the next small messages.
+    spare: Vec<u8>,
+}
+
+impl OutQueue {
+    pub(crate) fn new(framing: Framing) -> OutQueue {
+        OutQueue {
+            framing,
+            items: VecDeque::new(),
+            behind: VecDeque::new(),
+            open: None,
+            queued: 0,
+            lazies: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Bytes waiting to be written (not counting what lazy sequences have yet to produce).
+    pub(crate) fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Nothing is waiting: no bytes, no sequence, no open stream.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queued == 0 && self.lazies == 0 && self.open.is_none()
+    }
+
+    /// Whether a streamed message is open.
+    pub(crate) fn stream_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Queues one whole message.
+    pub(crate) fn push_message(&mut self, msg: &[u8]) {
+        let framing = self.framing;
+        let line = if self.open.is_some() {
+            &mut self.behind
+        } else {
+            &mut self.items
+        };
+        self.queued += put(line, &mut self.spare, framing, msg);
+    }
+
+    /// Queues one whole message, taking its buffer (no copy when it is large).
+    pub(crate) fn push_owned(&mut self, msg: Vec<u8>) {
+        if msg.len() < OWN_BLOCK || self.framing == Framing::Datagram {
+            return self.push_message(&msg);
+        }
+        let line = if self.open.is_some() {
+            &mut self.behind
+        } else {
+            &mut self.items
+        };
+        if self.framing == Framing::Frames {
+            self.queued += append(line, &mut self.spare, &header(msg.len() as u64));
+        }
+        self.queued += msg.len();
+        line.push_back(Item::Bytes { data: msg, pos: 0 });
+    }
+
+    /// Queues bytes that are already wire format (a handshake answer, a control frame).
+    pub(crate) fn push_wire(&mut self, bytes: &[u8]) {
+        if self.framing == Framing::Datagram {
+            self.queued += bytes.len();
+            let data = bytes.to_vec();
+            return self.items.push_back(Item::Bytes { data, pos: 0 });
+        }
+        self.queued += append(&mut self.items, &mut self.spare, bytes);
+    }
+
+    /// Queues a lazy sequence behind everything queued so far.
+    pub(crate) fn push_lazy(&mut self, producer: Box<dyn Produce>) {
+        self.lazies += 1;
+        if self.open.is_some() {
+            self.behind.push_back(Item::Lazy(producer));
+        } else {
+            self.items.push_back(Item::Lazy(producer));
+        }
+    }
+
+    /// Opens a streamed message of `len` payload bytes; `false` if one is already open (the
+    /// caller must wait or send whole). Datagram queues cannot stream.
+    pub(crate) fn open_stream(&mut self, len: u64) -> bool {
+        if self.open.is_some() || self.framing == Framing::Datagram {
+            return false;
+        }
+        if self.framing == Framing::Frames {
+            self.queued += append(&mut self.items, &mut self.spare, &header(len));
+        }
+        self.open = Some(len);
+        self.close_stream_if_done();
+        true
+    }
+
+    /// Adds payload to the open stream (at most what it still expects; the rest is dropped and
+    /// the count of bytes taken returned).
+    pub(crate) fn stream_chunk(&mut self, bytes: &[u8]) -> usize {
+        let Some(left) = self.open else { return 0 };
+        let take = bytes.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        self.queued += append(&mut self.items, &mut self.spare, &bytes[..take]);
+        self.open = Some(left - take as u64);
+        self.close_stream_if_done();
+        take
+    }
+
+    fn close_stream_if_done(&mut self) {
+        if self.open == Some(0) {
+            self.open = None;
+            self.items.append(&mut self.behind);
+        }
+    }
+
+    /// Asks lazy sequences for more while fewer than `low` bytes are ready ahead of them.
+    pub(crate) fn refill(&mut self, low: usize) {
+        loop {
+            let mut ahead = 0;
+            let Some(at) = self.items.iter().position(|item| match item {
+                Item::Bytes { data, pos } => {
+                    ahead += data.len() - pos;
+                    false
+                }
+                Item::Lazy(_) => true,
+            }) else {
+                return;
+            };
+            if ahead >= low {
+                return;
+            }
+            let Some(Item::Lazy(mut producer)) = self.items.remove(at) else {
+                unreachable!("position found a lazy item");
+            };
+            let mut made = VecDeque::new();
+            let mut spare = std::mem::take(&mut self.spare);
+            let framing = self.framing;
+            let mut added = 0;
+            let more = producer.produce(
+                &mut |m| added += put(&mut made, &mut spare, framing, m),
+                PRODUCE_BUDGET,
+            );
+            self.spare = spare;
+            self.queued += added;
+            if more {
+                self.items.insert(at, Item::Lazy(producer));
+            } else {
+                self.lazies -= 1;
+            }
+            for (i, item) in made.into_iter().enumerate() {
+                self.items.insert(at + i, item);
+            }
+            if more && added == 0 {
+                // A sequence that yields nothing yet says it has more: ask again next time.
+                return;
+            }
+        }
+    }
+
+    /// Writes what is ready to `w` until it would block or nothing is ready. Returns the bytes
+    /// written; `WouldBlock` is not an error here.
+    pub(crate) fn write_to(&mut self, w: &mut impl Write) -> io::Result<usize> {
+        debug_assert!(self.framing != Framing::Datagram);
+        let mut total = 0;
+        loop {
+            let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+            let mut n = 0;
+            for item in &self.items {
+                let Item::Bytes { data, pos } = item else {
+                    break;
+                };
+                slices[n] = IoSlice::new(&data[*pos..]);
+                n += 1;
+                if n == MAX_SLICES {
+                    break;
+                }
+            }
+            if n == 0 {
+                return Ok(total);
+            }
+            let written = match w.write_vectored(&slices[..n]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(k) => k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(total),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            total += written;
+            self.consume(written);
+        }
+    }
+
+    /// The next datagram to send (datagram framing).
+    pub(crate) fn front_datagram(&self) -> Option<&[u8]> {
+        match self.items.front() {
+            Some(Item::Bytes { data, .. }) => Some(data),
+            _ => None,
+        }
+    }
+
+    /// Drops the datagram [`Self::front_datagram`] returned, once sent.
+    pub(crate) fn pop_datagram(&mut self) {
+        if let Some(Item::Bytes { data, .. }) = self.items.pop_front() {
+            self.queued -= data.len();
+        }
+    }
+
+    /// Drops everything (the connection is gone).
+    pub(crate) fn clear(&mut self) {
+        self.items.clear();
+        self.behind.clear();
+        self.open = None;
+        self.queued = 0;
+        self.lazies = 0;
+    }
+
+    fn consume(&mut self, mut n: usize) {
+        self.queued -= n;
+        while n > 0 {
+            let Some(Item::Bytes { data, pos }) = self.items.front_mut() else {
+                unreachable!("wrote more than the queue held");
+            };
+            let left = data.len() - *pos;
+            if n < left {
+                *pos += n;
+                return;
+            }
+            n -= left;
+            if let Some(Item::Bytes { mut data, .. }) = self.items.pop_front() {
+                if data.capacity() <= 4 * OWN_BLOCK && self.spare.capacity() == 0 {
+                    data.clear();
+                    self.spare = data;
+                }
+            }
+        }
+    }
+}
+
+/// Appends `msg`, framed, to `line`; returns the bytes added.
+fn put(line: &mut VecDeque<Item>, spare: &mut Vec<u8>, framing: Framing, msg: &[u8]) -> usize {
+    match framing {
+        Framing::Frames => {
+            append(line, spare, &header(msg.len() as u64)) + append(line, spare, msg)
+        }
+        Framing::Raw => append(line, spare, msg),
+        Framing::Datagram => {
+            let mut data = Vec::with_capacity(msg.len() + 1);
+            data.push(b'D');
+            data.extend_from_slice(msg);
+            let n = data.len();
+            line.push_back(Item::Bytes { data, pos: 0 });
+            n
+        }
+    }
+}
+
+/// Appends wire bytes to the last block when it is small, else to a new block.
+fn append(line: &mut VecDeque<Item>, spare: &mut Vec<u8>, bytes: &[u8]) -> usize {
+    if bytes.is_empty() {
+        return 0;
+    }
+    if bytes.len() < OWN_BLOCK {
+        if let Some(Item::Bytes { data, .. }) = line.back_mut() {
+            if data.len() + bytes.len() <= OWN_BLOCK.max(data.capacity()) && data.len() < OWN_BLOCK
+            {
+                data.extend_from_slice(bytes);
+                return bytes.len();
+            }
+        }
+    }
+    let mut data = std::mem::take(spare);
+    if data.capacity() == 0 {
+        data.reserve(bytes.len().max(OWN_BLOCK));
+    }
+    data.extend_from_slice(bytes);
+    line.push_back(Item::Bytes { data, pos: 0 });
+    bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer that takes at most `step` bytes per call and would block every other call.
+    struct Trickle {
+        got: Vec<u8>,
+        step: usize,
+        calls: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.calls += 1;
+            if self.calls % 2 == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = buf.len().min(self.step);
+            self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn drain(q: &mut OutQueue, w: &mut Trickle) {
+        for _ in 0..1_000_000 {
+            q.refill(4096);
+            q.write_to(w).unwrap();
+            if q.is_empty() {
+                return;
+            }
+        }
+        panic!("queue never drained");
+    }
+
+    fn frames(mut bytes: &[u8]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+            out.push(bytes[8..8 + len].to_vec());
+            bytes = &bytes[8 + len..];
+        }
+        out
+    }
+
+    #[test]
+    fn messages_come_out_in_order_whatever_the_writes() {
+        let mut q = OutQueue::new(Framing::Frames);
+        q.push_message(b"one");
+        q.push_owned(vec![7u8; 100_000]);
+        q.push_lazy(Box::new(IterProducer((0..1000).map(|i| format!("m{i}")))));
+        q.push_message(b"after");
+        let mut w = Trickle {
+            got: Vec::new(),
+            step: 777,
+            calls: 0,
+        };
+        drain(&mut q, &mut w);
+        let got = frames(&w.got);
+        assert_eq!(got.len(), 1003);
+        assert_eq!(got[0], b"one");
+        assert_eq!(got[1], vec![7u8; 100_000]);
+        assert_eq!(got[2], b"m0");
+        assert_eq!(got[1001], b"m999");
+        assert_eq!(got[1002], b"after");
+        assert_eq!(q.queued(), 0);
+    }
+
+    #[test]
+    fn a_lazy_sequence_is_drawn_only_as_the_queue_drains() {
+        let mut q = OutQueue::new(Framing::Frames);
+        q.push_lazy(Box::new(IterProducer(std::iter::repeat_n(
+            [1u8; 100], 1_000_000,
+        ))));
+        q.refill(4096);
+        // One production budget's worth, not a million messages.
+        assert!(q.queued() <= PRODUCE_BUDGET + 200, "{}", q.queued());
+        assert!(!q.is_empty());
+    }
+
+    #[test]
+    fn nothing_is_spliced_into_an_open_stream() {
+        let mut q = OutQueue::new(Framing::Frames);
+        assert!(q.open_stream(10));
+        assert!(!q.open_stream(5));
+        q.stream_chunk(b"01234");
+        q.push_message(b"later");
+        assert_eq!(q.stream_chunk(b"56789extra"), 5);
+        q.push_message(b"last");
+        let mut w = Trickle {
+            got: Vec::new(),
+            step: 3,
+            calls: 0,
+        };
+        drain(&mut q, &mut w);
+        assert_eq!(
+            frames(&w.got),
+            vec![b"0123456789".to_vec(), b"later".to_vec(), b"last".to_vec()]
+        );
+    }
+
+    #[test]
+    fn datagrams_stay_one_per_message() {
+        let mut q = OutQueue::new(Framing::Datagram);
+        q.push_message(b"a");
+        q.push_lazy(Box::new(IterProducer(["b", "c"].into_iter())));
+        q.refill(1 << 20);
+        let mut seen = Vec::new();
+        while let Some(d) = q.front_datagram() {
+            seen.push(d.to_vec());
+            q.pop_datagram();
+        }
+        assert_eq!(seen, vec![b"Da".to_vec(), b"Db".to_vec(), b"Dc".to_vec()]);
+        assert_eq!(q.queued(), 0);
+        // The lazy sequence is spent and gone.
+        q.refill(1 << 20);
+        assert!(q.is_empty());
+    }
+}

@@ -1,0 +1,83 @@
+//! Binding the message protocol's other listeners: UNIX stream sockets and UDP sockets.
+//!
+//! A UNIX socket path left behind by a server that died is taken over (nothing answers on it);
+//! a path where a live server answers is refused as in use, so two servers never silently steal
+//! each other's clients.
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Binds a non-blocking UNIX stream listener at `path`. Errors name the path.
+pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("unix://{}: {e}", path.display()));
+    if path.exists() {
+        match UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(named(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "a server is already listening there",
+                )))
+            }
+            // Nobody answers: a stale socket file from a server that did not clean up.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(path).map_err(named)?;
+            }
+            Err(e) => return Err(named(e)),
+        }
+    }
+    let listener = UnixListener::bind(path).map_err(named)?;
+    listener.set_nonblocking(true).map_err(named)?;
+    Ok(listener)
+}
+
+/// Binds a non-blocking UDP socket on `addr`, with `SO_REUSEPORT` when `reuse_port` (several
+/// processes may then share the port; the kernel keeps each source address on one of them).
+pub fn bind_udp(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
+    let bind = || -> io::Result<UdpSocket> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        // No SO_REUSEADDR: on UDP it would let a second server bind the port silently.
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        if addr.is_ipv6() {
+            socket.set_only_v6(true)?;
+        }
+        socket.bind(&addr.into())?;
+        socket.set_nonblocking(true)?;
+        Ok(socket.into())
+    };
+    bind().map_err(|e| io::Error::new(e.kind(), format!("udp://{addr}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_unix_socket_is_taken_over_and_a_live_one_is_not() {
+        let dir = std::env::temp_dir().join(format!("berth-local-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let first = bind_unix(&path).unwrap();
+        let err = bind_unix(&path).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert!(err.to_string().contains("already listening"), "{err}");
+        drop(first); // the file stays behind, as after a crash
+        assert!(path.exists());
+        let _second = bind_unix(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn udp_sockets_share_a_port_with_reuse_port() {
+        let a = bind_udp("127.0.0.1:0".parse().unwrap(), true).unwrap();
+        let port = a.local_addr().unwrap();
+        let _b = bind_udp(port, true).unwrap();
+        let c = bind_udp(a.local_addr().unwrap(), false);
+        assert!(c.is_err());
+    }
+}
