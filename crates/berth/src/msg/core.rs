@@ -16,7 +16,7 @@ use std::net::{Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_proto::msg::handshake::{encode_refusal, parse_keyword};
+use berth_proto::msg::handshake::encode_refusal;
 use berth_proto::msg::{
     Admission, Ending, Event, FrameDecoder, Keyword, Listener as ListenerFlags, Peer, Piece,
     Policy, Refusal, ServerSession, Transport,
@@ -32,6 +32,8 @@ use super::stats::MsgStats;
 use crate::drive::evloop::pool::BufPool;
 use crate::drive::evloop::timer::Wheel;
 use crate::net::read_into_spare;
+
+mod udp;
 
 /// Tokens at and above this are listeners (`LISTENERS + index`); below are client slab keys.
 pub(crate) const LISTENERS: usize = usize::MAX / 2;
@@ -123,6 +125,8 @@ pub(crate) enum ListenSock {
     Tcp(TcpListener),
     Unix(UnixListener),
     Udp(UdpSocket),
+    /// No longer listening (shutting down); kept so that indices stay valid.
+    Closed,
 }
 
 pub(crate) struct Listener {
@@ -397,7 +401,7 @@ impl Core {
                     ),
                     Err(e) => return self.accept_failed(index, e),
                 },
-                ListenSock::Udp(_) => return,
+                ListenSock::Udp(_) | ListenSock::Closed => return,
             };
             self.stats.connection();
             let raw = self.listeners[index].endpoint.raw;
@@ -598,8 +602,7 @@ impl Core {
         let mut pos = 0;
         // A message found whole in this read: handed over without copying.
         let mut direct: Option<(usize, usize)> = None;
-        loop {
-            let Some(c) = self.get_mut(id) else { break };
+        while let Some(c) = self.get_mut(id) {
             if c.phase == Phase::Closing {
                 break;
             }
@@ -797,13 +800,38 @@ impl Core {
         self.dirty.push(id);
     }
 
-    /// Ends every client with the `shutdown` frame after its queued output.
+    /// Stops accepting: stream listeners are closed (a UNIX socket's file removed); UDP
+    /// sockets stay open to say goodbye to their clients.
+    pub(crate) fn stop_listening(&mut self) {
+        for l in &mut self.listeners {
+            if matches!(l.sock, ListenSock::Udp(_)) {
+                continue;
+            }
+            if let ListenSock::Unix(_) = l.sock {
+                if let super::endpoint::Address::Unix(path) = &l.endpoint.address {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            // Dropping the socket closes it, which also takes it out of the poll.
+            l.sock = ListenSock::Closed;
+        }
+    }
+
+    /// Stops listening and ends every client with the `shutdown` frame (UDP clients: `B`)
+    /// after its queued output.
     pub(crate) fn shutdown_all(&mut self) {
+        self.stop_listening();
         let ids: Vec<_> = self.clients.iter().map(|(k, c)| c.id(k)).collect();
         for id in ids {
-            match self.get(id).map(|c| c.phase) {
-                Some(Phase::Open) => self.end(id, Ending::Shutdown, "the server is stopping"),
-                Some(Phase::Handshake) => self.remove(id),
+            match self
+                .get(id)
+                .map(|c| (c.phase, matches!(c.io, Io::Udp { .. })))
+            {
+                Some((Phase::Open, true)) => self.close(id),
+                Some((Phase::Open, false)) => {
+                    self.end(id, Ending::Shutdown, "the server is stopping")
+                }
+                Some((Phase::Handshake, _)) => self.remove(id),
                 _ => {}
             }
         }
@@ -986,124 +1014,6 @@ impl Core {
         self.dirty.push(id);
     }
 
-    // ----- UDP -----------------------------------------------------------------------------
-
-    fn receive_datagrams(&mut self, index: usize, sink: &mut dyn Sink) {
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.resize(MAX_DATAGRAM + 1, 0);
-        loop {
-            let ListenSock::Udp(sock) = &self.listeners[index].sock else {
-                break;
-            };
-            match sock.recv_from(&mut buf) {
-                Ok((n, from)) => self.datagram(index, from, &buf[..n], sink),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // ICMP errors for earlier sends surface here; they concern no one now.
-                Err(e) => log::debug!("{}: {e}", self.listeners[index].endpoint),
-            }
-        }
-        self.scratch = buf;
-    }
-
-    fn datagram(&mut self, index: usize, from: SocketAddr, data: &[u8], sink: &mut dyn Sink) {
-        let known = self.listeners[index].udp_peers.get(&from).copied();
-        let known = known.map(|key| self.clients[key].id(key));
-        match (data.first(), known) {
-            (Some(b'H'), _) => self.udp_hello(index, from, &data[1..], known),
-            (Some(b'D'), Some(id)) => {
-                let at = self.now + self.config.udp_idle;
-                self.wheel.set(id.key(), Some(at));
-                self.stats.message(data.len() - 1);
-                self.source = Some(id);
-                self.whole_or_pieces(id, &data[1..], sink);
-                self.source = None;
-            }
-            (Some(b'B'), Some(id)) => self.remove(id),
-            _ => self.stats.udp_dropped(),
-        }
-    }
-
-    fn udp_hello(
-        &mut self,
-        index: usize,
-        from: SocketAddr,
-        keyword: &[u8],
-        known: Option<ClientId>,
-    ) {
-        self.stats.connection();
-        let parsed = parse_keyword(keyword);
-        let answer: Result<(), (Refusal, String)> = match known {
-            // A repeated hello (our `O` was lost): the same answer again.
-            Some(id) => {
-                let same = match &parsed {
-                    Ok(Keyword::Named(n)) => {
-                        self.get(id).and_then(|c| c.name.as_deref()) == Some(n)
-                    }
-                    Ok(Keyword::Anonymous) => self.get(id).is_some_and(|c| c.name.is_none()),
-                    Err(_) => false,
-                };
-                if same {
-                    Ok(())
-                } else {
-                    Err((
-                        Refusal::NameTaken,
-                        "this address is registered under another keyword".to_owned(),
-                    ))
-                }
-            }
-            None if self.clients.len() >= self.config.capacity => Err((
-                Refusal::Capacity,
-                format!(
-                    "the server holds its limit of {} clients",
-                    self.config.capacity
-                ),
-            )),
-            None => {
-                let peer = Peer {
-                    transport: Transport::Udp,
-                    ip: Some(from.ip()),
-                };
-                let io = Io::Udp {
-                    listener: index,
-                    addr: from,
-                };
-                match self.insert(io, peer, Some(index), Framing::Datagram) {
-                    None => Err((Refusal::Capacity, "no room for another client".to_owned())),
-                    Some(id) => match self.decide(id, parsed) {
-                        Ok((name, arrival)) => {
-                            self.listeners[index].udp_peers.insert(from, id.key());
-                            self.admit(id, name, arrival);
-                            let at = self.now + self.config.udp_idle;
-                            self.wheel.set(id.key(), Some(at));
-                            Ok(())
-                        }
-                        Err(refusal) => {
-                            self.clients.remove(id.key());
-                            Err(refusal)
-                        }
-                    },
-                }
-            }
-        };
-        let ListenSock::Udp(sock) = &self.listeners[index].sock else {
-            return;
-        };
-        let mut out = Vec::new();
-        match answer {
-            Ok(()) => out.push(b'O'),
-            Err((r, text)) => {
-                self.stats.refused(r);
-                encode_refusal(r, &text, &mut out);
-                // The datagram form carries the control payload without the length field.
-                out.drain(..8);
-                out.insert(0, b'N');
-            }
-        }
-        // Best effort: a lost answer is recovered by the client's repeated hello.
-        let _ = sock.send_to(&out, from);
-    }
-
     /// Registers a listener's socket with the poll.
     pub(crate) fn add_listener(&mut self, mut listener: Listener) -> io::Result<usize> {
         let index = self.listeners.len();
@@ -1115,6 +1025,7 @@ impl Core {
                 self.registry
                     .register(s, token, Interest::READABLE | Interest::WRITABLE)?
             }
+            ListenSock::Closed => {}
         }
         self.listeners.push(listener);
         Ok(index)

@@ -346,7 +346,6 @@ impl Engine {
     /// Stops listening, ends every client with the `shutdown` frame after its queued output,
     /// and runs I/O until they are all gone or `timeout` passes.
     pub fn shutdown(&mut self, timeout: Duration) -> io::Result<()> {
-        self.core.listeners.clear();
         self.core.shutdown_all();
         let deadline = Instant::now() + timeout;
         let mut sink = Collector::default();
@@ -363,10 +362,11 @@ impl Engine {
 
 /// The client's side of the handshake, blocking: keyword out, `OK` or a refusal back. Reads
 /// exactly the answer, so frames the server sends right behind it stay in the socket.
-fn handshake<S: Read + Write>(s: &mut S, name: &str, timeout: Duration) -> Result<(), ConnectError>
-where
-    S: SetTimeout,
-{
+fn handshake<S: Read + Write + SetTimeout>(
+    s: &mut S,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), ConnectError> {
     s.set_timeouts(Some(timeout))?;
     let mut frame = Vec::with_capacity(HEADER_LEN + name.len());
     encode(name.as_bytes(), &mut frame);

@@ -154,7 +154,6 @@ impl Engine {
         while !stop.load(Ordering::Relaxed) {
             self.iterate_with(handler, Some(tick))?;
         }
-        self.core.listeners.clear();
         self.core.shutdown_all();
         let deadline = std::time::Instant::now() + grace;
         while !self.core.clients.is_empty() && std::time::Instant::now() < deadline {

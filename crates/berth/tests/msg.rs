@@ -1,0 +1,667 @@
+//! The message engine over real sockets on 127.0.0.1 and UNIX sockets: handshake, rules,
+//! names, the polling API's sets, lazy sequences, limits, UDP, and client mode. Clients here
+//! are plain std sockets speaking the bytes of docs/msg-protocol.md.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use berth::app::relay::EchoRelay;
+use berth::msg::{
+    Address, ClientId, Endpoint, Engine, EngineConfig, IoIterationResult, MsgHandler, Out,
+};
+use berth_proto::msg::policy::parse_rule;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+// ----- a std client ------------------------------------------------------------------------
+
+/// A frame as a client sees it.
+#[derive(Debug, PartialEq, Eq)]
+enum Frame {
+    Data(Vec<u8>),
+    Control(String),
+}
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u64).to_le_bytes().to_vec();
+    f.extend_from_slice(payload);
+    f
+}
+
+fn read_frame(s: &mut impl Read) -> std::io::Result<Frame> {
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head)?;
+    let len = u64::from_le_bytes(head);
+    let control = len & (1 << 63) != 0;
+    let mut payload = vec![0; (len & !(1 << 63)) as usize];
+    s.read_exact(&mut payload)?;
+    Ok(if control {
+        Frame::Control(String::from_utf8(payload).unwrap())
+    } else {
+        Frame::Data(payload)
+    })
+}
+
+fn tcp(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s
+}
+
+/// Connects and sends a keyword; returns the stream and the server's answer.
+fn hello<S: Read + Write>(mut s: S, name: &str) -> (S, Frame) {
+    s.write_all(&frame(name.as_bytes())).unwrap();
+    let answer = read_frame(&mut s).unwrap();
+    (s, answer)
+}
+
+fn ok() -> Frame {
+    Frame::Data(b"OK".to_vec())
+}
+
+/// Reads until the peer closes; true if it closed (rather than timing out).
+fn closes(s: &mut impl Read) -> bool {
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+// ----- servers -----------------------------------------------------------------------------
+
+fn tcp_endpoint() -> Endpoint {
+    Endpoint::parse("tcp://127.0.0.1:0").unwrap()
+}
+
+fn addr_of(e: &Endpoint) -> SocketAddr {
+    match e.address {
+        Address::Tcp(a) | Address::Udp(a) => a,
+        Address::Unix(_) => panic!("not an IP endpoint"),
+    }
+}
+
+fn socket_path(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("berth-msg-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("s.sock")
+}
+
+/// A handler-served engine on its own thread; stops when dropped.
+struct Served {
+    endpoints: Vec<Endpoint>,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+fn serve<H: MsgHandler + Send + 'static>(
+    config: EngineConfig,
+    endpoints: &[Endpoint],
+    mut handler: H,
+) -> Served {
+    let mut engine = Engine::new(config).unwrap();
+    let endpoints = endpoints
+        .iter()
+        .map(|e| engine.listen(e).unwrap())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = thread::spawn(move || {
+        engine
+            .serve(
+                &mut handler,
+                &flag,
+                Duration::from_millis(20),
+                Duration::from_secs(2),
+            )
+            .unwrap();
+    });
+    Served {
+        endpoints,
+        stop,
+        thread: Some(thread),
+    }
+}
+
+fn echo(config: EngineConfig, endpoints: &[Endpoint]) -> Served {
+    serve(config, endpoints, EchoRelay::new(64 << 20))
+}
+
+/// Runs `io_iteration` until `done` says the gathered sets are complete.
+fn iterate_until(
+    engine: &mut Engine,
+    mut done: impl FnMut(&IoIterationResult, &mut Engine) -> bool,
+) -> IoIterationResult {
+    let deadline = Instant::now() + WAIT;
+    let mut all = IoIterationResult::default();
+    while Instant::now() < deadline {
+        let r = engine
+            .io_iteration(Some(Duration::from_millis(20)))
+            .unwrap();
+        all.newly_connected_expected_clients
+            .extend(r.newly_connected_expected_clients);
+        all.newly_connected_unknown_clients
+            .extend(r.newly_connected_unknown_clients);
+        all.clients_with_disconnected_connection
+            .extend(r.clients_with_disconnected_connection);
+        all.clients_have_data_to_read
+            .extend(r.clients_have_data_to_read);
+        all.clients_with_empty_output_fifo
+            .extend(r.clients_with_empty_output_fifo);
+        if done(&all, engine) {
+            return all;
+        }
+    }
+    panic!("gave up waiting; saw {all:?}");
+}
+
+// ----- handshake, rules, names ---------------------------------------------------------------
+
+#[test]
+fn handshake_is_the_documented_bytes_and_echo_works() {
+    let server = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let mut s = tcp(addr_of(&server.endpoints[0]));
+    s.write_all(&frame(b"svc")).unwrap();
+    let mut ok = [0u8; 10];
+    s.read_exact(&mut ok).unwrap();
+    assert_eq!(ok, [2, 0, 0, 0, 0, 0, 0, 0, b'O', b'K']);
+    for msg in [&b"ping"[..], b"", &[0u8, 255, 7][..]] {
+        s.write_all(&frame(msg)).unwrap();
+        assert_eq!(read_frame(&mut s).unwrap(), Frame::Data(msg.to_vec()));
+    }
+}
+
+#[test]
+fn frames_behind_the_keyword_are_read_after_ok() {
+    let server = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let mut s = tcp(addr_of(&server.endpoints[0]));
+    let mut burst = frame(b"eager");
+    burst.extend(frame(b"one"));
+    burst.extend(frame(b"two"));
+    s.write_all(&burst).unwrap();
+    assert_eq!(read_frame(&mut s).unwrap(), ok());
+    assert_eq!(read_frame(&mut s).unwrap(), Frame::Data(b"one".to_vec()));
+    assert_eq!(read_frame(&mut s).unwrap(), Frame::Data(b"two".to_vec()));
+}
+
+#[test]
+fn rules_refuse_by_transport_and_by_address_with_reasons() {
+    let path = socket_path("rules");
+    let mut config = EngineConfig::default();
+    for rule in [
+        "admin:transport=unix",
+        "svc:from=10.0.0.0/8",
+        "local:from=127.0.0.0/8",
+    ] {
+        let (name, rule) = parse_rule(rule).unwrap();
+        config.policy.rules.insert(name, rule);
+    }
+    let unix = Endpoint::parse(&format!("unix://{}", path.display())).unwrap();
+    let server = echo(config, &[tcp_endpoint(), unix]);
+    let addr = addr_of(&server.endpoints[0]);
+
+    let (mut s, answer) = hello(tcp(addr), "admin");
+    assert_eq!(
+        answer,
+        Frame::Control("refused transport-refused name \"admin\" may not connect over tcp".into())
+    );
+    assert!(closes(&mut s));
+
+    let (_s, answer) = hello(UnixStream::connect(&path).unwrap(), "admin");
+    assert_eq!(answer, ok());
+
+    let (mut s, answer) = hello(tcp(addr), "svc");
+    assert_eq!(
+        answer,
+        Frame::Control(
+            "refused address-refused name \"svc\" may not connect from 127.0.0.1".into()
+        )
+    );
+    assert!(closes(&mut s));
+    // `from` does not apply to UNIX sockets, which have no address.
+    let (_s, answer) = hello(UnixStream::connect(&path).unwrap(), "svc");
+    assert_eq!(answer, ok());
+    let (_s, answer) = hello(tcp(addr), "local");
+    assert_eq!(answer, ok());
+    drop(server);
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
+#[test]
+fn a_live_name_is_refused_to_a_second_connection_and_freed_when_it_goes() {
+    let server = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let addr = addr_of(&server.endpoints[0]);
+    let (first, answer) = hello(tcp(addr), "svc");
+    assert_eq!(answer, ok());
+    let (mut second, answer) = hello(tcp(addr), "svc");
+    assert_eq!(
+        answer,
+        Frame::Control("refused name-taken name \"svc\" is held by a live connection".into())
+    );
+    assert!(closes(&mut second));
+    drop(first);
+    // The name is free once the engine has seen the close.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_s, answer) = hello(tcp(addr), "svc");
+        if answer == ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "name never freed");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn bad_keywords_anonymous_policy_and_expected_only_listeners() {
+    let mut config = EngineConfig::default();
+    config.policy.expected.insert("known".into());
+    let strict = Endpoint::parse("tcp://127.0.0.1:0?anonymous=no&expected-only").unwrap();
+    let server = echo(config, &[tcp_endpoint(), strict]);
+    let (open, strict) = (addr_of(&server.endpoints[0]), addr_of(&server.endpoints[1]));
+    assert_eq!(hello(tcp(open), "").1, ok(), "anonymous allowed by default");
+    let code = |f: Frame| match f {
+        Frame::Control(t) => t.split(' ').nth(1).unwrap().to_owned(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(code(hello(tcp(strict), "").1), "anonymous-refused");
+    assert_eq!(code(hello(tcp(strict), "stranger").1), "not-expected");
+    assert_eq!(hello(tcp(strict), "known").1, ok());
+    assert_eq!(code(hello(tcp(open), "bad\nname").1), "name-invalid");
+    // A keyword frame longer than any name is refused without being read.
+    let mut s = tcp(open);
+    s.write_all(&(1u64 << 40).to_le_bytes()).unwrap();
+    assert_eq!(code(read_frame(&mut s).unwrap()), "name-invalid");
+}
+
+#[test]
+fn a_silent_client_is_refused_at_the_handshake_timeout() {
+    let config = EngineConfig {
+        handshake_timeout: Duration::from_millis(300),
+        ..EngineConfig::default()
+    };
+    let server = echo(config, &[tcp_endpoint()]);
+    let mut s = tcp(addr_of(&server.endpoints[0]));
+    let t = Instant::now();
+    match read_frame(&mut s).unwrap() {
+        Frame::Control(text) => assert!(text.starts_with("refused timeout"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    assert!(closes(&mut s));
+}
+
+#[test]
+fn capacity_refuses_with_a_reason() {
+    let config = EngineConfig {
+        capacity: 2,
+        ..EngineConfig::default()
+    };
+    let server = echo(config, &[tcp_endpoint()]);
+    let addr = addr_of(&server.endpoints[0]);
+    let (_a, _) = hello(tcp(addr), "a");
+    let (_b, _) = hello(tcp(addr), "b");
+    let mut c = tcp(addr);
+    match read_frame(&mut c).unwrap() {
+        Frame::Control(t) => assert!(t.starts_with("refused capacity"), "{t}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+// ----- limits --------------------------------------------------------------------------------
+
+#[test]
+fn an_over_limit_frame_gets_the_error_frame_after_everything_before_it() {
+    let config = EngineConfig {
+        max_message: 1000,
+        max_streamed: 1000,
+        ..EngineConfig::default()
+    };
+    let server = echo(config, &[tcp_endpoint()]);
+    let (mut s, _) = hello(tcp(addr_of(&server.endpoints[0])), "big");
+    let mut burst = Vec::new();
+    for i in 0..50u8 {
+        burst.extend(frame(&[i; 900]));
+    }
+    burst.extend_from_slice(&1001u64.to_le_bytes());
+    burst.extend_from_slice(&[0u8; 1001]);
+    s.write_all(&burst).unwrap();
+    for i in 0..50u8 {
+        assert_eq!(
+            read_frame(&mut s).unwrap(),
+            Frame::Data(vec![i; 900]),
+            "{i}"
+        );
+    }
+    assert_eq!(
+        read_frame(&mut s).unwrap(),
+        Frame::Control("error too-large frame of 1001 bytes over the limit of 1000".into())
+    );
+    assert!(closes(&mut s));
+}
+
+// ----- polling API ---------------------------------------------------------------------------
+
+#[test]
+fn polling_sets_expected_unknown_data_drained_and_disconnected() {
+    let mut config = EngineConfig::default();
+    config.policy.expected.insert("manager".into());
+    let mut engine = Engine::new(config).unwrap();
+    let addr = addr_of(&engine.listen(&tcp_endpoint()).unwrap());
+    let client = thread::spawn(move || {
+        let (mut m, a) = hello(tcp(addr), "manager");
+        assert_eq!(a, ok());
+        let (u, a) = hello(tcp(addr), "worker");
+        assert_eq!(a, ok());
+        m.write_all(&frame(b"job 1")).unwrap();
+        m.write_all(&frame(b"job 2")).unwrap();
+        assert_eq!(read_frame(&mut m).unwrap(), Frame::Data(b"done".to_vec()));
+        drop(u);
+        m
+    });
+    let r = iterate_until(&mut engine, |r, _| {
+        r.newly_connected_expected_clients.len() == 1
+            && r.newly_connected_unknown_clients.len() == 1
+            && !r.clients_have_data_to_read.is_empty()
+    });
+    let manager = *r.newly_connected_expected_clients.iter().next().unwrap();
+    let worker = *r.newly_connected_unknown_clients.iter().next().unwrap();
+    assert_eq!(engine.name(manager), Some("manager"));
+    assert_eq!(engine.client("worker"), Some(worker));
+    let mut got = Vec::new();
+    iterate_until(&mut engine, |_, e| {
+        got.extend(e.messages(manager));
+        got.len() == 2
+    });
+    assert_eq!(got, vec![b"job 1".to_vec(), b"job 2".to_vec()]);
+    assert!(engine.send_message(manager, b"done"));
+    let r = iterate_until(&mut engine, |r, _| {
+        r.clients_with_empty_output_fifo.contains(&manager)
+            && r.clients_with_disconnected_connection.contains(&worker)
+    });
+    assert!(!r.clients_with_disconnected_connection.contains(&manager));
+    assert_eq!(engine.client("worker"), None);
+    assert!(
+        !engine.send_message(worker, b"gone"),
+        "a dead id reaches no one"
+    );
+    let m = client.join().unwrap();
+    drop(m);
+    iterate_until(&mut engine, |r, _| {
+        r.clients_with_disconnected_connection.contains(&manager)
+    });
+    assert_eq!(engine.client_count(), 0);
+    let counts = engine.stats().snapshot();
+    assert_eq!((counts.admitted, counts.disconnected), (2, 2));
+    assert_eq!(counts.messages_in, 2);
+}
+
+#[test]
+fn a_million_messages_through_send_messages_drawn_lazily() {
+    const N: usize = 1_000_000;
+    let mut engine = Engine::new(EngineConfig::default()).unwrap();
+    let addr = addr_of(&engine.listen(&tcp_endpoint()).unwrap());
+    let reader = thread::spawn(move || {
+        let (s, a) = hello(tcp(addr), "sink");
+        assert_eq!(a, ok());
+        let mut s = std::io::BufReader::with_capacity(1 << 16, s);
+        for i in 0..N {
+            let Frame::Data(d) = read_frame(&mut s).unwrap() else {
+                panic!("control frame")
+            };
+            assert_eq!(d, format!("some data {i}").as_bytes(), "message {i}");
+        }
+    });
+    let r = iterate_until(&mut engine, |r, _| {
+        !r.newly_connected_unknown_clients.is_empty()
+    });
+    let sink = *r.newly_connected_unknown_clients.iter().next().unwrap();
+    assert!(engine.send_messages(sink, (0..N).map(|i| format!("some data {i}"))));
+    let mut most_queued = 0;
+    iterate_until(&mut engine, |r, e| {
+        most_queued = most_queued.max(e.pending_output(sink));
+        r.clients_with_empty_output_fifo.contains(&sink)
+    });
+    reader.join().unwrap();
+    // 10^6 messages are about 22 MB of frames; the queue never held more than a few
+    // production rounds of them.
+    assert!(most_queued < 1 << 20, "queue reached {most_queued} bytes");
+}
+
+#[test]
+fn unread_messages_pause_their_client_instead_of_piling_up() {
+    let config = EngineConfig {
+        inbox_high: 64 * 1024,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(config).unwrap();
+    let addr = addr_of(&engine.listen(&tcp_endpoint()).unwrap());
+    let writer = thread::spawn(move || {
+        let (mut s, _) = hello(tcp(addr), "flood");
+        let msg = frame(&[9u8; 1000]);
+        for _ in 0..2000 {
+            s.write_all(&msg).unwrap();
+        }
+        s
+    });
+    let r = iterate_until(&mut engine, |r, _| {
+        !r.newly_connected_unknown_clients.is_empty()
+    });
+    let id = *r.newly_connected_unknown_clients.iter().next().unwrap();
+    for _ in 0..20 {
+        engine
+            .io_iteration(Some(Duration::from_millis(10)))
+            .unwrap();
+    }
+    // Not read: the engine stopped reading at its inbox limit (plus one read's worth).
+    let held = engine.messages(id);
+    assert!(held.len() < 200, "inbox grew to {} messages", held.len());
+    let mut total = held.len();
+    iterate_until(&mut engine, |_, e| {
+        total += e.messages(id).len();
+        total == 2000
+    });
+    drop(writer.join().unwrap());
+}
+
+// ----- streaming and relay -------------------------------------------------------------------
+
+#[test]
+fn relay_to_a_named_client_and_to_nobody() {
+    let server = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let addr = addr_of(&server.endpoints[0]);
+    let (mut alice, _) = hello(tcp(addr), "alice");
+    let (mut bob, _) = hello(tcp(addr), "bob");
+    let (mut anon, _) = hello(tcp(addr), "");
+    alice.write_all(&frame(b"@bob hi bob")).unwrap();
+    assert_eq!(
+        read_frame(&mut bob).unwrap(),
+        Frame::Data(b"@alice hi bob".to_vec())
+    );
+    anon.write_all(&frame(b"@alice from nobody")).unwrap();
+    match read_frame(&mut alice).unwrap() {
+        Frame::Data(d) => {
+            let d = String::from_utf8(d).unwrap();
+            assert!(d.starts_with("@#") && d.ends_with(" from nobody"), "{d}");
+        }
+        other => panic!("{other:?}"),
+    }
+    bob.write_all(&frame(b"@carol anyone?")).unwrap();
+    assert_eq!(
+        read_frame(&mut bob).unwrap(),
+        Frame::Data(b"@! no client named carol".to_vec())
+    );
+    // No space: not a relay, an echo.
+    bob.write_all(&frame(b"@alice")).unwrap();
+    assert_eq!(
+        read_frame(&mut bob).unwrap(),
+        Frame::Data(b"@alice".to_vec())
+    );
+}
+
+#[test]
+fn the_8760000_byte_message_echoes_intact() {
+    let server = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let (s, _) = hello(tcp(addr_of(&server.endpoints[0])), "big");
+    let msg: Vec<u8> = (0..8_760_000u32).map(|i| (i % 251) as u8).collect();
+    let mut w = s.try_clone().unwrap();
+    let m = msg.clone();
+    let writer = thread::spawn(move || w.write_all(&frame(&m)).unwrap());
+    let mut r = s;
+    assert_eq!(read_frame(&mut r).unwrap(), Frame::Data(msg));
+    writer.join().unwrap();
+}
+
+// ----- UDP -----------------------------------------------------------------------------------
+
+#[test]
+fn udp_hello_echo_refusal_and_bye() {
+    let udp = Endpoint::parse("udp://127.0.0.1:0").unwrap();
+    let server = echo(EngineConfig::default(), &[udp]);
+    let addr = addr_of(&server.endpoints[0]);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = [0u8; 70_000];
+    let mut ask = |sock: &UdpSocket, datagram: &[u8]| {
+        sock.send_to(datagram, addr).unwrap();
+        let n = sock.recv(&mut buf).unwrap();
+        buf[..n].to_vec()
+    };
+    assert_eq!(ask(&sock, b"Hudp-client"), b"O");
+    // A repeated hello (as after a lost `O`) gets the same answer.
+    assert_eq!(ask(&sock, b"Hudp-client"), b"O");
+    assert_eq!(ask(&sock, b"Dping"), b"Dping");
+    let big = [b'D'; 60_000];
+    assert_eq!(ask(&sock, &big), big);
+    // The name is taken for a second address.
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    other.set_read_timeout(Some(WAIT)).unwrap();
+    let answer = ask(&other, b"Hudp-client");
+    assert!(answer.starts_with(b"Nrefused name-taken"), "{answer:?}");
+    sock.send_to(b"B", addr).unwrap();
+    // Gone: data from it is dropped now, and its name is free.
+    assert_eq!(ask(&other, b"Hudp-client"), b"O");
+}
+
+// ----- client mode ---------------------------------------------------------------------------
+
+/// Forwards what its clients send to the upstream server it is a client of, and what the
+/// upstream sends back to the client that asked (one client at a time, for the test).
+struct Forwarder {
+    upstream: ClientId,
+    asker: Option<ClientId>,
+}
+
+impl MsgHandler for Forwarder {
+    fn on_data(&mut self, client: ClientId, msg: &[u8], out: &mut Out<'_>) {
+        if client == self.upstream {
+            if let Some(asker) = self.asker {
+                out.send(asker, msg);
+            }
+        } else {
+            self.asker = Some(client);
+            out.send(self.upstream, msg);
+        }
+    }
+}
+
+#[test]
+fn one_engine_is_a_server_and_a_client_of_another() {
+    let upstream = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let mut engine = Engine::new(EngineConfig::default()).unwrap();
+    let front = addr_of(&engine.listen(&tcp_endpoint()).unwrap());
+    let up = engine
+        .connect(&upstream.endpoints[0], "front", WAIT)
+        .unwrap();
+    // Refusals come back as errors with the server's reason.
+    let err = engine
+        .connect(&upstream.endpoints[0], "front", WAIT)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "refused: name-taken (name \"front\" is held by a live connection)"
+    );
+    let mut handler = Forwarder {
+        upstream: up,
+        asker: None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let t = thread::spawn(move || {
+        engine
+            .serve(
+                &mut handler,
+                &flag,
+                Duration::from_millis(20),
+                Duration::from_secs(1),
+            )
+            .unwrap();
+    });
+    let (mut s, a) = hello(tcp(front), "user");
+    assert_eq!(a, ok());
+    s.write_all(&frame(b"round trip")).unwrap();
+    assert_eq!(
+        read_frame(&mut s).unwrap(),
+        Frame::Data(b"round trip".to_vec())
+    );
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+    // At shutdown the client was told why.
+    assert_eq!(
+        read_frame(&mut s).unwrap(),
+        Frame::Control("error shutdown the server is stopping".into())
+    );
+}
+
+#[test]
+fn output_drained_and_close_after_flush_reach_a_handler() {
+    /// Answers every message with 100 KiB, then asks to close after it is written.
+    struct Closer {
+        drained: Arc<AtomicBool>,
+    }
+    impl MsgHandler for Closer {
+        fn on_data(&mut self, client: ClientId, _: &[u8], out: &mut Out<'_>) {
+            out.send_owned(client, vec![5u8; 100 * 1024]);
+            out.close(client);
+        }
+        fn on_output_drained(&mut self, _: ClientId, _: &mut Out<'_>) {
+            self.drained.store(true, Ordering::Relaxed);
+        }
+    }
+    let drained = Arc::new(AtomicBool::new(false));
+    let server = serve(
+        EngineConfig::default(),
+        &[tcp_endpoint()],
+        Closer {
+            drained: drained.clone(),
+        },
+    );
+    let (mut s, _) = hello(tcp(addr_of(&server.endpoints[0])), "c");
+    s.write_all(&frame(b"go")).unwrap();
+    assert_eq!(
+        read_frame(&mut s).unwrap(),
+        Frame::Data(vec![5u8; 100 * 1024])
+    );
+    assert!(closes(&mut s));
+    // Closing clients are not reported as drained: they are going.
+    assert!(!drained.load(Ordering::Relaxed));
+}
