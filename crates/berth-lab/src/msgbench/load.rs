@@ -1,0 +1,747 @@
+//! One load thread: its share of the connections, driven by one mio `Poll`.
+//!
+//! A connection's life: connect, write its hello (keyword, or ZMTP greeting and READY), wait
+//! for the server's answer, then keep up to `window` messages in flight. Writing and reading
+//! are independent: a message is written while earlier echoes (or the start of its own) are
+//! read, so a 64 MiB message never deadlocks against a server that echoes as it reads.
+//!
+//! Output goes through a small per-connection buffer, which batches headers and small
+//! messages into one write; the bulk of a big message is written straight from the shared
+//! [`Pattern`]. Input lands in one buffer per thread, which [`wire::Reader`] consumes
+//! completely on every read (it keeps partial headers itself), and each echo chunk is compared
+//! in place against the pattern. So nothing here grows with the message size.
+//!
+//! Readiness is edge-triggered: each side reads or writes until the socket says "would
+//! block", except that a read shorter than the buffer is taken to have emptied the socket (a
+//! byte arriving after it raises a fresh event), which saves a syscall per small echo.
+
+use std::collections::VecDeque;
+use std::io::{self, ErrorKind, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use mio::event::{Event, Source};
+use mio::net::{TcpStream, UnixStream};
+use mio::{Events, Interest, Poll, Registry, Token};
+
+use super::pattern::{Pattern, CHUNK};
+use super::report::{Failure, MsgTally};
+use super::wire::{self, In, WireError};
+use super::{Endpoint, Protocol};
+
+/// How often timeouts and reconnect back-offs are checked, and progress published.
+const TICK: Duration = Duration::from_millis(10);
+
+/// Pause before a connection tries again after its connect failed or its handshake was
+/// refused, so a server that is down or turning us away is not hammered in a tight loop.
+const RETRY_BACKOFF: Duration = Duration::from_millis(10);
+
+/// The thread's read buffer.
+const READ_BUFFER: usize = 256 * 1024;
+
+/// Output is batched up to about this many bytes per write.
+const OUT_TARGET: usize = 16 * 1024;
+
+/// Payload left to write at or above which it is written straight from the pattern instead of
+/// being copied into the output buffer first.
+const DIRECT_MIN: u64 = 4 * 1024;
+
+/// What every connection of a run does.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Where to connect.
+    pub endpoint: Endpoint,
+    /// What to speak.
+    pub protocol: Protocol,
+    /// Payload bytes per message.
+    pub size: u64,
+    /// Messages in flight per connection.
+    pub window: usize,
+    /// Longest time without progress while something is outstanding.
+    pub timeout: Duration,
+    /// What messages carry.
+    pub pattern: Pattern,
+}
+
+/// State all load threads share with the thread that runs them.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Set when the run's time is up.
+    pub stop: AtomicBool,
+    /// Messages still to send, when the run is bounded by count.
+    pub budget: Option<AtomicU64>,
+    /// Echoed messages so far, published every tick for the progress line.
+    pub messages: AtomicU64,
+    /// Verified payload bytes so far, likewise.
+    pub payload_bytes: AtomicU64,
+    /// Errors so far, likewise.
+    pub errors: AtomicU64,
+}
+
+impl Shared {
+    /// Returns messages taken but neither echoed nor failed, so that another connection sends
+    /// them.
+    fn give_back(&self, n: u64) {
+        if let (Some(b), true) = (&self.budget, n > 0) {
+            b.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// Takes up to `want` messages from the budget.
+    fn take(&self, want: u64) -> u64 {
+        match &self.budget {
+            None => want,
+            Some(b) => {
+                let mut left = b.load(Relaxed);
+                loop {
+                    let n = left.min(want);
+                    if n == 0 {
+                        return 0;
+                    }
+                    match b.compare_exchange_weak(left, left - n, Relaxed, Relaxed) {
+                        Ok(_) => return n,
+                        Err(now) => left = now,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A TCP or UNIX stream socket.
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn connect(endpoint: &Endpoint) -> io::Result<Stream> {
+        match endpoint {
+            Endpoint::Tcp(addr) => {
+                let s = TcpStream::connect(*addr)?;
+                // Small messages and headers must not wait for Nagle.
+                let _ = s.set_nodelay(true);
+                Ok(Stream::Tcp(s))
+            }
+            Endpoint::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
+        }
+    }
+
+    fn take_error(&self) -> io::Result<Option<io::Error>> {
+        match self {
+            Stream::Tcp(s) => s.take_error(),
+            Stream::Unix(s) => s.take_error(),
+        }
+    }
+
+    /// Ok once a non-blocking connect has completed; `NotConnected` while it is under way.
+    fn check_connected(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().map(drop),
+            Stream::Unix(s) => s.peer_addr().map(drop),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Source for Stream {
+    fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.register(r, t, i),
+            Stream::Unix(s) => s.register(r, t, i),
+        }
+    }
+
+    fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.reregister(r, t, i),
+            Stream::Unix(s) => s.reregister(r, t, i),
+        }
+    }
+
+    fn deregister(&mut self, r: &Registry) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.deregister(r),
+            Stream::Unix(s) => s.deregister(r),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// No socket: waiting for `retry_at`, or for nothing when the budget is spent.
+    Idle,
+    Connecting,
+    /// Connected; the hello is written or being written, the answer awaited.
+    Handshake,
+    /// Messages flow.
+    Running,
+}
+
+/// The message being written.
+struct Writing {
+    seq: u64,
+    /// Payload bytes written or copied into the output buffer.
+    done: u64,
+}
+
+struct Conn {
+    /// The bytes this connection sends first (its keyword, or the ZMTP greeting and READY).
+    hello: Vec<u8>,
+    stream: Option<Stream>,
+    /// Counts opens, so a caller can tell whether the connection it was serving was replaced
+    /// (a failure reopens at once) while it was busy with it.
+    generation: u64,
+    state: State,
+    reader: wire::Reader,
+    out: Vec<u8>,
+    out_at: usize,
+    writing: Option<Writing>,
+    /// Messages taken from the budget and not yet begun.
+    queued: u64,
+    /// Sequence number of the next message to begin.
+    next_seq: u64,
+    /// When each begun, not yet echoed message began; the oldest first, as echoes come back.
+    sent_at: VecDeque<Instant>,
+    /// Verified bytes of the echo being read.
+    echo_at: u64,
+    /// A readable event arrived that has not been read to the end yet.
+    readable: bool,
+    /// The peer's FIN has arrived: read to the end even after a short read, because no
+    /// further event will announce it.
+    read_closed: bool,
+    /// When a byte last moved (or the connect began).
+    last_progress: Instant,
+    retry_at: Option<Instant>,
+}
+
+impl Conn {
+    /// The sequence number of the message whose echo comes next.
+    fn echo_seq(&self) -> u64 {
+        self.next_seq - self.sent_at.len() as u64
+    }
+
+    /// Messages taken from the budget and not yet echoed.
+    fn outstanding(&self) -> u64 {
+        self.queued + self.sent_at.len() as u64
+    }
+}
+
+struct Loop<'a> {
+    plan: &'a Plan,
+    shared: &'a Shared,
+    poll: Poll,
+    conns: Vec<Conn>,
+    /// Every read lands here and is consumed at once.
+    rbuf: Vec<u8>,
+    tally: MsgTally,
+}
+
+/// Runs one connection per name until `shared.stop` is set or the budget is spent.
+pub(crate) fn run(plan: &Plan, shared: &Shared, names: Vec<String>) -> io::Result<MsgTally> {
+    let now = Instant::now();
+    let mut lp = Loop {
+        plan,
+        shared,
+        poll: Poll::new()?,
+        conns: names
+            .iter()
+            .map(|name| Conn {
+                hello: wire::hello(plan.protocol, name),
+                stream: None,
+                generation: 0,
+                state: State::Idle,
+                reader: wire::Reader::new(plan.protocol),
+                out: Vec::new(),
+                out_at: 0,
+                writing: None,
+                queued: 0,
+                next_seq: 0,
+                sent_at: VecDeque::with_capacity(plan.window),
+                echo_at: 0,
+                readable: false,
+                read_closed: false,
+                last_progress: now,
+                retry_at: Some(now),
+            })
+            .collect(),
+        rbuf: vec![0; READ_BUFFER],
+        tally: MsgTally::default(),
+    };
+    let mut events = Events::with_capacity(1024);
+    let mut next_tick = now;
+    let mut published = (0, 0, 0);
+    loop {
+        let now = Instant::now();
+        if now >= next_tick {
+            lp.tick(now);
+            next_tick = now + TICK;
+            published = lp.publish(published);
+        }
+        if shared.stop.load(Relaxed) || lp.finished() {
+            break;
+        }
+        match lp.poll.poll(&mut events, Some(TICK)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        for ev in events.iter() {
+            lp.on_event(ev);
+        }
+    }
+    lp.publish(published);
+    Ok(lp.tally)
+}
+
+impl Loop<'_> {
+    /// Adds what was counted since `before` to the shared progress counters.
+    fn publish(&self, before: (u64, u64, u64)) -> (u64, u64, u64) {
+        let t = &self.tally;
+        let now = (t.messages, t.payload_bytes, t.errors.total());
+        self.shared.messages.fetch_add(now.0 - before.0, Relaxed);
+        self.shared
+            .payload_bytes
+            .fetch_add(now.1 - before.1, Relaxed);
+        self.shared.errors.fetch_add(now.2 - before.2, Relaxed);
+        now
+    }
+
+    /// Bounded by count: done once the budget is spent and no connection has work left.
+    fn finished(&self) -> bool {
+        self.shared.budget.is_some()
+            && self
+                .conns
+                .iter()
+                .all(|c| c.state == State::Idle && c.retry_at.is_none())
+    }
+
+    /// Timeouts and reconnects; runs every [`TICK`].
+    fn tick(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            let waiting = match c.state {
+                State::Idle => {
+                    if c.retry_at.is_some_and(|t| t <= now) {
+                        self.open(i, now);
+                    }
+                    continue;
+                }
+                State::Connecting | State::Handshake => true,
+                State::Running => c.outstanding() > 0 || c.out_at < c.out.len(),
+            };
+            if waiting && now.duration_since(c.last_progress) >= self.plan.timeout {
+                let text = match c.state {
+                    State::Connecting => "no connection".to_owned(),
+                    State::Handshake => "no answer to the handshake".to_owned(),
+                    _ => format!("no byte moved with {} messages in flight", c.sent_at.len()),
+                };
+                self.fail(
+                    i,
+                    Failure::Timeout,
+                    &format!("{text} within {:?}", self.plan.timeout),
+                    now,
+                );
+            }
+        }
+    }
+
+    /// Starts a connection, if the budget has a message for it.
+    fn open(&mut self, i: usize, now: Instant) {
+        self.conns[i].retry_at = None;
+        // A message is taken from the budget before connecting, so a count-bounded run opens
+        // no connection it has nothing to send on; a failure on the way spends it.
+        let reserved = self.shared.take(1);
+        if reserved == 0 {
+            return;
+        }
+        self.conns[i].queued = reserved;
+        let mut stream = match Stream::connect(&self.plan.endpoint) {
+            Ok(s) => s,
+            Err(e) => return self.fail(i, Failure::Connect, &e.to_string(), now),
+        };
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            Token(i),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            return self.fail(i, Failure::Connect, &format!("cannot poll: {e}"), now);
+        }
+        let c = &mut self.conns[i];
+        c.stream = Some(stream);
+        c.generation += 1;
+        c.state = State::Connecting;
+        c.reader = wire::Reader::new(self.plan.protocol);
+        c.out.clear();
+        c.out.extend_from_slice(&c.hello);
+        c.out_at = 0;
+        c.writing = None;
+        c.sent_at.clear();
+        c.echo_at = 0;
+        c.readable = false;
+        c.read_closed = false;
+        c.last_progress = now;
+    }
+
+    fn on_event(&mut self, ev: &Event) {
+        let i = ev.token().0;
+        let Some(c) = self.conns.get_mut(i) else {
+            return;
+        };
+        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+            c.readable = true;
+        }
+        if ev.is_read_closed() || ev.is_error() {
+            c.read_closed = true;
+        }
+        let now = Instant::now();
+        let generation = c.generation;
+        match c.state {
+            State::Idle => return,
+            State::Connecting => {
+                if !(ev.is_writable() || ev.is_error() || ev.is_read_closed())
+                    || !self.connected(i, now)
+                {
+                    return;
+                }
+            }
+            State::Handshake | State::Running => {
+                if ev.is_writable() {
+                    self.send(i, now);
+                }
+            }
+        }
+        let c = &self.conns[i];
+        if c.generation == generation
+            && c.readable
+            && matches!(c.state, State::Handshake | State::Running)
+        {
+            self.receive(i);
+        }
+    }
+
+    /// Completes a non-blocking connect and writes the hello; false if the connect failed or
+    /// is not done yet.
+    fn connected(&mut self, i: usize, now: Instant) -> bool {
+        let Some(stream) = self.conns[i].stream.as_ref() else {
+            return false;
+        };
+        match stream.take_error() {
+            Ok(None) => {}
+            Ok(Some(e)) | Err(e) => {
+                self.fail(i, Failure::Connect, &e.to_string(), now);
+                return false;
+            }
+        }
+        match stream.check_connected() {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotConnected => return false,
+            Err(e) => {
+                self.fail(i, Failure::Connect, &e.to_string(), now);
+                return false;
+            }
+        }
+        self.tally.connects += 1;
+        let c = &mut self.conns[i];
+        c.state = State::Handshake;
+        c.last_progress = now;
+        let generation = c.generation;
+        self.send(i, now);
+        self.conns[i].generation == generation
+    }
+
+    /// Writes what the connection has to write until the socket would block or nothing is
+    /// left: the output buffer, then payload straight from the pattern, refilling the buffer
+    /// with new messages while the window allows.
+    fn send(&mut self, i: usize, now: Instant) {
+        let plan = self.plan;
+        loop {
+            let c = &mut self.conns[i];
+            let Some(stream) = c.stream.as_mut() else {
+                return;
+            };
+            let direct = c
+                .writing
+                .as_ref()
+                .filter(|w| c.out_at == c.out.len() && plan.size - w.done >= DIRECT_MIN);
+            let result = if c.out_at < c.out.len() {
+                stream.write(&c.out[c.out_at..])
+            } else if let Some(w) = direct {
+                let left = (plan.size - w.done).min(CHUNK as u64) as usize;
+                stream.write(plan.pattern.slice(w.seq, w.done, left))
+            } else {
+                if !self.fill(i, now) {
+                    let c = &self.conns[i];
+                    // Nothing left to send and nothing in flight: the budget is spent (or
+                    // the run is stopping), and this connection is done.
+                    if c.state == State::Running && c.outstanding() == 0 {
+                        self.close(i);
+                    }
+                    return;
+                }
+                continue;
+            };
+            match result {
+                Ok(0) => {
+                    return self.fail(i, Failure::Write, "the socket accepted no bytes", now);
+                }
+                Ok(n) => {
+                    self.tally.bytes_written += n as u64;
+                    c.last_progress = now;
+                    if c.out_at < c.out.len() {
+                        c.out_at += n;
+                    } else if let Some(w) = c.writing.as_mut() {
+                        w.done += n as u64;
+                        if w.done == plan.size {
+                            c.writing = None;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return self.fail(i, Failure::Write, &e.to_string(), now),
+            }
+        }
+    }
+
+    /// Refills the (drained) output buffer: the rest of the current message, then new
+    /// messages while the window and the budget allow, up to about [`OUT_TARGET`] bytes.
+    /// Returns whether there is anything to write.
+    fn fill(&mut self, i: usize, now: Instant) -> bool {
+        let (plan, shared) = (self.plan, self.shared);
+        let c = &mut self.conns[i];
+        c.out.clear();
+        c.out_at = 0;
+        if c.state != State::Running {
+            return false;
+        }
+        while c.out.len() < OUT_TARGET {
+            if let Some(w) = c.writing.as_mut() {
+                let n = (plan.size - w.done).min((OUT_TARGET - c.out.len()) as u64) as usize;
+                c.out
+                    .extend_from_slice(plan.pattern.slice(w.seq, w.done, n));
+                w.done += n as u64;
+                if w.done == plan.size {
+                    c.writing = None;
+                }
+                continue;
+            }
+            if c.sent_at.len() >= plan.window {
+                break;
+            }
+            if c.queued == 0 {
+                if shared.stop.load(Relaxed) {
+                    break;
+                }
+                c.queued = shared.take((plan.window - c.sent_at.len()) as u64);
+                if c.queued == 0 {
+                    break;
+                }
+            }
+            c.queued -= 1;
+            c.sent_at.push_back(now);
+            wire::message_header(plan.protocol, plan.size, &mut c.out);
+            c.writing = Some(Writing {
+                seq: c.next_seq,
+                done: 0,
+            });
+            c.next_seq += 1;
+        }
+        !c.out.is_empty()
+    }
+
+    fn receive(&mut self, i: usize) {
+        // The buffer is lent out so the pieces read from it can be handled with `self`.
+        let mut buf = std::mem::take(&mut self.rbuf);
+        self.receive_into(i, &mut buf);
+        self.rbuf = buf;
+    }
+
+    fn receive_into(&mut self, i: usize, buf: &mut [u8]) {
+        let generation = self.conns[i].generation;
+        loop {
+            let c = &mut self.conns[i];
+            if c.generation != generation {
+                return;
+            }
+            let Some(stream) = c.stream.as_mut() else {
+                return;
+            };
+            let n = match stream.read(buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    c.readable = false;
+                    return;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return self.fail(i, Failure::Read, &e.to_string(), Instant::now()),
+            };
+            let now = Instant::now();
+            if n == 0 {
+                return self.end_of_stream(i, now);
+            }
+            self.tally.bytes_read += n as u64;
+            c.last_progress = now;
+            if !self.consume(i, &buf[..n], now) {
+                return;
+            }
+            // Echoes that completed freed room in the window, or the handshake finished.
+            self.send(i, now);
+            let c = &mut self.conns[i];
+            if c.generation != generation || c.stream.is_none() {
+                return;
+            }
+            if n < buf.len() && !c.read_closed {
+                // A short read emptied the socket; the next byte raises a new event.
+                c.readable = false;
+                return;
+            }
+        }
+    }
+
+    /// Acts on everything in `data`. Returns false when the connection failed on it.
+    fn consume(&mut self, i: usize, data: &[u8], now: Instant) -> bool {
+        let plan = self.plan;
+        let mut at = 0;
+        loop {
+            let c = &mut self.conns[i];
+            let (n, step) = match c.reader.next(&data[at..]) {
+                Ok(x) => x,
+                Err(WireError::Handshake(e)) => {
+                    self.fail(i, Failure::Handshake, &e, now);
+                    return false;
+                }
+                Err(WireError::Protocol(e)) => {
+                    self.fail(i, Failure::Protocol, &e, now);
+                    return false;
+                }
+            };
+            at += n;
+            let Some(step) = step else {
+                return true;
+            };
+            let failure = match step {
+                In::Ready => {
+                    c.state = State::Running;
+                    self.tally.handshakes += 1;
+                    None
+                }
+                In::Refused(text) => Some((Failure::Handshake, text)),
+                In::Ended(text) => Some((
+                    Failure::Read,
+                    format!("the server ended the connection: {text}"),
+                )),
+                In::Start(_) if c.sent_at.is_empty() => Some((
+                    Failure::Protocol,
+                    "an echo of a message that was not sent".to_owned(),
+                )),
+                In::Start(len) if len != plan.size => Some((
+                    Failure::Protocol,
+                    format!("an echo of {len} bytes for a message of {}", plan.size),
+                )),
+                In::Start(_) => {
+                    c.echo_at = 0;
+                    None
+                }
+                In::Chunk(bytes) => match plan.pattern.mismatch(c.echo_seq(), c.echo_at, bytes) {
+                    Some(k) => Some((
+                        Failure::Protocol,
+                        format!(
+                            "the echo differs from what was sent at byte {} of a {}-byte message",
+                            c.echo_at + k as u64,
+                            plan.size
+                        ),
+                    )),
+                    None => {
+                        c.echo_at += bytes.len() as u64;
+                        self.tally.payload_bytes += bytes.len() as u64;
+                        None
+                    }
+                },
+                In::End => {
+                    // A Start was checked against `sent_at` being non-empty.
+                    if let Some(began) = c.sent_at.pop_front() {
+                        self.tally.echoed(now.duration_since(began));
+                    }
+                    None
+                }
+            };
+            if let Some((why, text)) = failure {
+                self.fail(i, why, &text, now);
+                return false;
+            }
+        }
+    }
+
+    fn end_of_stream(&mut self, i: usize, now: Instant) {
+        let c = &self.conns[i];
+        let (why, text) = match c.state {
+            State::Handshake => (
+                Failure::Handshake,
+                "the server closed the connection during the handshake".to_owned(),
+            ),
+            _ => (
+                Failure::Read,
+                format!(
+                    "the server closed the connection with {} messages in flight",
+                    c.sent_at.len()
+                ),
+            ),
+        };
+        self.fail(i, why, &text, now);
+    }
+
+    fn close(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if let Some(mut s) = c.stream.take() {
+            let _ = self.poll.registry().deregister(&mut s);
+        }
+        c.state = State::Idle;
+        c.queued = 0;
+        c.writing = None;
+        c.sent_at.clear();
+        c.out.clear();
+        c.out_at = 0;
+        c.retry_at = None;
+    }
+
+    fn fail(&mut self, i: usize, why: Failure, text: &str, now: Instant) {
+        // One failure per connection, as wrk counts them. It spends one of the messages the
+        // connection held; the others go back to the budget, so a count-bounded run ends
+        // after exactly N echoes or failures.
+        let outstanding = self.conns[i].outstanding();
+        self.shared.give_back(outstanding.saturating_sub(1));
+        self.tally.fail(why, text);
+        self.close(i);
+        if self.shared.stop.load(Relaxed) {
+            return;
+        }
+        match why {
+            Failure::Connect | Failure::Handshake => {
+                self.conns[i].retry_at = Some(now + RETRY_BACKOFF);
+            }
+            _ => self.open(i, now),
+        }
+    }
+}

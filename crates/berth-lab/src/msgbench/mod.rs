@@ -1,0 +1,284 @@
+//! `berth msg bench`: an echo load generator for message servers.
+//!
+//! Each connection makes the handshake (berth's keyword and `OK`, or ZeroMQ's greeting and
+//! READY as a DEALER), then keeps up to `window` messages in flight: it writes messages filled
+//! with a deterministic pattern ([`pattern`]), and reads the echoes back, checking each one's
+//! length and every byte as it streams in. An echo that differs is a protocol error, counted
+//! with where it differed; this is how a server that breaks at some size (seed 003's 8,760,000
+//! bytes) shows up as errors rather than as a fast-looking number.
+//!
+//! ```text
+//!   pattern (shared, read-only) ──write──▶ socket ──▶ server ──▶ socket ──read──▶ reader
+//!        ▲                                                               │ Start/Chunk/End
+//!        └────────────── compare each chunk in place (no copy kept) ◀────┘
+//! ```
+//!
+//! Memory does not grow with message size: a connection holds a small output buffer (headers
+//! and small messages batched into one write), and each thread one read buffer; a 64 MiB
+//! message is written from and compared against the pattern in slices. Threads each own a
+//! share of the connections on their own mio loop ([`load`]); their tallies are merged into
+//! one [`MsgReport`] at the end, as `bench` does for HTTP.
+
+mod endpoint;
+mod load;
+mod pattern;
+mod report;
+mod wire;
+pub mod zmtp;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use berth_proto::msg::frame::CONTROL_BIT;
+use berth_proto::msg::handshake::{parse_keyword, MAX_NAME};
+
+pub use endpoint::Endpoint;
+pub use pattern::Pattern;
+pub use report::{Failure, MsgErrors, MsgReport, MsgRunShape, MsgTally, OTHER_REASONS};
+
+/// The wire protocol a run speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// berth's framing and handshake (docs/msg-protocol.md).
+    Berth,
+    /// ZeroMQ: ZMTP 3.0, NULL mechanism, as a DEALER talking to a ROUTER.
+    Zmq,
+}
+
+impl Protocol {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Berth => "berth",
+            Protocol::Zmq => "zmq",
+        }
+    }
+}
+
+/// How connections introduce themselves (berth only; ZeroMQ connections send no name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Names {
+    /// Connection `i` (counted from 0 across all threads) is named `PREFIX` + `i`.
+    Prefix(String),
+    /// Empty keywords: anonymous clients.
+    Anonymous,
+}
+
+impl Names {
+    /// The keyword of connection `i`.
+    pub fn name(&self, i: usize) -> String {
+        match self {
+            Names::Prefix(p) => format!("{p}{i}"),
+            Names::Anonymous => String::new(),
+        }
+    }
+}
+
+/// When a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// After this long; echoes still arriving then count their verified bytes, not as messages.
+    Duration(Duration),
+    /// After this many messages have been echoed or lost to failures.
+    Messages(u64),
+}
+
+/// A message bench run.
+#[derive(Debug, Clone)]
+pub struct MsgBenchConfig {
+    /// Where to connect.
+    pub endpoint: Endpoint,
+    /// The endpoint as the user wrote it, for the report.
+    pub endpoint_text: String,
+    /// What to speak.
+    pub protocol: Protocol,
+    /// Payload bytes per message.
+    pub size: u64,
+    /// Concurrent connections.
+    pub connections: usize,
+    /// Load threads (at most one per connection).
+    pub threads: usize,
+    /// Messages in flight per connection before it waits for echoes.
+    pub window: usize,
+    /// When to stop.
+    pub limit: Limit,
+    /// How long a connection may move no byte while something is outstanding (connecting, a
+    /// handshake, a message or its echo) before that is a timeout error. Progress, not whole
+    /// round trips, is timed: 200 connections each echoing 64 MiB take many seconds per round
+    /// trip on a healthy server.
+    pub timeout: Duration,
+    /// Keywords (berth).
+    pub names: Names,
+    /// Print a progress line to stderr once a second.
+    pub progress: bool,
+}
+
+impl MsgBenchConfig {
+    /// A run with the CLI's defaults: 10 connections, 2 threads, 10 seconds, names `bench-N`.
+    pub fn new(endpoint: Endpoint, protocol: Protocol, size: u64) -> MsgBenchConfig {
+        MsgBenchConfig {
+            endpoint_text: endpoint.to_string(),
+            endpoint,
+            protocol,
+            size,
+            connections: 10,
+            threads: 2,
+            window: MsgBenchConfig::default_window(size),
+            limit: Limit::Duration(Duration::from_secs(10)),
+            timeout: Duration::from_secs(10),
+            names: Names::Prefix("bench-".to_owned()),
+            progress: false,
+        }
+    }
+
+    /// The window used when none is given: 16 messages in flight up to 4 KiB, where a
+    /// one-at-a-time loop would measure round-trip latency rather than the server; 1 above,
+    /// where one message already fills the socket buffers.
+    pub fn default_window(size: u64) -> usize {
+        if size <= 4096 {
+            16
+        } else {
+            1
+        }
+    }
+}
+
+/// Runs the load and returns what it measured. Fails only if the load itself could not run
+/// (bad settings, no threads, no poll instance); everything the server does wrong is in the
+/// report.
+pub fn run(config: &MsgBenchConfig) -> Result<MsgReport, String> {
+    if config.connections == 0 || config.window == 0 {
+        return Err("connections and window must be at least 1".to_owned());
+    }
+    if config.limit == Limit::Messages(0) || config.limit == Limit::Duration(Duration::ZERO) {
+        return Err("the run needs a duration or a message count above 0".to_owned());
+    }
+    if config.size >= CONTROL_BIT {
+        return Err(format!(
+            "a message of {} bytes cannot be framed (the length field allows less than 2^63)",
+            config.size
+        ));
+    }
+    if let (Protocol::Berth, Names::Prefix(p)) = (config.protocol, &config.names) {
+        let longest = config.names.name(config.connections - 1);
+        if longest.len() > MAX_NAME || parse_keyword(longest.as_bytes()).is_err() {
+            return Err(format!(
+                "name prefix {p:?} gives names like {longest:?}, which are not valid names (1 to {MAX_NAME} bytes of UTF-8, no control characters)"
+            ));
+        }
+    }
+    let threads = config.threads.clamp(1, config.connections);
+    let plan = load::Plan {
+        endpoint: config.endpoint.clone(),
+        protocol: config.protocol,
+        size: config.size,
+        window: config.window,
+        timeout: config.timeout,
+        pattern: Pattern::new(),
+    };
+    let shared = load::Shared {
+        budget: match config.limit {
+            Limit::Messages(n) => Some(AtomicU64::new(n)),
+            Limit::Duration(_) => None,
+        },
+        ..load::Shared::default()
+    };
+    let started = Instant::now();
+    let (tallies, elapsed) = std::thread::scope(|s| {
+        let mut first = 0;
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                // Connections are dealt out as evenly as they go; names count across threads.
+                let share =
+                    config.connections / threads + usize::from(t < config.connections % threads);
+                let names: Vec<String> = (first..first + share)
+                    .map(|i| config.names.name(i))
+                    .collect();
+                first += share;
+                let (plan, shared) = (&plan, &shared);
+                std::thread::Builder::new()
+                    .name(format!("msgbench-{t}"))
+                    .spawn_scoped(s, move || load::run(plan, shared, names))
+            })
+            .collect();
+        watch(config, &shared, started, &handles);
+        let elapsed = started.elapsed();
+        shared.stop.store(true, Relaxed);
+        let tallies: Result<Vec<_>, String> = handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .map_err(|_| "a load thread panicked".to_owned())?
+                    .map_err(|e| format!("load thread failed: {e}")),
+                Err(e) => Err(format!("cannot start a load thread: {e}")),
+            })
+            .collect();
+        (tallies, elapsed)
+    });
+    let shape = MsgRunShape {
+        endpoint: config.endpoint_text.clone(),
+        protocol: config.protocol,
+        size: config.size,
+        connections: config.connections,
+        threads,
+        window: config.window,
+    };
+    Ok(MsgReport::new(shape, elapsed, &tallies?))
+}
+
+/// Waits for the run's end (its time, or every thread done), printing progress if asked.
+fn watch<T>(
+    config: &MsgBenchConfig,
+    shared: &load::Shared,
+    started: Instant,
+    handles: &[std::io::Result<std::thread::ScopedJoinHandle<'_, T>>],
+) {
+    let deadline = match config.limit {
+        Limit::Duration(d) => Some(started + d),
+        Limit::Messages(_) => None,
+    };
+    let all_done = || {
+        handles
+            .iter()
+            .all(|h| h.as_ref().map_or(true, |h| h.is_finished()))
+    };
+    let mut next_line = started + Duration::from_secs(1);
+    let (mut last_msgs, mut last_bytes) = (0, 0);
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) || all_done() {
+            break;
+        }
+        let mut wake = next_line;
+        if let Some(d) = deadline {
+            wake = wake.min(d);
+        }
+        // Short naps so a count-bounded run ends promptly after its last echo.
+        std::thread::sleep(
+            wake.saturating_duration_since(now)
+                .min(Duration::from_millis(20)),
+        );
+        if Instant::now() >= next_line {
+            next_line += Duration::from_secs(1);
+            if config.progress {
+                let msgs = shared.messages.load(Relaxed);
+                let bytes = shared.payload_bytes.load(Relaxed);
+                let _ = write!(
+                    std::io::stderr(),
+                    "\r  {:>5.1} s  {:>10} messages  {:>9}/s  {:>9.1} MB/s  {} errors   ",
+                    started.elapsed().as_secs_f64(),
+                    msgs,
+                    msgs - last_msgs,
+                    (bytes - last_bytes) as f64 / 1e6,
+                    shared.errors.load(Relaxed)
+                );
+                (last_msgs, last_bytes) = (msgs, bytes);
+            }
+        }
+    }
+    if config.progress {
+        let _ = write!(std::io::stderr(), "\r{:80}\r", "");
+    }
+}
