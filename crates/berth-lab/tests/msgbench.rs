@@ -1,0 +1,464 @@
+//! `berth_lab::msgbench` against real sockets on 127.0.0.1 and a UNIX socket: an in-test echo
+//! server speaking berth's framing on std threads (which can also refuse, corrupt, shorten or
+//! withhold its echoes), the Python asyncio peer when python3 is present, and the pyzmq ROUTER
+//! peer when pyzmq is importable (each skipped with a printed note otherwise).
+//!
+//! Every server listens on port 0 and the port is read back; every wait has a deadline.
+
+use std::collections::BTreeSet;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use berth_lab::msgbench::{self, Endpoint, Limit, MsgBenchConfig, MsgReport, Names, Protocol};
+
+/// What the in-test server does besides echoing.
+#[derive(Debug, Clone, Default)]
+struct Behaviour {
+    /// Answer the keyword with a control frame carrying this payload, then close.
+    refuse: Option<String>,
+    /// Flip this payload byte in every echo.
+    corrupt_at: Option<u64>,
+    /// Echo one byte less than was sent (the header says so too).
+    shorten: bool,
+    /// Read messages but never echo them.
+    silent: bool,
+}
+
+/// An in-test berth-framing echo server on std threads, a thread per connection.
+struct EchoServer {
+    endpoint: String,
+    /// Messages echoed (fully written back).
+    echoed: Arc<AtomicU64>,
+    /// Every keyword received.
+    names: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl EchoServer {
+    fn tcp(b: Behaviour) -> EchoServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
+        let server = EchoServer::new(endpoint);
+        let (echoed, names) = (server.echoed.clone(), server.names.clone());
+        thread::spawn(move || {
+            for s in listener.incoming().flatten() {
+                let (b, echoed, names) = (b.clone(), echoed.clone(), names.clone());
+                thread::spawn(move || serve(s, &b, &echoed, &names));
+            }
+        });
+        server
+    }
+
+    fn unix(b: Behaviour, path: &Path) -> EchoServer {
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path).expect("bind unix");
+        let server = EchoServer::new(format!("unix://{}", path.display()));
+        let (echoed, names) = (server.echoed.clone(), server.names.clone());
+        thread::spawn(move || {
+            for s in listener.incoming().flatten() {
+                let (b, echoed, names) = (b.clone(), echoed.clone(), names.clone());
+                thread::spawn(move || serve(s, &b, &echoed, &names));
+            }
+        });
+        server
+    }
+
+    fn new(endpoint: String) -> EchoServer {
+        EchoServer {
+            endpoint,
+            echoed: Arc::default(),
+            names: Arc::default(),
+        }
+    }
+
+    fn names(&self) -> BTreeSet<String> {
+        self.names
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect()
+    }
+}
+
+/// Serves one connection; any I/O error (the client left) just ends it.
+fn serve<S: Read + Write>(s: S, b: &Behaviour, echoed: &AtomicU64, names: &Mutex<Vec<Vec<u8>>>) {
+    let _ = serve_io(s, b, echoed, names);
+}
+
+fn serve_io<S: Read + Write>(
+    mut s: S,
+    b: &Behaviour,
+    echoed: &AtomicU64,
+    names: &Mutex<Vec<Vec<u8>>>,
+) -> io::Result<()> {
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head)?;
+    let len = u64::from_le_bytes(head);
+    if len > 255 {
+        return Ok(());
+    }
+    let mut name = vec![0; len as usize];
+    s.read_exact(&mut name)?;
+    names.lock().unwrap().push(name);
+    if let Some(text) = &b.refuse {
+        s.write_all(&(text.len() as u64 | 1 << 63).to_le_bytes())?;
+        s.write_all(text.as_bytes())?;
+        return Ok(());
+    }
+    s.write_all(b"\x02\0\0\0\0\0\0\0OK")?;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        s.read_exact(&mut head)?;
+        let len = u64::from_le_bytes(head);
+        let echo_len = if b.shorten {
+            len.saturating_sub(1)
+        } else {
+            len
+        };
+        if !b.silent {
+            s.write_all(&echo_len.to_le_bytes())?;
+        }
+        // Streamed through a small buffer: a 9 MB message is echoed as it arrives.
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(buf.len() as u64) as usize;
+            s.read_exact(&mut buf[..n])?;
+            if let Some(k) = b.corrupt_at.filter(|k| (at..at + n as u64).contains(k)) {
+                buf[(k - at) as usize] ^= 0x20;
+            }
+            let keep = (echo_len - at).min(n as u64) as usize;
+            if !b.silent {
+                s.write_all(&buf[..keep])?;
+            }
+            at += n as u64;
+        }
+        if !b.silent {
+            echoed.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+fn config(endpoint: &str, protocol: Protocol, size: u64, count: u64) -> MsgBenchConfig {
+    let mut c = MsgBenchConfig::new(Endpoint::parse(endpoint).unwrap(), protocol, size);
+    c.limit = Limit::Messages(count);
+    c.connections = 2;
+    c.threads = 1;
+    c.timeout = Duration::from_secs(20);
+    c
+}
+
+fn run(c: &MsgBenchConfig) -> MsgReport {
+    msgbench::run(c).expect("the load runs")
+}
+
+fn assert_clean(r: &MsgReport, count: u64) {
+    assert_eq!(r.tally.errors.total(), 0, "errors: {:?}", r.tally.reasons);
+    assert_eq!(r.tally.messages, count, "{}", r.to_table());
+    assert_eq!(r.tally.payload_bytes, count * r.shape.size);
+    assert_eq!(r.tally.latency.len(), count);
+}
+
+#[test]
+fn count_is_exact_across_connections_threads_and_windows() {
+    let server = EchoServer::tcp(Behaviour::default());
+    let mut c = config(&server.endpoint, Protocol::Berth, 64, 1000);
+    c.connections = 4;
+    c.threads = 2;
+    c.window = 8;
+    let r = run(&c);
+    assert_clean(&r, 1000);
+    assert_eq!(
+        server.echoed.load(Relaxed),
+        1000,
+        "the server echoed exactly N"
+    );
+    assert_eq!((r.tally.connects, r.tally.handshakes), (4, 4));
+    let want: BTreeSet<String> = (0..4).map(|i| format!("bench-{i}")).collect();
+    assert_eq!(server.names(), want, "names count across threads");
+    let j = r.to_json();
+    assert_eq!(j["messages"], 1000);
+    assert_eq!(j["window"], 8);
+}
+
+#[test]
+fn anonymous_clients_send_empty_keywords() {
+    let server = EchoServer::tcp(Behaviour::default());
+    let mut c = config(&server.endpoint, Protocol::Berth, 0, 10);
+    c.names = Names::Anonymous;
+    let r = run(&c);
+    // Empty messages are messages too.
+    assert_clean(&r, 10);
+    assert_eq!(server.names(), BTreeSet::from([String::new()]));
+}
+
+#[test]
+fn a_corrupted_byte_is_a_protocol_error_saying_where() {
+    let server = EchoServer::tcp(Behaviour {
+        corrupt_at: Some(100),
+        ..Behaviour::default()
+    });
+    let mut c = config(&server.endpoint, Protocol::Berth, 1000, 5);
+    c.connections = 1;
+    let r = run(&c);
+    assert_eq!(r.tally.messages, 0);
+    assert_eq!(r.tally.errors.protocol, 5, "{:?}", r.tally.reasons);
+    assert_eq!(r.tally.errors.total(), 5);
+    let key = "protocol: the echo differs from what was sent at byte 100 of a 1000-byte message";
+    assert_eq!(r.tally.reasons.get(key), Some(&5), "{:?}", r.tally.reasons);
+    assert!(r.to_table().contains(key));
+}
+
+#[test]
+fn a_server_that_breaks_at_8760000_bytes_shows_up_as_errors() {
+    // Seed 003's asyncio could not echo 8,760,000 bytes; a server that gets the last byte
+    // wrong must not pass for a fast one.
+    let server = EchoServer::tcp(Behaviour {
+        corrupt_at: Some(8_759_999),
+        ..Behaviour::default()
+    });
+    let c = config(&server.endpoint, Protocol::Berth, 8_760_000, 2);
+    let r = run(&c);
+    assert_eq!((r.tally.messages, r.tally.errors.protocol), (0, 2));
+    assert!(
+        r.tally
+            .reasons
+            .keys()
+            .any(|k| k.contains("at byte 8759999 of a 8760000-byte message")),
+        "{:?}",
+        r.tally.reasons
+    );
+}
+
+#[test]
+fn a_short_echo_is_a_protocol_error() {
+    let server = EchoServer::tcp(Behaviour {
+        shorten: true,
+        ..Behaviour::default()
+    });
+    let mut c = config(&server.endpoint, Protocol::Berth, 1000, 3);
+    c.connections = 1;
+    let r = run(&c);
+    assert_eq!((r.tally.messages, r.tally.errors.protocol), (0, 3));
+    assert_eq!(
+        r.tally
+            .reasons
+            .get("protocol: an echo of 999 bytes for a message of 1000"),
+        Some(&3),
+        "{:?}",
+        r.tally.reasons
+    );
+}
+
+#[test]
+fn a_refusal_is_a_handshake_error_with_its_text() {
+    let text = "refused name-taken name \"bench-0\" is held by a live connection";
+    let server = EchoServer::tcp(Behaviour {
+        refuse: Some(text.to_owned()),
+        ..Behaviour::default()
+    });
+    let mut c = config(&server.endpoint, Protocol::Berth, 64, 3);
+    c.connections = 1;
+    let r = run(&c);
+    assert_eq!(r.tally.messages, 0);
+    assert_eq!(r.tally.errors.handshake, 3, "{:?}", r.tally.reasons);
+    assert_eq!(r.tally.errors.total(), 3);
+    assert_eq!(r.tally.reasons.get(&format!("handshake: {text}")), Some(&3));
+    assert_eq!(r.to_json()["errors"]["handshake"], 3);
+}
+
+#[test]
+fn nine_megabyte_messages_round_trip() {
+    let server = EchoServer::tcp(Behaviour::default());
+    let mut c = config(&server.endpoint, Protocol::Berth, 9_000_000, 6);
+    c.window = 2;
+    let r = run(&c);
+    assert_clean(&r, 6);
+    assert_eq!(server.echoed.load(Relaxed), 6);
+}
+
+#[test]
+fn unix_endpoint() {
+    let path = std::env::temp_dir().join(format!("berth-msgbench-{}.sock", std::process::id()));
+    let server = EchoServer::unix(Behaviour::default(), &path);
+    let r = run(&config(&server.endpoint, Protocol::Berth, 1024, 200));
+    let _ = std::fs::remove_file(&path);
+    assert_clean(&r, 200);
+    assert_eq!(r.shape.endpoint, server.endpoint);
+}
+
+#[test]
+fn a_silent_server_is_a_timeout() {
+    let server = EchoServer::tcp(Behaviour {
+        silent: true,
+        ..Behaviour::default()
+    });
+    let mut c = config(&server.endpoint, Protocol::Berth, 64, 1);
+    c.connections = 1;
+    c.timeout = Duration::from_millis(200);
+    let r = run(&c);
+    assert_eq!((r.tally.messages, r.tally.errors.timeout), (0, 1));
+    assert_eq!(r.tally.errors.total(), 1);
+    assert!(r.elapsed >= Duration::from_millis(200));
+}
+
+#[test]
+fn a_closed_port_is_a_connect_error() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = run(&config(
+        &format!("tcp://127.0.0.1:{port}"),
+        Protocol::Berth,
+        64,
+        3,
+    ));
+    assert_eq!(r.tally.messages, 0);
+    assert_eq!(r.tally.errors.connect, 3, "{:?}", r.tally.reasons);
+}
+
+#[test]
+fn a_duration_run_stops_on_time() {
+    let server = EchoServer::tcp(Behaviour::default());
+    let mut c = config(&server.endpoint, Protocol::Berth, 64, 1);
+    c.limit = Limit::Duration(Duration::from_millis(300));
+    let r = run(&c);
+    assert!(r.tally.messages > 0);
+    assert_eq!(r.tally.errors.total(), 0, "{:?}", r.tally.reasons);
+    assert!(
+        r.elapsed >= Duration::from_millis(300) && r.elapsed < Duration::from_secs(5),
+        "{:?}",
+        r.elapsed
+    );
+}
+
+#[test]
+fn a_zmq_client_against_a_server_that_is_not_zmtp_fails_its_handshake() {
+    // An HTTP server's error page is not a ZMTP greeting: the bench must say so as a handshake
+    // error (not hang, not panic), however the bytes are split.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
+    thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            thread::spawn(move || {
+                let page =
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+                for b in page {
+                    let _ = s.write_all(&[*b]);
+                }
+                let _ = io::copy(&mut s, &mut io::sink());
+            });
+        }
+    });
+    let mut c = config(&endpoint, Protocol::Zmq, 64, 2);
+    c.connections = 1;
+    let r = run(&c);
+    assert_eq!(r.tally.messages, 0);
+    assert_eq!(r.tally.errors.handshake, 2, "{:?}", r.tally.reasons);
+    assert!(
+        r.tally
+            .reasons
+            .keys()
+            .all(|k| k.contains("not a ZMTP greeting")),
+        "{:?}",
+        r.tally.reasons
+    );
+}
+
+/// A Python peer, killed and reaped when dropped.
+struct Peer {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn peers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers")
+}
+
+/// Whether `python3 -c CODE` runs and exits 0.
+fn python_can(code: &str) -> bool {
+    Command::new("python3")
+        .args(["-c", code])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Starts `peers/SCRIPT --port 0` and reads the port from its `... listening on HOST:PORT`.
+fn start_peer(script: &str) -> Peer {
+    let mut child = Command::new("python3")
+        .arg(peers_dir().join(script))
+        .args(["--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn python3");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let mut peer = Peer { child, port: 0 };
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the peer prints its startup line");
+    peer.port = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in the startup line {line:?}"));
+    peer
+}
+
+/// The shapes run against each peer: small messages with a window, a message just over a short
+/// ZMTP frame, and seed 003's 8,760,000 bytes.
+fn run_shapes(protocol: Protocol, port: u16) {
+    let endpoint = format!("tcp://127.0.0.1:{port}");
+    for (size, count, connections) in [(64, 2000, 8), (300, 100, 2), (8_760_000, 3, 2)] {
+        let mut c = config(&endpoint, protocol, size, count);
+        c.connections = connections;
+        c.threads = 2;
+        let r = run(&c);
+        assert_clean(&r, count);
+    }
+}
+
+#[test]
+fn python_asyncio_peer() {
+    if !python_can("import asyncio") {
+        eprintln!("python_asyncio_peer: skipped, python3 is not installed");
+        return;
+    }
+    let peer = start_peer("msg_asyncio_echo.py");
+    run_shapes(Protocol::Berth, peer.port);
+}
+
+#[test]
+fn pyzmq_router_peer() {
+    if !python_can("import zmq") {
+        eprintln!("pyzmq_router_peer: skipped, pyzmq is not importable (pip install pyzmq)");
+        return;
+    }
+    let peer = start_peer("zmq_router_echo.py");
+    run_shapes(Protocol::Zmq, peer.port);
+}
