@@ -398,7 +398,7 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 }
 
 /// A duration: plain seconds (`10`, `0.5`) or with a unit (`500ms`, `10s`, `2m`), above 0.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     match parse_duration_or_zero(s)? {
         Duration::ZERO => Err(format!("'{s}' must be more than zero")),
         d => Ok(d),

@@ -132,6 +132,33 @@ impl MsgBenchConfig {
         }
     }
 
+    /// Checks the settings: counts above zero, a size that can be framed, names that are
+    /// valid keywords. Every error is the caller's to fix.
+    pub fn check(&self) -> Result<(), String> {
+        if self.connections == 0 || self.window == 0 {
+            return Err("connections and window must be at least 1".to_owned());
+        }
+        if self.limit == Limit::Messages(0) || self.limit == Limit::Duration(Duration::ZERO) {
+            return Err("the run needs a duration or a message count above 0".to_owned());
+        }
+        if self.size >= CONTROL_BIT {
+            return Err(format!(
+                "a message of {} bytes cannot be framed (the length field allows less than 2^63)",
+                self.size
+            ));
+        }
+        if let (Protocol::Berth, Names::Prefix(p)) = (self.protocol, &self.names) {
+            // Names grow with the index; the last one is the longest.
+            let longest = self.names.name(self.connections - 1);
+            if longest.len() > MAX_NAME || parse_keyword(longest.as_bytes()).is_err() {
+                return Err(format!(
+                    "name prefix {p:?} gives names like {longest:?}, which are not valid names (1 to {MAX_NAME} bytes of UTF-8, no control characters)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The window used when none is given: 16 messages in flight up to 4 KiB, where a
     /// one-at-a-time loop would measure round-trip latency rather than the server; 1 above,
     /// where one message already fills the socket buffers.
@@ -148,26 +175,7 @@ impl MsgBenchConfig {
 /// (bad settings, no threads, no poll instance); everything the server does wrong is in the
 /// report.
 pub fn run(config: &MsgBenchConfig) -> Result<MsgReport, String> {
-    if config.connections == 0 || config.window == 0 {
-        return Err("connections and window must be at least 1".to_owned());
-    }
-    if config.limit == Limit::Messages(0) || config.limit == Limit::Duration(Duration::ZERO) {
-        return Err("the run needs a duration or a message count above 0".to_owned());
-    }
-    if config.size >= CONTROL_BIT {
-        return Err(format!(
-            "a message of {} bytes cannot be framed (the length field allows less than 2^63)",
-            config.size
-        ));
-    }
-    if let (Protocol::Berth, Names::Prefix(p)) = (config.protocol, &config.names) {
-        let longest = config.names.name(config.connections - 1);
-        if longest.len() > MAX_NAME || parse_keyword(longest.as_bytes()).is_err() {
-            return Err(format!(
-                "name prefix {p:?} gives names like {longest:?}, which are not valid names (1 to {MAX_NAME} bytes of UTF-8, no control characters)"
-            ));
-        }
-    }
+    config.check()?;
     let threads = config.threads.clamp(1, config.connections);
     let plan = load::Plan {
         endpoint: config.endpoint.clone(),

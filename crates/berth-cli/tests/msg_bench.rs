@@ -1,0 +1,163 @@
+//! The built `berth msg bench`: its report (table and JSON) against an in-test echo server of
+//! berth's framing on 127.0.0.1, usage errors (exit 2 with usage), and exit 1 with the cause
+//! when nothing was echoed. Every run is bounded by a message count, and waited for with a
+//! deadline.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_berth");
+
+/// Generous bound on one run; only a guard against hangs.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `berth ARGS` to its end (killed after [`LIMIT`]); returns its output.
+fn berth(args: &[&str]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn berth");
+    let deadline = Instant::now() + LIMIT;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("berth {args:?} did not exit within {LIMIT:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("collect output")
+}
+
+/// An echo server of berth framing (keyword, OK, then every frame back), a thread per client.
+fn echo_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
+    thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            thread::spawn(move || {
+                let _ = echo(s);
+            });
+        }
+    });
+    endpoint
+}
+
+fn echo(mut s: TcpStream) -> io::Result<()> {
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head)?;
+    let mut name = vec![0; u64::from_le_bytes(head).min(255) as usize];
+    s.read_exact(&mut name)?;
+    s.write_all(b"\x02\0\0\0\0\0\0\0OK")?;
+    let mut buf = Vec::new();
+    loop {
+        s.read_exact(&mut head)?;
+        buf.resize(u64::from_le_bytes(head) as usize, 0);
+        s.read_exact(&mut buf)?;
+        s.write_all(&head)?;
+        s.write_all(&buf)?;
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn json_report_of_an_exact_count() {
+    let endpoint = echo_server();
+    let out = berth(&[
+        "msg", "bench", &endpoint, "-n", "300", "-c", "3", "-t", "2", "-s", "1k", "--json",
+    ]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(j["messages"], 300);
+    assert_eq!(j["size"], 1024);
+    assert_eq!(j["window"], 16, "the default window for small messages");
+    assert_eq!(j["payload_bytes"], 300 * 1024);
+    assert_eq!(j["protocol"], "berth");
+    assert_eq!(j["connections"], 3);
+    for kind in [
+        "connect",
+        "handshake",
+        "read",
+        "write",
+        "timeout",
+        "protocol",
+    ] {
+        assert_eq!(j["errors"][kind], 0, "{kind}");
+    }
+    assert!(j["latency_us"]["p99"].as_u64().unwrap() >= j["latency_us"]["p50"].as_u64().unwrap());
+}
+
+#[test]
+fn table_report_with_a_window_and_a_big_size() {
+    let endpoint = echo_server();
+    let out = berth(&[
+        "msg",
+        "bench",
+        &endpoint,
+        "--count",
+        "4",
+        "--size",
+        "1m",
+        "--window",
+        "2",
+        "--anonymous",
+    ]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("1048576-byte messages"), "{table}");
+    assert!(table.contains("window 2"), "{table}");
+    assert!(table.contains("messages     4 echoed"), "{table}");
+    assert!(table.contains("errors       0 "), "{table}");
+}
+
+#[test]
+fn usage_errors_exit_2_with_usage() {
+    for (args, says) in [
+        (&["-s", "12q"][..], "not a message size"),
+        (&["-c", "0"][..], "connections"),
+        (&["-d", "0"][..], "more than zero"),
+        (&["-n", "5", "-d", "1s"][..], "cannot be used with"),
+        (
+            &["--anonymous", "--name-prefix", "x"][..],
+            "cannot be used with",
+        ),
+        (&["--name-prefix", "a\nb"][..], "not valid names"),
+    ] {
+        let mut argv = vec!["msg", "bench", "tcp://127.0.0.1:9"];
+        argv.extend_from_slice(args);
+        let out = berth(&argv);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(err.contains("Usage:"), "{args:?}: {err}");
+    }
+    let out = berth(&["msg", "bench", "127.0.0.1:9100", "-n", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("not an endpoint"));
+}
+
+#[test]
+fn nothing_echoed_is_exit_1_with_the_cause() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("tcp://127.0.0.1:{port}");
+    let out = berth(&["msg", "bench", &endpoint, "-n", "2"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no message to"), "{err}");
+    assert!(err.contains("connect: "), "{err}");
+    // The report is still printed: the errors are the measurement.
+    assert!(text(&out.stdout).contains("errors       2 (connect 2"));
+}
