@@ -388,7 +388,7 @@ pub fn seed_spellings(args: Vec<String>) -> Vec<String> {
 }
 
 /// A positive number of seconds, fractions allowed (`0.5`).
-fn parse_secs(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_secs(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
         Ok(secs) if secs > 0.0 && secs <= 1e6 => Ok(Duration::from_secs_f64(secs)),
         _ => Err(format!(

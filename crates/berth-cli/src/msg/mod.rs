@@ -2,8 +2,14 @@
 //! (`serve`), two hand tools (`send`, `listen`) and a load generator (`bench`).
 
 pub mod bench;
+mod client;
+mod serve;
+
+use std::time::Duration;
 
 use clap::{ArgAction, Args, Subcommand};
+
+use crate::args::{parse_duration, parse_secs};
 
 /// Options of `berth msg`.
 #[derive(Debug, Args)]
@@ -19,14 +25,169 @@ pub struct MsgArgs {
 /// What `berth msg` runs.
 #[derive(Debug, Subcommand)]
 pub enum MsgCommand {
+    /// Serve the echo and relay demo (`@NAME text` goes to client NAME) until stopped.
+    #[command(disable_help_flag = true)]
+    Serve(ServeArgs),
+    /// Connect, send messages, print the answers that arrive within --wait.
+    #[command(disable_help_flag = true)]
+    Send(SendArgs),
+    /// Connect under a name and print every message that arrives until the server closes.
+    #[command(disable_help_flag = true)]
+    Listen(ListenArgs),
     /// Load-test a message server: msgs/s and MB/s of echoed messages by size.
     #[command(disable_help_flag = true)]
     Bench(bench::MsgBenchArgs),
 }
 
+/// Options of `berth msg serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Endpoint to listen on (repeatable): tcp://HOST:PORT, unix:///PATH, udp://HOST:PORT,
+    /// with ?raw, ?anonymous=no, ?expected-only.
+    #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", required = true)]
+    pub listen: Vec<String>,
+
+    /// A rule for a name (repeatable), e.g. admin:transport=unix or svc:from=127.0.0.0/8.
+    #[arg(long = "rule", value_name = "NAME:CONSTRAINTS")]
+    pub rules: Vec<String>,
+
+    /// A name expected in advance (repeatable).
+    #[arg(long = "expect", value_name = "NAME")]
+    pub expect: Vec<String>,
+
+    /// Refuse anonymous clients on every listener.
+    #[arg(long)]
+    pub no_anonymous: bool,
+
+    /// Refuse names not given with --expect on every listener.
+    #[arg(long)]
+    pub expected_only: bool,
+
+    /// Largest message accepted [default: no limit for the demo, which streams; a limit
+    /// given here applies to every message]. Sizes: 1000, 64k, 64m, 1g.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub max_message: Option<u64>,
+
+    /// Largest message held whole for a client that is busy receiving another.
+    #[arg(long, value_name = "BYTES", default_value = "64m", value_parser = parse_size)]
+    pub max_held: u64,
+
+    /// Most clients at once.
+    #[arg(short = 'C', long, value_name = "N", default_value = "10000")]
+    pub capacity: usize,
+
+    /// Seconds allowed for a client's keyword.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
+    pub handshake_timeout: Duration,
+
+    /// Seconds after which a silent UDP client is dropped.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
+    pub udp_idle: Duration,
+
+    /// Bytes queued to a client above which whoever feeds it is paused.
+    #[arg(long, value_name = "BYTES", default_value = "1m", value_parser = parse_size)]
+    pub out_high: u64,
+
+    /// Do not share ports with other processes (no SO_REUSEPORT).
+    #[arg(long)]
+    pub no_reuse_port: bool,
+
+    /// Seconds to let clients receive what is queued for them at shutdown.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
+    pub shutdown_timeout: Duration,
+
+    /// Debug logging: a line per connection event.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+
+    /// Print help.
+    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
+    help: Option<bool>,
+}
+
+/// Options of `berth msg send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// Server endpoint, e.g. tcp://127.0.0.1:9100
+    pub endpoint: String,
+
+    /// Messages to send, in order.
+    #[arg(value_name = "MESSAGE", required = true)]
+    pub messages: Vec<String>,
+
+    /// Name to connect under [default: anonymous].
+    #[arg(short = 'n', long, value_name = "NAME", default_value = "")]
+    pub name: String,
+
+    /// How long to wait for answers after sending: 1, 500ms, 2s.
+    #[arg(short = 'w', long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub wait: Duration,
+
+    /// Stop as soon as this many answers arrived [default: one per message].
+    #[arg(long, value_name = "N")]
+    pub answers: Option<usize>,
+
+    /// Print help.
+    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
+    help: Option<bool>,
+}
+
+/// Options of `berth msg listen`.
+#[derive(Debug, Args)]
+pub struct ListenArgs {
+    /// Server endpoint, e.g. tcp://127.0.0.1:9100
+    pub endpoint: String,
+
+    /// Name to connect under.
+    #[arg(short = 'n', long, value_name = "NAME", required = true)]
+    pub name: String,
+
+    /// Print help.
+    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
+    help: Option<bool>,
+}
+
+/// A byte count: `1000`, `64k`, `1m`, `1g` (k, m, g are powers of 1024).
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let lower = s.to_ascii_lowercase();
+    let lower = lower.strip_suffix('b').unwrap_or(&lower);
+    let (digits, shift) = match lower.as_bytes().last() {
+        Some(b'k') => (&lower[..lower.len() - 1], 10),
+        Some(b'm') => (&lower[..lower.len() - 1], 20),
+        Some(b'g') => (&lower[..lower.len() - 1], 30),
+        _ => (lower, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("'{s}' is not a size (e.g. 1000, 64k, 1m, 1g)"))
+}
+
 /// Runs the chosen `berth msg` subcommand.
 pub fn run(opts: MsgArgs) -> Result<(), String> {
     match opts.command {
+        MsgCommand::Serve(opts) => serve::run(opts),
+        MsgCommand::Send(opts) => client::send(opts),
+        MsgCommand::Listen(opts) => client::listen(opts),
         MsgCommand::Bench(opts) => bench::run(opts),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert_eq!(parse_size("64k"), Ok(65536));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("8760000"), Ok(8_760_000));
+        for bad in ["", "k", "-1", "0", "1t", "99999999999g"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
     }
 }

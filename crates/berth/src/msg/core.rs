@@ -168,6 +168,9 @@ pub(crate) struct Core {
     notes: VecDeque<Note>,
     /// The client whose input is being delivered.
     source: Option<ClientId>,
+    /// Largest message new clients may send: `max_streamed` when the application takes
+    /// pieces, `max_message` when it takes whole messages (set by the engine per turn).
+    pub(crate) limit: u64,
     pub(crate) stats: Arc<MsgStats>,
 }
 
@@ -188,6 +191,7 @@ impl Core {
             resumed: Vec::new(),
             notes: VecDeque::new(),
             source: None,
+            limit: config.max_message,
             stats,
             config,
         }
@@ -423,7 +427,7 @@ impl Core {
             let proto = if raw {
                 Proto::Raw
             } else {
-                Proto::Server(ServerSession::new(self.config.max_message))
+                Proto::Server(ServerSession::new(self.limit))
             };
             let framing = if raw { Framing::Raw } else { Framing::Frames };
             let io = Io::Stream {
@@ -1040,7 +1044,7 @@ impl Core {
     ) -> io::Result<ClientId> {
         let io = Io::Stream {
             stream,
-            proto: Proto::Outbound(FrameDecoder::from_server(self.config.max_message)),
+            proto: Proto::Outbound(FrameDecoder::from_server(self.limit)),
             hup: false,
             readable: true,
         };

@@ -270,6 +270,11 @@ impl Engine {
         timeout: Option<Duration>,
         sink: &mut dyn Sink,
     ) -> io::Result<()> {
+        let config = &self.core.config;
+        self.core.limit = match sink.streams() {
+            true => config.max_streamed,
+            false => config.max_message,
+        };
         self.core.settle(sink);
         let timeout = match (timeout, self.core.timer_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -1,0 +1,327 @@
+//! `berth msg serve`, `send` and `listen` as built binaries: the relay demo end to end, two
+//! processes sharing one port, a 1 GiB message relayed in bounded server memory, the size
+//! limit, and usage errors.
+//!
+//! Every child is killed and reaped by its guard when the test ends; every wait is bounded.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_berth");
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A `berth msg serve` child, killed when dropped.
+struct Server {
+    child: Child,
+    endpoints: Vec<String>,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["msg", "serve"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn berth");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let endpoints = line
+            .trim()
+            .strip_prefix("berth msg listening on ")
+            .unwrap_or_else(|| panic!("startup line: {line:?}"))
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        Server { child, endpoints }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.endpoints[0]
+            .strip_prefix("tcp://")
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// SIGTERM, then the exit status and stderr.
+    fn stop(mut self) -> (i32, String) {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        let deadline = Instant::now() + LIMIT;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "server did not stop");
+            thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status.code().unwrap_or(-1), err)
+    }
+
+    /// The server's peak resident memory so far, in KiB.
+    fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .expect("VmHWM in /proc/PID/status")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u64).to_le_bytes().to_vec();
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Reads one frame: its raw length field and its payload.
+fn read_frame(s: &mut impl Read) -> (u64, Vec<u8>) {
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head).unwrap();
+    let len = u64::from_le_bytes(head);
+    let mut payload = vec![0; (len & !(1 << 63)) as usize];
+    s.read_exact(&mut payload).unwrap();
+    (len, payload)
+}
+
+fn client(addr: SocketAddr, name: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(&frame(name.as_bytes())).unwrap();
+    assert_eq!(read_frame(&mut s), (2, b"OK".to_vec()));
+    s
+}
+
+fn berth(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+#[test]
+fn send_and_listen_through_the_relay_demo() {
+    let dir = std::env::temp_dir().join(format!("berth-msg-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("m.sock");
+    let unix = format!("unix://{}", sock.display());
+    let server = Server::start(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--listen",
+        &unix,
+        "--rule",
+        "admin:transport=unix",
+    ]);
+    let tcp = server.endpoints[0].clone();
+    assert_eq!(server.endpoints[1], unix);
+
+    let out = berth(&["msg", "send", &tcp, "hello", "two words"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\ntwo words\n");
+
+    let out = berth(&["msg", "send", &tcp, "--name", "admin", "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused: transport-refused"), "{err}");
+    let out = berth(&["msg", "send", &unix, "--name", "admin", "over unix"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "over unix\n");
+
+    let mut listener = Command::new(BIN)
+        .args(["msg", "listen", &tcp, "--name", "bob"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(listener.stdout.take().unwrap()).lines();
+    // Relay once bob is registered (the relay answers `@!` until then).
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let out = berth(&[
+            "msg",
+            "send",
+            &tcp,
+            "-n",
+            "alice",
+            "@bob hi",
+            "--answers",
+            "0",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        let probe = berth(&["msg", "send", &tcp, "@bob ?", "-w", "300ms"]);
+        if !String::from_utf8_lossy(&probe.stdout).starts_with("@! no client") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "bob never registered");
+    }
+    let first = lines.next().unwrap().unwrap();
+    assert!(first == "@alice hi" || first.starts_with("@#"), "{first}");
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("refused:transport-refused 1"), "{err}");
+    // The listener saw the shutdown and exited by itself.
+    assert!(listener.wait().unwrap().success());
+    assert!(!sock.exists(), "the UNIX socket file is removed at exit");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn two_processes_share_one_port() {
+    let a = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let port = a.addr().port();
+    let b = Server::start(&["--listen", &format!("tcp://127.0.0.1:{port}")]);
+    assert_eq!(a.endpoints, b.endpoints);
+    let clients: Vec<_> = (0..40)
+        .map(|i| client(a.addr(), &format!("c{i}")))
+        .collect();
+    for mut c in clients {
+        c.write_all(&frame(b"ping")).unwrap();
+        assert_eq!(read_frame(&mut c), (4, b"ping".to_vec()));
+    }
+    let admitted = |err: &str| -> u64 {
+        let stats = err.lines().find(|l| l.contains("stopped:")).unwrap();
+        let after = stats.split("admitted ").nth(1).unwrap();
+        after.split(' ').next().unwrap().parse().unwrap()
+    };
+    let (code_a, err_a) = a.stop();
+    let (code_b, err_b) = b.stop();
+    assert_eq!((code_a, code_b), (0, 0));
+    let (na, nb) = (admitted(&err_a), admitted(&err_b));
+    assert_eq!(na + nb, 40, "{err_a}\n{err_b}");
+    assert!(
+        na > 0 && nb > 0,
+        "the kernel gave one process all 40: {na} + {nb}"
+    );
+}
+
+#[test]
+fn a_1_gib_message_is_relayed_in_bounded_server_memory() {
+    const SIZE: u64 = 1 << 30;
+    let server = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let addr = server.addr();
+    let mut bob = client(addr, "bob");
+    let mut alice = client(addr, "alice");
+    // Wait until the server is past start-up, then take its peak as the baseline.
+    alice.write_all(&frame(b"warm")).unwrap();
+    assert_eq!(read_frame(&mut alice), (4, b"warm".to_vec()));
+    let before = server.peak_rss_kib();
+
+    let prefix = b"@bob ";
+    let writer = thread::spawn(move || {
+        alice
+            .write_all(&(prefix.len() as u64 + SIZE).to_le_bytes())
+            .unwrap();
+        alice.write_all(prefix).unwrap();
+        let chunk: Vec<u8> = (0..1u32 << 16).map(|i| (i % 251) as u8).collect();
+        for _ in 0..SIZE / chunk.len() as u64 {
+            alice.write_all(&chunk).unwrap();
+        }
+        alice
+    });
+    let mut head = [0u8; 8];
+    bob.read_exact(&mut head).unwrap();
+    let new_prefix = b"@alice ";
+    assert_eq!(u64::from_le_bytes(head), new_prefix.len() as u64 + SIZE);
+    let mut got_prefix = [0u8; 7];
+    bob.read_exact(&mut got_prefix).unwrap();
+    assert_eq!(&got_prefix, new_prefix);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut seen: u64 = 0;
+    while seen < SIZE {
+        let want = buf.len().min((SIZE - seen) as usize);
+        let n = bob.read(&mut buf[..want]).unwrap();
+        assert!(n > 0, "connection ended after {seen} bytes");
+        for (i, b) in buf[..n].iter().enumerate() {
+            let at = seen + i as u64;
+            assert_eq!(*b, ((at % 65536) % 251) as u8, "byte {at}");
+        }
+        seen += n as u64;
+    }
+    let mut alice = writer.join().unwrap();
+    // Nothing was lost around it: the connection still echoes.
+    alice.write_all(&frame(b"after")).unwrap();
+    assert_eq!(read_frame(&mut alice), (5, b"after".to_vec()));
+    let grew = server.peak_rss_kib().saturating_sub(before);
+    assert!(grew < 64 * 1024, "server peak RSS grew by {grew} KiB");
+    eprintln!("1 GiB relayed; server peak RSS grew by {grew} KiB");
+}
+
+#[test]
+fn max_message_ends_a_client_with_the_error_frame() {
+    let server = Server::start(&["--listen", "tcp://127.0.0.1:0", "--max-message", "1k"]);
+    let mut c = client(server.addr(), "big");
+    c.write_all(&frame(&[1u8; 1024])).unwrap();
+    assert_eq!(read_frame(&mut c), (1024, vec![1u8; 1024]));
+    c.write_all(&frame(&[1u8; 1025])).unwrap();
+    let (len, text) = read_frame(&mut c);
+    assert!(len & (1 << 63) != 0);
+    assert_eq!(
+        String::from_utf8(text).unwrap(),
+        "error too-large frame of 1025 bytes over the limit of 1024"
+    );
+}
+
+#[test]
+fn bad_endpoints_rules_and_sizes_are_usage_errors() {
+    for args in [
+        &["msg", "serve", "--listen", "http://127.0.0.1:1"][..],
+        &[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--rule",
+            "x:speed=1",
+        ],
+        &[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--max-message",
+            "lots",
+        ],
+        &["msg", "serve"],
+        &["msg", "send", "tcp://127.0.0.1:1"],
+        &["msg", "send", "carrier-pigeon://x", "m"],
+    ] {
+        let out = berth(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("Usage:"), "{args:?}: {err}");
+    }
+    // A port in use by a server that does not share it is a runtime failure, with the cause.
+    let a = Server::start(&["--listen", "tcp://127.0.0.1:0", "--no-reuse-port"]);
+    let out = berth(&[
+        "msg",
+        "serve",
+        "--listen",
+        &a.endpoints[0],
+        "--no-reuse-port",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already in use"), "{err}");
+}
