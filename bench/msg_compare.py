@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""berth's message server against an asyncio echo server and a ZeroMQ ROUTER echo, under
+`berth msg bench` (seed 003's message-size comparison, redone with every echo verified).
+
+Usage:
+  python3 bench/msg_compare.py [--berth-server 'CMD ... {port} ...'] [--bench target/release/berth]
+                               [--duration 10] [--rounds 2] [--connections 200]
+                               [--max-inflight 1g] [--out DIR]
+  e.g. python3 bench/msg_compare.py --duration 0.5 --rounds 1 --connections 20   (a smoke run)
+
+Servers (each started once, pinned with taskset to --server-core, and stopped at the end):
+  berth    --berth-server, a command template whose {port} is filled in
+           [default: target/release/berth msg serve --listen tcp://127.0.0.1:{port}]
+  asyncio  peers/msg_asyncio_echo.py (berth framing on asyncio streams)
+  zmq      peers/zmq_router_echo.py (pyzmq ROUTER; skipped with a note if pyzmq is missing)
+A server that cannot start is reported and left out; the others still run.
+
+Shapes, for every server, in --rounds rounds interleaved (round 1: every shape on every
+server, then round 2, ...), so drift over time hits every server alike:
+  64 B messages at --connections connections: msgs/s
+  1k, 64k, 1m, 8760000 and 64m messages: MB/s (10^6 bytes/s), at --connections connections,
+    or fewer where connections x size would pass --max-inflight (default 1 GiB): a server
+    that holds whole messages (libzmq does) would otherwise need 200 x 64 MiB = 12.5 GiB
+
+The load generator (`berth msg bench`, one thread) runs on --load-core. The table gives the
+mean of the rounds, errors if any (a server that breaks at some size shows them instead of a
+number), and the ratios berth/asyncio and berth/zmq. Every run's JSON report is written to
+--out. Needs taskset (util-linux) and python3; bounded: about
+(servers x 6 shapes x rounds x duration) plus start-up.
+"""
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS = os.path.join(ROOT, "peers")
+
+# (label, size argument, metric): the seed's shapes.
+SHAPES = [
+    ("64 B", "64", "msgs_per_sec"),
+    ("1 KiB", "1k", "mb_per_sec"),
+    ("64 KiB", "64k", "mb_per_sec"),
+    ("1 MiB", "1m", "mb_per_sec"),
+    ("8,760,000 B", "8760000", "mb_per_sec"),
+    ("64 MiB", "64m", "mb_per_sec"),
+]
+UNIT = {"msgs_per_sec": "msgs/s", "mb_per_sec": "MB/s"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pinned(core, argv):
+    return ["taskset", "-c", str(core)] + argv if core is not None else argv
+
+
+class Server:
+    """One server process (its own process group, so stopping it stops what it started)."""
+
+    def __init__(self, name, argv, zmq, core, log_dir):
+        self.name, self.zmq = name, zmq
+        self.port = free_port()
+        self.argv = [a.replace("{port}", str(self.port)) for a in argv]
+        self.log_path = os.path.join(log_dir, f"{name}.log")
+        self.proc = None
+        self.core = core
+
+    def start(self):
+        log = open(self.log_path, "w")
+        try:
+            self.proc = subprocess.Popen(pinned(self.core, self.argv), stdout=log, stderr=log,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        except OSError as e:
+            return f"cannot start {self.argv[0]}: {e}"
+        finally:
+            log.close()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return f"exited at start ({self.proc.returncode}): {self.log_tail()}"
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return None
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        return f"did not listen on 127.0.0.1:{self.port} within 15 s: {self.log_tail()}"
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self):
+        try:
+            lines = [l for l in open(self.log_path).read().splitlines() if l.strip()]
+        except OSError:
+            lines = []
+        return (lines[-1] if lines else "(no output)") + f" (log: {self.log_path})"
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait()
+        self.proc = None
+
+
+def parse_size(s):
+    """Bytes from 64, 1k, 64m (1024-based), as `berth msg bench -s` reads them."""
+    s = s.lower()
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1:], 1)
+    return int(s[:-1] if scale > 1 else s) * scale
+
+
+def connections_for(args, size):
+    """--connections, capped so that one message per connection fits --max-inflight."""
+    return max(1, min(args.connections, parse_size(args.max_inflight) // max(1, parse_size(size))))
+
+
+def run_bench(args, server, size):
+    """One `berth msg bench` run; its JSON report, or a dict with an "error"."""
+    argv = [args.bench, "msg", "bench", f"tcp://127.0.0.1:{server.port}", "-s", size,
+            "-c", str(connections_for(args, size)), "-t", "1", "-d", str(args.duration),
+            "--timeout", args.timeout, "--json"]
+    if server.zmq:
+        argv.append("--zmq")
+    try:
+        out = subprocess.run(pinned(args.load_core, argv), capture_output=True, text=True,
+                             timeout=args.duration + 120)
+    except subprocess.TimeoutExpired:
+        return {"error": "the load generator did not finish"}
+    try:
+        report = json.loads(out.stdout)
+    except ValueError:
+        return {"error": (out.stderr.strip() or f"exit {out.returncode}").splitlines()[-1]}
+    # Exit 1 with a report means nothing was echoed; the report says why, in its errors.
+    return report
+
+
+def errors_of(report):
+    return sum(report.get("errors", {}).values()) if "errors" in report else 0
+
+
+def fmt(v):
+    return f"{v:,.0f}" if v >= 100 else f"{v:,.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--berth-server", default="target/release/berth msg serve --listen tcp://127.0.0.1:{port}",
+                    help="berth's server command; {port} is filled in")
+    ap.add_argument("--bench", default="target/release/berth", help="the berth binary that runs `msg bench`")
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds per run")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--connections", type=int, default=200)
+    ap.add_argument("--max-inflight", default="1g",
+                    help="cap on connections x message size (bytes, or with k/m/g)")
+    ap.add_argument("--timeout", default="60s", help="msg bench --timeout (no progress for this long is an error)")
+    ap.add_argument("--server-core", type=int, default=0)
+    ap.add_argument("--load-core", type=int, default=1)
+    ap.add_argument("--only", default="", help="comma-separated servers and/or sizes, e.g. berth,asyncio,64k")
+    ap.add_argument("--out", default="target/msg_compare", help="directory for logs and raw JSON")
+    args = ap.parse_args()
+
+    if "{port}" not in args.berth_server:
+        ap.error("--berth-server needs {port} where the port goes")
+    try:
+        parse_size(args.max_inflight)
+    except ValueError:
+        ap.error(f"--max-inflight {args.max_inflight!r} is not a size (e.g. 1g, 512m)")
+    if not os.access(args.bench, os.X_OK):
+        sys.exit(f"{args.bench} is not an executable berth; build it with cargo build --release, or pass --bench")
+    cores = os.cpu_count() or 1
+    if subprocess.run(["which", "taskset"], capture_output=True).returncode != 0 or cores < 2:
+        print("note: not pinning (taskset missing or one core): servers and load share the CPUs", file=sys.stderr)
+        args.server_core = args.load_core = None
+    os.makedirs(args.out, exist_ok=True)
+    only = {s for s in args.only.split(",") if s}
+
+    py = sys.executable or "python3"
+    candidates = [
+        ("berth", shlex.split(args.berth_server), False),
+        ("asyncio", [py, os.path.join(PEERS, "msg_asyncio_echo.py"), "--port", "{port}"], False),
+        ("zmq", [py, os.path.join(PEERS, "zmq_router_echo.py"), "--port", "{port}"], True),
+    ]
+    names = {c[0] for c in candidates}
+    shapes = [s for s in SHAPES if not (only - names) or s[1] in only]
+    servers, skipped = [], {}
+    for name, argv, zmq in candidates:
+        if only & names and name not in only:
+            continue
+        if zmq and subprocess.run([py, "-c", "import zmq"], capture_output=True).returncode != 0:
+            skipped[name] = "pyzmq is not installed (pip install pyzmq)"
+            continue
+        s = Server(name, argv, zmq, args.server_core, args.out)
+        why = s.start()
+        if why:
+            skipped[name] = why
+        else:
+            servers.append(s)
+    for name, why in skipped.items():
+        print(f"{name}: skipped: {why}", file=sys.stderr)
+    if not servers:
+        sys.exit("no server could start")
+
+    results = {}  # (server, size) -> [report, ...]
+    try:
+        for rnd in range(1, args.rounds + 1):
+            for label, size, metric in shapes:
+                for s in servers:
+                    if not s.alive():
+                        report = {"error": f"the server is gone: {s.log_tail()}"}
+                    else:
+                        report = run_bench(args, s, size)
+                    report["round"] = rnd
+                    results.setdefault((s.name, size), []).append(report)
+                    value = report.get(metric)
+                    shown = "failed: " + report["error"] if "error" in report else f"{fmt(value)} {UNIT[metric]}"
+                    errs = errors_of(report)
+                    print(f"round {rnd}  {label:>12}  {s.name:<8} {shown}"
+                          + (f"  ({errs} errors)" if errs else ""), file=sys.stderr, flush=True)
+    finally:
+        for s in servers:
+            s.stop()
+
+    with open(os.path.join(args.out, "msg_compare.json"), "w") as f:
+        json.dump({"args": vars(args), "skipped": skipped,
+                   "runs": [dict(r, server=k[0], size=k[1]) for k, rs in results.items() for r in rs]},
+                  f, indent=2)
+
+    def mean(name, size, metric):
+        """(mean of the metric or None, runs that failed, errors counted, runs that echoed no
+        whole message)."""
+        rs = results.get((name, size), [])
+        vals = [r[metric] for r in rs if metric in r]
+        failed = sum(1 for r in rs if "error" in r)
+        empty = sum(1 for r in rs if r.get("messages") == 0)
+        errs = sum(errors_of(r) for r in rs)
+        return (sum(vals) / len(vals) if vals else None), failed, errs, empty
+
+    order = [s.name for s in servers]
+    print(f"\n{args.duration:g} s per run, {args.rounds} rounds interleaved; "
+          f"servers on core {args.server_core}, load on core {args.load_core}; mean of the rounds\n")
+    head = ["shape", "connections"] + order + [f"berth/{o}" for o in ("asyncio", "zmq") if o in order and "berth" in order]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for label, size, metric in shapes:
+        row = [f"{label} ({UNIT[metric]})", str(connections_for(args, size))]
+        means, whole = {}, {}
+        for name in order:
+            v, failed, errs, empty = mean(name, size, metric)
+            means[name], whole[name] = v, not empty
+            notes = [f"{errs} errors"] if errs else []
+            if failed and v is not None:
+                notes.append(f"{failed} runs failed")
+            if empty and v is not None:
+                # Bytes of echoes still arriving count; a run with no whole echo is too short
+                # for this size (or the server is stuck) and its ratio would mean nothing.
+                notes.append(f"{empty} runs without a whole echo")
+            row.append(("failed" if v is None else fmt(v)) + (f" ({', '.join(notes)})" if notes else ""))
+        for other in ("asyncio", "zmq"):
+            if other in order and "berth" in order:
+                b, o = means["berth"], means[other]
+                ok = b is not None and o and whole["berth"] and whole[other]
+                row.append(f"{b / o:.2f}" if ok else "n/a")
+        print("| " + " | ".join(row) + " |")
+    for name, why in skipped.items():
+        print(f"\n{name} was not measured: {why}")
+    print(f"\nEvery run's report: {os.path.join(args.out, 'msg_compare.json')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
