@@ -665,3 +665,62 @@ fn output_drained_and_close_after_flush_reach_a_handler() {
     // Closing clients are not reported as drained: they are going.
     assert!(!drained.load(Ordering::Relaxed));
 }
+
+// ----- several engine threads ----------------------------------------------------------------
+
+#[test]
+fn threads_share_names_and_relay_to_each_other() {
+    use berth::msg::MsgServer;
+    let server = MsgServer::spawn(
+        &[tcp_endpoint()],
+        EngineConfig::default(),
+        4,
+        Duration::from_secs(1),
+        |_| EchoRelay::new(1 << 20),
+    )
+    .unwrap();
+    let addr = addr_of(&server.endpoints[0]);
+    // 40 clients spread by the kernel over 4 listeners; each relays to the next.
+    let mut clients: Vec<TcpStream> = (0..40)
+        .map(|i| {
+            let (s, a) = hello(tcp(addr), &format!("c{i}"));
+            assert_eq!(a, ok());
+            s
+        })
+        .collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let to = (i + 1) % 40;
+        c.write_all(&frame(format!("@c{to} from {i}").as_bytes()))
+            .unwrap();
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        let from = (i + 39) % 40;
+        assert_eq!(
+            read_frame(c).unwrap(),
+            Frame::Data(format!("@c{from} from {from}").into_bytes())
+        );
+    }
+    // One name, many threads: exactly one connection gets it.
+    let racers: Vec<_> = (0..16)
+        .map(|_| thread::spawn(move || hello(tcp(addr), "contested")))
+        .collect();
+    let answers: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+    let winners = answers.iter().filter(|(_, a)| *a == ok()).count();
+    assert_eq!(
+        winners,
+        1,
+        "{:?}",
+        answers.iter().map(|a| &a.1).collect::<Vec<_>>()
+    );
+    let counts = server.stats().snapshot();
+    assert_eq!(counts.refused("name-taken"), 15);
+    server.stop();
+    server.join().unwrap();
+    // Shutdown reached the clients of every thread.
+    for c in &mut clients {
+        assert_eq!(
+            read_frame(c).unwrap(),
+            Frame::Control("error shutdown the server is stopping".into())
+        );
+    }
+}

@@ -72,7 +72,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value = "64m", value_parser = parse_size)]
     pub max_held: u64,
 
-    /// Most clients at once.
+    /// Engine threads, each with its own listener on every TCP endpoint (SO_REUSEPORT); UNIX
+    /// and UDP endpoints are served by the first. Names are shared by all threads.
+    #[arg(short = 'A', long, value_name = "N", default_value = "1")]
+    pub threads: std::num::NonZeroUsize,
+
+    /// Most clients at once, per thread.
     #[arg(short = 'C', long, value_name = "N", default_value = "10000")]
     pub capacity: usize,
 

@@ -1,15 +1,12 @@
-//! `berth msg serve`: one engine thread serving the echo and relay demo on every endpoint
-//! given, until SIGINT or SIGTERM. More cores: start more processes on the same TCP or UDP
-//! port (SO_REUSEPORT), as seed 003 does.
+//! `berth msg serve`: the echo and relay demo on every endpoint given, served by `-A` engine
+//! threads, until SIGINT or SIGTERM. Processes can also share a TCP or UDP port
+//! (SO_REUSEPORT), as seed 003's "multiple instances" do.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 use berth::app::relay::EchoRelay;
 use berth::drive;
-use berth::msg::{Endpoint, Engine, EngineConfig, Policy};
+use berth::msg::{Endpoint, EngineConfig, MsgServer, Policy};
 use berth_proto::msg::policy::parse_rule;
 
 use super::ServeArgs;
@@ -57,28 +54,12 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         ..defaults
     };
 
-    let mut engine = Engine::new(config).map_err(|e| e.to_string())?;
-    let mut bound = Vec::new();
-    for e in &endpoints {
-        bound.push(
-            engine
-                .listen(e)
-                .map_err(|err| format!("cannot listen: {err}"))?,
-        );
-    }
-    let stats = engine.stats().clone();
-    let waker = engine.waker();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
     let (grace, hold) = (args.shutdown_timeout, args.max_held);
-    let thread = std::thread::Builder::new()
-        .name("berth-msg".into())
-        .spawn(move || {
-            let mut demo = EchoRelay::new(hold);
-            engine.serve(&mut demo, &flag, Duration::from_millis(500), grace)
-        })
-        .map_err(|e| e.to_string())?;
-
+    let server = MsgServer::spawn(&endpoints, config, args.threads.get(), grace, move |_| {
+        EchoRelay::new(hold)
+    })
+    .map_err(|e| format!("cannot listen: {e}"))?;
+    let bound = server.endpoints.clone();
     let list: Vec<String> = bound.iter().map(|e| e.to_string()).collect();
     {
         let mut out = std::io::stdout().lock();
@@ -87,17 +68,15 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     }
     let signal = drive::signal::wait_for_termination().map_err(|e| e.to_string())?;
     log::info!("{signal:?} received: telling clients and closing (up to {grace:?})");
-    stop.store(true, Ordering::Relaxed);
-    let _ = waker.wake();
+    server.stop();
     std::thread::spawn(|| {
         if let Ok(again) = drive::signal::wait_for_termination() {
             log::warn!("{again:?} received again: stopping now");
             std::process::exit(1);
         }
     });
-    let result = thread
-        .join()
-        .map_err(|_| "the engine thread panicked".to_owned())?;
+    let stats = server.stats().clone();
+    let result = server.join();
     log::info!("stopped: {}", stats.snapshot());
     result.map_err(|e| e.to_string())
 }

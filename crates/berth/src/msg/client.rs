@@ -19,8 +19,9 @@ use super::outq::OutQueue;
 pub struct ClientId(pub(crate) u64);
 
 impl ClientId {
-    pub(crate) fn new(key: usize, gen: u32) -> ClientId {
-        ClientId((u64::from(gen) << 32) | key as u64)
+    /// `tag` is the slot's generation in its low 24 bits and the engine's thread above them.
+    pub(crate) fn new(key: usize, tag: u32) -> ClientId {
+        ClientId((u64::from(tag) << 32) | key as u64)
     }
     pub(crate) fn key(self) -> usize {
         (self.0 & 0xffff_ffff) as usize
@@ -28,11 +29,15 @@ impl ClientId {
     pub(crate) fn gen(self) -> u32 {
         (self.0 >> 32) as u32
     }
+    /// The engine thread that owns the client.
+    pub(crate) fn thread(self) -> usize {
+        (self.0 >> 56) as usize
+    }
 }
 
 impl fmt::Debug for ClientId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}.{}", self.key(), self.gen())
+        write!(f, "#{}.{}", self.key(), self.gen() & 0xff_ffff)
     }
 }
 

@@ -26,6 +26,7 @@ use mio::{Interest, Registry, Token};
 use slab::Slab;
 
 use super::client::{Client, ClientId, Io, Phase, Proto, Stream};
+use super::directory::{Directory, Mailboxes, Post};
 use super::endpoint::Endpoint;
 use super::outq::{Framing, OutQueue, Produce};
 use super::stats::MsgStats;
@@ -155,7 +156,18 @@ pub(crate) struct Core {
     pub(crate) listeners: Vec<Listener>,
     pub(crate) clients: Slab<Client>,
     next_gen: u32,
-    names: HashMap<String, usize>,
+    /// This engine's number among the server's threads (in every id it gives out).
+    thread: usize,
+    /// Live names, shared with the server's other engines.
+    directory: Arc<Directory>,
+    /// The other engines' mailboxes and this one's, when there are several.
+    mail: Option<(Arc<Mailboxes>, crossbeam_channel::Receiver<Post>)>,
+    /// Posts another engine's channel had no room for, in order.
+    outbox: VecDeque<(usize, Post)>,
+    /// Clients paused until the outbox is empty.
+    outbox_waiters: Vec<ClientId>,
+    /// Reading the mailbox waits for this client's queue to drain.
+    mail_stalled: Option<ClientId>,
     pub(crate) config: EngineConfig,
     wheel: Wheel,
     pool: BufPool,
@@ -182,7 +194,12 @@ impl Core {
             listeners: Vec::new(),
             clients: Slab::with_capacity(config.capacity.min(1024)),
             next_gen: 1,
-            names: HashMap::new(),
+            thread: 0,
+            directory: Arc::default(),
+            mail: None,
+            outbox: VecDeque::new(),
+            outbox_waiters: Vec::new(),
+            mail_stalled: None,
             wheel: Wheel::new(Duration::from_millis(100), 1024, config.capacity, now),
             pool: BufPool::new(config.buffer_size, 64, 4),
             scratch: Vec::with_capacity(MAX_DATAGRAM + 1),
@@ -197,6 +214,19 @@ impl Core {
         }
     }
 
+    /// Makes this core engine `thread` of a server whose engines share `directory` and
+    /// `mail`.
+    pub(crate) fn join(
+        &mut self,
+        thread: usize,
+        directory: Arc<Directory>,
+        mail: Option<(Arc<Mailboxes>, crossbeam_channel::Receiver<Post>)>,
+    ) {
+        self.thread = thread;
+        self.directory = directory;
+        self.mail = mail;
+    }
+
     /// The live client with this id.
     pub(crate) fn get(&self, id: ClientId) -> Option<&Client> {
         self.clients.get(id.key()).filter(|c| c.gen == id.gen())
@@ -208,12 +238,91 @@ impl Core {
 
     /// The admitted client registered under `name`.
     pub(crate) fn lookup(&self, name: &str) -> Option<ClientId> {
-        let key = *self.names.get(name)?;
-        Some(self.clients[key].id(key))
+        self.directory.lookup(name)
+    }
+
+    fn is_remote(&self, id: ClientId) -> bool {
+        id.thread() != self.thread
+    }
+
+    /// Sends a post to another engine, keeping order behind posts still waiting; a post that
+    /// must wait pauses the client whose input caused it.
+    fn post(&mut self, post: Post, to: ClientId) -> bool {
+        let Some((boxes, _)) = &self.mail else {
+            return false;
+        };
+        let thread = to.thread();
+        let post = match self.outbox.is_empty() {
+            true => match boxes.post(thread, post) {
+                Ok(()) => return true,
+                Err(p) => p,
+            },
+            false => post,
+        };
+        self.outbox.push_back((thread, post));
+        if let Some(src) = self.source {
+            if let Some(s) = self.get_mut(src) {
+                s.paused = true;
+            }
+            if !self.outbox_waiters.contains(&src) {
+                self.outbox_waiters.push(src);
+            }
+        }
+        true
+    }
+
+    /// Retries waiting posts and reads this engine's mailbox; `true` if anything moved.
+    fn exchange_mail(&mut self) -> bool {
+        let Some((boxes, rx)) = &self.mail else {
+            return false;
+        };
+        let (boxes, rx) = (boxes.clone(), rx.clone());
+        let mut moved = false;
+        while let Some((thread, post)) = self.outbox.pop_front() {
+            if let Err(p) = boxes.post(thread, post) {
+                self.outbox.push_front((thread, p));
+                break;
+            }
+            moved = true;
+        }
+        if self.outbox.is_empty() {
+            for w in std::mem::take(&mut self.outbox_waiters) {
+                if let Some(c) = self.get_mut(w) {
+                    c.paused = false;
+                    self.resumed.push(w);
+                }
+            }
+        }
+        if self.mail_stalled.is_some_and(|id| self.get(id).is_none()) {
+            self.mail_stalled = None;
+        }
+        while self.mail_stalled.is_none() {
+            let Ok(post) = rx.try_recv() else { break };
+            moved = true;
+            match post {
+                Post::Message(to, msg) => {
+                    self.send_owned(to, msg);
+                    // The sender is on another thread and cannot be paused from here: stop
+                    // reading the mailbox until this client's queue drains instead.
+                    if self
+                        .get(to)
+                        .is_some_and(|c| c.out.queued() > self.config.out_high)
+                    {
+                        self.mail_stalled = Some(to);
+                    }
+                }
+                Post::Close(to) => self.close(to),
+            }
+        }
+        moved
     }
 
     /// How long until the next timer may fire, if anything is armed or lingering.
     pub(crate) fn timer_due(&self) -> Option<Duration> {
+        if !self.outbox.is_empty() {
+            // Another engine's mailbox was full: try again soon.
+            return Some(Duration::from_millis(1));
+        }
         (!self.clients.is_empty()).then(|| self.wheel.resolution())
     }
 
@@ -222,6 +331,10 @@ impl Core {
     /// Runs `f` on an open client's queue, then applies backpressure. `false`: no such client,
     /// or it is no longer open.
     fn queue(&mut self, id: ClientId, f: impl FnOnce(&mut OutQueue)) -> bool {
+        if self.is_remote(id) {
+            // Only whole messages and closes cross threads (see `send`, `close`).
+            return false;
+        }
         let high = self.config.out_high;
         let Some(c) = self.get_mut(id) else {
             return false;
@@ -248,10 +361,16 @@ impl Core {
     }
 
     pub(crate) fn send(&mut self, id: ClientId, msg: &[u8]) -> bool {
+        if self.is_remote(id) {
+            return self.post(Post::Message(id, msg.to_vec()), id);
+        }
         self.queue(id, |q| q.push_message(msg))
     }
 
     pub(crate) fn send_owned(&mut self, id: ClientId, msg: Vec<u8>) -> bool {
+        if self.is_remote(id) {
+            return self.post(Post::Message(id, msg), id);
+        }
         self.queue(id, |q| q.push_owned(msg))
     }
 
@@ -277,6 +396,10 @@ impl Core {
     /// that will never be finished (its sender left) is closed at once instead: its stream
     /// cannot be resumed.
     pub(crate) fn close(&mut self, id: ClientId) {
+        if self.is_remote(id) {
+            self.post(Post::Close(id), id);
+            return;
+        }
         let Some(c) = self.get_mut(id) else { return };
         if c.phase == Phase::Open {
             c.phase = Phase::Closing;
@@ -374,7 +497,7 @@ impl Core {
                 sink.note(self, note);
             } else if let Some(id) = self.resumed.pop() {
                 self.pump(id, sink);
-            } else {
+            } else if !self.exchange_mail() {
                 return;
             }
         }
@@ -479,24 +602,29 @@ impl Core {
                 return None;
             }
         }
-        let gen = self.next_gen;
-        self.next_gen = self.next_gen.wrapping_add(1).max(1);
+        let gen = self.next_gen | ((self.thread as u32) << 24);
+        self.next_gen = (self.next_gen + 1) & 0xff_ffff;
+        self.next_gen = self.next_gen.max(1);
         entry.insert(Client::new(gen, io, peer, listener, OutQueue::new(framing)));
         Some(ClientId::new(key, gen))
     }
 
-    /// Marks a client admitted under `name`.
-    pub(crate) fn admit(&mut self, id: ClientId, name: Option<String>, arrival: Arrival) {
-        self.wheel.disarm(id.key());
+    /// Marks a client admitted under `name`; `false` if another thread claimed the name
+    /// between the decision and now.
+    pub(crate) fn admit(&mut self, id: ClientId, name: Option<String>, arrival: Arrival) -> bool {
         if let Some(name) = &name {
-            self.names.insert(name.clone(), id.key());
+            if !self.directory.claim(name, id) {
+                return false;
+            }
         }
+        self.wheel.disarm(id.key());
         let c = self.get_mut(id).expect("admitting a live client");
         c.phase = Phase::Open;
         c.admitted = true;
         c.name = name;
         self.stats.admitted();
         self.notes.push_back(Note::Connected(id, arrival));
+        true
     }
 
     /// Decides on a keyword: the policy, this listener's settings, the names in use.
@@ -515,11 +643,11 @@ impl Core {
             }
         });
         let keyword = keyword.map_err(|r| (r, why(r, None, peer)))?;
-        let names = &self.names;
+        let directory = &self.directory;
         match self
             .config
             .policy
-            .admit_on(&keyword, peer, flags, |n| names.contains_key(n))
+            .admit_on(&keyword, peer, flags, |n| directory.lookup(n).is_some())
         {
             Ok(Admission::Expected(name)) => Ok((Some(name), Arrival::Expected)),
             Ok(Admission::Unknown(name)) => Ok((Some(name), Arrival::Unknown)),
@@ -748,7 +876,19 @@ impl Core {
     }
 
     fn handshake(&mut self, id: ClientId, keyword: Result<Keyword, Refusal>) {
-        let decision = self.decide(id, keyword);
+        let decision = match self.decide(id, keyword) {
+            // Claimed by another thread between the decision and the admission.
+            Ok((Some(name), arrival)) if !self.admit(id, Some(name.clone()), arrival) => Err((
+                Refusal::NameTaken,
+                format!("name {name:?} is held by a live connection"),
+            )),
+            Ok((None, arrival)) => {
+                self.admit(id, None, arrival);
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(refusal),
+        };
         let c = self.get_mut(id).expect("handshake of a live client");
         let Io::Stream {
             proto: Proto::Server(session),
@@ -759,11 +899,11 @@ impl Core {
         };
         let mut answer = Vec::new();
         match decision {
-            Ok((name, arrival)) => {
+            Ok(()) => {
                 session.accept(&mut answer);
+                // In front of anything the application may already have queued for it.
                 c.out.push_wire(&answer);
                 self.dirty.push(id);
-                self.admit(id, name, arrival);
             }
             Err((r, text)) => {
                 session.refuse(r, &text, &mut answer);
@@ -944,11 +1084,8 @@ impl Core {
     }
 
     fn forget_name(&mut self, id: ClientId) {
-        let Some(c) = self.get_mut(id) else { return };
-        if let Some(name) = c.name.clone() {
-            if self.names.get(&name) == Some(&id.key()) {
-                self.names.remove(&name);
-            }
+        if let Some(name) = self.get(id).and_then(|c| c.name.as_deref()) {
+            self.directory.release(name, id);
         }
     }
 

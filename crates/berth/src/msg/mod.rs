@@ -15,10 +15,12 @@
 
 mod client;
 mod core;
+mod directory;
 pub mod endpoint;
 mod engine;
 mod handler;
 mod outq;
+mod server;
 mod stats;
 
 pub use self::client::ClientId;
@@ -26,5 +28,6 @@ pub use self::core::{Arrival, EngineConfig};
 pub use self::endpoint::{Address, Endpoint};
 pub use self::engine::{ConnectError, Engine, IoIterationResult};
 pub use self::handler::{MsgHandler, Out};
+pub use self::server::MsgServer;
 pub use self::stats::{MsgCounts, MsgStats};
 pub use berth_proto::msg::{Piece, Policy};

@@ -92,12 +92,19 @@ impl Core {
                 match self.insert(io, peer, Some(index), Framing::Datagram) {
                     None => Err((Refusal::Capacity, "no room for another client".to_owned())),
                     Some(id) => match self.decide(id, parsed) {
-                        Ok((name, arrival)) => {
+                        Ok((name, arrival)) if self.admit(id, name.clone(), arrival) => {
                             self.listeners[index].udp_peers.insert(from, id.key());
-                            self.admit(id, name, arrival);
                             let at = self.now + self.config.udp_idle;
                             self.wheel.set(id.key(), Some(at));
                             Ok(())
+                        }
+                        Ok((name, _)) => {
+                            self.clients.remove(id.key());
+                            let name = name.unwrap_or_default();
+                            Err((
+                                Refusal::NameTaken,
+                                format!("name {name:?} is held by a live connection"),
+                            ))
                         }
                         Err(refusal) => {
                             self.clients.remove(id.key());

@@ -1,0 +1,96 @@
+//! Names and mail shared by the engines of one server (`berth msg serve -A N`).
+//!
+//! The [`Directory`] maps live names to clients, whichever thread holds them: a name is
+//! claimed atomically at admission, so two threads can never admit the same one. A message to
+//! a client of another thread travels whole through that thread's [`Mailboxes`] entry: a
+//! bounded channel and the waker of its poll. A full channel is backpressure: the sending
+//! thread keeps the message and pauses the client it came from until the channel takes it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use mio::Waker;
+
+use super::client::ClientId;
+
+/// Live names of a server.
+#[derive(Debug, Default)]
+pub struct Directory {
+    names: Mutex<HashMap<String, ClientId>>,
+}
+
+impl Directory {
+    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<String, ClientId>> {
+        // A panic while holding the lock leaves the map consistent (every change is one call).
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers `name` for `id` unless a live client holds it.
+    pub(crate) fn claim(&self, name: &str, id: ClientId) -> bool {
+        let mut names = self.names();
+        if names.contains_key(name) {
+            return false;
+        }
+        names.insert(name.to_owned(), id);
+        true
+    }
+
+    /// Frees `name` if `id` holds it.
+    pub(crate) fn release(&self, name: &str, id: ClientId) {
+        let mut names = self.names();
+        if names.get(name) == Some(&id) {
+            names.remove(name);
+        }
+    }
+
+    /// The client holding `name`.
+    pub(crate) fn lookup(&self, name: &str) -> Option<ClientId> {
+        self.names().get(name).copied()
+    }
+}
+
+/// What one engine posts to another.
+pub(crate) enum Post {
+    /// A whole message for a client of the receiving engine.
+    Message(ClientId, Vec<u8>),
+    /// Close this client once its queued output is written.
+    Close(ClientId),
+}
+
+/// Every engine's inbound channel and waker, by thread index.
+pub(crate) struct Mailboxes {
+    boxes: Vec<(Sender<Post>, Arc<Waker>)>,
+}
+
+impl Mailboxes {
+    /// Channels of `capacity` posts for `wakers.len()` engines; returns the receivers too.
+    pub(crate) fn new(
+        wakers: Vec<Arc<Waker>>,
+        capacity: usize,
+    ) -> (Arc<Mailboxes>, Vec<Receiver<Post>>) {
+        let (boxes, receivers) = wakers
+            .into_iter()
+            .map(|waker| {
+                let (tx, rx) = crossbeam_channel::bounded(capacity);
+                ((tx, waker), rx)
+            })
+            .unzip();
+        (Arc::new(Mailboxes { boxes }), receivers)
+    }
+
+    /// Posts to the engine owning the client the post is for; gives the post back if that
+    /// engine's channel is full (or it has stopped).
+    pub(crate) fn post(&self, thread: usize, post: Post) -> Result<(), Post> {
+        let Some((tx, waker)) = self.boxes.get(thread) else {
+            return Err(post);
+        };
+        match tx.try_send(post) {
+            Ok(()) => {
+                let _ = waker.wake();
+                Ok(())
+            }
+            Err(TrySendError::Full(p) | TrySendError::Disconnected(p)) => Err(p),
+        }
+    }
+}
