@@ -2,7 +2,7 @@
 //!
 //! Each connection makes the handshake (berth's keyword and `OK`, or ZeroMQ's greeting and
 //! READY as a DEALER), then keeps up to `window` messages in flight: it writes messages filled
-//! with a deterministic pattern ([`pattern`]), and reads the echoes back, checking each one's
+//! with a deterministic pattern ([`Pattern`]), and reads the echoes back, checking each one's
 //! length and every byte as it streams in. An echo that differs is a protocol error, counted
 //! with where it differed; this is how a server that breaks at some size (seed 003's 8,760,000
 //! bytes) shows up as errors rather than as a fast-looking number.
@@ -16,7 +16,7 @@
 //! Memory does not grow with message size: a connection holds a small output buffer (headers
 //! and small messages batched into one write), and each thread one read buffer; a 64 MiB
 //! message is written from and compared against the pattern in slices. Threads each own a
-//! share of the connections on their own mio loop ([`load`]); their tallies are merged into
+//! share of the connections on their own mio loop (`load.rs`); their tallies are merged into
 //! one [`MsgReport`] at the end, as `bench` does for HTTP.
 
 mod endpoint;

@@ -53,7 +53,7 @@ impl Pattern {
         ((at % p + (seq % p) * STRIDE % p) % p) as usize
     }
 
-    /// The bytes of message `seq` from payload offset `at`, at most `max` (and [`CHUNK`]).
+    /// The bytes of message `seq` from payload offset `at`, at most `max` (and 256 KiB).
     pub fn slice(&self, seq: u64, at: u64, max: usize) -> &[u8] {
         let start = Pattern::offset(seq, at);
         &self.bytes[start..start + max.min(CHUNK)]

@@ -20,7 +20,7 @@ const MAX_LATENCY_US: u64 = 3_600_000_000;
 /// that fails differently on every message cannot grow the report without bound.
 const MAX_REASONS: usize = 32;
 
-/// The key under which error texts beyond [`MAX_REASONS`] are counted.
+/// The key under which error texts beyond the first 32 distinct ones are counted.
 pub const OTHER_REASONS: &str = "(other errors)";
 
 /// Failures by kind. Each one ended a connection (which the bench then opens again).
