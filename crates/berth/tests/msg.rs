@@ -724,3 +724,58 @@ fn threads_share_names_and_relay_to_each_other() {
         );
     }
 }
+
+#[test]
+fn a_raw_listener_has_no_framing_and_no_handshake() {
+    let raw = Endpoint::parse("tcp://127.0.0.1:0?raw").unwrap();
+    let mut config = EngineConfig::default();
+    config.policy.no_anonymous = true; // names do not exist on raw listeners: not consulted
+    let mut engine = Engine::new(config).unwrap();
+    let addr = addr_of(&engine.listen(&raw).unwrap());
+    let mut s = tcp(addr);
+    s.write_all(b"plain bytes, no length").unwrap();
+    let r = iterate_until(&mut engine, |r, _| !r.clients_have_data_to_read.is_empty());
+    let id = *r.newly_connected_unknown_clients.iter().next().unwrap();
+    let got: Vec<u8> = engine.messages(id).into_iter().flatten().collect();
+    assert_eq!(got, b"plain bytes, no length");
+    engine.send_message(id, b"as is");
+    engine.close(id);
+    iterate_until(&mut engine, |r, _| {
+        r.clients_with_disconnected_connection.contains(&id)
+    });
+    let mut back = Vec::new();
+    s.read_to_end(&mut back).unwrap();
+    assert_eq!(back, b"as is");
+}
+
+#[test]
+fn a_client_that_takes_no_output_is_dropped_at_the_write_timeout() {
+    let config = EngineConfig {
+        write_timeout: Duration::from_millis(300),
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(config).unwrap();
+    let addr = addr_of(&engine.listen(&tcp_endpoint()).unwrap());
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let stuck = thread::spawn(move || {
+        let (s, _) = hello(tcp(addr), "stuck");
+        let _ = held.recv();
+        s
+    });
+    let r = iterate_until(&mut engine, |r, _| {
+        !r.newly_connected_unknown_clients.is_empty()
+    });
+    let id = *r.newly_connected_unknown_clients.iter().next().unwrap();
+    // Far more than the socket buffers hold, and the client never reads.
+    assert!(engine.send_message(id, &vec![1u8; 32 << 20]));
+    let t = Instant::now();
+    iterate_until(&mut engine, |r, _| {
+        r.clients_with_disconnected_connection.contains(&id)
+    });
+    // The deadline counts from the engine's clock reading of its last round, a few ms
+    // before `t`.
+    assert!(t.elapsed() >= Duration::from_millis(250), "{:?}", t.elapsed());
+    assert_eq!(engine.client_count(), 0);
+    release.send(()).unwrap();
+    drop(stuck.join().unwrap());
+}

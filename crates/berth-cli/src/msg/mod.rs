@@ -89,6 +89,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
     pub udp_idle: Duration,
 
+    /// Seconds a client with output waiting may take none of it before it is dropped.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
+    pub write_timeout: Duration,
+
     /// Bytes queued to a client above which whoever feeds it is paused.
     #[arg(long, value_name = "BYTES", default_value = "1m", value_parser = parse_size)]
     pub out_high: u64,

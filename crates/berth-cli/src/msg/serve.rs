@@ -48,6 +48,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         capacity: args.capacity.max(1),
         handshake_timeout: args.handshake_timeout,
         udp_idle: args.udp_idle,
+        write_timeout: args.write_timeout,
         out_high: usize::try_from(args.out_high).unwrap_or(usize::MAX),
         policy,
         reuse_port: !args.no_reuse_port,

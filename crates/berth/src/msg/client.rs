@@ -134,6 +134,9 @@ pub(crate) enum Phase {
     Open,
     /// To be closed once its output is written (refused, ended, or asked to).
     Closing,
+    /// Output written and our side shut: reading and dropping until the peer closes (so that
+    /// the last frame is not destroyed by a reset), or the linger time ends.
+    Lingering,
 }
 
 /// The engine's record of one client.
@@ -143,6 +146,8 @@ pub(crate) struct Client {
     pub(crate) phase: Phase,
     /// It was admitted (so its end is reported).
     pub(crate) admitted: bool,
+    /// Its write-stall deadline is set.
+    pub(crate) write_armed: bool,
     pub(crate) peer: Peer,
     /// The name it registered under (`None`: anonymous, raw, or not yet known).
     pub(crate) name: Option<String>,
@@ -180,6 +185,7 @@ impl Client {
             io,
             phase: Phase::Handshake,
             admitted: false,
+            write_armed: false,
             peer,
             name: None,
             listener,

@@ -58,6 +58,9 @@ pub struct EngineConfig {
     pub handshake_timeout: Duration,
     /// A UDP client silent this long is disconnected.
     pub udp_idle: Duration,
+    /// A stream client with output waiting that takes none of it for this long is dropped
+    /// (and a closing one closed).
+    pub write_timeout: Duration,
     /// A queue above this many bytes pauses whoever feeds it.
     pub out_high: usize,
     /// Unread whole messages above this many bytes pause reading from their client.
@@ -78,6 +81,7 @@ impl Default for EngineConfig {
             capacity: 10_000,
             handshake_timeout: Duration::from_secs(10),
             udp_idle: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(60),
             out_high: 1 << 20,
             inbox_high: 8 << 20,
             buffer_size: 64 * 1024,
@@ -670,10 +674,10 @@ impl Core {
             let Some(c) = self.clients.get_mut(id.key()).filter(|c| c.gen == id.gen()) else {
                 return;
             };
-            let closing = c.phase == Phase::Closing;
-            // A closing client with output left is not read; once its output is out it
-            // lingers, and what it sends is read and dropped.
-            if (c.paused || closing) && !(closing && c.out.is_empty()) {
+            // A closing client is not read until its output is out; then it lingers, and what
+            // it still sends is read and dropped.
+            let closing = matches!(c.phase, Phase::Closing | Phase::Lingering);
+            if c.phase == Phase::Closing || (c.paused && c.phase != Phase::Lingering) {
                 return;
             }
             let Io::Stream {
@@ -990,12 +994,22 @@ impl Core {
         let Some(c) = self.clients.get_mut(id.key()).filter(|c| c.gen == id.gen()) else {
             return;
         };
+        let stall = self.now + self.config.write_timeout;
+        let is_stream = matches!(c.io, Io::Stream { .. });
+        // A stream client with output waiting has `write_timeout` from its last progress to
+        // take some (closing ones too, and from the moment they start closing).
+        if is_stream && !c.out.is_empty() && !c.write_armed {
+            c.write_armed = true;
+            self.wheel.set(id.key(), Some(stall));
+        }
         match &mut c.io {
             Io::Stream { stream, .. } => loop {
                 c.out.refill(low);
                 match c.out.write_to(stream) {
                     Ok(0) => break,
-                    Ok(_) => {}
+                    Ok(_) => {
+                        self.wheel.set(id.key(), Some(stall));
+                    }
                     Err(e) => {
                         log::debug!("client {id}: write failed: {e}");
                         return self.remove(id);
@@ -1043,6 +1057,10 @@ impl Core {
         if !c.out.is_empty() {
             return;
         }
+        if std::mem::take(&mut c.write_armed) && matches!(c.io, Io::Stream { .. }) {
+            self.wheel.disarm(id.key());
+        }
+        let c = self.get_mut(id).expect("still here");
         match c.phase {
             Phase::Closing => self.close_now(id),
             Phase::Open if c.owes_drain => {
@@ -1075,6 +1093,7 @@ impl Core {
         };
         let read_now = *readable;
         c.paused = false;
+        c.phase = Phase::Lingering;
         self.forget_name(id);
         let at = self.now + LINGER;
         self.wheel.set(id.key(), Some(at));
@@ -1132,8 +1151,14 @@ impl Core {
                     self.refuse_now(id, Refusal::Timeout, &text);
                 }
                 (Phase::Open, Io::Udp { .. }) => self.remove(id),
-                (Phase::Closing, _) => self.remove(id),
-                _ => {}
+                (Phase::Open, Io::Stream { .. }) => {
+                    log::debug!(
+                        "client {id} took no output for {:?}",
+                        self.config.write_timeout
+                    );
+                    self.remove(id);
+                }
+                (Phase::Closing | Phase::Lingering, _) => self.remove(id),
             }
         }
         due.clear();
