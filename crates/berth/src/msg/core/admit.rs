@@ -1,0 +1,252 @@
+//! Admission: accepting stream connections (and refusing them at capacity), the handshake
+//! decision (policy, listener settings, names in use, claimed atomically), and refusals.
+
+use std::io;
+
+use berth_proto::msg::handshake::encode_refusal;
+use berth_proto::msg::{
+    Admission, Keyword, Listener as ListenerFlags, Peer, Refusal, ServerSession, Transport,
+};
+use mio::{Interest, Token};
+
+use super::{Arrival, Client, ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream};
+use crate::msg::outq::{Framing, OutQueue};
+
+impl Core {
+    pub(super) fn accept(&mut self, index: usize) {
+        loop {
+            let (stream, peer) = match &self.listeners[index].sock {
+                ListenSock::Tcp(l) => match l.accept() {
+                    Ok((s, addr)) => (
+                        Stream::Tcp(s),
+                        Peer {
+                            transport: Transport::Tcp,
+                            ip: Some(addr.ip()),
+                        },
+                    ),
+                    Err(e) => return self.accept_failed(index, e),
+                },
+                ListenSock::Unix(l) => match l.accept() {
+                    Ok((s, _)) => (
+                        Stream::Unix(s),
+                        Peer {
+                            transport: Transport::Unix,
+                            ip: None,
+                        },
+                    ),
+                    Err(e) => return self.accept_failed(index, e),
+                },
+                ListenSock::Udp(_) | ListenSock::Closed => return,
+            };
+            self.stats.connection();
+            let raw = self.listeners[index].endpoint.raw;
+            if self.clients.len() >= self.config.capacity {
+                self.stats.refused(Refusal::Capacity);
+                if !raw {
+                    let mut stream = stream;
+                    let mut out = Vec::new();
+                    let text = format!(
+                        "the server holds its limit of {} clients",
+                        self.config.capacity
+                    );
+                    encode_refusal(Refusal::Capacity, &text, &mut out);
+                    // Best effort: a fresh socket's buffer takes a short frame whole.
+                    let _ = io::Write::write(&mut stream, &out);
+                }
+                continue;
+            }
+            let proto = if raw {
+                Proto::Raw
+            } else {
+                Proto::Server(ServerSession::new(self.limit))
+            };
+            let framing = if raw { Framing::Raw } else { Framing::Frames };
+            let io = Io::Stream {
+                stream,
+                proto,
+                hup: false,
+                readable: false,
+            };
+            let Some(id) = self.insert(io, peer, Some(index), framing) else {
+                continue;
+            };
+            if raw {
+                self.admit(id, None, Arrival::Anonymous);
+            } else {
+                let at = self.now + self.config.handshake_timeout;
+                self.wheel.set(id.key(), Some(at));
+            }
+        }
+    }
+
+    pub(super) fn accept_failed(&mut self, index: usize, e: io::Error) {
+        match e.kind() {
+            io::ErrorKind::WouldBlock => {}
+            io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted => self.accept(index),
+            _ => log::warn!("{}: accept failed: {e}", self.listeners[index].endpoint),
+        }
+    }
+
+    /// Adds a client with a stream or UDP address; registers streams with the poll.
+    pub(crate) fn insert(
+        &mut self,
+        mut io: Io,
+        peer: Peer,
+        listener: Option<usize>,
+        framing: Framing,
+    ) -> Option<ClientId> {
+        let entry = self.clients.vacant_entry();
+        let key = entry.key();
+        if key >= self.config.capacity {
+            return None;
+        }
+        if let Io::Stream { stream, .. } = &mut io {
+            if let Err(e) = self.registry.register(
+                stream.source(),
+                Token(key),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                log::warn!("cannot register a connection: {e}");
+                return None;
+            }
+        }
+        let gen = self.next_gen | ((self.thread as u32) << 24);
+        self.next_gen = (self.next_gen + 1) & 0xff_ffff;
+        self.next_gen = self.next_gen.max(1);
+        entry.insert(Client::new(gen, io, peer, listener, OutQueue::new(framing)));
+        Some(ClientId::new(key, gen))
+    }
+
+    /// Marks a client admitted under `name`; `false` if another thread claimed the name
+    /// between the decision and now.
+    pub(crate) fn admit(&mut self, id: ClientId, name: Option<String>, arrival: Arrival) -> bool {
+        if let Some(name) = &name {
+            if !self.directory.claim(name, id) {
+                return false;
+            }
+        }
+        self.wheel.disarm(id.key());
+        let c = self.get_mut(id).expect("admitting a live client");
+        c.phase = Phase::Open;
+        c.admitted = true;
+        c.name = name;
+        self.stats.admitted();
+        self.notes.push_back(Note::Connected(id, arrival));
+        true
+    }
+
+    /// Decides on a keyword: the policy, this listener's settings, the names in use.
+    pub(super) fn decide(
+        &mut self,
+        id: ClientId,
+        keyword: Result<Keyword, Refusal>,
+    ) -> Result<(Option<String>, Arrival), (Refusal, String)> {
+        let c = self.get(id).expect("deciding on a live client");
+        let (peer, listener) = (c.peer, c.listener);
+        let flags = listener.map_or(ListenerFlags::default(), |i| {
+            let e = &self.listeners[i].endpoint;
+            ListenerFlags {
+                no_anonymous: e.no_anonymous,
+                expected_only: e.expected_only,
+            }
+        });
+        let keyword = keyword.map_err(|r| (r, why(r, None, peer)))?;
+        let directory = &self.directory;
+        match self
+            .config
+            .policy
+            .admit_on(&keyword, peer, flags, |n| directory.lookup(n).is_some())
+        {
+            Ok(Admission::Expected(name)) => Ok((Some(name), Arrival::Expected)),
+            Ok(Admission::Unknown(name)) => Ok((Some(name), Arrival::Unknown)),
+            Ok(Admission::Anonymous) => Ok((None, Arrival::Anonymous)),
+            Err(r) => {
+                let name = match &keyword {
+                    Keyword::Named(n) => Some(n.as_str()),
+                    Keyword::Anonymous => None,
+                };
+                Err((r, why(r, name, peer)))
+            }
+        }
+    }
+
+    pub(super) fn handshake(&mut self, id: ClientId, keyword: Result<Keyword, Refusal>) {
+        let decision = match self.decide(id, keyword) {
+            // Claimed by another thread between the decision and the admission.
+            Ok((Some(name), arrival)) if !self.admit(id, Some(name.clone()), arrival) => Err((
+                Refusal::NameTaken,
+                format!("name {name:?} is held by a live connection"),
+            )),
+            Ok((None, arrival)) => {
+                self.admit(id, None, arrival);
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(refusal),
+        };
+        let c = self.get_mut(id).expect("handshake of a live client");
+        let Io::Stream {
+            proto: Proto::Server(session),
+            ..
+        } = &mut c.io
+        else {
+            return;
+        };
+        let mut answer = Vec::new();
+        match decision {
+            Ok(()) => {
+                session.accept(&mut answer);
+                // In front of anything the application may already have queued for it.
+                c.out.push_wire(&answer);
+                self.dirty.push(id);
+            }
+            Err((r, text)) => {
+                session.refuse(r, &text, &mut answer);
+                c.out.push_wire(&answer);
+                c.phase = Phase::Closing;
+                self.stats.refused(r);
+                self.wheel.disarm(id.key());
+                self.dirty.push(id);
+                log::debug!("client {id} refused: {} {text}", r.code());
+            }
+        }
+    }
+
+    pub(super) fn refuse_now(&mut self, id: ClientId, why: Refusal, text: &str) {
+        let Some(c) = self.get_mut(id) else { return };
+        if let Io::Stream {
+            proto: Proto::Server(session),
+            ..
+        } = &mut c.io
+        {
+            let mut frame = Vec::new();
+            session.refuse(why, text, &mut frame);
+            c.out.push_wire(&frame);
+        }
+        c.phase = Phase::Closing;
+        self.stats.refused(why);
+        self.dirty.push(id);
+    }
+}
+
+/// The explanation sent with a refusal.
+fn why(r: Refusal, name: Option<&str>, peer: Peer) -> String {
+    let name = name.unwrap_or("");
+    match r {
+        Refusal::NameInvalid => {
+            "a keyword is 1 to 255 bytes of UTF-8 without control characters".to_owned()
+        }
+        Refusal::AnonymousRefused => "this listener does not accept anonymous clients".to_owned(),
+        Refusal::TransportRefused => {
+            format!("name {name:?} may not connect over {:?}", peer.transport).to_lowercase()
+        }
+        Refusal::AddressRefused => match peer.ip {
+            Some(ip) => format!("name {name:?} may not connect from {ip}"),
+            None => format!("name {name:?} may not connect from here"),
+        },
+        Refusal::NotExpected => format!("name {name:?} was not expected here"),
+        Refusal::NameTaken => format!("name {name:?} is held by a live connection"),
+        Refusal::Capacity => "the server is at its client limit".to_owned(),
+        Refusal::Timeout => "no keyword in time".to_owned(),
+    }
+}

@@ -1,0 +1,222 @@
+//! Reading: a stream client's bytes through its protocol (keyword, frames, control frames
+//! from a server we connected to, or raw bytes) to the sink, as pieces or whole messages.
+
+use std::io;
+
+use berth_proto::msg::{Ending, Event, Piece};
+
+use super::{ClientId, Core, Io, Phase, Proto, Sink};
+use crate::net::read_into_spare;
+
+impl Core {
+    /// Reads from a stream client until it would block, is paused, or is gone.
+    pub(super) fn pump(&mut self, id: ClientId, sink: &mut dyn Sink) {
+        loop {
+            let Some(c) = self.clients.get_mut(id.key()).filter(|c| c.gen == id.gen()) else {
+                return;
+            };
+            // A closing client is not read until its output is out; then it lingers, and what
+            // it still sends is read and dropped.
+            let closing = matches!(c.phase, Phase::Closing | Phase::Lingering);
+            if c.phase == Phase::Closing || (c.paused && c.phase != Phase::Lingering) {
+                return;
+            }
+            let Io::Stream {
+                stream,
+                hup,
+                readable,
+                ..
+            } = &mut c.io
+            else {
+                return;
+            };
+            if !*readable || *hup {
+                return;
+            }
+            let mut buf = self.pool.take();
+            match read_into_spare(stream, &mut buf) {
+                Ok(0) => {
+                    *hup = true;
+                    *readable = false;
+                    self.pool.put(buf);
+                    return self.peer_closed(id);
+                }
+                Ok(_) if closing => self.pool.put(buf),
+                Ok(_) => {
+                    self.deliver(id, &buf, sink);
+                    self.pool.put(buf);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    *readable = false;
+                    self.pool.put(buf);
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.pool.put(buf),
+                Err(e) => {
+                    self.pool.put(buf);
+                    log::debug!("client {id}: read failed: {e}");
+                    return self.remove(id);
+                }
+            }
+        }
+    }
+
+    /// The peer will send nothing more. An open client with output still queued gets it
+    /// (it may have half-closed and be waiting for answers); anything else goes now.
+    pub(super) fn peer_closed(&mut self, id: ClientId) {
+        let Some(c) = self.get_mut(id) else { return };
+        if c.phase == Phase::Open && !c.out.is_empty() && !c.out.stream_open() {
+            c.phase = Phase::Closing;
+            self.dirty.push(id);
+        } else {
+            self.remove(id);
+        }
+    }
+
+    /// Passes a read's bytes through the client's protocol to the sink.
+    pub(super) fn deliver(&mut self, id: ClientId, input: &[u8], sink: &mut dyn Sink) {
+        self.source = Some(id);
+        let mut pos = 0;
+        // A message found whole in this read: handed over without copying.
+        let mut direct: Option<(usize, usize)> = None;
+        while let Some(c) = self.get_mut(id) {
+            if c.phase == Phase::Closing {
+                break;
+            }
+            let Io::Stream { proto, .. } = &mut c.io else {
+                break;
+            };
+            let piece = match proto {
+                Proto::Raw => {
+                    if pos == input.len() {
+                        break;
+                    }
+                    pos = input.len();
+                    self.stats.message(input.len());
+                    self.whole_or_pieces(id, input, sink);
+                    continue;
+                }
+                Proto::Server(session) => {
+                    let (n, event) = session.next(&input[pos..]);
+                    pos += n;
+                    match event {
+                        None => break,
+                        Some(Event::Keyword(k)) => {
+                            self.handshake(id, Ok(k));
+                            continue;
+                        }
+                        Some(Event::BadKeyword(r)) => {
+                            self.handshake(id, Err(r));
+                            continue;
+                        }
+                        Some(Event::TooLarge(e)) => {
+                            self.end(id, Ending::TooLarge, &e.to_string());
+                            break;
+                        }
+                        Some(Event::Piece(p)) => p,
+                    }
+                }
+                Proto::Outbound(decoder) => match decoder.next(&input[pos..]) {
+                    Ok((_, None)) => break,
+                    Ok((n, Some(p))) => {
+                        pos += n;
+                        p
+                    }
+                    Err(e) => {
+                        log::warn!("server {id} sent a frame over our limit: {e}");
+                        self.remove(id);
+                        break;
+                    }
+                },
+            };
+            self.piece(id, piece, pos, &mut direct, input, sink);
+        }
+        self.source = None;
+    }
+
+    /// One piece of a framed message, to a streaming sink as it is, or assembled.
+    pub(super) fn piece(
+        &mut self,
+        id: ClientId,
+        piece: Piece<'_>,
+        pos: usize,
+        direct: &mut Option<(usize, usize)>,
+        input: &[u8],
+        sink: &mut dyn Sink,
+    ) {
+        let c = self.get_mut(id).expect("delivering to a live client");
+        if let Piece::Control(_) = piece {
+            c.in_control = true;
+            c.assembling.clear();
+            return;
+        }
+        if c.in_control {
+            match piece {
+                Piece::Chunk(b) => c.assembling.extend_from_slice(b),
+                Piece::End => {
+                    let text = String::from_utf8_lossy(&c.assembling).into_owned();
+                    log::info!("server {id} ends the connection: {text}");
+                    c.ending = Some(text);
+                    c.in_control = false;
+                    c.assembling.clear();
+                }
+                _ => {}
+            }
+            return;
+        }
+        if sink.streams() {
+            if let Piece::Start(len) = piece {
+                self.stats.message(len as usize);
+            }
+            return sink.piece(self, id, piece);
+        }
+        match piece {
+            Piece::Start(len) => {
+                c.announced = len;
+                c.assembling.clear();
+                *direct = None;
+                self.stats.message(len as usize);
+            }
+            Piece::Chunk(b) => {
+                if c.assembling.is_empty() && direct.is_none() && b.len() as u64 == c.announced {
+                    *direct = Some((pos - b.len(), pos));
+                } else {
+                    if let Some((from, to)) = direct.take() {
+                        c.assembling.extend_from_slice(&input[from..to]);
+                    }
+                    c.assembling.extend_from_slice(b);
+                }
+            }
+            Piece::End => {
+                if let Some((from, to)) = direct.take() {
+                    sink.message(self, id, &input[from..to]);
+                } else {
+                    let whole = std::mem::take(&mut c.assembling);
+                    sink.message(self, id, &whole);
+                    if let Some(c) = self.get_mut(id) {
+                        // Keep a modest buffer for the next message; free a big one.
+                        if whole.capacity() <= 1 << 20 {
+                            let mut whole = whole;
+                            whole.clear();
+                            c.assembling = whole;
+                        }
+                    }
+                }
+            }
+            Piece::Control(_) => {}
+        }
+    }
+
+    /// Bytes that are one message by construction (a raw read, a datagram).
+    pub(super) fn whole_or_pieces(&mut self, id: ClientId, bytes: &[u8], sink: &mut dyn Sink) {
+        if sink.streams() {
+            sink.piece(self, id, Piece::Start(bytes.len() as u64));
+            if !bytes.is_empty() {
+                sink.piece(self, id, Piece::Chunk(bytes));
+            }
+            sink.piece(self, id, Piece::End);
+        } else {
+            sink.message(self, id, bytes);
+        }
+    }
+}

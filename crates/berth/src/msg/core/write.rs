@@ -1,0 +1,250 @@
+//! Writing and ending: flushing queues (with the write-stall deadline), ending clients with a
+//! control frame, lingering closes, removal, shutdown, and the timers that expire them.
+
+use std::io;
+use std::net::Shutdown;
+
+use berth_proto::msg::{Ending, Refusal};
+
+use super::{ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream, LINGER};
+
+impl Core {
+    /// Ends an admitted client with a control frame after its queued output.
+    pub(super) fn end(&mut self, id: ClientId, why: Ending, text: &str) {
+        let Some(c) = self.get_mut(id) else { return };
+        if let Io::Stream {
+            proto: Proto::Server(session),
+            ..
+        } = &mut c.io
+        {
+            let mut frame = Vec::new();
+            session.end(why, text, &mut frame);
+            // Behind a half-sent stream the frame would land inside its payload: drop the
+            // stream (the peer sees the connection end early, which is the truth).
+            if c.out.stream_open() {
+                c.out.clear();
+            }
+            c.out.push_wire(&frame);
+        }
+        if why == Ending::TooLarge {
+            self.stats.too_large();
+            log::debug!("client {id}: {text}");
+        }
+        if let Some(c) = self.get_mut(id) {
+            c.phase = Phase::Closing;
+        }
+        self.dirty.push(id);
+    }
+
+    /// Stops accepting: stream listeners are closed (a UNIX socket's file removed); UDP
+    /// sockets stay open to say goodbye to their clients.
+    pub(crate) fn stop_listening(&mut self) {
+        for l in &mut self.listeners {
+            if matches!(l.sock, ListenSock::Udp(_)) {
+                continue;
+            }
+            if let ListenSock::Unix(_) = l.sock {
+                if let crate::msg::endpoint::Address::Unix(path) = &l.endpoint.address {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            // Dropping the socket closes it, which also takes it out of the poll.
+            l.sock = ListenSock::Closed;
+        }
+    }
+
+    /// Stops listening and ends every client with the `shutdown` frame (UDP clients: `B`)
+    /// after its queued output.
+    pub(crate) fn shutdown_all(&mut self) {
+        self.stop_listening();
+        let ids: Vec<_> = self.clients.iter().map(|(k, c)| c.id(k)).collect();
+        for id in ids {
+            match self
+                .get(id)
+                .map(|c| (c.phase, matches!(c.io, Io::Udp { .. })))
+            {
+                Some((Phase::Open, true)) => self.close(id),
+                Some((Phase::Open, false)) => {
+                    self.end(id, Ending::Shutdown, "the server is stopping")
+                }
+                Some((Phase::Handshake, _)) => self.remove(id),
+                _ => {}
+            }
+        }
+    }
+
+    /// Writes what a client has queued; closes it when done closing; reports a drained queue
+    /// and wakes clients paused on it.
+    pub(super) fn flush(&mut self, id: ClientId) {
+        let low = (self.config.out_high / 4).max(1);
+        let Some(c) = self.clients.get_mut(id.key()).filter(|c| c.gen == id.gen()) else {
+            return;
+        };
+        let stall = self.now + self.config.write_timeout;
+        let is_stream = matches!(c.io, Io::Stream { .. });
+        // A stream client with output waiting has `write_timeout` from its last progress to
+        // take some (closing ones too, and from the moment they start closing).
+        if is_stream && !c.out.is_empty() && !c.write_armed {
+            c.write_armed = true;
+            self.wheel.set(id.key(), Some(stall));
+        }
+        match &mut c.io {
+            Io::Stream { stream, .. } => loop {
+                c.out.refill(low);
+                match c.out.write_to(stream) {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        self.wheel.set(id.key(), Some(stall));
+                    }
+                    Err(e) => {
+                        log::debug!("client {id}: write failed: {e}");
+                        return self.remove(id);
+                    }
+                }
+            },
+            Io::Udp { listener, addr } => {
+                let (listener, addr) = (*listener, *addr);
+                let ListenSock::Udp(sock) = &self.listeners[listener].sock else {
+                    return;
+                };
+                loop {
+                    c.out.refill(low);
+                    let Some(datagram) = c.out.front_datagram() else {
+                        break;
+                    };
+                    match sock.send_to(datagram, addr) {
+                        Ok(_) => c.out.pop_datagram(),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            self.listeners[listener].udp_blocked.push_back(id);
+                            return;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        // An ICMP error from an earlier datagram, or a message too big: drop
+                        // this datagram, as UDP would.
+                        Err(e) => {
+                            log::debug!("client {id}: datagram not sent: {e}");
+                            c.out.pop_datagram();
+                        }
+                    }
+                }
+            }
+        }
+        let c = self.get_mut(id).expect("still here");
+        if c.out.queued() <= low && !c.waiters.is_empty() {
+            let waiters = std::mem::take(&mut c.waiters);
+            for w in waiters {
+                if let Some(wc) = self.get_mut(w) {
+                    wc.paused = false;
+                    self.resumed.push(w);
+                }
+            }
+        }
+        let c = self.get_mut(id).expect("still here");
+        if !c.out.is_empty() {
+            return;
+        }
+        if std::mem::take(&mut c.write_armed) && matches!(c.io, Io::Stream { .. }) {
+            self.wheel.disarm(id.key());
+        }
+        let c = self.get_mut(id).expect("still here");
+        match c.phase {
+            Phase::Closing => self.close_now(id),
+            Phase::Open if c.owes_drain => {
+                c.owes_drain = false;
+                self.notes.push_back(Note::Drained(id));
+            }
+            _ => {}
+        }
+    }
+
+    /// Output is written and the client is to go: UDP clients go now; stream clients stop
+    /// writing and linger, reading and dropping what still arrives until the peer closes.
+    pub(super) fn close_now(&mut self, id: ClientId) {
+        let Some(c) = self.get_mut(id) else { return };
+        let Io::Stream {
+            stream,
+            hup,
+            readable,
+            ..
+        } = &mut c.io
+        else {
+            return self.remove(id);
+        };
+        if *hup {
+            return self.remove(id);
+        }
+        let _ = match stream {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Write),
+            Stream::Unix(s) => s.shutdown(Shutdown::Write),
+        };
+        let read_now = *readable;
+        c.paused = false;
+        c.phase = Phase::Lingering;
+        self.forget_name(id);
+        let at = self.now + LINGER;
+        self.wheel.set(id.key(), Some(at));
+        if read_now {
+            self.resumed.push(id);
+        }
+    }
+
+    pub(super) fn forget_name(&mut self, id: ClientId) {
+        if let Some(name) = self.get(id).and_then(|c| c.name.as_deref()) {
+            self.directory.release(name, id);
+        }
+    }
+
+    /// Frees a client now; an admitted one is reported lost.
+    pub(crate) fn remove(&mut self, id: ClientId) {
+        if self.get(id).is_none() {
+            return;
+        }
+        self.forget_name(id);
+        let key = id.key();
+        self.wheel.disarm(key);
+        let c = self.clients.remove(key);
+        if let Io::Udp { listener, addr } = c.io {
+            self.listeners[listener].udp_peers.remove(&addr);
+        }
+        for w in c.waiters {
+            if let Some(wc) = self.get_mut(w) {
+                wc.paused = false;
+                self.resumed.push(w);
+            }
+        }
+        if c.admitted {
+            self.stats.disconnected();
+            self.notes.push_back(Note::Lost(id, c.name, c.ending));
+        }
+    }
+
+    /// Expires handshakes, idle UDP clients and lingering closes whose time has come.
+    pub(crate) fn expire(&mut self, due: &mut Vec<usize>) {
+        self.wheel.advance(self.now, due);
+        for &key in due.iter() {
+            let Some(c) = self.clients.get(key) else {
+                continue;
+            };
+            let id = c.id(key);
+            match (c.phase, &c.io) {
+                (Phase::Handshake, _) => {
+                    let text = format!(
+                        "no keyword within {:?} of connecting",
+                        self.config.handshake_timeout
+                    );
+                    self.refuse_now(id, Refusal::Timeout, &text);
+                }
+                (Phase::Open, Io::Udp { .. }) => self.remove(id),
+                (Phase::Open, Io::Stream { .. }) => {
+                    log::debug!(
+                        "client {id} took no output for {:?}",
+                        self.config.write_timeout
+                    );
+                    self.remove(id);
+                }
+                (Phase::Closing | Phase::Lingering, _) => self.remove(id),
+            }
+        }
+        due.clear();
+    }
+}
