@@ -122,7 +122,7 @@ fn table_report_with_a_window_and_a_big_size() {
 #[test]
 fn usage_errors_exit_2_with_usage() {
     for (args, says) in [
-        (&["-s", "12q"][..], "not a message size"),
+        (&["-s", "12q"][..], "is not a size"),
         (&["-c", "0"][..], "connections"),
         (&["-d", "0"][..], "more than zero"),
         (&["-n", "5", "-d", "1s"][..], "cannot be used with"),

@@ -19,7 +19,7 @@ pub struct MsgBenchArgs {
     pub zmq: bool,
 
     /// Payload bytes per message: 64, 1k, 64k, 1m, 8760000, 64m (k and m are 1024-based).
-    #[arg(short = 's', long, value_name = "BYTES", default_value = "64", value_parser = parse_size)]
+    #[arg(short = 's', long, value_name = "BYTES", default_value = "64", value_parser = super::parse_size)]
     pub size: u64,
 
     /// Concurrent connections.
@@ -68,30 +68,6 @@ pub struct MsgBenchArgs {
     /// Print help.
     #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
     help: Option<bool>,
-}
-
-/// A message size: bytes, or a number with `k` or `m` (KiB and MiB; `b` suffixes allowed).
-fn parse_size(s: &str) -> Result<u64, String> {
-    let lower = s.to_ascii_lowercase();
-    let t = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
-    let (number, scale) = if let Some(n) = t.strip_suffix('k') {
-        (n, 1u64 << 10)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 1 << 20)
-    } else if let Some(n) = t.strip_suffix('g') {
-        (n, 1 << 30)
-    } else {
-        (t, 1)
-    };
-    number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .filter(|&n| n < 1 << 63)
-        .ok_or_else(|| format!("'{s}' is not a message size (e.g. 64, 1k, 64k, 1m, 8760000, 64m)"))
 }
 
 /// Runs the load and prints the table (or JSON) on stdout.
@@ -147,36 +123,4 @@ pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        for (s, n) in [
-            ("64", 64),
-            ("1k", 1024),
-            ("64K", 65_536),
-            ("1m", 1 << 20),
-            ("8760000", 8_760_000),
-            ("64m", 64 << 20),
-            ("64MiB", 64 << 20),
-            ("0", 0),
-        ] {
-            assert_eq!(parse_size(s), Ok(n), "{s}");
-        }
-        for bad in [
-            "",
-            "k",
-            "1.5m",
-            "-1",
-            "12q",
-            "99999999999999999999",
-            "9000000000g",
-        ] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-    }
 }

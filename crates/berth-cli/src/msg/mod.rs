@@ -65,11 +65,11 @@ pub struct ServeArgs {
 
     /// Largest message accepted [default: no limit for the demo, which streams; a limit
     /// given here applies to every message]. Sizes: 1000, 64k, 64m, 1g.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_limit)]
     pub max_message: Option<u64>,
 
     /// Largest message held whole for a client that is busy receiving another.
-    #[arg(long, value_name = "BYTES", default_value = "64m", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", default_value = "64m", value_parser = parse_limit)]
     pub max_held: u64,
 
     /// Engine threads, each with its own listener on every TCP endpoint (SO_REUSEPORT); UNIX
@@ -94,7 +94,7 @@ pub struct ServeArgs {
     pub write_timeout: Duration,
 
     /// Bytes queued to a client above which whoever feeds it is paused.
-    #[arg(long, value_name = "BYTES", default_value = "1m", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", default_value = "1m", value_parser = parse_limit)]
     pub out_high: u64,
 
     /// Do not share ports with other processes (no SO_REUSEPORT).
@@ -156,22 +156,34 @@ pub struct ListenArgs {
     help: Option<bool>,
 }
 
-/// A byte count: `1000`, `64k`, `1m`, `1g` (k, m, g are powers of 1024).
+/// A byte count: `1000`, `64k`, `1m`, `1g` (k, m, g are powers of 1024; a trailing `b` or
+/// `ib` is allowed: `64MiB`). Zero is a valid message size.
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let lower = s.to_ascii_lowercase();
-    let lower = lower.strip_suffix('b').unwrap_or(&lower);
-    let (digits, shift) = match lower.as_bytes().last() {
-        Some(b'k') => (&lower[..lower.len() - 1], 10),
-        Some(b'm') => (&lower[..lower.len() - 1], 20),
-        Some(b'g') => (&lower[..lower.len() - 1], 30),
-        _ => (lower, 0),
+    let t = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, shift) = match t.as_bytes().last() {
+        Some(b'k') => (&t[..t.len() - 1], 10),
+        Some(b'm') => (&t[..t.len() - 1], 20),
+        Some(b'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
     };
     digits
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(1 << shift))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("'{s}' is not a size (e.g. 1000, 64k, 1m, 1g)"))
+        .filter(|&n| n < 1 << 63)
+        .ok_or_else(|| format!("'{s}' is not a size (e.g. 64, 1k, 64k, 1m, 8760000, 64m, 1g)"))
+}
+
+/// A limit: a size above zero.
+fn parse_limit(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err(format!("'{s}' must be more than zero")),
+        n => Ok(n),
+    }
 }
 
 /// Runs the chosen `berth msg` subcommand.
@@ -186,17 +198,35 @@ pub fn run(opts: MsgArgs) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_limit, parse_size};
 
     #[test]
     fn sizes() {
-        assert_eq!(parse_size("1000"), Ok(1000));
-        assert_eq!(parse_size("64k"), Ok(65536));
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("1g"), Ok(1 << 30));
-        assert_eq!(parse_size("8760000"), Ok(8_760_000));
-        for bad in ["", "k", "-1", "0", "1t", "99999999999g"] {
+        for (s, n) in [
+            ("64", 64),
+            ("0", 0),
+            ("1k", 1024),
+            ("64K", 65_536),
+            ("1m", 1 << 20),
+            ("8760000", 8_760_000),
+            ("64m", 64 << 20),
+            ("64MiB", 64 << 20),
+            ("1g", 1 << 30),
+        ] {
+            assert_eq!(parse_size(s), Ok(n), "{s}");
+        }
+        for bad in [
+            "",
+            "k",
+            "1.5m",
+            "-1",
+            "12q",
+            "99999999999999999999",
+            "9000000000g",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
+        assert!(parse_limit("0").is_err());
+        assert_eq!(parse_limit("1k"), Ok(1024));
     }
 }
