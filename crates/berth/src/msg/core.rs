@@ -28,7 +28,7 @@ use slab::Slab;
 use super::client::{Client, ClientId, Io, Phase, Proto, Stream};
 use super::directory::{Directory, Mailboxes, Post};
 use super::endpoint::Endpoint;
-use super::outq::{Framing, OutQueue, Produce};
+use super::outq::{Framing, IterProducer, OutQueue, Produce};
 use super::stats::MsgStats;
 use crate::drive::evloop::pool::BufPool;
 use crate::drive::evloop::timer::Wheel;
@@ -43,6 +43,8 @@ pub(crate) const LISTENERS: usize = usize::MAX / 2;
 /// How long a closed connection keeps reading (and dropping) what the client still sends, so
 /// that its last frame (a refusal, an error) is not destroyed by a reset.
 const LINGER: Duration = Duration::from_secs(2);
+/// Stream chunks at least this long are written straight to the socket when it takes them.
+const THROUGH_MIN: usize = 8 * 1024;
 /// Largest UDP payload (65,535 minus the IP and UDP headers).
 const MAX_DATAGRAM: usize = 65_507;
 
@@ -334,7 +336,7 @@ impl Core {
 
     /// Runs `f` on an open client's queue, then applies backpressure. `false`: no such client,
     /// or it is no longer open.
-    pub(super) fn queue(&mut self, id: ClientId, f: impl FnOnce(&mut OutQueue)) -> bool {
+    pub(super) fn queue(&mut self, id: ClientId, f: impl FnOnce(&mut OutQueue, &mut Io)) -> bool {
         if self.is_remote(id) {
             // Only whole messages and closes cross threads (see `send`, `close`).
             return false;
@@ -346,7 +348,7 @@ impl Core {
         if c.phase != Phase::Open {
             return false;
         }
-        f(&mut c.out);
+        f(&mut c.out, &mut c.io);
         c.owes_drain = true;
         let full = c.out.queued() > high;
         self.dirty.push(id);
@@ -368,31 +370,46 @@ impl Core {
         if self.is_remote(id) {
             return self.post(Post::Message(id, msg.to_vec()), id);
         }
-        self.queue(id, |q| q.push_message(msg))
+        self.queue(id, |q, _| q.push_message(msg))
     }
 
     pub(crate) fn send_owned(&mut self, id: ClientId, msg: Vec<u8>) -> bool {
         if self.is_remote(id) {
             return self.post(Post::Message(id, msg), id);
         }
-        self.queue(id, |q| q.push_owned(msg))
+        self.queue(id, |q, _| q.push_owned(msg))
     }
 
-    pub(crate) fn send_lazy(&mut self, id: ClientId, producer: Box<dyn Produce>) -> bool {
-        self.queue(id, |q| q.push_lazy(producer))
+    /// Queues a sequence to be drawn lazily (local clients only: a sequence does not cross
+    /// threads).
+    pub(crate) fn send_messages<I>(&mut self, id: ClientId, messages: I) -> bool
+    where
+        I: IntoIterator,
+        I::IntoIter: Send + 'static,
+        I::Item: AsRef<[u8]>,
+    {
+        let producer: Box<dyn Produce> = Box::new(IterProducer(messages.into_iter()));
+        self.queue(id, |q, _| q.push_lazy(producer))
     }
 
     /// Opens a streamed message to `id`; `false` if it is gone or already receiving one.
     pub(crate) fn open_stream(&mut self, id: ClientId, len: u64) -> bool {
         let mut opened = false;
-        let known = self.queue(id, |q| opened = q.open_stream(len));
+        let known = self.queue(id, |q, _| opened = q.open_stream(len));
         known && opened
     }
 
     /// More of the streamed message open to `id`.
     pub(crate) fn stream_chunk(&mut self, id: ClientId, bytes: &[u8]) -> bool {
-        self.queue(id, |q| {
-            q.stream_chunk(bytes);
+        self.queue(id, |q, io| match io {
+            // Big chunks try the socket first (one copy fewer); small ones are gathered and
+            // written together at the end of the round.
+            Io::Stream { stream, .. } if bytes.len() >= THROUGH_MIN => {
+                q.stream_chunk_through(stream, bytes);
+            }
+            _ => {
+                q.stream_chunk(bytes);
+            }
         })
     }
 

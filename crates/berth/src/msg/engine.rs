@@ -32,7 +32,6 @@ use mio::{Events, Poll, Token, Waker};
 use super::client::{ClientId, Stream};
 use super::core::{Arrival, Core, EngineConfig, ListenSock, Listener, Note, Sink};
 use super::endpoint::{Address, Endpoint};
-use super::outq::IterProducer;
 use super::stats::MsgStats;
 use crate::net::{bind_tcp, bind_udp, bind_unix, ListenConfig};
 
@@ -245,8 +244,7 @@ impl Engine {
         I::IntoIter: Send + 'static,
         I::Item: AsRef<[u8]>,
     {
-        self.core
-            .send_lazy(client, Box::new(IterProducer(messages.into_iter())))
+        self.core.send_messages(client, messages)
     }
 
     /// Runs one round of I/O: waits up to `timeout` (`None`: until something happens) for

@@ -16,7 +16,6 @@ use berth_proto::msg::Piece;
 use super::client::ClientId;
 use super::core::{Arrival, Core, Note, Sink};
 use super::engine::Engine;
-use super::outq::IterProducer;
 
 /// An application served by an [`Engine`].
 pub trait MsgHandler {
@@ -73,8 +72,7 @@ impl Out<'_> {
         I::IntoIter: Send + 'static,
         I::Item: AsRef<[u8]>,
     {
-        self.core
-            .send_lazy(to, Box::new(IterProducer(messages.into_iter())))
+        self.core.send_messages(to, messages)
     }
 
     /// Starts a message of `len` bytes to `to`, to be filled by [`Out::stream_chunk`]. `false`

@@ -186,6 +186,40 @@ impl OutQueue {
         take
     }
 
+    /// [`OutQueue::stream_chunk`], but written straight to `w` behind what is queued, as far as
+    /// the socket takes it in one `writev`; only the rest is copied into the queue. A large
+    /// relayed payload then goes from the read buffer to the socket without a copy of ours.
+    /// Falls back to queueing when a lazy sequence waits (it must go first) or on any error
+    /// (the next flush meets it again).
+    pub(crate) fn stream_chunk_through(&mut self, w: &mut impl Write, bytes: &[u8]) -> usize {
+        let Some(left) = self.open else { return 0 };
+        let bytes = &bytes[..bytes.len().min(usize::try_from(left).unwrap_or(usize::MAX))];
+        // Everything queued must fit in the same `writev`, ahead of the chunk, or the chunk
+        // could overtake it.
+        if self.lazies > 0 || self.framing == Framing::Datagram || self.items.len() >= MAX_SLICES {
+            return self.stream_chunk(bytes);
+        }
+        let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+        let mut n = 0;
+        for item in &self.items {
+            if let Item::Bytes { data, pos } = item {
+                slices[n] = IoSlice::new(&data[*pos..]);
+                n += 1;
+            }
+        }
+        slices[n] = IoSlice::new(bytes);
+        let written = w.write_vectored(&slices[..=n]).unwrap_or(0);
+        let from_queue = written.min(self.queued);
+        if from_queue > 0 {
+            self.consume(from_queue);
+        }
+        let direct = written - from_queue;
+        self.queued += append(&mut self.items, &mut self.spare, &bytes[direct..]);
+        self.open = Some(left - bytes.len() as u64);
+        self.close_stream_if_done();
+        bytes.len()
+    }
+
     fn close_stream_if_done(&mut self) {
         if self.open == Some(0) {
             self.open = None;
@@ -458,6 +492,32 @@ mod tests {
             frames(&w.got),
             vec![b"0123456789".to_vec(), b"later".to_vec(), b"last".to_vec()]
         );
+    }
+
+    #[test]
+    fn a_chunk_written_through_never_overtakes_what_is_queued() {
+        for step in [1, 5, 100, 5000, 1 << 20] {
+            let mut q = OutQueue::new(Framing::Frames);
+            q.push_message(b"first");
+            assert!(q.open_stream(30_000));
+            let mut w = Trickle {
+                got: Vec::new(),
+                step,
+                calls: 0,
+            };
+            let chunk: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+            for _ in 0..3 {
+                assert_eq!(q.stream_chunk_through(&mut w, &chunk), 10_000);
+            }
+            q.push_message(b"last");
+            drain(&mut q, &mut w);
+            let want = [chunk.clone(), chunk.clone(), chunk.clone()].concat();
+            assert_eq!(
+                frames(&w.got),
+                vec![b"first".to_vec(), want, b"last".to_vec()],
+                "step {step}"
+            );
+        }
     }
 
     #[test]
