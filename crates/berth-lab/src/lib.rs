@@ -13,4 +13,5 @@
 
 pub mod bench;
 pub mod lab;
+mod latency;
 pub mod msgbench;

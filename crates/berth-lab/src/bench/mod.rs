@@ -13,7 +13,8 @@ use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-pub use report::{Errors, Latency, Report, RunShape, Tally};
+pub use crate::latency::Latency;
+pub use report::{Errors, Report, RunShape, Tally};
 pub use target::{RequestSpec, Target};
 
 /// When a run ends.

@@ -9,8 +9,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
-/// Longest latency the histogram tracks exactly, in microseconds; longer ones saturate there.
-const MAX_LATENCY_US: u64 = 3_600_000_000;
+use crate::latency::{self, Latency};
 
 /// Failures by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -72,8 +71,7 @@ pub struct Tally {
 impl Default for Tally {
     fn default() -> Self {
         Tally {
-            latency: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
-                .expect("constant histogram bounds are valid"),
+            latency: latency::histogram(),
             responses: 0,
             bytes: 0,
             connects: 0,
@@ -87,8 +85,7 @@ impl Tally {
     /// Records one complete response.
     pub fn response(&mut self, status: u16, latency: Duration) {
         self.responses += 1;
-        self.latency
-            .saturating_record((latency.as_micros() as u64).clamp(1, MAX_LATENCY_US));
+        latency::record(&mut self.latency, latency);
         *self.statuses.entry(status).or_default() += 1;
         if !(200..300).contains(&status) {
             self.errors.status += 1;
@@ -96,8 +93,7 @@ impl Tally {
     }
 
     fn merge(&mut self, o: &Tally) {
-        // Both histograms have the same bounds, so adding cannot fail.
-        let _ = self.latency.add(&o.latency);
+        latency::merge(&mut self.latency, &o.latency);
         self.responses += o.responses;
         self.bytes += o.bytes;
         self.connects += o.connects;
@@ -136,27 +132,6 @@ pub struct Report {
     pub tally: Tally,
 }
 
-/// Latency summary in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Latency {
-    /// Fastest response.
-    pub min: u64,
-    /// Arithmetic mean.
-    pub mean: f64,
-    /// Standard deviation.
-    pub stdev: f64,
-    /// Median.
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Slowest response.
-    pub max: u64,
-}
-
 impl Report {
     /// Merges the threads' tallies.
     pub fn new(shape: RunShape, elapsed: Duration, tallies: &[Tally]) -> Report {
@@ -178,29 +153,7 @@ impl Report {
 
     /// Latency percentiles; all zero when nothing was answered.
     pub fn latency(&self) -> Latency {
-        let h = &self.tally.latency;
-        if h.is_empty() {
-            return Latency {
-                min: 0,
-                mean: 0.0,
-                stdev: 0.0,
-                p50: 0,
-                p90: 0,
-                p99: 0,
-                p999: 0,
-                max: 0,
-            };
-        }
-        Latency {
-            min: h.min(),
-            mean: h.mean(),
-            stdev: h.stdev(),
-            p50: h.value_at_quantile(0.50),
-            p90: h.value_at_quantile(0.90),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
-        }
+        Latency::of(&self.tally.latency)
     }
 
     /// The report as JSON (`--json`); latencies in microseconds.
@@ -226,10 +179,7 @@ impl Report {
             "bytes": self.tally.bytes,
             "bytes_per_sec": self.tally.bytes as f64 / secs,
             "connects": self.tally.connects,
-            "latency_us": {
-                "min": l.min, "mean": l.mean, "stdev": l.stdev, "p50": l.p50, "p90": l.p90,
-                "p99": l.p99, "p99_9": l.p999, "max": l.max,
-            },
+            "latency_us": l.to_json(),
             "status": statuses,
             "errors": self.tally.errors.to_json(),
         })
@@ -252,24 +202,7 @@ impl Report {
             "  {} connections, {} threads, {mode}, {secs:.2} s",
             s.connections, s.threads
         );
-        let ms = |us: u64| us as f64 / 1000.0;
-        let _ = writeln!(
-            out,
-            "  latency ms   {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "min", "avg", "stdev", "p50", "p90", "p99", "p99.9", "max"
-        );
-        let _ = writeln!(
-            out,
-            "               {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
-            ms(l.min),
-            l.mean / 1000.0,
-            l.stdev / 1000.0,
-            ms(l.p50),
-            ms(l.p90),
-            ms(l.p99),
-            ms(l.p999),
-            ms(l.max)
-        );
+        l.write_table(&mut out, "  latency ms   ");
         let _ = writeln!(
             out,
             "  requests     {} in {secs:.2} s, {:.1}/s",

@@ -11,10 +11,7 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
 use super::Protocol;
-use crate::bench::Latency;
-
-/// Longest round trip the histogram tracks exactly, in microseconds; longer ones saturate.
-const MAX_LATENCY_US: u64 = 3_600_000_000;
+use crate::latency::{self, Latency};
 
 /// Distinct error texts kept per run; more are counted under [`OTHER_REASONS`], so a server
 /// that fails differently on every message cannot grow the report without bound.
@@ -124,8 +121,7 @@ pub struct MsgTally {
 impl Default for MsgTally {
     fn default() -> Self {
         MsgTally {
-            latency: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
-                .expect("constant histogram bounds are valid"),
+            latency: latency::histogram(),
             messages: 0,
             payload_bytes: 0,
             bytes_read: 0,
@@ -142,8 +138,7 @@ impl MsgTally {
     /// Records one echoed message.
     pub fn echoed(&mut self, latency: Duration) {
         self.messages += 1;
-        self.latency
-            .saturating_record((latency.as_micros() as u64).clamp(1, MAX_LATENCY_US));
+        latency::record(&mut self.latency, latency);
     }
 
     /// Records one failure and what was said about it.
@@ -171,8 +166,7 @@ impl MsgTally {
     }
 
     fn merge(&mut self, o: &MsgTally) {
-        // Both histograms have the same bounds, so adding cannot fail.
-        let _ = self.latency.add(&o.latency);
+        latency::merge(&mut self.latency, &o.latency);
         self.messages += o.messages;
         self.payload_bytes += o.payload_bytes;
         self.bytes_read += o.bytes_read;
@@ -244,29 +238,7 @@ impl MsgReport {
 
     /// Round-trip percentiles in microseconds; all zero when nothing was echoed.
     pub fn latency(&self) -> Latency {
-        let h = &self.tally.latency;
-        if h.is_empty() {
-            return Latency {
-                min: 0,
-                mean: 0.0,
-                stdev: 0.0,
-                p50: 0,
-                p90: 0,
-                p99: 0,
-                p999: 0,
-                max: 0,
-            };
-        }
-        Latency {
-            min: h.min(),
-            mean: h.mean(),
-            stdev: h.stdev(),
-            p50: h.value_at_quantile(0.50),
-            p90: h.value_at_quantile(0.90),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
-        }
+        Latency::of(&self.tally.latency)
     }
 
     /// The report as JSON (`--json`); latencies in microseconds, MB = 10^6 bytes.
@@ -290,10 +262,7 @@ impl MsgReport {
             "bytes_written": t.bytes_written,
             "connects": t.connects,
             "handshakes": t.handshakes,
-            "latency_us": {
-                "min": l.min, "mean": l.mean, "stdev": l.stdev, "p50": l.p50, "p90": l.p90,
-                "p99": l.p99, "p99_9": l.p999, "max": l.max,
-            },
+            "latency_us": l.to_json(),
             "errors": t.errors.to_json(),
             "error_reasons": t.reasons,
         })
@@ -318,24 +287,7 @@ impl MsgReport {
             "  {} connections, {} threads, window {}, {secs:.2} s",
             s.connections, s.threads, s.window
         );
-        let ms = |us: u64| us as f64 / 1000.0;
-        let _ = writeln!(
-            out,
-            "  round trip ms {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "min", "avg", "stdev", "p50", "p90", "p99", "p99.9", "max"
-        );
-        let _ = writeln!(
-            out,
-            "               {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
-            ms(l.min),
-            l.mean / 1000.0,
-            l.stdev / 1000.0,
-            ms(l.p50),
-            ms(l.p90),
-            ms(l.p99),
-            ms(l.p999),
-            ms(l.max)
-        );
+        l.write_table(&mut out, "  round trip ms ");
         let _ = writeln!(
             out,
             "  messages     {} echoed in {secs:.2} s, {:.1}/s",
