@@ -14,4 +14,5 @@
 pub mod bench;
 pub mod lab;
 mod latency;
+mod load_threads;
 pub mod msgbench;

@@ -20,6 +20,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use super::report::Tally;
+use crate::load_threads::Budget;
 
 /// How often timeouts and reconnect back-offs are checked, and progress published.
 const TICK: Duration = Duration::from_millis(10);
@@ -53,41 +54,11 @@ pub(crate) struct Shared {
     /// Set when the run's time is up.
     pub stop: AtomicBool,
     /// Requests still to start, when the run is bounded by count.
-    pub budget: Option<AtomicU64>,
+    pub budget: Budget,
     /// Responses so far, published every tick for the progress line.
     pub responses: AtomicU64,
     /// Errors so far, likewise.
     pub errors: AtomicU64,
-}
-
-impl Shared {
-    /// Returns requests taken but neither answered nor failed (those pipelined behind a
-    /// `Connection: close`), so that another batch sends them.
-    fn give_back(&self, n: usize) {
-        if let (Some(b), true) = (&self.budget, n > 0) {
-            b.fetch_add(n as u64, Relaxed);
-        }
-    }
-
-    /// Takes up to `want` requests from the budget.
-    fn take(&self, want: usize) -> usize {
-        match &self.budget {
-            None => want,
-            Some(b) => {
-                let mut left = b.load(Relaxed);
-                loop {
-                    let n = left.min(want as u64);
-                    if n == 0 {
-                        return 0;
-                    }
-                    match b.compare_exchange_weak(left, left - n, Relaxed, Relaxed) {
-                        Ok(_) => return n as usize,
-                        Err(now) => left = now,
-                    }
-                }
-            }
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,7 +179,7 @@ pub(crate) fn run(plan: &Plan, shared: &Shared, connections: usize) -> io::Resul
 impl Loop<'_> {
     /// Bounded by count: done once the budget is spent and no batch is in flight.
     fn finished(&self) -> bool {
-        self.shared.budget.is_some()
+        self.shared.budget.is_bounded()
             && self
                 .conns
                 .iter()
@@ -237,7 +208,7 @@ impl Loop<'_> {
         c.retry_at = None;
         // Requests are taken from the budget before connecting, so a count-bounded run opens
         // no connection it has nothing to send on. A failure spends them.
-        let reserved = self.shared.take(self.plan.pipeline);
+        let reserved = self.shared.budget.take(self.plan.pipeline as u64) as usize;
         if reserved == 0 {
             return;
         }
@@ -318,7 +289,7 @@ impl Loop<'_> {
     /// Takes requests from the budget and writes them, or leaves the connection idle.
     fn start_batch(&mut self, i: usize, now: Instant) {
         let n = match std::mem::take(&mut self.conns[i].reserved) {
-            0 => self.shared.take(self.plan.pipeline),
+            0 => self.shared.budget.take(self.plan.pipeline as u64) as usize,
             n => n,
         };
         if n == 0 || self.shared.stop.load(Relaxed) {
@@ -425,7 +396,7 @@ impl Loop<'_> {
             if !info.keep_alive || !self.plan.keep_alive {
                 // Requests pipelined behind a `Connection: close` were refused politely, not
                 // lost: the next batch on the next connection sends them again.
-                self.shared.give_back(c.inflight);
+                self.shared.budget.give_back(c.inflight as u64);
                 self.reopen(i, now);
                 return false;
             }
@@ -441,7 +412,7 @@ impl Loop<'_> {
         match c.reader.finish(&c.buf[c.start..c.end]) {
             Ok(Some(info)) => {
                 let (began, behind) = (c.began, c.inflight.saturating_sub(1));
-                self.shared.give_back(behind);
+                self.shared.budget.give_back(behind as u64);
                 self.tally.response(info.status, now.duration_since(began));
                 self.reopen(i, now);
             }
@@ -473,7 +444,8 @@ impl Loop<'_> {
         // back to the budget, so a count-bounded run ends after exactly N answers or failures.
         let c = &self.conns[i];
         self.shared
-            .give_back(c.inflight.max(c.reserved).saturating_sub(1));
+            .budget
+            .give_back(c.inflight.max(c.reserved).saturating_sub(1) as u64);
         let e = &mut self.tally.errors;
         match why {
             Failure::Connect => e.connect += 1,

@@ -9,9 +9,11 @@ mod load;
 mod report;
 mod target;
 
-use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::io::IsTerminal;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use crate::load_threads::{self, Budget, Progress, Threads};
 
 pub use crate::latency::Latency;
 pub use report::{Errors, Report, RunShape, Tally};
@@ -81,7 +83,6 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
     if config.limit == Limit::Requests(0) || config.limit == Limit::Duration(Duration::ZERO) {
         return Err("the run needs a duration or a request count above 0".to_owned());
     }
-    let threads = config.threads.clamp(1, config.connections);
     let plan = load::Plan {
         addr: config.target.addr,
         request: config.request.encode(&config.target, config.keep_alive),
@@ -90,101 +91,46 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
         head: config.request.is_head(),
         timeout: config.timeout,
     };
+    let (duration, count) = match config.limit {
+        Limit::Duration(d) => (Some(d), None),
+        Limit::Requests(n) => (None, Some(n)),
+    };
+    let threads = Threads {
+        count: config.threads.clamp(1, config.connections),
+        connections: config.connections,
+        name: "bench",
+        duration,
+    };
     let shared = load::Shared {
-        budget: match config.limit {
-            Limit::Requests(n) => Some(AtomicU64::new(n)),
-            Limit::Duration(_) => None,
-        },
+        budget: Budget::new(count),
         ..load::Shared::default()
     };
-    let started = Instant::now();
-    let (tallies, elapsed) = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                // Connections are dealt out as evenly as they go.
-                let share =
-                    config.connections / threads + usize::from(t < config.connections % threads);
-                let (plan, shared) = (&plan, &shared);
-                std::thread::Builder::new()
-                    .name(format!("bench-{t}"))
-                    .spawn_scoped(s, move || load::run(plan, shared, share))
-            })
-            .collect();
-        watch(config, &shared, started, &handles);
-        let elapsed = started.elapsed();
-        shared.stop.store(true, Relaxed);
-        let tallies: Result<Vec<_>, String> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .map_err(|_| "a load thread panicked".to_owned())?
-                    .map_err(|e| format!("load thread failed: {e}")),
-                Err(e) => Err(format!("cannot start a load thread: {e}")),
-            })
-            .collect();
-        (tallies, elapsed)
-    });
+    let mut last = 0;
+    let progress = Progress {
+        show: config.progress,
+        counts: || {
+            let done = shared.responses.load(Relaxed);
+            let line = format!(
+                "{:>10} responses  {:>9}/s  {} errors   ",
+                done,
+                done - last,
+                shared.errors.load(Relaxed)
+            );
+            last = done;
+            line
+        },
+        width: 70,
+    };
+    let (tallies, elapsed) = load_threads::run(&threads, &shared.stop, progress, |conns| {
+        load::run(&plan, &shared, conns.len())
+    })?;
     let shape = RunShape {
         url: config.target.url.clone(),
         connections: config.connections,
-        threads,
+        threads: threads.count,
         keep_alive: config.keep_alive,
         pipeline: config.pipeline,
         method: config.request.method.clone(),
     };
-    Ok(Report::new(shape, elapsed, &tallies?))
-}
-
-/// Waits for the run's end (its time, or every thread done), printing progress if asked.
-fn watch<T>(
-    config: &BenchConfig,
-    shared: &load::Shared,
-    started: Instant,
-    handles: &[std::io::Result<std::thread::ScopedJoinHandle<'_, T>>],
-) {
-    let deadline = match config.limit {
-        Limit::Duration(d) => Some(started + d),
-        Limit::Requests(_) => None,
-    };
-    let all_done = || {
-        handles
-            .iter()
-            .all(|h| h.as_ref().map_or(true, |h| h.is_finished()))
-    };
-    let mut next_line = started + Duration::from_secs(1);
-    let mut last = 0;
-    loop {
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) || all_done() {
-            break;
-        }
-        let mut wake = next_line;
-        if let Some(d) = deadline {
-            wake = wake.min(d);
-        }
-        // Short naps so a count-bounded run ends promptly after its last answer.
-        std::thread::sleep(
-            wake.saturating_duration_since(now)
-                .min(Duration::from_millis(20)),
-        );
-        if Instant::now() >= next_line {
-            next_line += Duration::from_secs(1);
-            if config.progress {
-                let done = shared.responses.load(Relaxed);
-                let _ = write!(
-                    std::io::stderr(),
-                    "\r  {:>5.1} s  {:>10} responses  {:>9}/s  {} errors   ",
-                    started.elapsed().as_secs_f64(),
-                    done,
-                    done - last,
-                    shared.errors.load(Relaxed)
-                );
-                last = done;
-            }
-        }
-    }
-    if config.progress {
-        let _ = write!(std::io::stderr(), "\r{:70}\r", "");
-    }
+    Ok(Report::new(shape, elapsed, &tallies))
 }

@@ -28,6 +28,7 @@ use super::pattern::{Pattern, CHUNK};
 use super::report::{Failure, MsgTally};
 use super::wire::{self, In, WireError};
 use super::{Endpoint, Protocol};
+use crate::load_threads::Budget;
 
 /// How often timeouts and reconnect back-offs are checked, and progress published.
 const TICK: Duration = Duration::from_millis(10);
@@ -69,43 +70,13 @@ pub(crate) struct Shared {
     /// Set when the run's time is up.
     pub stop: AtomicBool,
     /// Messages still to send, when the run is bounded by count.
-    pub budget: Option<AtomicU64>,
+    pub budget: Budget,
     /// Echoed messages so far, published every tick for the progress line.
     pub messages: AtomicU64,
     /// Verified payload bytes so far, likewise.
     pub payload_bytes: AtomicU64,
     /// Errors so far, likewise.
     pub errors: AtomicU64,
-}
-
-impl Shared {
-    /// Returns messages taken but neither echoed nor failed, so that another connection sends
-    /// them.
-    fn give_back(&self, n: u64) {
-        if let (Some(b), true) = (&self.budget, n > 0) {
-            b.fetch_add(n, Relaxed);
-        }
-    }
-
-    /// Takes up to `want` messages from the budget.
-    fn take(&self, want: u64) -> u64 {
-        match &self.budget {
-            None => want,
-            Some(b) => {
-                let mut left = b.load(Relaxed);
-                loop {
-                    let n = left.min(want);
-                    if n == 0 {
-                        return 0;
-                    }
-                    match b.compare_exchange_weak(left, left - n, Relaxed, Relaxed) {
-                        Ok(_) => return n,
-                        Err(now) => left = now,
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// A TCP or UNIX stream socket.
@@ -330,7 +301,7 @@ impl Loop<'_> {
 
     /// Bounded by count: done once the budget is spent and no connection has work left.
     fn finished(&self) -> bool {
-        self.shared.budget.is_some()
+        self.shared.budget.is_bounded()
             && self
                 .conns
                 .iter()
@@ -372,7 +343,7 @@ impl Loop<'_> {
         self.conns[i].retry_at = None;
         // A message is taken from the budget before connecting, so a count-bounded run opens
         // no connection it has nothing to send on; a failure on the way spends it.
-        let reserved = self.shared.take(1);
+        let reserved = self.shared.budget.take(1);
         if reserved == 0 {
             return;
         }
@@ -554,7 +525,7 @@ impl Loop<'_> {
                 if shared.stop.load(Relaxed) {
                     break;
                 }
-                c.queued = shared.take((plan.window - c.sent_at.len()) as u64);
+                c.queued = shared.budget.take((plan.window - c.sent_at.len()) as u64);
                 if c.queued == 0 {
                     break;
                 }
@@ -731,7 +702,7 @@ impl Loop<'_> {
         // connection held; the others go back to the budget, so a count-bounded run ends
         // after exactly N echoes or failures.
         let outstanding = self.conns[i].outstanding();
-        self.shared.give_back(outstanding.saturating_sub(1));
+        self.shared.budget.give_back(outstanding.saturating_sub(1));
         self.tally.fail(why, text);
         self.close(i);
         if self.shared.stop.load(Relaxed) {

@@ -26,12 +26,13 @@ mod report;
 mod wire;
 pub mod zmtp;
 
-use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 use berth_proto::msg::frame::CONTROL_BIT;
 use berth_proto::msg::handshake::{parse_keyword, MAX_NAME};
+
+use crate::load_threads::{self, Budget, Progress, Threads};
 
 pub use endpoint::Endpoint;
 pub use pattern::Pattern;
@@ -176,7 +177,6 @@ impl MsgBenchConfig {
 /// report.
 pub fn run(config: &MsgBenchConfig) -> Result<MsgReport, String> {
     config.check()?;
-    let threads = config.threads.clamp(1, config.connections);
     let plan = load::Plan {
         endpoint: config.endpoint.clone(),
         protocol: config.protocol,
@@ -185,108 +185,50 @@ pub fn run(config: &MsgBenchConfig) -> Result<MsgReport, String> {
         timeout: config.timeout,
         pattern: Pattern::new(),
     };
+    let (duration, count) = match config.limit {
+        Limit::Duration(d) => (Some(d), None),
+        Limit::Messages(n) => (None, Some(n)),
+    };
+    let threads = Threads {
+        count: config.threads.clamp(1, config.connections),
+        connections: config.connections,
+        name: "msgbench",
+        duration,
+    };
     let shared = load::Shared {
-        budget: match config.limit {
-            Limit::Messages(n) => Some(AtomicU64::new(n)),
-            Limit::Duration(_) => None,
-        },
+        budget: Budget::new(count),
         ..load::Shared::default()
     };
-    let started = Instant::now();
-    let (tallies, elapsed) = std::thread::scope(|s| {
-        let mut first = 0;
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                // Connections are dealt out as evenly as they go; names count across threads.
-                let share =
-                    config.connections / threads + usize::from(t < config.connections % threads);
-                let names: Vec<String> = (first..first + share)
-                    .map(|i| config.names.name(i))
-                    .collect();
-                first += share;
-                let (plan, shared) = (&plan, &shared);
-                std::thread::Builder::new()
-                    .name(format!("msgbench-{t}"))
-                    .spawn_scoped(s, move || load::run(plan, shared, names))
-            })
-            .collect();
-        watch(config, &shared, started, &handles);
-        let elapsed = started.elapsed();
-        shared.stop.store(true, Relaxed);
-        let tallies: Result<Vec<_>, String> = handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .map_err(|_| "a load thread panicked".to_owned())?
-                    .map_err(|e| format!("load thread failed: {e}")),
-                Err(e) => Err(format!("cannot start a load thread: {e}")),
-            })
-            .collect();
-        (tallies, elapsed)
-    });
+    let (mut last_msgs, mut last_bytes) = (0, 0);
+    let progress = Progress {
+        show: config.progress,
+        counts: || {
+            let msgs = shared.messages.load(Relaxed);
+            let bytes = shared.payload_bytes.load(Relaxed);
+            let line = format!(
+                "{:>10} messages  {:>9}/s  {:>9.1} MB/s  {} errors   ",
+                msgs,
+                msgs - last_msgs,
+                (bytes - last_bytes) as f64 / 1e6,
+                shared.errors.load(Relaxed)
+            );
+            (last_msgs, last_bytes) = (msgs, bytes);
+            line
+        },
+        width: 80,
+    };
+    // Names count across threads: a thread's connections are a range of the run's indices.
+    let (tallies, elapsed) = load_threads::run(&threads, &shared.stop, progress, |conns| {
+        let names = conns.map(|i| config.names.name(i)).collect();
+        load::run(&plan, &shared, names)
+    })?;
     let shape = MsgRunShape {
         endpoint: config.endpoint_text.clone(),
         protocol: config.protocol,
         size: config.size,
         connections: config.connections,
-        threads,
+        threads: threads.count,
         window: config.window,
     };
-    Ok(MsgReport::new(shape, elapsed, &tallies?))
-}
-
-/// Waits for the run's end (its time, or every thread done), printing progress if asked.
-fn watch<T>(
-    config: &MsgBenchConfig,
-    shared: &load::Shared,
-    started: Instant,
-    handles: &[std::io::Result<std::thread::ScopedJoinHandle<'_, T>>],
-) {
-    let deadline = match config.limit {
-        Limit::Duration(d) => Some(started + d),
-        Limit::Messages(_) => None,
-    };
-    let all_done = || {
-        handles
-            .iter()
-            .all(|h| h.as_ref().map_or(true, |h| h.is_finished()))
-    };
-    let mut next_line = started + Duration::from_secs(1);
-    let (mut last_msgs, mut last_bytes) = (0, 0);
-    loop {
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) || all_done() {
-            break;
-        }
-        let mut wake = next_line;
-        if let Some(d) = deadline {
-            wake = wake.min(d);
-        }
-        // Short naps so a count-bounded run ends promptly after its last echo.
-        std::thread::sleep(
-            wake.saturating_duration_since(now)
-                .min(Duration::from_millis(20)),
-        );
-        if Instant::now() >= next_line {
-            next_line += Duration::from_secs(1);
-            if config.progress {
-                let msgs = shared.messages.load(Relaxed);
-                let bytes = shared.payload_bytes.load(Relaxed);
-                let _ = write!(
-                    std::io::stderr(),
-                    "\r  {:>5.1} s  {:>10} messages  {:>9}/s  {:>9.1} MB/s  {} errors   ",
-                    started.elapsed().as_secs_f64(),
-                    msgs,
-                    msgs - last_msgs,
-                    (bytes - last_bytes) as f64 / 1e6,
-                    shared.errors.load(Relaxed)
-                );
-                (last_msgs, last_bytes) = (msgs, bytes);
-            }
-        }
-    }
-    if config.progress {
-        let _ = write!(std::io::stderr(), "\r{:80}\r", "");
-    }
+    Ok(MsgReport::new(shape, elapsed, &tallies))
 }
