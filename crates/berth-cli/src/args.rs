@@ -208,6 +208,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "10000")]
     pub queue_capacity: NonZeroUsize,
 
+    /// Directory served under `/files/` [default: ./public if it exists; otherwise `/files/`
+    /// answers 404]. Nothing outside it is served, symlinks included.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
+
     /// Slow task delay in milliseconds (`/test/slow`).
     #[arg(short = 'D', long, value_name = "MS", default_value_t = 30)]
     pub slow_duration: u64,

@@ -2,9 +2,11 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
 use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig};
+use berth::drive::files::Files;
 use berth::drive::{self, evloop, Model, Settings};
 use berth::net::ListenConfig;
 use berth_proto::http::Limits;
@@ -93,6 +95,21 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         slow_duration: Duration::from_millis(args.slow_duration),
         offload_slow,
     };
+    let files = match &args.root {
+        Some(dir) => match Files::new(dir) {
+            Ok(files) => files,
+            Err(e) => usage_error(
+                "serve",
+                &format!("invalid value '{}' for '--root': {e}", dir.display()),
+            ),
+        },
+        None if Path::new("public").is_dir() => Files::new("public")?,
+        None => {
+            // Said at the first /files/ request (a warning), where it explains a 404.
+            log::debug!("no --root given and no ./public directory: /files/ answers 404");
+            Files::none()
+        }
+    };
     // Detach now: every flag has been checked (usage errors reached the terminal), and no
     // thread has been started yet (fork keeps only the calling one).
     let mut daemon = match args.daemonize {
@@ -104,7 +121,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let (server, bound) = match drive::serve(
         &settings,
-        Demo::new(app, stats.clone()).with_access_log(args.access_log),
+        Demo::new(app, stats.clone())
+            .with_access_log(args.access_log)
+            .with_files(files),
         stats,
     ) {
         Ok(started) => started,

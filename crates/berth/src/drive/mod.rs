@@ -16,6 +16,7 @@ pub mod blocking;
 pub mod clock;
 pub mod daemon;
 pub mod evloop;
+pub mod files;
 pub mod forked;
 mod model;
 pub mod prefork;
@@ -82,6 +83,12 @@ pub trait Service: Clone + Send + Sync + 'static {
     /// Bytes written to a connection refused at capacity, just before it is closed.
     fn refusal(&self) -> &'static [u8] {
         b""
+    }
+
+    /// Where the files of [`Handled::File`](berth_proto::http::Handled::File) answers are
+    /// opened. The default has no root: every file request is answered 404.
+    fn files(&self) -> files::Files {
+        files::Files::none()
     }
 }
 

@@ -139,6 +139,7 @@ pub fn spawn<S: Service>(
             .spawn(move || {
                 let handler = service.handler(id);
                 let mut ev = EventLoop {
+                    files: service.files(),
                     id,
                     owner: index,
                     poll,
@@ -197,6 +198,8 @@ struct EventLoop<H: Handler> {
     date: DateCache,
     max_input: usize,
     handler: H,
+    /// Where file answers are opened.
+    files: super::files::Files,
     refusal: &'static [u8],
     /// Accepting failed for want of descriptors (EMFILE/ENFILE) or memory. The listener is
     /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
@@ -347,6 +350,7 @@ impl<H: Handler> EventLoop<H> {
             pool: &mut self.pool,
             limits: &self.config.limits,
             date: self.date.get(),
+            files: &self.files,
             max_input: self.max_input,
         };
         (env, &mut self.conns)
