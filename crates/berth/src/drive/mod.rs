@@ -14,11 +14,13 @@
 
 pub mod blocking;
 pub mod clock;
+mod conn;
 pub mod daemon;
 pub mod evloop;
 pub mod files;
 pub mod forked;
 mod model;
+mod pool;
 pub mod prefork;
 mod process;
 pub(crate) mod shared;
