@@ -87,10 +87,13 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     settings.max_threads = args.max_threads.get();
     settings.max_children = args.max_children.get();
     settings.processes = args.processes.get();
+    settings.actor_batch = args.actor_batch.get();
 
     let stats = settings.new_stats()?;
-    // Only the event-loop models have workers; elsewhere a slow request waits on its own thread.
-    let offload_slow = !matches!(model, Model::Evloop | Model::Prefork) || workers > 0;
+    // Only the event-loop and actor models have workers; elsewhere a slow request waits on its
+    // own thread.
+    let offload_slow =
+        !matches!(model, Model::Evloop | Model::Prefork | Model::Actor) || workers > 0;
     let app = DemoConfig {
         slow_duration: Duration::from_millis(args.slow_duration),
         offload_slow,
@@ -144,6 +147,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         Model::Threaded => format!("a thread per connection, at most {}", settings.max_threads),
         Model::Forked => format!("a process per connection, at most {}", settings.max_children),
         Model::Single => "one connection at a time".to_owned(),
+        Model::Actor => format!(
+            "{accept_threads} scheduler threads, batch {}, {workers} workers, capacity {capacity}",
+            settings.actor_batch
+        ),
     };
     let line = format!("berth listening on http://{bound} (model {model}, {shape})");
     match &mut daemon {

@@ -202,7 +202,7 @@ fn assert_usage_error(args: &[&str], names: &[&str]) {
 
 #[test]
 fn malformed_options_are_usage_errors() {
-    let cases: [(&[&str], &[&str]); 9] = [
+    let cases: [(&[&str], &[&str]); 10] = [
         // `-d` works now (tests/daemon.rs); what it needs must come with it.
         (&["serve", "--log-file", "x.log"], &["--daemonize"]),
         (&["serve", "-p", "70000"], &["--port", "-p"]),
@@ -213,6 +213,7 @@ fn malformed_options_are_usage_errors() {
         (&["serve", "-D", "x"], &["--slow-duration", "-D"]),
         (&["serve", "--max-headers", "0"], &["--max-headers"]),
         (&["serve", "--root", "/nonexistent/berth-root"], &["--root"]),
+        (&["serve", "--actor-batch", "0"], &["--actor-batch"]),
     ];
     for (args, names) in cases {
         assert_usage_error(args, names);
@@ -255,7 +256,7 @@ fn help_lists_every_option() {
                 "serve {flag}: {short}/{long} missing:\n{out}"
             );
         }
-        for long in ["--host", "--root"] {
+        for long in ["--host", "--root", "--actor-batch", "actor"] {
             assert!(out.contains(long), "serve {flag}: {long} missing:\n{out}");
         }
     }
@@ -503,5 +504,47 @@ fn serve_root_and_its_default() {
         err.contains("/files/ answers 404"),
         "no hint in the log: {err}"
     );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// `--model actor --actor-batch N`: the startup line names the model and its batch, and it
+/// serves the demo routes and files.
+#[test]
+fn serve_actor_model_with_its_batch() {
+    let base = std::env::temp_dir().join(format!("berth-cli-actor-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("f.txt"), "actor file\n").unwrap();
+    let root = base.to_string_lossy().into_owned();
+    let mut server = ChildGuard::spawn(&[
+        "serve",
+        "--model",
+        "actor",
+        "--actor-batch",
+        "7",
+        "-p",
+        "0",
+        "-A",
+        "2",
+        "--root",
+        &root,
+    ]);
+    let line = server.first_line();
+    assert!(
+        line.contains("(model actor, 2 scheduler threads, batch 7,"),
+        "{line}"
+    );
+    let addr = address_in(&line);
+    let r = get(addr, "/hello/world");
+    assert!(
+        r.starts_with("HTTP/1.1 200 ") && r.ends_with("Hello, World!"),
+        "{r}"
+    );
+    let r = get(addr, "/files/f.txt");
+    assert!(
+        r.starts_with("HTTP/1.1 200 ") && r.ends_with("actor file\n"),
+        "{r}"
+    );
+    drop(server);
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -1,5 +1,5 @@
 //! The driver conformance suite: every case below runs against every model (`single`,
-//! `threaded`, `forked`, `prefork`, `evloop`), each started in-process through
+//! `threaded`, `forked`, `prefork`, `evloop`, `actor`), each started in-process through
 //! [`berth::drive::serve`] on `127.0.0.1:0`, over real sockets.
 //!
 //! [`conformance!`] turns each case function `fn case(m: Model)` into one test per model, in
@@ -77,6 +77,7 @@ macro_rules! conformance {
         $(, forked: #[$f:meta])?
         $(, prefork: #[$p:meta])?
         $(, evloop: #[$e:meta])?
+        $(, actor: #[$a:meta])?
     );+ $(;)?) => {
         /// Every case of the suite, in order.
         const CASES: &[&str] = &[$(stringify!($case)),+];
@@ -113,6 +114,12 @@ macro_rules! conformance {
                 fn evloop() {
                     super::run(stringify!($case), Model::Evloop, super::$case)
                 }
+
+                #[test]
+                $(#[$a])?
+                fn actor() {
+                    super::run(stringify!($case), Model::Actor, super::$case)
+                }
             }
         )+
     };
@@ -133,6 +140,7 @@ conformance! {
     stats_counts_every_request;
     slow_jobs_fifo_with_one_worker;
     shutdown_closes_the_port;
+    header_and_idle_timeouts;
     files_get_and_head;
     files_conditional_304;
     files_range_206_416;
@@ -640,7 +648,7 @@ fn capacity_refusal(m: Model) {
     let opts = match m {
         Model::Threaded => Opts::new(m).max_threads(2),
         Model::Forked => Opts::new(m).max_children(2),
-        Model::Evloop => Opts::new(m).capacity(2),
+        Model::Evloop | Model::Actor => Opts::new(m).capacity(2),
         Model::Prefork => Opts::new(m).processes(2).capacity(1),
         Model::Single => unreachable!("declared unsupported"),
     };
@@ -784,6 +792,35 @@ fn shutdown_closes_the_port(m: Model) {
     // The open connection was closed by the shutdown.
     let rest = c.read_to_close();
     assert!(rest.is_ok(), "{m}: connection still open: {rest:?}");
+}
+
+/// A request head that stops half-way is answered 408 and closed after the header timeout; a
+/// keep-alive connection left idle is closed after the idle timeout. (Every model keeps its own
+/// clock: socket timeouts, a timing wheel, or the actor poller's deadline scan.)
+fn header_and_idle_timeouts(m: Model) {
+    let srv = Opts::new(m)
+        .timeouts(berth::drive::Timeouts {
+            header: Duration::from_millis(400),
+            idle: Duration::from_millis(400),
+            ..Default::default()
+        })
+        .start();
+    let started = Instant::now();
+    let mut partial = srv.client();
+    partial.send(b"GET /hello/world HTTP/1.1\r\nHost: te");
+    let r = partial
+        .try_read_response(false)
+        .unwrap_or_else(|e| panic!("{m}: no 408 for a stalled head: {e}"));
+    assert_eq!(r.status, 408, "{m}");
+    partial.expect_closed();
+    let mut idle = srv.client();
+    assert_eq!(idle.get("/hello/world").text(), HELLO, "{m}");
+    idle.expect_closed();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{m}: timeouts took {:?}",
+        started.elapsed()
+    );
 }
 
 // 3. Static files (`/files`) ---------------------------------------------------------------------
@@ -1152,21 +1189,24 @@ fn files_large_file_whole_and_pipelined(m: Model) {
     c.expect_closed();
 }
 
-/// Resident memory of this process and every process below it, in KiB.
+/// Memory this process and every process below it hold, in KiB: this process's resident set,
+/// plus what each descendant has dirtied privately (a forked child's resident set counts the
+/// pages it still shares with its parent, which would count the parent again per child).
 fn rss_kib_with_children() -> u64 {
-    fn rss(pid: i32) -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
+    fn field(path: String, name: &str) -> u64 {
+        std::fs::read_to_string(path)
             .ok()
             .and_then(|s| {
-                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_owned();
+                let line = s.lines().find(|l| l.starts_with(name))?.to_owned();
                 line.split_whitespace().nth(1)?.parse().ok()
             })
             .unwrap_or(0)
     }
-    let mut total = 0;
-    let mut todo = vec![models::my_pid()];
+    let me = models::my_pid();
+    let mut total = field(format!("/proc/{me}/status"), "VmRSS:");
+    let mut todo: Vec<i32> = models::children_of(me).iter().map(|p| p.pid).collect();
     while let Some(pid) = todo.pop() {
-        total += rss(pid);
+        total += field(format!("/proc/{pid}/smaps_rollup"), "Private_Dirty:");
         todo.extend(models::children_of(pid).iter().map(|p| p.pid));
     }
     total

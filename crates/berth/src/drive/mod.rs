@@ -9,9 +9,11 @@
 //! | [`forked`] | a process per connection | inline, in the connection's process |
 //! | [`prefork`] | N processes, each an event loop on its own `SO_REUSEPORT` listener | each process's workers |
 //! | [`evloop`] | `-A` threads, each with its own listener and mio loop | `-w` workers, FIFO queue |
+//! | [`actor`] | an actor per connection, run by `-A` scheduler threads a batch at a time | `-w` workers, FIFO queue |
 //!
 //! [`serve`] starts any of them from [`Settings`]; each module's `spawn` is the direct route.
 
+pub mod actor;
 pub mod blocking;
 pub mod clock;
 mod conn;

@@ -150,7 +150,7 @@ impl Opts {
     /// How many listening sockets the server has once it is fully up.
     pub fn listeners(&self) -> usize {
         match self.model {
-            Model::Single | Model::Threaded | Model::Forked => 1,
+            Model::Single | Model::Threaded | Model::Forked | Model::Actor => 1,
             Model::Evloop => self.accept_threads,
             Model::Prefork => self.processes * self.accept_threads,
         }
