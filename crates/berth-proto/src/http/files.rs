@@ -12,7 +12,8 @@
 //! `..`, encoded slashes, NUL bytes, absolute paths), the conditional request rules
 //! (`If-None-Match`, `If-Modified-Since`, `If-Range`), `Range: bytes=` with its 206 and 416
 //! answers, validators (`ETag`, `Last-Modified`) and the Content-Type table. Opening the file,
-//! refusing symlinks that leave the root, and moving the bytes are the driver's (`berth::drive::files`).
+//! refusing symlinks that leave the root, and moving the bytes are the driver's
+//! (`berth::drive::files`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -28,7 +29,8 @@ pub struct FileRequest {
     head_only: bool,
     /// The raw `If-None-Match` value (rarely present, so kept as sent).
     if_none_match: Option<String>,
-    /// `If-Modified-Since` in seconds since the epoch; a malformed date is ignored (RFC 9110 §13.1.3).
+    /// `If-Modified-Since` in seconds since the epoch; a malformed date is ignored
+    /// (RFC 9110 §13.1.3).
     if_modified_since: Option<u64>,
     /// The single byte range asked for; `None` when absent, malformed or multiple (then the whole
     /// file is sent, which RFC 9110 §14.2 allows).

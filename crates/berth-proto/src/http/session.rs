@@ -28,7 +28,8 @@ pub enum Handled<J> {
     /// [`Session::complete`] before it answers anything else on this connection.
     Offload(J),
     /// Answer with a file: the driver opens it under its root and the session writes the
-    /// answer (see [`files`](super::files)). Nothing else on this connection is answered first.
+    /// answer (see the `files` module). Nothing else on this connection is answered
+    /// first.
     File(FileRequest),
 }
 

@@ -4,7 +4,7 @@
 //!
 //! A job ([`Step::Offload`]) runs inline: in these models the connection's own thread or process
 //! is the worker, which is exactly seed 000's point of comparison. A file ([`Step::Open`]) is
-//! opened inline too and sent in bounded chunks ([`files::copy_range`]): a blocked write then
+//! opened inline too and sent in bounded chunks (`files::copy_range`): a blocked write then
 //! blocks only this connection's thread, and the write timeout ends a peer that stopped reading.
 
 use std::io::{self, Read, Write};

@@ -3,8 +3,8 @@
 //!
 //! Every model serves `/files` through this module: [`Files::open`] turns a request into an
 //! open file and its [`FileMeta`] (the session decides the status from that), then the driver
-//! sends the range the session asks for with [`copy_range`] (blocking models: bounded chunks
-//! through one reusable buffer) or [`send_file`] (non-blocking models: `sendfile(2)`, no copy
+//! sends the range the session asks for with `copy_range` (blocking models: bounded chunks
+//! through one reusable buffer) or `send_file` (non-blocking models: `sendfile(2)`, no copy
 //! through user space). Either way memory per connection stays bounded by one chunk, whatever
 //! the file size or however slowly the peer reads.
 //!
@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use berth_proto::http::{content_type, FileError, FileMeta, FileRequest};
 
-/// Bytes moved per step: the buffer size of [`copy_range`], and the most one [`send_file`] call
+/// Bytes moved per step: the buffer size of `copy_range`, and the most one `send_file` call
 /// is asked for (so that one connection's large file cannot hold a thread for long).
 pub const CHUNK: usize = 64 * 1024;
 

@@ -5,12 +5,15 @@
 //! messages.
 //!
 //! ```text
-//!   listener ─┐                       ┌──────── scheduler threads (-A) ─────────┐
-//!   sockets ──┴─ poller (mio) ─ Ready ─┼─> connection actor ─ OpenMsg ─> Files actor │
-//!                 │ accept, timers     │      │   ^  Continue (to itself)  │        │
-//!                 └─ Expire, Drain ────┼─>    │   └──── File(open file) ───┘        │
-//!                                     └──────┼──────────────────────────────────────┘
-//!                                            └─ job ─> workers (-w) ─ Done(reply) ─> actor
+//!   listener ─ accept ─┐
+//!   sockets ─ ready ───┴─> poller (mio) ─ Ready, Expire, Drain ─> connection actor
+//!                                                                  │          ^
+//!                                            OpenMsg(FileRequest)  v          │ File(open file)
+//!                                                               Files actor ──┘
+//!   connection actor ─ job ─> workers (-w) ─ Done(reply) ─> connection actor
+//!   connection actor ─ Continue ─> itself (more to do: to the back of the run queue)
+//!
+//!   Every actor runs on the -A scheduler threads, at most --actor-batch messages at a time.
 //! ```
 //!
 //! The pieces: [`runtime`] (actors, mailboxes, batches; knows nothing of HTTP), the connection
