@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig, DemoHandler};
 use berth::drive::Service;
-use berth::proto::http::{Context, Job, Limits, Session, Step};
+use berth::proto::http::{Context, FileError, Job, Limits, Session, Step};
 use berth::stats::Stats;
 
 pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
@@ -42,6 +42,10 @@ pub fn run(chunks: &[&[u8]], limits: &Limits) -> (Vec<u8>, bool) {
                     all.append(&mut output);
                     step = session.process(&mut input, &mut output, &cx, &mut handler);
                 }
+                Step::Open(req) => {
+                    step = session.file(&req, Err(FileError::NotFound), &mut input, &mut output, &cx, &mut handler)
+                }
+                Step::SendFile { .. } => unreachable!("no file is ever found"),
                 Step::Read => break,
                 Step::Close => {
                     closed = true;

@@ -177,12 +177,13 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
 
-    /// Number of accept threads, each with its own listener and event loop [default: number of
-    /// CPU cores].
+    /// Number of accept threads, each with its own listener and event loop; in the actor model,
+    /// scheduler threads running the actors [default: number of CPU cores].
     #[arg(short = 'A', long, value_name = "N")]
     pub accept_threads: Option<NonZeroUsize>,
 
-    /// Maximum number of simultaneous connections per accept thread; more are refused (503).
+    /// Maximum number of simultaneous connections per accept thread (in the actor model, in
+    /// all); more are refused (503).
     #[arg(short = 'C', long, value_name = "N", default_value = "100000")]
     pub accept_capacity: NonZeroUsize,
 
@@ -203,10 +204,20 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "2")]
     pub processes: NonZeroUsize,
 
+    /// `actor` model: most messages an actor handles before it yields its scheduler thread
+    /// (seed 002 settled on 2; 1 is the steadiest latency, larger lets busy connections run on).
+    #[arg(long, value_name = "N", default_value = "2")]
+    pub actor_batch: NonZeroUsize,
+
     /// Jobs that may wait for a worker; a slow request that finds the queue full is answered 503
     /// with `Retry-After` at once.
     #[arg(long, value_name = "N", default_value = "10000")]
     pub queue_capacity: NonZeroUsize,
+
+    /// Directory served under `/files/` [default: ./public if it exists; otherwise `/files/`
+    /// answers 404]. Nothing outside it is served, symlinks included.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
 
     /// Slow task delay in milliseconds (`/test/slow`).
     #[arg(short = 'D', long, value_name = "MS", default_value_t = 30)]
@@ -302,6 +313,8 @@ pub enum ModelArg {
     Prefork,
     /// Accept threads with event loops and a worker pool (the default).
     Evloop,
+    /// An actor per connection, scheduler threads, a Files actor.
+    Actor,
 }
 
 impl From<ModelArg> for Model {
@@ -312,6 +325,7 @@ impl From<ModelArg> for Model {
             ModelArg::Forked => Model::Forked,
             ModelArg::Prefork => Model::Prefork,
             ModelArg::Evloop => Model::Evloop,
+            ModelArg::Actor => Model::Actor,
         }
     }
 }

@@ -2,9 +2,11 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
 use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig};
+use berth::drive::files::Files;
 use berth::drive::{self, evloop, Model, Settings};
 use berth::net::ListenConfig;
 use berth_proto::http::Limits;
@@ -85,13 +87,31 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     settings.max_threads = args.max_threads.get();
     settings.max_children = args.max_children.get();
     settings.processes = args.processes.get();
+    settings.actor_batch = args.actor_batch.get();
 
     let stats = settings.new_stats()?;
-    // Only the event-loop models have workers; elsewhere a slow request waits on its own thread.
-    let offload_slow = !matches!(model, Model::Evloop | Model::Prefork) || workers > 0;
+    // Only the event-loop and actor models have workers; elsewhere a slow request waits on its
+    // own thread.
+    let offload_slow =
+        !matches!(model, Model::Evloop | Model::Prefork | Model::Actor) || workers > 0;
     let app = DemoConfig {
         slow_duration: Duration::from_millis(args.slow_duration),
         offload_slow,
+    };
+    let files = match &args.root {
+        Some(dir) => match Files::new(dir) {
+            Ok(files) => files,
+            Err(e) => usage_error(
+                "serve",
+                &format!("invalid value '{}' for '--root': {e}", dir.display()),
+            ),
+        },
+        None if Path::new("public").is_dir() => Files::new("public")?,
+        None => {
+            // Said at the first /files/ request (a warning), where it explains a 404.
+            log::debug!("no --root given and no ./public directory: /files/ answers 404");
+            Files::none()
+        }
     };
     // Detach now: every flag has been checked (usage errors reached the terminal), and no
     // thread has been started yet (fork keeps only the calling one).
@@ -104,7 +124,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let (server, bound) = match drive::serve(
         &settings,
-        Demo::new(app, stats.clone()).with_access_log(args.access_log),
+        Demo::new(app, stats.clone())
+            .with_access_log(args.access_log)
+            .with_files(files),
         stats,
     ) {
         Ok(started) => started,
@@ -125,6 +147,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         Model::Threaded => format!("a thread per connection, at most {}", settings.max_threads),
         Model::Forked => format!("a process per connection, at most {}", settings.max_children),
         Model::Single => "one connection at a time".to_owned(),
+        Model::Actor => format!(
+            "{accept_threads} scheduler threads, batch {}, {workers} workers, capacity {capacity}",
+            settings.actor_batch
+        ),
     };
     let line = format!("berth listening on http://{bound} (model {model}, {shape})");
     match &mut daemon {

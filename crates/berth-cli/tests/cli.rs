@@ -22,8 +22,14 @@ struct ChildGuard(Child, Option<mpsc::Receiver<String>>);
 
 impl ChildGuard {
     fn spawn(args: &[&str]) -> ChildGuard {
+        Self::spawn_in(std::path::Path::new("."), args)
+    }
+
+    /// Like [`ChildGuard::spawn`], with `dir` as the working directory.
+    fn spawn_in(dir: &std::path::Path, args: &[&str]) -> ChildGuard {
         let child = Command::new(BIN)
             .args(args)
+            .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -196,7 +202,7 @@ fn assert_usage_error(args: &[&str], names: &[&str]) {
 
 #[test]
 fn malformed_options_are_usage_errors() {
-    let cases: [(&[&str], &[&str]); 8] = [
+    let cases: [(&[&str], &[&str]); 10] = [
         // `-d` works now (tests/daemon.rs); what it needs must come with it.
         (&["serve", "--log-file", "x.log"], &["--daemonize"]),
         (&["serve", "-p", "70000"], &["--port", "-p"]),
@@ -206,6 +212,8 @@ fn malformed_options_are_usage_errors() {
         (&["serve", "--bogus"], &["--bogus"]),
         (&["serve", "-D", "x"], &["--slow-duration", "-D"]),
         (&["serve", "--max-headers", "0"], &["--max-headers"]),
+        (&["serve", "--root", "/nonexistent/berth-root"], &["--root"]),
+        (&["serve", "--actor-batch", "0"], &["--actor-batch"]),
     ];
     for (args, names) in cases {
         assert_usage_error(args, names);
@@ -248,10 +256,9 @@ fn help_lists_every_option() {
                 "serve {flag}: {short}/{long} missing:\n{out}"
             );
         }
-        assert!(
-            out.contains("--host"),
-            "serve {flag}: --host missing:\n{out}"
-        );
+        for long in ["--host", "--root", "--actor-batch", "actor"] {
+            assert!(out.contains(long), "serve {flag}: {long} missing:\n{out}");
+        }
     }
     for args in [&["--help"][..], &["-h"], &["help", "serve"]] {
         let (status, out, err) = run(args);
@@ -457,4 +464,87 @@ fn lab_refuses_unknown_names() {
         err.contains("nosuchserver") && err.contains("evloop") && err.contains("Usage:"),
         "{err}"
     );
+}
+
+/// `--root DIR` serves `/files/` from DIR; without it `./public` is the root if it exists;
+/// with neither, `/files/` is 404 and the log says why.
+#[test]
+fn serve_root_and_its_default() {
+    let base = std::env::temp_dir().join(format!("berth-cli-root-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("with/public")).unwrap();
+    std::fs::create_dir_all(base.join("without")).unwrap();
+    std::fs::write(base.join("with/public/a.txt"), "from public\n").unwrap();
+    std::fs::write(base.join("b.txt"), "from root\n").unwrap();
+
+    let root = base.to_string_lossy().into_owned();
+    let (_server, addr) = serve(&["--root", &root]);
+    let r = get(addr, "/files/b.txt");
+    assert!(
+        r.starts_with("HTTP/1.1 200 ") && r.ends_with("from root\n"),
+        "{r}"
+    );
+
+    let mut public = ChildGuard::spawn_in(&base.join("with"), &["serve", "-p", "0", "-A", "1"]);
+    let addr = address_in(&public.first_line());
+    let r = get(addr, "/files/a.txt");
+    assert!(
+        r.starts_with("HTTP/1.1 200 ") && r.ends_with("from public\n"),
+        "{r}"
+    );
+    drop(public);
+
+    let mut none = ChildGuard::spawn_in(&base.join("without"), &["serve", "-p", "0", "-A", "1"]);
+    let addr = address_in(&none.first_line());
+    let r = get(addr, "/files/a.txt");
+    assert!(r.starts_with("HTTP/1.1 404 "), "{r}");
+    let _ = none.0.kill();
+    let (_, _, err) = none.finish();
+    assert!(
+        err.contains("/files/ answers 404"),
+        "no hint in the log: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// `--model actor --actor-batch N`: the startup line names the model and its batch, and it
+/// serves the demo routes and files.
+#[test]
+fn serve_actor_model_with_its_batch() {
+    let base = std::env::temp_dir().join(format!("berth-cli-actor-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("f.txt"), "actor file\n").unwrap();
+    let root = base.to_string_lossy().into_owned();
+    let mut server = ChildGuard::spawn(&[
+        "serve",
+        "--model",
+        "actor",
+        "--actor-batch",
+        "7",
+        "-p",
+        "0",
+        "-A",
+        "2",
+        "--root",
+        &root,
+    ]);
+    let line = server.first_line();
+    assert!(
+        line.contains("(model actor, 2 scheduler threads, batch 7,"),
+        "{line}"
+    );
+    let addr = address_in(&line);
+    let r = get(addr, "/hello/world");
+    assert!(
+        r.starts_with("HTTP/1.1 200 ") && r.ends_with("Hello, World!"),
+        "{r}"
+    );
+    let r = get(addr, "/files/f.txt");
+    assert!(
+        r.starts_with("HTTP/1.1 200 ") && r.ends_with("actor file\n"),
+        "{r}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&base);
 }

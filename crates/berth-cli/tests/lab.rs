@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_berth");
 
-const MODELS: [&str; 5] = ["single", "threaded", "forked", "prefork", "evloop"];
+const MODELS: [&str; 6] = ["single", "threaded", "forked", "prefork", "evloop", "actor"];
 const SHAPES: [&str; 6] = [
     "hello",
     "hello-pipelined",

@@ -263,7 +263,7 @@ fn free_port() -> u16 {
 
 #[test]
 fn every_model_serves_and_stops_on_sigterm() {
-    for model in ["single", "threaded", "forked", "prefork", "evloop"] {
+    for model in ["single", "threaded", "forked", "prefork", "evloop", "actor"] {
         let (mut b, addr) = serving(&["serve", "--model", model, "-p", "0"], model);
         assert!(
             get(addr, "/test/slow").starts_with("HTTP/1.1 200 OK\r\n"),

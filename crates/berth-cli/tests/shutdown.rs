@@ -152,6 +152,11 @@ fn prefork_drains_on_sigterm() {
 }
 
 #[test]
+fn actor_drains_on_sigterm() {
+    drains("actor", 20);
+}
+
+#[test]
 fn single_finishes_its_request_on_sigterm() {
     let (mut berth, addr) = start(&["--model", "single", "-D", "500"]);
     let mut s = connect(addr);

@@ -30,7 +30,7 @@ use std::time::Duration;
 use berth::app::{Demo, DemoConfig, DemoHandler, DemoJob};
 use berth::drive::Service;
 use berth::stats::Stats;
-use berth_proto::http::{Context, Job, Limits, Session, Step};
+use berth_proto::http::{Context, FileError, Job, Limits, Session, Step};
 
 use vectors::{check_stream, escape, Case, Expected, FIXED_DATE, FOLLOWUP_REQUEST};
 
@@ -206,6 +206,24 @@ impl Conn {
                         ));
                     }
                     step = self.process();
+                }
+                Step::Open(request) => {
+                    // The vectors run without a files root: every file is missing.
+                    let cx = Context {
+                        limits: &self.limits,
+                        date: FIXED_DATE,
+                    };
+                    step = self.session.file(
+                        &request,
+                        Err(FileError::NotFound),
+                        &mut self.input,
+                        &mut self.out,
+                        &cx,
+                        &mut self.handler,
+                    );
+                }
+                Step::SendFile { .. } => {
+                    return Err("Step::SendFile for a file that was not found".into());
                 }
                 Step::Offload(job) => {
                     if !self.session.is_waiting() {

@@ -14,7 +14,11 @@
 //! 3. on [`Step::Offload`], run the job (on a worker) and pass its [`Reply`] to
 //!    [`Session::complete`], then go back to 1 (leftover pipelined input is processed then);
 //! 4. on [`Step::Flush`], drain `output` and call `process` again;
-//! 5. on [`Step::Close`], write out `output`, then close the connection.
+//! 5. on [`Step::Close`], write out `output`, then close the connection;
+//! 6. on [`Step::Open`], open the file it names under the server's root (see [`files`]) and pass
+//!    what was found to [`Session::file`];
+//! 7. on [`Step::SendFile`], write out `output`, then that range of the file just opened, then
+//!    call `process` again.
 //!
 //! Framing follows RFC 9112 strictly: anything ambiguous (Content-Length together with
 //! Transfer-Encoding, differing Content-Lengths, malformed chunk sizes, obs-fold, bare LF) is
@@ -23,12 +27,14 @@
 
 mod chunked;
 pub mod client;
+pub mod files;
 mod framing;
 mod limits;
 mod request;
 mod response;
 mod session;
 
+pub use files::{content_type, BadPath, FileError, FileMeta, FileRequest};
 pub use limits::Limits;
 pub use request::{Method, Request, Version};
 pub use response::{reason_phrase, Reply, Response};

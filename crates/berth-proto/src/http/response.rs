@@ -117,6 +117,20 @@ pub(crate) struct Head<'a> {
 /// Appends a whole response to `out`. With `head_only` (a HEAD request) the body is measured
 /// for Content-Length but not sent.
 pub(crate) fn write_response(out: &mut Vec<u8>, head: &Head<'_>, body: &[u8], head_only: bool) {
+    write_fields(out, head, !body.is_empty(), Some(body.len() as u64));
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+}
+
+/// Appends a response head whose body, if any, the caller sends separately (a file). With
+/// `length` the head says `Content-Length`; without it none (a 304). Content-Type is written
+/// unless it is empty.
+pub(crate) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, length: Option<u64>) {
+    write_fields(out, head, !head.content_type.is_empty(), length);
+}
+
+fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Option<u64>) {
     let mut num = itoa::Buffer::new();
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(num.format(head.status).as_bytes());
@@ -124,12 +138,14 @@ pub(crate) fn write_response(out: &mut Vec<u8>, head: &Head<'_>, body: &[u8], he
     out.extend_from_slice(reason_phrase(head.status).as_bytes());
     out.extend_from_slice(b"\r\nServer: berth\r\nDate: ");
     out.extend_from_slice(head.date);
-    if !body.is_empty() {
+    if with_type {
         out.extend_from_slice(b"\r\nContent-Type: ");
         out.extend_from_slice(head.content_type.as_bytes());
     }
-    out.extend_from_slice(b"\r\nContent-Length: ");
-    out.extend_from_slice(num.format(body.len()).as_bytes());
+    if let Some(length) = length {
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        out.extend_from_slice(num.format(length).as_bytes());
+    }
     for (name, value) in head.extra {
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(name.as_bytes());
@@ -143,9 +159,6 @@ pub(crate) fn write_response(out: &mut Vec<u8>, head: &Head<'_>, body: &[u8], he
         (true, Version::Http11) => {}
     }
     out.extend_from_slice(b"\r\n\r\n");
-    if !head_only {
-        out.extend_from_slice(body);
-    }
 }
 
 /// The standard reason phrase of a status code (RFC 9110 §15), or `""` for unknown codes.

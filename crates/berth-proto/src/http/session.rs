@@ -3,6 +3,7 @@
 use std::mem::MaybeUninit;
 
 use super::chunked::{Chunked, Progress};
+use super::files::{self, FileError, FileMeta, FileRequest};
 use super::framing::{framing, reject, BodyKind, Framing, Reject};
 use super::limits::Limits;
 use super::request::{Method, Request, Version};
@@ -26,6 +27,10 @@ pub enum Handled<J> {
     /// The answer needs a job run off the I/O path; the session waits for
     /// [`Session::complete`] before it answers anything else on this connection.
     Offload(J),
+    /// Answer with a file: the driver opens it under its root and the session writes the
+    /// answer (see the `files` module). Nothing else on this connection is answered
+    /// first.
+    File(FileRequest),
 }
 
 /// The application side of HTTP: turns a request into a response or a job.
@@ -59,6 +64,18 @@ pub enum Step<J> {
     Offload(J),
     /// Write the output, then close the connection. Later input is ignored.
     Close,
+    /// Open the file the request names (under the server's root, never outside it) and pass
+    /// what was found to [`Session::file`]. Write the output meanwhile.
+    Open(FileRequest),
+    /// Write the output, then `len` bytes of the file just passed to [`Session::file`],
+    /// starting at `offset`; then call `process` again (it says [`Step::Close`] if this
+    /// response was the last).
+    SendFile {
+        /// First byte to send.
+        offset: u64,
+        /// How many bytes.
+        len: u64,
+    },
 }
 
 /// What a connection is waiting for, as far as the protocol knows.
@@ -363,6 +380,47 @@ impl Session {
         }
     }
 
+    /// Answers the request whose file the driver looked for ([`Step::Open`]): `found` is the
+    /// file's metadata or why it could not be opened. Writes the whole head (and the short body
+    /// of an error); if file bytes must follow, returns [`Step::SendFile`], else goes on with
+    /// any pipelined input like [`Session::complete`].
+    pub fn file<H: Handler>(
+        &mut self,
+        request: &FileRequest,
+        found: Result<&FileMeta, FileError>,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
+        let State::Waiting {
+            keep_alive,
+            version,
+            ..
+        } = self.state
+        else {
+            debug_assert!(false, "file() without an outstanding file request");
+            return Step::Close;
+        };
+        let keep_alive = keep_alive && !self.wind_down;
+        let (status, send) =
+            files::write_answer(output, request, found, keep_alive, version, cx.date);
+        handler.on_response(status);
+        self.state = if keep_alive {
+            State::Head { scan: 0 }
+        } else {
+            State::Closed
+        };
+        match send {
+            Some((offset, len)) => Step::SendFile { offset, len },
+            None if keep_alive => self.process(input, output, cx, handler),
+            None => {
+                input.clear();
+                Step::Close
+            }
+        }
+    }
+
     /// Looks for a complete head at the front of `buf`; answers it at once when it has no body.
     fn read_head<H: Handler>(
         &mut self,
@@ -464,9 +522,17 @@ impl Session {
                 };
                 return Some(Step::Offload(job));
             }
-            (Handled::Offload(_), Some(status)) => {
-                // The handler both answered and offloaded: keep the answer, drop the job.
-                debug_assert!(false, "handler sent a response and offloaded a job");
+            (Handled::File(file), None) => {
+                self.state = State::Waiting {
+                    keep_alive,
+                    head_only,
+                    version: request.version,
+                };
+                return Some(Step::Open(file));
+            }
+            (Handled::Offload(_) | Handled::File(_), Some(status)) => {
+                // The handler both answered and handed the request on: keep the answer.
+                debug_assert!(false, "handler sent a response and offloaded a job or file");
                 handler.on_response(status);
             }
             (Handled::Done, Some(status)) => handler.on_response(status),

@@ -6,6 +6,7 @@
 //! | `GET /test/fast` | 200, empty body, answered on the I/O thread |
 //! | `GET /test/slow` | offloaded to a worker that waits `slow_duration`, then 200 |
 //! | `POST /reverse` | `{"data": [each value reversed]}` from a JSON object; 400 on bad JSON |
+//! | `GET /files/<path>` | the file below the root ([`Demo::with_files`]), opened and sent by the driver |
 //! | `GET /stats` | counters in the Prometheus text format |
 //! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
 
@@ -15,8 +16,9 @@ mod reverse;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_proto::http::{Handled, Handler, Job, Method, Reply, Request, Response};
+use berth_proto::http::{FileRequest, Handled, Handler, Job, Method, Reply, Request, Response};
 
+use crate::drive::files::Files;
 use crate::drive::Service;
 use crate::stats::Stats;
 
@@ -45,6 +47,7 @@ pub struct Demo {
     config: Arc<DemoConfig>,
     stats: Arc<Stats>,
     access_log: bool,
+    files: Files,
 }
 
 impl Demo {
@@ -54,7 +57,14 @@ impl Demo {
             config: Arc::new(config),
             stats,
             access_log: false,
+            files: Files::none(),
         }
+    }
+
+    /// Serves `GET /files/<path>` from `files` (without it, every such request is 404).
+    pub fn with_files(mut self, files: Files) -> Self {
+        self.files = files;
+        self
     }
 
     /// Logs one line per response (`GET /path -> 200`) at info level, target `access`.
@@ -79,6 +89,10 @@ impl Service for Demo {
 
     fn refusal(&self) -> &'static [u8] {
         b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    }
+
+    fn files(&self) -> Files {
+        self.files.clone()
     }
 }
 
@@ -156,6 +170,27 @@ impl Handler for DemoHandler {
                 }
             }
             "/reverse" => res.send_with(405, TEXT, &[("Allow", b"POST")], b"Method Not Allowed\n"),
+            path if path == "/files" || path.starts_with("/files/") => {
+                if !readable {
+                    res.send_with(
+                        405,
+                        TEXT,
+                        &[("Allow", b"GET, HEAD")],
+                        b"Method Not Allowed\n",
+                    );
+                    return Handled::Done;
+                }
+                // `/files//etc/passwd` keeps its second slash: an absolute path, refused.
+                let rel = &path["/files".len()..];
+                let rel = rel.strip_prefix('/').unwrap_or(rel);
+                match FileRequest::parse(req, rel) {
+                    Ok(file) => return Handled::File(file),
+                    Err(why) => {
+                        log::debug!("{}: refused ({})", req.target, why.0);
+                        res.send(404, TEXT, b"Not Found\n");
+                    }
+                }
+            }
             _ => res.send(404, TEXT, b"Not Found\n"),
         }
         Handled::Done

@@ -3,7 +3,9 @@
 //! connection in a way that still notices a stop request.
 //!
 //! A job ([`Step::Offload`]) runs inline: in these models the connection's own thread or process
-//! is the worker, which is exactly seed 000's point of comparison.
+//! is the worker, which is exactly seed 000's point of comparison. A file ([`Step::Open`]) is
+//! opened inline too and sent in bounded chunks (`files::copy_range`): a blocked write then
+//! blocks only this connection's thread, and the write timeout ends a peer that stopped reading.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -16,6 +18,7 @@ use std::time::Instant;
 use berth_proto::http::{Context, Handler, Limits, Phase, Session, Step};
 
 use super::clock::DateCache;
+use super::files::{self, Files};
 use super::{Control, StopKind, Timeouts};
 use crate::net::read_into_spare;
 
@@ -63,6 +66,7 @@ pub(crate) const STOP_POLL: Duration = Duration::from_millis(100);
 pub(crate) fn serve_connection<H: Handler>(
     mut stream: TcpStream,
     handler: &mut H,
+    files: &Files,
     config: &ConnConfig,
     date: &mut DateCache,
     should_yield: impl Fn() -> bool,
@@ -81,6 +85,10 @@ pub(crate) fn serve_connection<H: Handler>(
     // Set once a response has gone out: only then may the connection be let go between
     // requests (before that, the client's first request may be on its way or unread).
     let mut answered = false;
+    // The file whose bytes the session will ask for, and the chunk buffer that carries them
+    // (allocated on the first file, then reused).
+    let mut file = None;
+    let mut chunk = Vec::new();
     loop {
         date.refresh();
         if !input.is_empty() && should_yield() {
@@ -96,17 +104,33 @@ pub(crate) fn serve_connection<H: Handler>(
             },
             handler,
         );
-        while let Step::Offload(job) = step {
-            // Answers to earlier pipelined requests go out before the job runs.
-            stream.write_all(&output)?;
-            output.clear();
-            let reply = super::run_job(job);
-            date.refresh();
-            let cx = Context {
-                limits: &config.limits,
-                date: date.get(),
+        loop {
+            step = match step {
+                Step::Offload(job) => {
+                    // Answers to earlier pipelined requests go out before the job runs.
+                    stream.write_all(&output)?;
+                    output.clear();
+                    let reply = super::run_job(job);
+                    date.refresh();
+                    let cx = Context {
+                        limits: &config.limits,
+                        date: date.get(),
+                    };
+                    session.complete(reply, &mut input, &mut output, &cx, handler)
+                }
+                Step::Open(request) => {
+                    let found = files.open(&request);
+                    let cx = Context {
+                        limits: &config.limits,
+                        date: date.get(),
+                    };
+                    let meta = found.as_ref().map(|f| &f.meta).map_err(|e| *e);
+                    let next = session.file(&request, meta, &mut input, &mut output, &cx, handler);
+                    file = found.ok().map(|f| f.file);
+                    next
+                }
+                other => break step = other,
             };
-            step = session.complete(reply, &mut input, &mut output, &cx, handler);
         }
         answered |= !output.is_empty();
         stream.write_all(&output)?;
@@ -114,7 +138,13 @@ pub(crate) fn serve_connection<H: Handler>(
         match step {
             Step::Close => return linger_close(stream, !input.is_empty()),
             Step::Flush => continue,
-            Step::Read | Step::Offload(_) => {}
+            Step::SendFile { offset, len } => {
+                if let Some(f) = file.take() {
+                    files::copy_range(&mut stream, &f, offset, len, &mut chunk)?;
+                }
+                continue;
+            }
+            Step::Read | Step::Offload(_) | Step::Open(_) => {}
         }
         if input.is_empty() && answered && should_yield() {
             return linger_close(stream, false);

@@ -32,6 +32,11 @@ impl Daemon {
 
     /// Tells the starting process that the server failed; it prints `cause` and exits 1.
     pub fn failed(&mut self, cause: &str) {
+        // The pid file goes first: once the report is written the starting process exits, and
+        // whoever started it may look for the pid file at once.
+        if let Some(path) = self.pid_file.take() {
+            let _ = std::fs::remove_file(path);
+        }
         if let Some(mut pipe) = self.report.take() {
             let _ = writeln!(pipe, "error: {cause}");
         }

@@ -83,7 +83,10 @@ pub fn spawn<S: Service>(
                     parent.connection_opened();
                     match process::fork() {
                         Ok(Fork::Child) => {
-                            process::close_inherited(Some(stream.as_raw_fd()));
+                            let files = service.files();
+                            // The files root stays open too: files are opened relative to it.
+                            let keep = [stream.as_raw_fd(), files.descriptor().unwrap_or(-1)];
+                            process::close_inherited(&keep);
                             // SIGTERM from a draining parent: finish the request in flight, then go.
                             let Ok(terminated) = signal::interrupt_on_termination() else {
                                 process::exit_child(70);
@@ -95,6 +98,7 @@ pub fn spawn<S: Service>(
                                     blocking::serve_connection(
                                         stream,
                                         &mut handler,
+                                        &files,
                                         &config.conn,
                                         &mut date,
                                         || terminated.load(std::sync::atomic::Ordering::Acquire),

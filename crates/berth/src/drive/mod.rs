@@ -9,15 +9,20 @@
 //! | [`forked`] | a process per connection | inline, in the connection's process |
 //! | [`prefork`] | N processes, each an event loop on its own `SO_REUSEPORT` listener | each process's workers |
 //! | [`evloop`] | `-A` threads, each with its own listener and mio loop | `-w` workers, FIFO queue |
+//! | [`actor`] | an actor per connection, run by `-A` scheduler threads a batch at a time | `-w` workers, FIFO queue |
 //!
 //! [`serve`] starts any of them from [`Settings`]; each module's `spawn` is the direct route.
 
+pub mod actor;
 pub mod blocking;
 pub mod clock;
+mod conn;
 pub mod daemon;
 pub mod evloop;
+pub mod files;
 pub mod forked;
 mod model;
+pub(crate) mod pool;
 pub mod prefork;
 mod process;
 pub(crate) mod shared;
@@ -82,6 +87,12 @@ pub trait Service: Clone + Send + Sync + 'static {
     /// Bytes written to a connection refused at capacity, just before it is closed.
     fn refusal(&self) -> &'static [u8] {
         b""
+    }
+
+    /// Where the files of [`Handled::File`](berth_proto::http::Handled::File) answers are
+    /// opened. The default has no root: every file request is answered 404.
+    fn files(&self) -> files::Files {
+        files::Files::none()
     }
 }
 

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::{blocking, evloop, forked, prefork, single, threaded, Server, Service};
+use super::{actor, blocking, evloop, forked, prefork, single, threaded, Server, Service};
 use crate::net::{bind_tcp, BindError, ListenConfig};
 use crate::stats::Stats;
 
@@ -21,16 +21,19 @@ pub enum Model {
     Prefork,
     /// Accept threads with their own listeners and mio loops, plus a worker pool.
     Evloop,
+    /// A connection is an actor; scheduler threads run actors a batch of messages at a time.
+    Actor,
 }
 
 impl Model {
     /// Every model, in the order tables list them.
-    pub const ALL: [Model; 5] = [
+    pub const ALL: [Model; 6] = [
         Model::Single,
         Model::Threaded,
         Model::Forked,
         Model::Prefork,
         Model::Evloop,
+        Model::Actor,
     ];
 
     /// The model's name on the command line.
@@ -41,6 +44,7 @@ impl Model {
             Model::Forked => "forked",
             Model::Prefork => "prefork",
             Model::Evloop => "evloop",
+            Model::Actor => "actor",
         }
     }
 
@@ -63,7 +67,9 @@ impl std::str::FromStr for Model {
             .into_iter()
             .find(|m| m.name() == s)
             .ok_or_else(|| {
-                format!("unknown model '{s}' (one of: single, threaded, forked, prefork, evloop)")
+                format!(
+                    "unknown model '{s}' (one of: single, threaded, forked, prefork, evloop, actor)"
+                )
             })
     }
 }
@@ -77,7 +83,7 @@ pub struct Settings {
     pub addr: SocketAddr,
     /// How listeners are bound.
     pub listen: ListenConfig,
-    /// Accept threads (`evloop`, and per process in `prefork`).
+    /// Accept threads (`evloop`, and per process in `prefork`); scheduler threads (`actor`).
     pub accept_threads: usize,
     /// The event loop settings (`evloop`, `prefork`); its limits are used by every model.
     pub evloop: evloop::Config,
@@ -89,6 +95,8 @@ pub struct Settings {
     pub max_children: usize,
     /// Worker processes of `prefork`.
     pub processes: usize,
+    /// Most messages an actor handles before yielding its thread (`actor`).
+    pub actor_batch: usize,
 }
 
 impl Settings {
@@ -104,6 +112,7 @@ impl Settings {
             max_threads: threaded::Config::default().max_threads,
             max_children: forked::Config::default().max_children,
             processes: prefork::Config::default().processes,
+            actor_batch: actor::Config::default().batch,
         }
     }
 
@@ -113,7 +122,7 @@ impl Settings {
         let shards = match self.model {
             Model::Evloop => self.accept_threads,
             Model::Prefork => self.accept_threads * self.processes,
-            Model::Threaded => crate::stats::MAX_SHARDS,
+            Model::Threaded | Model::Actor => crate::stats::MAX_SHARDS,
             Model::Single | Model::Forked => 1,
         };
         Ok(Arc::new(if self.model.forks() {
@@ -125,11 +134,15 @@ impl Settings {
 }
 
 /// Binds and starts the model `settings` names. Returns the server and the bound address.
+/// (Handlers must be `Send`: in the `actor` model a connection moves between threads.)
 pub fn serve<S: Service>(
     settings: &Settings,
     service: S,
     stats: Arc<Stats>,
-) -> Result<(Server, SocketAddr), BindError> {
+) -> Result<(Server, SocketAddr), BindError>
+where
+    S::Handler: Send + 'static,
+{
     let conn = blocking::ConnConfig {
         limits: settings.evloop.limits,
         timeouts: settings.evloop.timeouts,
@@ -183,6 +196,24 @@ pub fn serve<S: Service>(
                 ..prefork::Config::default()
             };
             prefork::spawn(addr, service, config, stats)
+        }
+        Model::Actor => {
+            let (listener, bound) = one()?;
+            let e = &settings.evloop;
+            let config = actor::Config {
+                schedulers: settings.accept_threads,
+                batch: settings.actor_batch,
+                capacity: e.capacity,
+                workers: e.workers,
+                queue_capacity: e.queue_capacity,
+                limits: e.limits,
+                buffer_size: e.buffer_size,
+                timeouts: e.timeouts,
+            };
+            Ok((
+                actor::spawn(listener, service, config, stats).map_err(io)?,
+                bound,
+            ))
         }
         Model::Evloop => {
             let listeners = bind_tcp(addr, settings.accept_threads, settings.listen)?;

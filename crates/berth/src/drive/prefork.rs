@@ -168,7 +168,9 @@ fn run_child<S: Service>(
     config: &Config,
     stats: Arc<Stats>,
 ) -> ! {
-    process::close_inherited(None);
+    // The files root stays open: the event loops open files relative to it.
+    let files = service.files();
+    process::close_inherited(files.descriptor().as_slice());
     // Termination signals are collected by this thread with sigwait, not delivered at random.
     if signal::block_termination().is_err() {
         process::exit_child(70);

@@ -30,19 +30,32 @@ pub(crate) fn exit_child(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-/// Closes every descriptor from 3 up, except `keep`: a child must not hold the parent's other
-/// sockets open (the parent's close would then not reach the peer).
-pub(crate) fn close_inherited(keep: Option<i32>) {
-    let ranges: &[(u32, u32)] = match keep {
-        Some(fd) if fd > 3 => &[(3, fd as u32 - 1), (fd as u32 + 1, u32::MAX)],
-        Some(3) => &[(4, u32::MAX)],
-        _ => &[(3, u32::MAX)],
-    };
-    for &(first, last) in ranges {
-        // SAFETY: close_range only closes descriptors; nothing in this process refers to the
-        // closed ones afterwards (the child was just forked and owns no Rust handles to them
-        // that it will use).
-        unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
+/// Closes every descriptor from 3 up, except those in `keep` (at most 4; negative ones are
+/// ignored): a child must not hold
+/// the parent's other sockets open (the parent's close would then not reach the peer). Allocates
+/// nothing, as befits a freshly forked child.
+pub(crate) fn close_inherited(keep: &[i32]) {
+    let mut sorted = [u32::MAX; 4];
+    debug_assert!(keep.len() <= sorted.len());
+    for (slot, &fd) in sorted.iter_mut().zip(keep) {
+        *slot = u32::try_from(fd).unwrap_or(u32::MAX);
+    }
+    sorted.sort_unstable();
+    let mut first: u32 = 3;
+    for fd in sorted.into_iter().chain([u32::MAX]) {
+        if fd < first {
+            continue;
+        }
+        if fd > first {
+            // SAFETY: close_range only closes descriptors; nothing in this process refers to
+            // the closed ones afterwards (the child was just forked and owns no Rust handles to
+            // them that it will use).
+            unsafe { libc::syscall(libc::SYS_close_range, first, fd - 1, 0) };
+        }
+        if fd == u32::MAX {
+            break;
+        }
+        first = fd + 1;
     }
 }
 

@@ -29,6 +29,7 @@ pub fn spawn<S: Service>(
             .name("berth-single".into())
             .spawn(move || {
                 let mut handler = service.handler(0);
+                let files = service.files();
                 let mut date = DateCache::default();
                 let shard = stats.shard(0);
                 while let Some(stream) = blocking::accept(&listener, &ctl, || {}) {
@@ -38,6 +39,7 @@ pub fn spawn<S: Service>(
                     if let Err(e) = blocking::serve_connection(
                         stream,
                         &mut handler,
+                        &files,
                         &config,
                         &mut date,
                         others_waiting,

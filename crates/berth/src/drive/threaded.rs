@@ -70,10 +70,12 @@ pub fn spawn<S: Service>(
                             shard.connection_opened();
                             let key = active.insert(&stream);
                             let mut handler = service.handler(id);
+                            let files = service.files();
                             let mut date = DateCache::default();
                             if let Err(e) = blocking::serve_connection(
                                 stream,
                                 &mut handler,
+                                &files,
                                 &config.conn,
                                 &mut date,
                                 || false,

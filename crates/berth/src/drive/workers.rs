@@ -1,6 +1,6 @@
 //! The worker pool: threads fed by one FIFO queue, running offloaded jobs and posting each
-//! reply back to the I/O thread that owns the connection (seed 001's worker threads and wait
-//! queue).
+//! reply back to whoever owns the connection (seed 001's worker threads and wait queue): the
+//! event loop that owns it, or in the actor model the connection's actor.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -10,29 +10,50 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::stats::Stats;
 
-/// Where a job's reply goes: the owning loop's completion queue and the waker of its poll.
-pub(crate) struct ReplyTo {
+/// Where a job's reply goes once the job has run.
+pub(crate) trait ReplyTo: Send + 'static {
+    /// Hands the reply over (and wakes its owner). The owner may be gone (shutdown); then
+    /// nobody needs the reply.
+    fn reply(self, reply: Reply);
+}
+
+/// An event loop's completion queue and the waker of its poll.
+pub(crate) struct LoopQueue {
     pub done: Sender<(usize, Reply)>,
     pub waker: Arc<mio::Waker>,
 }
 
-/// A job with its return address: the loop that owns the connection and the connection's key.
-pub(crate) struct Task<J> {
-    pub job: J,
+/// A connection of an event loop: the loops' queues, which loop, and the connection's key.
+pub(crate) struct LoopConn {
+    pub loops: Arc<Vec<LoopQueue>>,
     pub owner: usize,
     pub conn: usize,
 }
 
+impl ReplyTo for LoopConn {
+    fn reply(self, reply: Reply) {
+        let dest = &self.loops[self.owner];
+        if dest.done.send((self.conn, reply)).is_ok() {
+            let _ = dest.waker.wake();
+        }
+    }
+}
+
+/// A job with its return address.
+pub(crate) struct Task<J, R> {
+    pub job: J,
+    pub reply_to: R,
+}
+
 /// Starts `count` workers. They stop when every `Sender` of `queue` is gone.
-pub(crate) fn spawn<J: Job>(
+pub(crate) fn spawn<J: Job, R: ReplyTo>(
     count: usize,
-    queue: Receiver<Task<J>>,
-    reply_to: Arc<Vec<ReplyTo>>,
+    queue: Receiver<Task<J, R>>,
     stats: Arc<Stats>,
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
     (0..count)
         .map(|i| {
-            let (queue, reply_to, stats) = (queue.clone(), reply_to.clone(), stats.clone());
+            let (queue, stats) = (queue.clone(), stats.clone());
             std::thread::Builder::new()
                 .name(format!("berth-worker-{i}"))
                 .spawn(move || {
@@ -40,11 +61,7 @@ pub(crate) fn spawn<J: Job>(
                         stats.job_started();
                         let reply = super::run_job(task.job);
                         stats.job_finished();
-                        let dest = &reply_to[task.owner];
-                        // The loop may be gone (shutdown); then nobody needs the reply.
-                        if dest.done.send((task.conn, reply)).is_ok() {
-                            let _ = dest.waker.wake();
-                        }
+                        task.reply_to.reply(reply);
                     }
                 })
         })

@@ -30,7 +30,7 @@ use super::directory::{Directory, Mailboxes, Post};
 use super::endpoint::Endpoint;
 use super::outq::{Framing, IterProducer, OutQueue, Produce};
 use super::stats::MsgStats;
-use crate::drive::evloop::pool::BufPool;
+use crate::drive::pool::BufPool;
 use crate::drive::evloop::timer::Wheel;
 
 mod admit;

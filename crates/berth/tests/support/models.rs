@@ -18,11 +18,13 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig};
-use berth::drive::{serve, Model, Server, Settings};
+use berth::drive::files::Files;
+use berth::drive::{serve, Model, Server, Settings, Timeouts};
 use berth::proto::http::Limits;
 use berth::stats::{Snapshot, Stats};
 
@@ -51,6 +53,10 @@ pub struct Opts {
     pub processes: usize,
     /// Request limits (every model).
     pub limits: Limits,
+    /// Header, body, idle and write timeouts (every model); the models' defaults if `None`.
+    pub timeouts: Option<Timeouts>,
+    /// Root of `/files`; none by default (every file is then 404).
+    pub files: Option<PathBuf>,
 }
 
 impl Opts {
@@ -66,7 +72,21 @@ impl Opts {
             max_children: 256,
             processes: 2,
             limits: Limits::default(),
+            timeouts: None,
+            files: None,
         }
+    }
+
+    /// Serves `/files` from `root`.
+    pub fn files(mut self, root: impl Into<PathBuf>) -> Opts {
+        self.files = Some(root.into());
+        self
+    }
+
+    /// Timeouts of every model.
+    pub fn timeouts(mut self, t: Timeouts) -> Opts {
+        self.timeouts = Some(t);
+        self
     }
 
     /// Duration of a `/test/slow` job.
@@ -118,6 +138,9 @@ impl Opts {
         s.evloop.capacity = self.capacity;
         s.evloop.workers = self.workers;
         s.evloop.limits = self.limits;
+        if let Some(t) = self.timeouts {
+            s.evloop.timeouts = t;
+        }
         s.max_threads = self.max_threads;
         s.max_children = self.max_children;
         s.processes = self.processes;
@@ -127,7 +150,7 @@ impl Opts {
     /// How many listening sockets the server has once it is fully up.
     pub fn listeners(&self) -> usize {
         match self.model {
-            Model::Single | Model::Threaded | Model::Forked => 1,
+            Model::Single | Model::Threaded | Model::Forked | Model::Actor => 1,
             Model::Evloop => self.accept_threads,
             Model::Prefork => self.processes * self.accept_threads,
         }
@@ -142,7 +165,12 @@ impl Opts {
             slow_duration: self.slow,
             offload_slow: true,
         };
-        let (server, addr) = serve(&settings, Demo::new(app, stats.clone()), stats.clone())
+        let files = match &self.files {
+            Some(root) => Files::new(root).expect("files root"),
+            None => Files::none(),
+        };
+        let demo = Demo::new(app, stats.clone()).with_files(files);
+        let (server, addr) = serve(&settings, demo, stats.clone())
             .unwrap_or_else(|e| panic!("{}: serve: {e}", self.model));
         let srv = ModelServer {
             model: self.model,

@@ -321,7 +321,8 @@ impl Client {
             headers,
             body: Vec::new(),
         };
-        let len = if head_only || (100..200).contains(&status) {
+        // No content, whatever the head says: HEAD, 1xx, 204 and 304 (RFC 9110 §6.4.1).
+        let len = if head_only || (100..200).contains(&status) || status == 204 || status == 304 {
             0
         } else {
             response

@@ -15,8 +15,6 @@
 //! slab is full is accepted, sent the service's refusal, closed and counted: never left to rot
 //! in the backlog.
 
-mod conn;
-pub(crate) mod pool;
 pub(crate) mod timer;
 
 use std::io;
@@ -31,11 +29,11 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
-use self::conn::{Conn, Env, Fate};
-use self::pool::BufPool;
 use self::timer::Wheel;
 use super::clock::DateCache;
-use super::workers::{self, ReplyTo, Task};
+use super::conn::{Conn, Env, Fate};
+use super::pool::BufPool;
+use super::workers::{self, LoopConn, LoopQueue, Task};
 use super::{Control, Server, Service, Timeouts};
 use crate::stats::Stats;
 
@@ -112,15 +110,16 @@ pub fn spawn<S: Service>(
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (tx, rx) = crossbeam_channel::unbounded();
-        reply_to.push(ReplyTo { done: tx, waker });
+        reply_to.push(LoopQueue { done: tx, waker });
         replies.push(rx);
         polls.push(poll);
     }
     let wakers: Vec<_> = reply_to.iter().map(|r| r.waker.clone()).collect();
-    let (queue_tx, queue_rx) = crossbeam_channel::bounded::<Task<<S::Handler as Handler>::Job>>(
-        config.queue_capacity.max(1),
-    );
-    let mut threads = workers::spawn(config.workers, queue_rx, Arc::new(reply_to), stats.clone())?;
+    let (queue_tx, queue_rx) = crossbeam_channel::bounded::<
+        Task<<S::Handler as Handler>::Job, LoopConn>,
+    >(config.queue_capacity.max(1));
+    let loops = Arc::new(reply_to);
+    let mut threads = workers::spawn(config.workers, queue_rx, stats.clone())?;
     let queue = (config.workers > 0).then_some(queue_tx);
 
     for (index, ((listener, poll), replies)) in
@@ -133,12 +132,14 @@ pub fn spawn<S: Service>(
         let (service, config, stats, ctl) =
             (service.clone(), config.clone(), stats.clone(), ctl.clone());
         let queue = queue.clone();
+        let loops = loops.clone();
         let id = config.first_thread + index;
         let thread = std::thread::Builder::new()
             .name(format!("berth-loop-{id}"))
             .spawn(move || {
                 let handler = service.handler(id);
                 let mut ev = EventLoop {
+                    files: service.files(),
                     id,
                     owner: index,
                     poll,
@@ -166,6 +167,7 @@ pub fn spawn<S: Service>(
                     due: Vec::with_capacity(1024),
                     now: Instant::now(),
                     queue,
+                    loops,
                     replies,
                     stats,
                     ctl,
@@ -197,6 +199,8 @@ struct EventLoop<H: Handler> {
     date: DateCache,
     max_input: usize,
     handler: H,
+    /// Where file answers are opened.
+    files: super::files::Files,
     refusal: &'static [u8],
     /// Accepting failed for want of descriptors (EMFILE/ENFILE) or memory. The listener is
     /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
@@ -208,7 +212,9 @@ struct EventLoop<H: Handler> {
     due: Vec<usize>,
     /// The time read once per loop iteration, for every deadline set in it.
     now: Instant,
-    queue: Option<Sender<Task<H::Job>>>,
+    queue: Option<Sender<Task<H::Job, LoopConn>>>,
+    /// Every loop's completion queue: the return address of this loop's jobs.
+    loops: Arc<Vec<LoopQueue>>,
     replies: Receiver<(usize, Reply)>,
     stats: Arc<Stats>,
     ctl: Arc<Control>,
@@ -348,6 +354,7 @@ impl<H: Handler> EventLoop<H> {
             limits: &self.config.limits,
             date: self.date.get(),
             max_input: self.max_input,
+            budget: usize::MAX,
         };
         (env, &mut self.conns)
     }
@@ -380,12 +387,26 @@ impl<H: Handler> EventLoop<H> {
             match fate {
                 Fate::Keep => return self.arm(key),
                 Fate::Close => return self.finish(key),
+                // Not with an unlimited budget; if it ever were, going on is right.
+                Fate::Again => {
+                    let (mut env, conns) = self.env();
+                    fate = conns[key].pump(&mut env);
+                }
+                // Files are opened here, at once: see `drive::conn`.
+                Fate::Open(file) => {
+                    let found = self.files.open(&file);
+                    let (mut env, conns) = self.env();
+                    fate = conns[key].file_opened(&file, found, &mut env);
+                }
                 Fate::Offload(job) => match &self.queue {
                     Some(queue) => {
                         let task = Task {
                             job,
-                            owner: self.owner,
-                            conn: key,
+                            reply_to: LoopConn {
+                                loops: self.loops.clone(),
+                                owner: self.owner,
+                                conn: key,
+                            },
                         };
                         match queue.try_send(task) {
                             Ok(()) => {

@@ -1,20 +1,36 @@
-//! One connection of an event loop: its socket, its HTTP session and, while bytes are in
-//! flight, its buffers. [`Conn::pump`] moves bytes as far as readiness allows and says whether
-//! the connection lives on.
+//! One non-blocking connection, as the `evloop` and `actor` models run it: its socket, its HTTP
+//! session and, while bytes are in flight, its buffers. [`Conn::pump`] moves bytes as far as
+//! readiness (and the caller's budget) allows and says what the connection needs next.
+//!
+//! What a connection cannot do itself it hands to its owner as a [`Fate`]: a job to run, or a
+//! file to open. The event loop opens files itself, at once (an `openat2` and an `fstat`:
+//! microseconds for a file in the page cache, as nginx does without its thread pool); the actor
+//! model asks its Files actor. The answer comes back through [`Conn::complete`] or
+//! [`Conn::file_opened`]. A file's bytes go out with `sendfile(2)` as the socket accepts them,
+//! straight from the page cache: the connection holds the open file and an offset, never the
+//! file's bytes.
+//!
+//! The budget counts socket operations (reads, `sendfile` calls) per pump. The event loop gives
+//! an unlimited one; an actor gives a small one and, told [`Fate::Again`], sends itself a
+//! message to go on later, so that one busy connection cannot hold a scheduler thread.
 
+use std::fs::File;
 use std::io::{self, Write};
 use std::net::Shutdown;
 
 use std::time::Instant;
 
-use berth_proto::http::{Context, Handler, Limits, Phase, Reply, Session, Step};
+use berth_proto::http::{
+    Context, FileError, FileRequest, Handler, Limits, Phase, Reply, Session, Step,
+};
 use mio::net::TcpStream;
 
+use super::files::{self, OpenFile};
 use super::pool::BufPool;
-use crate::drive::Timeouts;
+use super::Timeouts;
 use crate::net::read_into_spare;
 
-/// What the loop lends a connection while it runs.
+/// What the owner lends a connection while it runs.
 pub(super) struct Env<'a, H: Handler> {
     pub handler: &'a mut H,
     pub pool: &'a mut BufPool,
@@ -22,17 +38,29 @@ pub(super) struct Env<'a, H: Handler> {
     pub date: &'a [u8],
     /// Largest the input buffer may grow to: a maximal head and body plus one buffer of slack.
     pub max_input: usize,
+    /// Socket operations (reads, `sendfile` calls) this pump may still do.
+    pub budget: usize,
 }
 
-/// Whether a connection stays after [`Conn::pump`].
+/// What a connection needs after [`Conn::pump`].
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Fate<J> {
-    /// Keep it; wait for readiness or a job.
+    /// Keep it; wait for readiness, a job or a file.
     Keep,
-    /// Keep it, and run this job for it.
+    /// Keep it, and run this job for it; then [`Conn::complete`].
     Offload(J),
+    /// Keep it, and open this file for it; then [`Conn::file_opened`].
+    Open(FileRequest),
+    /// The budget ran out with more to do at once: pump again soon.
+    Again,
     /// Close it and free its slot.
     Close,
+}
+
+/// Work a pump handed out, not yet given to the owner.
+enum Handoff<J> {
+    Job(J),
+    Open(FileRequest),
 }
 
 pub(super) struct Conn {
@@ -49,7 +77,8 @@ pub(super) struct Conn {
     peer_closed: bool,
     /// The kernel reported the peer's FIN (EPOLLRDHUP): a short read does not mean "drained".
     pub hup: bool,
-    /// A job is running for this connection; its slot must outlive it.
+    /// A job is running (or a file is being opened) for this connection; its slot must outlive
+    /// it.
     pub job_pending: bool,
     /// `input` holds bytes the session has not been shown yet (or asked to see again).
     unprocessed: bool,
@@ -59,6 +88,20 @@ pub(super) struct Conn {
     /// When the first byte of the request now being read arrived: the header timeout runs from
     /// here, however slowly the rest trickles in.
     request_since: Option<Instant>,
+
+    /// The file just opened for the session, until it asks for its bytes.
+    opened: Option<File>,
+    /// A file body going out after `output`; later responses wait until it is all sent.
+    sending: Option<Sending>,
+    /// The last pump stopped for want of budget.
+    cut_short: bool,
+}
+
+/// The part of a file still to send.
+struct Sending {
+    file: File,
+    offset: u64,
+    remaining: u64,
 }
 
 impl Conn {
@@ -78,7 +121,15 @@ impl Conn {
             dead: false,
 
             request_since: None,
+            opened: None,
+            sending: None,
+            cut_short: false,
         }
+    }
+
+    /// Bytes of the current response not yet handed to the kernel, head or file.
+    fn out_pending(&self) -> bool {
+        self.written < self.output.len() || self.sending.is_some()
     }
 
     /// Makes the response now in the making the connection's last (`Connection: close`).
@@ -90,13 +141,13 @@ impl Conn {
     pub fn is_idle(&self) -> bool {
         !self.dead
             && !self.job_pending
-            && self.written >= self.output.len()
+            && !self.out_pending()
             && self.session.phase(&self.input) == Phase::Idle
     }
 
     /// When the connection should be given up on, given what it waits for now.
     pub fn deadline(&mut self, now: Instant, t: &Timeouts) -> Option<Instant> {
-        if self.written < self.output.len() {
+        if self.out_pending() {
             return Some(now + t.write);
         }
         match self.session.phase(&self.input) {
@@ -114,7 +165,7 @@ impl Conn {
     /// The deadline passed: a stalled write or an idle connection is closed, a request in
     /// progress is answered 408 first.
     pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) -> Fate<H::Job> {
-        if self.written < self.output.len() || self.session.is_closed() {
+        if self.out_pending() || self.session.is_closed() {
             return Fate::Close;
         }
         self.ensure_output(env.pool);
@@ -125,8 +176,8 @@ impl Conn {
         let step = self
             .session
             .expire(&mut self.input, &mut self.output, &cx, env.handler);
-        let job = self.after(step);
-        self.pump_with(env, job)
+        let handoff = self.after(step);
+        self.pump_with(env, handoff)
     }
 
     /// Hands a finished job's reply to the session, then carries on like [`Conn::pump`].
@@ -140,8 +191,36 @@ impl Conn {
         let step =
             self.session
                 .complete(reply, &mut self.input, &mut self.output, &cx, env.handler);
-        let job = self.after(step);
-        self.pump_with(env, job)
+        let handoff = self.after(step);
+        self.pump_with(env, handoff)
+    }
+
+    /// Hands what opening a file found to the session, then carries on like [`Conn::pump`]
+    /// (sending the file's bytes first, if the answer has any).
+    pub fn file_opened<H: Handler>(
+        &mut self,
+        request: &FileRequest,
+        found: Result<OpenFile, FileError>,
+        env: &mut Env<'_, H>,
+    ) -> Fate<H::Job> {
+        self.job_pending = false;
+        let cx = Context {
+            limits: env.limits,
+            date: env.date,
+        };
+        self.ensure_output(env.pool);
+        let meta = found.as_ref().map(|f| &f.meta).map_err(|e| *e);
+        let step = self.session.file(
+            request,
+            meta,
+            &mut self.input,
+            &mut self.output,
+            &cx,
+            env.handler,
+        );
+        self.opened = found.ok().map(|f| f.file);
+        let handoff = self.after(step);
+        self.pump_with(env, handoff)
     }
 
     /// Writes, parses and reads until nothing more can happen without a new event.
@@ -149,21 +228,25 @@ impl Conn {
         self.pump_with(env, None)
     }
 
-    /// [`Conn::pump`], carrying a job that is not submitted yet. A new job does not cut the pump
-    /// short: responses already written for earlier pipelined requests still go out now rather
-    /// than after the job, and the socket is still read so a departing peer is noticed.
+    /// [`Conn::pump`], carrying a job or file that is not handed out yet. It does not cut the
+    /// pump short: responses already written for earlier pipelined requests still go out now
+    /// rather than after it, and the socket is still read so a departing peer is noticed.
     fn pump_with<H: Handler>(
         &mut self,
         env: &mut Env<'_, H>,
-        mut job: Option<H::Job>,
+        mut handoff: Option<Handoff<H::Job>>,
     ) -> Fate<H::Job> {
-        let keep = self.run(env, &mut job);
-        match (keep, job) {
-            (true, Some(job)) => Fate::Offload(job),
+        self.cut_short = false;
+        let keep = self.run(env, &mut handoff);
+        match (keep, handoff) {
+            (true, Some(Handoff::Job(job))) => Fate::Offload(job),
+            (true, Some(Handoff::Open(file))) => Fate::Open(file),
+            // A handoff's answer pumps again anyway, and readiness flags persist till then.
+            (true, None) if self.cut_short => Fate::Again,
             (true, None) => Fate::Keep,
-            (false, job) => {
-                // Dropping a job that was never submitted: nothing else refers to the slot.
-                if job.is_some() {
+            (false, handoff) => {
+                // Dropping work never handed out: nothing else refers to the slot.
+                if handoff.is_some() {
                     self.job_pending = false;
                 }
                 Fate::Close
@@ -172,12 +255,27 @@ impl Conn {
     }
 
     /// The body of [`Conn::pump`]: false means close.
-    fn run<H: Handler>(&mut self, env: &mut Env<'_, H>, job: &mut Option<H::Job>) -> bool {
+    fn run<H: Handler>(
+        &mut self,
+        env: &mut Env<'_, H>,
+        handoff: &mut Option<Handoff<H::Job>>,
+    ) -> bool {
         loop {
             if self.writable && self.written < self.output.len() && self.flush().is_err() {
                 return false;
             }
-            let out_pending = self.written < self.output.len();
+            if self.writable && self.written >= self.output.len() && self.sending.is_some() {
+                if env.budget == 0 {
+                    self.cut_short = true;
+                    return true;
+                }
+                if self.send_body(&mut env.budget).is_err() {
+                    return false;
+                }
+                // Done, socket full, or budget spent: each is settled at the top.
+                continue;
+            }
+            let out_pending = self.out_pending();
             let finished = self.session.is_closed()
                 || (self.peer_closed && !self.job_pending && !self.unprocessed);
             if finished {
@@ -186,6 +284,8 @@ impl Conn {
 
             if self.unprocessed
                 && !self.job_pending
+                // Responses to later requests wait until a file body is all out.
+                && self.sending.is_none()
                 // An empty buffer is always below the mark, even a mark of 0.
                 && (self.output.is_empty() || self.output.len() < env.limits.output_high_water)
             {
@@ -200,7 +300,7 @@ impl Conn {
                     self.session
                         .process(&mut self.input, &mut self.output, &cx, env.handler);
                 if let Some(new) = self.after(step) {
-                    *job = Some(new);
+                    *handoff = Some(new);
                 }
                 if self.output.len() > before || self.unprocessed {
                     continue;
@@ -208,6 +308,10 @@ impl Conn {
             }
 
             if self.readable && !self.peer_closed {
+                if env.budget == 0 {
+                    self.cut_short = true;
+                    return true;
+                }
                 // The session wants more bytes only when it has seen all it has and is not busy.
                 let wants_more = !self.unprocessed && !self.job_pending;
                 if self.input.capacity() == 0 {
@@ -224,6 +328,7 @@ impl Conn {
                         .min(env.max_input - self.input.capacity());
                     self.input.reserve(grow);
                 }
+                env.budget -= 1;
                 match read_into_spare(&self.stream, &mut self.input) {
                     Ok(0) => self.peer_closed = true,
                     Ok(_) => {
@@ -246,19 +351,59 @@ impl Conn {
         }
     }
 
-    /// Records what a session step asks of the connection; returns a job to submit.
-    fn after<J>(&mut self, step: Step<J>) -> Option<J> {
+    /// Records what a session step asks of the connection; returns work to hand out.
+    fn after<J>(&mut self, step: Step<J>) -> Option<Handoff<J>> {
         match step {
             Step::Offload(job) => {
                 self.job_pending = true;
-                Some(job)
+                Some(Handoff::Job(job))
+            }
+            Step::Open(file) => {
+                self.job_pending = true;
+                Some(Handoff::Open(file))
             }
             Step::Flush => {
                 self.unprocessed = true;
                 None
             }
+            Step::SendFile { offset, len } => {
+                let file = self.opened.take();
+                debug_assert!(file.is_some(), "SendFile without an opened file");
+                self.sending = file.map(|file| Sending {
+                    file,
+                    offset,
+                    remaining: len,
+                });
+                None
+            }
             Step::Read | Step::Close => None,
         }
+    }
+
+    /// Sends file bytes until the socket is full, the budget is spent or the body is done;
+    /// once done, lets the session go on with pipelined requests.
+    fn send_body(&mut self, budget: &mut usize) -> io::Result<()> {
+        let Some(body) = &mut self.sending else {
+            return Ok(());
+        };
+        while body.remaining > 0 {
+            if *budget == 0 {
+                return Ok(());
+            }
+            *budget -= 1;
+            match files::send_file(&self.stream, &body.file, &mut body.offset, body.remaining) {
+                Ok(n) => body.remaining -= n as u64,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writable = false;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.sending = None;
+        self.unprocessed = true;
+        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -301,6 +446,8 @@ impl Conn {
     /// socket and whose input was all consumed closes at once (nginx's lingering heuristic).
     pub fn shut(&mut self, pool: &mut BufPool) {
         let unread = self.readable || !self.input.is_empty();
+        self.opened = None;
+        self.sending = None;
         self.input.clear();
         self.output.clear();
         self.written = 0;

@@ -1,0 +1,789 @@
+//! Static files, the protocol half: everything about serving a file that needs no file system.
+//!
+//! ```text
+//!   handler: FileRequest::parse(req, "a/b.txt") ──> Handled::File(request)
+//!   session: Step::Open(request)                ──> driver opens it under its root
+//!   driver:  Session::file(&request, Ok(meta))  ──> head written (200/206/304/416/404...)
+//!   session: Step::SendFile { offset, len }     ──> driver sends those bytes of the file
+//! ```
+//!
+//! Here live the parts a driver must not get wrong and that are easy to test without a disk:
+//! turning the request path into a relative path that cannot leave the root (percent-decoding,
+//! `..`, encoded slashes, NUL bytes, absolute paths), the conditional request rules
+//! (`If-None-Match`, `If-Modified-Since`, `If-Range`), `Range: bytes=` with its 206 and 416
+//! answers, validators (`ETag`, `Last-Modified`) and the Content-Type table. Opening the file,
+//! refusing symlinks that leave the root, and moving the bytes are the driver's
+//! (`berth::drive::files`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::request::{trim, Method, Request, Version};
+use super::response::{write_head, write_response, Head};
+
+/// A request for a file, checked and reduced to what answering it needs. Owned, so it can
+/// travel to whoever opens files (a worker, or the actor model's Files actor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRequest {
+    /// Relative, `/`-separated, percent-decoded; no empty, `.` or `..` segment. `""` is the root.
+    path: String,
+    head_only: bool,
+    /// The raw `If-None-Match` value (rarely present, so kept as sent).
+    if_none_match: Option<String>,
+    /// `If-Modified-Since` in seconds since the epoch; a malformed date is ignored
+    /// (RFC 9110 §13.1.3).
+    if_modified_since: Option<u64>,
+    /// The single byte range asked for; `None` when absent, malformed or multiple (then the whole
+    /// file is sent, which RFC 9110 §14.2 allows).
+    range: Option<RangeSpec>,
+    if_range: Option<IfRange>,
+}
+
+/// Why a request path was refused before any file was looked at. The answer is 404 either
+/// way (nothing tells a prober which rule it hit); the reason is for logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadPath(pub &'static str);
+
+/// What the driver found for a [`FileRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    /// Size in bytes.
+    pub len: u64,
+    /// Last modification time.
+    pub modified: SystemTime,
+    /// The Content-Type of the file actually opened (a directory's `index.html`, say): see
+    /// [`content_type`].
+    pub content_type: &'static str,
+}
+
+/// Why the driver could not open a [`FileRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileError {
+    /// No such file, a directory without `index.html`, not a regular file, a symlink leading
+    /// out of the root, or no root configured: 404.
+    NotFound,
+    /// The file exists but the server may not read it: 403.
+    Forbidden,
+    /// Any other I/O failure: 500.
+    Failed,
+}
+
+/// A single byte range as asked for, before the file's length is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RangeSpec {
+    /// `first-last`, both inclusive.
+    FromTo(u64, u64),
+    /// `first-`: to the end.
+    From(u64),
+    /// `-n`: the last n bytes.
+    Suffix(u64),
+}
+
+/// `If-Range`: send the range only if the file is still this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum IfRange {
+    ETag(String),
+    Date(u64),
+}
+
+impl FileRequest {
+    /// Checks `rel`, the request path below the files route (`"a/b%20c.txt"` for
+    /// `/files/a/b%20c.txt`), and collects the conditional and range headers of `req`.
+    ///
+    /// Refused, whatever the file system holds: malformed percent-escapes, an encoded `/` or
+    /// `\`, a NUL byte, a `..` segment (encoded or not), a path that starts with `/` (absolute),
+    /// and bytes that are not UTF-8. Empty and `.` segments are skipped.
+    pub fn parse(req: &Request<'_>, rel: &str) -> Result<FileRequest, BadPath> {
+        Ok(FileRequest {
+            path: sanitize(rel)?,
+            head_only: req.method == Method::Head,
+            if_none_match: req
+                .header("if-none-match")
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .map(|v| v.trim().to_owned()),
+            if_modified_since: req.header("if-modified-since").and_then(parse_date),
+            // Range is defined for GET only (RFC 9110 §14.2).
+            range: match req.method {
+                Method::Get => req.header("range").and_then(parse_range),
+                _ => None,
+            },
+            if_range: req.header("if-range").and_then(parse_if_range),
+        })
+    }
+
+    /// The relative path to open below the root; `""` means the root itself.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Whether the request was HEAD (the head is sent, the body is not).
+    pub fn head_only(&self) -> bool {
+        self.head_only
+    }
+}
+
+/// Percent-decodes and checks a path below the root; see [`FileRequest::parse`].
+fn sanitize(rel: &str) -> Result<String, BadPath> {
+    if rel.starts_with('/') {
+        return Err(BadPath("absolute path"));
+    }
+    let mut out = Vec::with_capacity(rel.len());
+    for segment in rel.split('/') {
+        let start = out.len();
+        if start > 0 {
+            out.push(b'/');
+        }
+        let mut bytes = segment.bytes();
+        while let Some(b) = bytes.next() {
+            let b = if b == b'%' {
+                let hi = bytes.next().and_then(hex);
+                let lo = bytes.next().and_then(hex);
+                match (hi, lo) {
+                    (Some(hi), Some(lo)) => hi << 4 | lo,
+                    _ => return Err(BadPath("malformed percent-escape")),
+                }
+            } else {
+                b
+            };
+            match b {
+                0 => return Err(BadPath("NUL byte")),
+                // Only a literal `/` separates segments; an encoded one would let `..%2F..`
+                // through a segment check. `\` separates nothing on Unix, but refusing it costs
+                // nothing and keeps the rule simple.
+                b'/' | b'\\' => return Err(BadPath("encoded separator")),
+                _ => out.push(b),
+            }
+        }
+        let seg = &out[start + usize::from(start > 0)..];
+        match seg {
+            b".." => return Err(BadPath("parent segment")),
+            b"" | b"." => out.truncate(start),
+            _ => {}
+        }
+    }
+    String::from_utf8(out).map_err(|_| BadPath("not UTF-8"))
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn parse_date(v: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(trim(v)).ok()?;
+    let t = httpdate::parse_http_date(s).ok()?;
+    Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs())
+}
+
+/// `bytes=first-last`, `bytes=first-` or `bytes=-suffix`; anything else (other units, several
+/// ranges, bad numbers, last before first) is `None`: the header is ignored.
+fn parse_range(v: &[u8]) -> Option<RangeSpec> {
+    let v = trim(v);
+    let (unit, set) = (v.get(..6)?, &v[6..]);
+    if !unit.eq_ignore_ascii_case(b"bytes=") || set.contains(&b',') {
+        return None;
+    }
+    let set = trim(set);
+    let dash = set.iter().position(|&b| b == b'-')?;
+    let (first, last) = (trim(&set[..dash]), trim(&set[dash + 1..]));
+    let num = |s: &[u8]| -> Option<u64> {
+        if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(s).ok()?.parse().ok()
+    };
+    match (first.is_empty(), last.is_empty()) {
+        (true, true) => None,
+        (true, false) => Some(RangeSpec::Suffix(num(last)?)),
+        (false, true) => Some(RangeSpec::From(num(first)?)),
+        (false, false) => {
+            let (a, b) = (num(first)?, num(last)?);
+            (a <= b).then_some(RangeSpec::FromTo(a, b))
+        }
+    }
+}
+
+fn parse_if_range(v: &[u8]) -> Option<IfRange> {
+    let v = trim(v);
+    if v.starts_with(b"\"") || v.starts_with(b"W/") {
+        Some(IfRange::ETag(String::from_utf8(v.to_vec()).ok()?))
+    } else {
+        parse_date(v).map(IfRange::Date)
+    }
+}
+
+/// What answering a file request comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// 200, the whole file.
+    Full,
+    /// 206, `len` bytes from `start`.
+    Partial { start: u64, len: u64 },
+    /// 304.
+    NotModified,
+    /// 416.
+    Unsatisfiable,
+}
+
+/// Seconds and nanoseconds since the epoch (0 for times before it).
+fn since_epoch(t: SystemTime) -> Duration {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// The strong validator of a file: its modification time and length, as nginx builds one, with
+/// nanoseconds so that two writes within a second still change it.
+fn etag(meta: &FileMeta) -> String {
+    let t = since_epoch(meta.modified);
+    format!(
+        "\"{:x}.{:x}-{:x}\"",
+        t.as_secs(),
+        t.subsec_nanos(),
+        meta.len
+    )
+}
+
+/// `If-None-Match` uses the weak comparison: `W/"x"` matches `"x"` (RFC 9110 §13.1.2).
+fn none_match_hits(list: &str, tag: &str) -> bool {
+    let opaque = |t: &str| t.trim().trim_start_matches("W/").to_owned();
+    let tag = opaque(tag);
+    list.trim() == "*" || list.split(',').any(|t| opaque(t) == tag)
+}
+
+fn decide(req: &FileRequest, meta: &FileMeta, tag: &str) -> Decision {
+    let modified = since_epoch(meta.modified).as_secs();
+    // RFC 9110 §13.2.2: If-None-Match first; If-Modified-Since only when it is absent.
+    let not_modified = match (&req.if_none_match, req.if_modified_since) {
+        (Some(list), _) => none_match_hits(list, tag),
+        (None, Some(since)) => modified <= since,
+        (None, None) => false,
+    };
+    if not_modified {
+        return Decision::NotModified;
+    }
+    let Some(range) = req.range else {
+        return Decision::Full;
+    };
+    // If-Range: the range only if the file is unchanged; a weak tag never matches (§13.1.5).
+    let still_same = match &req.if_range {
+        None => true,
+        Some(IfRange::ETag(t)) => !t.starts_with("W/") && t == tag,
+        Some(IfRange::Date(d)) => *d == modified,
+    };
+    if !still_same {
+        return Decision::Full;
+    }
+    let len = meta.len;
+    let (start, end) = match range {
+        RangeSpec::FromTo(a, _) | RangeSpec::From(a) if a >= len => return Decision::Unsatisfiable,
+        RangeSpec::FromTo(a, b) => (a, b.min(len - 1)),
+        RangeSpec::From(a) => (a, len - 1),
+        RangeSpec::Suffix(0) => return Decision::Unsatisfiable,
+        RangeSpec::Suffix(_) if len == 0 => return Decision::Unsatisfiable,
+        RangeSpec::Suffix(n) => (len.saturating_sub(n), len - 1),
+    };
+    Decision::Partial {
+        start,
+        len: end - start + 1,
+    }
+}
+
+/// Writes the response to a file request: its whole head, and for errors and 416 a short body.
+/// Returns the status and the byte range the driver must send after the head (none for HEAD,
+/// 304, errors and empty files).
+pub(crate) fn write_answer(
+    out: &mut Vec<u8>,
+    req: &FileRequest,
+    found: Result<&FileMeta, FileError>,
+    keep_alive: bool,
+    version: Version,
+    date: &[u8],
+) -> (u16, Option<(u64, u64)>) {
+    let head = |status, content_type, extra| Head {
+        status,
+        content_type,
+        extra,
+        keep_alive,
+        version,
+        date,
+    };
+    let text = "text/plain; charset=utf-8";
+    let meta = match found {
+        Ok(meta) => meta,
+        Err(e) => {
+            let (status, body): (u16, &[u8]) = match e {
+                FileError::NotFound => (404, b"Not Found\n"),
+                FileError::Forbidden => (403, b"Forbidden\n"),
+                FileError::Failed => (500, b"cannot read the file\n"),
+            };
+            write_response(out, &head(status, text, &[]), body, req.head_only);
+            return (status, None);
+        }
+    };
+    let tag = etag(meta);
+    let mut modified = [0u8; super::DATE_LEN];
+    {
+        use std::io::Write;
+        let mut slot = &mut modified[..];
+        // An IMF-fixdate is always DATE_LEN bytes.
+        let _ = write!(slot, "{}", httpdate::HttpDate::from(meta.modified));
+    }
+    let validators = [("ETag", tag.as_bytes()), ("Last-Modified", &modified[..])];
+    let decision = decide(req, meta, &tag);
+    match decision {
+        Decision::NotModified => {
+            // A 304 has no content and, here, no Content-Length: the only value allowed would be
+            // the 200's, which a careless client could take for a body to wait for (§8.6).
+            write_head(out, &head(304, "", &validators), None);
+            (304, None)
+        }
+        Decision::Unsatisfiable => {
+            let range = format!("bytes */{}", meta.len);
+            let extra = [("Content-Range", range.as_bytes())];
+            write_response(
+                out,
+                &head(416, text, &extra),
+                b"Range Not Satisfiable\n",
+                req.head_only,
+            );
+            (416, None)
+        }
+        Decision::Full | Decision::Partial { .. } => {
+            let (status, start, len) = match decision {
+                Decision::Partial { start, len } => (206, start, len),
+                _ => (200, 0, meta.len),
+            };
+            let range;
+            let mut extra = vec![
+                validators[0],
+                validators[1],
+                ("Accept-Ranges", &b"bytes"[..]),
+            ];
+            if status == 206 {
+                range = format!("bytes {}-{}/{}", start, start + len - 1, meta.len);
+                extra.push(("Content-Range", range.as_bytes()));
+            }
+            write_head(out, &head(status, meta.content_type, &extra), Some(len));
+            let send = (!req.head_only && len > 0).then_some((start, len));
+            (status, send)
+        }
+    }
+}
+
+/// The Content-Type for a file name, from its extension (case-insensitive);
+/// `application/octet-stream` when unknown. Text types say UTF-8, as nginx's defaults do not
+/// but browsers need for anything beyond ASCII.
+pub fn content_type(name: &str) -> &'static str {
+    let file = name.rsplit('/').next().unwrap_or(name);
+    let Some((_, ext)) = file.rsplit_once('.') else {
+        return "application/octet-stream";
+    };
+    let mut lower = [0u8; 8];
+    if ext.len() > lower.len() {
+        return "application/octet-stream";
+    }
+    for (l, b) in lower.iter_mut().zip(ext.bytes()) {
+        *l = b.to_ascii_lowercase();
+    }
+    match &lower[..ext.len()] {
+        b"html" | b"htm" => "text/html; charset=utf-8",
+        b"css" => "text/css; charset=utf-8",
+        b"js" | b"mjs" => "text/javascript; charset=utf-8",
+        b"json" => "application/json",
+        b"txt" | b"text" => "text/plain; charset=utf-8",
+        b"md" => "text/markdown; charset=utf-8",
+        b"csv" => "text/csv; charset=utf-8",
+        b"xml" => "application/xml",
+        b"svg" => "image/svg+xml",
+        b"png" => "image/png",
+        b"jpg" | b"jpeg" => "image/jpeg",
+        b"gif" => "image/gif",
+        b"webp" => "image/webp",
+        b"avif" => "image/avif",
+        b"ico" => "image/vnd.microsoft.icon",
+        b"woff" => "font/woff",
+        b"woff2" => "font/woff2",
+        b"ttf" => "font/ttf",
+        b"otf" => "font/otf",
+        b"wasm" => "application/wasm",
+        b"pdf" => "application/pdf",
+        b"zip" => "application/zip",
+        b"gz" => "application/gzip",
+        b"tar" => "application/x-tar",
+        b"mp4" => "video/mp4",
+        b"webm" => "video/webm",
+        b"mp3" => "audio/mpeg",
+        b"ogg" => "audio/ogg",
+        b"wav" => "audio/wav",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(headers: &[(&'static str, &'static str)], method: Method) -> FileRequest {
+        let hs: Vec<httparse::Header<'static>> = headers
+            .iter()
+            .map(|&(name, value)| httparse::Header {
+                name,
+                value: value.as_bytes(),
+            })
+            .collect();
+        let req = Request {
+            method,
+            target: "/files/f",
+            path: "/files/f",
+            query: None,
+            version: Version::Http11,
+            headers: &hs,
+            body: b"",
+        };
+        FileRequest::parse(&req, "f").unwrap()
+    }
+
+    fn get(headers: &[(&'static str, &'static str)]) -> FileRequest {
+        request(headers, Method::Get)
+    }
+
+    fn meta(len: u64) -> FileMeta {
+        FileMeta {
+            len,
+            modified: UNIX_EPOCH + Duration::new(784_111_777, 5),
+            content_type: "text/plain; charset=utf-8",
+        }
+    }
+
+    /// Runs `write_answer` and returns (status, range to send, response text).
+    fn answer(
+        req: &FileRequest,
+        found: Result<&FileMeta, FileError>,
+    ) -> (u16, Option<(u64, u64)>, String) {
+        let mut out = Vec::new();
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        let (status, send) = write_answer(&mut out, req, found, true, Version::Http11, date);
+        (status, send, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn paths_are_decoded_and_normalised() {
+        assert_eq!(sanitize("a/b.txt").unwrap(), "a/b.txt");
+        assert_eq!(sanitize("a%20b/c%2Etxt").unwrap(), "a b/c.txt");
+        assert_eq!(sanitize("").unwrap(), "");
+        assert_eq!(sanitize("dir/").unwrap(), "dir");
+        assert_eq!(sanitize("./a//b/./c").unwrap(), "a/b/c");
+        assert_eq!(sanitize("%C3%A9t%C3%A9.txt").unwrap(), "été.txt");
+        assert_eq!(sanitize("..a/b..").unwrap(), "..a/b..");
+    }
+
+    #[test]
+    fn paths_that_could_escape_are_refused() {
+        for bad in [
+            "..",
+            "../etc/passwd",
+            "a/../../etc/passwd",
+            "a/..",
+            "%2e%2e/etc/passwd",
+            "%2E%2E",
+            ".%2e/x",
+            "a%2f..%2f..%2fetc",
+            "..%2F..%2Fetc%2Fpasswd",
+            "a%5c..%5cb",
+            "/etc/passwd",
+            "//etc/passwd",
+            "%2fetc/passwd",
+            "a%00.txt",
+            "a\0b",
+            "bad%zz",
+            "short%2",
+            "%ff%fe",
+        ] {
+            assert!(sanitize(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn content_types_by_extension() {
+        assert_eq!(content_type("index.html"), "text/html; charset=utf-8");
+        assert_eq!(content_type("a/b/STYLE.CSS"), "text/css; charset=utf-8");
+        assert_eq!(content_type("x.png"), "image/png");
+        assert_eq!(content_type("x.tar.gz"), "application/gzip");
+        assert_eq!(content_type("README"), "application/octet-stream");
+        assert_eq!(content_type("dir.d/file"), "application/octet-stream");
+        assert_eq!(
+            content_type("x.verylongextension"),
+            "application/octet-stream"
+        );
+    }
+
+    #[test]
+    fn ranges_parse_and_resolve() {
+        let part = |h: &'static str, len| decide(&get(&[("Range", h)]), &meta(len), "\"t\"");
+        assert_eq!(
+            part("bytes=0-9", 100),
+            Decision::Partial { start: 0, len: 10 }
+        );
+        assert_eq!(
+            part("bytes=90-200", 100),
+            Decision::Partial { start: 90, len: 10 }
+        );
+        assert_eq!(
+            part("bytes=95-", 100),
+            Decision::Partial { start: 95, len: 5 }
+        );
+        assert_eq!(
+            part("bytes=-10", 100),
+            Decision::Partial { start: 90, len: 10 }
+        );
+        assert_eq!(
+            part("bytes=-1000", 100),
+            Decision::Partial { start: 0, len: 100 }
+        );
+        assert_eq!(
+            part("BYTES = 5-5", 100),
+            Decision::Full,
+            "space before = is not allowed"
+        );
+        assert_eq!(
+            part("Bytes=5-5", 100),
+            Decision::Partial { start: 5, len: 1 }
+        );
+        assert_eq!(part("bytes=100-", 100), Decision::Unsatisfiable);
+        assert_eq!(part("bytes=100-200", 100), Decision::Unsatisfiable);
+        assert_eq!(part("bytes=-0", 100), Decision::Unsatisfiable);
+        assert_eq!(part("bytes=-5", 0), Decision::Unsatisfiable);
+        assert_eq!(part("bytes=0-", 0), Decision::Unsatisfiable);
+        // Ignored, so the whole file is sent: several ranges, bad syntax, other units.
+        for ignored in [
+            "bytes=0-1,5-6",
+            "bytes=5-1",
+            "bytes=a-b",
+            "bytes=-",
+            "bytes=1",
+            "items=0-1",
+            "bytes=99999999999999999999999-",
+        ] {
+            assert_eq!(part(ignored, 100), Decision::Full, "{ignored}");
+        }
+        // HEAD ignores Range.
+        let head = request(&[("Range", "bytes=0-1")], Method::Head);
+        assert_eq!(decide(&head, &meta(100), "\"t\""), Decision::Full);
+    }
+
+    #[test]
+    fn conditional_requests() {
+        let m = meta(10);
+        let tag = etag(&m);
+        let lm = httpdate::fmt_http_date(m.modified);
+        let d = |req: FileRequest| decide(&req, &m, &tag);
+        let tag_s: &'static str = Box::leak(tag.clone().into_boxed_str());
+        let lm_s: &'static str = Box::leak(lm.into_boxed_str());
+        assert_eq!(d(get(&[("If-None-Match", tag_s)])), Decision::NotModified);
+        assert_eq!(
+            d(get(&[("If-None-Match", "\"x\", W/\"nope\"")])),
+            Decision::Full
+        );
+        let weak: &'static str = Box::leak(format!("\"x\", W/{tag}").into_boxed_str());
+        assert_eq!(d(get(&[("If-None-Match", weak)])), Decision::NotModified);
+        assert_eq!(d(get(&[("If-None-Match", "*")])), Decision::NotModified);
+        assert_eq!(
+            d(get(&[("If-Modified-Since", lm_s)])),
+            Decision::NotModified
+        );
+        assert_eq!(
+            d(get(&[(
+                "If-Modified-Since",
+                "Sun, 06 Nov 1994 08:49:37 GMT"
+            )])),
+            Decision::NotModified
+        );
+        assert_eq!(
+            d(get(&[(
+                "If-Modified-Since",
+                "Sat, 01 Jan 1994 00:00:00 GMT"
+            )])),
+            Decision::Full
+        );
+        assert_eq!(
+            d(get(&[("If-Modified-Since", "yesterday")])),
+            Decision::Full
+        );
+        // If-None-Match wins over If-Modified-Since.
+        assert_eq!(
+            d(get(&[
+                ("If-None-Match", "\"other\""),
+                ("If-Modified-Since", lm_s)
+            ])),
+            Decision::Full
+        );
+        // If-Range: the range only while the validator still matches.
+        assert_eq!(
+            d(get(&[("Range", "bytes=0-0"), ("If-Range", tag_s)])),
+            Decision::Partial { start: 0, len: 1 }
+        );
+        assert_eq!(
+            d(get(&[("Range", "bytes=0-0"), ("If-Range", "\"old\"")])),
+            Decision::Full
+        );
+        assert_eq!(
+            d(get(&[("Range", "bytes=0-0"), ("If-Range", lm_s)])),
+            Decision::Partial { start: 0, len: 1 }
+        );
+    }
+
+    #[test]
+    fn answers_carry_validators_lengths_and_ranges() {
+        let m = meta(100);
+        let (status, send, text) = answer(&get(&[]), Ok(&m));
+        assert_eq!((status, send), (200, Some((0, 100))));
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("\r\nContent-Length: 100\r\n"), "{text}");
+        assert!(
+            text.contains("\r\nContent-Type: text/plain; charset=utf-8\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("\r\nETag: {}\r\n", etag(&m))),
+            "{text}"
+        );
+        assert!(text.contains("\r\nAccept-Ranges: bytes\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\n"), "no body in the head: {text}");
+
+        let (status, send, text) = answer(&get(&[("Range", "bytes=10-19")]), Ok(&m));
+        assert_eq!((status, send), (206, Some((10, 10))));
+        assert!(
+            text.contains("\r\nContent-Range: bytes 10-19/100\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nContent-Length: 10\r\n"), "{text}");
+
+        let (status, send, text) = answer(&get(&[("Range", "bytes=100-")]), Ok(&m));
+        assert_eq!((status, send), (416, None));
+        assert!(
+            text.contains("\r\nContent-Range: bytes */100\r\n"),
+            "{text}"
+        );
+
+        let (status, send, text) = answer(&get(&[("If-None-Match", "*")]), Ok(&m));
+        assert_eq!((status, send), (304, None));
+        assert!(!text.contains("Content-Length"), "{text}");
+        assert!(text.contains("\r\nETag: "), "{text}");
+
+        let head = request(&[], Method::Head);
+        let (status, send, text) = answer(&head, Ok(&m));
+        assert_eq!((status, send), (200, None));
+        assert!(text.contains("\r\nContent-Length: 100\r\n"), "{text}");
+
+        let (status, send, _) = answer(&get(&[]), Ok(&meta(0)));
+        assert_eq!(
+            (status, send),
+            (200, None),
+            "an empty file has nothing to send"
+        );
+
+        for (e, want) in [
+            (FileError::NotFound, 404),
+            (FileError::Forbidden, 403),
+            (FileError::Failed, 500),
+        ] {
+            let (status, send, text) = answer(&get(&[]), Err(e));
+            assert_eq!((status, send), (want, None));
+            assert!(text.contains("Content-Length: "), "{text}");
+        }
+    }
+
+    /// A handler that answers every request with the file it names below `/`.
+    struct Serve;
+
+    #[derive(Debug, PartialEq, Eq)]
+    struct NoJob;
+
+    impl crate::http::Job for NoJob {
+        fn run(self) -> crate::http::Reply {
+            crate::http::Reply::empty(500)
+        }
+    }
+
+    impl crate::http::Handler for Serve {
+        type Job = NoJob;
+        fn handle(
+            &mut self,
+            req: &Request<'_>,
+            res: &mut crate::http::Response<'_>,
+        ) -> crate::http::Handled<NoJob> {
+            match FileRequest::parse(req, &req.path[1..]) {
+                Ok(f) => crate::http::Handled::File(f),
+                Err(_) => {
+                    res.send(404, "text/plain", b"no\n");
+                    crate::http::Handled::Done
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn session_hands_files_to_the_driver_in_order() {
+        use crate::http::{Context, Limits, Session, Step};
+        let limits = Limits::default();
+        let cx = Context {
+            limits: &limits,
+            date: b"Sun, 06 Nov 1994 08:49:37 GMT",
+        };
+        let mut session = Session::new();
+        let mut input = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\
+                          HEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\
+                          GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            .to_vec();
+        let mut output = Vec::new();
+        let m = meta(100);
+
+        let Step::Open(req) = session.process(&mut input, &mut output, &cx, &mut Serve) else {
+            panic!("no Open step")
+        };
+        assert_eq!(req.path(), "a.txt");
+        assert!(output.is_empty(), "nothing is answered before the file");
+        let step = session.file(&req, Ok(&m), &mut input, &mut output, &cx, &mut Serve);
+        assert_eq!(
+            step,
+            Step::SendFile {
+                offset: 0,
+                len: 100
+            }
+        );
+        assert!(String::from_utf8_lossy(&output).ends_with("\r\n\r\n"));
+        output.clear();
+
+        // The body goes out; then the HEAD request: a head and no bytes to send.
+        let Step::Open(req) = session.process(&mut input, &mut output, &cx, &mut Serve) else {
+            panic!("no Open step for HEAD")
+        };
+        assert!(req.head_only());
+        let step = session.file(&req, Ok(&m), &mut input, &mut output, &cx, &mut Serve);
+        // Without bytes to send the session goes straight on to the third request.
+        let Step::Open(req) = step else {
+            panic!("HEAD answer did not go on: {step:?}")
+        };
+        assert!(String::from_utf8_lossy(&output).contains("Content-Length: 100"));
+        output.clear();
+        let step = session.file(
+            &req,
+            Err(FileError::NotFound),
+            &mut input,
+            &mut output,
+            &cx,
+            &mut Serve,
+        );
+        assert_eq!(step, Step::Close);
+        let text = String::from_utf8(output).unwrap();
+        assert!(text.starts_with("HTTP/1.1 404 "), "{text}");
+        assert!(text.contains("Connection: close"), "{text}");
+        assert!(session.is_closed());
+    }
+}

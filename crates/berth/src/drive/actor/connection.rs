@@ -1,0 +1,252 @@
+//! The connection actor: one per connection, owning its socket and its HTTP session (the
+//! non-blocking [`Conn`] the event loop uses too), driven by messages: readiness from the
+//! poller, its own "go on" messages, job replies from the workers and files from the Files
+//! actor.
+//!
+//! Each message does a bounded amount of socket work ([`BUDGET`] reads or `sendfile` calls);
+//! when more could be done at once the actor sends itself [`ConnMsg::Continue`] and returns, so
+//! other actors get the thread in between — the "recursive behaviour" of seed 002, whose cost
+//! and benefit the runtime's batch size trades.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use berth_proto::http::{FileError, FileRequest, Handler, Limits, Reply};
+use crossbeam_channel::{Sender, TrySendError};
+
+use super::runtime::{Actor, Addr, Context};
+use crate::drive::clock::DateCache;
+use crate::drive::conn::{Conn, Env, Fate};
+use crate::drive::files::OpenFile;
+use crate::drive::pool::BufPool;
+use crate::drive::workers::{ReplyTo, Task};
+use crate::drive::Timeouts;
+use crate::stats::Stats;
+
+/// Socket operations per message: one read or one `sendfile` chunk, then yield.
+pub(super) const BUDGET: usize = 1;
+
+/// What a connection actor is sent.
+pub(super) enum ConnMsg {
+    /// The poller saw readiness on the socket.
+    Ready {
+        readable: bool,
+        writable: bool,
+        /// The peer's FIN or an error: a short read no longer means "drained".
+        hup: bool,
+    },
+    /// Sent to itself: go on with what the budget cut short.
+    Continue,
+    /// A worker ran the connection's job.
+    Done(Reply),
+    /// The Files actor's answer.
+    File(FileRequest, Result<OpenFile, FileError>),
+    /// The poller found the connection's deadline passed.
+    Expire,
+    /// A drain began: close if idle, else make the response in progress the last.
+    Drain,
+    /// Close now.
+    Shutdown,
+}
+
+/// What the Files actor is sent.
+pub(super) struct OpenMsg {
+    pub request: FileRequest,
+    pub reply_to: Addr<ConnMsg>,
+}
+
+/// A job's return address: the connection actor.
+pub(super) struct ActorReply(pub Addr<ConnMsg>);
+
+impl ReplyTo for ActorReply {
+    fn reply(self, reply: Reply) {
+        self.0.send(ConnMsg::Done(reply));
+    }
+}
+
+/// What every connection actor of a server shares.
+pub(super) struct Shared<J> {
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+    pub max_input: usize,
+    pub buffer_size: usize,
+    /// The Files actor.
+    pub files: Addr<OpenMsg>,
+    /// The workers' queue; `None` runs jobs in the actor itself.
+    pub queue: Option<Sender<Task<J, ActorReply>>>,
+    pub stats: Arc<Stats>,
+    /// Connections open, for the capacity check.
+    pub open: AtomicUsize,
+    /// Slab keys of closed connections, for the poller to free.
+    pub closed: Sender<usize>,
+    /// Deadlines are milliseconds since this instant (0: none).
+    pub epoch: Instant,
+}
+
+impl<J> Shared<J> {
+    /// `at` as stored in a deadline cell.
+    pub fn millis(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_millis() as u64 + 1
+    }
+}
+
+/// One connection.
+pub(super) struct ConnActor<H: Handler> {
+    pub conn: Conn,
+    /// Its key in the poller's slab.
+    pub key: usize,
+    /// Its stats shard.
+    pub shard: usize,
+    pub handler: H,
+    /// Its own two buffers, kept while it lives (actors move between threads, so there is no
+    /// per-thread pool to return them to).
+    pub pool: BufPool,
+    pub date: DateCache,
+    /// Read by the poller's timer scan.
+    pub deadline: Arc<AtomicU64>,
+    pub draining: bool,
+    pub shared: Arc<Shared<H::Job>>,
+}
+
+impl<H: Handler + Send + 'static> Actor for ConnActor<H>
+where
+    H::Job: Send,
+{
+    type Msg = ConnMsg;
+
+    fn handle(&mut self, msg: ConnMsg, cx: &mut Context<'_, Self>) {
+        self.date.refresh();
+        let shared = self.shared.clone();
+        let mut env = Env {
+            handler: &mut self.handler,
+            pool: &mut self.pool,
+            limits: &shared.limits,
+            date: self.date.get(),
+            max_input: shared.max_input,
+            budget: BUDGET,
+        };
+        let fate = match msg {
+            ConnMsg::Ready {
+                readable,
+                writable,
+                hup,
+            } => {
+                self.conn.readable |= readable;
+                self.conn.writable |= writable;
+                self.conn.hup |= hup;
+                self.conn.pump(&mut env)
+            }
+            ConnMsg::Continue => self.conn.pump(&mut env),
+            ConnMsg::Done(reply) => self.conn.complete(reply, &mut env),
+            ConnMsg::File(request, found) => self.conn.file_opened(&request, found, &mut env),
+            ConnMsg::Expire => {
+                let due = self.deadline.load(Ordering::Acquire);
+                if due != 0 && due <= shared.millis(Instant::now()) {
+                    log::debug!("actor connection {} timed out", self.key);
+                    self.conn.expire(&mut env)
+                } else {
+                    Fate::Keep
+                }
+            }
+            ConnMsg::Drain => {
+                self.draining = true;
+                self.conn.wind_down();
+                Fate::Keep
+            }
+            ConnMsg::Shutdown => Fate::Close,
+        };
+        self.settle(fate, cx);
+    }
+}
+
+impl<H: Handler + Send + 'static> ConnActor<H>
+where
+    H::Job: Send,
+{
+    /// Acts on what the connection needs next.
+    fn settle(&mut self, mut fate: Fate<H::Job>, cx: &mut Context<'_, Self>) {
+        loop {
+            fate = match fate {
+                Fate::Keep if self.draining && self.conn.is_idle() => Fate::Close,
+                Fate::Keep => return self.arm(),
+                Fate::Again => {
+                    cx.addr().send(ConnMsg::Continue);
+                    return self.arm();
+                }
+                Fate::Open(request) => {
+                    let asked = self.shared.files.send(OpenMsg {
+                        request,
+                        reply_to: cx.addr(),
+                    });
+                    if asked {
+                        return self.arm();
+                    }
+                    // The Files actor is gone: only during shutdown.
+                    Fate::Close
+                }
+                Fate::Offload(job) => {
+                    let reply = match &self.shared.queue {
+                        Some(queue) => {
+                            let task = Task {
+                                job,
+                                reply_to: ActorReply(cx.addr()),
+                            };
+                            match queue.try_send(task) {
+                                Ok(()) => {
+                                    self.shared.stats.job_queued();
+                                    return self.arm();
+                                }
+                                Err(TrySendError::Full(_)) => {
+                                    self.shared.stats.job_rejected();
+                                    Reply::overloaded()
+                                }
+                                Err(TrySendError::Disconnected(_)) => {
+                                    self.close(cx);
+                                    return;
+                                }
+                            }
+                        }
+                        // No workers: the actor runs the job itself.
+                        None => crate::drive::run_job(job),
+                    };
+                    let shared = self.shared.clone();
+                    let mut env = Env {
+                        handler: &mut self.handler,
+                        pool: &mut self.pool,
+                        limits: &shared.limits,
+                        date: self.date.get(),
+                        max_input: shared.max_input,
+                        budget: BUDGET,
+                    };
+                    self.conn.complete(reply, &mut env)
+                }
+                Fate::Close => return self.close(cx),
+            };
+        }
+    }
+
+    /// Publishes the deadline for what the connection now waits for.
+    fn arm(&mut self) {
+        let at = self.conn.deadline(Instant::now(), &self.shared.timeouts);
+        let millis = at.map_or(0, |at| self.shared.millis(at));
+        self.deadline.store(millis, Ordering::Release);
+    }
+
+    /// Closes the connection and stops the actor (the socket closes when it is dropped).
+    fn close(&mut self, cx: &mut Context<'_, Self>) {
+        self.conn.shut(&mut self.pool);
+        cx.stop();
+    }
+}
+
+/// However the actor ends — closed, panicked, or dropped unrun at shutdown — the connection is
+/// counted closed and its slab key given back.
+impl<H: Handler> Drop for ConnActor<H> {
+    fn drop(&mut self) {
+        self.deadline.store(0, Ordering::Release);
+        self.shared.stats.shard(self.shard).connection_closed();
+        self.shared.open.fetch_sub(1, Ordering::AcqRel);
+        let _ = self.shared.closed.send(self.key);
+    }
+}

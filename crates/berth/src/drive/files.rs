@@ -1,0 +1,461 @@
+//! Static files, the I/O half: opening a [`FileRequest`] under a root directory without ever
+//! leaving it, and moving a file's bytes to a socket without reading the file whole.
+//!
+//! Every model serves `/files` through this module: [`Files::open`] turns a request into an
+//! open file and its [`FileMeta`] (the session decides the status from that), then the driver
+//! sends the range the session asks for with `copy_range` (blocking models: bounded chunks
+//! through one reusable buffer) or `send_file` (non-blocking models: `sendfile(2)`, no copy
+//! through user space). Either way memory per connection stays bounded by one chunk, whatever
+//! the file size or however slowly the peer reads.
+//!
+//! Escapes are refused twice. The protocol layer has already refused `..`, encoded separators,
+//! NUL bytes and absolute paths ([`FileRequest::parse`]); here the path is opened relative to
+//! the root's descriptor with `openat2(RESOLVE_BENEATH)`, so the kernel refuses any resolution
+//! that would leave the root — a symlink to `/etc`, or one planted while the request is in
+//! flight. On kernels without `openat2` (before 5.6) the fallback resolves the path with
+//! `canonicalize`, checks it is still below the root, and opens it with `O_NOFOLLOW`.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use berth_proto::http::{content_type, FileError, FileMeta, FileRequest};
+
+/// Bytes moved per step: the buffer size of `copy_range`, and the most one `send_file` call
+/// is asked for (so that one connection's large file cannot hold a thread for long).
+pub const CHUNK: usize = 64 * 1024;
+
+/// Where `/files` is served from: a root directory, or none (every file request is then 404).
+/// Cheap to clone; clones share the root's descriptor.
+#[derive(Clone, Default)]
+pub struct Files {
+    root: Option<Arc<Root>>,
+}
+
+struct Root {
+    /// The root directory, opened once: every file is opened relative to it.
+    dir: OwnedFd,
+    /// As given, for messages.
+    path: PathBuf,
+    /// Canonical form, for the fallback's "still below the root" check.
+    canonical: PathBuf,
+    /// Whether the kernel has `openat2` (probed when the root is opened).
+    openat2: bool,
+}
+
+/// An open file, ready for its bytes to be sent.
+#[derive(Debug)]
+pub struct OpenFile {
+    /// The file, opened read-only.
+    pub file: File,
+    /// What the session needs to answer: size, modification time, Content-Type.
+    pub meta: FileMeta,
+}
+
+impl std::fmt::Debug for Files {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.root {
+            Some(root) => write!(f, "Files({})", root.path.display()),
+            None => f.write_str("Files(none)"),
+        }
+    }
+}
+
+impl Files {
+    /// Serves files below `root`, which must be a directory.
+    pub fn new(root: impl AsRef<Path>) -> io::Result<Files> {
+        let path = root.as_ref().to_path_buf();
+        let dir = File::options()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let canonical = path.canonicalize()?;
+        let dir = OwnedFd::from(dir);
+        let openat2 = !matches!(
+            openat2(&dir, c".", libc::O_RDONLY | libc::O_DIRECTORY),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS)
+        );
+        Ok(Files {
+            root: Some(Arc::new(Root {
+                dir,
+                path,
+                canonical,
+                openat2,
+            })),
+        })
+    }
+
+    /// No root: every file request is answered 404.
+    pub fn none() -> Files {
+        Files { root: None }
+    }
+
+    /// The root's descriptor, which a forked child must keep open.
+    pub(crate) fn descriptor(&self) -> Option<std::os::fd::RawFd> {
+        self.root.as_deref().map(|r| r.dir.as_raw_fd())
+    }
+
+    /// The root directory, if there is one.
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref().map(|r| r.path.as_path())
+    }
+
+    /// Opens the file `req` names. A directory is served by its `index.html` if it has one;
+    /// anything but a regular file (a FIFO, a device) is not served at all.
+    pub fn open(&self, req: &FileRequest) -> Result<OpenFile, FileError> {
+        let Some(root) = &self.root else {
+            no_root_hint();
+            return Err(FileError::NotFound);
+        };
+        let rel = req.path();
+        let (file, meta) = root.open_regular_or_dir(if rel.is_empty() { "." } else { rel })?;
+        if meta.is_file() {
+            return Ok(opened(file, &meta, rel));
+        }
+        if !meta.is_dir() {
+            return Err(FileError::NotFound);
+        }
+        let index = match rel {
+            "" => "index.html".to_owned(),
+            _ => format!("{rel}/index.html"),
+        };
+        let (file, meta) = root.open_regular_or_dir(&index)?;
+        if !meta.is_file() {
+            return Err(FileError::NotFound);
+        }
+        Ok(opened(file, &meta, &index))
+    }
+}
+
+/// Logs, once per process, why `/files` answers 404 when there is no root.
+fn no_root_hint() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        log::warn!(
+            "/files/ answers 404: no root directory (give --root DIR, or create ./public before \
+             starting)"
+        )
+    });
+}
+
+fn opened(file: File, meta: &std::fs::Metadata, name: &str) -> OpenFile {
+    OpenFile {
+        file,
+        meta: FileMeta {
+            len: meta.len(),
+            modified: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+            content_type: content_type(name),
+        },
+    }
+}
+
+impl Root {
+    /// Opens `rel` (relative, no `..`: the protocol layer saw to that) below the root and
+    /// reads its metadata.
+    fn open_regular_or_dir(&self, rel: &str) -> Result<(File, std::fs::Metadata), FileError> {
+        // O_NONBLOCK: opening a FIFO someone left in the root must not block the thread; it
+        // changes nothing for regular files and directories.
+        let flags = libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK;
+        let file = if self.openat2 {
+            let c = CString::new(rel).map_err(|_| FileError::NotFound)?;
+            openat2(&self.dir, &c, flags).map(File::from)
+        } else {
+            self.open_checked(rel, flags)
+        }
+        .map_err(file_error)?;
+        let meta = file.metadata().map_err(file_error)?;
+        Ok((file, meta))
+    }
+
+    /// The fallback without `openat2`: resolve every symlink, check the result is still below
+    /// the root, then open exactly that path refusing a symlink in its last component (one
+    /// swapped in after the check).
+    fn open_checked(&self, rel: &str, flags: libc::c_int) -> io::Result<File> {
+        let resolved = self.canonical.join(rel).canonicalize()?;
+        if !resolved.starts_with(&self.canonical) {
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        }
+        File::options()
+            .read(true)
+            .custom_flags(flags | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(resolved)
+    }
+}
+
+/// Maps an open or stat failure to the answer it deserves. An escape attempt (EXDEV from
+/// `RESOLVE_BENEATH`, a symlink loop) is indistinguishable from a missing file on purpose.
+fn file_error(e: io::Error) -> FileError {
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => FileError::Forbidden,
+        Some(
+            libc::ENOENT
+            | libc::ENOTDIR
+            | libc::EXDEV
+            | libc::ELOOP
+            | libc::ENAMETOOLONG
+            | libc::EINVAL
+            | libc::ENXIO
+            | libc::ENODEV,
+        ) => FileError::NotFound,
+        _ => {
+            log::warn!("opening a file failed: {e}");
+            FileError::Failed
+        }
+    }
+}
+
+/// `struct open_how` of `openat2(2)` (libc's is `non_exhaustive`, so it cannot be built).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `openat2(dir, path, flags, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, close-on-exec.
+fn openat2(dir: &impl AsFd, path: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `how` a live open_how whose size is passed
+    // with it; both outlive the call. The descriptor is borrowed for the call only.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_fd().as_raw_fd(),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat2 returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// Sends `len` bytes of `file` from `offset` to a blocking `out`, through `buf` (grown to
+/// [`CHUNK`] once and reused), so that memory stays bounded however large the file. A file that
+/// shrank meanwhile ends the connection: the promised Content-Length can no longer be met.
+pub(crate) fn copy_range(
+    out: &mut impl Write,
+    file: &File,
+    mut offset: u64,
+    mut len: u64,
+    buf: &mut Vec<u8>,
+) -> io::Result<()> {
+    if buf.len() < CHUNK {
+        buf.resize(CHUNK, 0);
+    }
+    while len > 0 {
+        let want = len.min(CHUNK as u64) as usize;
+        let n = match file.read_at(&mut buf[..want], offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        out.write_all(&buf[..n])?;
+        offset += n as u64;
+        len -= n as u64;
+    }
+    Ok(())
+}
+
+/// One `sendfile(2)` call: up to `len` (at most [`CHUNK`]) bytes of `file` from `*offset` to the
+/// socket `out`, advancing `*offset`. Returns the count sent; `WouldBlock` on a full non-blocking
+/// socket. A file that ends early is an error (see [`copy_range`]).
+pub(crate) fn send_file(
+    out: &impl AsRawFd,
+    file: &File,
+    offset: &mut u64,
+    len: u64,
+) -> io::Result<usize> {
+    let count = len.min(CHUNK as u64) as usize;
+    let mut off =
+        libc::off_t::try_from(*offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: both descriptors are open for the call (borrowed), and `off` is a live off_t the
+    // kernel updates in place.
+    let n = unsafe { libc::sendfile(out.as_raw_fd(), file.as_raw_fd(), &mut off, count) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n == 0 && count > 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    *offset = off as u64;
+    Ok(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_proto::http::{Method, Request, Version};
+    use std::os::unix::ffi::OsStrExt;
+
+    /// A scratch directory: `root/` with files, a subdirectory, symlinks in and out, and a
+    /// secret next to the root.
+    fn scratch(name: &str) -> PathBuf {
+        let base = std::env::temp_dir().join(format!("berth-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+        std::fs::create_dir_all(root.join("withindex")).unwrap();
+        std::fs::write(base.join("secret.txt"), "secret").unwrap();
+        std::fs::write(root.join("a.txt"), "hello").unwrap();
+        std::fs::write(root.join("withindex/index.html"), "<p>hi</p>").unwrap();
+        std::fs::write(root.join("sub/deeper/x.css"), "x").unwrap();
+        std::os::unix::fs::symlink("a.txt", root.join("inside-link")).unwrap();
+        std::os::unix::fs::symlink("../secret.txt", root.join("outside-link")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("etc-link")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("sub/up")).unwrap();
+        std::os::unix::fs::symlink("../..", root.join("sub/out")).unwrap();
+        base
+    }
+
+    fn req(path: &str) -> FileRequest {
+        let r = Request {
+            method: Method::Get,
+            target: "/",
+            path: "/",
+            query: None,
+            version: Version::Http11,
+            headers: &[],
+            body: b"",
+        };
+        FileRequest::parse(&r, path).unwrap()
+    }
+
+    fn check(files: &Files) {
+        let open = |p: &str| files.open(&req(p)).map(|f| f.meta);
+        let a = open("a.txt").unwrap();
+        assert_eq!(a.len, 5);
+        assert_eq!(a.content_type, "text/plain; charset=utf-8");
+        assert_eq!(
+            open("sub/deeper/x.css").unwrap().content_type,
+            "text/css; charset=utf-8"
+        );
+        assert_eq!(
+            open("inside-link").unwrap().len,
+            5,
+            "a symlink inside the root is fine"
+        );
+        let index = open("withindex").unwrap();
+        assert_eq!(
+            (index.len, index.content_type),
+            (9, "text/html; charset=utf-8")
+        );
+        assert_eq!(open("withindex/").unwrap().len, 9);
+        for missing in ["nope", "sub", "", "a.txt/x"] {
+            assert_eq!(open(missing), Err(FileError::NotFound), "{missing}");
+        }
+        for escape in [
+            "outside-link",
+            "etc-link/passwd",
+            "etc-link",
+            "sub/up/../secret.txt",
+        ] {
+            let r = FileRequest::parse(
+                &Request {
+                    method: Method::Get,
+                    target: "/",
+                    path: "/",
+                    query: None,
+                    version: Version::Http11,
+                    headers: &[],
+                    body: b"",
+                },
+                escape,
+            );
+            if let Ok(r) = r {
+                assert_eq!(
+                    files.open(&r).map(|f| f.meta),
+                    Err(FileError::NotFound),
+                    "{escape}"
+                );
+            }
+        }
+        assert_eq!(
+            open("sub/out/secret.txt"),
+            Err(FileError::NotFound),
+            "a link out of the root"
+        );
+        assert_eq!(
+            open("sub/up/a.txt").unwrap().len,
+            5,
+            "a link back into the root"
+        );
+    }
+
+    #[test]
+    fn opens_below_the_root_only() {
+        let base = scratch("openat2");
+        let files = Files::new(base.join("root")).unwrap();
+        assert!(
+            files.root.as_ref().unwrap().openat2,
+            "kernel without openat2?"
+        );
+        check(&files);
+        let _ = std::fs::remove_dir_all(base);
+    }
+
+    #[test]
+    fn fallback_without_openat2_opens_below_the_root_only() {
+        let base = scratch("fallback");
+        let mut files = Files::new(base.join("root")).unwrap();
+        Arc::get_mut(files.root.as_mut().unwrap()).unwrap().openat2 = false;
+        check(&files);
+        let _ = std::fs::remove_dir_all(base);
+    }
+
+    #[test]
+    fn no_root_is_not_found() {
+        assert_eq!(
+            Files::none().open(&req("a.txt")).map(|f| f.meta),
+            Err(FileError::NotFound)
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_not_served_and_does_not_block() {
+        let base = scratch("fifo");
+        let fifo = CString::new(base.join("root/pipe").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let files = Files::new(base.join("root")).unwrap();
+        assert_eq!(
+            files.open(&req("pipe")).map(|f| f.meta),
+            Err(FileError::NotFound)
+        );
+        let _ = std::fs::remove_dir_all(base);
+    }
+
+    #[test]
+    fn copy_range_sends_exactly_the_range_in_bounded_chunks() {
+        let base = scratch("copy");
+        let path = base.join("root/big.bin");
+        let data: Vec<u8> = (0..(3 * CHUNK + 17)).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = File::open(&path).unwrap();
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        copy_range(&mut out, &file, 5, data.len() as u64 - 10, &mut buf).unwrap();
+        assert_eq!(out, &data[5..data.len() - 5]);
+        assert_eq!(
+            buf.len(),
+            CHUNK,
+            "one chunk of buffer, whatever the file size"
+        );
+        let err = copy_range(&mut Vec::new(), &file, 0, data.len() as u64 + 1, &mut buf);
+        assert!(err.is_err(), "a file shorter than promised is an error");
+        let _ = std::fs::remove_dir_all(base);
+    }
+}
