@@ -774,7 +774,11 @@ fn a_client_that_takes_no_output_is_dropped_at_the_write_timeout() {
     });
     // The deadline counts from the engine's clock reading of its last round, a few ms
     // before `t`.
-    assert!(t.elapsed() >= Duration::from_millis(250), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
     assert_eq!(engine.client_count(), 0);
     release.send(()).unwrap();
     drop(stuck.join().unwrap());
