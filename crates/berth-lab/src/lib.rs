@@ -16,3 +16,4 @@ pub mod lab;
 mod latency;
 mod load_threads;
 pub mod msgbench;
+mod poll_loop;

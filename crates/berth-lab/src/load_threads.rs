@@ -68,6 +68,24 @@ pub(crate) struct Threads {
     pub duration: Option<Duration>,
 }
 
+impl Threads {
+    /// `requested` threads for `connections` connections: at least one thread, and no more
+    /// than one per connection, since a thread with no connection would only idle.
+    pub(crate) fn new(
+        name: &'static str,
+        requested: usize,
+        connections: usize,
+        duration: Option<Duration>,
+    ) -> Threads {
+        Threads {
+            count: requested.clamp(1, connections),
+            connections,
+            name,
+            duration,
+        }
+    }
+}
+
 /// The progress line printed to stderr once a second.
 pub(crate) struct Progress<F: FnMut() -> String> {
     /// Whether to print it at all (only worth it on a terminal).
@@ -185,12 +203,7 @@ mod tests {
 
     #[test]
     fn connections_are_dealt_out_evenly_and_counted_across_threads() {
-        let threads = Threads {
-            count: 3,
-            connections: 8,
-            name: "test",
-            duration: None,
-        };
+        let threads = Threads::new("test", 3, 8, None);
         let progress = Progress {
             show: false,
             counts: String::new,
@@ -200,5 +213,7 @@ mod tests {
         let (shares, _) = run(&threads, &stop, progress, Ok).unwrap();
         assert_eq!(shares, [0..3, 3..6, 6..8]);
         assert!(stop.load(Relaxed));
+        assert_eq!(Threads::new("test", 9, 2, None).count, 2);
+        assert_eq!(Threads::new("test", 0, 2, None).count, 1);
     }
 }

@@ -10,20 +10,17 @@
 //! second read that would only say "would block". That is safe with mio's edge-triggered
 //! readiness because any byte arriving after that read raises a fresh event.
 
-use std::io::{self, ErrorKind, Read, Write};
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use berth_proto::http::client::{ReadStatus, ResponseReader, MAX_RESPONSE_HEAD};
 use mio::event::Event;
-use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Poll, Token};
 
 use super::report::Tally;
 use crate::load_threads::Budget;
-
-/// How often timeouts and reconnect back-offs are checked, and progress published.
-const TICK: Duration = Duration::from_millis(10);
+use crate::poll_loop::{self, EventLoop, ReadSide, Stream};
 
 /// How long a connection waits before trying again after its connect failed.
 const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
@@ -71,7 +68,7 @@ enum State {
 }
 
 struct Conn {
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
     state: State,
     reader: ResponseReader,
     buf: Vec<u8>,
@@ -84,11 +81,8 @@ struct Conn {
     inflight: usize,
     /// When the current batch (or, without keep-alive, the connect) began.
     began: Instant,
-    /// A readable event arrived that has not been read yet.
-    readable: bool,
-    /// The peer's FIN has arrived: read until end of stream even after a short read, because
-    /// no further event will announce it.
-    read_closed: bool,
+    /// What events have said about the socket's read side.
+    read: ReadSide,
     /// Requests taken from the budget for the batch this connection will send once connected.
     reserved: usize,
     retry_at: Option<Instant>,
@@ -111,6 +105,8 @@ struct Loop<'a> {
     /// `pipeline` copies of the request, so a batch is one write.
     batch: Vec<u8>,
     tally: Tally,
+    /// The (responses, errors) counts last added to `shared`.
+    published: (u64, u64),
 }
 
 /// Runs `connections` connections until `shared.stop` is set or the budget is spent.
@@ -122,6 +118,7 @@ pub(crate) fn run(plan: &Plan, shared: &Shared, connections: usize) -> io::Resul
         conns: Vec::with_capacity(connections),
         batch: plan.request.repeat(plan.pipeline),
         tally: Tally::default(),
+        published: (0, 0),
     };
     let now = Instant::now();
     for _ in 0..connections {
@@ -136,57 +133,29 @@ pub(crate) fn run(plan: &Plan, shared: &Shared, connections: usize) -> io::Resul
             batch: 0,
             inflight: 0,
             began: now,
-            readable: false,
-            read_closed: false,
+            read: ReadSide::default(),
             reserved: 0,
             retry_at: Some(now),
         });
     }
-    let mut events = Events::with_capacity(1024);
-    let mut next_tick = now;
-    let mut published = (0, 0);
-    loop {
-        let now = Instant::now();
-        if now >= next_tick {
-            lp.tick(now);
-            next_tick = now + TICK;
-            let counts = (lp.tally.responses, lp.tally.errors.total());
-            shared.responses.fetch_add(counts.0 - published.0, Relaxed);
-            shared.errors.fetch_add(counts.1 - published.1, Relaxed);
-            published = counts;
-        }
-        if shared.stop.load(Relaxed) || lp.finished() {
-            break;
-        }
-        match lp.poll.poll(&mut events, Some(TICK)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-        for ev in events.iter() {
-            lp.on_event(ev);
-        }
-    }
-    shared
-        .responses
-        .fetch_add(lp.tally.responses - published.0, Relaxed);
-    shared
-        .errors
-        .fetch_add(lp.tally.errors.total() - published.1, Relaxed);
+    poll_loop::drive(&mut lp, &shared.stop, &shared.budget)?;
     Ok(lp.tally)
 }
 
-impl Loop<'_> {
-    /// Bounded by count: done once the budget is spent and no batch is in flight.
-    fn finished(&self) -> bool {
-        self.shared.budget.is_bounded()
-            && self
-                .conns
-                .iter()
-                .all(|c| c.state == State::Idle && c.retry_at.is_none())
+impl EventLoop for Loop<'_> {
+    fn poll(&mut self) -> &mut Poll {
+        &mut self.poll
     }
 
-    /// Timeouts and reconnects; runs every [`TICK`].
+    fn publish(&mut self) {
+        let counts = (self.tally.responses, self.tally.errors.total());
+        let before = std::mem::replace(&mut self.published, counts);
+        self.shared
+            .responses
+            .fetch_add(counts.0 - before.0, Relaxed);
+        self.shared.errors.fetch_add(counts.1 - before.1, Relaxed);
+    }
+
     fn tick(&mut self, now: Instant) {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
@@ -202,6 +171,33 @@ impl Loop<'_> {
         }
     }
 
+    fn all_idle(&self) -> bool {
+        self.conns
+            .iter()
+            .all(|c| c.state == State::Idle && c.retry_at.is_none())
+    }
+
+    fn read_side(&mut self, i: usize) -> Option<&mut ReadSide> {
+        self.conns.get_mut(i).map(|c| &mut c.read)
+    }
+
+    fn on_event(&mut self, i: usize, ev: &Event, now: Instant) {
+        let c = &self.conns[i];
+        if c.state == State::Connecting && (ev.is_writable() || ev.is_error()) {
+            if !self.connected(i, now) {
+                return;
+            }
+        } else if self.conns[i].state == State::Sending && ev.is_writable() {
+            self.send(i, now);
+        }
+        let c = &self.conns[i];
+        if c.state == State::Receiving && c.read.readable {
+            self.receive(i);
+        }
+    }
+}
+
+impl Loop<'_> {
     /// Starts a connection, if the budget has a request for it.
     fn open(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];
@@ -212,53 +208,20 @@ impl Loop<'_> {
         if reserved == 0 {
             return;
         }
-        let mut stream = match TcpStream::connect(self.plan.addr) {
+        let addr = self.plan.addr;
+        let stream = match Stream::open(self.poll.registry(), Token(i), || Stream::tcp(addr)) {
             Ok(s) => s,
             Err(_) => return self.fail(i, Failure::Connect, now),
         };
-        if let Err(_e) = self.poll.registry().register(
-            &mut stream,
-            Token(i),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
-            return self.fail(i, Failure::Connect, now);
-        }
-        let _ = stream.set_nodelay(true);
         let c = &mut self.conns[i];
         c.stream = Some(stream);
         c.reserved = reserved;
         c.state = State::Connecting;
         c.began = now;
-        c.readable = false;
-        c.read_closed = false;
+        c.read = ReadSide::default();
         c.start = 0;
         c.end = 0;
         c.reader = ResponseReader::new(self.plan.head);
-    }
-
-    fn on_event(&mut self, ev: &Event) {
-        let i = ev.token().0;
-        let Some(c) = self.conns.get_mut(i) else {
-            return;
-        };
-        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-            c.readable = true;
-        }
-        if ev.is_read_closed() || ev.is_error() {
-            c.read_closed = true;
-        }
-        let now = Instant::now();
-        if c.state == State::Connecting && (ev.is_writable() || ev.is_error()) {
-            if !self.connected(i, now) {
-                return;
-            }
-        } else if self.conns[i].state == State::Sending && ev.is_writable() {
-            self.send(i, now);
-        }
-        let c = &self.conns[i];
-        if c.state == State::Receiving && c.readable {
-            self.receive(i);
-        }
     }
 
     /// Completes a non-blocking connect; false if it failed or is not done yet.
@@ -266,16 +229,9 @@ impl Loop<'_> {
         let Some(stream) = self.conns[i].stream.as_ref() else {
             return false;
         };
-        match stream.take_error() {
-            Ok(None) => {}
-            Ok(Some(_)) | Err(_) => {
-                self.fail(i, Failure::Connect, now);
-                return false;
-            }
-        }
-        match stream.peer_addr() {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::NotConnected => return false,
+        match stream.connect_done() {
+            Ok(true) => {}
+            Ok(false) => return false,
             Err(_) => {
                 self.fail(i, Failure::Connect, now);
                 return false;
@@ -314,11 +270,9 @@ impl Loop<'_> {
             return;
         };
         while c.written < c.batch {
-            match stream.write(&self.batch[c.written..c.batch]) {
-                Ok(0) => return self.fail(i, Failure::Write, now),
-                Ok(n) => c.written += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            match stream.write_some(&self.batch[c.written..c.batch]) {
+                Ok(Some(n)) => c.written += n,
+                Ok(None) => return,
                 Err(_) => return self.fail(i, Failure::Write, now),
             }
         }
@@ -343,13 +297,12 @@ impl Loop<'_> {
                 }
             }
             let room = c.buf.len() - c.end;
-            let n = match stream.read(&mut c.buf[c.end..]) {
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    c.readable = false;
+            let n = match stream.read_some(&mut c.buf[c.end..]) {
+                Ok(Some(n)) => n,
+                Ok(None) => {
+                    c.read.readable = false;
                     return;
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => return self.fail(i, Failure::Read, Instant::now()),
             };
             let now = Instant::now();
@@ -361,9 +314,7 @@ impl Loop<'_> {
             if !self.parse(i, now) {
                 return;
             }
-            if n < room && !self.conns[i].read_closed {
-                // A short read emptied the socket; the next byte raises a new event.
-                self.conns[i].readable = false;
+            if self.conns[i].read.emptied_by(n, room) {
                 return;
             }
         }
@@ -423,9 +374,7 @@ impl Loop<'_> {
 
     fn close(&mut self, i: usize) {
         let c = &mut self.conns[i];
-        if let Some(mut s) = c.stream.take() {
-            let _ = self.poll.registry().deregister(&mut s);
-        }
+        Stream::close(self.poll.registry(), &mut c.stream);
         c.state = State::Idle;
         c.inflight = 0;
         c.reserved = 0;

@@ -95,12 +95,7 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
         Limit::Duration(d) => (Some(d), None),
         Limit::Requests(n) => (None, Some(n)),
     };
-    let threads = Threads {
-        count: config.threads.clamp(1, config.connections),
-        connections: config.connections,
-        name: "bench",
-        duration,
-    };
+    let threads = Threads::new("bench", config.threads, config.connections, duration);
     let shared = load::Shared {
         budget: Budget::new(count),
         ..load::Shared::default()

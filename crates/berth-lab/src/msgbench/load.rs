@@ -16,22 +16,19 @@
 //! byte arriving after it raises a fresh event), which saves a syscall per small echo.
 
 use std::collections::VecDeque;
-use std::io::{self, ErrorKind, Read, Write};
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use mio::event::{Event, Source};
-use mio::net::{TcpStream, UnixStream};
-use mio::{Events, Interest, Poll, Registry, Token};
+use mio::event::Event;
+use mio::{Poll, Token};
 
 use super::pattern::{Pattern, CHUNK};
 use super::report::{Failure, MsgTally};
 use super::wire::{self, In, WireError};
 use super::{Endpoint, Protocol};
 use crate::load_threads::Budget;
-
-/// How often timeouts and reconnect back-offs are checked, and progress published.
-const TICK: Duration = Duration::from_millis(10);
+use crate::poll_loop::{self, EventLoop, ReadSide, Stream};
 
 /// Pause before a connection tries again after its connect failed or its handshake was
 /// refused, so a server that is down or turning us away is not hammered in a tight loop.
@@ -79,83 +76,11 @@ pub(crate) struct Shared {
     pub errors: AtomicU64,
 }
 
-/// A TCP or UNIX stream socket.
-enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Stream {
-    fn connect(endpoint: &Endpoint) -> io::Result<Stream> {
-        match endpoint {
-            Endpoint::Tcp(addr) => {
-                let s = TcpStream::connect(*addr)?;
-                // Small messages and headers must not wait for Nagle.
-                let _ = s.set_nodelay(true);
-                Ok(Stream::Tcp(s))
-            }
-            Endpoint::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
-        }
-    }
-
-    fn take_error(&self) -> io::Result<Option<io::Error>> {
-        match self {
-            Stream::Tcp(s) => s.take_error(),
-            Stream::Unix(s) => s.take_error(),
-        }
-    }
-
-    /// Ok once a non-blocking connect has completed; `NotConnected` while it is under way.
-    fn check_connected(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.peer_addr().map(drop),
-            Stream::Unix(s) => s.peer_addr().map(drop),
-        }
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Unix(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Source for Stream {
-    fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.register(r, t, i),
-            Stream::Unix(s) => s.register(r, t, i),
-        }
-    }
-
-    fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.reregister(r, t, i),
-            Stream::Unix(s) => s.reregister(r, t, i),
-        }
-    }
-
-    fn deregister(&mut self, r: &Registry) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.deregister(r),
-            Stream::Unix(s) => s.deregister(r),
-        }
+/// Starts a non-blocking connect to `endpoint`.
+fn connect(endpoint: &Endpoint) -> io::Result<Stream> {
+    match endpoint {
+        Endpoint::Tcp(addr) => Stream::tcp(*addr),
+        Endpoint::Unix(path) => Stream::unix(path),
     }
 }
 
@@ -197,11 +122,8 @@ struct Conn {
     sent_at: VecDeque<Instant>,
     /// Verified bytes of the echo being read.
     echo_at: u64,
-    /// A readable event arrived that has not been read to the end yet.
-    readable: bool,
-    /// The peer's FIN has arrived: read to the end even after a short read, because no
-    /// further event will announce it.
-    read_closed: bool,
+    /// What events have said about the socket's read side.
+    read: ReadSide,
     /// When a byte last moved (or the connect began).
     last_progress: Instant,
     retry_at: Option<Instant>,
@@ -227,6 +149,8 @@ struct Loop<'a> {
     /// Every read lands here and is consumed at once.
     rbuf: Vec<u8>,
     tally: MsgTally,
+    /// The (messages, payload bytes, errors) counts last added to `shared`.
+    published: (u64, u64, u64),
 }
 
 /// Runs one connection per name until `shared.stop` is set or the budget is spent.
@@ -251,64 +175,35 @@ pub(crate) fn run(plan: &Plan, shared: &Shared, names: Vec<String>) -> io::Resul
                 next_seq: 0,
                 sent_at: VecDeque::with_capacity(plan.window),
                 echo_at: 0,
-                readable: false,
-                read_closed: false,
+                read: ReadSide::default(),
                 last_progress: now,
                 retry_at: Some(now),
             })
             .collect(),
         rbuf: vec![0; READ_BUFFER],
         tally: MsgTally::default(),
+        published: (0, 0, 0),
     };
-    let mut events = Events::with_capacity(1024);
-    let mut next_tick = now;
-    let mut published = (0, 0, 0);
-    loop {
-        let now = Instant::now();
-        if now >= next_tick {
-            lp.tick(now);
-            next_tick = now + TICK;
-            published = lp.publish(published);
-        }
-        if shared.stop.load(Relaxed) || lp.finished() {
-            break;
-        }
-        match lp.poll.poll(&mut events, Some(TICK)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-        for ev in events.iter() {
-            lp.on_event(ev);
-        }
-    }
-    lp.publish(published);
+    poll_loop::drive(&mut lp, &shared.stop, &shared.budget)?;
     Ok(lp.tally)
 }
 
-impl Loop<'_> {
-    /// Adds what was counted since `before` to the shared progress counters.
-    fn publish(&self, before: (u64, u64, u64)) -> (u64, u64, u64) {
+impl EventLoop for Loop<'_> {
+    fn poll(&mut self) -> &mut Poll {
+        &mut self.poll
+    }
+
+    fn publish(&mut self) {
         let t = &self.tally;
-        let now = (t.messages, t.payload_bytes, t.errors.total());
-        self.shared.messages.fetch_add(now.0 - before.0, Relaxed);
+        let counts = (t.messages, t.payload_bytes, t.errors.total());
+        let before = std::mem::replace(&mut self.published, counts);
+        self.shared.messages.fetch_add(counts.0 - before.0, Relaxed);
         self.shared
             .payload_bytes
-            .fetch_add(now.1 - before.1, Relaxed);
-        self.shared.errors.fetch_add(now.2 - before.2, Relaxed);
-        now
+            .fetch_add(counts.1 - before.1, Relaxed);
+        self.shared.errors.fetch_add(counts.2 - before.2, Relaxed);
     }
 
-    /// Bounded by count: done once the budget is spent and no connection has work left.
-    fn finished(&self) -> bool {
-        self.shared.budget.is_bounded()
-            && self
-                .conns
-                .iter()
-                .all(|c| c.state == State::Idle && c.retry_at.is_none())
-    }
-
-    /// Timeouts and reconnects; runs every [`TICK`].
     fn tick(&mut self, now: Instant) {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
@@ -338,55 +233,18 @@ impl Loop<'_> {
         }
     }
 
-    /// Starts a connection, if the budget has a message for it.
-    fn open(&mut self, i: usize, now: Instant) {
-        self.conns[i].retry_at = None;
-        // A message is taken from the budget before connecting, so a count-bounded run opens
-        // no connection it has nothing to send on; a failure on the way spends it.
-        let reserved = self.shared.budget.take(1);
-        if reserved == 0 {
-            return;
-        }
-        self.conns[i].queued = reserved;
-        let mut stream = match Stream::connect(&self.plan.endpoint) {
-            Ok(s) => s,
-            Err(e) => return self.fail(i, Failure::Connect, &e.to_string(), now),
-        };
-        if let Err(e) = self.poll.registry().register(
-            &mut stream,
-            Token(i),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
-            return self.fail(i, Failure::Connect, &format!("cannot poll: {e}"), now);
-        }
-        let c = &mut self.conns[i];
-        c.stream = Some(stream);
-        c.generation += 1;
-        c.state = State::Connecting;
-        c.reader = wire::Reader::new(self.plan.protocol);
-        c.out.clear();
-        c.out.extend_from_slice(&c.hello);
-        c.out_at = 0;
-        c.writing = None;
-        c.sent_at.clear();
-        c.echo_at = 0;
-        c.readable = false;
-        c.read_closed = false;
-        c.last_progress = now;
+    fn all_idle(&self) -> bool {
+        self.conns
+            .iter()
+            .all(|c| c.state == State::Idle && c.retry_at.is_none())
     }
 
-    fn on_event(&mut self, ev: &Event) {
-        let i = ev.token().0;
-        let Some(c) = self.conns.get_mut(i) else {
-            return;
-        };
-        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-            c.readable = true;
-        }
-        if ev.is_read_closed() || ev.is_error() {
-            c.read_closed = true;
-        }
-        let now = Instant::now();
+    fn read_side(&mut self, i: usize) -> Option<&mut ReadSide> {
+        self.conns.get_mut(i).map(|c| &mut c.read)
+    }
+
+    fn on_event(&mut self, i: usize, ev: &Event, now: Instant) {
+        let c = &self.conns[i];
         let generation = c.generation;
         match c.state {
             State::Idle => return,
@@ -405,11 +263,43 @@ impl Loop<'_> {
         }
         let c = &self.conns[i];
         if c.generation == generation
-            && c.readable
+            && c.read.readable
             && matches!(c.state, State::Handshake | State::Running)
         {
             self.receive(i);
         }
+    }
+}
+
+impl Loop<'_> {
+    /// Starts a connection, if the budget has a message for it.
+    fn open(&mut self, i: usize, now: Instant) {
+        self.conns[i].retry_at = None;
+        // A message is taken from the budget before connecting, so a count-bounded run opens
+        // no connection it has nothing to send on; a failure on the way spends it.
+        let reserved = self.shared.budget.take(1);
+        if reserved == 0 {
+            return;
+        }
+        self.conns[i].queued = reserved;
+        let endpoint = &self.plan.endpoint;
+        let stream = match Stream::open(self.poll.registry(), Token(i), || connect(endpoint)) {
+            Ok(s) => s,
+            Err(e) => return self.fail(i, Failure::Connect, &e, now),
+        };
+        let c = &mut self.conns[i];
+        c.stream = Some(stream);
+        c.generation += 1;
+        c.state = State::Connecting;
+        c.reader = wire::Reader::new(self.plan.protocol);
+        c.out.clear();
+        c.out.extend_from_slice(&c.hello);
+        c.out_at = 0;
+        c.writing = None;
+        c.sent_at.clear();
+        c.echo_at = 0;
+        c.read = ReadSide::default();
+        c.last_progress = now;
     }
 
     /// Completes a non-blocking connect and writes the hello; false if the connect failed or
@@ -418,16 +308,9 @@ impl Loop<'_> {
         let Some(stream) = self.conns[i].stream.as_ref() else {
             return false;
         };
-        match stream.take_error() {
-            Ok(None) => {}
-            Ok(Some(e)) | Err(e) => {
-                self.fail(i, Failure::Connect, &e.to_string(), now);
-                return false;
-            }
-        }
-        match stream.check_connected() {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotConnected => return false,
+        match stream.connect_done() {
+            Ok(true) => {}
+            Ok(false) => return false,
             Err(e) => {
                 self.fail(i, Failure::Connect, &e.to_string(), now);
                 return false;
@@ -457,10 +340,10 @@ impl Loop<'_> {
                 .as_ref()
                 .filter(|w| c.out_at == c.out.len() && plan.size - w.done >= DIRECT_MIN);
             let result = if c.out_at < c.out.len() {
-                stream.write(&c.out[c.out_at..])
+                stream.write_some(&c.out[c.out_at..])
             } else if let Some(w) = direct {
                 let left = (plan.size - w.done).min(CHUNK as u64) as usize;
-                stream.write(plan.pattern.slice(w.seq, w.done, left))
+                stream.write_some(plan.pattern.slice(w.seq, w.done, left))
             } else {
                 if !self.fill(i, now) {
                     let c = &self.conns[i];
@@ -474,10 +357,7 @@ impl Loop<'_> {
                 continue;
             };
             match result {
-                Ok(0) => {
-                    return self.fail(i, Failure::Write, "the socket accepted no bytes", now);
-                }
-                Ok(n) => {
+                Ok(Some(n)) => {
                     self.tally.bytes_written += n as u64;
                     c.last_progress = now;
                     if c.out_at < c.out.len() {
@@ -489,8 +369,7 @@ impl Loop<'_> {
                         }
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Ok(None) => return,
                 Err(e) => return self.fail(i, Failure::Write, &e.to_string(), now),
             }
         }
@@ -559,13 +438,12 @@ impl Loop<'_> {
             let Some(stream) = c.stream.as_mut() else {
                 return;
             };
-            let n = match stream.read(buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    c.readable = false;
+            let n = match stream.read_some(buf) {
+                Ok(Some(n)) => n,
+                Ok(None) => {
+                    c.read.readable = false;
                     return;
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return self.fail(i, Failure::Read, &e.to_string(), Instant::now()),
             };
             let now = Instant::now();
@@ -583,9 +461,7 @@ impl Loop<'_> {
             if c.generation != generation || c.stream.is_none() {
                 return;
             }
-            if n < buf.len() && !c.read_closed {
-                // A short read emptied the socket; the next byte raises a new event.
-                c.readable = false;
+            if c.read.emptied_by(n, buf.len()) {
                 return;
             }
         }
@@ -685,9 +561,7 @@ impl Loop<'_> {
 
     fn close(&mut self, i: usize) {
         let c = &mut self.conns[i];
-        if let Some(mut s) = c.stream.take() {
-            let _ = self.poll.registry().deregister(&mut s);
-        }
+        Stream::close(self.poll.registry(), &mut c.stream);
         c.state = State::Idle;
         c.queued = 0;
         c.writing = None;

@@ -189,12 +189,7 @@ pub fn run(config: &MsgBenchConfig) -> Result<MsgReport, String> {
         Limit::Duration(d) => (Some(d), None),
         Limit::Messages(n) => (None, Some(n)),
     };
-    let threads = Threads {
-        count: config.threads.clamp(1, config.connections),
-        connections: config.connections,
-        name: "msgbench",
-        duration,
-    };
+    let threads = Threads::new("msgbench", config.threads, config.connections, duration);
     let shared = load::Shared {
         budget: Budget::new(count),
         ..load::Shared::default()
