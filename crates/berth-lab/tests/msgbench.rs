@@ -16,7 +16,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use berth_lab::msgbench::{self, Endpoint, Limit, MsgBenchConfig, MsgReport, Names, Protocol};
+use berth_lab::msgbench::{
+    self, Endpoint, Limit, MsgBenchConfig, MsgErrors, MsgReport, Names, Protocol,
+};
 
 /// What the in-test server does besides echoing.
 #[derive(Debug, Clone, Default)]
@@ -44,37 +46,36 @@ impl EchoServer {
     fn tcp(b: Behaviour) -> EchoServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
-        let server = EchoServer::new(endpoint);
-        let (echoed, names) = (server.echoed.clone(), server.names.clone());
-        thread::spawn(move || {
-            for s in listener.incoming().flatten() {
-                let (b, echoed, names) = (b.clone(), echoed.clone(), names.clone());
-                thread::spawn(move || serve(s, &b, &echoed, &names));
-            }
-        });
-        server
+        EchoServer::start(endpoint, b, move || listener.accept().map(|(s, _)| s))
     }
 
     fn unix(b: Behaviour, path: &Path) -> EchoServer {
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path).expect("bind unix");
-        let server = EchoServer::new(format!("unix://{}", path.display()));
-        let (echoed, names) = (server.echoed.clone(), server.names.clone());
-        thread::spawn(move || {
-            for s in listener.incoming().flatten() {
-                let (b, echoed, names) = (b.clone(), echoed.clone(), names.clone());
-                thread::spawn(move || serve(s, &b, &echoed, &names));
-            }
-        });
-        server
+        let endpoint = format!("unix://{}", path.display());
+        EchoServer::start(endpoint, b, move || listener.accept().map(|(s, _)| s))
     }
 
-    fn new(endpoint: String) -> EchoServer {
-        EchoServer {
+    /// Serves every connection `accept` returns on a thread of its own, for ever (the
+    /// listener lives as long as the test process).
+    fn start<S: Read + Write + Send + 'static>(
+        endpoint: String,
+        b: Behaviour,
+        accept: impl Fn() -> io::Result<S> + Send + 'static,
+    ) -> EchoServer {
+        let server = EchoServer {
             endpoint,
             echoed: Arc::default(),
             names: Arc::default(),
-        }
+        };
+        let (echoed, names) = (server.echoed.clone(), server.names.clone());
+        thread::spawn(move || loop {
+            // A failed accept (a client gone before it was taken) is skipped.
+            let Ok(s) = accept() else { continue };
+            let (b, echoed, names) = (b.clone(), echoed.clone(), names.clone());
+            thread::spawn(move || serve(s, &b, &echoed, &names));
+        });
+        server
     }
 
     fn names(&self) -> BTreeSet<String> {
@@ -154,8 +155,24 @@ fn config(endpoint: &str, protocol: Protocol, size: u64, count: u64) -> MsgBench
     c
 }
 
+/// A config for `count` messages of `size` bytes on a single connection, so that every
+/// failure is that connection's, against an in-test server that behaves as `b` says.
+fn one_connection(b: Behaviour, size: u64, count: u64) -> MsgBenchConfig {
+    // The server's threads outlive the handle, which only the tests that count echoes need.
+    let server = EchoServer::tcp(b);
+    let mut c = config(&server.endpoint, Protocol::Berth, size, count);
+    c.connections = 1;
+    c
+}
+
 fn run(c: &MsgBenchConfig) -> MsgReport {
     msgbench::run(c).expect("the load runs")
+}
+
+/// Asserts that nothing was echoed and that `n` failures of the kind `kind` picks were counted.
+fn assert_failed(r: &MsgReport, kind: impl Fn(&MsgErrors) -> u64, n: u64) {
+    assert_eq!(r.tally.messages, 0, "{}", r.to_table());
+    assert_eq!(kind(&r.tally.errors), n, "{:?}", r.tally.reasons);
 }
 
 fn assert_clean(r: &MsgReport, count: u64) {
@@ -200,15 +217,12 @@ fn anonymous_clients_send_empty_keywords() {
 
 #[test]
 fn a_corrupted_byte_is_a_protocol_error_saying_where() {
-    let server = EchoServer::tcp(Behaviour {
+    let corrupt = Behaviour {
         corrupt_at: Some(100),
         ..Behaviour::default()
-    });
-    let mut c = config(&server.endpoint, Protocol::Berth, 1000, 5);
-    c.connections = 1;
-    let r = run(&c);
-    assert_eq!(r.tally.messages, 0);
-    assert_eq!(r.tally.errors.protocol, 5, "{:?}", r.tally.reasons);
+    };
+    let r = run(&one_connection(corrupt, 1000, 5));
+    assert_failed(&r, |e| e.protocol, 5);
     assert_eq!(r.tally.errors.total(), 5);
     let key = "protocol: the echo differs from what was sent at byte 100 of a 1000-byte message";
     assert_eq!(r.tally.reasons.get(key), Some(&5), "{:?}", r.tally.reasons);
@@ -225,7 +239,7 @@ fn a_server_that_breaks_at_8760000_bytes_shows_up_as_errors() {
     });
     let c = config(&server.endpoint, Protocol::Berth, 8_760_000, 2);
     let r = run(&c);
-    assert_eq!((r.tally.messages, r.tally.errors.protocol), (0, 2));
+    assert_failed(&r, |e| e.protocol, 2);
     assert!(
         r.tally
             .reasons
@@ -238,14 +252,12 @@ fn a_server_that_breaks_at_8760000_bytes_shows_up_as_errors() {
 
 #[test]
 fn a_short_echo_is_a_protocol_error() {
-    let server = EchoServer::tcp(Behaviour {
+    let shorten = Behaviour {
         shorten: true,
         ..Behaviour::default()
-    });
-    let mut c = config(&server.endpoint, Protocol::Berth, 1000, 3);
-    c.connections = 1;
-    let r = run(&c);
-    assert_eq!((r.tally.messages, r.tally.errors.protocol), (0, 3));
+    };
+    let r = run(&one_connection(shorten, 1000, 3));
+    assert_failed(&r, |e| e.protocol, 3);
     assert_eq!(
         r.tally
             .reasons
@@ -259,15 +271,12 @@ fn a_short_echo_is_a_protocol_error() {
 #[test]
 fn a_refusal_is_a_handshake_error_with_its_text() {
     let text = "refused name-taken name \"bench-0\" is held by a live connection";
-    let server = EchoServer::tcp(Behaviour {
+    let refuse = Behaviour {
         refuse: Some(text.to_owned()),
         ..Behaviour::default()
-    });
-    let mut c = config(&server.endpoint, Protocol::Berth, 64, 3);
-    c.connections = 1;
-    let r = run(&c);
-    assert_eq!(r.tally.messages, 0);
-    assert_eq!(r.tally.errors.handshake, 3, "{:?}", r.tally.reasons);
+    };
+    let r = run(&one_connection(refuse, 64, 3));
+    assert_failed(&r, |e| e.handshake, 3);
     assert_eq!(r.tally.errors.total(), 3);
     assert_eq!(r.tally.reasons.get(&format!("handshake: {text}")), Some(&3));
     assert_eq!(r.to_json()["errors"]["handshake"], 3);
@@ -295,15 +304,14 @@ fn unix_endpoint() {
 
 #[test]
 fn a_silent_server_is_a_timeout() {
-    let server = EchoServer::tcp(Behaviour {
+    let silent = Behaviour {
         silent: true,
         ..Behaviour::default()
-    });
-    let mut c = config(&server.endpoint, Protocol::Berth, 64, 1);
-    c.connections = 1;
+    };
+    let mut c = one_connection(silent, 64, 1);
     c.timeout = Duration::from_millis(200);
     let r = run(&c);
-    assert_eq!((r.tally.messages, r.tally.errors.timeout), (0, 1));
+    assert_failed(&r, |e| e.timeout, 1);
     assert_eq!(r.tally.errors.total(), 1);
     assert!(r.elapsed >= Duration::from_millis(200));
 }
@@ -321,8 +329,7 @@ fn a_closed_port_is_a_connect_error() {
         64,
         3,
     ));
-    assert_eq!(r.tally.messages, 0);
-    assert_eq!(r.tally.errors.connect, 3, "{:?}", r.tally.reasons);
+    assert_failed(&r, |e| e.connect, 3);
 }
 
 #[test]
@@ -361,8 +368,7 @@ fn a_zmq_client_against_a_server_that_is_not_zmtp_fails_its_handshake() {
     let mut c = config(&endpoint, Protocol::Zmq, 64, 2);
     c.connections = 1;
     let r = run(&c);
-    assert_eq!(r.tally.messages, 0);
-    assert_eq!(r.tally.errors.handshake, 2, "{:?}", r.tally.reasons);
+    assert_failed(&r, |e| e.handshake, 2);
     assert!(
         r.tally
             .reasons
