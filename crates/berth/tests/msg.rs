@@ -54,6 +54,12 @@ fn tcp(addr: SocketAddr) -> TcpStream {
     s
 }
 
+fn unix(path: &std::path::Path) -> UnixStream {
+    let s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s
+}
+
 /// Connects and sends a keyword; returns the stream and the server's answer.
 fn hello<S: Read + Write>(mut s: S, name: &str) -> (S, Frame) {
     s.write_all(&frame(name.as_bytes())).unwrap();
@@ -226,7 +232,7 @@ fn rules_refuse_by_transport_and_by_address_with_reasons() {
     );
     assert!(closes(&mut s));
 
-    let (_s, answer) = hello(UnixStream::connect(&path).unwrap(), "admin");
+    let (mut admin, answer) = hello(unix(&path), "admin");
     assert_eq!(answer, ok());
 
     let (mut s, answer) = hello(tcp(addr), "svc");
@@ -238,10 +244,21 @@ fn rules_refuse_by_transport_and_by_address_with_reasons() {
     );
     assert!(closes(&mut s));
     // `from` does not apply to UNIX sockets, which have no address.
-    let (_s, answer) = hello(UnixStream::connect(&path).unwrap(), "svc");
+    let (_s, answer) = hello(unix(&path), "svc");
     assert_eq!(answer, ok());
-    let (_s, answer) = hello(tcp(addr), "local");
+    let (mut local, answer) = hello(tcp(addr), "local");
     assert_eq!(answer, ok());
+    // A name is reachable whichever listener it came through: UNIX to TCP and back.
+    admin.write_all(&frame(b"@local over unix")).unwrap();
+    assert_eq!(
+        read_frame(&mut local).unwrap(),
+        Frame::Data(b"@admin over unix".to_vec())
+    );
+    local.write_all(&frame(b"@admin over tcp")).unwrap();
+    assert_eq!(
+        read_frame(&mut admin).unwrap(),
+        Frame::Data(b"@local over tcp".to_vec())
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }
