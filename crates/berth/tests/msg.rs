@@ -54,7 +54,7 @@ fn tcp(addr: SocketAddr) -> TcpStream {
     s
 }
 
-fn unix(path: &std::path::Path) -> UnixStream {
+fn unix_client(path: &std::path::Path) -> UnixStream {
     let s = UnixStream::connect(path).unwrap();
     s.set_read_timeout(Some(WAIT)).unwrap();
     s
@@ -232,7 +232,7 @@ fn rules_refuse_by_transport_and_by_address_with_reasons() {
     );
     assert!(closes(&mut s));
 
-    let (mut admin, answer) = hello(unix(&path), "admin");
+    let (mut admin, answer) = hello(unix_client(&path), "admin");
     assert_eq!(answer, ok());
 
     let (mut s, answer) = hello(tcp(addr), "svc");
@@ -244,7 +244,7 @@ fn rules_refuse_by_transport_and_by_address_with_reasons() {
     );
     assert!(closes(&mut s));
     // `from` does not apply to UNIX sockets, which have no address.
-    let (_s, answer) = hello(unix(&path), "svc");
+    let (_s, answer) = hello(unix_client(&path), "svc");
     assert_eq!(answer, ok());
     let (mut local, answer) = hello(tcp(addr), "local");
     assert_eq!(answer, ok());
