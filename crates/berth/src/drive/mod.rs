@@ -13,6 +13,7 @@
 //!
 //! [`serve`] starts any of them from [`Settings`]; each module's `spawn` is the direct route.
 
+mod accept;
 pub mod actor;
 pub mod blocking;
 pub mod clock;

@@ -41,6 +41,7 @@ use slab::Slab;
 use self::connection::{ConnActor, ConnMsg, Shared};
 use self::files::FilesActor;
 use self::runtime::{Addr, Runtime, Spawner};
+use super::accept;
 use super::clock::DateCache;
 use super::conn::Conn;
 use super::pool::BufPool;
@@ -268,27 +269,10 @@ where
             let Some(listener) = &self.listener else {
                 return;
             };
-            let mut stream = match listener.accept() {
-                Ok((stream, _)) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.accept_paused = false;
-                    return;
-                }
-                Err(e)
-                    if e.kind() == io::ErrorKind::Interrupted
-                        || e.kind() == io::ErrorKind::ConnectionAborted =>
-                {
-                    continue
-                }
-                Err(e) => {
-                    if !self.accept_paused {
-                        log::warn!("actor poller: accept failed, retrying: {e}");
-                    }
-                    self.accept_paused = true;
-                    return;
-                }
+            let Some(mut stream) = accept::next(listener, &mut self.accept_paused, "actor poller")
+            else {
+                return;
             };
-            self.accept_paused = false;
             if self.shared.open.load(Ordering::Acquire) >= self.config.capacity {
                 let _ = io::Write::write(&mut stream, self.service.refusal());
                 self.stats.shard(0).connection_refused();

@@ -30,6 +30,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use self::timer::Wheel;
+use super::accept;
 use super::clock::DateCache;
 use super::conn::{Conn, Env, Fate};
 use super::pool::BufPool;
@@ -291,30 +292,10 @@ impl<H: Handler> EventLoop<H> {
             let Some(listener) = &self.listener else {
                 return;
             };
-            let stream = match listener.accept() {
-                Ok((stream, _)) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.accept_paused = false;
-                    return;
-                }
-                Err(e)
-                    if e.kind() == io::ErrorKind::Interrupted
-                        || e.kind() == io::ErrorKind::ConnectionAborted =>
-                {
-                    continue
-                }
-                Err(e) => {
-                    if !self.accept_paused {
-                        log::warn!(
-                            "loop {}: accept failed, retrying every {ACCEPT_RETRY:?}: {e}",
-                            self.id
-                        );
-                    }
-                    self.accept_paused = true;
-                    return;
-                }
+            let who = format_args!("loop {}", self.id);
+            let Some(stream) = accept::next(listener, &mut self.accept_paused, who) else {
+                return;
             };
-            self.accept_paused = false;
             if self.conns.len() >= self.config.capacity {
                 let mut stream = stream;
                 let _ = io::Write::write(&mut stream, self.refusal);
