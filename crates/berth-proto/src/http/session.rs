@@ -350,16 +350,10 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        let State::Waiting {
-            keep_alive,
-            head_only,
-            version,
-        } = self.state
-        else {
+        let Some((keep_alive, head_only, version)) = self.outstanding() else {
             debug_assert!(false, "complete() without an outstanding job");
             return Step::Close;
         };
-        let keep_alive = keep_alive && !self.wind_down;
         let head = Head {
             status: reply.status,
             content_type: reply.content_type,
@@ -370,14 +364,7 @@ impl Session {
         };
         write_response(output, &head, &reply.body, head_only);
         handler.on_response(reply.status);
-        if keep_alive {
-            self.state = State::Head { scan: 0 };
-            self.process(input, output, cx, handler)
-        } else {
-            self.state = State::Closed;
-            input.clear();
-            Step::Close
-        }
+        self.next_request(keep_alive, input, output, cx, handler)
     }
 
     /// Answers the request whose file the driver looked for ([`Step::Open`]): `found` is the
@@ -393,31 +380,57 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        let State::Waiting {
-            keep_alive,
-            version,
-            ..
-        } = self.state
-        else {
+        let Some((keep_alive, _, version)) = self.outstanding() else {
             debug_assert!(false, "file() without an outstanding file request");
             return Step::Close;
         };
-        let keep_alive = keep_alive && !self.wind_down;
         let (status, send) =
             files::write_answer(output, request, found, keep_alive, version, cx.date);
         handler.on_response(status);
-        self.state = if keep_alive {
-            State::Head { scan: 0 }
-        } else {
-            State::Closed
-        };
         match send {
-            Some((offset, len)) => Step::SendFile { offset, len },
-            None if keep_alive => self.process(input, output, cx, handler),
-            None => {
-                input.clear();
-                Step::Close
+            // The file's bytes go out before anything else is read.
+            Some((offset, len)) => {
+                self.state = if keep_alive {
+                    State::Head { scan: 0 }
+                } else {
+                    State::Closed
+                };
+                Step::SendFile { offset, len }
             }
+            None => self.next_request(keep_alive, input, output, cx, handler),
+        }
+    }
+
+    /// The outstanding request's keep-alive (already denied while winding down), HEAD-ness
+    /// and version; `None` if no request is outstanding.
+    fn outstanding(&self) -> Option<(bool, bool, Version)> {
+        let State::Waiting {
+            keep_alive,
+            head_only,
+            version,
+        } = self.state
+        else {
+            return None;
+        };
+        Some((keep_alive && !self.wind_down, head_only, version))
+    }
+
+    /// After a delayed answer: on a kept connection, go on with pipelined input; else close.
+    fn next_request<H: Handler>(
+        &mut self,
+        keep_alive: bool,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
+        if keep_alive {
+            self.state = State::Head { scan: 0 };
+            self.process(input, output, cx, handler)
+        } else {
+            self.state = State::Closed;
+            input.clear();
+            Step::Close
         }
     }
 
