@@ -129,6 +129,11 @@ impl Core {
         let c = self.get_mut(id).expect("admitting a live client");
         c.phase = Phase::Open;
         c.admitted = true;
+        log::debug!(
+            "client {id} admitted: {} ({arrival:?}, {:?})",
+            name.as_deref().unwrap_or("anonymous"),
+            c.peer.transport
+        );
         c.name = name;
         self.stats.admitted();
         self.notes.push_back(Note::Connected(id, arrival));

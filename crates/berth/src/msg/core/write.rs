@@ -213,6 +213,10 @@ impl Core {
             }
         }
         if c.admitted {
+            log::debug!(
+                "client {id} gone: {}",
+                c.name.as_deref().unwrap_or("anonymous")
+            );
             self.stats.disconnected();
             self.notes.push_back(Note::Lost(id, c.name, c.ending));
         }
