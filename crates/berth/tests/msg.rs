@@ -800,3 +800,54 @@ fn a_client_that_takes_no_output_is_dropped_at_the_write_timeout() {
     release.send(()).unwrap();
     drop(stuck.join().unwrap());
 }
+
+#[test]
+fn garbage_from_clients_costs_only_their_connections() {
+    let udp = Endpoint::parse("udp://127.0.0.1:0").unwrap();
+    let raw = Endpoint::parse("tcp://127.0.0.1:0?raw").unwrap();
+    let server = echo(EngineConfig::default(), &[tcp_endpoint(), udp, raw]);
+    let (addr, udp_addr, raw_addr) = (
+        addr_of(&server.endpoints[0]),
+        addr_of(&server.endpoints[1]),
+        addr_of(&server.endpoints[2]),
+    );
+    // A fixed xorshift stream: the same garbage every run.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut byte = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as u8
+    };
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..200 {
+        let len = 1 + (i * 37) % 3000;
+        let junk: Vec<u8> = (0..len).map(|_| byte()).collect();
+        // Sometimes a valid keyword first, so the junk reaches the frame decoder.
+        let mut s = tcp(if i % 5 == 4 { raw_addr } else { addr });
+        if i % 2 == 0 {
+            s.write_all(&frame(format!("g{i}").as_bytes())).unwrap();
+        }
+        let _ = s.write_all(&junk);
+        sock.send_to(&junk[..junk.len().min(1000)], udp_addr)
+            .unwrap();
+    }
+    // The server still serves, on every listener.
+    let (mut s, a) = hello(tcp(addr), "after");
+    assert_eq!(a, ok());
+    s.write_all(&frame(b"still here")).unwrap();
+    assert_eq!(
+        read_frame(&mut s).unwrap(),
+        Frame::Data(b"still here".to_vec())
+    );
+    // A fresh address: the junk socket may hold answers to junk that happened to start `H`.
+    let fresh = UdpSocket::bind("127.0.0.1:0").unwrap();
+    fresh.set_read_timeout(Some(WAIT)).unwrap();
+    fresh.send_to(b"Hudp-after", udp_addr).unwrap();
+    let mut buf = [0u8; 64];
+    let n = fresh.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"O");
+    fresh.send_to(b"Decho", udp_addr).unwrap();
+    let n = fresh.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"Decho");
+}
