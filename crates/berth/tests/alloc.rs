@@ -16,7 +16,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use server::TestServer;
+use server::Opts;
 
 /// Counts every allocation (`alloc`, `alloc_zeroed`, `realloc`) made by any thread.
 struct Counting;
@@ -123,7 +123,7 @@ fn complete_response(bytes: &[u8]) -> Option<usize> {
 
 #[test]
 fn steady_state_does_not_allocate() {
-    let srv = TestServer::builder().accept_threads(1).workers(1).start();
+    let srv = Opts::evloop().accept_threads(1).workers(1).start();
     let mut stream = server::connect(srv.addr);
     let mut buf = [0u8; 4096];
 

@@ -16,8 +16,8 @@
 //! that process. Each test has its own server, and every socket has timeouts and every wait a
 //! deadline, so a failing test fails instead of hanging.
 
-#[path = "support/models.rs"]
-mod models;
+#[path = "support/procs.rs"]
+mod procs;
 #[path = "support/server.rs"]
 mod server;
 #[path = "support/vectors.rs"]
@@ -31,8 +31,7 @@ use std::time::{Duration, Instant};
 use berth::drive::Model;
 use berth::proto::http::Limits;
 
-use models::{metric, ModelServer, Opts};
-use server::{get_request, is_reset, post_request, Client};
+use server::{get_request, is_reset, metric, post_request, stats_text, Client, ModelServer, Opts};
 use vectors::{check_stream, escape, Case, Expected, FOLLOWUP_REQUEST};
 
 const HELLO: &str = "Hello, World!";
@@ -178,19 +177,6 @@ fn declared_unsupported() {
         let n = UNSUPPORTED.iter().filter(|&&(_, m, _)| m == model).count();
         assert!(n < CASES.len() / 2, "{model} supports too few cases");
     }
-}
-
-// Helpers ---------------------------------------------------------------------------------------
-
-fn stats_text(addr: SocketAddr) -> String {
-    let r = server::roundtrip(addr, get_request("/stats").as_bytes());
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(
-        r.header("content-type"),
-        Some("text/plain; version=0.0.4"),
-        "{r:?}"
-    );
-    r.text().to_owned()
 }
 
 // 1. Every HTTP/1.1 vector over a real socket ----------------------------------------------------
@@ -788,7 +774,7 @@ fn shutdown_closes_the_port(m: Model) {
         "{m}: shutdown took {:?} with a connection open",
         started.elapsed()
     );
-    assert_eq!(models::listeners_on(addr.port()), 0, "{m}: still listening");
+    assert_eq!(server::listeners_on(addr.port()), 0, "{m}: still listening");
     // The open connection was closed by the shutdown.
     let rest = c.read_to_close();
     assert!(rest.is_ok(), "{m}: connection still open: {rest:?}");
@@ -1202,12 +1188,12 @@ fn rss_kib_with_children() -> u64 {
             })
             .unwrap_or(0)
     }
-    let me = models::my_pid();
+    let me = procs::my_pid();
     let mut total = field(format!("/proc/{me}/status"), "VmRSS:");
-    let mut todo: Vec<i32> = models::children_of(me).iter().map(|p| p.pid).collect();
+    let mut todo: Vec<i32> = procs::children_of(me).iter().map(|p| p.pid).collect();
     while let Some(pid) = todo.pop() {
         total += field(format!("/proc/{pid}/smaps_rollup"), "Private_Dirty:");
-        todo.extend(models::children_of(pid).iter().map(|p| p.pid));
+        todo.extend(procs::children_of(pid).iter().map(|p| p.pid));
     }
     total
 }

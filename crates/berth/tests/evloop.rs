@@ -13,31 +13,15 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use server::{get_request, post_request, Client, TestServer};
+use server::{get_request, metric, post_request, stats_text, Client, Opts};
 
 const HELLO: &str = "Hello, World!";
-
-fn stats_text(addr: std::net::SocketAddr) -> String {
-    let r = server::roundtrip(addr, get_request("/stats").as_bytes());
-    assert_eq!(r.status, 200);
-    r.text().to_owned()
-}
-
-/// The value of an unlabelled metric in Prometheus text.
-fn metric(text: &str, name: &str) -> i64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 // 1. Keep-alive ----------------------------------------------------------------------------------
 
 #[test]
 fn thousand_keep_alive_requests_on_one_connection() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut c = srv.client();
     for i in 0..1000 {
         let r = c.get("/hello/world");
@@ -54,7 +38,7 @@ fn thousand_keep_alive_requests_on_one_connection() {
 
 #[test]
 fn http10_keep_alive_only_when_asked() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut c = srv.client();
     c.send(b"GET /hello/world HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
     let r = c.read_response();
@@ -71,9 +55,7 @@ fn http10_keep_alive_only_when_asked() {
 
 #[test]
 fn ten_pipelined_requests_answered_in_order() {
-    let srv = TestServer::builder()
-        .slow(Duration::from_millis(20))
-        .start();
+    let srv = Opts::evloop().slow(Duration::from_millis(20)).start();
     let paths = [
         "/hello/world",
         "/test/fast",
@@ -108,7 +90,7 @@ fn ten_pipelined_requests_answered_in_order() {
 
 #[test]
 fn pipelined_requests_split_across_writes() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut all = Vec::new();
     for _ in 0..5 {
         all.extend_from_slice(get_request("/hello/world").as_bytes());
@@ -135,7 +117,7 @@ fn pipelined_requests_split_across_writes() {
 
 #[test]
 fn chunked_reverse_over_several_writes() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut c = srv.client();
     let pieces: [&[u8]; 8] = [
         b"POST /reverse HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n",
@@ -161,7 +143,7 @@ fn chunked_reverse_over_several_writes() {
 
 #[test]
 fn expect_100_continue_over_a_raw_socket() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut c = srv.client();
     let body = r#"{"x":"berth"}"#;
     c.send(
@@ -182,7 +164,7 @@ fn expect_100_continue_over_a_raw_socket() {
 
 #[test]
 fn ambiguous_framing_is_refused_and_the_connection_closed() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let cases: [(&str, &[u8]); 7] = [
         (
             "CL+TE",
@@ -242,7 +224,7 @@ fn get_request_bytes(path: &str) -> Vec<u8> {
 
 #[test]
 fn hundred_concurrent_slow_requests_with_ten_workers() {
-    let srv = TestServer::builder()
+    let srv = Opts::evloop()
         .accept_threads(2)
         .workers(10)
         .slow(Duration::from_millis(30))
@@ -271,7 +253,7 @@ fn hundred_concurrent_slow_requests_with_ten_workers() {
 #[test]
 fn slow_jobs_complete_in_the_order_sent_with_one_worker() {
     const N: usize = 5;
-    let srv = TestServer::builder()
+    let srv = Opts::evloop()
         .workers(1)
         .slow(Duration::from_millis(50))
         .start();
@@ -311,7 +293,7 @@ fn slow_jobs_complete_in_the_order_sent_with_one_worker() {
 
 fn peer_leaves_during_slow_job(reset: bool) {
     let slow = Duration::from_millis(300);
-    let srv = TestServer::builder().workers(1).slow(slow).start();
+    let srv = Opts::evloop().workers(1).slow(slow).start();
     let mut c = srv.client();
     c.send(get_request("/test/slow").as_bytes());
     srv.wait_stats("the job to start", |s| s.jobs_running == 1);
@@ -360,7 +342,7 @@ fn peer_resetting_during_slow_job_leaves_no_slot() {
 
 #[test]
 fn connection_beyond_capacity_is_refused_and_counted() {
-    let srv = TestServer::builder().accept_threads(1).capacity(2).start();
+    let srv = Opts::evloop().accept_threads(1).capacity(2).start();
     let mut a = srv.client();
     let mut b = srv.client();
     assert_eq!(a.get("/hello/world").status, 200);
@@ -394,7 +376,7 @@ fn connection_beyond_capacity_is_refused_and_counted() {
 
 #[test]
 fn limits_over_a_real_socket() {
-    let srv = TestServer::builder()
+    let srv = Opts::evloop()
         .with_limits(|l| {
             l.max_header_bytes = 512;
             l.max_headers = 8;
@@ -455,7 +437,7 @@ fn limits_over_a_real_socket() {
 
 #[test]
 fn head_404_405_bad_json_and_dates() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut c = srv.client();
 
     // HEAD: the GET's Content-Length, no body; the next response must still frame correctly.
@@ -498,7 +480,7 @@ fn head_404_405_bad_json_and_dates() {
 
 #[test]
 fn stats_is_prometheus_text() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     assert_eq!(srv.client().get("/hello/world").status, 200);
     assert_eq!(srv.client().get("/nope").status, 404);
     assert_eq!(srv.client().get("/test/slow").status, 200);
@@ -549,7 +531,7 @@ fn stats_is_prometheus_text() {
 
 #[test]
 fn slow_requests_answered_inline_without_workers() {
-    let srv = TestServer::builder()
+    let srv = Opts::evloop()
         .workers(0)
         .slow(Duration::from_secs(30))
         .start();
@@ -565,7 +547,7 @@ fn slow_requests_answered_inline_without_workers() {
 
 #[test]
 fn ureq_client() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let base = format!("http://{}", srv.addr);
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(10))
@@ -638,7 +620,7 @@ fn curl_client_with_expect_100_continue() {
         eprintln!("note: curl not found on PATH; skipping the curl test");
         return;
     }
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let url = format!("http://{}", srv.addr);
     let (code, out, err) = run_bounded(
         Command::new("curl")
@@ -694,7 +676,7 @@ fn python_http_client() {
         eprintln!("note: python3 not found on PATH; skipping the http.client test");
         return;
     }
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let script = r#"
 import http.client, json, sys
 port = int(sys.argv[1])
@@ -737,9 +719,7 @@ print("|".join(out))
 
 #[test]
 fn half_closed_client_still_gets_its_answers() {
-    let srv = TestServer::builder()
-        .slow(Duration::from_millis(20))
-        .start();
+    let srv = Opts::evloop().slow(Duration::from_millis(20)).start();
     let mut c = srv.client();
     c.send(
         format!(
@@ -758,7 +738,7 @@ fn half_closed_client_still_gets_its_answers() {
 
 #[test]
 fn many_connections_over_several_loops() {
-    let srv = TestServer::builder().accept_threads(3).workers(2).start();
+    let srv = Opts::evloop().accept_threads(3).workers(2).start();
     let addr = srv.addr;
     let threads: Vec<_> = (0..20)
         .map(|_| {
@@ -780,7 +760,7 @@ fn many_connections_over_several_loops() {
 
 #[test]
 fn shutdown_closes_idle_connections() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut c = srv.client();
     assert_eq!(c.get("/hello/world").status, 200);
     srv.stop();
@@ -791,7 +771,7 @@ fn shutdown_closes_idle_connections() {
 fn deep_pipeline_with_backpressure() {
     // Far more output than the session's high-water mark, to a reader that lags behind.
     const N: usize = 5000;
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut c = srv.client();
     let mut writer = c.stream.try_clone().unwrap();
     let sender = thread::spawn(move || {
@@ -822,7 +802,7 @@ fn deep_pipeline_with_backpressure() {
 
 #[test]
 fn large_bodies_up_to_the_limit() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let max = berth::proto::http::Limits::default().max_body_bytes;
     for (len, chunked) in [(300_000usize, false), (max, false), (max, true)] {
         // {"a":"xxx...y"} of exactly `len` bytes.
@@ -870,9 +850,7 @@ fn large_bodies_up_to_the_limit() {
 
 #[test]
 fn connection_close_and_head_on_slow_requests() {
-    let srv = TestServer::builder()
-        .slow(Duration::from_millis(10))
-        .start();
+    let srv = Opts::evloop().slow(Duration::from_millis(10)).start();
     let mut c = srv.client();
     c.send(b"HEAD /test/slow HTTP/1.1\r\nHost: t\r\n\r\n");
     let r = c.read_head_response();
@@ -888,7 +866,7 @@ fn connection_close_and_head_on_slow_requests() {
 
 #[test]
 fn peer_leaving_with_pipelined_requests_behind_a_slow_job() {
-    let srv = TestServer::builder()
+    let srv = Opts::evloop()
         .workers(1)
         .slow(Duration::from_millis(100))
         .start();
@@ -930,7 +908,7 @@ fn send_byte_by_byte(c: &mut Client, bytes: &[u8]) -> std::io::Result<()> {
 
 #[test]
 fn requests_arriving_a_byte_at_a_time() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut c = srv.client();
     send_byte_by_byte(
         &mut c,
@@ -969,9 +947,7 @@ fn requests_arriving_a_byte_at_a_time() {
 
 #[test]
 fn a_bad_request_mid_pipeline_ends_the_connection_after_earlier_answers() {
-    let srv = TestServer::builder()
-        .slow(Duration::from_millis(10))
-        .start();
+    let srv = Opts::evloop().slow(Duration::from_millis(10)).start();
     let mut c = srv.client();
     let mut burst = Vec::new();
     burst.extend_from_slice(get_request("/hello/world").as_bytes());
@@ -991,7 +967,7 @@ fn a_bad_request_mid_pipeline_ends_the_connection_after_earlier_answers() {
 
 #[test]
 fn unsupported_expectation_and_version() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let cases: [(&[u8], u16); 3] = [
         (
             b"POST /reverse HTTP/1.1\r\nHost: t\r\nExpect: magic\r\nContent-Length: 2\r\n\r\n{}",
@@ -1018,7 +994,7 @@ fn unsupported_expectation_and_version() {
 
 #[test]
 fn refused_client_that_already_sent_a_request() {
-    let srv = TestServer::builder().capacity(1).start();
+    let srv = Opts::evloop().capacity(1).start();
     let mut a = srv.client();
     assert_eq!(a.get("/hello/world").status, 200);
     let mut b = srv.client();
@@ -1042,7 +1018,7 @@ fn refused_client_that_already_sent_a_request() {
 /// is ready, not when a later job ends. Checked without timing: when the first response
 /// arrives, the later job must not have finished.
 fn first_answer_not_held_by_a_later_job(requests: &[&str], done_before: u64) {
-    let srv = TestServer::builder()
+    let srv = Opts::evloop()
         .workers(1)
         .slow(Duration::from_secs(2))
         .start();
@@ -1075,7 +1051,7 @@ fn slow_response_is_not_held_by_the_next_slow_job() {
 
 #[test]
 fn more_framing_ambiguities_are_refused() {
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let cases: [(&str, &[u8], u16); 10] = [
         (
             "two Transfer-Encoding lines",
@@ -1172,7 +1148,7 @@ fn emfile_child() {
     if std::env::var_os(EMFILE_CHILD).is_none() {
         return;
     }
-    let srv = TestServer::start();
+    let srv = Opts::evloop().start();
     let mut first = srv.client();
     assert_eq!(first.get("/hello/world").text(), HELLO);
 

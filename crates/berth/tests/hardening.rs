@@ -6,15 +6,12 @@
 mod server;
 
 use std::io::{Read, Write};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth::drive::{evloop, Server, Service, Timeouts};
-use berth::net::{bind_tcp, ListenConfig};
+use berth::drive::{Service, Timeouts};
 use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response};
-use berth::stats::Stats;
-use server::{get_request, Client};
+use server::{get_request, ModelServer, Opts};
 
 /// A service whose `/sleep` offloads a job that sleeps, and `/panic` one that panics.
 #[derive(Clone)]
@@ -60,32 +57,26 @@ impl Handler for JobsHandler {
     }
 }
 
-fn start(config: evloop::Config) -> (Server, SocketAddr, Arc<Stats>) {
-    let listeners = bind_tcp("127.0.0.1:0".parse().unwrap(), 1, ListenConfig::default()).unwrap();
-    let addr = listeners[0].local_addr().unwrap();
-    let stats = Arc::new(Stats::new(1));
-    let server = evloop::spawn(listeners, Jobs, config, stats.clone()).unwrap();
-    (server, addr, stats)
+/// `evloop` (one worker) serving [`Jobs`].
+fn start(opts: Opts) -> ModelServer {
+    opts.start_service(|_| Jobs)
 }
 
 #[test]
 fn full_queue_is_answered_503_with_retry_after() {
-    let config = evloop::Config {
-        workers: 1,
-        queue_capacity: 1,
-        ..evloop::Config::default()
-    };
-    let (_server, addr, stats) = start(config);
+    let srv = start(
+        Opts::evloop()
+            .workers(1)
+            .with_evloop(|c| c.queue_capacity = 1),
+    );
     // One job runs, one waits in the queue: the third finds it full.
-    let mut busy = Client::connect(addr);
+    let mut busy = srv.client();
     busy.send(get_request("/sleep").as_bytes());
-    server::wait_for(Duration::from_secs(5), || {
-        stats.snapshot().jobs_running == 1
-    });
-    let mut queued = Client::connect(addr);
+    server::wait_for(Duration::from_secs(5), || srv.snapshot().jobs_running == 1);
+    let mut queued = srv.client();
     queued.send(get_request("/sleep").as_bytes());
-    server::wait_for(Duration::from_secs(5), || stats.snapshot().jobs_queued == 1);
-    let mut refused = Client::connect(addr);
+    server::wait_for(Duration::from_secs(5), || srv.snapshot().jobs_queued == 1);
+    let mut refused = srv.client();
     refused.send(get_request("/sleep").as_bytes());
     let r = refused.read_response();
     assert_eq!(r.status, 503);
@@ -94,31 +85,24 @@ fn full_queue_is_answered_503_with_retry_after() {
     assert_eq!(refused.get("/").status, 200);
     assert_eq!(busy.read_response().status, 200);
     assert_eq!(queued.read_response().status, 200);
-    let snap = stats.snapshot();
+    let snap = srv.snapshot();
     assert_eq!(snap.jobs_rejected, 1, "{snap:?}");
 }
 
 #[test]
 fn panicking_job_is_answered_500_and_the_worker_survives() {
-    let config = evloop::Config {
-        workers: 1,
-        ..evloop::Config::default()
-    };
-    let (_server, addr, stats) = start(config);
-    let mut c = Client::connect(addr);
+    let srv = start(Opts::evloop().workers(1));
+    let mut c = srv.client();
     for _ in 0..3 {
         assert_eq!(c.get("/panic").status, 500);
     }
     // The only worker still runs jobs.
     assert_eq!(c.get("/sleep").status, 200);
-    assert_eq!(stats.snapshot().jobs_done, 4);
+    assert_eq!(srv.snapshot().jobs_done, 4);
 }
 
-fn with_timeouts(t: Timeouts) -> (Server, SocketAddr, Arc<Stats>) {
-    start(evloop::Config {
-        timeouts: t,
-        ..evloop::Config::default()
-    })
+fn with_timeouts(t: Timeouts) -> ModelServer {
+    start(Opts::evloop().timeouts(t))
 }
 
 const SHORT: Duration = Duration::from_millis(300);
@@ -126,11 +110,11 @@ const LONG: Duration = Duration::from_secs(30);
 
 #[test]
 fn header_timeout_runs_from_the_first_byte_and_answers_408() {
-    let (_server, addr, _) = with_timeouts(Timeouts {
+    let srv = with_timeouts(Timeouts {
         header: SHORT,
         ..Timeouts::default()
     });
-    let mut c = Client::connect(addr);
+    let mut c = srv.client();
     let started = Instant::now();
     // Dribbling bytes does not extend the deadline (slowloris).
     for b in b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ".iter().take(10) {
@@ -149,11 +133,11 @@ fn header_timeout_runs_from_the_first_byte_and_answers_408() {
 
 #[test]
 fn body_timeout_answers_408() {
-    let (_server, addr, _) = with_timeouts(Timeouts {
+    let srv = with_timeouts(Timeouts {
         body: SHORT,
         ..Timeouts::default()
     });
-    let mut c = Client::connect(addr);
+    let mut c = srv.client();
     c.send(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
     assert_eq!(c.read_response().status, 408);
     c.expect_closed();
@@ -161,11 +145,11 @@ fn body_timeout_answers_408() {
 
 #[test]
 fn idle_keep_alive_connection_is_closed_silently() {
-    let (_server, addr, stats) = with_timeouts(Timeouts {
+    let srv = with_timeouts(Timeouts {
         idle: SHORT,
         ..Timeouts::default()
     });
-    let mut c = Client::connect(addr);
+    let mut c = srv.client();
     assert_eq!(c.get("/").status, 200);
     let mut rest = Vec::new();
     let _ = c.stream.read_to_end(&mut rest);
@@ -174,7 +158,7 @@ fn idle_keep_alive_connection_is_closed_silently() {
         "no bytes after the idle timeout, just EOF: {rest:?}"
     );
     server::wait_for(Duration::from_secs(5), || {
-        stats.snapshot().connections_open == 0
+        srv.snapshot().connections_open == 0
     });
 }
 
@@ -185,16 +169,16 @@ fn a_peer_that_stops_reading_is_dropped_after_the_write_timeout() {
         idle: LONG,
         ..Timeouts::default()
     };
-    let (_server, addr, stats) = with_timeouts(t);
-    let mut c = Client::connect(addr);
+    let srv = with_timeouts(t);
+    let mut c = srv.client();
     // Pipeline far more responses than the socket buffers hold, and never read them.
     let burst = get_request("/").repeat(200_000);
     let _ = c.stream.set_write_timeout(Some(Duration::from_secs(5)));
     let _ = c.stream.write_all(burst.as_bytes());
     let gone = server::wait_for(Duration::from_secs(10), || {
-        stats.snapshot().connections_open == 0
+        srv.snapshot().connections_open == 0
     });
-    assert!(gone, "{:?}", stats.snapshot());
+    assert!(gone, "{:?}", srv.snapshot());
 }
 
 #[test]
@@ -203,7 +187,8 @@ fn slowloris_does_not_delay_normal_clients() {
         header: Duration::from_secs(30),
         ..Timeouts::default()
     };
-    let (_server, addr, _) = with_timeouts(t);
+    let srv = with_timeouts(t);
+    let addr = srv.addr;
     // 300 connections each dribbling a header byte every 100 ms, from one thread.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let dribbler = {
@@ -229,7 +214,7 @@ fn slowloris_does_not_delay_normal_clients() {
     let mut worst = Duration::ZERO;
     for _ in 0..50 {
         let started = Instant::now();
-        let mut c = Client::connect(addr);
+        let mut c = srv.client();
         assert_eq!(c.get("/").status, 200);
         worst = worst.max(started.elapsed());
         std::thread::sleep(Duration::from_millis(20));

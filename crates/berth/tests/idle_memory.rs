@@ -5,23 +5,9 @@
 mod server;
 
 use std::io::{Read, Write};
-use std::sync::Arc;
 use std::time::Duration;
 
-use berth::app::{Demo, DemoConfig};
-use berth::drive::evloop;
-use berth::net::{bind_tcp, ListenConfig};
-use berth::stats::Stats;
-use server::get_request;
-
-fn start(config: evloop::Config) -> (berth::drive::Server, std::net::SocketAddr, Arc<Stats>) {
-    let listeners = bind_tcp("127.0.0.1:0".parse().unwrap(), 1, ListenConfig::default()).unwrap();
-    let addr = listeners[0].local_addr().unwrap();
-    let stats = Arc::new(Stats::new(1));
-    let demo = Demo::new(DemoConfig::default(), stats.clone());
-    let server = evloop::spawn(listeners, demo, config, stats.clone()).unwrap();
-    (server, addr, stats)
-}
+use server::{get_request, Opts};
 
 /// Resident set size of this process, in bytes.
 fn rss_bytes() -> usize {
@@ -39,11 +25,8 @@ fn an_idle_keep_alive_connection_holds_no_buffers() {
     // Counts, not speed: 1,000 connections that made one request and went idle may add at most
     // 1 KiB of server memory each (nginx takes about 530 bytes; a pooled 16 KiB read buffer per
     // connection would show as 16 MiB here).
-    let config = evloop::Config {
-        capacity: 4096,
-        ..evloop::Config::default()
-    };
-    let (_server, addr, stats) = start(config);
+    let srv = Opts::evloop().capacity(4096).start();
+    let addr = srv.addr;
     let mut warm: Vec<std::net::TcpStream> = Vec::new();
     let open = |n: usize, into: &mut Vec<std::net::TcpStream>| {
         for _ in 0..n {
@@ -61,7 +44,7 @@ fn an_idle_keep_alive_connection_holds_no_buffers() {
     let before = rss_bytes();
     let mut idle = Vec::new();
     open(1000, &mut idle);
-    assert!(server::wait_for(Duration::from_secs(5), || stats
+    assert!(server::wait_for(Duration::from_secs(5), || srv
         .snapshot()
         .connections_open
         == 1200));

@@ -7,8 +7,8 @@
 //! "our children that did not exist before it started". Tests here take [`LOCK`] so that no
 //! other test's children are mistaken for theirs.
 
-#[path = "support/models.rs"]
-mod models;
+#[path = "support/procs.rs"]
+mod procs;
 #[path = "support/server.rs"]
 mod server;
 
@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use berth::drive::Model;
 
-use models::{children_of, exists, listeners_on, my_pid, proc_stat, ModelServer, Opts, Proc};
-use server::{is_reset, wait_for, Client, WAIT_TIMEOUT};
+use procs::{children_of, exists, my_pid, proc_stat, Proc};
+use server::{is_reset, listeners_on, wait_for, Client, ModelServer, Opts, WAIT_TIMEOUT};
 
 /// Held by every test: each one owns all new children of the process while it runs.
 static LOCK: Mutex<()> = Mutex::new(());

@@ -1,8 +1,13 @@
-//! Test support: starts the `evloop` driver in-process on `127.0.0.1:0` and talks to it over real
-//! sockets with small, bounded clients.
+//! Test support: starts any concurrency model in-process through [`berth::drive::serve`] on
+//! `127.0.0.1:0`, and talks to it over real sockets with small, bounded clients.
 //!
 //! Include it from a test crate with
 //! `#[path = "support/server.rs"] mod server;`.
+//!
+//! A server's counters come from [`Settings::new_stats`] (shared memory for `forked` and
+//! `prefork`, so the test sees the children's counts). A started server is listening when
+//! [`Opts::start`] returns: for `prefork` that means every child has bound its listener (seen in
+//! `/proc/net/tcp`), so no test request is spent on probing and the counters start at zero.
 //!
 //! Every socket made here has read and write timeouts ([`IO_TIMEOUT`]), and every wait has a
 //! deadline, so a test that finds a bug fails instead of hanging.
@@ -10,13 +15,13 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth::app::{Demo, DemoConfig};
-use berth::drive::evloop;
-use berth::drive::Server;
-use berth::net::{bind_tcp, ListenConfig};
+use berth::drive::files::Files;
+use berth::drive::{evloop, serve, Model, Server, Service, Settings, Timeouts};
 use berth::proto::http::Limits;
 use berth::stats::{Snapshot, Stats};
 
@@ -26,126 +31,197 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`wait_for`] waits for a condition before giving up.
 pub const WAIT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Settings of an in-process server; build with [`TestServer::builder`].
+/// How a model is started. [`Opts::new`] suits the suites that run every model: 20 ms slow jobs,
+/// 4 workers (event-loop models), 1 accept thread, 1024 slots, 256 threads or children, 2
+/// prefork processes; [`Opts::evloop`] the tests of `evloop` alone. Timeouts and everything not
+/// named are the models' defaults.
 #[derive(Debug, Clone)]
-pub struct Builder {
-    accept_threads: usize,
-    workers: usize,
-    capacity: usize,
-    slow: Duration,
-    offload_slow: Option<bool>,
-    limits: Limits,
+pub struct Opts {
+    /// What [`serve`] is given: the model on `127.0.0.1:0`, and every driver's settings.
+    pub settings: Settings,
+    /// How long a `/test/slow` job takes.
+    pub slow: Duration,
+    /// Whether `/test/slow` goes to a worker; if `None`, as the CLI does: when `workers > 0`.
+    pub offload_slow: Option<bool>,
+    /// Root of `/files`; none by default (every file is then 404).
+    pub files: Option<PathBuf>,
 }
 
-impl Default for Builder {
-    fn default() -> Self {
-        Builder {
-            accept_threads: 1,
-            workers: 1,
-            capacity: 1024,
-            slow: Duration::from_millis(30),
+impl Opts {
+    /// The defaults for `model`.
+    pub fn new(model: Model) -> Opts {
+        let mut settings = Settings::new(model, "127.0.0.1:0".parse().unwrap());
+        settings.accept_threads = 1;
+        settings.evloop.capacity = 1024;
+        settings.evloop.workers = 4;
+        settings.max_threads = 256;
+        settings.max_children = 256;
+        settings.processes = 2;
+        Opts {
+            settings,
+            slow: Duration::from_millis(20),
             offload_slow: None,
-            limits: Limits::default(),
+            files: None,
         }
     }
-}
 
-impl Builder {
-    /// Number of accept threads (`-A`), each with its own listener and loop.
-    pub fn accept_threads(mut self, n: usize) -> Self {
-        self.accept_threads = n;
+    /// `evloop` as its own tests start it: 1 accept thread, 1 worker, 1024 slots, 30 ms slow
+    /// jobs.
+    pub fn evloop() -> Opts {
+        Opts::new(Model::Evloop)
+            .workers(1)
+            .slow(Duration::from_millis(30))
+    }
+
+    /// The model.
+    pub fn model(&self) -> Model {
+        self.settings.model
+    }
+
+    /// Serves `/files` from `root`.
+    pub fn files(mut self, root: impl Into<PathBuf>) -> Opts {
+        self.files = Some(root.into());
         self
     }
 
-    /// Number of worker threads (`-w`).
-    pub fn workers(mut self, n: usize) -> Self {
-        self.workers = n;
+    /// Header, body, idle and write timeouts (every model).
+    pub fn timeouts(mut self, t: Timeouts) -> Opts {
+        self.settings.evloop.timeouts = t;
         self
     }
 
-    /// Connection slots per accept thread (`-C`).
-    pub fn capacity(mut self, n: usize) -> Self {
-        self.capacity = n;
-        self
-    }
-
-    /// How long a `/test/slow` job takes (`-D`).
-    pub fn slow(mut self, d: Duration) -> Self {
+    /// Duration of a `/test/slow` job (`-D`).
+    pub fn slow(mut self, d: Duration) -> Opts {
         self.slow = d;
         self
     }
 
-    /// Whether `/test/slow` goes to a worker; by default, as the CLI does: when `workers > 0`.
-    pub fn offload_slow(mut self, yes: bool) -> Self {
+    /// Whether `/test/slow` goes to a worker, whatever the number of workers.
+    pub fn offload_slow(mut self, yes: bool) -> Opts {
         self.offload_slow = Some(yes);
         self
     }
 
-    /// Request limits.
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+    /// Accept threads (`-A`): `evloop`, and per process in `prefork`; scheduler threads of
+    /// `actor`.
+    pub fn accept_threads(mut self, n: usize) -> Opts {
+        self.settings.accept_threads = n;
+        self
+    }
+
+    /// Worker threads of the event-loop models (`-w`).
+    pub fn workers(mut self, n: usize) -> Opts {
+        self.settings.evloop.workers = n;
+        self
+    }
+
+    /// Slots per accept thread of the event-loop models (`-C`).
+    pub fn capacity(mut self, n: usize) -> Opts {
+        self.settings.evloop.capacity = n;
+        self
+    }
+
+    /// Thread cap of `threaded`.
+    pub fn max_threads(mut self, n: usize) -> Opts {
+        self.settings.max_threads = n;
+        self
+    }
+
+    /// Process cap of `forked`.
+    pub fn max_children(mut self, n: usize) -> Opts {
+        self.settings.max_children = n;
+        self
+    }
+
+    /// Worker processes of `prefork`.
+    pub fn processes(mut self, n: usize) -> Opts {
+        self.settings.processes = n;
+        self
+    }
+
+    /// Request limits (every model).
+    pub fn limits(mut self, limits: Limits) -> Opts {
+        self.settings.evloop.limits = limits;
         self
     }
 
     /// Changes some request limits, keeping the others.
-    pub fn with_limits(mut self, f: impl FnOnce(&mut Limits)) -> Self {
-        f(&mut self.limits);
+    pub fn with_limits(mut self, f: impl FnOnce(&mut Limits)) -> Opts {
+        f(&mut self.settings.evloop.limits);
         self
     }
 
-    /// Binds `127.0.0.1:0` and starts the driver with the demo app.
-    pub fn start(self) -> TestServer {
-        let listeners = bind_tcp(
-            "127.0.0.1:0".parse().unwrap(),
-            self.accept_threads,
-            ListenConfig::default(),
-        )
-        .expect("bind 127.0.0.1:0");
-        let addr = listeners[0].local_addr().expect("local_addr");
-        let stats = Arc::new(Stats::new(self.accept_threads));
+    /// Changes the event-loop settings (`evloop`, `prefork`; `actor` takes its own from them).
+    pub fn with_evloop(mut self, f: impl FnOnce(&mut evloop::Config)) -> Opts {
+        f(&mut self.settings.evloop);
+        self
+    }
+
+    /// How many listening sockets the server has once it is fully up.
+    pub fn listeners(&self) -> usize {
+        let s = &self.settings;
+        match s.model {
+            Model::Single | Model::Threaded | Model::Forked | Model::Actor => 1,
+            Model::Evloop => s.accept_threads,
+            Model::Prefork => s.processes * s.accept_threads,
+        }
+    }
+
+    /// Starts the server with the demo app and waits (bounded) until every listener it should
+    /// have is listening.
+    pub fn start(self) -> ModelServer {
         let app = DemoConfig {
             slow_duration: self.slow,
-            offload_slow: self.offload_slow.unwrap_or(self.workers > 0),
+            offload_slow: self
+                .offload_slow
+                .unwrap_or(self.settings.evloop.workers > 0),
         };
-        let config = evloop::Config {
-            capacity: self.capacity,
-            workers: self.workers,
-            limits: self.limits,
-            ..evloop::Config::default()
+        let files = match &self.files {
+            Some(root) => Files::new(root).expect("files root"),
+            None => Files::none(),
         };
-        let server = evloop::spawn(
-            listeners,
-            Demo::new(app, stats.clone()),
-            config,
-            stats.clone(),
-        )
-        .expect("evloop::spawn");
-        TestServer {
+        self.start_service(|stats| Demo::new(app, stats.clone()).with_files(files))
+    }
+
+    /// Like [`Opts::start`], with the service `make` builds from the server's counters instead
+    /// of the demo app.
+    pub fn start_service<S: Service>(self, make: impl FnOnce(&Arc<Stats>) -> S) -> ModelServer
+    where
+        S::Handler: Send + 'static,
+    {
+        let model = self.model();
+        let stats = self.settings.new_stats().expect("counters");
+        let (server, addr) = serve(&self.settings, make(&stats), stats.clone())
+            .unwrap_or_else(|e| panic!("{model}: serve: {e}"));
+        let srv = ModelServer {
+            model,
             addr,
             stats,
             server: Some(server),
-        }
+            opts: self,
+        };
+        srv.wait_listening();
+        srv
     }
 }
 
-/// A running in-process server; shut down and joined when dropped.
-pub struct TestServer {
+/// A running server of some model; shut down and joined when dropped.
+pub struct ModelServer {
+    /// The model.
+    pub model: Model,
     /// Where it listens.
     pub addr: SocketAddr,
-    /// Its counters.
+    /// Its counters (shared with its children for `forked` and `prefork`).
     pub stats: Arc<Stats>,
+    /// The options it was started with.
+    pub opts: Opts,
     server: Option<Server>,
 }
 
-impl TestServer {
-    /// Settings to start a server with (1 accept thread, 1 worker, 1024 slots, 30 ms slow jobs).
-    pub fn builder() -> Builder {
-        Builder::default()
-    }
-
-    /// A server with the default settings of [`TestServer::builder`].
-    pub fn start() -> TestServer {
-        Builder::default().start()
+impl ModelServer {
+    /// Starts `model` with the default [`Opts`].
+    pub fn start(model: Model) -> ModelServer {
+        Opts::new(model).start()
     }
 
     /// Reads the counters.
@@ -160,7 +236,11 @@ impl TestServer {
             last = self.snapshot();
             cond(&last)
         });
-        assert!(ok, "timed out waiting for {what}; last stats: {last:?}");
+        assert!(
+            ok,
+            "{}: timed out waiting for {what}; last stats: {last:?}",
+            self.model
+        );
         last
     }
 
@@ -169,8 +249,30 @@ impl TestServer {
         Client::connect(self.addr)
     }
 
-    /// Stops the server and waits for its threads.
+    /// Waits (bounded) until the port has as many listening sockets as the model makes. Only
+    /// `prefork` can be behind: the other models listen before `serve` returns (and reading
+    /// `/proc/net/tcp` costs tens of milliseconds when many connections sit in TIME_WAIT).
+    pub fn wait_listening(&self) {
+        if self.model != Model::Prefork {
+            return;
+        }
+        let want = self.opts.listeners();
+        let port = self.addr.port();
+        let ok = wait_for(WAIT_TIMEOUT, || listeners_on(port) >= want);
+        assert!(
+            ok,
+            "{}: {} of {want} listener(s) on port {port} after {WAIT_TIMEOUT:?}",
+            self.model,
+            listeners_on(port)
+        );
+    }
+
+    /// Stops the server and waits for it (children included).
     pub fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
         if let Some(server) = self.server.take() {
             server.shutdown();
             server.join();
@@ -178,13 +280,50 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
+impl Drop for ModelServer {
     fn drop(&mut self) {
-        if let Some(server) = self.server.take() {
-            server.shutdown();
-            server.join();
-        }
+        self.stop_now();
     }
+}
+
+/// Sockets in state LISTEN on `port` (any address, IPv4 or IPv6), from `/proc/net/tcp{,6}`.
+pub fn listeners_on(port: u16) -> usize {
+    let suffix = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|text| {
+            text.lines()
+                .skip(1)
+                .filter(|line| {
+                    let f: Vec<&str> = line.split_whitespace().collect();
+                    f.len() > 3 && f[1].ends_with(&suffix) && f[3] == "0A"
+                })
+                .count()
+        })
+        .sum()
+}
+
+/// `GET /stats` on a new connection: asserts a 200 in Prometheus text and returns the text.
+pub fn stats_text(addr: SocketAddr) -> String {
+    let r = roundtrip(addr, get_request("/stats").as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4"),
+        "{r:?}"
+    );
+    r.text().to_owned()
+}
+
+/// The value of an unlabelled metric in Prometheus text; panics if it is missing.
+pub fn metric(text: &str, name: &str) -> i64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("metric {name}: {e} in:\n{text}"))
 }
 
 /// Polls `cond` every few milliseconds until it holds or `timeout` passes.
