@@ -1,6 +1,11 @@
 //! The `evloop` driver over real sockets on 127.0.0.1, with real clients: raw `TcpStream`s,
 //! `ureq`, `curl` and Python's `http.client` (the last two skipped with a note when absent).
 //!
+//! What every model must do (keep-alive, pipelining in order, chunked bodies, smuggling
+//! refused, the FIFO worker queue, shutdown) is checked for `evloop` too by `conformance.rs`;
+//! this file holds what that suite does not: evloop's workers, job counters and slots, its
+//! limits and routes in detail, and real clients.
+//!
 //! Every server listens on port 0; every socket has timeouts and every wait a deadline, so no
 //! test can hang, and no test relies on the machine being fast beyond generous upper bounds.
 
@@ -9,7 +14,6 @@ mod server;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -17,24 +21,7 @@ use server::{get_request, metric, post_request, stats_text, Client, Opts};
 
 const HELLO: &str = "Hello, World!";
 
-// 1. Keep-alive ----------------------------------------------------------------------------------
-
-#[test]
-fn thousand_keep_alive_requests_on_one_connection() {
-    let srv = Opts::evloop().start();
-    let mut c = srv.client();
-    for i in 0..1000 {
-        let r = c.get("/hello/world");
-        assert_eq!(r.status, 200, "request {i}");
-        assert_eq!(r.text(), HELLO, "request {i}");
-        assert!(!r.closes(), "request {i} closed the connection");
-        assert_eq!(r.header("server"), Some("berth"));
-        assert_eq!(r.header("content-length"), Some("13"));
-    }
-    let s = srv.snapshot();
-    assert_eq!(s.connections_total, 1, "{s:?}");
-    assert_eq!(s.requests, 1000, "{s:?}");
-}
+// 1. Keep-alive and pipelining -------------------------------------------------------------------
 
 #[test]
 fn http10_keep_alive_only_when_asked() {
@@ -49,43 +36,6 @@ fn http10_keep_alive_only_when_asked() {
     assert_eq!((r.status, r.text()), (200, HELLO));
     assert!(r.closes());
     c.expect_closed();
-}
-
-// 2. Pipelining ----------------------------------------------------------------------------------
-
-#[test]
-fn ten_pipelined_requests_answered_in_order() {
-    let srv = Opts::evloop().slow(Duration::from_millis(20)).start();
-    let paths = [
-        "/hello/world",
-        "/test/fast",
-        "/nope",
-        "/hello/world",
-        "/test/slow",
-        "/nope",
-        "/test/fast",
-        "/",
-        "/test/slow",
-        "/hello/world",
-    ];
-    let mut all = String::new();
-    for p in paths {
-        all.push_str(&get_request(p));
-    }
-    let mut c = srv.client();
-    c.send(all.as_bytes());
-    for (i, p) in paths.iter().enumerate() {
-        let r = c.read_response();
-        let (status, body) = match *p {
-            "/hello/world" | "/" => (200, HELLO),
-            "/test/fast" | "/test/slow" => (200, ""),
-            _ => (404, "Not Found\n"),
-        };
-        assert_eq!((r.status, r.text()), (status, body), "response {i} ({p})");
-    }
-    // Nothing extra, and the connection is still usable.
-    assert!(c.buffered().is_empty());
-    assert_eq!(c.get("/hello/world").text(), HELLO);
 }
 
 #[test]
@@ -113,33 +63,7 @@ fn pipelined_requests_split_across_writes() {
     }
 }
 
-// 3. Chunked request bodies ----------------------------------------------------------------------
-
-#[test]
-fn chunked_reverse_over_several_writes() {
-    let srv = Opts::evloop().start();
-    let mut c = srv.client();
-    let pieces: [&[u8]; 8] = [
-        b"POST /reverse HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n",
-        b"Transfer-Encoding: chunked\r\n\r\n",
-        b"7\r\n{\"a\": \"\r\n",
-        b"5;ext=1\r\nhello\r\n",
-        b"1",
-        b"0\r\n\", \"b\": [1, 2,  \r\n",
-        b"3\r\n3]}\r",
-        b"\n0\r\nX-Trailer: yes\r\n\r\n",
-    ];
-    for p in pieces {
-        c.send(p);
-        thread::sleep(Duration::from_millis(5));
-    }
-    let r = c.read_response();
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.header("content-type"), Some("application/json"));
-    assert_eq!(r.text(), r#"{"data":["olleh",[3,2,1]]}"#);
-    // Keep-alive survives a chunked body.
-    assert_eq!(c.get("/hello/world").text(), HELLO);
-}
+// 2. Expect: 100-continue ------------------------------------------------------------------------
 
 #[test]
 fn expect_100_continue_over_a_raw_socket() {
@@ -160,67 +84,7 @@ fn expect_100_continue_over_a_raw_socket() {
     assert_eq!((r.status, r.text()), (200, r#"{"data":["htreb"]}"#));
 }
 
-// 4. Request smuggling ---------------------------------------------------------------------------
-
-#[test]
-fn ambiguous_framing_is_refused_and_the_connection_closed() {
-    let srv = Opts::evloop().start();
-    let cases: [(&str, &[u8]); 7] = [
-        (
-            "CL+TE",
-            b"POST /reverse HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        ),
-        (
-            "TE+CL",
-            b"POST /reverse HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n",
-        ),
-        (
-            "two differing Content-Length",
-            b"POST /reverse HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}x",
-        ),
-        (
-            "chunked, chunked",
-            b"POST /reverse HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
-        ),
-        (
-            "bad chunk size",
-            b"POST /reverse HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
-        ),
-        (
-            "obs-fold",
-            b"GET /hello/world HTTP/1.1\r\nHost: t\r\nX-Folded: a\r\n  b\r\n\r\n",
-        ),
-        ("bare LF", b"GET /hello/world HTTP/1.1\nHost: t\n\n"),
-    ];
-    for (name, req) in cases {
-        let mut c = srv.client();
-        c.send(req);
-        // A smuggled second request behind it must never be answered.
-        let _ = c.stream.write_all(&get_request_bytes("/hello/world"));
-        let r = c
-            .try_read_response(false)
-            .unwrap_or_else(|e| panic!("{name}: no response: {e}"));
-        assert_eq!(r.status, 400, "{name}: {}", r.text());
-        assert!(r.closes(), "{name}: no Connection: close");
-        let rest = c
-            .read_to_close()
-            .unwrap_or_else(|e| panic!("{name}: connection not closed: {e}"));
-        assert!(
-            rest.is_empty(),
-            "{name}: bytes after the 400: {:?}",
-            String::from_utf8_lossy(&rest)
-        );
-    }
-    let s = srv.snapshot();
-    assert_eq!(s.requests, 0, "a refused request reached the app: {s:?}");
-    assert!(s.responses.contains(&(400, cases.len() as u64)), "{s:?}");
-}
-
-fn get_request_bytes(path: &str) -> Vec<u8> {
-    get_request(path).into_bytes()
-}
-
-// 5. Concurrency with workers --------------------------------------------------------------------
+// 3. Concurrency with workers --------------------------------------------------------------------
 
 #[test]
 fn hundred_concurrent_slow_requests_with_ten_workers() {
@@ -229,67 +93,19 @@ fn hundred_concurrent_slow_requests_with_ten_workers() {
         .workers(10)
         .slow(Duration::from_millis(30))
         .start();
-    let addr = srv.addr;
-    let clients: Vec<_> = (0..100)
-        .map(|i| {
-            thread::spawn(move || {
-                let mut c = Client::connect(addr);
-                let r = c.get("/test/slow");
-                assert_eq!(r.status, 200, "client {i}");
-                assert!(r.body.is_empty());
-            })
-        })
-        .collect();
-    for t in clients {
-        t.join().expect("client thread");
+    for (i, r) in server::get_at_once(srv.addr, 100, "/test/slow")
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(r.status, 200, "client {i}");
+        assert!(r.body.is_empty());
     }
     let s = srv.wait_stats("100 jobs done", |s| s.jobs_done == 100);
     assert_eq!((s.jobs_queued, s.jobs_running), (0, 0), "{s:?}");
     assert!(s.responses.contains(&(200, 100)), "{s:?}");
 }
 
-// 6. FIFO worker queue ---------------------------------------------------------------------------
-
-#[test]
-fn slow_jobs_complete_in_the_order_sent_with_one_worker() {
-    const N: usize = 5;
-    let srv = Opts::evloop()
-        .workers(1)
-        .slow(Duration::from_millis(50))
-        .start();
-    let mut clients: Vec<Client> = (0..N).map(|_| srv.client()).collect();
-    for (i, c) in clients.iter_mut().enumerate() {
-        c.send(get_request("/test/slow").as_bytes());
-        // Make "sent before" mean "queued before": wait until the loop has taken this job.
-        srv.wait_stats("job queued", |s| {
-            s.jobs_queued + s.jobs_running + s.jobs_done as i64 == i as i64 + 1
-        });
-        thread::sleep(Duration::from_millis(3));
-    }
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let readers: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut c)| {
-            let order = order.clone();
-            thread::spawn(move || {
-                let r = c.read_response();
-                order.lock().unwrap().push((i, Instant::now()));
-                assert_eq!(r.status, 200);
-            })
-        })
-        .collect();
-    for t in readers {
-        t.join().expect("reader thread");
-    }
-    let order = order.lock().unwrap();
-    let ids: Vec<usize> = order.iter().map(|&(i, _)| i).collect();
-    assert_eq!(ids, (0..N).collect::<Vec<_>>(), "completion order");
-    let s = srv.snapshot();
-    assert_eq!(s.jobs_done, N as u64, "{s:?}");
-}
-
-// 7. A peer leaving while its job runs -----------------------------------------------------------
+// 4. A peer leaving while its job runs -----------------------------------------------------------
 
 fn peer_leaves_during_slow_job(reset: bool) {
     let slow = Duration::from_millis(300);
@@ -297,13 +113,7 @@ fn peer_leaves_during_slow_job(reset: bool) {
     let mut c = srv.client();
     c.send(get_request("/test/slow").as_bytes());
     srv.wait_stats("the job to start", |s| s.jobs_running == 1);
-    if reset {
-        // SO_LINGER 0: close sends RST instead of FIN.
-        socket2::SockRef::from(&c.stream)
-            .set_linger(Some(Duration::ZERO))
-            .unwrap();
-    }
-    drop(c);
+    c.leave(reset);
     let left = Instant::now();
     // The slot outlives the peer while the job runs ...
     thread::sleep(Duration::from_millis(20));
@@ -338,7 +148,7 @@ fn peer_resetting_during_slow_job_leaves_no_slot() {
     peer_leaves_during_slow_job(true);
 }
 
-// 8. Capacity ------------------------------------------------------------------------------------
+// 5. Capacity ------------------------------------------------------------------------------------
 
 #[test]
 fn connection_beyond_capacity_is_refused_and_counted() {
@@ -372,7 +182,7 @@ fn connection_beyond_capacity_is_refused_and_counted() {
     assert_eq!(b.get("/hello/world").text(), HELLO);
 }
 
-// 9. Limits --------------------------------------------------------------------------------------
+// 6. Limits --------------------------------------------------------------------------------------
 
 #[test]
 fn limits_over_a_real_socket() {
@@ -419,12 +229,7 @@ fn limits_over_a_real_socket() {
     for (name, req, status) in cases {
         let mut c = srv.client();
         c.send(req.as_bytes());
-        let r = c
-            .try_read_response(false)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(r.status, status, "{name}: {}", r.text());
-        assert!(r.closes(), "{name}: no Connection: close");
-        c.expect_closed();
+        c.expect_refusal(status, name);
     }
     // Right at the limits is fine.
     let at_limit = post_request("/reverse", &format!(r#"{{"a":"{}"}}"#, "b".repeat(24)));
@@ -433,7 +238,7 @@ fn limits_over_a_real_socket() {
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
-// 10. Routes -------------------------------------------------------------------------------------
+// 7. Routes --------------------------------------------------------------------------------------
 
 #[test]
 fn head_404_405_bad_json_and_dates() {
@@ -543,7 +348,7 @@ fn slow_requests_answered_inline_without_workers() {
     assert_eq!(srv.snapshot().jobs_done, 0);
 }
 
-// 11. Real clients -------------------------------------------------------------------------------
+// 8. Real clients --------------------------------------------------------------------------------
 
 #[test]
 fn ureq_client() {
@@ -580,13 +385,18 @@ fn ureq_client() {
     assert_eq!(srv.snapshot().connections_total, 1);
 }
 
-fn have(program: &str, arg: &str) -> bool {
-    Command::new(program)
-        .arg(arg)
+/// Whether `program --version` runs; if not, notes that the test using it is skipped.
+fn have(program: &str) -> bool {
+    let found = Command::new(program)
+        .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success())
+        .is_ok_and(|s| s.success());
+    if !found {
+        eprintln!("note: {program} not found on PATH; skipping the test that uses it");
+    }
+    found
 }
 
 /// Runs a command with a deadline; returns (status code, stdout, stderr).
@@ -616,8 +426,7 @@ fn run_bounded(cmd: &mut Command, limit: Duration) -> (Option<i32>, String, Stri
 
 #[test]
 fn curl_client_with_expect_100_continue() {
-    if !have("curl", "--version") {
-        eprintln!("note: curl not found on PATH; skipping the curl test");
+    if !have("curl") {
         return;
     }
     let srv = Opts::evloop().start();
@@ -672,8 +481,7 @@ fn curl_client_with_expect_100_continue() {
 
 #[test]
 fn python_http_client() {
-    if !have("python3", "--version") {
-        eprintln!("note: python3 not found on PATH; skipping the http.client test");
+    if !have("python3") {
         return;
     }
     let srv = Opts::evloop().start();
@@ -756,15 +564,6 @@ fn many_connections_over_several_loops() {
     let s = srv.wait_stats("all closed", |s| s.connections_open == 0);
     assert_eq!(s.requests, 1000);
     assert_eq!(s.connections_total, 20);
-}
-
-#[test]
-fn shutdown_closes_idle_connections() {
-    let srv = Opts::evloop().start();
-    let mut c = srv.client();
-    assert_eq!(c.get("/hello/world").status, 200);
-    srv.stop();
-    c.expect_closed();
 }
 
 #[test]
@@ -932,16 +731,7 @@ fn requests_arriving_a_byte_at_a_time() {
         let mut c = srv.client();
         // The server may close before the last bytes are written.
         let _ = send_byte_by_byte(&mut c, req);
-        let r = c.read_response();
-        assert_eq!(
-            r.status,
-            400,
-            "{:?}: {}",
-            String::from_utf8_lossy(req),
-            r.text()
-        );
-        assert!(r.closes());
-        let _ = c.read_to_close().expect("closed");
+        c.expect_refusal(400, &String::from_utf8_lossy(req));
     }
 }
 
@@ -959,10 +749,7 @@ fn a_bad_request_mid_pipeline_ends_the_connection_after_earlier_answers() {
     c.send(&burst);
     assert_eq!(c.read_response().text(), HELLO);
     assert_eq!(c.read_response().status, 200);
-    let r = c.read_response();
-    assert_eq!(r.status, 400);
-    assert!(r.closes());
-    c.expect_closed();
+    c.expect_refusal(400, "the third request");
 }
 
 #[test]
@@ -979,16 +766,7 @@ fn unsupported_expectation_and_version() {
     for (req, status) in cases {
         let mut c = srv.client();
         c.send(req);
-        let r = c.read_response();
-        assert_eq!(
-            r.status,
-            status,
-            "{:?}: {}",
-            String::from_utf8_lossy(req),
-            r.text()
-        );
-        assert!(r.closes());
-        c.expect_closed();
+        c.expect_refusal(status, &String::from_utf8_lossy(req));
     }
 }
 
@@ -1107,13 +885,7 @@ fn more_framing_ambiguities_are_refused() {
     for (name, req, status) in cases {
         let mut c = srv.client();
         let _ = c.stream.write_all(req);
-        let r = c
-            .try_read_response(false)
-            .unwrap_or_else(|e| panic!("{name}: no response: {e}"));
-        assert_eq!(r.status, status, "{name}: {}", r.text());
-        assert!(r.closes(), "{name}: no Connection: close");
-        c.read_to_close()
-            .unwrap_or_else(|e| panic!("{name}: connection not closed: {e}"));
+        c.expect_refusal(status, name);
     }
     assert_eq!(srv.snapshot().requests, 0);
 }

@@ -506,14 +506,40 @@ impl Client {
 
     /// Asserts that the server closes the connection without sending anything more.
     pub fn expect_closed(&mut self) {
+        self.expect_closed_after("the responses read");
+    }
+
+    /// [`Client::expect_closed`], where `what` names what the close follows, in a failure.
+    pub fn expect_closed_after(&mut self, what: &str) {
         let rest = self
             .read_to_close()
-            .unwrap_or_else(|e| panic!("expected the server to close the connection: {e}"));
+            .unwrap_or_else(|e| panic!("{what}: connection not closed: {e}"));
         assert!(
             rest.is_empty(),
-            "unexpected bytes before close: {:?}",
+            "{what}: bytes before the close: {:?}",
             String::from_utf8_lossy(&rest)
         );
+    }
+
+    /// Closes the connection: with a FIN, or with a RST if `reset` (`SO_LINGER` 0).
+    pub fn leave(self, reset: bool) {
+        if reset {
+            socket2::SockRef::from(&self.stream)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+        }
+    }
+
+    /// Reads the answer to a request the server must refuse: `status` with `Connection: close`,
+    /// then the connection closed with nothing more. `what` names the request in a failure.
+    pub fn expect_refusal(&mut self, status: u16, what: &str) -> Response {
+        let r = self
+            .try_read_response(false)
+            .unwrap_or_else(|e| panic!("{what}: no response: {e}"));
+        assert_eq!(r.status, status, "{what}: {}", r.text());
+        assert!(r.closes(), "{what}: no Connection: close");
+        self.expect_closed_after(&format!("{what}: the {status}"));
+        r
     }
 
     /// Shuts down the write side (sends FIN).
@@ -570,6 +596,21 @@ pub fn roundtrip(addr: SocketAddr, request: &[u8]) -> Response {
     let mut c = Client::connect(addr);
     c.send(request);
     c.read_response()
+}
+
+/// `n` clients at once, each on a thread and a connection of its own, `GET path`; returns their
+/// responses in client order.
+pub fn get_at_once(addr: SocketAddr, n: u64, path: &str) -> Vec<Response> {
+    let clients: Vec<_> = (0..n)
+        .map(|_| {
+            let path = path.to_owned();
+            std::thread::spawn(move || Client::connect(addr).get(&path))
+        })
+        .collect();
+    clients
+        .into_iter()
+        .map(|t| t.join().expect("client thread"))
+        .collect()
 }
 
 /// Sends one request on a new connection and reads everything until the server closes it.
