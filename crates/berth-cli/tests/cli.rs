@@ -1,152 +1,19 @@
 //! The built `berth` binary: startup line, serving, usage errors (exit 2), help (exit 0) and
 //! runtime failures (exit 1), per DESIGN §6.
 //!
-//! Every child process is owned by a [`ChildGuard`] that kills and reaps it when the test ends,
+//! Every child process is owned by a [`Berth`] guard that stops and reaps it when the test ends,
 //! pass or fail; every wait has a deadline; every server listens on port 0.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_berth");
+use std::net::{SocketAddr, TcpListener};
 
-/// Generous bound on anything a test waits for; only a guard against hangs.
-const LIMIT: Duration = Duration::from_secs(20);
-
-/// Kills and reaps its child when dropped. The second field receives stdout lines once
-/// [`ChildGuard::first_line`] has started reading them.
-struct ChildGuard(Child, Option<mpsc::Receiver<String>>);
-
-impl ChildGuard {
-    fn spawn(args: &[&str]) -> ChildGuard {
-        Self::spawn_in(std::path::Path::new("."), args)
-    }
-
-    /// Like [`ChildGuard::spawn`], with `dir` as the working directory.
-    fn spawn_in(dir: &std::path::Path, args: &[&str]) -> ChildGuard {
-        let child = Command::new(BIN)
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn berth");
-        ChildGuard(child, None)
-    }
-
-    /// Waits for the exit within [`LIMIT`]; panics (and the guard kills the child) otherwise.
-    fn wait(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            if let Some(status) = self.0.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "berth did not exit within {LIMIT:?}"
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Everything the child wrote to `pipe` (call after it has exited).
-    fn drain(pipe: Option<impl Read>) -> String {
-        let mut s = String::new();
-        if let Some(mut p) = pipe {
-            p.read_to_string(&mut s).expect("read child output");
-        }
-        s
-    }
-
-    /// Waits for the exit; returns the status with stdout and stderr.
-    fn finish(&mut self) -> (ExitStatus, String, String) {
-        // Read the pipes on threads so a chatty child cannot block on a full pipe.
-        let out = self.0.stdout.take();
-        let err = self.0.stderr.take();
-        let out = thread::spawn(move || Self::drain(out));
-        let err = thread::spawn(move || Self::drain(err));
-        let status = self.wait();
-        (status, out.join().unwrap(), err.join().unwrap())
-    }
-
-    /// Reads the first line of stdout within [`LIMIT`]. Later lines stay available to
-    /// [`ChildGuard::stop_and_collect_stdout`].
-    fn first_line(&mut self) -> String {
-        let stdout = self.0.stdout.take().expect("stdout piped");
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let line = match rx.recv_timeout(LIMIT) {
-            Ok(line) => line,
-            Err(_) => panic!("no startup line within {LIMIT:?}"),
-        };
-        self.1 = Some(rx);
-        line
-    }
-
-    /// Kills the child and returns the lines it wrote to stdout after the first one.
-    fn stop_and_collect_stdout(&mut self) -> Vec<String> {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let rx = self.1.take().expect("first_line was called");
-        let mut rest = Vec::new();
-        // The reader ends at EOF, which the child's death brings at once.
-        while let Ok(line) = rx.recv_timeout(LIMIT) {
-            rest.push(line);
-        }
-        rest
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Runs berth to completion with `args`.
-fn run(args: &[&str]) -> (ExitStatus, String, String) {
-    ChildGuard::spawn(args).finish()
-}
-
-/// Parses `http://ADDR` out of the startup line.
-fn address_in(line: &str) -> SocketAddr {
-    let start = line.find("http://").expect("an http:// address") + "http://".len();
-    let rest = &line[start..];
-    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-    rest[..end].parse().expect("a socket address")
-}
-
-/// One GET over a fresh connection, closing after it; returns the raw response.
-fn get(addr: SocketAddr, path: &str) -> String {
-    let mut s = TcpStream::connect_timeout(&addr, LIMIT).expect("connect");
-    s.set_read_timeout(Some(LIMIT)).unwrap();
-    s.set_write_timeout(Some(LIMIT)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: cli\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read response");
-    out
-}
+use common::{address_in, free_port, get, run, Berth, LIMIT};
 
 #[test]
 fn serve_prints_its_address_and_serves() {
-    let mut berth = ChildGuard::spawn(&["serve", "-p", "0", "-A", "2", "-w", "3", "-C", "50"]);
-    let line = berth.first_line();
+    let mut berth = Berth::spawn(&["serve", "-p", "0", "-A", "2", "-w", "3", "-C", "50"]);
+    let line = berth.line();
     for part in [
         "berth listening on http://127.0.0.1:",
         "evloop",
@@ -166,16 +33,17 @@ fn serve_prints_its_address_and_serves() {
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
 
     // Still running: it serves until stopped.
-    assert!(berth.0.try_wait().unwrap().is_none(), "berth exited early");
+    assert!(berth.is_running(), "berth exited early");
     // And the startup line was the only one.
-    let rest = berth.stop_and_collect_stdout();
+    berth.kill();
+    let rest = berth.rest_of_stdout();
     assert!(rest.is_empty(), "more than one line on stdout: {rest:?}");
 }
 
 #[test]
 fn serve_defaults_are_reported() {
-    let mut berth = ChildGuard::spawn(&["serve", "--port", "0", "--host", "127.0.0.1"]);
-    let line = berth.first_line();
+    let mut berth = Berth::spawn(&["serve", "--port", "0", "--host", "127.0.0.1"]);
+    let line = berth.line();
     let addr = address_in(&line);
     assert!(line.contains("capacity 100000"), "{line}");
     let response = get(addr, "/");
@@ -298,25 +166,20 @@ fn address_in_use_is_a_runtime_failure() {
 
 #[test]
 fn sigterm_shuts_down_cleanly() {
-    let mut berth = ChildGuard::spawn(&["serve", "-p", "0", "-A", "1"]);
-    let addr = address_in(&berth.first_line());
+    let mut berth = Berth::spawn(&["serve", "-p", "0", "-A", "1"]);
+    let addr = address_in(&berth.line());
     assert!(get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"));
-    let pid = berth.0.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("run kill");
-    assert!(killed.success());
-    let status = berth.wait();
+    berth.signal("TERM");
+    let status = berth.wait(LIMIT);
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
 /// Starts `berth serve` on a free port; returns the guard and the address it serves.
-fn serve(extra: &[&str]) -> (ChildGuard, SocketAddr) {
+fn serve(extra: &[&str]) -> (Berth, SocketAddr) {
     let mut args = vec!["serve", "-p", "0", "-A", "1"];
     args.extend_from_slice(extra);
-    let mut server = ChildGuard::spawn(&args);
-    let addr = address_in(&server.first_line());
+    let mut server = Berth::spawn(&args);
+    let addr = address_in(&server.line());
     (server, addr)
 }
 
@@ -409,11 +272,7 @@ fn bench_prints_a_table_with_errors_by_kind() {
 
 #[test]
 fn bench_against_nothing_fails_with_the_cause() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}/");
     let (status, out, err) = run(&["bench", &url, "-d", "200ms", "-c", "2"]);
     assert_eq!(status.code(), Some(1), "{out}{err}");
@@ -485,8 +344,8 @@ fn serve_root_and_its_default() {
         "{r}"
     );
 
-    let mut public = ChildGuard::spawn_in(&base.join("with"), &["serve", "-p", "0", "-A", "1"]);
-    let addr = address_in(&public.first_line());
+    let mut public = Berth::spawn_in(&base.join("with"), &["serve", "-p", "0", "-A", "1"]);
+    let addr = address_in(&public.line());
     let r = get(addr, "/files/a.txt");
     assert!(
         r.starts_with("HTTP/1.1 200 ") && r.ends_with("from public\n"),
@@ -494,12 +353,12 @@ fn serve_root_and_its_default() {
     );
     drop(public);
 
-    let mut none = ChildGuard::spawn_in(&base.join("without"), &["serve", "-p", "0", "-A", "1"]);
-    let addr = address_in(&none.first_line());
+    let mut none = Berth::spawn_in(&base.join("without"), &["serve", "-p", "0", "-A", "1"]);
+    let addr = address_in(&none.line());
     let r = get(addr, "/files/a.txt");
     assert!(r.starts_with("HTTP/1.1 404 "), "{r}");
-    let _ = none.0.kill();
-    let (_, _, err) = none.finish();
+    none.kill();
+    let err = none.stderr();
     assert!(
         err.contains("/files/ answers 404"),
         "no hint in the log: {err}"
@@ -516,7 +375,7 @@ fn serve_actor_model_with_its_batch() {
     std::fs::create_dir_all(&base).unwrap();
     std::fs::write(base.join("f.txt"), "actor file\n").unwrap();
     let root = base.to_string_lossy().into_owned();
-    let mut server = ChildGuard::spawn(&[
+    let mut server = Berth::spawn(&[
         "serve",
         "--model",
         "actor",
@@ -529,7 +388,7 @@ fn serve_actor_model_with_its_batch() {
         "--root",
         &root,
     ]);
-    let line = server.first_line();
+    let line = server.line();
     assert!(
         line.contains("(model actor, 2 scheduler threads, batch 7,"),
         "{line}"

@@ -2,11 +2,15 @@
 //! terminal, writes the pid file, logs to the log file, drains on SIGTERM and removes the pid
 //! file on a clean exit.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use common::procs::alive;
+use common::{address_in, run, signal, wait_for};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("berth-daemon-test-{}-{name}", std::process::id()));
@@ -15,30 +19,12 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn alive(pid: i32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
-}
-
-fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
-}
-
 /// Kills the daemon if a test fails half-way.
 struct Reaper(i32);
 impl Drop for Reaper {
     fn drop(&mut self) {
         if self.0 > 0 && alive(self.0) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &self.0.to_string()])
-                .status();
+            signal(self.0, "KILL");
         }
     }
 }
@@ -48,30 +34,25 @@ fn daemon_serves_logs_and_cleans_up() {
     let dir = scratch("ok");
     let (pid_file, log_file) = (dir.join("berth.pid"), dir.join("berth.log"));
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["serve", "-d", "-v", "-p", "0", "-A", "1"])
-        .arg("--pid-file")
-        .arg(&pid_file)
-        .arg("--log-file")
-        .arg(&log_file)
-        .output()
-        .expect("run berth -d");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (status, line, err) = run(&[
+        "serve",
+        "-d",
+        "-v",
+        "-p",
+        "0",
+        "-A",
+        "1",
+        "--pid-file",
+        &pid_file.to_string_lossy(),
+        "--log-file",
+        &log_file.to_string_lossy(),
+    ]);
+    assert_eq!(status.code(), Some(0), "{err}");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "the command should return once the daemon is up"
     );
-    let line = String::from_utf8_lossy(&out.stdout);
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    let addr = address_in(&line);
 
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .expect("pid file")
@@ -93,7 +74,7 @@ fn daemon_serves_logs_and_cleans_up() {
         "the daemon is not our child"
     );
 
-    let mut s = TcpStream::connect(&addr).unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(b"GET /hello/world HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -104,17 +85,13 @@ fn daemon_serves_logs_and_cleans_up() {
         "{response}"
     );
 
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
+    assert!(signal(pid, "TERM"), "kill -TERM {pid} failed");
     assert!(
-        wait_until(Duration::from_secs(10), || !alive(pid)),
+        wait_for(Duration::from_secs(10), || !alive(pid)),
         "daemon still running after SIGTERM"
     );
     assert!(
-        wait_until(Duration::from_secs(2), || !pid_file.exists()),
+        wait_for(Duration::from_secs(2), || !pid_file.exists()),
         "pid file left behind"
     );
     let log = std::fs::read_to_string(&log_file).expect("log file");
@@ -129,14 +106,15 @@ fn daemon_that_cannot_bind_says_why_and_exits_1() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let pid_file = dir.join("berth.pid");
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["serve", "-d", "-p", &port])
-        .arg("--pid-file")
-        .arg(&pid_file)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (status, _, err) = run(&[
+        "serve",
+        "-d",
+        "-p",
+        &port,
+        "--pid-file",
+        &pid_file.to_string_lossy(),
+    ]);
+    assert_eq!(status.code(), Some(1));
     assert!(err.contains("already in use"), "{err}");
     assert!(!pid_file.exists(), "a failed daemon leaves no pid file");
     let _ = std::fs::remove_dir_all(dir);
@@ -144,10 +122,7 @@ fn daemon_that_cannot_bind_says_why_and_exits_1() {
 
 #[test]
 fn pid_and_log_files_need_daemonize() {
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(["serve", "--pid-file", "/tmp/x.pid"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage:"));
+    let (status, _, err) = run(&["serve", "--pid-file", "/tmp/x.pid"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(err.contains("Usage:"));
 }

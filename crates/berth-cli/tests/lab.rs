@@ -2,10 +2,12 @@
 //! load shape, within the two minutes the quick lab promises; `lab.json` has a row for each
 //! model and shape, every row served requests, and the table and chart are written.
 
-use std::process::{Command, Stdio};
+mod common;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_berth");
+use common::Berth;
 
 const MODELS: [&str; 6] = ["single", "threaded", "forked", "prefork", "evloop", "actor"];
 const SHAPES: [&str; 6] = [
@@ -22,31 +24,17 @@ fn quick_lab_measures_every_model_under_every_shape() {
     let out = std::env::temp_dir().join(format!("berth-lab-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let started = Instant::now();
-    let mut child = Command::new(BIN)
-        .args(["lab", "--quick", "--out"])
-        .arg(&out)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn berth lab");
+    let mut lab = Berth::spawn_in(
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")),
+        &["lab", "--quick", "--out", &out.to_string_lossy()],
+    );
     // Two minutes is the promise; the deadline only keeps a hang from stalling CI.
-    let deadline = started + Duration::from_secs(170);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("berth lab --quick still running after 170 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = lab
+        .wait_exit(Duration::from_secs(170))
+        .unwrap_or_else(|| panic!("berth lab --quick still running after 170 s"));
     let elapsed = started.elapsed();
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = lab.rest_of_stdout();
+    let stderr = lab.stderr();
     assert!(status.success(), "{stdout}\n{stderr}");
     assert!(
         elapsed < Duration::from_secs(120),

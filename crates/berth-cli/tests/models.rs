@@ -3,201 +3,19 @@
 //! `serve`), every malformed model or port option refused with exit 2 and the usage, and SIGTERM
 //! stopping a process model with exit 0 and no worker process left behind.
 //!
-//! Every berth is owned by a [`Berth`] guard that stops it when the test ends, pass or fail:
-//! SIGTERM, a bounded wait, then SIGKILL for it and any child it left. Every wait has a deadline;
-//! every server listens on 127.0.0.1 with a port picked by the system.
+//! Every berth is owned by a [`Berth`] guard (`tests/common`) that stops it when the test ends,
+//! pass or fail: SIGTERM, a bounded wait, then SIGKILL for it and any child it left. Every wait
+//! has a deadline; every server listens on 127.0.0.1 with a port picked by the system.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_berth");
-
-/// Generous bound on anything a test waits for; only a guard against hangs.
-const LIMIT: Duration = Duration::from_secs(20);
-
-/// A running berth; stopped (and its children killed) when dropped.
-struct Berth {
-    child: Child,
-    /// Lines of stdout, read by a thread.
-    lines: mpsc::Receiver<String>,
-    /// stderr, collected by a thread until the process exits.
-    stderr: Option<thread::JoinHandle<String>>,
-}
-
-impl Berth {
-    fn spawn(args: &[&str]) -> Berth {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn berth");
-        let stdout = child.stdout.take().expect("stdout piped");
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut err = child.stderr.take().expect("stderr piped");
-        let stderr = Some(thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        }));
-        Berth {
-            child,
-            lines,
-            stderr,
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    /// The startup line, within [`LIMIT`].
-    fn startup_line(&mut self) -> String {
-        match self.lines.recv_timeout(LIMIT) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "no startup line within {LIMIT:?}; stderr: {}",
-                    self.stderr()
-                );
-            }
-        }
-    }
-
-    /// What berth wrote to stderr (waits for the pipe to close: call after it has exited).
-    fn stderr(&mut self) -> String {
-        self.stderr
-            .take()
-            .map(|t| t.join().unwrap_or_default())
-            .unwrap_or_default()
-    }
-
-    /// Waits for the exit within `within`; `None` if it is still running.
-    fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        signal(self.pid(), sig);
-    }
-}
-
-impl Drop for Berth {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        // Children first noted, so that none outlives a berth that has to be killed.
-        let children: Vec<i32> = children_of(self.pid()).iter().map(|p| p.pid).collect();
-        self.signal("TERM");
-        if self.wait_exit(Duration::from_secs(5)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        for pid in children {
-            if proc_stat(pid).is_some_and(|p| p.state != 'Z') {
-                signal(pid, "KILL");
-            }
-        }
-    }
-}
-
-/// Sends `SIG<sig>` to `pid` with the `kill` command.
-fn signal(pid: i32, sig: &str) {
-    let _ = Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// Runs berth to completion with `args` (it must exit within [`LIMIT`]).
-fn run(args: &[&str]) -> (ExitStatus, String, String) {
-    let mut b = Berth::spawn(args);
-    let status = b
-        .wait_exit(LIMIT)
-        .unwrap_or_else(|| panic!("{args:?}: berth did not exit within {LIMIT:?}"));
-    let mut out = Vec::new();
-    while let Ok(line) = b.lines.recv_timeout(Duration::from_secs(1)) {
-        out.push(line);
-    }
-    (status, out.join("\n"), b.stderr())
-}
-
-/// One process as `/proc/PID/stat` describes it.
-#[derive(Debug, Clone, Copy)]
-struct Proc {
-    pid: i32,
-    ppid: i32,
-    state: char,
-}
-
-fn proc_stat(pid: i32) -> Option<Proc> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some(Proc { pid, ppid, state })
-}
-
-fn children_of(parent: i32) -> Vec<Proc> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(proc_stat)
-        .filter(|p| p.ppid == parent)
-        .collect()
-}
-
-/// Polls `cond` until it holds or `within` passes.
-fn wait_for(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Parses `http://ADDR` out of the startup line.
-fn address_in(line: &str) -> SocketAddr {
-    let start = line
-        .find("http://")
-        .unwrap_or_else(|| panic!("no http:// address in {line:?}"))
-        + "http://".len();
-    let rest = &line[start..];
-    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-    rest[..end].parse().expect("a socket address")
-}
+use common::procs::{children_of, proc_stat};
+use common::{address_in, free_port, get, run, wait_for, Berth, LIMIT};
 
 /// Opens a connection and sends a keep-alive GET; returns the connection and the response head
 /// and body read so far (enough for the small demo responses).
@@ -216,25 +34,11 @@ fn get_keep_alive(addr: SocketAddr, path: &str) -> (TcpStream, String) {
     (s, String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// One GET over a fresh connection, closing after it; returns the raw response.
-fn get(addr: SocketAddr, path: &str) -> String {
-    let mut s = TcpStream::connect_timeout(&addr, LIMIT).expect("connect");
-    s.set_read_timeout(Some(LIMIT)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: cli\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read response");
-    out
-}
-
 /// Starts berth with `args`, checks that its startup line names `model` and that it serves
 /// `/hello/world`; returns it running, with its address.
 fn serving(args: &[&str], model: &str) -> (Berth, SocketAddr) {
     let mut b = Berth::spawn(args);
-    let line = b.startup_line();
+    let line = b.line();
     assert!(
         line.contains(&format!("(model {model},")),
         "{args:?}: model {model} not named in {line:?}"
@@ -251,14 +55,6 @@ fn serving(args: &[&str], model: &str) -> (Berth, SocketAddr) {
         "{args:?}: {response}"
     );
     (b, addr)
-}
-
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
 }
 
 #[test]

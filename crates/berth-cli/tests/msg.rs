@@ -2,37 +2,30 @@
 //! processes sharing one port, a 1 GiB message relayed in bounded server memory, the size
 //! limit, and usage errors.
 //!
-//! Every child is killed and reaped by its guard when the test ends; every wait is bounded.
+//! Every child is stopped and reaped by its guard when the test ends; every wait is bounded.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::ExitStatus;
 use std::thread;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_berth");
+use common::{run_within, Berth};
+
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A `berth msg serve` child, killed when dropped.
+/// A `berth msg serve` child, stopped by its [`Berth`] guard when dropped.
 struct Server {
-    child: Child,
+    berth: Berth,
     endpoints: Vec<String>,
 }
 
 impl Server {
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .args(["msg", "serve"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn berth");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut berth = Berth::spawn(&[&["msg", "serve"][..], args].concat());
+        let line = berth.line();
         let endpoints = line
             .trim()
             .strip_prefix("berth msg listening on ")
@@ -40,7 +33,7 @@ impl Server {
             .split(' ')
             .map(str::to_owned)
             .collect();
-        Server { child, endpoints }
+        Server { berth, endpoints }
     }
 
     fn addr(&self) -> SocketAddr {
@@ -53,43 +46,19 @@ impl Server {
 
     /// SIGTERM, then the exit status and stderr.
     fn stop(mut self) -> (i32, String) {
-        Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        let deadline = Instant::now() + LIMIT;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "server did not stop");
-            thread::sleep(Duration::from_millis(20));
-        };
-        let mut err = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (status.code().unwrap_or(-1), err)
+        self.berth.signal("TERM");
+        let status = self.berth.wait(LIMIT);
+        (status.code().unwrap_or(-1), self.berth.stderr())
     }
 
     /// The server's peak resident memory so far, in KiB.
     fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.berth.pid())).unwrap();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))
             .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
             .expect("VmHWM in /proc/PID/status")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -117,8 +86,9 @@ fn client(addr: SocketAddr, name: &str) -> TcpStream {
     s
 }
 
-fn berth(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).args(args).output().unwrap()
+/// Runs `berth ARGS` to its end (within [`LIMIT`]): exit status, stdout, stderr.
+fn berth(args: &[&str]) -> (ExitStatus, String, String) {
+    run_within(args, LIMIT)
 }
 
 #[test]
@@ -138,28 +108,21 @@ fn send_and_listen_through_the_relay_demo() {
     let tcp = server.endpoints[0].clone();
     assert_eq!(server.endpoints[1], unix);
 
-    let out = berth(&["msg", "send", &tcp, "hello", "two words"]);
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\ntwo words\n");
+    let (status, out, err) = berth(&["msg", "send", &tcp, "hello", "two words"]);
+    assert!(status.success(), "{status:?}: {out}{err}");
+    assert_eq!(out, "hello\ntwo words\n");
 
-    let out = berth(&["msg", "send", &tcp, "--name", "admin", "x"]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (status, _, err) = berth(&["msg", "send", &tcp, "--name", "admin", "x"]);
+    assert_eq!(status.code(), Some(1));
     assert!(err.contains("refused: transport-refused"), "{err}");
-    let out = berth(&["msg", "send", &unix, "--name", "admin", "over unix"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "over unix\n");
+    let (_, out, _) = berth(&["msg", "send", &unix, "--name", "admin", "over unix"]);
+    assert_eq!(out, "over unix\n");
 
-    let mut listener = Command::new(BIN)
-        .args(["msg", "listen", &tcp, "--name", "bob"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(listener.stdout.take().unwrap()).lines();
+    let mut listener = Berth::spawn(&["msg", "listen", &tcp, "--name", "bob"]);
     // Relay once bob is registered (the relay answers `@!` until then).
     let deadline = Instant::now() + LIMIT;
     loop {
-        let out = berth(&[
+        let (status, out, err) = berth(&[
             "msg",
             "send",
             &tcp,
@@ -169,20 +132,20 @@ fn send_and_listen_through_the_relay_demo() {
             "--answers",
             "0",
         ]);
-        assert!(out.status.success(), "{out:?}");
-        let probe = berth(&["msg", "send", &tcp, "@bob ?", "-w", "300ms"]);
-        if !String::from_utf8_lossy(&probe.stdout).starts_with("@! no client") {
+        assert!(status.success(), "{status:?}: {out}{err}");
+        let (_, probe, _) = berth(&["msg", "send", &tcp, "@bob ?", "-w", "300ms"]);
+        if !probe.starts_with("@! no client") {
             break;
         }
         assert!(Instant::now() < deadline, "bob never registered");
     }
-    let first = lines.next().unwrap().unwrap();
+    let first = listener.line();
     assert!(first == "@alice hi" || first.starts_with("@#"), "{first}");
     let (code, err) = server.stop();
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("refused:transport-refused 1"), "{err}");
     // The listener saw the shutdown and exited by itself.
-    assert!(listener.wait().unwrap().success());
+    assert!(listener.wait(LIMIT).success());
     assert!(!sock.exists(), "the UNIX socket file is removed at exit");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -307,21 +270,19 @@ fn bad_endpoints_rules_and_sizes_are_usage_errors() {
         &["msg", "send", "tcp://127.0.0.1:1"],
         &["msg", "send", "carrier-pigeon://x", "m"],
     ] {
-        let out = berth(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let (status, _, err) = berth(args);
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("Usage:"), "{args:?}: {err}");
     }
     // A port in use by a server that does not share it is a runtime failure, with the cause.
     let a = Server::start(&["--listen", "tcp://127.0.0.1:0", "--no-reuse-port"]);
-    let out = berth(&[
+    let (status, _, err) = berth(&[
         "msg",
         "serve",
         "--listen",
         &a.endpoints[0],
         "--no-reuse-port",
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(1));
     assert!(err.contains("already in use"), "{err}");
 }

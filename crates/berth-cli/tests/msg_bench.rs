@@ -3,36 +3,23 @@
 //! when nothing was echoed. Every run is bounded by a message count, and waited for with a
 //! deadline.
 
+mod common;
+
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Output, Stdio};
+use std::process::ExitStatus;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_berth");
+use common::{free_port, run_within};
 
 /// Generous bound on one run; only a guard against hangs.
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// Runs `berth ARGS` to its end (killed after [`LIMIT`]); returns its output.
-fn berth(args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn berth");
-    let deadline = Instant::now() + LIMIT;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("berth {args:?} did not exit within {LIMIT:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().expect("collect output")
+/// Runs `berth ARGS` to its end (killed after [`LIMIT`]); returns its exit status, stdout and
+/// stderr.
+fn berth(args: &[&str]) -> (ExitStatus, String, String) {
+    run_within(args, LIMIT)
 }
 
 /// An echo server of berth framing (keyword, OK, then every frame back), a thread per client.
@@ -65,18 +52,14 @@ fn echo(mut s: TcpStream) -> io::Result<()> {
     }
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 #[test]
 fn json_report_of_an_exact_count() {
     let endpoint = echo_server();
-    let out = berth(&[
+    let (status, out, err) = berth(&[
         "msg", "bench", &endpoint, "-n", "300", "-c", "3", "-t", "2", "-s", "1k", "--json",
     ]);
-    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert!(status.success(), "stderr: {err}");
+    let j: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
     assert_eq!(j["messages"], 300);
     assert_eq!(j["size"], 1024);
     assert_eq!(j["window"], 16, "the default window for small messages");
@@ -99,7 +82,7 @@ fn json_report_of_an_exact_count() {
 #[test]
 fn table_report_with_a_window_and_a_big_size() {
     let endpoint = echo_server();
-    let out = berth(&[
+    let (status, table, err) = berth(&[
         "msg",
         "bench",
         &endpoint,
@@ -111,8 +94,7 @@ fn table_report_with_a_window_and_a_big_size() {
         "2",
         "--anonymous",
     ]);
-    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
-    let table = text(&out.stdout);
+    assert!(status.success(), "stderr: {err}");
     assert!(table.contains("1048576-byte messages"), "{table}");
     assert!(table.contains("window 2"), "{table}");
     assert!(table.contains("messages     4 echoed"), "{table}");
@@ -134,30 +116,23 @@ fn usage_errors_exit_2_with_usage() {
     ] {
         let mut argv = vec!["msg", "bench", "tcp://127.0.0.1:9"];
         argv.extend_from_slice(args);
-        let out = berth(&argv);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let (status, _, err) = berth(&argv);
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(err.contains("Usage:"), "{args:?}: {err}");
     }
-    let out = berth(&["msg", "bench", "127.0.0.1:9100", "-n", "1"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("not an endpoint"));
+    let (status, _, err) = berth(&["msg", "bench", "127.0.0.1:9100", "-n", "1"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(err.contains("not an endpoint"));
 }
 
 #[test]
 fn nothing_echoed_is_exit_1_with_the_cause() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let endpoint = format!("tcp://127.0.0.1:{port}");
-    let out = berth(&["msg", "bench", &endpoint, "-n", "2"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let endpoint = format!("tcp://127.0.0.1:{}", free_port());
+    let (status, out, err) = berth(&["msg", "bench", &endpoint, "-n", "2"]);
+    assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("no message to"), "{err}");
     assert!(err.contains("connect: "), "{err}");
     // The report is still printed: the errors are the measurement.
-    assert!(text(&out.stdout).contains("errors       2 (connect 2"));
+    assert!(out.contains("errors       2 (connect 2"));
 }

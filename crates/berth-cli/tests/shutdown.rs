@@ -2,44 +2,32 @@
 //! are in flight answers every one of them 200, refuses new connections, closes idle keep-alive
 //! connections, and exits 0; a second signal stops at once.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Berth(Child);
+use common::{address_in, Berth};
 
-impl Drop for Berth {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
+/// `berth serve -p 0 ARGS`, and the address it serves.
 fn start(args: &[&str]) -> (Berth, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .arg("serve")
-        .args(["-p", "0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start berth");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("startup line");
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (Berth(child), addr)
+    let mut berth = Berth::spawn(&[&["serve", "-p", "0"][..], args].concat());
+    let addr = address_in(&berth.line());
+    (berth, addr)
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// A new connection that has sent `GET /test/slow`.
+fn slow_request(addr: SocketAddr) -> TcpStream {
+    let mut s = connect(addr);
+    s.write_all(b"GET /test/slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     s
 }
 
@@ -60,25 +48,6 @@ fn status_line(s: &mut TcpStream) -> String {
         .to_owned()
 }
 
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(ok.success());
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status.code();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("berth did not exit within {within:?}");
-}
-
 fn drains(model: &str, in_flight: usize) {
     let (mut berth, addr) = start(&[
         "--model",
@@ -96,16 +65,9 @@ fn drains(model: &str, in_flight: usize) {
     idle.write_all(b"GET /test/fast HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     assert_eq!(status_line(&mut idle), "HTTP/1.1 200 OK");
-    let mut slow: Vec<TcpStream> = (0..in_flight)
-        .map(|_| {
-            let mut s = connect(addr);
-            s.write_all(b"GET /test/slow HTTP/1.1\r\nHost: x\r\n\r\n")
-                .unwrap();
-            s
-        })
-        .collect();
+    let mut slow: Vec<TcpStream> = (0..in_flight).map(|_| slow_request(addr)).collect();
     std::thread::sleep(Duration::from_millis(300));
-    signal(&berth.0, "-TERM");
+    berth.signal("TERM");
     std::thread::sleep(Duration::from_millis(150));
     assert!(
         TcpStream::connect(addr).is_err(),
@@ -125,7 +87,7 @@ fn drains(model: &str, in_flight: usize) {
         "{model}: the idle connection got bytes instead of a close"
     );
     assert_eq!(
-        wait_exit(&mut berth.0, Duration::from_secs(10)),
+        berth.wait(Duration::from_secs(10)).code(),
         Some(0),
         "{model}"
     );
@@ -159,27 +121,23 @@ fn actor_drains_on_sigterm() {
 #[test]
 fn single_finishes_its_request_on_sigterm() {
     let (mut berth, addr) = start(&["--model", "single", "-D", "500"]);
-    let mut s = connect(addr);
-    s.write_all(b"GET /test/slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+    let mut s = slow_request(addr);
     std::thread::sleep(Duration::from_millis(200));
-    signal(&berth.0, "-TERM");
+    berth.signal("TERM");
     assert_eq!(status_line(&mut s), "HTTP/1.1 200 OK");
-    assert_eq!(wait_exit(&mut berth.0, Duration::from_secs(10)), Some(0));
+    assert_eq!(berth.wait(Duration::from_secs(10)).code(), Some(0));
 }
 
 #[test]
 fn a_second_signal_stops_at_once() {
     let (mut berth, addr) = start(&["-D", "5000", "--shutdown-timeout", "30"]);
-    let mut s = connect(addr);
-    s.write_all(b"GET /test/slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
+    let _in_flight = slow_request(addr);
     std::thread::sleep(Duration::from_millis(200));
-    signal(&berth.0, "-TERM");
+    berth.signal("TERM");
     std::thread::sleep(Duration::from_millis(200));
-    signal(&berth.0, "-INT");
+    berth.signal("INT");
     let started = Instant::now();
-    let code = wait_exit(&mut berth.0, Duration::from_secs(4));
+    let code = berth.wait(Duration::from_secs(4)).code();
     assert_eq!(code, Some(1));
     assert!(started.elapsed() < Duration::from_secs(3));
 }
