@@ -40,8 +40,9 @@ use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
-/// Within a batch of readiness events, finished jobs are picked up every this many events.
-const REPLY_CHECK_EVERY: usize = 32;
+/// Within a batch of readiness events (or of accepted connections), finished jobs are picked up
+/// every this many.
+const REPLY_CHECK_EVERY: usize = 8;
 /// How often a loop retries `accept` after running out of descriptors.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// Deadlines are kept to this precision: a timeout fires up to this much late, never early.
@@ -288,7 +289,13 @@ impl<H: Handler> EventLoop<H> {
     }
 
     fn accept(&mut self) {
-        loop {
+        for accepted in 1usize.. {
+            // A backlog of connections each answered on the spot (read_on_accept) can keep
+            // the loop here for milliseconds: pick up finished jobs in between, as the event
+            // loop does within a long batch of events.
+            if accepted % REPLY_CHECK_EVERY == 0 {
+                self.take_replies();
+            }
             let Some(listener) = &self.listener else {
                 return;
             };
