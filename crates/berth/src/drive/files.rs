@@ -321,17 +321,19 @@ mod tests {
         base
     }
 
+    /// A bare `GET /`: the request whose `/files` path the tests vary.
+    const GET: Request<'static> = Request {
+        method: Method::Get,
+        target: "/",
+        path: "/",
+        query: None,
+        version: Version::Http11,
+        headers: &[],
+        body: b"",
+    };
+
     fn req(path: &str) -> FileRequest {
-        let r = Request {
-            method: Method::Get,
-            target: "/",
-            path: "/",
-            query: None,
-            version: Version::Http11,
-            headers: &[],
-            body: b"",
-        };
-        FileRequest::parse(&r, path).unwrap()
+        FileRequest::parse(&GET, path).unwrap()
     }
 
     fn check(files: &Files) {
@@ -363,18 +365,7 @@ mod tests {
             "etc-link",
             "sub/up/../secret.txt",
         ] {
-            let r = FileRequest::parse(
-                &Request {
-                    method: Method::Get,
-                    target: "/",
-                    path: "/",
-                    query: None,
-                    version: Version::Http11,
-                    headers: &[],
-                    body: b"",
-                },
-                escape,
-            );
+            let r = FileRequest::parse(&GET, escape);
             if let Ok(r) = r {
                 assert_eq!(
                     files.open(&r).map(|f| f.meta),
