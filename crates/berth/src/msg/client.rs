@@ -168,6 +168,8 @@ pub(crate) struct Client {
     pub(crate) paused: bool,
     /// Clients paused until this one's output drains.
     pub(crate) waiters: Vec<ClientId>,
+    /// The client this one's current message is streaming to, while that stream is open.
+    pub(crate) feeding: Option<ClientId>,
     /// Output was queued since the last drained report.
     pub(crate) owes_drain: bool,
 }
@@ -198,6 +200,7 @@ impl Client {
             ending: None,
             paused: false,
             waiters: Vec::new(),
+            feeding: None,
             owes_drain: false,
         }
     }

@@ -13,6 +13,13 @@
 //! leaves any client's queue above `out_high` pauses the source until that queue falls below a
 //! quarter of it. A relay of a 1 GiB message therefore holds about `out_high` plus one read
 //! buffer, however fast the sender writes.
+//!
+//! Whole messages sent to a client that is receiving a streamed message wait behind the stream
+//! (they are *held*), and only the stream's sender can make them move. So the stream's sender
+//! is judged by the bytes ready to write alone, never by the held ones: were it paused until
+//! the whole queue drained, it would wait for itself, and every sender behind it with it
+//! (issue 12: a relay that stopped for good). Any other sender is judged by the whole queue,
+//! which keeps what is held bounded.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -174,8 +181,8 @@ pub(crate) struct Core {
     outbox: VecDeque<(usize, Post)>,
     /// Clients paused until the outbox is empty.
     outbox_waiters: Vec<ClientId>,
-    /// Reading the mailbox waits for this client's queue to drain.
-    mail_stalled: Option<ClientId>,
+    /// Reading the mailbox waits for this client's queue to drain (released by its flush).
+    pub(super) mail_stalled: Option<ClientId>,
     pub(crate) config: EngineConfig,
     wheel: Wheel,
     pool: BufPool,
@@ -268,7 +275,14 @@ impl Core {
             false => post,
         };
         self.outbox.push_back((thread, post));
-        if let Some(src) = self.source {
+        // A client feeding a stream is not paused here: the stream's receiver (and whatever
+        // waits behind it) depends on it, and the other engine may be waiting on that
+        // receiver. What it can add meanwhile is bounded by one read.
+        let feeding = self
+            .source
+            .and_then(|s| self.get(s))
+            .is_some_and(|s| s.feeding.is_some());
+        if let Some(src) = self.source.filter(|_| !feeding) {
             if let Some(s) = self.get_mut(src) {
                 s.paused = true;
             }
@@ -336,7 +350,13 @@ impl Core {
 
     /// Runs `f` on an open client's queue, then applies backpressure. `false`: no such client,
     /// or it is no longer open.
-    pub(super) fn queue(&mut self, id: ClientId, f: impl FnOnce(&mut OutQueue, &mut Io)) -> bool {
+    /// `stream`: the call feeds the open stream, so its source is judged by the ready bytes.
+    pub(super) fn queue(
+        &mut self,
+        id: ClientId,
+        stream: bool,
+        f: impl FnOnce(&mut OutQueue, &mut Io),
+    ) -> bool {
         if self.is_remote(id) {
             // Only whole messages and closes cross threads (see `send`, `close`).
             return false;
@@ -350,7 +370,11 @@ impl Core {
         }
         f(&mut c.out, &mut c.io);
         c.owes_drain = true;
-        let full = c.out.queued() > high;
+        let full = if stream {
+            c.out.ready() > high
+        } else {
+            c.out.queued() > high
+        };
         self.dirty.push(id);
         if full {
             if let Some(src) = self.source {
@@ -370,14 +394,14 @@ impl Core {
         if self.is_remote(id) {
             return self.post(Post::Message(id, msg.to_vec()), id);
         }
-        self.queue(id, |q, _| q.push_message(msg))
+        self.queue(id, false, |q, _| q.push_message(msg))
     }
 
     pub(crate) fn send_owned(&mut self, id: ClientId, msg: Vec<u8>) -> bool {
         if self.is_remote(id) {
             return self.post(Post::Message(id, msg), id);
         }
-        self.queue(id, |q, _| q.push_owned(msg))
+        self.queue(id, false, |q, _| q.push_owned(msg))
     }
 
     /// Queues a sequence to be drawn lazily (local clients only: a sequence does not cross
@@ -389,19 +413,31 @@ impl Core {
         I::Item: AsRef<[u8]>,
     {
         let producer: Box<dyn Produce> = Box::new(IterProducer(messages.into_iter()));
-        self.queue(id, |q, _| q.push_lazy(producer))
+        self.queue(id, false, |q, _| q.push_lazy(producer))
     }
 
     /// Opens a streamed message to `id`; `false` if it is gone or already receiving one.
     pub(crate) fn open_stream(&mut self, id: ClientId, len: u64) -> bool {
         let mut opened = false;
-        let known = self.queue(id, |q, _| opened = q.open_stream(len));
+        let known = self.queue(id, true, |q, _| opened = q.open_stream(len));
+        if known && opened {
+            self.note_feeding(id);
+        }
         known && opened
+    }
+
+    /// Records that the source feeds the stream open to `to` (or no longer does, once it has
+    /// ended): a feeder is resumed as soon as the queues it waits on have little *ready*.
+    fn note_feeding(&mut self, to: ClientId) {
+        let open = self.get(to).is_some_and(|c| c.out.stream_open());
+        if let Some(src) = self.source.and_then(|s| self.get_mut(s)) {
+            src.feeding = open.then_some(to);
+        }
     }
 
     /// More of the streamed message open to `id`.
     pub(crate) fn stream_chunk(&mut self, id: ClientId, bytes: &[u8]) -> bool {
-        self.queue(id, |q, io| match io {
+        let known = self.queue(id, true, |q, io| match io {
             // Big chunks try the socket first (one copy fewer); small ones are gathered and
             // written together at the end of the round.
             Io::Stream { stream, .. } if bytes.len() >= THROUGH_MIN => {
@@ -410,7 +446,11 @@ impl Core {
             _ => {
                 q.stream_chunk(bytes);
             }
-        })
+        });
+        if known {
+            self.note_feeding(id);
+        }
+        known
     }
 
     /// Closes `id` once its queued output is written. A client receiving a streamed message

@@ -77,8 +77,10 @@ pub(crate) struct OutQueue {
     behind: VecDeque<Item>,
     /// Payload bytes the open stream still expects, if one is open.
     open: Option<u64>,
-    /// Bytes in `Bytes` items (in `items` and `behind`).
-    queued: usize,
+    /// Bytes in `Bytes` items in `items`: what can be written now.
+    ready: usize,
+    /// Bytes in `Bytes` items in `behind`: what waits for the open stream to end.
+    held: usize,
     /// Lazy sequences in the queue.
     lazies: usize,
     /// A written-out block kept for the next small messages.
@@ -92,20 +94,29 @@ impl OutQueue {
             items: VecDeque::new(),
             behind: VecDeque::new(),
             open: None,
-            queued: 0,
+            ready: 0,
+            held: 0,
             lazies: 0,
             spare: Vec::new(),
         }
     }
 
-    /// Bytes waiting to be written (not counting what lazy sequences have yet to produce).
+    /// Bytes waiting to be written, held ones included (not counting what lazy sequences have
+    /// yet to produce).
     pub(crate) fn queued(&self) -> usize {
-        self.queued
+        self.ready + self.held
+    }
+
+    /// Bytes that can be written now: [`OutQueue::queued`] without what waits behind an open
+    /// stream. Only the stream's own sender can make held bytes move, so backpressure on that
+    /// sender must look at this figure, not the total (or it would wait for itself).
+    pub(crate) fn ready(&self) -> usize {
+        self.ready
     }
 
     /// Nothing is waiting: no bytes, no sequence, no open stream.
     pub(crate) fn is_empty(&self) -> bool {
-        self.queued == 0 && self.lazies == 0 && self.open.is_none()
+        self.queued() == 0 && self.lazies == 0 && self.open.is_none()
     }
 
     /// Whether a streamed message is open.
@@ -116,12 +127,19 @@ impl OutQueue {
     /// Queues one whole message.
     pub(crate) fn push_message(&mut self, msg: &[u8]) {
         let framing = self.framing;
-        let line = if self.open.is_some() {
-            &mut self.behind
+        let (line, count, spare) = self.line();
+        *count += put(line, spare, framing, msg);
+    }
+
+    /// Where whole messages go now: behind the open stream if there is one, else in line;
+    /// with the byte count that line adds to.
+    /// Also lends the spare block, which the caller appends with.
+    fn line(&mut self) -> (&mut VecDeque<Item>, &mut usize, &mut Vec<u8>) {
+        if self.open.is_some() {
+            (&mut self.behind, &mut self.held, &mut self.spare)
         } else {
-            &mut self.items
-        };
-        self.queued += put(line, &mut self.spare, framing, msg);
+            (&mut self.items, &mut self.ready, &mut self.spare)
+        }
     }
 
     /// Queues one whole message, taking its buffer (no copy when it is large).
@@ -129,26 +147,25 @@ impl OutQueue {
         if msg.len() < OWN_BLOCK || self.framing == Framing::Datagram {
             return self.push_message(&msg);
         }
-        let line = if self.open.is_some() {
-            &mut self.behind
-        } else {
-            &mut self.items
-        };
-        if self.framing == Framing::Frames {
-            self.queued += append(line, &mut self.spare, &header(msg.len() as u64));
+        let framing = self.framing;
+        let (line, count, spare) = self.line();
+        if framing == Framing::Frames {
+            *count += append(line, spare, &header(msg.len() as u64));
         }
-        self.queued += msg.len();
+        *count += msg.len();
         line.push_back(Item::Bytes { data: msg, pos: 0 });
     }
 
-    /// Queues bytes that are already wire format (a handshake answer, a control frame).
+    /// Queues bytes that are already wire format (a handshake answer, a control frame),
+    /// behind an open stream like any whole message.
     pub(crate) fn push_wire(&mut self, bytes: &[u8]) {
         if self.framing == Framing::Datagram {
-            self.queued += bytes.len();
+            self.ready += bytes.len();
             let data = bytes.to_vec();
             return self.items.push_back(Item::Bytes { data, pos: 0 });
         }
-        self.queued += append(&mut self.items, &mut self.spare, bytes);
+        let (line, count, spare) = self.line();
+        *count += append(line, spare, bytes);
     }
 
     /// Queues a lazy sequence behind everything queued so far.
@@ -168,7 +185,7 @@ impl OutQueue {
             return false;
         }
         if self.framing == Framing::Frames {
-            self.queued += append(&mut self.items, &mut self.spare, &header(len));
+            self.ready += append(&mut self.items, &mut self.spare, &header(len));
         }
         self.open = Some(len);
         self.close_stream_if_done();
@@ -180,7 +197,7 @@ impl OutQueue {
     pub(crate) fn stream_chunk(&mut self, bytes: &[u8]) -> usize {
         let Some(left) = self.open else { return 0 };
         let take = bytes.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        self.queued += append(&mut self.items, &mut self.spare, &bytes[..take]);
+        self.ready += append(&mut self.items, &mut self.spare, &bytes[..take]);
         self.open = Some(left - take as u64);
         self.close_stream_if_done();
         take
@@ -209,12 +226,15 @@ impl OutQueue {
         }
         slices[n] = IoSlice::new(bytes);
         let written = w.write_vectored(&slices[..=n]).unwrap_or(0);
-        let from_queue = written.min(self.queued);
+        // The slices ahead of the chunk are exactly the ready bytes (no lazy items here), so
+        // whatever the socket took beyond them came from the chunk. Held bytes were not
+        // offered and must not be counted.
+        let from_queue = written.min(self.ready);
         if from_queue > 0 {
             self.consume(from_queue);
         }
         let direct = written - from_queue;
-        self.queued += append(&mut self.items, &mut self.spare, &bytes[direct..]);
+        self.ready += append(&mut self.items, &mut self.spare, &bytes[direct..]);
         self.open = Some(left - bytes.len() as u64);
         self.close_stream_if_done();
         bytes.len()
@@ -224,6 +244,7 @@ impl OutQueue {
         if self.open == Some(0) {
             self.open = None;
             self.items.append(&mut self.behind);
+            self.ready += std::mem::take(&mut self.held);
         }
     }
 
@@ -255,7 +276,7 @@ impl OutQueue {
                 PRODUCE_BUDGET,
             );
             self.spare = spare;
-            self.queued += added;
+            self.ready += added;
             if more {
                 self.items.insert(at, Item::Lazy(producer));
             } else {
@@ -315,7 +336,7 @@ impl OutQueue {
     /// Drops the datagram [`Self::front_datagram`] returned, once sent.
     pub(crate) fn pop_datagram(&mut self) {
         if let Some(Item::Bytes { data, .. }) = self.items.pop_front() {
-            self.queued -= data.len();
+            self.ready -= data.len();
         }
     }
 
@@ -324,12 +345,13 @@ impl OutQueue {
         self.items.clear();
         self.behind.clear();
         self.open = None;
-        self.queued = 0;
+        self.ready = 0;
+        self.held = 0;
         self.lazies = 0;
     }
 
     fn consume(&mut self, mut n: usize) {
-        self.queued -= n;
+        self.ready -= n;
         while n > 0 {
             let Some(Item::Bytes { data, pos }) = self.items.front_mut() else {
                 unreachable!("wrote more than the queue held");
@@ -410,6 +432,20 @@ mod tests {
             }
             let n = buf.len().min(self.step);
             self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        /// Takes from every slice, as `writev` does, up to `step` in all.
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.calls += 1;
+            if self.calls % 2 == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.step - n);
+                self.got.extend_from_slice(&b[..take]);
+                n += take;
+            }
             Ok(n)
         }
         fn flush(&mut self) -> io::Result<()> {
@@ -518,6 +554,46 @@ mod tests {
                 "step {step}"
             );
         }
+    }
+
+    /// Issue 12: whole messages held behind an open stream were counted as written when the
+    /// socket took a chunk written through, and `consume` then hit `unreachable!`.
+    #[test]
+    fn held_messages_are_not_counted_as_written_through() {
+        let mut q = OutQueue::new(Framing::Frames);
+        q.push_message(b"first");
+        assert!(q.open_stream(20_000));
+        q.push_owned(vec![9u8; 100_000]);
+        q.push_message(b"small");
+        q.push_wire(b"\x05\x00\x00\x00\x00\x00\x00\x80error");
+        assert_eq!(q.ready(), 13 + 8);
+        assert_eq!(q.queued(), 13 + 8 + 100_008 + 13 + 13);
+        let mut w = Trickle {
+            got: Vec::new(),
+            step: 1 << 20,
+            calls: 0,
+        };
+        let chunk = vec![1u8; 10_000];
+        assert_eq!(q.stream_chunk_through(&mut w, &chunk), 10_000);
+        assert_eq!(q.ready(), 0);
+        assert_eq!(q.stream_chunk_through(&mut w, &chunk), 10_000);
+        drain(&mut q, &mut w);
+        let got = frames(&w.got[..w.got.len() - 13]);
+        assert_eq!(
+            got,
+            vec![
+                b"first".to_vec(),
+                vec![1u8; 20_000],
+                vec![9u8; 100_000],
+                b"small".to_vec()
+            ]
+        );
+        // The control frame came last, after the stream and what waited behind it.
+        assert_eq!(
+            &w.got[w.got.len() - 13..],
+            b"\x05\x00\x00\x00\x00\x00\x00\x80error"
+        );
+        assert_eq!(q.queued(), 0);
     }
 
     #[test]

@@ -129,16 +129,7 @@ impl Core {
                 }
             }
         }
-        let c = self.get_mut(id).expect("still here");
-        if c.out.queued() <= low && !c.waiters.is_empty() {
-            let waiters = std::mem::take(&mut c.waiters);
-            for w in waiters {
-                if let Some(wc) = self.get_mut(w) {
-                    wc.paused = false;
-                    self.resumed.push(w);
-                }
-            }
-        }
+        self.wake_waiters(id, low);
         let c = self.get_mut(id).expect("still here");
         if !c.out.is_empty() {
             return;
@@ -155,6 +146,39 @@ impl Core {
             }
             _ => {}
         }
+    }
+
+    /// Resumes the clients waiting on `id`'s queue that may go on: all of them once the whole
+    /// queue is below `low`; a client feeding an open stream as soon as the *ready* bytes are
+    /// (held bytes move only when that stream ends, see the module docs of `core`). Releases a
+    /// mailbox stalled on `id` the same way.
+    fn wake_waiters(&mut self, id: ClientId, low: usize) {
+        let Some((ready, total, idle)) = self
+            .get(id)
+            .map(|c| (c.out.ready(), c.out.queued(), c.waiters.is_empty()))
+        else {
+            return;
+        };
+        if total <= low && self.mail_stalled == Some(id) {
+            self.mail_stalled = None;
+        }
+        if ready > low || idle {
+            return;
+        }
+        let waiters = std::mem::take(&mut self.get_mut(id).expect("checked").waiters);
+        let mut still = Vec::new();
+        for w in waiters {
+            let feeding = self.get(w).and_then(|wc| wc.feeding);
+            let feeds_a_stream =
+                feeding.is_some_and(|f| self.get(f).is_some_and(|fc| fc.out.stream_open()));
+            if total > low && !feeds_a_stream {
+                still.push(w);
+            } else if let Some(wc) = self.get_mut(w) {
+                wc.paused = false;
+                self.resumed.push(w);
+            }
+        }
+        self.get_mut(id).expect("checked").waiters = still;
     }
 
     /// Output is written and the client is to go: UDP clients go now; stream clients stop
