@@ -118,3 +118,70 @@ fn big_messages_from_many_senders_arrive_whole() {
     server.stop();
     server.join().expect("no engine thread panicked");
 }
+
+/// Issue 12: at shutdown a client receiving relayed messages got its queue cut inside a frame
+/// and never the `shutdown` frame. Now every frame it gets is whole, and the last is
+/// `shutdown`.
+#[test]
+fn shutdown_delivers_whole_frames_then_the_shutdown_frame() {
+    let server = MsgServer::spawn(
+        &[tcp_endpoint()],
+        EngineConfig::default(),
+        1,
+        Duration::from_secs(5),
+        |_| EchoRelay::new(64 << 20),
+    )
+    .unwrap();
+    let addr = addr_of(&server.endpoints[0]);
+    let (mut sink, answer) = hello(tcp_small_window(addr, 64 << 10), "sink");
+    assert_eq!(answer, ok());
+    let senders: Vec<_> = (0..10)
+        .map(|s| {
+            thread::spawn(move || {
+                let (mut c, answer) = hello(tcp(addr), &format!("s{s}"));
+                assert_eq!(answer, ok());
+                for i in 0..2000 {
+                    let mut msg = format!("@sink {s} {i} ").into_bytes();
+                    msg.resize(2000, b'x');
+                    // The server stops reading during the run: later writes may fail.
+                    if c.write_all(&frame(&msg)).is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    server.stop();
+    // The sink reads only once the shutdown has begun (the listener is closed), so that what
+    // it gets is what was queued and in flight then.
+    let deadline = Instant::now() + WAIT;
+    while TcpStream::connect(addr).is_ok() {
+        assert!(Instant::now() < deadline, "the listener never closed");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let mut whole = 0;
+    let last = loop {
+        match read_frame(&mut sink).expect("a whole frame, or the shutdown frame") {
+            Frame::Data(d) => {
+                assert_eq!(
+                    d.len(),
+                    2000 - "@sink ".len() + "@sN ".len(),
+                    "frame {whole}"
+                );
+                assert!(d.starts_with(b"@s"), "frame {whole}");
+                assert!(d.ends_with(b"x"), "frame {whole}");
+                whole += 1;
+            }
+            Frame::Control(text) => break text,
+        }
+    };
+    assert_eq!(last, "error shutdown the server is stopping");
+    assert!(closes(&mut sink));
+    // Less than everything: the shutdown came while the queue was full.
+    assert!(whole > 0 && whole < 20_000, "{whole}");
+    server.join().unwrap();
+    for s in senders {
+        s.join().unwrap();
+    }
+}

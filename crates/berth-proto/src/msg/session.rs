@@ -55,6 +55,15 @@ impl ServerSession {
         matches!(self.state, State::Open(_))
     }
 
+    /// Whether the client is between messages: nothing of a next frame read yet (true before
+    /// admission and after the end too).
+    pub fn at_boundary(&self) -> bool {
+        match &self.state {
+            State::Open(decoder) => decoder.at_boundary(),
+            _ => true,
+        }
+    }
+
     /// Whether the connection is to be closed once the output is written.
     pub fn is_closing(&self) -> bool {
         matches!(self.state, State::Closing)

@@ -208,4 +208,16 @@ impl Client {
     pub(crate) fn id(&self, key: usize) -> ClientId {
         ClientId::new(key, self.gen)
     }
+
+    /// An open client has sent part of a message and not yet the rest.
+    pub(crate) fn mid_message(&self) -> bool {
+        match &self.io {
+            Io::Stream {
+                proto: Proto::Server(session),
+                hup: false,
+                ..
+            } => self.phase == Phase::Open && !session.at_boundary(),
+            _ => false,
+        }
+    }
 }

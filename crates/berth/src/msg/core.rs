@@ -52,6 +52,8 @@ pub(crate) const LISTENERS: usize = usize::MAX / 2;
 const LINGER: Duration = Duration::from_secs(2);
 /// Stream chunks at least this long are written straight to the socket when it takes them.
 const THROUGH_MIN: usize = 8 * 1024;
+/// Reads of resumed clients per [`Core::settle`] before the engine polls again.
+const RESUMED_PER_SETTLE: usize = 64;
 /// Largest UDP payload (65,535 minus the IP and UDP headers).
 const MAX_DATAGRAM: usize = 65_507;
 
@@ -199,6 +201,12 @@ pub(crate) struct Core {
     /// pieces, `max_message` when it takes whole messages (set by the engine per turn).
     pub(crate) limit: u64,
     pub(crate) stats: Arc<MsgStats>,
+    /// A shutdown has begun: clients are read only to finish the message they are sending.
+    pub(super) stopping: bool,
+    /// No client of this engine is in the middle of a message any more (while stopping).
+    quiet: bool,
+    /// Every stream client has been ended with the `shutdown` frame.
+    ended_all: bool,
 }
 
 impl Core {
@@ -226,6 +234,9 @@ impl Core {
             limit: config.max_message,
             stats,
             config,
+            stopping: false,
+            quiet: false,
+            ended_all: false,
         }
     }
 
@@ -341,6 +352,10 @@ impl Core {
 
     /// How long until the next timer may fire, if anything is armed or lingering.
     pub(crate) fn timer_due(&self) -> Option<Duration> {
+        if !self.resumed.is_empty() {
+            // Readers left over by `settle`'s budget.
+            return Some(Duration::ZERO);
+        }
         if !self.outbox.is_empty() {
             // Another engine's mailbox was full: try again soon.
             return Some(Duration::from_millis(1));
@@ -548,13 +563,21 @@ impl Core {
     }
 
     /// Writes pending output, reads resumed clients and delivers notes until nothing is left.
+    ///
+    /// Resumed clients are read at most [`RESUMED_PER_SETTLE`] times per call; the rest wait
+    /// for the next turn (whose poll then does not block). A reader and writers that keep
+    /// waking each other would otherwise keep the engine here, away from its poll, its timers
+    /// and its stop flag, for as long as they have bytes (issue 12: a shutdown that came only
+    /// after 40 MB had been relayed).
     pub(crate) fn settle(&mut self, sink: &mut dyn Sink) {
+        let mut budget = RESUMED_PER_SETTLE;
         loop {
             if let Some(id) = self.dirty.pop() {
                 self.flush(id);
             } else if let Some(note) = self.notes.pop_front() {
                 sink.note(self, note);
-            } else if let Some(id) = self.resumed.pop() {
+            } else if let Some(id) = (budget > 0).then(|| self.resumed.pop()).flatten() {
+                budget -= 1;
                 self.pump(id, sink);
             } else if !self.exchange_mail() {
                 return;

@@ -7,6 +7,7 @@
 //! thread keeps the message and pauses the client it came from until the channel takes it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -14,13 +15,42 @@ use mio::Waker;
 
 use super::client::ClientId;
 
-/// Live names of a server.
-#[derive(Debug, Default)]
+/// Live names of a server, and how far its engines are in a shutdown.
+#[derive(Debug)]
 pub struct Directory {
     names: Mutex<HashMap<String, ClientId>>,
+    /// Engine threads of the server.
+    engines: usize,
+    /// Engine threads with no client in the middle of a message any more, while stopping.
+    quiet: AtomicUsize,
+}
+
+impl Default for Directory {
+    fn default() -> Self {
+        Directory::new(1)
+    }
 }
 
 impl Directory {
+    /// The directory of a server of `engines` threads.
+    pub(crate) fn new(engines: usize) -> Directory {
+        Directory {
+            names: Mutex::default(),
+            engines,
+            quiet: AtomicUsize::new(0),
+        }
+    }
+
+    /// One engine thread has no client in the middle of a message any more (call once).
+    pub(crate) fn thread_quiet(&self) {
+        self.quiet.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Every engine thread is quiet: messages can no longer cross between them.
+    pub(crate) fn all_quiet(&self) -> bool {
+        self.quiet.load(Ordering::Acquire) >= self.engines
+    }
+
     fn names(&self) -> std::sync::MutexGuard<'_, HashMap<String, ClientId>> {
         // A panic while holding the lock leaves the map consistent (every change is one call).
         self.names.lock().unwrap_or_else(|e| e.into_inner())

@@ -349,17 +349,32 @@ impl Engine {
     /// Stops listening, ends every client with the `shutdown` frame after its queued output,
     /// and runs I/O until they are all gone or `timeout` passes.
     pub fn shutdown(&mut self, timeout: Duration) -> io::Result<()> {
-        self.core.shutdown_all();
-        let deadline = Instant::now() + timeout;
         let mut sink = Collector::default();
-        while !self.core.clients.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
+        self.shutdown_with(timeout, |engine, wait| engine.turn(Some(wait), &mut sink))
+    }
+
+    /// The shutdown both APIs share: clients finish the message they are sending (for up to
+    /// half of `grace`), then everyone gets the `shutdown` frame after its queued output, and
+    /// I/O runs (through `turn`) until they are gone or `grace` has passed.
+    pub(crate) fn shutdown_with(
+        &mut self,
+        grace: Duration,
+        mut turn: impl FnMut(&mut Engine, Duration) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.core.begin_shutdown();
+        let start = Instant::now();
+        let (force_at, deadline) = (start + grace / 2, start + grace);
+        loop {
+            let now = Instant::now();
+            let ended = self.core.shutdown_step(now >= force_at);
+            if (ended && self.core.clients.is_empty()) || now >= deadline {
+                return Ok(());
             }
-            self.turn(Some(left.min(Duration::from_millis(100))), &mut sink)?;
+            // Short turns while waiting for the other threads to go quiet.
+            let wait = if ended { 50 } else { 5 };
+            let left = deadline.saturating_duration_since(now);
+            turn(self, left.min(Duration::from_millis(wait)))?;
         }
-        Ok(())
     }
 }
 

@@ -152,11 +152,8 @@ impl Engine {
         while !stop.load(Ordering::Relaxed) {
             self.iterate_with(handler, Some(tick))?;
         }
-        self.core.shutdown_all();
-        let deadline = std::time::Instant::now() + grace;
-        while !self.core.clients.is_empty() && std::time::Instant::now() < deadline {
-            self.iterate_with(handler, Some(Duration::from_millis(50)))?;
-        }
-        Ok(())
+        self.shutdown_with(grace, |engine, timeout| {
+            engine.iterate_with(handler, Some(timeout))
+        })
     }
 }

@@ -62,7 +62,7 @@ impl MsgServer {
             ));
         }
         let stats = Arc::new(MsgStats::default());
-        let directory = Arc::new(Directory::default());
+        let directory = Arc::new(Directory::new(threads));
         let mut engines = Vec::with_capacity(threads);
         let mut bound: Vec<Endpoint> = Vec::new();
         for t in 0..threads {

@@ -150,3 +150,20 @@ pub fn serve<H: MsgHandler + Send + 'static>(
 pub fn echo(config: EngineConfig, endpoints: &[Endpoint]) -> Served {
     serve(config, endpoints, EchoRelay::new(64 << 20))
 }
+
+/// A client whose receive buffer is held to `bytes` (the kernel would otherwise let it grow to
+/// `tcp_rmem`'s maximum, 32 MiB on some machines): a client that does not read then backs up
+/// into the server quickly.
+pub fn tcp_small_window(addr: SocketAddr, bytes: usize) -> TcpStream {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .unwrap();
+    socket.set_recv_buffer_size(bytes).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let s: TcpStream = socket.into();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s
+}

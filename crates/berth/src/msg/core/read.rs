@@ -21,6 +21,10 @@ impl Core {
             if c.phase == Phase::Closing || (c.paused && c.phase != Phase::Lingering) {
                 return;
             }
+            // Shutting down, a client is read only to finish the message it is sending.
+            if self.stopping && c.phase == Phase::Open && !c.mid_message() {
+                return;
+            }
             let Io::Stream {
                 stream,
                 hup,
@@ -79,6 +83,7 @@ impl Core {
         let mut pos = 0;
         // A message found whole in this read: handed over without copying.
         let mut direct: Option<(usize, usize)> = None;
+        let stopping = self.stopping;
         while let Some(c) = self.get_mut(id) {
             if c.phase == Phase::Closing {
                 break;
@@ -97,6 +102,10 @@ impl Core {
                     continue;
                 }
                 Proto::Server(session) => {
+                    if stopping && session.at_boundary() {
+                        // Messages sent after the shutdown began are not taken.
+                        break;
+                    }
                     let (n, event) = session.next(&input[pos..]);
                     pos += n;
                     match event {

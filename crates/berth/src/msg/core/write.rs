@@ -19,11 +19,7 @@ impl Core {
         {
             let mut frame = Vec::new();
             session.end(why, text, &mut frame);
-            // Behind a half-sent stream the frame would land inside its payload: drop the
-            // stream (the peer sees the connection end early, which is the truth).
-            if c.out.stream_open() {
-                c.out.clear();
-            }
+            // Queued behind a stream still arriving, if one is open: after its last byte.
             c.out.push_wire(&frame);
         }
         if why == Ending::TooLarge {
@@ -53,10 +49,14 @@ impl Core {
         }
     }
 
-    /// Stops listening and ends every client with the `shutdown` frame (UDP clients: `B`)
-    /// after its queued output.
-    pub(crate) fn shutdown_all(&mut self) {
+    /// Begins a shutdown: stops listening, lets handshakes go and says goodbye to UDP clients.
+    /// Stream clients stay open until [`Core::shutdown_step`] ends them: first every client in
+    /// the middle of sending a message may finish it (and no new message is read), so that
+    /// what it streams to others, and what waits behind that, arrives whole.
+    pub(crate) fn begin_shutdown(&mut self) {
         self.stop_listening();
+        self.stopping = true;
+
         let ids: Vec<_> = self.clients.iter().map(|(k, c)| c.id(k)).collect();
         for id in ids {
             match self
@@ -64,13 +64,46 @@ impl Core {
                 .map(|c| (c.phase, matches!(c.io, Io::Udp { .. })))
             {
                 Some((Phase::Open, true)) => self.close(id),
-                Some((Phase::Open, false)) => {
-                    self.end(id, Ending::Shutdown, "the server is stopping")
-                }
                 Some((Phase::Handshake, _)) => self.remove(id),
                 _ => {}
             }
         }
+    }
+
+    /// Ends every open stream client with the `shutdown` frame after its queued output, once
+    /// no client of any engine thread is in the middle of a message, or at once if `force`.
+    /// Forced, a client receiving a message that can no longer be finished is closed without
+    /// the frame: it would land inside that message. `true` once everyone has been ended.
+    pub(crate) fn shutdown_step(&mut self, force: bool) -> bool {
+        if self.ended_all {
+            return true;
+        }
+        if !self.quiet {
+            let busy = self.clients.iter().any(|(_, c)| c.mid_message());
+            if busy || !self.outbox.is_empty() {
+                if !force {
+                    return false;
+                }
+            } else {
+                self.quiet = true;
+                self.directory.thread_quiet();
+            }
+        }
+        if !force && !self.directory.all_quiet() {
+            return false;
+        }
+        // Posts other threads sent before they went quiet.
+        self.exchange_mail();
+        let ids: Vec<_> = self.clients.iter().map(|(k, c)| c.id(k)).collect();
+        for id in ids {
+            match self.get(id).map(|c| (c.phase, c.out.stream_open())) {
+                Some((Phase::Open, true)) if force => self.close(id),
+                Some((Phase::Open, _)) => self.end(id, Ending::Shutdown, "the server is stopping"),
+                _ => {}
+            }
+        }
+        self.ended_all = true;
+        true
     }
 
     /// Writes what a client has queued; closes it when done closing; reports a drained queue
