@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use berth::app::relay::EchoRelay;
-use berth::msg::{EngineConfig, MsgServer};
+use berth::msg::{ClientId, EngineConfig, MsgHandler, MsgServer, Out};
 
 #[path = "support/msgwire.rs"]
 mod msgwire;
@@ -184,4 +184,44 @@ fn shutdown_delivers_whole_frames_then_the_shutdown_frame() {
     for s in senders {
         s.join().unwrap();
     }
+}
+
+/// Panics on the message `boom`, echoes anything else.
+struct Fragile;
+
+impl MsgHandler for Fragile {
+    fn on_data(&mut self, client: ClientId, msg: &[u8], out: &mut Out<'_>) {
+        assert!(msg != b"boom", "told to panic");
+        out.send(client, msg);
+    }
+}
+
+/// Issue 12: an engine thread that panicked left the process up with a dead port, so a
+/// supervisor never saw it die. Now the other threads stop too and `join` (which
+/// `berth msg serve` waits in, to exit 1) returns the panic without anyone calling `stop`.
+#[test]
+fn a_panicking_engine_thread_stops_the_whole_server() {
+    let server = MsgServer::spawn(
+        &[tcp_endpoint()],
+        EngineConfig::default(),
+        2,
+        Duration::from_secs(1),
+        |_| Fragile,
+    )
+    .unwrap();
+    let addr = addr_of(&server.endpoints[0]);
+    let (mut c, answer) = hello(tcp(addr), "victim");
+    assert_eq!(answer, ok());
+    c.write_all(&frame(b"hello")).unwrap();
+    assert_eq!(read_frame(&mut c).unwrap(), Frame::Data(b"hello".to_vec()));
+    c.write_all(&frame(b"boom")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || tx.send(server.join()).unwrap());
+    let result = rx
+        .recv_timeout(WAIT)
+        .expect("the server went on after a panic");
+    let err = result.expect_err("a panic is an error");
+    assert!(err.to_string().contains("panicked: told to panic"), "{err}");
+    // Nothing listens any more, on either thread's listener.
+    assert!(TcpStream::connect(addr).is_err());
 }

@@ -67,10 +67,15 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         let _ = writeln!(out, "berth msg listening on {}", list.join(" "));
         let _ = out.flush();
     }
-    let signal = drive::signal::wait_for_termination().map_err(|e| e.to_string())?;
-    log::info!("{signal:?} received: telling clients and closing (up to {grace:?})");
-    server.stop();
-    std::thread::spawn(|| {
+    // Signals are taken on a thread of their own, so that this one can wait for the server,
+    // which also ends (and exits 1) if an engine thread panics.
+    let stopper = server.stopper();
+    std::thread::spawn(move || {
+        let Ok(signal) = drive::signal::wait_for_termination() else {
+            return;
+        };
+        log::info!("{signal:?} received: telling clients and closing (up to {grace:?})");
+        stopper.stop();
         if let Ok(again) = drive::signal::wait_for_termination() {
             log::warn!("{again:?} received again: stopping now");
             std::process::exit(1);

@@ -5,11 +5,16 @@
 //! unique in the process, and reachable from every thread) and reach each other's clients
 //! through [`Mailboxes`].
 //!
+//! A thread that panics (in the engine or in a handler) stops every other thread: a server
+//! must never stay up serving part of its clients with a dead port. [`MsgServer::join`] then
+//! returns the panic as an error, so `berth msg serve` exits 1 with the cause.
+//!
 //! What crosses threads: whole messages and closes. A message streamed to a client of another
 //! thread is not passed through in pieces (its handler is told `open_stream` failed, and the
 //! demo then holds the message whole up to its limit).
 
 use std::io;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -34,9 +39,37 @@ pub struct MsgServer {
     /// The endpoints listened on, ports resolved.
     pub endpoints: Vec<Endpoint>,
     stats: Arc<MsgStats>,
+    stopper: Stopper,
+    threads: Vec<JoinHandle<io::Result<()>>>,
+}
+
+/// Asks a [`MsgServer`]'s threads to shut down; cheap to clone and to send to another thread
+/// (e.g. one waiting for a signal while the main thread waits in [`MsgServer::join`]).
+#[derive(Clone)]
+pub struct Stopper {
     stop: Arc<AtomicBool>,
     wakers: Vec<Arc<Waker>>,
-    threads: Vec<JoinHandle<io::Result<()>>>,
+}
+
+impl Stopper {
+    /// Asks every thread to shut down (returns at once).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for w in &self.wakers {
+            let _ = w.wake();
+        }
+    }
+}
+
+/// The message a panic was raised with.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_owned()
+    }
 }
 
 impl MsgServer {
@@ -82,6 +115,10 @@ impl MsgServer {
         let wakers: Vec<_> = engines.iter().map(|e| e.waker()).collect();
         let mail = (threads > 1).then(|| Mailboxes::new(wakers.clone(), MAILBOX));
         let stop = Arc::new(AtomicBool::new(false));
+        let stopper = Stopper {
+            stop: stop.clone(),
+            wakers: wakers.clone(),
+        };
         let make = Arc::new(make);
         let mut handles = Vec::with_capacity(threads);
         let mut receivers = mail.as_ref().map(|(_, rx)| rx.clone().into_iter());
@@ -93,20 +130,29 @@ impl MsgServer {
                 _ => None,
             };
             engine.core.join(t, directory.clone(), mailbox);
-            let (stop, make) = (stop.clone(), make.clone());
+            let (stopper, make) = (stopper.clone(), make.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("berth-msg-{t}"))
                 .spawn(move || {
-                    let mut handler = make(t);
-                    engine.serve(&mut handler, &stop, TICK, grace)
+                    let run = AssertUnwindSafe(|| {
+                        let mut handler = make(t);
+                        engine.serve(&mut handler, &stopper.stop, TICK, grace)
+                    });
+                    std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+                        let what = panic_text(panic.as_ref());
+                        log::error!("engine thread {t} panicked: {what}; stopping the server");
+                        stopper.stop();
+                        Err(io::Error::other(format!(
+                            "engine thread {t} panicked: {what}"
+                        )))
+                    })
                 })?;
             handles.push(handle);
         }
         Ok(MsgServer {
             endpoints: bound,
             stats,
-            stop,
-            wakers,
+            stopper,
             threads: handles,
         })
     }
@@ -118,13 +164,16 @@ impl MsgServer {
 
     /// Asks every thread to shut down (returns at once; see [`MsgServer::join`]).
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for w in &self.wakers {
-            let _ = w.wake();
-        }
+        self.stopper.stop();
     }
 
-    /// Waits for every thread; the first error any of them met, if one did.
+    /// A handle that stops the server from elsewhere.
+    pub fn stopper(&self) -> Stopper {
+        self.stopper.clone()
+    }
+
+    /// Waits for every thread, which end after [`MsgServer::stop`] or once one of them has
+    /// panicked; the first error any of them met (a panic included), if one did.
     pub fn join(self) -> io::Result<()> {
         let mut result = Ok(());
         for t in self.threads {
