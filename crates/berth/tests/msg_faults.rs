@@ -225,3 +225,65 @@ fn a_panicking_engine_thread_stops_the_whole_server() {
     // Nothing listens any more, on either thread's listener.
     assert!(TcpStream::connect(addr).is_err());
 }
+
+/// Issue 12: a client could register the name `#1.2`, the form of an anonymous client's id,
+/// and receive what was meant for that client; and a name with a space was admitted though no
+/// `@NAME ` relay could ever reach it. Both are refused now.
+#[test]
+fn names_cannot_pose_as_anonymous_ids_or_hold_spaces() {
+    let server = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let addr = addr_of(&server.endpoints[0]);
+    let (mut anon, answer) = hello(tcp(addr), "");
+    assert_eq!(answer, ok());
+    let (mut bob, _) = hello(tcp(addr), "bob");
+    anon.write_all(&frame(b"@bob who am I")).unwrap();
+    let Frame::Data(d) = read_frame(&mut bob).unwrap() else {
+        panic!("expected the relayed message");
+    };
+    let id = String::from_utf8(d).unwrap();
+    let id = id
+        .strip_prefix('@')
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(id.starts_with('#'), "{id}");
+    for name in [id.as_str(), "#99.1", "#", "a b"] {
+        let (mut s, answer) = hello(tcp(addr), name);
+        match answer {
+            Frame::Control(text) => {
+                assert!(text.starts_with("refused name-invalid "), "{name}: {text}")
+            }
+            other => panic!("{name:?} was admitted: {other:?}"),
+        }
+        assert!(closes(&mut s));
+    }
+}
+
+/// Issue 12: a client's control frame was answered `too-large frame of 9223372036854775811
+/// bytes over the limit of 9223372036854775807`; it now hears what it did wrong.
+#[test]
+fn a_control_frame_from_a_client_is_named_as_such() {
+    let server = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let (mut c, _) = hello(tcp(addr_of(&server.endpoints[0])), "c");
+    c.write_all(&frame(b"before")).unwrap();
+    let mut control = (3u64 | 1 << 63).to_le_bytes().to_vec();
+    control.extend_from_slice(b"abc");
+    c.write_all(&control).unwrap();
+    assert_eq!(read_frame(&mut c).unwrap(), Frame::Data(b"before".to_vec()));
+    match read_frame(&mut c).unwrap() {
+        Frame::Control(text) => {
+            assert!(
+                text.starts_with("error bad-frame a control frame"),
+                "{text}"
+            );
+            assert!(
+                text.contains("only the server sends control frames"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(closes(&mut c));
+}

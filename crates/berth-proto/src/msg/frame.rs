@@ -45,12 +45,18 @@ pub enum Piece<'a> {
 /// Input that cannot be a frame the decoder accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameError {
-    /// The length field announces more than the limit (a set control bit always does).
+    /// The length field announces more than the limit.
     TooLarge {
         /// The length field as sent.
         announced: u64,
         /// The limit in force.
         limit: u64,
+    },
+    /// A control frame (length field with the top bit set) where only data frames may come:
+    /// from a client.
+    ControlFrame {
+        /// The length field as sent.
+        announced: u64,
     },
 }
 
@@ -60,6 +66,11 @@ impl std::fmt::Display for FrameError {
             FrameError::TooLarge { announced, limit } => {
                 write!(f, "frame of {announced} bytes over the limit of {limit}")
             }
+            FrameError::ControlFrame { announced } => write!(
+                f,
+                "a control frame (length field {announced:#018x} has the top bit set); \
+                 only the server sends control frames"
+            ),
         }
     }
 }
@@ -88,7 +99,7 @@ pub struct FrameDecoder {
 
 impl FrameDecoder {
     /// A decoder for what clients send: data frames of at most `limit` bytes. A length with
-    /// the control bit set is over any limit.
+    /// the control bit set is [`FrameError::ControlFrame`].
     pub fn new(limit: u64) -> FrameDecoder {
         FrameDecoder {
             state: State::Header {
@@ -127,7 +138,10 @@ impl FrameDecoder {
                     return Ok((n, None));
                 }
                 let announced = u64::from_le_bytes(*bytes);
-                let control = self.control && announced & CONTROL_BIT != 0;
+                if !self.control && announced & CONTROL_BIT != 0 {
+                    return Err(FrameError::ControlFrame { announced });
+                }
+                let control = announced & CONTROL_BIT != 0;
                 let len = if control {
                     announced & !CONTROL_BIT
                 } else {

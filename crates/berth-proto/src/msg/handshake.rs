@@ -6,10 +6,15 @@ use super::frame::{control_header, encode};
 /// Longest keyword, in bytes.
 pub const MAX_NAME: usize = 255;
 
+/// First character of the ids the server gives anonymous clients (`#1.2`); no name may start
+/// with it, so no client can take an anonymous client's identity.
+pub const ANONYMOUS_MARK: char = '#';
+
 /// Who a client says it is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Keyword {
-    /// A name: 1 to 255 bytes of UTF-8 without control characters.
+    /// A name: 1 to 255 bytes of UTF-8 without control characters or spaces, not starting
+    /// with [`ANONYMOUS_MARK`].
     Named(String),
     /// An empty keyword: no name (a berth extension).
     Anonymous,
@@ -72,6 +77,8 @@ pub enum Ending {
     TooLarge,
     /// The server is stopping.
     Shutdown,
+    /// A frame the client may not send (a control frame).
+    BadFrame,
 }
 
 impl Ending {
@@ -80,6 +87,7 @@ impl Ending {
         match self {
             Ending::TooLarge => "too-large",
             Ending::Shutdown => "shutdown",
+            Ending::BadFrame => "bad-frame",
         }
     }
 }
@@ -93,7 +101,8 @@ pub fn parse_keyword(payload: &[u8]) -> Result<Keyword, Refusal> {
         return Err(Refusal::NameInvalid);
     }
     let name = std::str::from_utf8(payload).map_err(|_| Refusal::NameInvalid)?;
-    if name.chars().any(char::is_control) {
+    // A space would end `@NAME ` in a relayed message, so such a name could never be reached.
+    if name.starts_with(ANONYMOUS_MARK) || name.chars().any(|c| c.is_control() || c == ' ') {
         return Err(Refusal::NameInvalid);
     }
     Ok(Keyword::Named(name.to_owned()))
@@ -184,12 +193,16 @@ mod tests {
             Ok(Keyword::Named("ñame".into()))
         );
         assert_eq!(parse_keyword(&[b'a'; 255]).map(|_| ()), Ok(()));
+        assert_eq!(parse_keyword(b"a#1"), Ok(Keyword::Named("a#1".into())));
         for bad in [
             &[b'a'; 256][..],
             b"a\nb",
             b"\x7f",
             b"\xff\xfe",
             b"tab\there",
+            b"a b",
+            b"#1.2",
+            b"#",
         ] {
             assert_eq!(parse_keyword(bad), Err(Refusal::NameInvalid), "{bad:?}");
         }

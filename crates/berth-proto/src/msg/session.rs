@@ -22,8 +22,9 @@ pub enum Event<'a> {
     BadKeyword(Refusal),
     /// Part of a message (admitted clients only).
     Piece(Piece<'a>),
-    /// A frame over the limit: `end` with [`Ending::TooLarge`].
-    TooLarge(FrameError),
+    /// A frame the server does not take (over the limit, or a control frame): `end` with
+    /// [`FrameError::ending`].
+    BadFrame(FrameError),
 }
 
 #[derive(Debug, Clone)]
@@ -32,6 +33,16 @@ enum State {
     Deciding,
     Open(FrameDecoder),
     Closing,
+}
+
+impl FrameError {
+    /// The ending a client gets for sending this.
+    pub fn ending(&self) -> Ending {
+        match self {
+            FrameError::TooLarge { .. } => Ending::TooLarge,
+            FrameError::ControlFrame { .. } => Ending::BadFrame,
+        }
+    }
 }
 
 /// A framed connection's protocol state, server side.
@@ -93,7 +104,7 @@ impl ServerSession {
             // After an error the decoder keeps reporting it until the engine calls `end`.
             State::Open(decoder) => match decoder.next(input) {
                 Ok((n, piece)) => (n, piece.map(Event::Piece)),
-                Err(e) => (0, Some(Event::TooLarge(e))),
+                Err(e) => (0, Some(Event::BadFrame(e))),
             },
         }
     }
@@ -162,7 +173,7 @@ mod tests {
                         }
                         seen.push(e);
                     }
-                    Some(e) if e.starts_with("TooLarge") => {
+                    Some(e) if e.starts_with("BadFrame") => {
                         s.end(Ending::TooLarge, "", &mut out);
                         seen.push(e);
                     }
@@ -218,7 +229,7 @@ mod tests {
         encode(&[0; 2000], &mut input);
         let (seen, out) = drive(&input, 5, true, 1024);
         assert_eq!(seen[..3], ["Keyword(Named(\"svc\"))", "msg ping", "msg "]);
-        assert!(seen[3].starts_with("TooLarge"), "{seen:?}");
+        assert!(seen[3].starts_with("BadFrame"), "{seen:?}");
         assert!(
             out.ends_with(b"error too-large"),
             "{:?}",

@@ -239,7 +239,9 @@ fn why(r: Refusal, name: Option<&str>, peer: Peer) -> String {
     let name = name.unwrap_or("");
     match r {
         Refusal::NameInvalid => {
-            "a keyword is 1 to 255 bytes of UTF-8 without control characters".to_owned()
+            "a name is 1 to 255 bytes of UTF-8 without control characters or spaces, and does \
+             not start with '#' (the form of anonymous clients' ids)"
+                .to_owned()
         }
         Refusal::AnonymousRefused => "this listener does not accept anonymous clients".to_owned(),
         Refusal::TransportRefused => {

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use berth_proto::msg::{Ending, Event, Piece};
+use berth_proto::msg::{Event, Piece};
 
 use super::{ClientId, Core, Io, Phase, Proto, Sink};
 use crate::net::read_into_spare;
@@ -118,8 +118,8 @@ impl Core {
                             self.handshake(id, Err(r));
                             continue;
                         }
-                        Some(Event::TooLarge(e)) => {
-                            self.end(id, Ending::TooLarge, &e.to_string());
+                        Some(Event::BadFrame(e)) => {
+                            self.end(id, e.ending(), &e.to_string());
                             break;
                         }
                         Some(Event::Piece(p)) => p,

@@ -24,6 +24,8 @@ impl Core {
         }
         if why == Ending::TooLarge {
             self.stats.too_large();
+        }
+        if why != Ending::Shutdown {
             log::debug!("client {id}: {text}");
         }
         if let Some(c) = self.get_mut(id) {
