@@ -286,3 +286,19 @@ fn bad_endpoints_rules_and_sizes_are_usage_errors() {
     assert_eq!(status.code(), Some(1));
     assert!(err.contains("already in use"), "{err}");
 }
+
+/// Issue 12: `--listen unix:///path/of/a/file` replaced the file with its socket. It is a
+/// runtime failure now (exit 1, the cause named), and the file is untouched.
+#[test]
+fn a_unix_listener_never_replaces_a_regular_file() {
+    let dir = std::env::temp_dir().join(format!("berth-cli-unix-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("notes.txt");
+    std::fs::write(&file, b"keep me").unwrap();
+    let endpoint = format!("unix://{}", file.display());
+    let (status, _, err) = berth(&["msg", "serve", "--listen", &endpoint]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("not a socket"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

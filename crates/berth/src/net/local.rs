@@ -2,10 +2,12 @@
 //!
 //! A UNIX socket path left behind by a server that died is taken over (nothing answers on it);
 //! a path where a live server answers is refused as in use, so two servers never silently steal
-//! each other's clients.
+//! each other's clients; a path holding anything but a socket (a regular file, a directory, a
+//! symlink) is refused and left alone.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
@@ -14,7 +16,13 @@ use socket2::{Domain, Protocol, Socket, Type};
 /// Binds a non-blocking UNIX stream listener at `path`. Errors name the path.
 pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("unix://{}: {e}", path.display()));
-    if path.exists() {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(named(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "the path exists and is not a socket; berth removes only a stale socket",
+            )));
+        }
         match UnixStream::connect(path) {
             Ok(_) => {
                 return Err(named(io::Error::new(
@@ -69,6 +77,28 @@ mod tests {
         drop(first); // the file stays behind, as after a crash
         assert!(path.exists());
         let _second = bind_unix(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 12: a listener at the path of a regular file replaced the file with its socket.
+    #[test]
+    fn anything_but_a_socket_at_the_path_is_left_alone() {
+        let dir = std::env::temp_dir().join(format!("berth-local-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("precious.txt");
+        std::fs::write(&file, b"keep me").unwrap();
+        let err = bind_unix(&file).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+        let link = dir.join("link.sock");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(bind_unix(&link).is_err());
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+        let sub = dir.join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert!(bind_unix(&sub).is_err());
+        assert!(sub.is_dir());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

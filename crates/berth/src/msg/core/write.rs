@@ -43,7 +43,11 @@ impl Core {
             }
             if let ListenSock::Unix(_) = l.sock {
                 if let crate::msg::endpoint::Address::Unix(path) = &l.endpoint.address {
-                    let _ = std::fs::remove_file(path);
+                    // Only our socket: something else may have been put there since.
+                    use std::os::unix::fs::FileTypeExt;
+                    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                        let _ = std::fs::remove_file(path);
+                    }
                 }
             }
             // Dropping the socket closes it, which also takes it out of the poll.
