@@ -3,7 +3,7 @@
 //! frames cut at shutdown, names posing as anonymous ids, a UNIX listener that deleted a
 //! regular file, and messages silently too large for a UDP client.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -286,4 +286,52 @@ fn a_control_frame_from_a_client_is_named_as_such() {
         other => panic!("{other:?}"),
     }
     assert!(closes(&mut c));
+}
+
+/// Issue 12: `@alice ` + 70,000 bytes to a UDP client was dropped without a word to anyone.
+/// The sender now hears why (and a message that fits still arrives), on one engine thread or
+/// across two.
+#[test]
+fn a_message_too_big_for_a_udp_client_is_refused_to_its_sender() {
+    for threads in [1, 2] {
+        let endpoints = [
+            tcp_endpoint(),
+            berth::msg::Endpoint::parse("udp://127.0.0.1:0").unwrap(),
+        ];
+        let server = MsgServer::spawn(
+            &endpoints,
+            EngineConfig::default(),
+            threads,
+            Duration::from_secs(1),
+            |_| EchoRelay::new(64 << 20),
+        )
+        .unwrap();
+        let (tcp_addr, udp_addr) = (addr_of(&server.endpoints[0]), addr_of(&server.endpoints[1]));
+        let alice = UdpSocket::bind("127.0.0.1:0").unwrap();
+        alice.set_read_timeout(Some(WAIT)).unwrap();
+        alice.send_to(b"Halice", udp_addr).unwrap();
+        let mut buf = vec![0u8; 70_000];
+        let n = alice.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"O");
+        // Several TCP clients, so that with two threads some are on the other one.
+        for i in 0..4 {
+            let (mut bob, _) = hello(tcp(tcp_addr), &format!("bob{i}"));
+            let mut big = b"@alice ".to_vec();
+            big.resize(7 + 70_000, b'z');
+            bob.write_all(&frame(&big)).unwrap();
+            let Frame::Data(answer) = read_frame(&mut bob).unwrap() else {
+                panic!("a control frame");
+            };
+            let answer = String::from_utf8(answer).unwrap();
+            assert!(
+                answer.starts_with("@! a message of 70006 bytes cannot reach a UDP client"),
+                "{threads} threads: {answer}"
+            );
+            bob.write_all(&frame(b"@alice small")).unwrap();
+            let n = alice.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], format!("D@bob{i} small").as_bytes());
+        }
+        server.stop();
+        server.join().unwrap();
+    }
 }

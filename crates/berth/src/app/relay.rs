@@ -69,6 +69,15 @@ impl EchoRelay {
         };
         let dropped = (head.len() - body.len()) as u64;
         let total = len - dropped + prefix.len() as u64;
+        if total > to.max_message() {
+            // A UDP client: the message fits no datagram. Say so rather than lose it.
+            let text = format!(
+                "@! a message of {total} bytes cannot reach a UDP client (at most {})",
+                to.max_message()
+            );
+            out.send(from, text.as_bytes());
+            return Incoming::Drop;
+        }
         if out.open_stream(to, total) {
             out.stream_chunk(to, &prefix);
             out.stream_chunk(to, body);

@@ -12,6 +12,10 @@ use mio::net::{TcpStream, UnixStream};
 
 use super::outq::OutQueue;
 
+/// Largest message a UDP client can be sent: 65,507 bytes of UDP payload over IPv4, less the
+/// kind byte (docs/msg-protocol.md §6).
+pub const MAX_DATAGRAM_MESSAGE: usize = 65_506;
+
 /// A client of the engine: a connection it accepted, a UDP peer, or a server it connected to.
 /// Ids are never reused while the engine runs (a slot's generation changes when it is freed),
 /// so a stale id finds nothing rather than someone else.
@@ -19,7 +23,14 @@ use super::outq::OutQueue;
 pub struct ClientId(pub(crate) u64);
 
 impl ClientId {
-    /// `tag` is the slot's generation in its low 24 bits and the engine's thread above them.
+    /// The generation's bits in a tag.
+    pub(crate) const GEN_MASK: u32 = 0x7f_ffff;
+    /// The tag bit of a UDP client: any engine thread can tell, from the id alone, that a
+    /// message for it must fit one datagram.
+    pub(crate) const DATAGRAM: u32 = 0x80_0000;
+
+    /// `tag` is the slot's generation in its low 23 bits, [`ClientId::DATAGRAM`], and the
+    /// engine's thread above them.
     pub(crate) fn new(key: usize, tag: u32) -> ClientId {
         ClientId((u64::from(tag) << 32) | key as u64)
     }
@@ -33,11 +44,22 @@ impl ClientId {
     pub(crate) fn thread(self) -> usize {
         (self.0 >> 56) as usize
     }
+    /// Whether the client is a UDP peer.
+    pub(crate) fn is_datagram(self) -> bool {
+        self.gen() & Self::DATAGRAM != 0
+    }
+    /// The largest message this client can be sent: one datagram's payload for a UDP peer.
+    pub fn max_message(self) -> u64 {
+        match self.is_datagram() {
+            true => MAX_DATAGRAM_MESSAGE as u64,
+            false => u64::MAX,
+        }
+    }
 }
 
 impl fmt::Debug for ClientId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}.{}", self.key(), self.gen() & 0xff_ffff)
+        write!(f, "#{}.{}", self.key(), self.gen() & Self::GEN_MASK)
     }
 }
 

@@ -54,8 +54,8 @@ const LINGER: Duration = Duration::from_secs(2);
 const THROUGH_MIN: usize = 8 * 1024;
 /// Reads of resumed clients per [`Core::settle`] before the engine polls again.
 const RESUMED_PER_SETTLE: usize = 64;
-/// Largest UDP payload (65,535 minus the IP and UDP headers).
-const MAX_DATAGRAM: usize = 65_507;
+/// Largest UDP payload (65,535 minus the IP and UDP headers): a message and its kind byte.
+const MAX_DATAGRAM: usize = super::client::MAX_DATAGRAM_MESSAGE + 1;
 
 /// Settings of an engine.
 #[derive(Debug, Clone)]
@@ -406,6 +406,13 @@ impl Core {
     }
 
     pub(crate) fn send(&mut self, id: ClientId, msg: &[u8]) -> bool {
+        if msg.len() as u64 > id.max_message() {
+            log::debug!(
+                "client {id}: a message of {} bytes fits no datagram",
+                msg.len()
+            );
+            return false;
+        }
         if self.is_remote(id) {
             return self.post(Post::Message(id, msg.to_vec()), id);
         }
@@ -413,6 +420,13 @@ impl Core {
     }
 
     pub(crate) fn send_owned(&mut self, id: ClientId, msg: Vec<u8>) -> bool {
+        if msg.len() as u64 > id.max_message() {
+            log::debug!(
+                "client {id}: a message of {} bytes fits no datagram",
+                msg.len()
+            );
+            return false;
+        }
         if self.is_remote(id) {
             return self.post(Post::Message(id, msg), id);
         }

@@ -23,7 +23,7 @@ mod outq;
 mod server;
 mod stats;
 
-pub use self::client::ClientId;
+pub use self::client::{ClientId, MAX_DATAGRAM_MESSAGE};
 pub use self::core::{Arrival, EngineConfig};
 pub use self::endpoint::{Address, Endpoint};
 pub use self::engine::{ConnectError, Engine, IoIterationResult};

@@ -110,8 +110,12 @@ impl Core {
                 return None;
             }
         }
-        let gen = self.next_gen | ((self.thread as u32) << 24);
-        self.next_gen = (self.next_gen + 1) & 0xff_ffff;
+        let datagram = match framing {
+            Framing::Datagram => ClientId::DATAGRAM,
+            _ => 0,
+        };
+        let gen = self.next_gen | datagram | ((self.thread as u32) << 24);
+        self.next_gen = (self.next_gen + 1) & ClientId::GEN_MASK;
         self.next_gen = self.next_gen.max(1);
         entry.insert(Client::new(gen, io, peer, listener, OutQueue::new(framing)));
         Some(ClientId::new(key, gen))
