@@ -335,3 +335,130 @@ fn a_message_too_big_for_a_udp_client_is_refused_to_its_sender() {
         server.join().unwrap();
     }
 }
+
+/// Attack on the fix above: every client relays to every other at once, big (streamed) and
+/// small (held) messages mixed, with a small `out_high`, on one thread and across two. Each
+/// client reads on its own thread; every message must arrive whole, in order per sender.
+#[test]
+fn everyone_relaying_to_everyone_with_mixed_sizes_never_stalls() {
+    const CLIENTS: usize = 6;
+    const EACH: usize = 30;
+    let size = |from: usize, i: usize| {
+        if (from + i) % 3 == 0 {
+            150_000
+        } else {
+            300 + i
+        }
+    };
+    for threads in [1, 2] {
+        let config = EngineConfig {
+            out_high: 16 << 10,
+            ..EngineConfig::default()
+        };
+        let server = MsgServer::spawn(
+            &[tcp_endpoint()],
+            config,
+            threads,
+            Duration::from_secs(1),
+            |_| EchoRelay::new(64 << 20),
+        )
+        .unwrap();
+        let addr = addr_of(&server.endpoints[0]);
+        let clients: Vec<TcpStream> = (0..CLIENTS)
+            .map(|c| {
+                let (s, answer) = hello(tcp(addr), &format!("c{c}"));
+                assert_eq!(answer, ok());
+                s
+            })
+            .collect();
+        let readers: Vec<_> = clients
+            .iter()
+            .enumerate()
+            .map(|(me, s)| {
+                let mut s = s.try_clone().unwrap();
+                thread::spawn(move || {
+                    let mut next = [0usize; CLIENTS];
+                    for _ in 0..(CLIENTS - 1) * EACH {
+                        let Frame::Data(d) = read_frame(&mut s).expect("the relay stopped") else {
+                            panic!("control frame");
+                        };
+                        let head = String::from_utf8_lossy(&d[..d.len().min(32)]).into_owned();
+                        let mut w = head.split(' ');
+                        let from: usize = w.next().unwrap()[2..].parse().unwrap();
+                        let i: usize = w.next().unwrap().parse().unwrap();
+                        assert_eq!(i, next[from], "c{me} from c{from}");
+                        next[from] += 1;
+                        let want =
+                            size(from, i) - format!("@c{me} ").len() + format!("@c{from} ").len();
+                        assert_eq!(d.len(), want, "c{me}: message {i} from c{from}");
+                        assert_eq!(d[want - 1], b'a' + (i % 26) as u8);
+                    }
+                    next
+                })
+            })
+            .collect();
+        let writers: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(me, mut s)| {
+                thread::spawn(move || {
+                    for i in 0..EACH {
+                        for to in (0..CLIENTS).filter(|&t| t != me) {
+                            let mut msg = format!("@c{to} {i} ").into_bytes();
+                            msg.resize(size(me, i), b'a' + (i % 26) as u8);
+                            s.write_all(&frame(&msg)).unwrap();
+                        }
+                    }
+                    s
+                })
+            })
+            .collect();
+        for r in readers {
+            let next = r.join().unwrap();
+            assert_eq!(next.iter().sum::<usize>(), (CLIENTS - 1) * EACH);
+        }
+        for w in writers {
+            drop(w.join().unwrap());
+        }
+        server.stop();
+        server.join().unwrap();
+    }
+}
+
+/// The other side of finishing messages at shutdown: a sender that stalls halfway through a
+/// streamed message cannot hold the shutdown up. At half the grace its receiver is closed
+/// (its frame can never be whole), everyone else gets the `shutdown` frame, and the server
+/// is gone within the grace.
+#[test]
+fn a_sender_stalled_mid_message_does_not_hold_up_the_shutdown() {
+    let grace = Duration::from_secs(2);
+    let server = MsgServer::spawn(&[tcp_endpoint()], EngineConfig::default(), 1, grace, |_| {
+        EchoRelay::new(64 << 20)
+    })
+    .unwrap();
+    let addr = addr_of(&server.endpoints[0]);
+    let (mut sink, _) = hello(tcp(addr), "sink");
+    let (mut bob, _) = hello(tcp(addr), "bob");
+    let (mut staller, _) = hello(tcp(addr), "staller");
+    let mut half = (1_000_000u64).to_le_bytes().to_vec();
+    half.extend_from_slice(b"@sink ");
+    half.resize(8 + 500_000, b'h');
+    staller.write_all(&half).unwrap();
+    // The stream is open: the sink has its start.
+    let mut head = [0u8; 8];
+    std::io::Read::read_exact(&mut sink, &mut head).unwrap();
+    let started = Instant::now();
+    server.stop();
+    assert_eq!(
+        read_frame(&mut bob).unwrap(),
+        Frame::Control("error shutdown the server is stopping".into())
+    );
+    assert!(closes(&mut sink));
+    server.join().unwrap();
+    assert!(
+        started.elapsed() < grace + Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(staller);
+}
