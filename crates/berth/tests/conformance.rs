@@ -150,6 +150,7 @@ conformance! {
     files_refuse_symlinks_out;
     files_directories;
     files_large_file_whole_and_pipelined;
+    files_half_closed_clients_are_closed;
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
 }
@@ -1160,6 +1161,43 @@ fn files_large_file_whole_and_pipelined(m: Model) {
     let last = c.read_response();
     assert_eq!((last.text(), last.closes()), (HELLO_FILE, true), "{m}");
     c.expect_closed();
+}
+
+/// Clients that send a `/files` request, shut their writing side (FIN), read the whole
+/// response and close: the server closes every one once its response is out, rather than
+/// leaving some in CLOSE_WAIT, counted open, until the idle timeout (60 s here, far beyond the
+/// wait). The FIN may arrive with the request, while the file is opened or while its body goes
+/// out; small and multi-chunk files vary where.
+fn files_half_closed_clients_are_closed(m: Model) {
+    const THREADS: usize = 6;
+    const EACH: usize = 50;
+    let site = Site::new(m, "halfclose");
+    let srv = site.serve(m);
+    let addr = srv.addr;
+    let clients: Vec<_> = (0..THREADS)
+        .map(|t| {
+            thread::spawn(move || {
+                for i in 0..EACH {
+                    let (path, len) = match (t + i) % 3 {
+                        0 => ("/files/data.bin", DATA_LEN),
+                        _ => ("/files/hello.txt", HELLO_FILE.len()),
+                    };
+                    let mut c = Client::connect(addr);
+                    c.send(get_request(path).as_bytes());
+                    c.shutdown_write();
+                    let r = c.read_response();
+                    assert_eq!((r.status, r.body.len()), (200, len), "{m}: {path}");
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("client thread");
+    }
+    let n = (THREADS * EACH) as u64;
+    srv.wait_stats("every half-closed connection to be closed", |s| {
+        s.connections_total == n && s.connections_open == 0
+    });
 }
 
 /// Memory this process and every process below it hold, in KiB: this process's resident set,

@@ -291,7 +291,6 @@ impl Conn {
             {
                 self.unprocessed = false;
                 self.ensure_output(env.pool);
-                let before = self.output.len();
                 let cx = Context {
                     limits: env.limits,
                     date: env.date,
@@ -302,9 +301,10 @@ impl Conn {
                 if let Some(new) = self.after(step) {
                     *handoff = Some(new);
                 }
-                if self.output.len() > before || self.unprocessed {
-                    continue;
-                }
+                // Back to the top even when nothing was written: a peer that half-closed while
+                // this input waited (for a job, a file, or a file body going out) is finished
+                // now, and only the check up there closes it.
+                continue;
             }
 
             if self.readable && !self.peer_closed {
