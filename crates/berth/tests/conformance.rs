@@ -983,8 +983,9 @@ fn files_conditional_304(m: Model) {
     }
 }
 
-/// A single `Range: bytes=` gives 206 with Content-Range (across chunk boundaries too), an
-/// unsatisfiable one 416 with `bytes */len`; several ranges or a stale If-Range give 200.
+/// A single `Range: bytes=` gives 206 with Content-Range (across chunk boundaries too, and
+/// with an end too big for 64 bits clamped to the file's), an unsatisfiable one 416 with
+/// `bytes */len`; several ranges or a stale If-Range give 200.
 fn files_range_206_416(m: Model) {
     let site = Site::new(m, "range");
     let srv = site.serve(m);
@@ -997,6 +998,11 @@ fn files_range_206_416(m: Model) {
         ("bytes=1000000-", 1_000_000, len - 1),
         ("bytes=-100", len - 100, len - 1),
         ("bytes=10-99999999", 10, len - 1),
+        // A last-pos past the end means the end, even one too big for 64 bits (RFC 9110
+        // §14.1.2); so does a suffix longer than the file.
+        ("bytes=0-99999999999999999999999", 0, len - 1),
+        ("bytes=-99999999999999999999999", 0, len - 1),
+        ("bytes=000000000000000000000000010-20", 10, 20),
     ] {
         c.send(get_with("/files/data.bin", &format!("Range: {spec}\r\n")).as_bytes());
         let r = c.read_response();
@@ -1011,7 +1017,11 @@ fn files_range_206_416(m: Model) {
             "{m}: {spec}: wrong bytes"
         );
     }
-    for spec in [format!("bytes={len}-"), "bytes=-0".to_owned()] {
+    for spec in [
+        format!("bytes={len}-"),
+        "bytes=-0".to_owned(),
+        "bytes=99999999999999999999999-".to_owned(),
+    ] {
         c.send(get_with("/files/data.bin", &format!("Range: {spec}\r\n")).as_bytes());
         let r = c.read_response();
         assert_eq!(r.status, 416, "{m}: {spec}");

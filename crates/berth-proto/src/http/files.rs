@@ -180,6 +180,10 @@ fn parse_date(v: &[u8]) -> Option<u64> {
 
 /// `bytes=first-last`, `bytes=first-` or `bytes=-suffix`; anything else (other units, several
 /// ranges, bad numbers, last before first) is `None`: the header is ignored.
+///
+/// Numbers too big for 64 bits are valid (`1*DIGIT`, RFC 9110 §14.1.1) and saturate: a last
+/// position or a suffix past the end of any file means the end (§14.1.2), a first position
+/// past it is unsatisfiable.
 fn parse_range(v: &[u8]) -> Option<RangeSpec> {
     let v = trim(v);
     let (unit, set) = (v.get(..6)?, &v[6..]);
@@ -189,21 +193,37 @@ fn parse_range(v: &[u8]) -> Option<RangeSpec> {
     let set = trim(set);
     let dash = set.iter().position(|&b| b == b'-')?;
     let (first, last) = (trim(&set[..dash]), trim(&set[dash + 1..]));
-    let num = |s: &[u8]| -> Option<u64> {
-        if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        std::str::from_utf8(s).ok()?.parse().ok()
-    };
     match (first.is_empty(), last.is_empty()) {
         (true, true) => None,
-        (true, false) => Some(RangeSpec::Suffix(num(last)?)),
-        (false, true) => Some(RangeSpec::From(num(first)?)),
+        (true, false) => Some(RangeSpec::Suffix(saturating_num(last)?)),
+        (false, true) => Some(RangeSpec::From(saturating_num(first)?)),
         (false, false) => {
-            let (a, b) = (num(first)?, num(last)?);
-            (a <= b).then_some(RangeSpec::FromTo(a, b))
+            let (a, b) = (saturating_num(first)?, saturating_num(last)?);
+            // Compared as written, not as saturated: `…9-…8` stays invalid.
+            (cmp_decimal(first, last).is_le()).then_some(RangeSpec::FromTo(a, b))
         }
     }
+}
+
+/// `1*DIGIT` as a u64, `u64::MAX` when it is bigger; `None` if not all digits.
+fn saturating_num(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(s.iter().fold(0u64, |acc, &b| {
+        acc.checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(b - b'0')))
+            .unwrap_or(u64::MAX)
+    }))
+}
+
+/// Compares two strings of decimal digits by value, whatever their length.
+fn cmp_decimal(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    fn strip(s: &[u8]) -> &[u8] {
+        &s[s.iter().take_while(|&&d| d == b'0').count()..]
+    }
+    let (a, b) = (strip(a), strip(b));
+    a.len().cmp(&b.len()).then_with(|| a.cmp(&b))
 }
 
 fn parse_if_range(v: &[u8]) -> Option<IfRange> {
@@ -556,7 +576,33 @@ mod tests {
         assert_eq!(part("bytes=-0", 100), Decision::Unsatisfiable);
         assert_eq!(part("bytes=-5", 0), Decision::Unsatisfiable);
         assert_eq!(part("bytes=0-", 0), Decision::Unsatisfiable);
-        // Ignored, so the whole file is sent: several ranges, bad syntax, other units.
+        // Numbers too big for 64 bits: a last-pos or suffix past the end means the end, a
+        // first-pos past it is unsatisfiable; leading zeros are only zeros.
+        assert_eq!(
+            part("bytes=5-99999999999999999999999", 100),
+            Decision::Partial { start: 5, len: 95 }
+        );
+        assert_eq!(
+            part("bytes=-99999999999999999999999", 100),
+            Decision::Partial { start: 0, len: 100 }
+        );
+        assert_eq!(
+            part(
+                "bytes=00000000000000000000000005-0000000000000000000000006",
+                100
+            ),
+            Decision::Partial { start: 5, len: 2 }
+        );
+        assert_eq!(
+            part("bytes=99999999999999999999999-", 100),
+            Decision::Unsatisfiable
+        );
+        assert_eq!(
+            part("bytes=99999999999999999999998-99999999999999999999999", 100),
+            Decision::Unsatisfiable
+        );
+        // Ignored, so the whole file is sent: several ranges, bad syntax, other units, last
+        // before first (however big both are).
         for ignored in [
             "bytes=0-1,5-6",
             "bytes=5-1",
@@ -564,7 +610,8 @@ mod tests {
             "bytes=-",
             "bytes=1",
             "items=0-1",
-            "bytes=99999999999999999999999-",
+            "bytes=99999999999999999999999-99999999999999999999998",
+            "bytes=000010-9",
         ] {
             assert_eq!(part(ignored, 100), Decision::Full, "{ignored}");
         }
