@@ -8,9 +8,9 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 /// Status codes counted individually; anything else lands in the `other` bucket.
-const STATUSES: [u16; 20] = [
-    100, 200, 204, 206, 304, 400, 403, 404, 405, 408, 413, 414, 416, 417, 431, 500, 501, 503, 505,
-    0,
+const STATUSES: [u16; 21] = [
+    100, 200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 413, 414, 416, 417, 431, 500, 501, 503,
+    505, 0,
 ];
 
 /// One thread's counters. Aligned so that neighbouring shards never share a cache line.

@@ -1129,16 +1129,30 @@ fn files_refuse_symlinks_out(m: Model) {
     assert_eq!(c.get("/files/in-link").text(), HELLO_FILE, "{m}");
 }
 
-/// A directory is 404 unless it has an index.html, which is then served (with or without the
-/// trailing slash); the root itself has none.
+/// A directory is 404 unless it has an index.html, which is served at the path with the
+/// trailing slash; without it the answer is 301 to that path (query kept), as nginx does, so
+/// that relative links in the index resolve below the directory. The root itself has none. A
+/// file is only a file: with a trailing `/` or `/.` it is 404, not the file again.
 fn files_directories(m: Model) {
     let site = Site::new(m, "dirs");
     let srv = site.serve(m);
     let mut c = srv.client();
-    for target in ["/files/empty", "/files/empty/", "/files/", "/files"] {
-        assert_eq!(c.get(target).status, 404, "{m}: {target}");
+    for target in [
+        "/files/empty",
+        "/files/empty/",
+        "/files/",
+        "/files",
+        "/files/hello.txt/",
+        "/files/hello.txt/.",
+        "/files/hello.txt/%2e",
+        "/files/hello.txt/./",
+        "/files/site/index.html/",
+        "/files/in-link/",
+    ] {
+        let r = c.get(target);
+        assert_eq!(r.status, 404, "{m}: {target}: {}", r.text());
     }
-    for target in ["/files/site", "/files/site/", "/files/site/index.html"] {
+    for target in ["/files/site/", "/files/site/.", "/files/site/index.html"] {
         let r = c.get(target);
         assert_eq!(
             (r.status, r.text()),
@@ -1151,6 +1165,25 @@ fn files_directories(m: Model) {
             "{m}"
         );
     }
+    for (target, location) in [
+        ("/files/site", "/files/site/"),
+        ("/files/site?a=1&b", "/files/site/?a=1&b"),
+        ("/files/./site", "/files/./site/"),
+        ("http://test/files/site?x", "/files/site/?x"),
+    ] {
+        let r = c.get(target);
+        assert_eq!(r.status, 301, "{m}: {target}: {}", r.text());
+        assert_eq!(r.header("location"), Some(location), "{m}: {target}");
+    }
+    c.send(b"HEAD /files/site HTTP/1.1\r\nHost: test\r\n\r\n");
+    let h = c.read_head_response();
+    assert_eq!(
+        (h.status, h.header("location")),
+        (301, Some("/files/site/")),
+        "{m}"
+    );
+    // The connection is still in step after all that.
+    assert_eq!(c.get("/hello/world").text(), HELLO, "{m}");
 }
 
 /// A file larger than any buffer arrives whole and exact, and a request pipelined behind it is
