@@ -134,9 +134,11 @@ conformance! {
     concurrent_slow_requests;
     peer_closes_during_slow;
     peer_resets_during_slow;
+    slow_jobs_of_departed_clients_are_dropped;
     idle_keep_alive_does_not_block_others;
     capacity_refusal;
     stats_counts_every_request;
+    stats_count_every_job;
     slow_jobs_fifo_with_one_worker;
     shutdown_closes_the_port;
     header_and_idle_timeouts;
@@ -595,6 +597,77 @@ fn peer_resets_during_slow(m: Model) {
     peer_leaves_during_slow(m, true);
 }
 
+/// Clients that send `GET /test/slow` and reset (SO_LINGER 0) leave no work behind: a job whose
+/// client is gone is dropped unrun and counted (`berth_jobs_cancelled_total`), whether the reset
+/// comes with the request or while the job waits in the queue, and the connection's slot and
+/// descriptor are freed. So an honest slow request after such a burst waits about one job, not
+/// the burst's: before the fix the queued jobs all ran, 200 x 100 ms on 2 workers (10 s; 5 s
+/// with prefork's two processes), and in `single` every reset client's job ran in turn.
+/// Blocking models run a job on the connection's own thread, and drop it if the peer has reset
+/// by then.
+fn slow_jobs_of_departed_clients_are_dropped(m: Model) {
+    const AT_ONCE: usize = 150;
+    const QUEUED: usize = 200;
+    let srv = Opts::new(m)
+        .workers(2)
+        .max_threads(1024)
+        .max_children(1024)
+        .slow(Duration::from_millis(100))
+        .start();
+    // Reset right after the request: the server often reads both at once.
+    for _ in 0..AT_ONCE {
+        let mut c = Client::connect(srv.addr);
+        c.send(get_request("/test/slow").as_bytes());
+        c.leave(true);
+    }
+    // Reset once the server has every job queued (the blocking models run jobs as they read
+    // them, and `single` reads one connection at a time: for them, reset at once too).
+    let clients: Vec<Client> = (0..QUEUED)
+        .map(|_| {
+            let mut c = Client::connect(srv.addr);
+            c.send(get_request("/test/slow").as_bytes());
+            c
+        })
+        .collect();
+    if matches!(m, Model::Evloop | Model::Actor | Model::Prefork) {
+        srv.wait_stats("every job queued", |s| {
+            s.requests == (AT_ONCE + QUEUED) as u64
+        });
+    }
+    for c in clients {
+        c.leave(true);
+    }
+    let started = Instant::now();
+    let r = srv.client().get("/test/slow");
+    let waited = started.elapsed();
+    assert_eq!(r.status, 200, "{m}");
+    assert!(
+        waited < Duration::from_secs(2),
+        "{m}: an honest /test/slow waited {waited:?} behind departed clients' jobs: {:?}",
+        srv.snapshot()
+    );
+    let s = srv.wait_stats("every connection closed and no job left", |s| {
+        s.connections_open == 0 && s.jobs_queued == 0 && s.jobs_running == 0
+    });
+    // Every slow request that reached the app ran, was dropped, or was refused; few ran.
+    assert_eq!(
+        s.requests,
+        s.jobs_done + s.jobs_cancelled + s.jobs_rejected,
+        "{m}: {s:?}"
+    );
+    if m != Model::Threaded && m != Model::Forked {
+        assert!(s.jobs_done < (QUEUED / 2) as u64, "{m}: {s:?}");
+    }
+    assert!(s.jobs_cancelled >= (AT_ONCE / 2) as u64, "{m}: {s:?}");
+    let text = stats_text(srv.addr);
+    assert_eq!(
+        metric(&text, "berth_jobs_cancelled_total"),
+        s.jobs_cancelled as i64,
+        "{m}:\n{text}"
+    );
+    eprintln!("{m}: honest wait {waited:?}; {s:?}");
+}
+
 /// A keep-alive connection that sits idle between requests must not stop another client from
 /// being served (in `single`, the connection is let go when someone else is waiting).
 fn idle_keep_alive_does_not_block_others(m: Model) {
@@ -713,6 +786,30 @@ fn stats_counts_every_request(m: Model) {
     );
     let s = srv.wait_stats("six connections", |s| s.connections_total == 6);
     assert_eq!(s.requests, 6, "{m}: {s:?}");
+}
+
+/// Every `/test/slow` job that runs is counted in `berth_jobs_done_total`, whoever runs it: a
+/// worker, the event loop or actor itself (`-w 0` with jobs still offloaded), or the
+/// connection's own thread or process (blocking models). Nothing stays queued or running.
+fn stats_count_every_job(m: Model) {
+    const N: u64 = 3;
+    for opts in [Opts::new(m), Opts::new(m).workers(0).offload_slow(true)] {
+        let inline = opts.settings.evloop.workers == 0;
+        let srv = opts.slow(Duration::from_millis(5)).start();
+        for _ in 0..N {
+            let r = server::roundtrip(srv.addr, get_request("/test/slow").as_bytes());
+            assert_eq!(r.status, 200, "{m}");
+        }
+        let text = stats_text(srv.addr);
+        let how = if inline { "jobs inline" } else { "workers" };
+        assert_eq!(
+            metric(&text, "berth_jobs_done_total"),
+            N as i64,
+            "{m} ({how}):\n{text}"
+        );
+        assert_eq!(metric(&text, "berth_jobs_queued"), 0, "{m}:\n{text}");
+        assert_eq!(metric(&text, "berth_jobs_running"), 0, "{m}:\n{text}");
+    }
 }
 
 /// With one worker, slow jobs finish in the order they were queued. `prefork` runs with one
