@@ -8,9 +8,9 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 /// Status codes counted individually; anything else lands in the `other` bucket.
-const STATUSES: [u16; 20] = [
-    100, 200, 204, 206, 304, 400, 403, 404, 405, 408, 413, 414, 416, 417, 431, 500, 501, 503, 505,
-    0,
+const STATUSES: [u16; 21] = [
+    100, 200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 413, 414, 416, 417, 431, 500, 501, 503,
+    505, 0,
 ];
 
 /// One thread's counters. Aligned so that neighbouring shards never share a cache line.
@@ -62,6 +62,7 @@ pub(crate) struct Counters {
     jobs_running: AtomicI64,
     jobs_done: AtomicU64,
     jobs_rejected: AtomicU64,
+    jobs_cancelled: AtomicU64,
 }
 
 enum Storage {
@@ -95,6 +96,8 @@ pub struct Snapshot {
     pub jobs_done: u64,
     /// Jobs refused with 503 because the worker queue was full.
     pub jobs_rejected: u64,
+    /// Jobs dropped unrun because their client had gone (reset or closed) while they waited.
+    pub jobs_cancelled: u64,
     /// `(status, count)` for each status seen; status 0 counts codes not listed individually.
     pub responses: Vec<(u16, u64)>,
 }
@@ -135,16 +138,24 @@ impl Stats {
     pub fn job_queued(&self) {
         self.counters().jobs_queued.fetch_add(1, Relaxed);
     }
-    /// A worker took a job from the queue.
-    pub fn job_started(&self) {
+    /// A worker took a job out of the queue (to run it, or to drop it as cancelled).
+    pub fn job_dequeued(&self) {
         self.counters().jobs_queued.fetch_sub(1, Relaxed);
+    }
+    /// A job is dropped unrun: its client has gone.
+    pub fn job_cancelled(&self) {
+        self.counters().jobs_cancelled.fetch_add(1, Relaxed);
+    }
+    /// A job starts to run, wherever it runs (a worker, an event loop, an actor, a
+    /// connection's own thread or process).
+    pub fn job_started(&self) {
         self.counters().jobs_running.fetch_add(1, Relaxed);
     }
     /// A job was refused because the worker queue was full (answered 503).
     pub fn job_rejected(&self) {
         self.counters().jobs_rejected.fetch_add(1, Relaxed);
     }
-    /// A worker finished a job.
+    /// A job finished running.
     pub fn job_finished(&self) {
         self.counters().jobs_running.fetch_sub(1, Relaxed);
         self.counters().jobs_done.fetch_add(1, Relaxed);
@@ -182,6 +193,7 @@ impl Stats {
             jobs_running: self.counters().jobs_running.load(Relaxed),
             jobs_done: self.counters().jobs_done.load(Relaxed),
             jobs_rejected: self.counters().jobs_rejected.load(Relaxed),
+            jobs_cancelled: self.counters().jobs_cancelled.load(Relaxed),
             responses,
         }
     }
@@ -195,6 +207,7 @@ impl Default for Counters {
             jobs_running: AtomicI64::new(0),
             jobs_done: AtomicU64::new(0),
             jobs_rejected: AtomicU64::new(0),
+            jobs_cancelled: AtomicU64::new(0),
         }
     }
 }
@@ -255,6 +268,12 @@ impl Snapshot {
             "counter",
             "Jobs refused with 503 because the worker queue was full.",
             self.jobs_rejected.into(),
+        );
+        metric(
+            "berth_jobs_cancelled_total",
+            "counter",
+            "Jobs dropped unrun because their client had gone.",
+            self.jobs_cancelled.into(),
         );
         let _ = writeln!(
             out,

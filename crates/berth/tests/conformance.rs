@@ -134,9 +134,11 @@ conformance! {
     concurrent_slow_requests;
     peer_closes_during_slow;
     peer_resets_during_slow;
+    slow_jobs_of_departed_clients_are_dropped;
     idle_keep_alive_does_not_block_others;
     capacity_refusal;
     stats_counts_every_request;
+    stats_count_every_job;
     slow_jobs_fifo_with_one_worker;
     shutdown_closes_the_port;
     header_and_idle_timeouts;
@@ -150,6 +152,7 @@ conformance! {
     files_refuse_symlinks_out;
     files_directories;
     files_large_file_whole_and_pipelined;
+    files_half_closed_clients_are_closed;
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
 }
@@ -594,6 +597,77 @@ fn peer_resets_during_slow(m: Model) {
     peer_leaves_during_slow(m, true);
 }
 
+/// Clients that send `GET /test/slow` and reset (SO_LINGER 0) leave no work behind: a job whose
+/// client is gone is dropped unrun and counted (`berth_jobs_cancelled_total`), whether the reset
+/// comes with the request or while the job waits in the queue, and the connection's slot and
+/// descriptor are freed. So an honest slow request after such a burst waits about one job, not
+/// the burst's: before the fix the queued jobs all ran, 200 x 100 ms on 2 workers (10 s; 5 s
+/// with prefork's two processes), and in `single` every reset client's job ran in turn.
+/// Blocking models run a job on the connection's own thread, and drop it if the peer has reset
+/// by then.
+fn slow_jobs_of_departed_clients_are_dropped(m: Model) {
+    const AT_ONCE: usize = 150;
+    const QUEUED: usize = 200;
+    let srv = Opts::new(m)
+        .workers(2)
+        .max_threads(1024)
+        .max_children(1024)
+        .slow(Duration::from_millis(100))
+        .start();
+    // Reset right after the request: the server often reads both at once.
+    for _ in 0..AT_ONCE {
+        let mut c = Client::connect(srv.addr);
+        c.send(get_request("/test/slow").as_bytes());
+        c.leave(true);
+    }
+    // Reset once the server has every job queued (the blocking models run jobs as they read
+    // them, and `single` reads one connection at a time: for them, reset at once too).
+    let clients: Vec<Client> = (0..QUEUED)
+        .map(|_| {
+            let mut c = Client::connect(srv.addr);
+            c.send(get_request("/test/slow").as_bytes());
+            c
+        })
+        .collect();
+    if matches!(m, Model::Evloop | Model::Actor | Model::Prefork) {
+        srv.wait_stats("every job queued", |s| {
+            s.requests == (AT_ONCE + QUEUED) as u64
+        });
+    }
+    for c in clients {
+        c.leave(true);
+    }
+    let started = Instant::now();
+    let r = srv.client().get("/test/slow");
+    let waited = started.elapsed();
+    assert_eq!(r.status, 200, "{m}");
+    assert!(
+        waited < Duration::from_secs(2),
+        "{m}: an honest /test/slow waited {waited:?} behind departed clients' jobs: {:?}",
+        srv.snapshot()
+    );
+    let s = srv.wait_stats("every connection closed and no job left", |s| {
+        s.connections_open == 0 && s.jobs_queued == 0 && s.jobs_running == 0
+    });
+    // Every slow request that reached the app ran, was dropped, or was refused; few ran.
+    assert_eq!(
+        s.requests,
+        s.jobs_done + s.jobs_cancelled + s.jobs_rejected,
+        "{m}: {s:?}"
+    );
+    if m != Model::Threaded && m != Model::Forked {
+        assert!(s.jobs_done < (QUEUED / 2) as u64, "{m}: {s:?}");
+    }
+    assert!(s.jobs_cancelled >= (AT_ONCE / 2) as u64, "{m}: {s:?}");
+    let text = stats_text(srv.addr);
+    assert_eq!(
+        metric(&text, "berth_jobs_cancelled_total"),
+        s.jobs_cancelled as i64,
+        "{m}:\n{text}"
+    );
+    eprintln!("{m}: honest wait {waited:?}; {s:?}");
+}
+
 /// A keep-alive connection that sits idle between requests must not stop another client from
 /// being served (in `single`, the connection is let go when someone else is waiting).
 fn idle_keep_alive_does_not_block_others(m: Model) {
@@ -712,6 +786,30 @@ fn stats_counts_every_request(m: Model) {
     );
     let s = srv.wait_stats("six connections", |s| s.connections_total == 6);
     assert_eq!(s.requests, 6, "{m}: {s:?}");
+}
+
+/// Every `/test/slow` job that runs is counted in `berth_jobs_done_total`, whoever runs it: a
+/// worker, the event loop or actor itself (`-w 0` with jobs still offloaded), or the
+/// connection's own thread or process (blocking models). Nothing stays queued or running.
+fn stats_count_every_job(m: Model) {
+    const N: u64 = 3;
+    for opts in [Opts::new(m), Opts::new(m).workers(0).offload_slow(true)] {
+        let inline = opts.settings.evloop.workers == 0;
+        let srv = opts.slow(Duration::from_millis(5)).start();
+        for _ in 0..N {
+            let r = server::roundtrip(srv.addr, get_request("/test/slow").as_bytes());
+            assert_eq!(r.status, 200, "{m}");
+        }
+        let text = stats_text(srv.addr);
+        let how = if inline { "jobs inline" } else { "workers" };
+        assert_eq!(
+            metric(&text, "berth_jobs_done_total"),
+            N as i64,
+            "{m} ({how}):\n{text}"
+        );
+        assert_eq!(metric(&text, "berth_jobs_queued"), 0, "{m}:\n{text}");
+        assert_eq!(metric(&text, "berth_jobs_running"), 0, "{m}:\n{text}");
+    }
 }
 
 /// With one worker, slow jobs finish in the order they were queued. `prefork` runs with one
@@ -982,8 +1080,9 @@ fn files_conditional_304(m: Model) {
     }
 }
 
-/// A single `Range: bytes=` gives 206 with Content-Range (across chunk boundaries too), an
-/// unsatisfiable one 416 with `bytes */len`; several ranges or a stale If-Range give 200.
+/// A single `Range: bytes=` gives 206 with Content-Range (across chunk boundaries too, and
+/// with an end too big for 64 bits clamped to the file's), an unsatisfiable one 416 with
+/// `bytes */len`; several ranges or a stale If-Range give 200.
 fn files_range_206_416(m: Model) {
     let site = Site::new(m, "range");
     let srv = site.serve(m);
@@ -996,6 +1095,11 @@ fn files_range_206_416(m: Model) {
         ("bytes=1000000-", 1_000_000, len - 1),
         ("bytes=-100", len - 100, len - 1),
         ("bytes=10-99999999", 10, len - 1),
+        // A last-pos past the end means the end, even one too big for 64 bits (RFC 9110
+        // §14.1.2); so does a suffix longer than the file.
+        ("bytes=0-99999999999999999999999", 0, len - 1),
+        ("bytes=-99999999999999999999999", 0, len - 1),
+        ("bytes=000000000000000000000000010-20", 10, 20),
     ] {
         c.send(get_with("/files/data.bin", &format!("Range: {spec}\r\n")).as_bytes());
         let r = c.read_response();
@@ -1010,7 +1114,11 @@ fn files_range_206_416(m: Model) {
             "{m}: {spec}: wrong bytes"
         );
     }
-    for spec in [format!("bytes={len}-"), "bytes=-0".to_owned()] {
+    for spec in [
+        format!("bytes={len}-"),
+        "bytes=-0".to_owned(),
+        "bytes=99999999999999999999999-".to_owned(),
+    ] {
         c.send(get_with("/files/data.bin", &format!("Range: {spec}\r\n")).as_bytes());
         let r = c.read_response();
         assert_eq!(r.status, 416, "{m}: {spec}");
@@ -1118,16 +1226,30 @@ fn files_refuse_symlinks_out(m: Model) {
     assert_eq!(c.get("/files/in-link").text(), HELLO_FILE, "{m}");
 }
 
-/// A directory is 404 unless it has an index.html, which is then served (with or without the
-/// trailing slash); the root itself has none.
+/// A directory is 404 unless it has an index.html, which is served at the path with the
+/// trailing slash; without it the answer is 301 to that path (query kept), as nginx does, so
+/// that relative links in the index resolve below the directory. The root itself has none. A
+/// file is only a file: with a trailing `/` or `/.` it is 404, not the file again.
 fn files_directories(m: Model) {
     let site = Site::new(m, "dirs");
     let srv = site.serve(m);
     let mut c = srv.client();
-    for target in ["/files/empty", "/files/empty/", "/files/", "/files"] {
-        assert_eq!(c.get(target).status, 404, "{m}: {target}");
+    for target in [
+        "/files/empty",
+        "/files/empty/",
+        "/files/",
+        "/files",
+        "/files/hello.txt/",
+        "/files/hello.txt/.",
+        "/files/hello.txt/%2e",
+        "/files/hello.txt/./",
+        "/files/site/index.html/",
+        "/files/in-link/",
+    ] {
+        let r = c.get(target);
+        assert_eq!(r.status, 404, "{m}: {target}: {}", r.text());
     }
-    for target in ["/files/site", "/files/site/", "/files/site/index.html"] {
+    for target in ["/files/site/", "/files/site/.", "/files/site/index.html"] {
         let r = c.get(target);
         assert_eq!(
             (r.status, r.text()),
@@ -1140,6 +1262,25 @@ fn files_directories(m: Model) {
             "{m}"
         );
     }
+    for (target, location) in [
+        ("/files/site", "/files/site/"),
+        ("/files/site?a=1&b", "/files/site/?a=1&b"),
+        ("/files/./site", "/files/./site/"),
+        ("http://test/files/site?x", "/files/site/?x"),
+    ] {
+        let r = c.get(target);
+        assert_eq!(r.status, 301, "{m}: {target}: {}", r.text());
+        assert_eq!(r.header("location"), Some(location), "{m}: {target}");
+    }
+    c.send(b"HEAD /files/site HTTP/1.1\r\nHost: test\r\n\r\n");
+    let h = c.read_head_response();
+    assert_eq!(
+        (h.status, h.header("location")),
+        (301, Some("/files/site/")),
+        "{m}"
+    );
+    // The connection is still in step after all that.
+    assert_eq!(c.get("/hello/world").text(), HELLO, "{m}");
 }
 
 /// A file larger than any buffer arrives whole and exact, and a request pipelined behind it is
@@ -1160,6 +1301,43 @@ fn files_large_file_whole_and_pipelined(m: Model) {
     let last = c.read_response();
     assert_eq!((last.text(), last.closes()), (HELLO_FILE, true), "{m}");
     c.expect_closed();
+}
+
+/// Clients that send a `/files` request, shut their writing side (FIN), read the whole
+/// response and close: the server closes every one once its response is out, rather than
+/// leaving some in CLOSE_WAIT, counted open, until the idle timeout (60 s here, far beyond the
+/// wait). The FIN may arrive with the request, while the file is opened or while its body goes
+/// out; small and multi-chunk files vary where.
+fn files_half_closed_clients_are_closed(m: Model) {
+    const THREADS: usize = 6;
+    const EACH: usize = 50;
+    let site = Site::new(m, "halfclose");
+    let srv = site.serve(m);
+    let addr = srv.addr;
+    let clients: Vec<_> = (0..THREADS)
+        .map(|t| {
+            thread::spawn(move || {
+                for i in 0..EACH {
+                    let (path, len) = match (t + i) % 3 {
+                        0 => ("/files/data.bin", DATA_LEN),
+                        _ => ("/files/hello.txt", HELLO_FILE.len()),
+                    };
+                    let mut c = Client::connect(addr);
+                    c.send(get_request(path).as_bytes());
+                    c.shutdown_write();
+                    let r = c.read_response();
+                    assert_eq!((r.status, r.body.len()), (200, len), "{m}: {path}");
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("client thread");
+    }
+    let n = (THREADS * EACH) as u64;
+    srv.wait_stats("every half-closed connection to be closed", |s| {
+        s.connections_total == n && s.connections_open == 0
+    });
 }
 
 /// Memory this process and every process below it hold, in KiB: this process's resident set,

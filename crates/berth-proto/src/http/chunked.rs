@@ -182,13 +182,14 @@ fn parse_size_line(line: &[u8]) -> Result<u64, Reject> {
     if digits == 0 {
         return Err(reject(400, "missing chunk size"));
     }
-    // 16 hex digits fill a u64; leading zeros beyond that are legal but suspicious, and a peer
-    // that needs them is not one we need to serve.
-    if digits > 16 {
+    // Leading zeros are legal however many (RFC 9112 §7.1: `chunk-size = 1*HEXDIG`); past them,
+    // 16 hex digits fill a u64 and a 17th would overflow it.
+    let zeros = line[..digits].iter().take_while(|&&b| b == b'0').count();
+    if digits - zeros > 16 {
         return Err(reject(400, "chunk size too large"));
     }
     let mut size = 0u64;
-    for &b in &line[..digits] {
+    for &b in &line[zeros..digits] {
         let d = (b as char).to_digit(16).unwrap_or(0);
         size = (size << 4) | u64::from(d);
     }
@@ -274,10 +275,27 @@ mod tests {
         assert_eq!(decode(b"-1\r\n"), Err(400));
         assert_eq!(decode(b"0x5\r\n"), Err(400));
         assert_eq!(decode(b"fffffffffffffffff\r\n"), Err(400));
+        assert_eq!(decode(b"00000000000000000010000000000000000\r\n"), Err(400));
         assert_eq!(decode(b"5 6\r\n"), Err(400));
         assert_eq!(decode(b"5\nhello"), Err(400));
         assert_eq!(decode(b"3\r\nabcX\r\n"), Err(400));
         assert_eq!(decode(b"0\r\n folded\r\n\r\n"), Err(400));
+    }
+
+    #[test]
+    fn leading_zeros_are_not_significant() {
+        let (body, _) = decode(b"000000000000000000000003\r\nabc\r\n00000000000000000000\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(body, b"abc");
+        let mut zeros = vec![b'0'; 1000];
+        zeros.extend_from_slice(b"2\r\nhi\r\n0\r\n\r\n");
+        assert_eq!(decode(&zeros).unwrap().unwrap().0, b"hi");
+        assert_eq!(
+            parse_size_line(b"0000ffffffffffffffff").ok(),
+            Some(u64::MAX),
+            "16 significant digits fit"
+        );
     }
 
     #[test]

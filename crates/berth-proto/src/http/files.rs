@@ -24,8 +24,14 @@ use super::response::{write_head, write_response, Head};
 /// travel to whoever opens files (a worker, or the actor model's Files actor).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRequest {
-    /// Relative, `/`-separated, percent-decoded; no empty, `.` or `..` segment. `""` is the root.
-    path: String,
+    /// The relative path to open (`..path_len`): `/`-separated, percent-decoded; no empty, `.`
+    /// or `..` segment; `""` is the root. Then, for a path not in directory form, the
+    /// `Location` a directory would be redirected to (the request path with a `/` added, query
+    /// kept), built in the same allocation because it cannot be built once the request is gone.
+    text: String,
+    path_len: usize,
+    /// The request path ends in `/` or `/.`: it names a directory, never a file.
+    dir_form: bool,
     head_only: bool,
     /// The raw `If-None-Match` value (rarely present, so kept as sent).
     if_none_match: Option<String>,
@@ -65,6 +71,10 @@ pub enum FileError {
     Forbidden,
     /// Any other I/O failure: 500.
     Failed,
+    /// A directory that has an `index.html`, asked for without the trailing `/`
+    /// ([`FileRequest::dir_form`]): 301 to the path with it, as nginx does, so that the
+    /// index's relative links resolve below the directory.
+    Directory,
 }
 
 /// A single byte range as asked for, before the file's length is known.
@@ -91,10 +101,30 @@ impl FileRequest {
     ///
     /// Refused, whatever the file system holds: malformed percent-escapes, an encoded `/` or
     /// `\`, a NUL byte, a `..` segment (encoded or not), a path that starts with `/` (absolute),
-    /// and bytes that are not UTF-8. Empty and `.` segments are skipped.
+    /// and bytes that are not UTF-8. Empty and `.` segments are skipped; a last one (`a/`,
+    /// `a/.`) puts the path in directory form ([`FileRequest::dir_form`]). An empty `rel` is the
+    /// directory the route serves, in directory form if the request path ends in `/`.
     pub fn parse(req: &Request<'_>, rel: &str) -> Result<FileRequest, BadPath> {
+        let extra = req.path.len() + 2 + req.query.map_or(0, str::len);
+        let (mut text, dir_form) = sanitize(rel, extra)?;
+        let dir_form = if rel.is_empty() {
+            req.path.ends_with('/')
+        } else {
+            dir_form
+        };
+        let path_len = text.len();
+        if !dir_form {
+            text.push_str(req.path);
+            text.push('/');
+            if let Some(q) = req.query {
+                text.push('?');
+                text.push_str(q);
+            }
+        }
         Ok(FileRequest {
-            path: sanitize(rel)?,
+            text,
+            path_len,
+            dir_form,
             head_only: req.method == Method::Head,
             if_none_match: req
                 .header("if-none-match")
@@ -112,7 +142,20 @@ impl FileRequest {
 
     /// The relative path to open below the root; `""` means the root itself.
     pub fn path(&self) -> &str {
-        &self.path
+        &self.text[..self.path_len]
+    }
+
+    /// Whether the request path ends in `/` or `/.`: then it names a directory, and a file
+    /// found there is not served (`/files/a.txt/` is 404, as nginx answers, rather than
+    /// `a.txt` at a second URL). A directory asked for without it is redirected to it
+    /// ([`FileError::Directory`]).
+    pub fn dir_form(&self) -> bool {
+        self.dir_form
+    }
+
+    /// Where [`FileError::Directory`] redirects: the request path with `/` added, query kept.
+    fn location(&self) -> &str {
+        &self.text[self.path_len..]
     }
 
     /// Whether the request was HEAD (the head is sent, the body is not).
@@ -121,12 +164,14 @@ impl FileRequest {
     }
 }
 
-/// Percent-decodes and checks a path below the root; see [`FileRequest::parse`].
-fn sanitize(rel: &str) -> Result<String, BadPath> {
+/// Percent-decodes and checks a path below the root; see [`FileRequest::parse`]. Returns it
+/// (with room for `extra` more bytes) and whether its last segment was empty or `.`.
+fn sanitize(rel: &str, extra: usize) -> Result<(String, bool), BadPath> {
     if rel.starts_with('/') {
         return Err(BadPath("absolute path"));
     }
-    let mut out = Vec::with_capacity(rel.len());
+    let mut out = Vec::with_capacity(rel.len() + extra);
+    let mut dir_form = false;
     for segment in rel.split('/') {
         let start = out.len();
         if start > 0 {
@@ -154,13 +199,15 @@ fn sanitize(rel: &str) -> Result<String, BadPath> {
             }
         }
         let seg = &out[start + usize::from(start > 0)..];
+        dir_form = matches!(seg, b"" | b".");
         match seg {
             b".." => return Err(BadPath("parent segment")),
             b"" | b"." => out.truncate(start),
             _ => {}
         }
     }
-    String::from_utf8(out).map_err(|_| BadPath("not UTF-8"))
+    let path = String::from_utf8(out).map_err(|_| BadPath("not UTF-8"))?;
+    Ok((path, dir_form))
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -180,6 +227,10 @@ fn parse_date(v: &[u8]) -> Option<u64> {
 
 /// `bytes=first-last`, `bytes=first-` or `bytes=-suffix`; anything else (other units, several
 /// ranges, bad numbers, last before first) is `None`: the header is ignored.
+///
+/// Numbers too big for 64 bits are valid (`1*DIGIT`, RFC 9110 §14.1.1) and saturate: a last
+/// position or a suffix past the end of any file means the end (§14.1.2), a first position
+/// past it is unsatisfiable.
 fn parse_range(v: &[u8]) -> Option<RangeSpec> {
     let v = trim(v);
     let (unit, set) = (v.get(..6)?, &v[6..]);
@@ -189,21 +240,37 @@ fn parse_range(v: &[u8]) -> Option<RangeSpec> {
     let set = trim(set);
     let dash = set.iter().position(|&b| b == b'-')?;
     let (first, last) = (trim(&set[..dash]), trim(&set[dash + 1..]));
-    let num = |s: &[u8]| -> Option<u64> {
-        if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        std::str::from_utf8(s).ok()?.parse().ok()
-    };
     match (first.is_empty(), last.is_empty()) {
         (true, true) => None,
-        (true, false) => Some(RangeSpec::Suffix(num(last)?)),
-        (false, true) => Some(RangeSpec::From(num(first)?)),
+        (true, false) => Some(RangeSpec::Suffix(saturating_num(last)?)),
+        (false, true) => Some(RangeSpec::From(saturating_num(first)?)),
         (false, false) => {
-            let (a, b) = (num(first)?, num(last)?);
-            (a <= b).then_some(RangeSpec::FromTo(a, b))
+            let (a, b) = (saturating_num(first)?, saturating_num(last)?);
+            // Compared as written, not as saturated: `…9-…8` stays invalid.
+            (cmp_decimal(first, last).is_le()).then_some(RangeSpec::FromTo(a, b))
         }
     }
+}
+
+/// `1*DIGIT` as a u64, `u64::MAX` when it is bigger; `None` if not all digits.
+fn saturating_num(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(s.iter().fold(0u64, |acc, &b| {
+        acc.checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(b - b'0')))
+            .unwrap_or(u64::MAX)
+    }))
+}
+
+/// Compares two strings of decimal digits by value, whatever their length.
+fn cmp_decimal(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    fn strip(s: &[u8]) -> &[u8] {
+        &s[s.iter().take_while(|&&d| d == b'0').count()..]
+    }
+    let (a, b) = (strip(a), strip(b));
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 fn parse_if_range(v: &[u8]) -> Option<IfRange> {
@@ -317,8 +384,11 @@ pub(crate) fn write_answer(
                 FileError::NotFound => (404, b"Not Found\n"),
                 FileError::Forbidden => (403, b"Forbidden\n"),
                 FileError::Failed => (500, b"cannot read the file\n"),
+                FileError::Directory => (301, b"Moved Permanently\n"),
             };
-            write_response(out, &head(status, text, &[]), body, req.head_only);
+            let location = [("Location", req.location().as_bytes())];
+            let extra: &[(&str, &[u8])] = if status == 301 { &location } else { &[] };
+            write_response(out, &head(status, text, extra), body, req.head_only);
             return (status, None);
         }
     };
@@ -470,13 +540,56 @@ mod tests {
 
     #[test]
     fn paths_are_decoded_and_normalised() {
-        assert_eq!(sanitize("a/b.txt").unwrap(), "a/b.txt");
-        assert_eq!(sanitize("a%20b/c%2Etxt").unwrap(), "a b/c.txt");
-        assert_eq!(sanitize("").unwrap(), "");
-        assert_eq!(sanitize("dir/").unwrap(), "dir");
-        assert_eq!(sanitize("./a//b/./c").unwrap(), "a/b/c");
-        assert_eq!(sanitize("%C3%A9t%C3%A9.txt").unwrap(), "été.txt");
-        assert_eq!(sanitize("..a/b..").unwrap(), "..a/b..");
+        let ok = |rel| sanitize(rel, 0).unwrap();
+        assert_eq!(ok("a/b.txt"), ("a/b.txt".into(), false));
+        assert_eq!(ok("a%20b/c%2Etxt"), ("a b/c.txt".into(), false));
+        assert_eq!(ok(""), ("".into(), true));
+        assert_eq!(ok("dir/"), ("dir".into(), true));
+        assert_eq!(ok("a.txt/."), ("a.txt".into(), true));
+        assert_eq!(ok("a.txt/%2E"), ("a.txt".into(), true));
+        assert_eq!(ok("a.txt/./"), ("a.txt".into(), true));
+        assert_eq!(ok("./a//b/./c"), ("a/b/c".into(), false));
+        assert_eq!(ok("%C3%A9t%C3%A9.txt"), ("été.txt".into(), false));
+        assert_eq!(ok("..a/b.."), ("..a/b..".into(), false));
+    }
+
+    #[test]
+    fn directory_form_and_redirect_location() {
+        let parse = |path: &'static str, query: Option<&'static str>, rel: &str| {
+            let req = Request {
+                method: Method::Get,
+                target: path,
+                path,
+                query,
+                version: Version::Http11,
+                headers: &[],
+                body: b"",
+            };
+            FileRequest::parse(&req, rel).unwrap()
+        };
+        let f = parse("/files/sub", Some("a=1"), "sub");
+        assert_eq!(
+            (f.path(), f.dir_form(), f.location()),
+            ("sub", false, "/files/sub/?a=1")
+        );
+        let f = parse("/files/sub/", None, "sub/");
+        assert_eq!((f.path(), f.dir_form()), ("sub", true));
+        let f = parse("/files/a.txt/.", None, "a.txt/.");
+        assert_eq!((f.path(), f.dir_form()), ("a.txt", true));
+        // The route's own directory: `/files` and `/files/` both give an empty `rel`.
+        let f = parse("/files", None, "");
+        assert_eq!(
+            (f.path(), f.dir_form(), f.location()),
+            ("", false, "/files/")
+        );
+        assert!(parse("/files/", None, "").dir_form());
+        let (status, send, text) = answer(&f, Err(FileError::Directory));
+        assert_eq!((status, send), (301, None));
+        assert!(
+            text.starts_with("HTTP/1.1 301 Moved Permanently\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nLocation: /files/\r\n"), "{text}");
     }
 
     #[test]
@@ -501,7 +614,7 @@ mod tests {
             "short%2",
             "%ff%fe",
         ] {
-            assert!(sanitize(bad).is_err(), "{bad:?} was accepted");
+            assert!(sanitize(bad, 0).is_err(), "{bad:?} was accepted");
         }
     }
 
@@ -556,7 +669,33 @@ mod tests {
         assert_eq!(part("bytes=-0", 100), Decision::Unsatisfiable);
         assert_eq!(part("bytes=-5", 0), Decision::Unsatisfiable);
         assert_eq!(part("bytes=0-", 0), Decision::Unsatisfiable);
-        // Ignored, so the whole file is sent: several ranges, bad syntax, other units.
+        // Numbers too big for 64 bits: a last-pos or suffix past the end means the end, a
+        // first-pos past it is unsatisfiable; leading zeros are only zeros.
+        assert_eq!(
+            part("bytes=5-99999999999999999999999", 100),
+            Decision::Partial { start: 5, len: 95 }
+        );
+        assert_eq!(
+            part("bytes=-99999999999999999999999", 100),
+            Decision::Partial { start: 0, len: 100 }
+        );
+        assert_eq!(
+            part(
+                "bytes=00000000000000000000000005-0000000000000000000000006",
+                100
+            ),
+            Decision::Partial { start: 5, len: 2 }
+        );
+        assert_eq!(
+            part("bytes=99999999999999999999999-", 100),
+            Decision::Unsatisfiable
+        );
+        assert_eq!(
+            part("bytes=99999999999999999999998-99999999999999999999999", 100),
+            Decision::Unsatisfiable
+        );
+        // Ignored, so the whole file is sent: several ranges, bad syntax, other units, last
+        // before first (however big both are).
         for ignored in [
             "bytes=0-1,5-6",
             "bytes=5-1",
@@ -564,7 +703,8 @@ mod tests {
             "bytes=-",
             "bytes=1",
             "items=0-1",
-            "bytes=99999999999999999999999-",
+            "bytes=99999999999999999999999-99999999999999999999998",
+            "bytes=000010-9",
         ] {
             assert_eq!(part(ignored, 100), Decision::Full, "{ignored}");
         }

@@ -132,12 +132,15 @@ fn valid_host(value: &[u8]) -> bool {
 }
 
 /// `Content-Length = 1*DIGIT`: no sign, no spaces inside, no hex, and it must fit in a u64.
+/// Leading zeros are digits like any other (RFC 9112 §6.2), however many; a value that
+/// overflows is refused, never wrapped.
 pub(crate) fn parse_content_length(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 19 {
+    if s.is_empty() {
         return None;
     }
     s.iter().try_fold(0u64, |acc, &b| {
-        b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+        let digit = b.is_ascii_digit().then(|| u64::from(b - b'0'))?;
+        acc.checked_mul(10)?.checked_add(digit)
     })
 }
 
@@ -161,6 +164,20 @@ mod tests {
         assert_eq!(parse_content_length(b"1 2"), None);
         assert_eq!(parse_content_length(b"0x10"), None);
         assert_eq!(parse_content_length(b"99999999999999999999"), None);
+        assert_eq!(
+            parse_content_length(b"18446744073709551615"),
+            Some(u64::MAX)
+        );
+        assert_eq!(parse_content_length(b"18446744073709551616"), None);
+        assert_eq!(
+            parse_content_length(b"000000000000000000000000012"),
+            Some(12)
+        );
+        assert_eq!(parse_content_length(&[b'0'; 4000]), Some(0));
+        assert_eq!(
+            parse_content_length(b"0000000000000000000018446744073709551616"),
+            None
+        );
         assert_eq!(parse_content_length(b""), None);
     }
 

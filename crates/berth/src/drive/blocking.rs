@@ -3,7 +3,10 @@
 //! connection in a way that still notices a stop request.
 //!
 //! A job ([`Step::Offload`]) runs inline: in these models the connection's own thread or process
-//! is the worker, which is exactly seed 000's point of comparison. A file ([`Step::Open`]) is
+//! is the worker, which is exactly seed 000's point of comparison. A job whose client has
+//! already reset the connection is dropped unrun (counted as cancelled), as the event-loop
+//! models drop a queued one: in `single` a burst of such clients would otherwise hold the one
+//! thread for a job duration each. A file ([`Step::Open`]) is
 //! opened inline too and sent in bounded chunks (`files::copy_range`): a blocked write then
 //! blocks only this connection's thread, and the write timeout ends a peer that stopped reading.
 
@@ -21,6 +24,7 @@ use super::clock::DateCache;
 use super::files::{self, Files};
 use super::{Control, StopKind, Timeouts};
 use crate::net::read_into_spare;
+use crate::stats::Stats;
 
 /// Settings of a blocking connection.
 #[derive(Debug, Clone, Copy)]
@@ -60,18 +64,30 @@ pub(crate) fn wait_drained(ctl: &Control, mut done: impl FnMut() -> bool) {
 /// How often a blocked accept looks at the stop flag.
 pub(crate) const STOP_POLL: Duration = Duration::from_millis(100);
 
+/// What the thread (or process) serving a connection lends it.
+pub(crate) struct Serving<'a, H> {
+    pub handler: &'a mut H,
+    pub files: &'a Files,
+    pub date: &'a mut DateCache,
+    pub stats: &'a Stats,
+}
+
 /// Serves `stream` until the peer leaves, the session closes, the idle timeout passes, or — between
 /// requests — `should_yield` says another client is waiting (the `single` model's fairness rule:
 /// an idle keep-alive connection must not hold the only thread).
 pub(crate) fn serve_connection<H: Handler>(
     mut stream: TcpStream,
-    handler: &mut H,
-    files: &Files,
+    serving: Serving<'_, H>,
     config: &ConnConfig,
-    date: &mut DateCache,
     should_yield: impl Fn() -> bool,
     rival: Option<&TcpListener>,
 ) -> io::Result<()> {
+    let Serving {
+        handler,
+        files,
+        date,
+        stats,
+    } = serving;
     let t = config.timeouts;
     stream.set_write_timeout(Some(t.write))?;
     // The read timeout in force, changed only when the phase calls for another one.
@@ -110,7 +126,11 @@ pub(crate) fn serve_connection<H: Handler>(
                     // Answers to earlier pipelined requests go out before the job runs.
                     stream.write_all(&output)?;
                     output.clear();
-                    let reply = super::run_job(job);
+                    if peer_reset(&stream) {
+                        stats.job_cancelled();
+                        return Ok(());
+                    }
+                    let reply = super::run_job(job, stats);
                     date.refresh();
                     let cx = Context {
                         limits: &config.limits,
@@ -264,6 +284,19 @@ fn poll_either(a: &impl AsRawFd, b: &impl AsRawFd, timeout: Duration) -> io::Res
     } else {
         Ready::Neither
     })
+}
+
+/// True if the peer has reset the connection (or it failed otherwise): nothing sent to it can
+/// arrive. A peer that only shut its sending side (FIN) still reads, so it is not gone.
+fn peer_reset(fd: &impl AsRawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd and we pass a count of 1; a zero timeout never blocks.
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    rc > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
 /// True if `fd` has bytes (or a pending connection, for a listener) ready right now.

@@ -29,6 +29,7 @@ use super::files::{self, OpenFile};
 use super::pool::BufPool;
 use super::Timeouts;
 use crate::net::read_into_spare;
+use crate::stats::Stats;
 
 /// What the owner lends a connection while it runs.
 pub(super) struct Env<'a, H: Handler> {
@@ -40,6 +41,8 @@ pub(super) struct Env<'a, H: Handler> {
     pub max_input: usize,
     /// Socket operations (reads, `sendfile` calls) this pump may still do.
     pub budget: usize,
+    /// Where a job dropped with its departed peer is counted.
+    pub stats: &'a Stats,
 }
 
 /// What a connection needs after [`Conn::pump`].
@@ -130,6 +133,13 @@ impl Conn {
     /// Bytes of the current response not yet handed to the kernel, head or file.
     fn out_pending(&self) -> bool {
         self.written < self.output.len() || self.sending.is_some()
+    }
+
+    /// The last pump stopped for want of budget. If it also handed out a job, nothing pumps the
+    /// connection until the job's reply unless the owner does: a peer that resets meanwhile
+    /// would go unnoticed, and its job would run.
+    pub fn cut_short(&self) -> bool {
+        self.cut_short
     }
 
     /// Makes the response now in the making the connection's last (`Connection: close`).
@@ -245,7 +255,11 @@ impl Conn {
             (true, None) if self.cut_short => Fate::Again,
             (true, None) => Fate::Keep,
             (false, handoff) => {
-                // Dropping work never handed out: nothing else refers to the slot.
+                // Dropping work never handed out: nothing else refers to the slot. A job whose
+                // peer left before it could be queued is dropped like a queued one.
+                if let Some(Handoff::Job(_)) = handoff {
+                    env.stats.job_cancelled();
+                }
                 if handoff.is_some() {
                     self.job_pending = false;
                 }
@@ -291,7 +305,6 @@ impl Conn {
             {
                 self.unprocessed = false;
                 self.ensure_output(env.pool);
-                let before = self.output.len();
                 let cx = Context {
                     limits: env.limits,
                     date: env.date,
@@ -302,9 +315,10 @@ impl Conn {
                 if let Some(new) = self.after(step) {
                     *handoff = Some(new);
                 }
-                if self.output.len() > before || self.unprocessed {
-                    continue;
-                }
+                // Back to the top even when nothing was written: a peer that half-closed while
+                // this input waited (for a job, a file, or a file body going out) is finished
+                // now, and only the check up there closes it.
+                continue;
             }
 
             if self.readable && !self.peer_closed {

@@ -105,8 +105,10 @@ impl Files {
         self.root.as_deref().map(|r| r.path.as_path())
     }
 
-    /// Opens the file `req` names. A directory is served by its `index.html` if it has one;
-    /// anything but a regular file (a FIFO, a device) is not served at all.
+    /// Opens the file `req` names. A directory is served by its `index.html` if it has one,
+    /// at its path in directory form (`dir/`); asked for as `dir`, it is redirected there
+    /// ([`FileError::Directory`]). A file asked for in directory form (`a.txt/`) is not found,
+    /// as the kernel would say; anything but a regular file (a FIFO, a device) is not served.
     pub fn open(&self, req: &FileRequest) -> Result<OpenFile, FileError> {
         let Some(root) = &self.root else {
             no_root_hint();
@@ -114,7 +116,7 @@ impl Files {
         };
         let rel = req.path();
         let (file, meta) = root.open_regular_or_dir(if rel.is_empty() { "." } else { rel })?;
-        if meta.is_file() {
+        if meta.is_file() && !req.dir_form() {
             return Ok(opened(file, &meta, rel));
         }
         if !meta.is_dir() {
@@ -127,6 +129,9 @@ impl Files {
         let (file, meta) = root.open_regular_or_dir(&index)?;
         if !meta.is_file() {
             return Err(FileError::NotFound);
+        }
+        if !req.dir_form() {
+            return Err(FileError::Directory);
         }
         Ok(opened(file, &meta, &index))
     }
@@ -321,11 +326,11 @@ mod tests {
         base
     }
 
-    /// A bare `GET /`: the request whose `/files` path the tests vary.
+    /// A bare `GET /x`: the request whose `/files` path the tests vary.
     const GET: Request<'static> = Request {
         method: Method::Get,
-        target: "/",
-        path: "/",
+        target: "/x",
+        path: "/x",
         query: None,
         version: Version::Http11,
         headers: &[],
@@ -350,13 +355,14 @@ mod tests {
             5,
             "a symlink inside the root is fine"
         );
-        let index = open("withindex").unwrap();
+        let index = open("withindex/").unwrap();
         assert_eq!(
             (index.len, index.content_type),
             (9, "text/html; charset=utf-8")
         );
-        assert_eq!(open("withindex/").unwrap().len, 9);
-        for missing in ["nope", "sub", "", "a.txt/x"] {
+        assert_eq!(open("withindex/.").unwrap().len, 9);
+        assert_eq!(open("withindex"), Err(FileError::Directory));
+        for missing in ["nope", "sub", "sub/", "", "a.txt/x", "a.txt/", "a.txt/."] {
             assert_eq!(open(missing), Err(FileError::NotFound), "{missing}");
         }
         for escape in [

@@ -95,12 +95,16 @@ pub fn spawn<S: Service>(
                                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                     let mut handler = service.handler(serial);
                                     let mut date = DateCache::default();
+                                    let serving = blocking::Serving {
+                                        handler: &mut handler,
+                                        files: &files,
+                                        date: &mut date,
+                                        stats: &stats,
+                                    };
                                     blocking::serve_connection(
                                         stream,
-                                        &mut handler,
-                                        &files,
+                                        serving,
                                         &config.conn,
-                                        &mut date,
                                         || terminated.load(std::sync::atomic::Ordering::Acquire),
                                         None,
                                     )

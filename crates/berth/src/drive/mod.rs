@@ -69,12 +69,20 @@ impl Default for Timeouts {
 
 /// Runs a job, turning a panic into a 500 reply: a failing job costs its own request, never the
 /// worker or connection thread that ran it. (The panic message itself is printed once, by the
-/// panic hook.)
-pub(crate) fn run_job<J: berth_proto::http::Job>(job: J) -> berth_proto::http::Reply {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run())).unwrap_or_else(|_| {
-        log::debug!("a job panicked; answered 500");
-        berth_proto::http::Reply::failed()
-    })
+/// panic hook.) Every model runs its jobs through here, so every model counts them the same
+/// way: running while they run, then done.
+pub(crate) fn run_job<J: berth_proto::http::Job>(
+    job: J,
+    stats: &crate::stats::Stats,
+) -> berth_proto::http::Reply {
+    stats.job_started();
+    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()))
+        .unwrap_or_else(|_| {
+            log::debug!("a job panicked; answered 500");
+            berth_proto::http::Reply::failed()
+        });
+    stats.job_finished();
+    reply
 }
 
 /// What a driver serves: a factory of per-thread [`Handler`]s.

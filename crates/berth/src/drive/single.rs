@@ -36,12 +36,16 @@ pub fn spawn<S: Service>(
                     shard.connection_opened();
                     let key = active.insert(&stream);
                     let others_waiting = || ctl.stopping() || has_pending_input(&listener);
+                    let serving = blocking::Serving {
+                        handler: &mut handler,
+                        files: &files,
+                        date: &mut date,
+                        stats: &stats,
+                    };
                     if let Err(e) = blocking::serve_connection(
                         stream,
-                        &mut handler,
-                        &files,
+                        serving,
                         &config,
-                        &mut date,
                         others_waiting,
                         Some(&listener),
                     ) {

@@ -72,12 +72,16 @@ pub fn spawn<S: Service>(
                             let mut handler = service.handler(id);
                             let files = service.files();
                             let mut date = DateCache::default();
+                            let serving = blocking::Serving {
+                                handler: &mut handler,
+                                files: &files,
+                                date: &mut date,
+                                stats: &conn_stats,
+                            };
                             if let Err(e) = blocking::serve_connection(
                                 stream,
-                                &mut handler,
-                                &files,
+                                serving,
                                 &config.conn,
-                                &mut date,
                                 || false,
                                 None,
                             ) {

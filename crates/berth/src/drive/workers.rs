@@ -1,7 +1,14 @@
 //! The worker pool: threads fed by one FIFO queue, running offloaded jobs and posting each
 //! reply back to whoever owns the connection (seed 001's worker threads and wait queue): the
 //! event loop that owns it, or in the actor model the connection's actor.
+//!
+//! A job whose client has gone (reset the connection) while it waited is not run: a worker
+//! that takes it asks its return address whether it is [`ReplyTo::cancelled`], and if so drops
+//! it, counts it, and tells the owner ([`ReplyTo::reply`] with `None`) so that the owner frees
+//! the slot it kept for the reply. Without this a burst of clients that send a slow request and
+//! reset at once would leave the queue full of work nobody waits for, ahead of honest requests.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -12,15 +19,39 @@ use crate::stats::Stats;
 
 /// Where a job's reply goes once the job has run.
 pub(crate) trait ReplyTo: Send + 'static {
-    /// Hands the reply over (and wakes its owner). The owner may be gone (shutdown); then
-    /// nobody needs the reply.
-    fn reply(self, reply: Reply);
+    /// Whether the connection the job would answer has gone, so the job need not run.
+    fn cancelled(&self) -> bool;
+
+    /// Hands the reply over (and wakes its owner); `None` if the job was cancelled. The owner
+    /// may be gone (shutdown); then nobody needs the reply.
+    fn reply(self, reply: Option<Reply>);
 }
 
-/// An event loop's completion queue and the waker of its poll.
+/// An event loop's completion queue, the waker of its poll, and a cancelled flag per slot.
 pub(crate) struct LoopQueue {
-    pub done: Sender<(usize, Reply)>,
+    pub done: Sender<(usize, Option<Reply>)>,
     pub waker: Arc<mio::Waker>,
+    /// Set by the loop when a connection with a job out loses its peer; cleared when the slot
+    /// is freed. A slot is not reused while a job refers to it, so the key names one job.
+    pub cancelled: Box<[AtomicBool]>,
+}
+
+impl LoopQueue {
+    /// A loop's queue, with flags for `slots` connection slots.
+    pub fn new(done: Sender<(usize, Option<Reply>)>, waker: Arc<mio::Waker>, slots: usize) -> Self {
+        LoopQueue {
+            done,
+            waker,
+            cancelled: (0..slots).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// Marks (or unmarks) the job of slot `key` cancelled.
+    pub fn set_cancelled(&self, key: usize, yes: bool) {
+        if let Some(flag) = self.cancelled.get(key) {
+            flag.store(yes, Ordering::Release);
+        }
+    }
 }
 
 /// A connection of an event loop: the loops' queues, which loop, and the connection's key.
@@ -31,7 +62,14 @@ pub(crate) struct LoopConn {
 }
 
 impl ReplyTo for LoopConn {
-    fn reply(self, reply: Reply) {
+    fn cancelled(&self) -> bool {
+        self.loops[self.owner]
+            .cancelled
+            .get(self.conn)
+            .is_some_and(|f| f.load(Ordering::Acquire))
+    }
+
+    fn reply(self, reply: Option<Reply>) {
         let dest = &self.loops[self.owner];
         if dest.done.send((self.conn, reply)).is_ok() {
             let _ = dest.waker.wake();
@@ -58,10 +96,14 @@ pub(crate) fn spawn<J: Job, R: ReplyTo>(
                 .name(format!("berth-worker-{i}"))
                 .spawn(move || {
                     for task in queue {
-                        stats.job_started();
-                        let reply = super::run_job(task.job);
-                        stats.job_finished();
-                        task.reply_to.reply(reply);
+                        stats.job_dequeued();
+                        if task.reply_to.cancelled() {
+                            stats.job_cancelled();
+                            task.reply_to.reply(None);
+                            continue;
+                        }
+                        let reply = super::run_job(task.job, &stats);
+                        task.reply_to.reply(Some(reply));
                     }
                 })
         })

@@ -56,12 +56,19 @@ pub(super) struct OpenMsg {
     pub reply_to: Addr<ConnMsg>,
 }
 
-/// A job's return address: the connection actor.
+/// A job's return address: the connection actor. An actor whose peer has gone closes its
+/// socket and stops at once, so a stopped actor means a cancelled job.
 pub(super) struct ActorReply(pub Addr<ConnMsg>);
 
 impl ReplyTo for ActorReply {
-    fn reply(self, reply: Reply) {
-        self.0.send(ConnMsg::Done(reply));
+    fn cancelled(&self) -> bool {
+        self.0.is_stopped()
+    }
+
+    fn reply(self, reply: Option<Reply>) {
+        if let Some(reply) = reply {
+            self.0.send(ConnMsg::Done(reply));
+        }
     }
 }
 
@@ -125,6 +132,7 @@ where
             date: self.date.get(),
             max_input: shared.max_input,
             budget: BUDGET,
+            stats: &shared.stats,
         };
         let fate = match msg {
             ConnMsg::Ready {
@@ -195,6 +203,11 @@ where
                             match queue.try_send(task) {
                                 Ok(()) => {
                                     self.shared.stats.job_queued();
+                                    // Go on reading, so that a peer that resets while the job
+                                    // waits is seen and the job dropped (see `workers`).
+                                    if self.conn.cut_short() {
+                                        cx.addr().send(ConnMsg::Continue);
+                                    }
                                     return self.arm();
                                 }
                                 Err(TrySendError::Full(_)) => {
@@ -208,7 +221,7 @@ where
                             }
                         }
                         // No workers: the actor runs the job itself.
-                        None => crate::drive::run_job(job),
+                        None => crate::drive::run_job(job, &self.shared.stats),
                     };
                     let shared = self.shared.clone();
                     let mut env = Env {
@@ -218,6 +231,7 @@ where
                         date: self.date.get(),
                         max_input: shared.max_input,
                         budget: BUDGET,
+                        stats: &shared.stats,
                     };
                     self.conn.complete(reply, &mut env)
                 }

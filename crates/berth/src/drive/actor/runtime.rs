@@ -79,11 +79,17 @@ impl<M: Send + 'static> Addr<M> {
     pub fn send(&self, msg: M) -> bool {
         self.cell.deliver(msg)
     }
+
+    /// Whether the actor has stopped (a send would return `false`).
+    pub fn is_stopped(&self) -> bool {
+        self.cell.is_stopped()
+    }
 }
 
 /// The typed side of a cell: delivering a message.
 trait Deliver<M>: Send + Sync {
     fn deliver(&self, msg: M) -> bool;
+    fn is_stopped(&self) -> bool;
 }
 
 /// The untyped side of a cell: being run by a scheduler thread.
@@ -145,6 +151,10 @@ impl<A: Actor> Deliver<A::Msg> for Cell<A> {
             }
         }
         true
+    }
+
+    fn is_stopped(&self) -> bool {
+        lock(&self.mailbox).stopped
     }
 }
 
@@ -450,6 +460,7 @@ mod tests {
         let drops = Arc::new(AtomicUsize::new(0));
         let addr = sp.spawn(Stopper(drops.clone()), 2);
         assert_eq!(sp.live(), 1);
+        assert!(!addr.is_stopped());
         assert!(addr.send(1));
         assert!(addr.send(0));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -458,6 +469,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(sp.live(), 0);
+        assert!(addr.is_stopped());
         assert!(!addr.send(5), "a stopped actor took a message");
     }
 

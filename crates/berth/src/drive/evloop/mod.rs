@@ -11,7 +11,9 @@
 //! ```
 //!
 //! A connection whose peer leaves while its job runs keeps its slot (marked dead) until the job
-//! ends, so the reply always finds the slot it was meant for. A connection arriving when the
+//! ends, so the reply always finds the slot it was meant for; a job still queued when its peer
+//! leaves is marked cancelled and dropped unrun by the worker that takes it, which frees the
+//! slot then (see `workers`). A connection arriving when the
 //! slab is full is accepted, sent the service's refusal, closed and counted: never left to rot
 //! in the backlog.
 
@@ -112,7 +114,7 @@ pub fn spawn<S: Service>(
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (tx, rx) = crossbeam_channel::unbounded();
-        reply_to.push(LoopQueue { done: tx, waker });
+        reply_to.push(LoopQueue::new(tx, waker, config.capacity));
         replies.push(rx);
         polls.push(poll);
     }
@@ -217,7 +219,7 @@ struct EventLoop<H: Handler> {
     queue: Option<Sender<Task<H::Job, LoopConn>>>,
     /// Every loop's completion queue: the return address of this loop's jobs.
     loops: Arc<Vec<LoopQueue>>,
-    replies: Receiver<(usize, Reply)>,
+    replies: Receiver<(usize, Option<Reply>)>,
     stats: Arc<Stats>,
     ctl: Arc<Control>,
     config: Config,
@@ -343,6 +345,7 @@ impl<H: Handler> EventLoop<H> {
             date: self.date.get(),
             max_input: self.max_input,
             budget: usize::MAX,
+            stats: &self.stats,
         };
         (env, &mut self.conns)
     }
@@ -359,10 +362,12 @@ impl<H: Handler> EventLoop<H> {
                 debug_assert!(false, "reply for a freed slot");
                 continue;
             };
-            if conn.dead {
+            // A cancelled job's slot is dead: its reply (none) frees it.
+            let (false, Some(reply)) = (conn.dead, reply) else {
+                debug_assert!(conn.dead, "a live connection's job was cancelled");
                 self.free(key);
                 continue;
-            }
+            };
             let (mut env, conns) = self.env();
             let fate = conns[key].complete(reply, &mut env);
             self.settle(key, fate);
@@ -413,7 +418,7 @@ impl<H: Handler> EventLoop<H> {
                     }
                     None => {
                         // No workers: the loop runs the job itself, as seed 001 does with `-w 0`.
-                        let reply = super::run_job(job);
+                        let reply = super::run_job(job, &self.stats);
                         let (mut env, conns) = self.env();
                         fate = conns[key].complete(reply, &mut env);
                     }
@@ -483,9 +488,11 @@ impl<H: Handler> EventLoop<H> {
         conn.shut(&mut self.pool);
         self.wheel.disarm(key);
         if conn.job_pending {
-            // The socket stays open until the job ends; stop hearing about it meanwhile.
+            // The socket stays open until the job ends; stop hearing about it meanwhile. A job
+            // still queued is dropped unrun when a worker takes it, which frees the slot then.
             let _ = self.poll.registry().deregister(&mut conn.stream);
             conn.dead = true;
+            self.loops[self.owner].set_cancelled(key, true);
         } else {
             // Closing the descriptor removes it from the epoll set; no deregister call needed.
             self.free(key);
@@ -494,6 +501,7 @@ impl<H: Handler> EventLoop<H> {
 
     fn free(&mut self, key: usize) {
         self.wheel.disarm(key);
+        self.loops[self.owner].set_cancelled(key, false);
         drop(self.conns.remove(key));
         self.stats.shard(self.id).connection_closed();
     }
