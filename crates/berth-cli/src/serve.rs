@@ -67,6 +67,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         backlog: args.backlog,
         // HTTP clients speak first: let the kernel hand over connections with their request.
         defer_accept_secs: 1,
+        exclusive: !args.reuse_port,
         ..ListenConfig::default()
     };
     settings.accept_threads = accept_threads;

@@ -147,10 +147,10 @@ fn no_arguments_prints_help_and_fails() {
 
 #[test]
 fn address_in_use_is_a_runtime_failure() {
-    // std's listener does not set SO_REUSEPORT, so berth cannot share its port.
+    // std's listener does not set SO_REUSEPORT, so berth cannot share its port, even asked to.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    let (status, out, err) = run(&["serve", "-p", &port, "-A", "2"]);
+    let (status, out, err) = run(&["serve", "-p", &port, "-A", "2", "--reuse-port"]);
     assert_eq!(status.code(), Some(1), "stdout: {out}\nstderr: {err}");
     assert!(out.is_empty(), "{out}");
     let lines: Vec<&str> = err.lines().collect();
@@ -162,6 +162,62 @@ fn address_in_use_is_a_runtime_failure() {
         "a runtime failure is not a usage error: {err}"
     );
     drop(taken);
+}
+
+#[test]
+fn a_second_berth_is_refused_the_port_of_a_running_one() {
+    // The first one's listeners have SO_REUSEPORT (its threads, or its worker processes, share
+    // the port): the kernel alone would let any berth join them.
+    for first_model in ["evloop", "prefork"] {
+        let mut first = Berth::spawn(&["serve", "-m", first_model, "-p", "0", "-A", "2"]);
+        let addr = address_in(&first.line());
+        let port = addr.port().to_string();
+        for model in ["single", "threaded", "forked", "prefork", "evloop", "actor"] {
+            let (status, out, err) = run(&["serve", "-m", model, "-p", &port]);
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "{first_model} then {model}: {out}{err}"
+            );
+            assert!(out.is_empty(), "{model}: {out}");
+            assert_eq!(
+                err,
+                format!("berth: address {addr} already in use\n"),
+                "{model}"
+            );
+        }
+        assert!(get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"));
+        first.signal("TERM");
+        assert_eq!(first.wait(LIMIT).code(), Some(0));
+    }
+}
+
+#[test]
+fn reuse_port_shares_the_port_for_a_restart() {
+    // README's zero-downtime restart: start the new server with --reuse-port next to the old
+    // one, then stop the old one; the port never stops answering.
+    for new_model in ["evloop", "prefork"] {
+        let mut old = Berth::spawn(&["serve", "-p", "0", "-A", "1", "--reuse-port"]);
+        let addr = address_in(&old.line());
+        let port = addr.port().to_string();
+        let mut new = Berth::spawn(&["serve", "-m", new_model, "-p", &port, "--reuse-port"]);
+        assert_eq!(address_in(&new.line()), addr, "{new_model}");
+        for _ in 0..20 {
+            assert!(get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"));
+        }
+        old.signal("TERM");
+        assert_eq!(old.wait(LIMIT).code(), Some(0));
+        for _ in 0..20 {
+            assert!(get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"));
+        }
+        new.signal("TERM");
+        assert_eq!(
+            new.wait(LIMIT).code(),
+            Some(0),
+            "{new_model}: {}",
+            new.stderr()
+        );
+    }
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! `berth msg serve`, `send` and `listen` as built binaries: the relay demo end to end, two
-//! processes sharing one port, a 1 GiB message relayed in bounded server memory, the size
+//! `berth msg serve`, `send` and `listen` as built binaries: the relay demo end to end, a port
+//! in use refused, two processes sharing one port with `--reuse-port`, a 1 GiB message relayed in bounded server memory, the size
 //! limit, and usage errors.
 //!
 //! Every child is stopped and reaped by its guard when the test ends; every wait is bounded.
@@ -151,10 +151,42 @@ fn send_and_listen_through_the_relay_demo() {
 }
 
 #[test]
-fn two_processes_share_one_port() {
-    let a = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+fn a_second_server_is_refused_a_port_in_use() {
+    // -A 2: the first server's own threads share the port; nobody else joins it unasked.
+    let a = Server::start(&["--listen", "tcp://127.0.0.1:0", "-A", "2"]);
+    let (status, out, err) = berth(&["msg", "serve", "--listen", &a.endpoints[0]]);
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err,
+        format!(
+            "berth: cannot listen: address {} already in use\n",
+            a.addr()
+        )
+    );
+    // The same for UDP.
+    let u = Server::start(&["--listen", "udp://127.0.0.1:0"]);
+    let (status, _, err) = berth(&["msg", "serve", "--listen", &u.endpoints[0]]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("Address already in use"), "{err}");
+    // And an HTTP server on the message server's port.
+    let port = a.addr().port().to_string();
+    let (status, _, err) = berth(&["serve", "-p", &port]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(err, format!("berth: address {} already in use\n", a.addr()));
+    let (code, err) = a.stop();
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn two_processes_share_one_port_with_reuse_port() {
+    let a = Server::start(&["--listen", "tcp://127.0.0.1:0", "--reuse-port"]);
     let port = a.addr().port();
-    let b = Server::start(&["--listen", &format!("tcp://127.0.0.1:{port}")]);
+    let b = Server::start(&[
+        "--listen",
+        &format!("tcp://127.0.0.1:{port}"),
+        "--reuse-port",
+    ]);
     assert_eq!(a.endpoints, b.endpoints);
     let clients: Vec<_> = (0..40)
         .map(|i| client(a.addr(), &format!("c{i}")))
@@ -274,15 +306,11 @@ fn bad_endpoints_rules_and_sizes_are_usage_errors() {
         assert_eq!(status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("Usage:"), "{args:?}: {err}");
     }
-    // A port in use by a server that does not share it is a runtime failure, with the cause.
-    let a = Server::start(&["--listen", "tcp://127.0.0.1:0", "--no-reuse-port"]);
-    let (status, _, err) = berth(&[
-        "msg",
-        "serve",
-        "--listen",
-        &a.endpoints[0],
-        "--no-reuse-port",
-    ]);
+    // A port held by a program that does not share it (no SO_REUSEPORT) is a runtime failure,
+    // with the cause, even with --reuse-port.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("tcp://{}", taken.local_addr().unwrap());
+    let (status, _, err) = berth(&["msg", "serve", "--listen", &endpoint, "--reuse-port"]);
     assert_eq!(status.code(), Some(1));
     assert!(err.contains("already in use"), "{err}");
 }

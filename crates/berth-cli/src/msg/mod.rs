@@ -97,9 +97,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value = "1m", value_parser = parse_limit)]
     pub out_high: u64,
 
-    /// Do not share ports with other processes (no SO_REUSEPORT).
+    /// Share TCP and UDP ports with another process that listens on them with SO_REUSEPORT
+    /// (the old server of a zero-downtime restart). Without it a port anyone else listens on
+    /// is refused ("already in use", exit 1). Names are not shared between processes.
     #[arg(long)]
-    pub no_reuse_port: bool,
+    pub reuse_port: bool,
 
     /// Seconds to let clients receive what is queued for them at shutdown.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
