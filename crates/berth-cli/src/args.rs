@@ -337,11 +337,21 @@ impl From<ModelArg> for Model {
     }
 }
 
-/// Prints `msg` as an error of subcommand `sub`, then its usage, and exits with 2.
+/// Prints `msg` as an error of subcommand `sub` (`"serve"`, or nested: `"msg send"`), then
+/// its usage, and exits with 2.
 pub fn usage_error(sub: &str, msg: &str) -> ! {
     let mut cmd = Cli::command();
-    let cmd = cmd.find_subcommand_mut(sub).cloned().unwrap_or(cmd);
-    let name = format!("berth {}", cmd.get_name());
+    let mut name = String::from("berth");
+    for part in sub.split_whitespace() {
+        match cmd.find_subcommand(part).cloned() {
+            Some(found) => {
+                cmd = found;
+                name.push(' ');
+                name.push_str(part);
+            }
+            None => break,
+        }
+    }
     cmd.bin_name(name)
         .error(ErrorKind::ValueValidation, msg)
         .exit()

@@ -50,6 +50,32 @@ fn serve_defaults_are_reported() {
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
 }
 
+#[test]
+fn the_startup_line_agrees_in_number() {
+    for (args, shape) in [
+        (
+            &["-m", "prefork"][..],
+            "(model prefork, 2 processes x 1 accept thread, 1 worker and capacity 100000 per thread)",
+        ),
+        (
+            &["-m", "prefork", "--processes", "1", "-A", "2", "-w", "0"],
+            "(model prefork, 1 process x 2 accept threads, 0 workers and capacity 100000 per thread)",
+        ),
+        (
+            &["-A", "1", "-w", "1", "-C", "5"],
+            "(model evloop, 1 accept thread, 1 worker, capacity 5 per thread)",
+        ),
+        (
+            &["-m", "actor", "-A", "1", "-w", "2"],
+            "(model actor, 1 scheduler thread, batch 2, 2 workers, capacity 100000)",
+        ),
+    ] {
+        let mut berth = Berth::spawn(&[&["serve", "-p", "0"][..], args].concat());
+        let line = berth.line();
+        assert!(line.ends_with(shape), "{args:?}: {line}");
+    }
+}
+
 /// Asserts that `args` is a usage error: exit 2, nothing on stdout, and on stderr an error
 /// naming one of `names` followed by the usage.
 fn assert_usage_error(args: &[&str], names: &[&str]) {
@@ -407,17 +433,33 @@ fn serve_root_and_its_default() {
         r.starts_with("HTTP/1.1 200 ") && r.ends_with("from public\n"),
         "{r}"
     );
-    drop(public);
+    public.signal("TERM");
+    public.wait(LIMIT);
+    let err = public.stderr();
+    assert!(!err.contains("/files/ answers 404"), "{err}");
 
+    // Without a root the log says so at startup, before any request for a file.
+    let mut none = Berth::spawn_in(&base.join("without"), &["serve", "-p", "0", "-A", "1"]);
+    none.line();
+    none.signal("TERM");
+    none.wait(LIMIT);
+    let err = none.stderr();
+    assert!(
+        err.contains("INFO")
+            && err.contains("no --root given and no ./public: /files/ answers 404"),
+        "no hint in the log at startup: {err}"
+    );
     let mut none = Berth::spawn_in(&base.join("without"), &["serve", "-p", "0", "-A", "1"]);
     let addr = address_in(&none.line());
     let r = get(addr, "/files/a.txt");
     assert!(r.starts_with("HTTP/1.1 404 "), "{r}");
-    none.kill();
+    none.signal("TERM");
+    none.wait(LIMIT);
     let err = none.stderr();
-    assert!(
-        err.contains("/files/ answers 404"),
-        "no hint in the log: {err}"
+    assert_eq!(
+        err.matches("/files/ answers 404").count(),
+        1,
+        "said once: {err}"
     );
     let _ = std::fs::remove_dir_all(&base);
 }

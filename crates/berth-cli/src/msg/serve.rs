@@ -30,7 +30,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let endpoints: Vec<Endpoint> = args
         .listen
         .iter()
-        .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg", &err)))
+        .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg serve", &err)))
         .collect();
     let mut policy = Policy {
         no_anonymous: args.no_anonymous,
@@ -39,7 +39,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     };
     policy.expected.extend(args.expect.iter().cloned());
     for rule in &args.rules {
-        let (name, rule) = parse_rule(rule).unwrap_or_else(|err| usage_error("msg", &err));
+        let (name, rule) = parse_rule(rule).unwrap_or_else(|err| usage_error("msg serve", &err));
         policy.rules.insert(name, rule);
     }
     let defaults = EngineConfig::default();
