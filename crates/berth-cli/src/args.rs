@@ -260,6 +260,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
     pub shutdown_timeout: Duration,
 
+    /// Share the port with another process that listens on it with SO_REUSEPORT (another berth
+    /// of the same user: the old server of a zero-downtime restart). Without it a port anyone
+    /// else listens on is refused ("already in use", exit 1); berth's own threads and processes
+    /// share their port either way.
+    #[arg(long)]
+    pub reuse_port: bool,
+
     /// Listen backlog (pending connections the kernel queues per listener).
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..))]
     pub backlog: i32,
@@ -330,11 +337,21 @@ impl From<ModelArg> for Model {
     }
 }
 
-/// Prints `msg` as an error of subcommand `sub`, then its usage, and exits with 2.
+/// Prints `msg` as an error of subcommand `sub` (`"serve"`, or nested: `"msg send"`), then
+/// its usage, and exits with 2.
 pub fn usage_error(sub: &str, msg: &str) -> ! {
     let mut cmd = Cli::command();
-    let cmd = cmd.find_subcommand_mut(sub).cloned().unwrap_or(cmd);
-    let name = format!("berth {}", cmd.get_name());
+    let mut name = String::from("berth");
+    for part in sub.split_whitespace() {
+        match cmd.find_subcommand(part).cloned() {
+            Some(found) => {
+                cmd = found;
+                name.push(' ');
+                name.push_str(part);
+            }
+            None => break,
+        }
+    }
     cmd.bin_name(name)
         .error(ErrorKind::ValueValidation, msg)
         .exit()

@@ -67,6 +67,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         backlog: args.backlog,
         // HTTP clients speak first: let the kernel hand over connections with their request.
         defer_accept_secs: 1,
+        exclusive: !args.reuse_port,
         ..ListenConfig::default()
     };
     settings.accept_threads = accept_threads;
@@ -107,11 +108,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             ),
         },
         None if Path::new("public").is_dir() => Files::new("public")?,
-        None => {
-            // Said at the first /files/ request (a warning), where it explains a 404.
-            log::debug!("no --root given and no ./public directory: /files/ answers 404");
-            Files::none()
-        }
+        None => Files::none(),
     };
     // Detach now: every flag has been checked (usage errors reached the terminal), and no
     // thread has been started yet (fork keeps only the calling one).
@@ -126,7 +123,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         &settings,
         Demo::new(app, stats.clone())
             .with_access_log(args.access_log)
-            .with_files(files),
+            .with_files(files.clone()),
         stats,
     ) {
         Ok(started) => started,
@@ -138,20 +135,36 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
+    let (threads, workers_n) = (
+        count(accept_threads, "accept thread"),
+        count(workers, "worker"),
+    );
     let shape = match model {
-        Model::Evloop => format!("{accept_threads} accept threads, {workers} workers, capacity {capacity} per thread"),
+        Model::Evloop => format!("{threads}, {workers_n}, capacity {capacity} per thread"),
         Model::Prefork => format!(
-            "{} processes x {accept_threads} accept threads, {workers} workers and capacity {capacity} per thread",
-            settings.processes
+            "{} x {threads}, {workers_n} and capacity {capacity} per thread",
+            count_as(settings.processes, "process", "processes")
         ),
         Model::Threaded => format!("a thread per connection, at most {}", settings.max_threads),
-        Model::Forked => format!("a process per connection, at most {}", settings.max_children),
+        Model::Forked => format!(
+            "a process per connection, at most {}",
+            settings.max_children
+        ),
         Model::Single => "one connection at a time".to_owned(),
         Model::Actor => format!(
-            "{accept_threads} scheduler threads, batch {}, {workers} workers, capacity {capacity}",
+            "{}, batch {}, {workers_n}, capacity {capacity}",
+            count(accept_threads, "scheduler thread"),
             settings.actor_batch
         ),
     };
+    if files.root().is_none() {
+        // Said at startup, where whoever started berth is looking (info, not a warning:
+        // serving no files is a fine way to run).
+        log::info!(
+            "no --root given and no ./public: /files/ answers 404 (give --root DIR, or create \
+             ./public before starting)"
+        );
+    }
     let line = format!("berth listening on http://{bound} (model {model}, {shape})");
     match &mut daemon {
         Some(d) => {
@@ -178,4 +191,14 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // The pid file goes with the daemon handle.
     drop(daemon);
     Ok(())
+}
+
+/// `1 worker`, `2 workers`.
+fn count(n: usize, one: &str) -> String {
+    count_as(n, one, &format!("{one}s"))
+}
+
+/// `1 process`, `2 processes`.
+fn count_as(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

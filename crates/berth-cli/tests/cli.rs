@@ -50,6 +50,32 @@ fn serve_defaults_are_reported() {
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
 }
 
+#[test]
+fn the_startup_line_agrees_in_number() {
+    for (args, shape) in [
+        (
+            &["-m", "prefork"][..],
+            "(model prefork, 2 processes x 1 accept thread, 1 worker and capacity 100000 per thread)",
+        ),
+        (
+            &["-m", "prefork", "--processes", "1", "-A", "2", "-w", "0"],
+            "(model prefork, 1 process x 2 accept threads, 0 workers and capacity 100000 per thread)",
+        ),
+        (
+            &["-A", "1", "-w", "1", "-C", "5"],
+            "(model evloop, 1 accept thread, 1 worker, capacity 5 per thread)",
+        ),
+        (
+            &["-m", "actor", "-A", "1", "-w", "2"],
+            "(model actor, 1 scheduler thread, batch 2, 2 workers, capacity 100000)",
+        ),
+    ] {
+        let mut berth = Berth::spawn(&[&["serve", "-p", "0"][..], args].concat());
+        let line = berth.line();
+        assert!(line.ends_with(shape), "{args:?}: {line}");
+    }
+}
+
 /// Asserts that `args` is a usage error: exit 2, nothing on stdout, and on stderr an error
 /// naming one of `names` followed by the usage.
 fn assert_usage_error(args: &[&str], names: &[&str]) {
@@ -147,10 +173,10 @@ fn no_arguments_prints_help_and_fails() {
 
 #[test]
 fn address_in_use_is_a_runtime_failure() {
-    // std's listener does not set SO_REUSEPORT, so berth cannot share its port.
+    // std's listener does not set SO_REUSEPORT, so berth cannot share its port, even asked to.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    let (status, out, err) = run(&["serve", "-p", &port, "-A", "2"]);
+    let (status, out, err) = run(&["serve", "-p", &port, "-A", "2", "--reuse-port"]);
     assert_eq!(status.code(), Some(1), "stdout: {out}\nstderr: {err}");
     assert!(out.is_empty(), "{out}");
     let lines: Vec<&str> = err.lines().collect();
@@ -162,6 +188,62 @@ fn address_in_use_is_a_runtime_failure() {
         "a runtime failure is not a usage error: {err}"
     );
     drop(taken);
+}
+
+#[test]
+fn a_second_berth_is_refused_the_port_of_a_running_one() {
+    // The first one's listeners have SO_REUSEPORT (its threads, or its worker processes, share
+    // the port): the kernel alone would let any berth join them.
+    for first_model in ["evloop", "prefork"] {
+        let mut first = Berth::spawn(&["serve", "-m", first_model, "-p", "0", "-A", "2"]);
+        let addr = address_in(&first.line());
+        let port = addr.port().to_string();
+        for model in ["single", "threaded", "forked", "prefork", "evloop", "actor"] {
+            let (status, out, err) = run(&["serve", "-m", model, "-p", &port]);
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "{first_model} then {model}: {out}{err}"
+            );
+            assert!(out.is_empty(), "{model}: {out}");
+            assert_eq!(
+                err,
+                format!("berth: address {addr} already in use\n"),
+                "{model}"
+            );
+        }
+        assert!(get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"));
+        first.signal("TERM");
+        assert_eq!(first.wait(LIMIT).code(), Some(0));
+    }
+}
+
+#[test]
+fn reuse_port_shares_the_port_for_a_restart() {
+    // README's zero-downtime restart: start the new server with --reuse-port next to the old
+    // one, then stop the old one; the port never stops answering.
+    for new_model in ["evloop", "prefork"] {
+        let mut old = Berth::spawn(&["serve", "-p", "0", "-A", "1", "--reuse-port"]);
+        let addr = address_in(&old.line());
+        let port = addr.port().to_string();
+        let mut new = Berth::spawn(&["serve", "-m", new_model, "-p", &port, "--reuse-port"]);
+        assert_eq!(address_in(&new.line()), addr, "{new_model}");
+        for _ in 0..20 {
+            assert!(get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"));
+        }
+        old.signal("TERM");
+        assert_eq!(old.wait(LIMIT).code(), Some(0));
+        for _ in 0..20 {
+            assert!(get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"));
+        }
+        new.signal("TERM");
+        assert_eq!(
+            new.wait(LIMIT).code(),
+            Some(0),
+            "{new_model}: {}",
+            new.stderr()
+        );
+    }
 }
 
 #[test]
@@ -351,17 +433,33 @@ fn serve_root_and_its_default() {
         r.starts_with("HTTP/1.1 200 ") && r.ends_with("from public\n"),
         "{r}"
     );
-    drop(public);
+    public.signal("TERM");
+    public.wait(LIMIT);
+    let err = public.stderr();
+    assert!(!err.contains("/files/ answers 404"), "{err}");
 
+    // Without a root the log says so at startup, before any request for a file.
+    let mut none = Berth::spawn_in(&base.join("without"), &["serve", "-p", "0", "-A", "1"]);
+    none.line();
+    none.signal("TERM");
+    none.wait(LIMIT);
+    let err = none.stderr();
+    assert!(
+        err.contains("INFO")
+            && err.contains("no --root given and no ./public: /files/ answers 404"),
+        "no hint in the log at startup: {err}"
+    );
     let mut none = Berth::spawn_in(&base.join("without"), &["serve", "-p", "0", "-A", "1"]);
     let addr = address_in(&none.line());
     let r = get(addr, "/files/a.txt");
     assert!(r.starts_with("HTTP/1.1 404 "), "{r}");
-    none.kill();
+    none.signal("TERM");
+    none.wait(LIMIT);
     let err = none.stderr();
-    assert!(
-        err.contains("/files/ answers 404"),
-        "no hint in the log: {err}"
+    assert_eq!(
+        err.matches("/files/ answers 404").count(),
+        1,
+        "said once: {err}"
     );
     let _ = std::fs::remove_dir_all(&base);
 }

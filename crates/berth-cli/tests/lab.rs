@@ -90,7 +90,102 @@ fn quick_lab_measures_every_model_under_every_shape() {
             "table lacks {shape}: {stdout}"
         );
     }
+    // Errors are explained where they have a known cause: single's read errors.
+    for row in rows.iter().filter(|r| r["server"] == "single") {
+        if row["bench"]["errors"]["read"].as_u64().unwrap() > row["errors"].as_u64().unwrap() / 2 {
+            assert!(row["errors_note"]
+                .as_str()
+                .unwrap()
+                .contains("one connection at a time"));
+            assert!(
+                stdout.contains("errors: ") && stdout.contains(" read [1]"),
+                "{stdout}"
+            );
+            assert!(stdout.contains("\n[1] single serves one connection at a time"));
+        }
+    }
+    // A peer left out of a shape is named, with the reason.
+    if rows.iter().any(|r| r["server"] == "nginx") {
+        let not_run = json["not_run"].as_array().unwrap();
+        for shape in ["reverse", "reverse-1000", "slow"] {
+            assert!(
+                not_run
+                    .iter()
+                    .any(|n| n["server"] == "nginx" && n["shape"] == shape),
+                "{not_run:?}"
+            );
+        }
+        assert!(
+            stdout.contains("not run: nginx (serves GET /hello/world only"),
+            "{stdout}"
+        );
+    }
     let svg = std::fs::read_to_string(out.join("lab.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("evloop") && svg.contains("requests/s"));
+    assert!(svg.starts_with("<svg") && svg.contains("evloop"));
+    for part in [
+        "requests/s",
+        "p99 latency, ms (log scale)",
+        "server CPU µs per request",
+        "errors",
+        "berth model",
+        "peer server",
+        "client-bound",
+    ] {
+        assert!(svg.contains(part), "the chart lacks {part:?}");
+    }
+    // --out holds results only: the Go peer is built elsewhere (under target/).
+    let entries: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !entries.iter().any(|e| e.contains("go-peer")),
+        "{entries:?}"
+    );
     let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn servers_follow_a_lab_killed_with_sigkill() {
+    use common::procs::{alive, children_of};
+    use common::wait_for;
+    let out = std::env::temp_dir().join(format!("berth-lab-kill-{}", std::process::id()));
+    let mut lab = Berth::spawn(&[
+        "lab",
+        "--only",
+        "evloop,hello",
+        "--duration",
+        "20s",
+        "--warmup",
+        "0",
+        "--out",
+        &out.to_string_lossy(),
+    ]);
+    // The measured run's server (the baseline run's comes and goes first).
+    let mut servers = Vec::new();
+    let started = wait_for(Duration::from_secs(20), || {
+        servers = children_of(lab.pid()).iter().map(|p| p.pid).collect();
+        !servers.is_empty()
+    });
+    assert!(started, "the lab started no server");
+    std::thread::sleep(Duration::from_millis(1500));
+    servers = children_of(lab.pid()).iter().map(|p| p.pid).collect();
+    assert!(
+        !servers.is_empty(),
+        "no server running 1.5 s into a 20 s run"
+    );
+    lab.signal("KILL");
+    lab.wait(Duration::from_secs(10));
+    let gone = wait_for(Duration::from_secs(5), || {
+        servers.iter().all(|&p| !alive(p))
+    });
+    let left: Vec<i32> = servers.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        common::signal(p, "KILL");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        gone,
+        "servers left running after the lab was killed: {left:?}"
+    );
 }

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{address_in, Berth, LIMIT};
+use common::{address_in, get, Berth, LIMIT};
 
 /// Runs berth with `flags`, makes one request and one malformed one, stops it, returns stderr.
 fn log_of(flags: &[&str]) -> String {
@@ -41,4 +41,28 @@ fn nothing_per_request_by_default() {
     let log = log_of(&[]);
     assert!(!log.contains("/hello/world"), "{log}");
     assert!(!log.contains("-> 200"), "{log}");
+}
+
+#[test]
+fn a_clean_stop_logs_no_warning() {
+    // The blocking models once logged `accept failed: Invalid argument` on every stop: the
+    // listener shut down under their accept.
+    for model in ["single", "threaded", "forked", "prefork", "evloop", "actor"] {
+        let mut berth = Berth::spawn(&["serve", "-m", model, "-p", "0", "-A", "1"]);
+        let addr = address_in(&berth.line());
+        assert!(
+            get(addr, "/hello/world").starts_with("HTTP/1.1 200 OK"),
+            "{model}"
+        );
+        berth.signal("TERM");
+        assert_eq!(berth.wait(LIMIT).code(), Some(0), "{model}");
+        let log = berth.stderr();
+        assert!(log.contains("stopped"), "{model}: {log}");
+        for level in ["WARN", "ERROR"] {
+            assert!(
+                !log.contains(level),
+                "{model}: a clean stop logged {level}:\n{log}"
+            );
+        }
+    }
 }

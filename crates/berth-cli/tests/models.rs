@@ -14,8 +14,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use common::procs::{children_of, proc_stat};
-use common::{address_in, free_port, get, run, wait_for, Berth, LIMIT};
+use common::procs::{alive, children_of, proc_stat};
+use common::{address_in, free_port, get, run, signal, wait_for, Berth, LIMIT};
 
 /// Opens a connection and sends a keep-alive GET; returns the connection and the response head
 /// and body read so far (enough for the small demo responses).
@@ -235,4 +235,69 @@ fn sigterm_stops_forked_and_leaves_no_connection_process() {
         kids.iter().all(|k| proc_stat(k.pid).is_none())
     });
     assert!(gone, "connection process left after berth exited: {kids:?}");
+}
+
+/// Waits up to `within` for every process in `pids` to be gone (zombies count as gone: an
+/// orphan is reaped by whoever adopted it). Kills the ones left, so a failing test leaves none
+/// behind, and returns them.
+fn left_after(pids: &[i32], within: Duration) -> Vec<i32> {
+    wait_for(within, || pids.iter().all(|&p| !alive(p)));
+    let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        signal(p, "KILL");
+    }
+    left
+}
+
+#[test]
+fn prefork_workers_follow_a_master_killed_with_sigkill() {
+    let (mut b, addr) = serving(
+        &["serve", "--model", "prefork", "--processes", "2", "-p", "0"],
+        "prefork",
+    );
+    let mut workers = Vec::new();
+    let found = wait_for(LIMIT, || {
+        workers = children_of(b.pid()).iter().map(|p| p.pid).collect();
+        workers.len() == 2
+    });
+    assert!(found, "expected 2 worker processes, found {workers:?}");
+    // An idle keep-alive connection does not keep a worker alive either.
+    let (_conn, response) = get_keep_alive(addr, "/hello/world");
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+    // The OOM killer, a crash: the master goes without a word.
+    let killed = std::time::Instant::now();
+    b.signal("KILL");
+    b.wait(LIMIT);
+    let left = left_after(&workers, Duration::from_secs(1));
+    assert!(
+        left.is_empty(),
+        "workers still running 1 s after their master died: {left:?}"
+    );
+    eprintln!("workers gone {:?} after the master", killed.elapsed());
+    // Nothing listens on the port any more: a listener without SO_REUSEPORT can have it.
+    let free = wait_for(Duration::from_secs(1), || {
+        std::net::TcpListener::bind(addr).is_ok()
+    });
+    assert!(free, "port {addr} still in use after the workers left");
+}
+
+#[test]
+fn forked_connection_processes_follow_a_server_killed_with_sigkill() {
+    let (mut b, addr) = serving(&["serve", "--model", "forked", "-p", "0"], "forked");
+    let (_conn, response) = get_keep_alive(addr, "/hello/world");
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+    let mut kids = Vec::new();
+    let found = wait_for(LIMIT, || {
+        kids = children_of(b.pid()).iter().map(|p| p.pid).collect();
+        kids.len() == 1
+    });
+    assert!(found, "expected 1 connection process, found {kids:?}");
+    b.signal("KILL");
+    b.wait(LIMIT);
+    // Its connection was idle between requests: it leaves at once.
+    let left = left_after(&kids, Duration::from_secs(1));
+    assert!(
+        left.is_empty(),
+        "connection process left after its server died: {left:?}"
+    );
 }

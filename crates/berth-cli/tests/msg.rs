@@ -1,5 +1,5 @@
-//! `berth msg serve`, `send` and `listen` as built binaries: the relay demo end to end, two
-//! processes sharing one port, a 1 GiB message relayed in bounded server memory, the size
+//! `berth msg serve`, `send` and `listen` as built binaries: the relay demo end to end, a port
+//! in use refused, two processes sharing one port with `--reuse-port`, a 1 GiB message relayed in bounded server memory, the size
 //! limit, and usage errors.
 //!
 //! Every child is stopped and reaped by its guard when the test ends; every wait is bounded.
@@ -151,10 +151,111 @@ fn send_and_listen_through_the_relay_demo() {
 }
 
 #[test]
-fn two_processes_share_one_port() {
-    let a = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+fn send_exits_0_when_every_message_was_delivered() {
+    let server = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let tcp = server.endpoints[0].clone();
+    let mut bob = client(server.addr(), "bob");
+    // README's example: a relay gets no answer, an echo does; both delivered.
+    let (status, out, err) = berth(&["msg", "send", &tcp, "--name", "alice", "@bob hi", "hello"]);
+    assert_eq!(status.code(), Some(0), "{out}{err}");
+    assert_eq!((out.as_str(), err.as_str()), ("hello\n", ""));
+    assert_eq!(read_frame(&mut bob).1, b"@alice hi");
+    // Only relays: done as soon as the server has routed them, not after --wait.
+    let t = Instant::now();
+    let (status, out, err) = berth(&["msg", "send", &tcp, "@bob one", "@bob two", "-w", "30s"]);
+    assert_eq!(status.code(), Some(0), "{out}{err}");
+    assert_eq!(out, "");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    for text in [" one", " two"] {
+        let got = String::from_utf8(read_frame(&mut bob).1).unwrap();
+        // An anonymous sender appears as `#SLOT.GENERATION`.
+        let (from, rest) = got.split_at(got.find(' ').unwrap());
+        assert!(from.starts_with("@#") && from[2..].contains('.'), "{got}");
+        assert_eq!(rest, text);
+    }
+    // A relay that cannot be delivered fails the send.
+    let (status, out, err) = berth(&["msg", "send", &tcp, "@nobody x", "echoed"]);
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert_eq!(out, "@! no client named nobody\necho\u{65}d\n");
+    assert_eq!(err, "berth: 1 of 1 relayed messages not delivered\n");
+    // --answers: that many answers of any kind; 0 only sends.
+    let (status, out, err) = berth(&["msg", "send", &tcp, "--answers", "0", "x"]);
+    assert_eq!(status.code(), Some(0), "{out}{err}");
+    let (status, out, err) = berth(&[
+        "msg",
+        "send",
+        &tcp,
+        "--answers",
+        "3",
+        "-w",
+        "300ms",
+        "a",
+        "b",
+    ]);
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert_eq!(out, "a\nb\n");
+    assert_eq!(err, "berth: 2 of 3 answers within 300ms\n");
+}
+
+#[test]
+fn send_help_and_endpoint_errors_are_its_own() {
+    let (status, out, _) = berth(&["msg", "send", "--help"]);
+    assert_eq!(status.code(), Some(0));
+    assert!(!out.contains("[default: \"\"]"), "{out}");
+    assert!(
+        out.contains("[default: anonymous; others see it as #ID]"),
+        "{out}"
+    );
+    for endpoint in ["carrier-pigeon://x", "udp://127.0.0.1:9100", "tcp://nohost"] {
+        let (status, _, err) = berth(&["msg", "send", endpoint, "m"]);
+        assert_eq!(status.code(), Some(2), "{endpoint}: {err}");
+        assert!(err.contains("Usage: berth msg send "), "{endpoint}: {err}");
+    }
+    let (status, _, err) = berth(&["msg", "listen", "udp://127.0.0.1:9100", "-n", "a"]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("Usage: berth msg listen "), "{err}");
+    let (status, _, err) = berth(&["msg", "serve", "--listen", "nope://x"]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("Usage: berth msg serve "), "{err}");
+}
+
+#[test]
+fn a_second_server_is_refused_a_port_in_use() {
+    // -A 2: the first server's own threads share the port; nobody else joins it unasked.
+    let a = Server::start(&["--listen", "tcp://127.0.0.1:0", "-A", "2"]);
+    let (status, out, err) = berth(&["msg", "serve", "--listen", &a.endpoints[0]]);
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err,
+        format!(
+            "berth: cannot listen: address {} already in use\n",
+            a.addr()
+        )
+    );
+    // The same for UDP.
+    let u = Server::start(&["--listen", "udp://127.0.0.1:0"]);
+    let (status, _, err) = berth(&["msg", "serve", "--listen", &u.endpoints[0]]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("Address already in use"), "{err}");
+    // And an HTTP server on the message server's port.
+    let port = a.addr().port().to_string();
+    let (status, _, err) = berth(&["serve", "-p", &port]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(err, format!("berth: address {} already in use\n", a.addr()));
+    let (code, err) = a.stop();
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn two_processes_share_one_port_with_reuse_port() {
+    let a = Server::start(&["--listen", "tcp://127.0.0.1:0", "--reuse-port"]);
     let port = a.addr().port();
-    let b = Server::start(&["--listen", &format!("tcp://127.0.0.1:{port}")]);
+    let b = Server::start(&[
+        "--listen",
+        &format!("tcp://127.0.0.1:{port}"),
+        "--reuse-port",
+    ]);
     assert_eq!(a.endpoints, b.endpoints);
     let clients: Vec<_> = (0..40)
         .map(|i| client(a.addr(), &format!("c{i}")))
@@ -274,15 +375,11 @@ fn bad_endpoints_rules_and_sizes_are_usage_errors() {
         assert_eq!(status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("Usage:"), "{args:?}: {err}");
     }
-    // A port in use by a server that does not share it is a runtime failure, with the cause.
-    let a = Server::start(&["--listen", "tcp://127.0.0.1:0", "--no-reuse-port"]);
-    let (status, _, err) = berth(&[
-        "msg",
-        "serve",
-        "--listen",
-        &a.endpoints[0],
-        "--no-reuse-port",
-    ]);
+    // A port held by a program that does not share it (no SO_REUSEPORT) is a runtime failure,
+    // with the cause, even with --reuse-port.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("tcp://{}", taken.local_addr().unwrap());
+    let (status, _, err) = berth(&["msg", "serve", "--listen", &endpoint, "--reuse-port"]);
     assert_eq!(status.code(), Some(1));
     assert!(err.contains("already in use"), "{err}");
 }

@@ -72,7 +72,7 @@ pub struct MsgBenchArgs {
 
 /// Runs the load and prints the table (or JSON) on stdout.
 pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
-    let endpoint = Endpoint::parse(&opts.endpoint).unwrap_or_else(|e| usage_error("msg", &e));
+    let endpoint = Endpoint::parse(&opts.endpoint).unwrap_or_else(|e| usage_error("msg bench", &e));
     let protocol = if opts.zmq {
         Protocol::Zmq
     } else {
@@ -98,7 +98,7 @@ pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
     config.progress = !opts.json && berth_lab::bench::BenchConfig::stderr_is_terminal();
     // Settings the library refuses (a prefix that makes invalid names) are usage errors.
     if let Err(e) = config.check() {
-        usage_error("msg", &e);
+        usage_error("msg bench", &e);
     }
     let report = msgbench::run(&config)?;
     if opts.json {

@@ -4,15 +4,24 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use berth::msg::{ClientId, Endpoint, Engine, EngineConfig};
+use berth::msg::{Address, ClientId, Endpoint, Engine, EngineConfig};
 
 use super::{ListenArgs, SendArgs};
 use crate::args::usage_error;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn connect(endpoint: &str, name: &str) -> Result<(Engine, ClientId), String> {
-    let endpoint = Endpoint::parse(endpoint).unwrap_or_else(|e| usage_error("msg", &e));
+fn connect(command: &str, endpoint: &str, name: &str) -> Result<(Engine, ClientId), String> {
+    let endpoint = Endpoint::parse(endpoint).unwrap_or_else(|e| usage_error(command, &e));
+    if matches!(endpoint.address, Address::Udp(_)) {
+        usage_error(
+            command,
+            &format!(
+                "{endpoint}: udp:// is for servers only; connect with tcp:// or unix:// (or a \
+                 datagram socket of your own, docs/msg-protocol.md §6)"
+            ),
+        );
+    }
     let mut engine = Engine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
     let server = engine
         .connect(&endpoint, name, CONNECT_TIMEOUT)
@@ -35,15 +44,50 @@ fn print(msg: &[u8]) {
     let _ = out.flush();
 }
 
-/// Sends the messages, then prints answers until `--answers` came or `--wait` passed.
+/// Whether `m` is in the demo's relay form, `@NAME text`: it goes to client NAME, and its
+/// sender gets no answer (unless the relay fails: `@! reason`).
+fn is_relay(m: &[u8]) -> bool {
+    m.first() == Some(&b'@')
+        && m.iter()
+            .position(|&b| b == b' ')
+            .is_some_and(|space| space > 1)
+}
+
+/// What the demo answers instead of relaying a message it cannot deliver.
+const NOT_DELIVERED: &[u8] = b"@! ";
+
+/// Sends the messages, then prints answers until every answer awaited came or `--wait`
+/// passed. Which answers are awaited (the rule README and `--help` give):
+///
+/// - by default, one echo per message that is not a relay (`@NAME text`); a relay gets no
+///   answer when it is delivered. So that a relay's delivery is known without waiting out
+///   `--wait`, a send whose last message is a relay ends with an empty message, which the demo
+///   echoes (silently here) after it has routed every message before it;
+/// - with `--answers N`, N answers of any kind, and no closing empty message.
+///
+/// Exit 0 when every message was written and every awaited answer came, none of them a
+/// relay's `@! ...` failure; 1 otherwise, with the cause.
 pub fn send(args: SendArgs) -> Result<(), String> {
-    let (mut engine, server) = connect(&args.endpoint, &args.name)?;
+    let name = args.name.as_deref().unwrap_or("");
+    let (mut engine, server) = connect("msg send", &args.endpoint, name)?;
+    let relays = args
+        .messages
+        .iter()
+        .filter(|m| is_relay(m.as_bytes()))
+        .count();
+    let barrier =
+        args.answers.is_none() && args.messages.last().is_some_and(|m| is_relay(m.as_bytes()));
     for m in &args.messages {
         engine.send_message(server, m.as_bytes());
     }
-    let want = args.answers.unwrap_or(args.messages.len());
+    if barrier {
+        engine.send_message(server, b"");
+    }
+    let want = args
+        .answers
+        .unwrap_or(args.messages.len() - relays + usize::from(barrier));
     let deadline = Instant::now() + args.wait;
-    let mut got = 0;
+    let (mut got, mut failed) = (0, 0);
     // Until everything is written out (even with no answers awaited), then until the answers.
     while got < want || engine.pending_output(server) > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -52,12 +96,35 @@ pub fn send(args: SendArgs) -> Result<(), String> {
         }
         let r = engine.io_iteration(Some(left)).map_err(|e| e.to_string())?;
         for msg in engine.messages(server) {
-            print(&msg);
             got += 1;
+            if barrier && got == want && msg.is_empty() {
+                // The closing empty message's echo: every relay before it was routed.
+                continue;
+            }
+            if msg.starts_with(NOT_DELIVERED) {
+                failed += 1;
+                if args.answers.is_none() {
+                    // It stands in for the relay's (absent) answer: the echoes awaited are
+                    // still to come.
+                    got -= 1;
+                }
+            }
+            print(&msg);
         }
         if r.clients_with_disconnected_connection.contains(&server) {
             return Err("the server closed the connection".to_owned());
         }
+    }
+    if engine.pending_output(server) > 0 {
+        return Err(format!(
+            "could not send everything within {:?} (the server is not reading)",
+            args.wait
+        ));
+    }
+    if failed > 0 {
+        return Err(format!(
+            "{failed} of {relays} relayed messages not delivered"
+        ));
     }
     if got < want {
         return Err(format!("{got} of {want} answers within {:?}", args.wait));
@@ -67,7 +134,7 @@ pub fn send(args: SendArgs) -> Result<(), String> {
 
 /// Prints every message until the server closes.
 pub fn listen(args: ListenArgs) -> Result<(), String> {
-    let (mut engine, server) = connect(&args.endpoint, &args.name)?;
+    let (mut engine, server) = connect("msg listen", &args.endpoint, &args.name)?;
     eprintln!("connected to {} as {}", args.endpoint, args.name);
     loop {
         let r = engine.io_iteration(None).map_err(|e| e.to_string())?;

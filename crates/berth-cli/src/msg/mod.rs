@@ -28,7 +28,8 @@ pub enum MsgCommand {
     /// Serve the echo and relay demo (`@NAME text` goes to client NAME) until stopped.
     #[command(disable_help_flag = true)]
     Serve(ServeArgs),
-    /// Connect, send messages, print the answers that arrive within --wait.
+    /// Connect, send messages, print the answers that arrive within --wait. Exits 0 when
+    /// every message was sent and every answer awaited came (see --answers).
     #[command(disable_help_flag = true)]
     Send(SendArgs),
     /// Connect under a name and print every message that arrives until the server closes.
@@ -97,9 +98,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value = "1m", value_parser = parse_limit)]
     pub out_high: u64,
 
-    /// Do not share ports with other processes (no SO_REUSEPORT).
+    /// Share TCP and UDP ports with another process that listens on them with SO_REUSEPORT
+    /// (the old server of a zero-downtime restart). Without it a port anyone else listens on
+    /// is refused ("already in use", exit 1). Names are not shared between processes.
     #[arg(long)]
-    pub no_reuse_port: bool,
+    pub reuse_port: bool,
 
     /// Seconds to let clients receive what is queued for them at shutdown.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
@@ -120,19 +123,21 @@ pub struct SendArgs {
     /// Server endpoint, e.g. tcp://127.0.0.1:9100
     pub endpoint: String,
 
-    /// Messages to send, in order.
+    /// Messages to send, in order. `@NAME text` is relayed to client NAME (it reaches NAME as
+    /// `@SENDER text`) and gets no answer; anything else is echoed back.
     #[arg(value_name = "MESSAGE", required = true)]
     pub messages: Vec<String>,
 
-    /// Name to connect under [default: anonymous].
-    #[arg(short = 'n', long, value_name = "NAME", default_value = "")]
-    pub name: String,
+    /// Name to connect under [default: anonymous; others see it as #ID].
+    #[arg(short = 'n', long, value_name = "NAME")]
+    pub name: Option<String>,
 
-    /// How long to wait for answers after sending: 1, 500ms, 2s.
+    /// Longest wait for the answers after sending: 1, 500ms, 2s.
     #[arg(short = 'w', long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub wait: Duration,
 
-    /// Stop as soon as this many answers arrived [default: one per message].
+    /// Answers to wait for (0: none, just send) [default: one per message that is not a relay;
+    /// a relay that cannot be delivered is answered `@! reason` and fails the send].
     #[arg(long, value_name = "N")]
     pub answers: Option<usize>,
 

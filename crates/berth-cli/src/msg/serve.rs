@@ -1,6 +1,7 @@
 //! `berth msg serve`: the echo and relay demo on every endpoint given, served by `-A` engine
-//! threads, until SIGINT or SIGTERM. Processes can also share a TCP or UDP port
-//! (SO_REUSEPORT), as seed 003's "multiple instances" do.
+//! threads, until SIGINT or SIGTERM. Processes can also share a TCP or UDP port with
+//! `--reuse-port` (SO_REUSEPORT), as seed 003's "multiple instances" do; without it a port
+//! another process listens on is refused.
 
 use std::io::Write;
 
@@ -29,7 +30,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let endpoints: Vec<Endpoint> = args
         .listen
         .iter()
-        .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg", &err)))
+        .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg serve", &err)))
         .collect();
     let mut policy = Policy {
         no_anonymous: args.no_anonymous,
@@ -38,7 +39,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     };
     policy.expected.extend(args.expect.iter().cloned());
     for rule in &args.rules {
-        let (name, rule) = parse_rule(rule).unwrap_or_else(|err| usage_error("msg", &err));
+        let (name, rule) = parse_rule(rule).unwrap_or_else(|err| usage_error("msg serve", &err));
         policy.rules.insert(name, rule);
     }
     let defaults = EngineConfig::default();
@@ -51,7 +52,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         write_timeout: args.write_timeout,
         out_high: usize::try_from(args.out_high).unwrap_or(usize::MAX),
         policy,
-        reuse_port: !args.no_reuse_port,
+        reuse_port: args.reuse_port,
         ..defaults
     };
 

@@ -3,7 +3,7 @@
 //! Keep-alive mode is wrk's closed loop (each connection sends a request, or a pipelined batch,
 //! as soon as the previous answer is in); `keep_alive: false` is ab's (a new connection per
 //! request, timed from the connect). Threads each own a share of the connections on their own
-//! mio loop ([`load`]); their tallies are merged into one [`Report`] at the end.
+//! mio loop (the private `load` module); their tallies are merged into one [`Report`] at the end.
 
 mod load;
 mod report;

@@ -9,6 +9,7 @@
 //! something about the server.
 
 mod chart;
+mod notes;
 pub mod pin;
 pub mod procstat;
 mod servers;
@@ -102,6 +103,17 @@ pub struct Failure {
     pub error: String,
 }
 
+/// A server left out of a shape because it does not serve that shape's route.
+#[derive(Debug, Clone)]
+pub struct NotRun {
+    /// Server name.
+    pub server: String,
+    /// Shape name.
+    pub shape: &'static str,
+    /// Why.
+    pub why: String,
+}
+
 /// Everything a lab run produced.
 #[derive(Debug, Clone)]
 pub struct LabReport {
@@ -115,6 +127,8 @@ pub struct LabReport {
     pub skipped: Vec<Skipped>,
     /// Runs that failed.
     pub failures: Vec<Failure>,
+    /// Server/shape pairs left out because the server does not serve the route.
+    pub not_run: Vec<NotRun>,
 }
 
 /// Runs the lab, telling `progress` about each step (one line each).
@@ -130,8 +144,22 @@ pub fn run(config: &LabConfig, progress: &mut dyn FnMut(&str)) -> Result<LabRepo
     // Servers get absolute paths, valid whatever directory they run in.
     let absolute = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
     let out = absolute(&config.out);
+    // `--only` is checked first, and peers it leaves out are not even looked for (nor built).
+    let known: Vec<&str> = config
+        .models
+        .iter()
+        .map(String::as_str)
+        .chain(servers::PEERS)
+        .collect();
+    check_only(config, &known)?;
+    let picks_server = config.only.iter().any(|n| known.contains(&n.as_str()));
+    let wanted = |name: &str| !picks_server || config.only.iter().any(|n| n == name);
     let mut servers = servers::berth_models(&config.berth, &config.models);
-    let (peers, mut skipped) = servers::peers(&absolute(&config.peers), &out);
+    let (peers, mut skipped) = servers::peers(
+        &absolute(&config.peers),
+        &servers::build_dir(&config.berth),
+        &wanted,
+    );
     servers.extend(peers);
     let (servers, shapes) = select(config, servers, &mut skipped)?;
     for s in &skipped {
@@ -145,9 +173,18 @@ pub fn run(config: &LabConfig, progress: &mut dyn FnMut(&str)) -> Result<LabRepo
         .iter()
         .map(|s| baseline(&pinning, s, &logs))
         .collect();
+    let mut not_run = Vec::new();
     for shape in &shapes {
         for (server, &baseline) in servers.iter().zip(&baselines) {
             if !server.routes.contains(&shape.route) {
+                not_run.push(NotRun {
+                    server: server.name.clone(),
+                    shape: shape.name,
+                    why: server
+                        .routes_note
+                        .unwrap_or("does not serve this route")
+                        .to_owned(),
+                });
                 continue;
             }
             match measure(config, &pinning, server, shape, &logs, baseline) {
@@ -187,11 +224,26 @@ pub fn run(config: &LabConfig, progress: &mut dyn FnMut(&str)) -> Result<LabRepo
         rows,
         skipped,
         failures,
+        not_run,
     })
 }
 
-/// Applies `--only`: each name picks a server or a shape; unknown names are an error that
-/// lists the known ones.
+/// Refuses an `--only` name that is neither a server (`known`) nor a shape, listing both.
+fn check_only(config: &LabConfig, known: &[&str]) -> Result<(), String> {
+    for name in &config.only {
+        if !known.contains(&name.as_str()) && !SHAPES.iter().any(|s| s.name == name) {
+            let shapes: Vec<&str> = SHAPES.iter().map(|s| s.name).collect();
+            return Err(format!(
+                "--only {name}: no such server or shape (servers: {}; shapes: {})",
+                known.join(", "),
+                shapes.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Applies `--only` (already checked by [`check_only`]): each name picks a server or a shape.
 fn select(
     config: &LabConfig,
     servers: Vec<ServerDef>,
@@ -201,17 +253,8 @@ fn select(
         .iter()
         .map(|s| s.name.as_str())
         .chain(skipped.iter().map(|s| s.name.as_str()))
+        .chain(servers::PEERS)
         .collect();
-    for name in &config.only {
-        if !server_names.contains(&name.as_str()) && !SHAPES.iter().any(|s| s.name == name) {
-            let shapes: Vec<&str> = SHAPES.iter().map(|s| s.name).collect();
-            return Err(format!(
-                "--only {name}: no such server or shape (servers: {}; shapes: {})",
-                server_names.join(", "),
-                shapes.join(", ")
-            ));
-        }
-    }
     let picks_server = config
         .only
         .iter()
@@ -367,6 +410,7 @@ impl LabReport {
                     "latency_avg_ms": r.report.latency().mean / 1000.0,
                     "latency_p99_ms": r.report.latency().p99 as f64 / 1000.0,
                     "errors": r.report.tally.errors.total(),
+                    "errors_note": notes::cause(r),
                     "server_cpu_s": r.server_cpu.as_secs_f64(),
                     "server_cpu_percent": r.server_cpu_percent(),
                     "server_cpu_us_per_request": r.cpu_us_per_request(),
@@ -401,10 +445,12 @@ impl LabReport {
             "rows": rows,
             "skipped": self.skipped.iter().map(|s| json!({"name": s.name, "why": s.why})).collect::<Vec<_>>(),
             "failures": self.failures.iter().map(|f| json!({"server": f.server, "shape": f.shape, "error": f.error})).collect::<Vec<_>>(),
+            "not_run": self.not_run.iter().map(|n| json!({"server": n.server, "shape": n.shape, "why": n.why})).collect::<Vec<_>>(),
         })
     }
 
-    /// `lab.svg`: requests/s and p99 latency per server, one pair of panels per shape.
+    /// `lab.svg`: requests/s (with errors), p99 latency (log scale) and server CPU µs per
+    /// request for each server, one row of panels per shape, with a legend and the notes.
     pub fn to_svg(&self) -> Result<String, String> {
         chart::render(self)
     }

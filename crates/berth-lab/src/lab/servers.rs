@@ -1,6 +1,8 @@
 //! The servers the lab measures: berth's models, and the peers in `peers/` whose runtime is
 //! installed. Each run starts a server as the leader of a new process group on a free port,
-//! waits until it answers, and stops the whole group afterwards.
+//! waits until it answers, and stops the whole group afterwards. A server follows the lab: if
+//! the lab dies without stopping it (SIGKILL), the kernel sends it SIGTERM
+//! (`PR_SET_PDEATHSIG`), so no server is left holding a core and a port.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -42,8 +44,21 @@ pub struct ServerDef {
     pub kind: &'static str,
     /// Routes it serves.
     pub routes: &'static [Route],
+    /// Why it serves only `routes`, when that is not all of them: said where a shape it
+    /// cannot run leaves it out.
+    pub routes_note: Option<&'static str>,
     launch: Launch,
 }
+
+/// Every peer the lab knows, whether installed here or not (the names `--only` takes).
+pub const PEERS: [&str; 6] = [
+    "python-threaded",
+    "python-asyncio",
+    "python-uvloop",
+    "node",
+    "go",
+    "nginx",
+];
 
 /// A peer that cannot run here, and what to install.
 #[derive(Debug, Clone)]
@@ -65,6 +80,7 @@ pub fn berth_models(berth: &Path, models: &[String]) -> Vec<ServerDef> {
             name: m.clone(),
             kind: "berth",
             routes: ALL_ROUTES,
+            routes_note: None,
             launch: Launch::Argv(
                 [
                     berth.to_string_lossy().as_ref(),
@@ -83,75 +99,123 @@ pub fn berth_models(berth: &Path, models: &[String]) -> Vec<ServerDef> {
         .collect()
 }
 
-/// The peers in `peers_dir` whose runtime is installed, and the ones skipped with the reason.
-/// The Go peer is compiled into `build_dir` first.
-pub fn peers(peers_dir: &Path, build_dir: &Path) -> (Vec<ServerDef>, Vec<Skipped>) {
+/// The peers in `peers_dir` that `wanted` names and whose runtime is installed, and the ones
+/// skipped with the reason. Peers not wanted are neither looked for nor built. The Go peer is
+/// compiled into `build_dir` (a build directory, not the lab's results) unless the binary there
+/// is newer than its source.
+pub fn peers(
+    peers_dir: &Path,
+    build_dir: &Path,
+    wanted: &dyn Fn(&str) -> bool,
+) -> (Vec<ServerDef>, Vec<Skipped>) {
     let mut found = Vec::new();
     let mut skipped = Vec::new();
-    let mut add =
-        |name: &str, routes: &'static [Route], launch: Result<Launch, String>| match launch {
+    let mut add = |name: &str,
+                   routes: &'static [Route],
+                   launch: &mut dyn FnMut() -> Result<Launch, String>| {
+        if !wanted(name) {
+            return;
+        }
+        match launch() {
             Ok(launch) => found.push(ServerDef {
                 name: name.to_owned(),
                 kind: "peer",
                 routes,
+                routes_note: (name == "nginx").then_some(
+                    "serves GET /hello/world only: its config is a bare `return 200`, with no \
+                     application for /reverse or /test/slow",
+                ),
                 launch,
             }),
             Err(why) => skipped.push(Skipped {
                 name: name.to_owned(),
                 why,
             }),
-        };
+        }
+    };
     let script = |file: &str| peers_dir.join(file).to_string_lossy().into_owned();
     let python = which("python3").ok_or("python3 not found (apt-get install python3)".to_owned());
     for (name, file) in [
         ("python-threaded", "python_threaded.py"),
         ("python-asyncio", "python_asyncio.py"),
     ] {
-        let launch = python
-            .clone()
-            .map(|py| Launch::Argv(vec![py, script(file), "{port}".into()]));
-        add(name, ALL_ROUTES, launch);
+        add(name, ALL_ROUTES, &mut || {
+            python
+                .clone()
+                .map(|py| Launch::Argv(vec![py, script(file), "{port}".into()]))
+        });
     }
-    let uvloop = python.clone().and_then(|py| {
-        if succeeds(Command::new(&py).args(["-c", "import uvloop, httptools"])) {
-            Ok(Launch::Argv(vec![
-                py,
-                script("python_uvloop.py"),
-                "{port}".into(),
-            ]))
-        } else {
-            Err("needs uvloop and httptools (pip install uvloop httptools)".into())
-        }
+    add("python-uvloop", ALL_ROUTES, &mut || {
+        python.clone().and_then(|py| {
+            if succeeds(Command::new(&py).args(["-c", "import uvloop, httptools"])) {
+                Ok(Launch::Argv(vec![
+                    py,
+                    script("python_uvloop.py"),
+                    "{port}".into(),
+                ]))
+            } else {
+                Err("needs uvloop and httptools (pip install uvloop httptools)".into())
+            }
+        })
     });
-    add("python-uvloop", ALL_ROUTES, uvloop);
-    let node = which("node")
-        .map(|node| Launch::Argv(vec![node, script("node_http.js"), "{port}".into()]))
-        .ok_or_else(|| "node not found (apt-get install nodejs)".to_owned());
-    add("node", ALL_ROUTES, node);
-    add("go", ALL_ROUTES, build_go(peers_dir, build_dir));
-    let nginx = which("nginx")
-        .or_else(|| {
-            Path::new("/usr/sbin/nginx")
-                .exists()
-                .then(|| "/usr/sbin/nginx".into())
-        })
-        .map(|bin| Launch::Nginx {
-            bin: bin.into(),
-            template: peers_dir.join("nginx.conf.in"),
-        })
-        .ok_or_else(|| "nginx not found (apt-get install nginx-light)".to_owned());
-    add("nginx", &[Route::Hello], nginx);
+    add("node", ALL_ROUTES, &mut || {
+        which("node")
+            .map(|node| Launch::Argv(vec![node, script("node_http.js"), "{port}".into()]))
+            .ok_or_else(|| "node not found (apt-get install nodejs)".to_owned())
+    });
+    add("go", ALL_ROUTES, &mut || build_go(peers_dir, build_dir));
+    add("nginx", &[Route::Hello], &mut || {
+        which("nginx")
+            .or_else(|| {
+                Path::new("/usr/sbin/nginx")
+                    .exists()
+                    .then(|| "/usr/sbin/nginx".into())
+            })
+            .map(|bin| Launch::Nginx {
+                bin: bin.into(),
+                template: peers_dir.join("nginx.conf.in"),
+            })
+            .ok_or_else(|| "nginx not found (apt-get install nginx-light)".to_owned())
+    });
     (found, skipped)
+}
+
+/// Where the lab builds peers (the Go binary): beside the berth binary when it runs from a
+/// cargo target directory (`target/release/lab-peers`), else in the user's cache directory;
+/// never in `--out`, which holds results only.
+pub fn build_dir(berth: &Path) -> PathBuf {
+    let bin_dir = berth.parent().unwrap_or(Path::new("."));
+    if bin_dir
+        .ancestors()
+        .any(|a| a.file_name() == Some("target".as_ref()))
+    {
+        return bin_dir.join("lab-peers");
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    cache.join("berth").join("lab-peers")
 }
 
 fn build_go(peers_dir: &Path, build_dir: &Path) -> Result<Launch, String> {
     let go = which("go").ok_or("go not found (apt-get install golang-go)")?;
+    let source = peers_dir.join("go_nethttp.go");
     let out = build_dir.join("go-peer");
+    let launch = Launch::Argv(vec![out.to_string_lossy().into_owned(), "{port}".into()]);
+    let modified = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(built), Some(written)) = (modified(&out), modified(&source)) {
+        if built >= written {
+            return Ok(launch);
+        }
+    }
+    fs::create_dir_all(build_dir)
+        .map_err(|e| format!("cannot create {}: {e}", build_dir.display()))?;
     let status = Command::new(go)
         .arg("build")
         .arg("-o")
         .arg(&out)
-        .arg(peers_dir.join("go_nethttp.go"))
+        .arg(&source)
         .env("GO111MODULE", "off")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -161,10 +225,7 @@ fn build_go(peers_dir: &Path, build_dir: &Path) -> Result<Launch, String> {
         let err = String::from_utf8_lossy(&status.stderr);
         return Err(format!("go build failed: {}", err.trim()));
     }
-    Ok(Launch::Argv(vec![
-        out.to_string_lossy().into_owned(),
-        "{port}".into(),
-    ]))
+    Ok(launch)
 }
 
 fn which(program: &str) -> Option<String> {
@@ -232,6 +293,7 @@ impl ServerDef {
             // Python's output is line-buffered only on a terminal; the log wants it now.
             .env("PYTHONUNBUFFERED", "1")
             .process_group(0);
+        follow_lab(&mut cmd);
         let child = pin
             .spawn_server(&mut cmd)
             .map_err(|e| format!("cannot start {}: {e}", argv[0]))?;
@@ -295,6 +357,26 @@ impl Running {
         // Children the leader left behind go too.
         let _ = killpg(group, Signal::SIGKILL);
         let _ = self.child.wait();
+    }
+}
+
+/// Makes the process `cmd` starts follow the lab: the kernel sends it SIGTERM when the thread
+/// that started it (the lab's main thread, which outlives every run) is gone, the lab killed
+/// included. If the lab died between the fork and that request, the server is not started.
+fn follow_lab(cmd: &mut Command) {
+    let lab = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed: prctl and getppid are plain system calls, and the error it may return
+    // is built from a raw errno without allocating.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+            if nix::unistd::getppid() != lab {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
+            Ok(())
+        });
     }
 }
 

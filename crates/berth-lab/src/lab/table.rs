@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use super::notes::{self, Notes};
 use super::shapes::SHAPES;
 use super::LabReport;
 
@@ -25,13 +26,15 @@ pub fn render(r: &LabReport) -> String {
         r.config.duration.as_secs_f64()
     );
     let _ = writeln!(out, "command: {}", r.config.command);
+    let notes = Notes::of(r);
     for shape in SHAPES {
         let rows: Vec<_> = r
             .rows
             .iter()
             .filter(|row| row.shape.name == shape.name)
             .collect();
-        if rows.is_empty() {
+        let left_out = notes::not_run(r, shape.name);
+        if rows.is_empty() && left_out.is_empty() {
             continue;
         }
         let _ = writeln!(out, "\n{} [{}]", shape.title, shape.name);
@@ -45,24 +48,41 @@ pub fn render(r: &LabReport) -> String {
             let per_req = row
                 .cpu_us_per_request()
                 .map_or("-".to_owned(), |v| format!("{v:.1}"));
+            let mut note = Vec::new();
+            if row.client_bound() {
+                note.push(format!(
+                    "client-bound ({:.0}% busy)",
+                    row.client_busy * 100.0
+                ));
+            }
+            let errors = &row.report.tally.errors;
+            if errors.total() > 0 {
+                note.push(format!(
+                    "errors: {}{}",
+                    notes::error_kinds(errors),
+                    notes.marker(row)
+                ));
+            }
             let _ = writeln!(
                 out,
-                "  {:<16} {:>10.0} {:>9.2} {:>9.2} {:>8} {:>8.1} {:>10} {:>10}  {}",
+                "  {:<16} {:>10} {:>9.2} {:>9.2} {:>8} {:>8.1} {:>10} {:>10}  {}",
                 row.server,
-                row.report.requests_per_sec(),
+                notes::thousands(row.report.requests_per_sec().round() as u64),
                 l.mean / 1000.0,
                 l.p99 as f64 / 1000.0,
-                row.report.tally.errors.total(),
+                notes::thousands(errors.total()),
                 row.server_cpu_percent(),
                 per_req,
                 format!("{:.1} MiB", row.peak_rss as f64 / 1048576.0),
-                if row.client_bound() {
-                    format!("client-bound ({:.0}% busy)", row.client_busy * 100.0)
-                } else {
-                    String::new()
-                }
+                note.join("; ")
             );
         }
+        for server in left_out {
+            let _ = writeln!(out, "  not run: {server}");
+        }
+    }
+    for (n, text) in notes.list() {
+        let _ = writeln!(out, "\n[{n}] {text}");
     }
     if !r.skipped.is_empty() {
         let _ = writeln!(out, "\nskipped:");

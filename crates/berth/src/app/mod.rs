@@ -5,9 +5,10 @@
 //! | `GET /`, `GET /hello/world` | 200 `Hello, World!` |
 //! | `GET /test/fast` | 200, empty body, answered on the I/O thread |
 //! | `GET /test/slow` | offloaded to a worker that waits `slow_duration`, then 200 |
-//! | `POST /reverse` | `{"data": [each value reversed]}` from a JSON object; 400 on bad JSON |
+//! | `POST /reverse` | `{"data": [each value reversed]}` from a JSON object: strings by character, arrays by top-level element; 400 with the reason otherwise |
 //! | `GET /files/<path>` | the file below the root ([`Demo::with_files`]), opened and sent by the driver |
 //! | `GET /stats` | counters in the Prometheus text format |
+//! | `OPTIONS *` | 200, `Allow: GET, HEAD, POST, OPTIONS`, no body (RFC 9110 §9.3.7) |
 //! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
 
 pub mod relay;
@@ -170,6 +171,11 @@ impl Handler for DemoHandler {
                 }
             }
             "/reverse" => res.send_with(405, TEXT, &[("Allow", b"POST")], b"Method Not Allowed\n"),
+            // The server as a whole (RFC 9110 §9.3.7): what it serves, and nothing else.
+            "*" if req.method == Method::Options => {
+                res.send_with(200, TEXT, &[("Allow", b"GET, HEAD, POST, OPTIONS")], b"")
+            }
+            "*" => res.send(400, TEXT, b"the request-target * is for OPTIONS only\n"),
             path if path == "/files" || path.starts_with("/files/") => {
                 if !readable {
                     res.send_with(

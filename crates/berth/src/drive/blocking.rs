@@ -361,6 +361,10 @@ pub(crate) fn accept(
                     e.kind(),
                     io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
                 ) => {}
+            // A stop shuts the listener down (`stop_listening`) from another thread, which
+            // wakes the poll above and makes accept fail (EINVAL): that is the stop, not a
+            // failure worth a warning.
+            Err(_) if ctl.stopping() => break,
             Err(e) => {
                 log::warn!("accept failed: {e}");
                 std::thread::sleep(STOP_POLL);

@@ -111,7 +111,6 @@ impl Files {
     /// as the kernel would say; anything but a regular file (a FIFO, a device) is not served.
     pub fn open(&self, req: &FileRequest) -> Result<OpenFile, FileError> {
         let Some(root) = &self.root else {
-            no_root_hint();
             return Err(FileError::NotFound);
         };
         let rel = req.path();
@@ -135,17 +134,6 @@ impl Files {
         }
         Ok(opened(file, &meta, &index))
     }
-}
-
-/// Logs, once per process, why `/files` answers 404 when there is no root.
-fn no_root_hint() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        log::warn!(
-            "/files/ answers 404: no root directory (give --root DIR, or create ./public before \
-             starting)"
-        )
-    });
 }
 
 fn opened(file: File, meta: &std::fs::Metadata, name: &str) -> OpenFile {

@@ -2,7 +2,9 @@
 //! child closes everything it inherited but its connection (the listener included), serves that
 //! one connection and exits; the parent closes its copy of the connection and reaps children as
 //! they exit, so none lingers as a zombie. A child that crashes takes only its own connection
-//! down. At `max_children` live children, new connections get the service's refusal.
+//! down. At `max_children` live children, new connections get the service's refusal. A child
+//! follows its server: if the server dies without a word (SIGKILL), the kernel sends the child
+//! SIGTERM (`PR_SET_PDEATHSIG`), and it finishes the request in flight and exits.
 //!
 //! Counters reach the parent only if `stats` lives in shared memory ([`Stats::new_shared`]).
 
@@ -81,6 +83,7 @@ pub fn spawn<S: Service>(
                     serial = serial.wrapping_add(1);
                     // Counted before the fork, so that the child's own `/stats` includes it.
                     parent.connection_opened();
+                    let server = process::pid();
                     match process::fork() {
                         Ok(Fork::Child) => {
                             let files = service.files();
@@ -91,6 +94,11 @@ pub fn spawn<S: Service>(
                             let Ok(terminated) = signal::interrupt_on_termination() else {
                                 process::exit_child(70);
                             };
+                            // The same when the server dies without a word (SIGKILL): the
+                            // kernel sends SIGTERM, and the request in flight is finished.
+                            if !process::follow_parent(server, libc::SIGTERM).unwrap_or(true) {
+                                terminated.store(true, std::sync::atomic::Ordering::Release);
+                            }
                             let served =
                                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                     let mut handler = service.handler(serial);

@@ -2,7 +2,9 @@
 //! same port and running an event loop (seed 003's "multiple instances share one port"). The
 //! parent holds the port with a bound, non-listening socket (so it takes no connections),
 //! supervises the children — restarting one that dies, with a backoff that grows while children
-//! keep dying young — and on shutdown sends them SIGTERM and waits for them.
+//! keep dying young — and on shutdown sends them SIGTERM and waits for them. Children follow
+//! their master: if it dies without a word (SIGKILL, the OOM killer), the kernel sends each of
+//! them SIGTERM (`PR_SET_PDEATHSIG`) and they drain and exit, freeing the port.
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::process::{self, Fork};
 use super::{evloop, signal, Control, Server, Service};
-use crate::net::{bind_tcp, reserve_port, BindError, ListenConfig};
+use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 use crate::stats::Stats;
 
 /// Settings of the `prefork` model.
@@ -60,42 +62,62 @@ struct Child {
 }
 
 /// Reserves `addr`, starts the children and a supervising thread. Returns the bound address.
+///
+/// With [`ListenConfig::exclusive`] an address another process listens on is refused before
+/// anything is started; the children then join the port their master checked without checking
+/// again. The children are forked by the supervising thread, which lives as long as they
+/// should: each asks the kernel for SIGTERM when that thread (and so the master) is gone, and
+/// drains and exits on it.
 pub fn spawn<S: Service>(
     addr: SocketAddr,
     service: S,
     config: Config,
     stats: Arc<Stats>,
 ) -> Result<(Server, SocketAddr), BindError> {
+    if config.listen.exclusive {
+        check_unshared(addr)?;
+    }
     let (reservation, bound) = reserve_port(addr)?;
     let ctl = Arc::new(Control::default());
-    let start = {
-        let (service, config, stats) = (service.clone(), config.clone(), stats.clone());
-        move |index: usize| -> io::Result<libc::pid_t> {
-            match process::fork()? {
-                Fork::Child => run_child(index, bound, &service, &config, stats.clone()),
-                Fork::Parent(pid) => Ok(pid),
-            }
+    let child_config = Config {
+        listen: ListenConfig {
+            exclusive: false,
+            ..config.listen
+        },
+        ..config.clone()
+    };
+    let start = move |index: usize| -> io::Result<libc::pid_t> {
+        let master = process::pid();
+        match process::fork()? {
+            Fork::Child => run_child(index, master, bound, &service, &child_config, stats.clone()),
+            Fork::Parent(pid) => Ok(pid),
         }
     };
-    let mut children = Vec::with_capacity(config.processes);
-    for i in 0..config.processes.max(1) {
-        let pid = start(i).map_err(|source| BindError {
-            addr: bound,
-            source,
-        })?;
-        children.push(Child {
-            pid: Some(pid),
-            started: Instant::now(),
-            restart_at: None,
-            backoff: RESTART_MIN,
-        });
-    }
+    let (started_tx, started_rx) = std::sync::mpsc::sync_channel::<io::Result<()>>(1);
     let supervisor = {
         let ctl = ctl.clone();
         std::thread::Builder::new()
             .name("berth-prefork".into())
             .spawn(move || {
                 let _reservation = reservation;
+                let mut children = Vec::with_capacity(config.processes);
+                for i in 0..config.processes.max(1) {
+                    match start(i) {
+                        Ok(pid) => children.push(Child {
+                            pid: Some(pid),
+                            started: Instant::now(),
+                            restart_at: None,
+                            backoff: RESTART_MIN,
+                        }),
+                        Err(e) => {
+                            let mut pids: Vec<_> = children.iter().filter_map(|c| c.pid).collect();
+                            process::stop_children(&mut pids, config.stop_grace);
+                            let _ = started_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                let _ = started_tx.send(Ok(()));
                 supervise(&mut children, &ctl, &start);
                 let mut pids: Vec<_> = children.iter().filter_map(|c| c.pid).collect();
                 // SIGTERM makes each child drain; a drain here gives them until its deadline.
@@ -112,6 +134,16 @@ pub fn spawn<S: Service>(
                 source,
             })?
     };
+    let started = started_rx
+        .recv()
+        .unwrap_or_else(|_| Err(io::Error::other("the prefork supervisor thread ended")));
+    if let Err(source) = started {
+        let _ = supervisor.join();
+        return Err(BindError {
+            addr: bound,
+            source,
+        });
+    }
     Ok((Server::new(ctl, vec![supervisor]), bound))
 }
 
@@ -163,6 +195,7 @@ fn supervise(
 /// orderly stop on SIGTERM. Never returns.
 fn run_child<S: Service>(
     index: usize,
+    master: libc::pid_t,
     addr: SocketAddr,
     service: &S,
     config: &Config,
@@ -174,6 +207,13 @@ fn run_child<S: Service>(
     // Termination signals are collected by this thread with sigwait, not delivered at random.
     if signal::block_termination().is_err() {
         process::exit_child(70);
+    }
+    // The master's death is a SIGTERM like any other: collected below, it drains this process.
+    match process::follow_parent(master, libc::SIGTERM) {
+        Ok(true) => {}
+        // The master died before we could ask: nothing is served yet, so just go.
+        Ok(false) => process::exit_child(0),
+        Err(_) => process::exit_child(73),
     }
     let listeners = match bind_tcp(addr, config.accept_threads.max(1), config.listen) {
         Ok(l) => l,

@@ -23,6 +23,30 @@ pub(crate) fn fork() -> io::Result<Fork> {
     }
 }
 
+/// Makes a freshly forked child follow its parent: the kernel sends it `sig` when the parent
+/// dies (`PR_SET_PDEATHSIG`), so a master killed with SIGKILL (the OOM killer, a crash) takes
+/// its children along instead of leaving them serving as orphans. Returns `false` if the parent
+/// is already gone: it may have died between the fork and this call, before there was anyone to
+/// tell; `parent` is its pid, taken before the fork, and a reparented child sees another.
+///
+/// The kernel's "parent" is the *thread* that forked: children must be forked by a thread that
+/// lives as long as they should (prefork's supervisor, forked's acceptor).
+pub(crate) fn follow_parent(parent: libc::pid_t, sig: libc::c_int) -> io::Result<bool> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number by value and touches no memory of
+    // ours; the unused arguments are zero as the man page asks.
+    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getppid has no preconditions and cannot fail.
+    Ok(unsafe { libc::getppid() } == parent)
+}
+
+/// This process's id (taken in a parent before a fork, for [`follow_parent`]).
+pub(crate) fn pid() -> libc::pid_t {
+    std::process::id() as libc::pid_t
+}
+
 /// Ends a forked child at once: no destructors, no atexit handlers, no flushing of buffers that
 /// are copies of the parent's.
 pub(crate) fn exit_child(code: i32) -> ! {

@@ -82,7 +82,9 @@ pub struct EngineConfig {
     pub buffer_size: usize,
     /// Expected names and rules.
     pub policy: Policy,
-    /// Share ports with other processes (`SO_REUSEPORT`).
+    /// Share TCP and UDP ports with other processes (`--reuse-port`). Off (the default), a
+    /// port another process listens on is refused; the threads of one server share theirs
+    /// either way.
     pub reuse_port: bool,
 }
 
@@ -99,7 +101,7 @@ impl Default for EngineConfig {
             inbox_high: 8 << 20,
             buffer_size: 64 * 1024,
             policy: Policy::default(),
-            reuse_port: true,
+            reuse_port: false,
         }
     }
 }

@@ -164,12 +164,25 @@ impl Engine {
     }
 
     /// Starts listening on `endpoint`; returns it with the port the system chose for port 0.
+    /// A TCP or UDP port another process listens on is refused ("already in use") unless
+    /// [`EngineConfig::reuse_port`] asks to share it.
     pub fn listen(&mut self, endpoint: &Endpoint) -> io::Result<Endpoint> {
+        self.listen_on(endpoint, !self.core.config.reuse_port)
+    }
+
+    /// Listens on a TCP endpoint another engine of this process already listens on (the
+    /// threads of one [`MsgServer`](super::MsgServer)): no check that the port is unshared.
+    pub(crate) fn join_listen(&mut self, endpoint: &Endpoint) -> io::Result<Endpoint> {
+        self.listen_on(endpoint, false)
+    }
+
+    fn listen_on(&mut self, endpoint: &Endpoint, exclusive: bool) -> io::Result<Endpoint> {
         let mut bound = endpoint.clone();
         let sock = match &endpoint.address {
             Address::Tcp(addr) => {
+                // SO_REUSEPORT always, so the engine threads of a server share the port.
                 let config = ListenConfig {
-                    reuse_port: self.core.config.reuse_port,
+                    exclusive,
                     ..ListenConfig::default()
                 };
                 let l = bind_tcp(*addr, 1, config)

@@ -88,12 +88,6 @@ impl MsgServer {
         F: Fn(usize) -> H + Send + Sync + 'static,
     {
         let threads = threads.clamp(1, 128);
-        if threads > 1 && !config.reuse_port {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "several threads share their TCP ports through SO_REUSEPORT; it cannot be off",
-            ));
-        }
         let stats = Arc::new(MsgStats::default());
         let directory = Arc::new(Directory::new(threads));
         let mut engines = Vec::with_capacity(threads);
@@ -105,7 +99,7 @@ impl MsgServer {
                     (_, 0) => bound.push(engine.listen(e)?),
                     // Later threads join the port the first one bound (port 0 resolved).
                     (Address::Tcp(_), _) => {
-                        engine.listen(&bound[i])?;
+                        engine.join_listen(&bound[i])?;
                     }
                     _ => {}
                 }

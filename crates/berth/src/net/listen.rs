@@ -1,5 +1,22 @@
 //! Binding TCP listeners: one per accept thread or process, all on the same address through
 //! `SO_REUSEPORT`, so the kernel spreads incoming connections over them (seed 001, seed 003).
+//!
+//! # Whose port it is
+//!
+//! `SO_REUSEPORT` lets *any* socket of the same user join a port, so on its own it would let a
+//! second berth started by mistake quietly take half of the first one's connections. By default
+//! ([`ListenConfig::exclusive`]) berth therefore first checks that nobody listens on the address:
+//! it binds a probe socket *without* `SO_REUSEPORT` (the kernel refuses that bind, `EADDRINUSE`,
+//! while any socket listens there, `SO_REUSEPORT` or not), closes it, then binds its own
+//! listeners with `SO_REUSEPORT`, which its other threads and processes join afterwards without
+//! a probe. The probe has `SO_REUSEADDR`, so connections of an earlier server still in
+//! `TIME_WAIT` do not count as a listener.
+//!
+//! The check and the bind are two steps: two servers started in the same instant (within
+//! microseconds) could both pass the check and then share the port. That race needs two starts
+//! at once by the same user; a server started while another listens is always refused. Turning
+//! `exclusive` off (`--reuse-port`) skips the check on purpose, to share the port with another
+//! process — the old server during a zero-downtime restart.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -13,6 +30,11 @@ pub struct ListenConfig {
     pub backlog: i32,
     /// Set `SO_REUSEPORT`, so several listeners (threads or processes) share the port.
     pub reuse_port: bool,
+    /// Refuse the address when any other socket already listens on it (checked once per
+    /// [`bind_tcp`] call, before its first bind; see the module docs). Off, a server joins a port
+    /// that another process of the same user listens on with `SO_REUSEPORT` (`--reuse-port`).
+    /// Processes that join a port their own parent checked (prefork workers) turn it off.
+    pub exclusive: bool,
     /// Set `TCP_NODELAY` on the listener. Linux copies it to every accepted connection, which
     /// saves a `setsockopt` per connection.
     pub nodelay: bool,
@@ -27,6 +49,7 @@ impl Default for ListenConfig {
         ListenConfig {
             backlog: 1024,
             reuse_port: true,
+            exclusive: true,
             nodelay: true,
             defer_accept_secs: 0,
         }
@@ -62,12 +85,17 @@ impl std::error::Error for BindError {
 }
 
 /// Binds `count` non-blocking, close-on-exec listeners on `addr`. With port 0 the first listener
-/// picks a free port and the others join it, so all share one port.
+/// picks a free port and the others join it, so all share one port. With
+/// [`ListenConfig::exclusive`] (the default) an address another socket listens on is refused
+/// first, `SO_REUSEPORT` or not.
 pub fn bind_tcp(
     addr: SocketAddr,
     count: usize,
     config: ListenConfig,
 ) -> Result<Vec<TcpListener>, BindError> {
+    if config.exclusive && config.reuse_port {
+        check_unshared(addr)?;
+    }
     let mut listeners = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count.max(1) {
@@ -80,6 +108,27 @@ pub fn bind_tcp(
         listeners.push(listener);
     }
     Ok(listeners)
+}
+
+/// Fails with `already in use` if any socket listens on `addr`, whatever its options: a socket
+/// bound without `SO_REUSEPORT` conflicts with every listener on the same address. (Without
+/// `SO_REUSEPORT` a bind makes this check itself, so [`bind_tcp`] needs it only with it.) Port 0
+/// is always free: the kernel picks an unused port.
+pub fn check_unshared(addr: SocketAddr) -> Result<(), BindError> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let probe = || -> io::Result<()> {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        // TIME_WAIT leftovers of an earlier server are not a listener: they must not count.
+        socket.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(true)?;
+        }
+        socket.bind(&addr.into())
+        // Closed here: the probe never listens, so it never takes a connection.
+    };
+    probe().map_err(|source| BindError { addr, source })
 }
 
 /// Binds a `SO_REUSEPORT` socket on `addr` without listening on it. It holds the port (and
@@ -175,5 +224,54 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.to_string(), format!("address {addr} already in use"));
+    }
+
+    #[test]
+    fn a_port_another_server_listens_on_is_refused_unless_sharing_is_asked_for() {
+        let first = bind_tcp("127.0.0.1:0".parse().unwrap(), 2, ListenConfig::default()).unwrap();
+        let addr = first[0].local_addr().unwrap();
+        // The first server's listeners have SO_REUSEPORT, and so would ours: without the check
+        // the kernel would let us join them.
+        let err = bind_tcp(addr, 2, ListenConfig::default()).unwrap_err();
+        assert_eq!(err.to_string(), format!("address {addr} already in use"));
+        assert!(check_unshared(addr).is_err());
+        let joined = bind_tcp(
+            addr,
+            2,
+            ListenConfig {
+                exclusive: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(joined.iter().all(|l| l.local_addr().unwrap() == addr));
+        drop((first, joined));
+        // Nothing listens any more: the address is free again.
+        check_unshared(addr).unwrap();
+    }
+
+    #[test]
+    fn a_reserved_port_that_nobody_listens_on_is_not_in_use() {
+        // prefork's master holds its port with a bound socket that never listens; connections
+        // left in TIME_WAIT are similar. Neither is a server taking connections.
+        let (_reservation, addr) = reserve_port("127.0.0.1:0".parse().unwrap()).unwrap();
+        check_unshared(addr).unwrap();
+    }
+
+    #[test]
+    fn connections_left_in_time_wait_do_not_hold_the_port() {
+        let ls = bind_tcp("127.0.0.1:0".parse().unwrap(), 1, ListenConfig::default()).unwrap();
+        let addr = ls[0].local_addr().unwrap();
+        let client = std::net::TcpStream::connect(addr).unwrap();
+        ls[0].set_nonblocking(false).unwrap();
+        let (served, _) = ls[0].accept().unwrap();
+        // The server closes first, so its side of the connection enters TIME_WAIT.
+        drop(served);
+        let mut buf = [0u8; 1];
+        assert_eq!(std::io::Read::read(&mut &client, &mut buf).unwrap(), 0);
+        drop(client);
+        drop(ls);
+        check_unshared(addr).unwrap();
+        bind_tcp(addr, 2, ListenConfig::default()).unwrap();
     }
 }

@@ -5,6 +5,6 @@ mod listen;
 mod local;
 mod read;
 
-pub use listen::{bind_tcp, reserve_port, BindError, ListenConfig};
+pub use listen::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 pub use local::{bind_udp, bind_unix};
 pub use read::read_into_spare;
