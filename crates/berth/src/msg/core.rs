@@ -449,37 +449,43 @@ impl Core {
 
     /// Opens a streamed message to `id`; `false` if it is gone or already receiving one.
     pub(crate) fn open_stream(&mut self, id: ClientId, len: u64) -> bool {
-        let mut opened = false;
-        let known = self.queue(id, true, |q, _| opened = q.open_stream(len));
-        if known && opened {
-            self.note_feeding(id);
+        let (mut opened, mut open) = (false, false);
+        let known = self.queue(id, true, |q, _| {
+            opened = q.open_stream(len);
+            open = q.stream_open();
+        });
+        if known && open {
+            self.note_feeding(Some(id));
         }
         known && opened
     }
 
-    /// Records that the source feeds the stream open to `to` (or no longer does, once it has
+    /// Records that the source feeds the stream open to `to` (`None`: no longer, it has
     /// ended): a feeder is resumed as soon as the queues it waits on have little *ready*.
-    fn note_feeding(&mut self, to: ClientId) {
-        let open = self.get(to).is_some_and(|c| c.out.stream_open());
+    fn note_feeding(&mut self, to: Option<ClientId>) {
         if let Some(src) = self.source.and_then(|s| self.get_mut(s)) {
-            src.feeding = open.then_some(to);
+            src.feeding = to;
         }
     }
 
     /// More of the streamed message open to `id`.
     pub(crate) fn stream_chunk(&mut self, id: ClientId, bytes: &[u8]) -> bool {
-        let known = self.queue(id, true, |q, io| match io {
-            // Big chunks try the socket first (one copy fewer); small ones are gathered and
-            // written together at the end of the round.
-            Io::Stream { stream, .. } if bytes.len() >= THROUGH_MIN => {
-                q.stream_chunk_through(stream, bytes);
+        let mut ended = false;
+        let known = self.queue(id, true, |q, io| {
+            match io {
+                // Big chunks try the socket first (one copy fewer); small ones are gathered
+                // and written together at the end of the round.
+                Io::Stream { stream, .. } if bytes.len() >= THROUGH_MIN => {
+                    q.stream_chunk_through(stream, bytes);
+                }
+                _ => {
+                    q.stream_chunk(bytes);
+                }
             }
-            _ => {
-                q.stream_chunk(bytes);
-            }
+            ended = !q.stream_open();
         });
-        if known {
-            self.note_feeding(id);
+        if known && ended {
+            self.note_feeding(None);
         }
         known
     }
