@@ -23,7 +23,7 @@ use berth_proto::http::{Context, Handler, Limits, Phase, Session, Step};
 use super::clock::DateCache;
 use super::files::{self, Files};
 use super::{Control, StopKind, Timeouts};
-use crate::net::read_into_spare;
+use crate::net::Blocking;
 use crate::stats::Stats;
 
 /// Settings of a blocking connection.
@@ -75,8 +75,10 @@ pub(crate) struct Serving<'a, H> {
 /// Serves `stream` until the peer leaves, the session closes, the idle timeout passes, or — between
 /// requests — `should_yield` says another client is waiting (the `single` model's fairness rule:
 /// an idle keep-alive connection must not hold the only thread).
-pub(crate) fn serve_connection<H: Handler>(
-    mut stream: TcpStream,
+///
+/// `T` is the transport ([`crate::net::transport`]): a plain socket, or one that wraps it.
+pub(crate) fn serve_connection<H: Handler, T: Blocking>(
+    mut stream: T,
     serving: Serving<'_, H>,
     config: &ConnConfig,
     should_yield: impl Fn() -> bool,
@@ -201,7 +203,7 @@ pub(crate) fn serve_connection<H: Handler>(
                 Ready::Neither => return linger_close(stream, false),
             }
         }
-        match read_into_spare(&stream, &mut input) {
+        match stream.read_spare(&mut input) {
             Ok(0) => return Ok(()),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -230,8 +232,8 @@ pub(crate) fn serve_connection<H: Handler>(
 
 /// Sends FIN, then reads and drops what the peer still sends for a moment, so that unread
 /// request bytes do not turn the close into a reset that destroys the response in flight.
-fn linger_close(mut stream: TcpStream, unread: bool) -> io::Result<()> {
-    stream.shutdown(Shutdown::Write)?;
+fn linger_close<T: Blocking>(mut stream: T, unread: bool) -> io::Result<()> {
+    stream.shutdown_write()?;
     if unread || has_pending_input(&stream) {
         stream.set_read_timeout(Some(Duration::from_millis(200)))?;
         let mut sink = [0u8; 4096];

@@ -250,17 +250,24 @@ pub(crate) fn copy_range(
     }
     while len > 0 {
         let want = len.min(CHUNK as u64) as usize;
-        let n = match file.read_at(&mut buf[..want], offset) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let n = read_chunk(file, &mut buf[..want], offset)?;
         out.write_all(&buf[..n])?;
         offset += n as u64;
         len -= n as u64;
     }
     Ok(())
+}
+
+/// Reads up to `buf.len()` bytes of `file` at `offset` (what a transport that cannot
+/// `sendfile` sends next). A file that ends before is an error (see [`copy_range`]).
+pub(crate) fn read_chunk(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    loop {
+        match file.read_at(buf, offset) {
+            Ok(0) if !buf.is_empty() => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
 }
 
 /// One `sendfile(2)` call: up to `len` (at most [`CHUNK`]) bytes of `file` from `*offset` to the

@@ -3,12 +3,11 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
 
 use berth_proto::msg::{FrameDecoder, Peer, ServerSession};
-use mio::net::{TcpStream, UnixStream};
+
+pub(crate) use crate::net::Stream;
 
 use super::outq::OutQueue;
 
@@ -66,57 +65,6 @@ impl fmt::Debug for ClientId {
 impl fmt::Display for ClientId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
-    }
-}
-
-/// A stream socket of either family.
-pub(crate) enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Stream {
-    pub(crate) fn source(&mut self) -> &mut dyn mio::event::Source {
-        match self {
-            Stream::Tcp(s) => s,
-            Stream::Unix(s) => s,
-        }
-    }
-}
-
-impl AsRawFd for Stream {
-    fn as_raw_fd(&self) -> RawFd {
-        match self {
-            Stream::Tcp(s) => s.as_raw_fd(),
-            Stream::Unix(s) => s.as_raw_fd(),
-        }
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Unix(s) => s.write(buf),
-        }
-    }
-    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write_vectored(bufs),
-            Stream::Unix(s) => s.write_vectored(bufs),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

@@ -11,6 +11,7 @@ use mio::{Interest, Token};
 
 use super::{Arrival, Client, ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream};
 use crate::msg::outq::{Framing, OutQueue};
+use crate::net::Evented;
 
 impl Core {
     pub(super) fn accept(&mut self, index: usize) {

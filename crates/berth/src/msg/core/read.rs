@@ -6,7 +6,7 @@ use std::io;
 use berth_proto::msg::{Event, Piece};
 
 use super::{ClientId, Core, Io, Phase, Proto, Sink};
-use crate::net::read_into_spare;
+use crate::net::Transport;
 
 impl Core {
     /// Reads from a stream client until it would block, is paused, or is gone.
@@ -38,7 +38,7 @@ impl Core {
                 return;
             }
             let mut buf = self.pool.take();
-            match read_into_spare(stream, &mut buf) {
+            match stream.read_spare(&mut buf) {
                 Ok(0) => {
                     *hup = true;
                     *readable = false;

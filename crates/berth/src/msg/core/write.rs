@@ -2,11 +2,11 @@
 //! control frame, lingering closes, removal, shutdown, and the timers that expire them.
 
 use std::io;
-use std::net::Shutdown;
 
 use berth_proto::msg::{Ending, Refusal};
 
-use super::{ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream, LINGER};
+use super::{ClientId, Core, Io, ListenSock, Note, Phase, Proto, LINGER};
+use crate::net::Transport;
 
 impl Core {
     /// Ends an admitted client with a control frame after its queued output.
@@ -236,10 +236,7 @@ impl Core {
         if *hup {
             return self.remove(id);
         }
-        let _ = match stream {
-            Stream::Tcp(s) => s.shutdown(Shutdown::Write),
-            Stream::Unix(s) => s.shutdown(Shutdown::Write),
-        };
+        let _ = stream.shutdown_write();
         let read_now = *readable;
         c.paused = false;
         c.phase = Phase::Lingering;

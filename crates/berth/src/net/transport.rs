@@ -1,0 +1,236 @@
+//! The transport seam: a connected byte stream, as every model and the message engine read and
+//! write it. Plain TCP and UNIX sockets are transports today; an encrypting one (TLS) is the
+//! next, and it plugs in here without any driver learning about it.
+//!
+//! ```text
+//!   drive::conn (evloop, actor, prefork) ──┐
+//!   drive::blocking (single, threaded, forked) ──> Transport ──> TcpStream | UnixStream | (TLS)
+//!   msg::core (the message engine) ────────┘
+//! ```
+//!
+//! Dispatch is static: drivers are generic over the transport, and [`Stream`] is an enum, so a
+//! plain socket costs no more than calling it directly (no `Box<dyn>` per call).
+//!
+//! File bodies ask the transport first: one that [`Transport::can_send_file`] gets the bytes
+//! straight from the page cache (`sendfile(2)`); one that must transform the bytes (encrypt
+//! them) cannot, and the caller reads the file in bounded chunks and writes them instead.
+
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// A connected byte stream.
+pub trait Transport: Read + Write {
+    /// Reads once into the spare capacity of `buf` (which must have some) and extends it by
+    /// what was read; 0 at the end of the stream. Plain sockets read without zeroing first.
+    fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+
+    /// Whether file bytes can go to this transport without passing through user space
+    /// ([`Transport::send_file`]). `false`: read the file and write its bytes.
+    fn can_send_file(&self) -> bool {
+        false
+    }
+
+    /// Sends up to `len` bytes of `file` from `*offset`, advancing it; only called when
+    /// [`Transport::can_send_file`]. `WouldBlock` on a full non-blocking socket.
+    fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
+        let _ = (file, offset, len);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Ends our direction of the stream (the peer reads end-of-stream after what was sent).
+    fn shutdown_write(&mut self) -> io::Result<()>;
+}
+
+/// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
+pub trait Evented: Transport {
+    /// What to register with the poll.
+    fn source(&mut self) -> &mut dyn mio::event::Source;
+}
+
+/// A transport read and written with blocking calls (the blocking models).
+pub trait Blocking: Transport + AsRawFd {
+    /// `SO_RCVTIMEO`: a read waiting longer fails with `WouldBlock` or `TimedOut`.
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+    /// `SO_SNDTIMEO`: a write waiting longer fails.
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+}
+
+/// A plain socket: reads into spare capacity, `sendfile`, `shutdown(SHUT_WR)`.
+macro_rules! plain_socket {
+    ($($ty:ty),*) => {$(
+        impl Transport for $ty {
+            #[inline]
+            fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+                super::read_into_spare(&*self, buf)
+            }
+            #[inline]
+            fn can_send_file(&self) -> bool {
+                true
+            }
+            #[inline]
+            fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
+                crate::drive::files::send_file(&*self, file, offset, len)
+            }
+            fn shutdown_write(&mut self) -> io::Result<()> {
+                self.shutdown(Shutdown::Write)
+            }
+        }
+    )*};
+}
+
+plain_socket!(
+    mio::net::TcpStream,
+    mio::net::UnixStream,
+    std::net::TcpStream,
+    std::os::unix::net::UnixStream
+);
+
+impl Evented for mio::net::TcpStream {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        self
+    }
+}
+
+impl Evented for mio::net::UnixStream {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        self
+    }
+}
+
+impl Blocking for std::net::TcpStream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        std::net::TcpStream::set_read_timeout(self, t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        std::net::TcpStream::set_write_timeout(self, t)
+    }
+}
+
+impl Blocking for std::os::unix::net::UnixStream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        std::os::unix::net::UnixStream::set_read_timeout(self, t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        std::os::unix::net::UnixStream::set_write_timeout(self, t)
+    }
+}
+
+/// A non-blocking stream socket of either family, as the message engine holds its clients.
+pub enum Stream {
+    /// TCP.
+    Tcp(mio::net::TcpStream),
+    /// A UNIX stream socket.
+    Unix(mio::net::UnixStream),
+}
+
+/// Calls `$body` with `$s` bound to the socket inside a [`Stream`].
+macro_rules! either {
+    ($stream:expr, $s:ident => $body:expr) => {
+        match $stream {
+            Stream::Tcp($s) => $body,
+            Stream::Unix($s) => $body,
+        }
+    };
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        either!(self, s => s.as_raw_fd())
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        either!(self, s => s.read(buf))
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        either!(self, s => s.write(buf))
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        either!(self, s => s.write_vectored(bufs))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Transport for Stream {
+    #[inline]
+    fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        either!(self, s => s.read_spare(buf))
+    }
+    fn can_send_file(&self) -> bool {
+        either!(self, s => s.can_send_file())
+    }
+    fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
+        either!(self, s => s.send_file(file, offset, len))
+    }
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        either!(self, s => s.shutdown_write())
+    }
+}
+
+impl Evented for Stream {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        either!(self, s => s)
+    }
+}
+
+/// A transport that cannot `sendfile`, over any other: what an encrypting transport looks like
+/// to a file body, without the encryption. Drivers serve it like any transport; tests use it
+/// to prove the read-and-write path for files.
+pub struct NoSendFile<T>(pub T);
+
+impl<T: Read> Read for NoSendFile<T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl<T: Write> Write for NoSendFile<T> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.0.write_vectored(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<T: Transport> Transport for NoSendFile<T> {
+    fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        self.0.read_spare(buf)
+    }
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.0.shutdown_write()
+    }
+}
+
+impl<T: Evented> Evented for NoSendFile<T> {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        self.0.source()
+    }
+}
+
+impl<T: Blocking> AsRawFd for NoSendFile<T> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+impl<T: Blocking> Blocking for NoSendFile<T> {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.0.set_read_timeout(t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.0.set_write_timeout(t)
+    }
+}
