@@ -8,6 +8,24 @@ use std::io;
 
 use mio::net::{TcpListener, TcpStream};
 
+use crate::stats::Shard;
+
+/// Turns away a connection accepted over the capacity (`-C`), the same way in every model that
+/// accepts on a readiness loop: the service's refusal is written (best effort, the socket is
+/// new and empty), the refusal counted, and the socket closed by dropping it. Never left to
+/// rot in the backlog.
+pub(crate) fn refuse(
+    mut stream: TcpStream,
+    refusal: &[u8],
+    shard: &Shard,
+    capacity: usize,
+    who: impl std::fmt::Display,
+) {
+    let _ = io::Write::write(&mut stream, refusal);
+    shard.connection_refused();
+    log::debug!("{who}: at capacity ({capacity}), refused a connection");
+}
+
 /// The next waiting connection, or `None` when there is none now (`*paused` cleared) or
 /// accepting failed (`*paused` set, the failure logged once per pause with `who`).
 pub(crate) fn next(

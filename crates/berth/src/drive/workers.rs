@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use berth_proto::http::{Job, Reply};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::stats::Stats;
 
@@ -81,6 +81,47 @@ impl ReplyTo for LoopConn {
 pub(crate) struct Task<J, R> {
     pub job: J,
     pub reply_to: R,
+}
+
+/// What became of a job handed to [`offload`].
+pub(crate) enum Offloaded {
+    /// A worker will run it and post the reply to its return address.
+    Queued,
+    /// Answer the connection with this now: the queue was full (503, counted), or there are
+    /// no workers and the caller's thread ran the job.
+    Answer(Reply),
+    /// The workers are gone (only during a shutdown): close the connection.
+    Gone,
+}
+
+/// The offload policy every event-loop model follows (evloop, prefork, actor): a job goes to
+/// the workers' FIFO queue; a full queue is answered 503 with `Retry-After` at once rather than
+/// queued without bound; with no workers (`-w 0`, as seed 001 allows) the caller's thread runs
+/// the job itself.
+pub(crate) fn offload<J: Job, R: ReplyTo>(
+    queue: Option<&Sender<Task<J, R>>>,
+    job: J,
+    reply_to: impl FnOnce() -> R,
+    stats: &Stats,
+) -> Offloaded {
+    let Some(queue) = queue else {
+        return Offloaded::Answer(super::run_job(job, stats));
+    };
+    let task = Task {
+        job,
+        reply_to: reply_to(),
+    };
+    match queue.try_send(task) {
+        Ok(()) => {
+            stats.job_queued();
+            Offloaded::Queued
+        }
+        Err(TrySendError::Full(_)) => {
+            stats.job_rejected();
+            Offloaded::Answer(Reply::overloaded())
+        }
+        Err(TrySendError::Disconnected(_)) => Offloaded::Gone,
+    }
 }
 
 /// Starts `count` workers. They stop when every `Sender` of `queue` is gone.

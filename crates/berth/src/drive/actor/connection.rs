@@ -13,14 +13,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use berth_proto::http::{FileError, FileRequest, Handler, Limits, Reply};
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::Sender;
 
 use super::runtime::{Actor, Addr, Context};
 use crate::drive::clock::DateCache;
 use crate::drive::conn::{Conn, Env, Fate};
 use crate::drive::files::OpenFile;
 use crate::drive::pool::BufPool;
-use crate::drive::workers::{ReplyTo, Task};
+use crate::drive::workers::{self, Offloaded, ReplyTo, Task};
 use crate::drive::Timeouts;
 use crate::stats::Stats;
 
@@ -194,34 +194,22 @@ where
                     Fate::Close
                 }
                 Fate::Offload(job) => {
-                    let reply = match &self.shared.queue {
-                        Some(queue) => {
-                            let task = Task {
-                                job,
-                                reply_to: ActorReply(cx.addr()),
-                            };
-                            match queue.try_send(task) {
-                                Ok(()) => {
-                                    self.shared.stats.job_queued();
-                                    // Go on reading, so that a peer that resets while the job
-                                    // waits is seen and the job dropped (see `workers`).
-                                    if self.conn.cut_short() {
-                                        cx.addr().send(ConnMsg::Continue);
-                                    }
-                                    return self.arm();
-                                }
-                                Err(TrySendError::Full(_)) => {
-                                    self.shared.stats.job_rejected();
-                                    Reply::overloaded()
-                                }
-                                Err(TrySendError::Disconnected(_)) => {
-                                    self.close(cx);
-                                    return;
-                                }
+                    let (queue, stats) = (self.shared.queue.as_ref(), &self.shared.stats);
+                    let reply_to = || ActorReply(cx.addr());
+                    let reply = match workers::offload(queue, job, reply_to, stats) {
+                        Offloaded::Queued => {
+                            // Go on reading, so that a peer that resets while the job waits is
+                            // seen and the job dropped (see `workers`).
+                            if self.conn.cut_short() {
+                                cx.addr().send(ConnMsg::Continue);
                             }
+                            return self.arm();
                         }
-                        // No workers: the actor runs the job itself.
-                        None => crate::drive::run_job(job, &self.shared.stats),
+                        Offloaded::Answer(reply) => reply,
+                        Offloaded::Gone => {
+                            self.close(cx);
+                            return;
+                        }
                     };
                     let shared = self.shared.clone();
                     let mut env = Env {

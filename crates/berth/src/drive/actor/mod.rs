@@ -274,12 +274,8 @@ where
                 return;
             };
             if self.shared.open.load(Ordering::Acquire) >= self.config.capacity {
-                let _ = io::Write::write(&mut stream, self.service.refusal());
-                self.stats.shard(0).connection_refused();
-                log::debug!(
-                    "actor: at capacity ({}), refused a connection",
-                    self.config.capacity
-                );
+                let (shard, capacity) = (self.stats.shard(0), self.config.capacity);
+                accept::refuse(stream, self.service.refusal(), shard, capacity, "actor");
                 continue;
             }
             // Keys of closed connections must be free before they are handed out again.

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::http::{Handler, Limits, Reply};
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
@@ -36,7 +36,7 @@ use super::accept;
 use super::clock::DateCache;
 use super::conn::{Conn, Env, Fate};
 use super::pool::BufPool;
-use super::workers::{self, LoopConn, LoopQueue, Task};
+use super::workers::{self, LoopConn, LoopQueue, Offloaded, Task};
 use super::{Control, Server, Service, Timeouts};
 use crate::stats::Stats;
 
@@ -306,14 +306,8 @@ impl<H: Handler> EventLoop<H> {
                 return;
             };
             if self.conns.len() >= self.config.capacity {
-                let mut stream = stream;
-                let _ = io::Write::write(&mut stream, self.refusal);
-                self.stats.shard(self.id).connection_refused();
-                log::debug!(
-                    "loop {}: at capacity ({}), refused a connection",
-                    self.id,
-                    self.config.capacity
-                );
+                let shard = self.stats.shard(self.id);
+                accept::refuse(stream, self.refusal, shard, self.config.capacity, who);
                 continue;
             }
             let entry = self.conns.vacant_entry();
@@ -391,38 +385,21 @@ impl<H: Handler> EventLoop<H> {
                     let (mut env, conns) = self.env();
                     fate = conns[key].file_opened(&file, found, &mut env);
                 }
-                Fate::Offload(job) => match &self.queue {
-                    Some(queue) => {
-                        let task = Task {
-                            job,
-                            reply_to: LoopConn {
-                                loops: self.loops.clone(),
-                                owner: self.owner,
-                                conn: key,
-                            },
-                        };
-                        match queue.try_send(task) {
-                            Ok(()) => {
-                                self.stats.job_queued();
-                                return self.arm(key);
-                            }
-                            // Overload: answer 503 on the loop rather than queue without bound.
-                            Err(TrySendError::Full(_)) => {
-                                self.stats.job_rejected();
-                                let (mut env, conns) = self.env();
-                                fate = conns[key].complete(Reply::overloaded(), &mut env);
-                            }
-                            // Workers are gone only during shutdown.
-                            Err(TrySendError::Disconnected(_)) => return self.finish(key),
+                Fate::Offload(job) => {
+                    let reply_to = || LoopConn {
+                        loops: self.loops.clone(),
+                        owner: self.owner,
+                        conn: key,
+                    };
+                    match workers::offload(self.queue.as_ref(), job, reply_to, &self.stats) {
+                        Offloaded::Queued => return self.arm(key),
+                        Offloaded::Answer(reply) => {
+                            let (mut env, conns) = self.env();
+                            fate = conns[key].complete(reply, &mut env);
                         }
+                        Offloaded::Gone => return self.finish(key),
                     }
-                    None => {
-                        // No workers: the loop runs the job itself, as seed 001 does with `-w 0`.
-                        let reply = super::run_job(job, &self.stats);
-                        let (mut env, conns) = self.env();
-                        fate = conns[key].complete(reply, &mut env);
-                    }
-                },
+                }
             }
         }
     }
