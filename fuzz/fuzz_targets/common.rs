@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig, DemoHandler};
 use berth::drive::Service;
-use berth::proto::http::{Context, FileError, Job, Limits, Session, Step};
+use berth::proto::http::pump::{NoFiles, Pump};
+use berth::proto::http::Limits;
 use berth::stats::Stats;
 
 pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
@@ -21,41 +22,21 @@ pub fn limits() -> Limits {
     Limits { max_header_bytes: 1024, max_headers: 16, max_uri_bytes: 256, max_body_bytes: 2048, output_high_water: 512 }
 }
 
-/// Feeds `chunks` one after another; returns all output and whether the session closed.
+/// Feeds `chunks` one after another through berth-proto's in-memory pump (jobs run inline,
+/// no files); returns all output and whether the session closed. A broken step rule (output
+/// after Close, an answer while a job is out, a livelock) is a crash.
 pub fn run(chunks: &[&[u8]], limits: &Limits) -> (Vec<u8>, bool) {
-    let mut handler = handler();
-    let mut session = Session::new();
-    let cx = Context { limits, date: DATE };
-    let (mut input, mut output, mut all) = (Vec::new(), Vec::new(), Vec::new());
-    let mut closed = false;
+    let mut pump = Pump::new(handler(), *limits, DATE, false);
     for chunk in chunks {
-        if closed {
+        if pump.is_closed() {
             break;
         }
-        input.extend_from_slice(chunk);
-        let mut step = session.process(&mut input, &mut output, &cx, &mut handler);
-        // Bounded: every step either consumes input, answers, or stops.
-        for _ in 0..100_000 {
-            match step {
-                Step::Offload(job) => step = session.complete(job.run(), &mut input, &mut output, &cx, &mut handler),
-                Step::Flush => {
-                    all.append(&mut output);
-                    step = session.process(&mut input, &mut output, &cx, &mut handler);
-                }
-                Step::Open(req) => {
-                    step = session.file(&req, Err(FileError::NotFound), &mut input, &mut output, &cx, &mut handler)
-                }
-                Step::SendFile { .. } => unreachable!("no file is ever found"),
-                Step::Read => break,
-                Step::Close => {
-                    closed = true;
-                    break;
-                }
-            }
+        if let Err(violation) = pump.feed(chunk, &mut NoFiles) {
+            panic!("{violation}");
         }
-        all.append(&mut output);
         // The session never holds more than a request's worth of input.
-        assert!(input.len() <= chunk.len() + limits.max_header_bytes + limits.max_body_bytes + 64 * 1024);
+        assert!(pump.unread().len() <= chunk.len() + limits.max_header_bytes + limits.max_body_bytes + 64 * 1024);
     }
-    (all, closed)
+    let closed = pump.is_closed();
+    (pump.take_written(), closed)
 }

@@ -27,15 +27,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use berth::app::{Demo, DemoConfig, DemoHandler, DemoJob};
+use berth::app::{Demo, DemoConfig, DemoHandler};
 use berth::drive::Service;
 use berth::stats::Stats;
-use berth_proto::http::{Context, FileError, Job, Limits, Session, Step};
+use berth_proto::http::pump::{NoFiles, Pump};
+use berth_proto::http::Limits;
 
 use vectors::{check_stream, escape, Case, Expected, FIXED_DATE, FOLLOWUP_REQUEST};
-
-/// `Flush` steps in a row with nothing written before a run counts as a livelock.
-const SPIN_LIMIT: usize = 1_000;
 
 /// A case (all of its ways) that takes longer than this counts as a hang.
 const CASE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -85,21 +83,10 @@ impl Way {
     }
 }
 
-/// One simulated connection: a session, the demo handler and the buffers a driver would own.
+/// One simulated connection: the demo application under berth-proto's in-memory
+/// [`Pump`], which runs the step loop and checks the rules every driver relies on.
 struct Conn {
-    session: Session,
-    handler: DemoHandler,
-    limits: Limits,
-    input: Vec<u8>,
-    /// The buffer lent to the session; moved to `written` after every call, as a driver would
-    /// write it to the socket.
-    out: Vec<u8>,
-    written: Vec<u8>,
-    /// A `Close` step was returned.
-    closed: bool,
-    /// Hold offloaded jobs until [`Conn::finish`] instead of running them at once.
-    hold_jobs: bool,
-    held: Option<DemoJob>,
+    pump: Pump<DemoHandler>,
 }
 
 impl Conn {
@@ -112,163 +99,43 @@ impl Conn {
             Arc::new(Stats::new(1)),
         );
         Conn {
-            session: Session::new(),
-            handler: demo.handler(0),
-            limits,
-            input: Vec::new(),
-            out: Vec::new(),
-            written: Vec::new(),
-            closed: false,
-            hold_jobs,
-            held: None,
+            pump: Pump::new(demo.handler(0), limits, FIXED_DATE, hold_jobs),
         }
     }
 
-    fn process(&mut self) -> Step<DemoJob> {
-        let cx = Context {
-            limits: &self.limits,
-            date: FIXED_DATE,
-        };
-        self.session
-            .process(&mut self.input, &mut self.out, &cx, &mut self.handler)
-    }
-
-    fn complete(&mut self, job: DemoJob) -> Step<DemoJob> {
-        let reply = job.run();
-        let cx = Context {
-            limits: &self.limits,
-            date: FIXED_DATE,
-        };
-        self.session.complete(
-            reply,
-            &mut self.input,
-            &mut self.out,
-            &cx,
-            &mut self.handler,
-        )
-    }
-
-    /// Moves what the session wrote to `written`; returns how many bytes that was.
-    fn collect(&mut self) -> usize {
-        let n = self.out.len();
-        self.written.append(&mut self.out);
-        n
-    }
-
-    /// Bytes arrive from the peer.
+    /// Bytes arrive from the peer. The vectors run without a files root: every file is
+    /// missing.
     fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.input.extend_from_slice(bytes);
-        if self.closed {
-            // After `Close` the driver would not read; a driver that still calls `process`
-            // must get `Close` again and no output.
-            let step = self.process();
-            if self.collect() != 0 || !matches!(step, Step::Close) {
-                return Err(format!(
-                    "after Close, process gave {step:?} and wrote bytes"
-                ));
-            }
-            return Ok(());
-        }
-        if self.held.is_some() {
-            // A job is outstanding: nothing may be answered until it completes.
-            let step = self.process();
-            let n = self.collect();
-            if n != 0 || !matches!(step, Step::Read) || !self.session.is_waiting() {
-                return Err(format!(
-                    "while a job was outstanding, process gave {step:?} and wrote {n} byte(s)"
-                ));
-            }
-            return Ok(());
-        }
-        let step = self.process();
-        self.drive(step)
+        self.pump
+            .feed(bytes, &mut NoFiles)
+            .map_err(|v| v.to_string())
     }
 
-    /// Does what `step` asks, as a driver would, until the session wants more input.
-    fn drive(&mut self, mut step: Step<DemoJob>) -> Result<(), String> {
-        let mut spins = 0;
-        loop {
-            let wrote = self.collect();
-            match step {
-                Step::Read => return Ok(()),
-                Step::Close => {
-                    if !self.session.is_closed() {
-                        return Err("Step::Close but the session is not closed".into());
-                    }
-                    self.closed = true;
-                    return Ok(());
-                }
-                Step::Flush => {
-                    spins = if wrote == 0 { spins + 1 } else { 0 };
-                    if spins > SPIN_LIMIT {
-                        return Err(format!(
-                            "livelock: {SPIN_LIMIT} Flush steps in a row with no output"
-                        ));
-                    }
-                    step = self.process();
-                }
-                Step::Open(request) => {
-                    // The vectors run without a files root: every file is missing.
-                    let cx = Context {
-                        limits: &self.limits,
-                        date: FIXED_DATE,
-                    };
-                    step = self.session.file(
-                        &request,
-                        Err(FileError::NotFound),
-                        &mut self.input,
-                        &mut self.out,
-                        &cx,
-                        &mut self.handler,
-                    );
-                }
-                Step::SendFile { .. } => {
-                    return Err("Step::SendFile for a file that was not found".into());
-                }
-                Step::Offload(job) => {
-                    if !self.session.is_waiting() {
-                        return Err("Step::Offload but the session is not waiting".into());
-                    }
-                    if self.hold_jobs {
-                        self.held = Some(job);
-                        return Ok(());
-                    }
-                    step = self.complete(job);
-                }
-            }
-        }
-    }
-
-    /// All input is in: run a held job, if any (and any job its completion leads to).
+    /// All input is in: run a held job, if any.
     fn finish(&mut self) -> Result<(), String> {
-        self.hold_jobs = false;
-        if let Some(job) = self.held.take() {
-            let step = self.complete(job);
-            self.drive(step)?;
-        }
-        Ok(())
+        self.pump.finish(&mut NoFiles).map_err(|v| v.to_string())
     }
 
     /// Checks the connection's end state and everything written against `expected`.
     fn verify(&mut self, case: &Case, expected: &[Expected]) -> Result<(), String> {
-        check_stream(&self.written, expected, case.close, Some(FIXED_DATE))?;
+        check_stream(self.pump.written(), expected, case.close, Some(FIXED_DATE))?;
         if case.close {
-            if !self.closed {
+            if !self.pump.is_closed() {
                 return Err("the connection was not closed".into());
             }
             // Anything arriving after the close must be ignored.
             self.feed(FOLLOWUP_REQUEST)?;
         } else {
-            if self.closed || self.session.is_closed() {
+            if self.pump.is_closed() || self.pump.session().is_closed() {
                 return Err("the connection was closed".into());
             }
-            if self.session.is_waiting() {
+            if self.pump.session().is_waiting() {
                 return Err("a job is still outstanding".into());
             }
-            if !case.incomplete && !self.input.is_empty() {
+            if !case.incomplete && !self.pump.unread().is_empty() {
                 return Err(format!(
                     "every request was answered but input still holds {}",
-                    escape(&self.input)
+                    escape(self.pump.unread())
                 ));
             }
         }
@@ -294,7 +161,7 @@ fn run_way(case: &Case, way: Way) -> Result<(), String> {
             .try_for_each(|r| conn.feed(r))
             .and_then(|()| conn.finish())
             .and_then(|()| conn.verify(case, &expected));
-        result.map_err(|e| format!("{e}\n      wrote: {}", escape(&conn.written)))
+        result.map_err(|e| format!("{e}\n      wrote: {}", escape(conn.pump.written())))
     };
     match way {
         Way::Whole | Way::Pipelined | Way::HighWater1 => run(&[&bytes]),
@@ -458,7 +325,7 @@ fn mutation_problems(cases: &[Case]) -> Vec<String> {
                     let mut conn = Conn::new(limits, false);
                     reads.iter().try_for_each(|r| conn.feed(r))?;
                     conn.finish()?;
-                    if conn.session.is_waiting() {
+                    if conn.pump.session().is_waiting() {
                         return Err("a job is still outstanding".into());
                     }
                     Ok(())

@@ -30,6 +30,7 @@ pub mod client;
 pub mod files;
 mod framing;
 mod limits;
+pub mod pump;
 mod request;
 mod response;
 mod session;

@@ -1,0 +1,287 @@
+//! The [`Step`] loop, in memory: a driver with no sockets, no clock and no threads, for the
+//! vector tests and the fuzz targets. Bytes go in with [`Pump::feed`]; what the session writes
+//! collects in [`Pump::written`]; jobs run inline at once, or are held until
+//! [`Pump::finish`] to play a slow worker; files come from a [`FileSource`].
+//!
+//! It also checks what every driver relies on, and reports a breach as a [`Violation`]
+//! instead of going on: nothing is written after `Close`; nothing is answered while a job is
+//! out; `Close` means the session is closed and `Offload` that it waits; `Flush` makes
+//! progress (no livelock). The socket drivers (`berth::drive`) act on the same steps with
+//! real I/O and trust these rules.
+//!
+//! ```text
+//!   feed(bytes) ─> Session::process ─> Step ─┬─ Read      : wait for more bytes
+//!                      ^                      ├─ Flush     : move output to `written`, again
+//!                      │                      ├─ Offload   : job.run() (or hold) -> complete
+//!                      └──────────────────────┼─ Open      : FileSource::open -> file
+//!                                             ├─ SendFile  : FileSource::read -> `written`
+//!                                             └─ Close     : closed; later input ignored
+//! ```
+
+use std::fmt;
+
+use super::files::{FileError, FileMeta, FileRequest};
+use super::limits::Limits;
+use super::session::{Context, Handler, Job, Session, Step};
+
+/// `Flush` steps in a row with nothing written before the pump calls it a livelock.
+const SPIN_LIMIT: usize = 1_000;
+
+/// Where a pumped session's files come from.
+pub trait FileSource {
+    /// What opening the file `req` names finds.
+    fn open(&mut self, req: &FileRequest) -> Result<FileMeta, FileError>;
+    /// Appends `len` bytes of the file last opened, from `offset`, to `out`.
+    fn read(&mut self, offset: u64, len: u64, out: &mut Vec<u8>);
+}
+
+/// No files at all: every file request finds nothing (404).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoFiles;
+
+impl FileSource for NoFiles {
+    fn open(&mut self, _: &FileRequest) -> Result<FileMeta, FileError> {
+        Err(FileError::NotFound)
+    }
+    fn read(&mut self, _: u64, _: u64, _: &mut Vec<u8>) {
+        unreachable!("no file is ever opened")
+    }
+}
+
+/// A rule of the step protocol the session broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation(pub String);
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// One connection's session and handler, driven in memory.
+pub struct Pump<H: Handler> {
+    session: Session,
+    handler: H,
+    limits: Limits,
+    date: Vec<u8>,
+    input: Vec<u8>,
+    /// The buffer lent to the session; moved to `written` after every call.
+    out: Vec<u8>,
+    written: Vec<u8>,
+    /// A `Close` step was returned.
+    closed: bool,
+    /// Hold offloaded jobs until [`Pump::finish`] instead of running them at once.
+    hold_jobs: bool,
+    held: Option<H::Job>,
+}
+
+impl<H: Handler> Pump<H> {
+    /// A new connection served by `handler` under `limits`, with `date` as every response's
+    /// `Date`. With `hold_jobs`, offloaded jobs wait for [`Pump::finish`].
+    pub fn new(handler: H, limits: Limits, date: &[u8], hold_jobs: bool) -> Self {
+        Pump {
+            session: Session::new(),
+            handler,
+            limits,
+            date: date.to_vec(),
+            input: Vec::new(),
+            out: Vec::new(),
+            written: Vec::new(),
+            closed: false,
+            hold_jobs,
+            held: None,
+        }
+    }
+
+    /// Everything the session has written so far.
+    pub fn written(&self) -> &[u8] {
+        &self.written
+    }
+
+    /// Takes what the session has written so far.
+    pub fn take_written(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.written)
+    }
+
+    /// Input received and not yet consumed by the session.
+    pub fn unread(&self) -> &[u8] {
+        &self.input
+    }
+
+    /// A `Close` step was returned: the connection is over.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The session itself, for checks on its state.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    fn process(&mut self) -> Step<H::Job> {
+        let cx = Context {
+            limits: &self.limits,
+            date: &self.date,
+        };
+        self.session
+            .process(&mut self.input, &mut self.out, &cx, &mut self.handler)
+    }
+
+    fn complete(&mut self, job: H::Job) -> Step<H::Job> {
+        let reply = job.run();
+        let cx = Context {
+            limits: &self.limits,
+            date: &self.date,
+        };
+        self.session.complete(
+            reply,
+            &mut self.input,
+            &mut self.out,
+            &cx,
+            &mut self.handler,
+        )
+    }
+
+    /// Moves what the session wrote to `written`; returns how many bytes that was.
+    fn collect(&mut self) -> usize {
+        let n = self.out.len();
+        self.written.append(&mut self.out);
+        n
+    }
+
+    /// Bytes arrive from the peer; runs the session until it wants more.
+    pub fn feed(&mut self, bytes: &[u8], files: &mut dyn FileSource) -> Result<(), Violation> {
+        self.input.extend_from_slice(bytes);
+        if self.closed {
+            // After `Close` a driver does not read; one that still calls `process` must get
+            // `Close` again and no output.
+            let step = self.process();
+            if self.collect() != 0 || !matches!(step, Step::Close) {
+                return Err(Violation(format!(
+                    "after Close, process gave {} and wrote bytes",
+                    step_name(&step)
+                )));
+            }
+            return Ok(());
+        }
+        if self.held.is_some() {
+            // A job is outstanding: nothing may be answered until it completes.
+            let step = self.process();
+            let n = self.collect();
+            if n != 0 || !matches!(step, Step::Read) || !self.session.is_waiting() {
+                return Err(Violation(format!(
+                    "while a job was outstanding, process gave {} and wrote {n} byte(s)",
+                    step_name(&step)
+                )));
+            }
+            return Ok(());
+        }
+        let step = self.process();
+        self.drive(step, files)
+    }
+
+    /// All input is in: runs a held job, if any (and any job its completion leads to).
+    pub fn finish(&mut self, files: &mut dyn FileSource) -> Result<(), Violation> {
+        self.hold_jobs = false;
+        if let Some(job) = self.held.take() {
+            let step = self.complete(job);
+            self.drive(step, files)?;
+        }
+        Ok(())
+    }
+
+    /// The timeout of what the session waits for passed: answers as the session says (408
+    /// for a request in progress), then the connection is over.
+    pub fn expire(&mut self) -> Result<(), Violation> {
+        let cx = Context {
+            limits: &self.limits,
+            date: &self.date,
+        };
+        let step = self
+            .session
+            .expire(&mut self.input, &mut self.out, &cx, &mut self.handler);
+        self.collect();
+        if matches!(step, Step::Close) {
+            self.closed = true;
+        }
+        Ok(())
+    }
+
+    /// Does what `step` asks, as a driver would, until the session wants more input.
+    fn drive(
+        &mut self,
+        mut step: Step<H::Job>,
+        files: &mut dyn FileSource,
+    ) -> Result<(), Violation> {
+        let mut spins = 0;
+        loop {
+            let wrote = self.collect();
+            match step {
+                Step::Read => return Ok(()),
+                Step::Close => {
+                    if !self.session.is_closed() {
+                        return Err(Violation(
+                            "Step::Close but the session is not closed".into(),
+                        ));
+                    }
+                    self.closed = true;
+                    return Ok(());
+                }
+                Step::Flush => {
+                    spins = if wrote == 0 { spins + 1 } else { 0 };
+                    if spins > SPIN_LIMIT {
+                        return Err(Violation(format!(
+                            "livelock: {SPIN_LIMIT} Flush steps in a row with no output"
+                        )));
+                    }
+                    step = self.process();
+                }
+                Step::Open(request) => {
+                    let found = files.open(&request);
+                    let cx = Context {
+                        limits: &self.limits,
+                        date: &self.date,
+                    };
+                    step = self.session.file(
+                        &request,
+                        found.as_ref().map_err(|e| *e),
+                        &mut self.input,
+                        &mut self.out,
+                        &cx,
+                        &mut self.handler,
+                    );
+                }
+                Step::SendFile { offset, len } => {
+                    files.read(offset, len, &mut self.written);
+                    step = self.process();
+                }
+                Step::Offload(job) => {
+                    if !self.session.is_waiting() {
+                        return Err(Violation(
+                            "Step::Offload but the session is not waiting".into(),
+                        ));
+                    }
+                    if self.hold_jobs {
+                        self.held = Some(job);
+                        return Ok(());
+                    }
+                    step = self.complete(job);
+                }
+            }
+        }
+    }
+}
+
+/// A step's name, for violations (jobs need not be `Debug`).
+fn step_name<J>(step: &Step<J>) -> &'static str {
+    match step {
+        Step::Read => "Read",
+        Step::Flush => "Flush",
+        Step::Offload(_) => "Offload",
+        Step::Close => "Close",
+        Step::Open(_) => "Open",
+        Step::SendFile { .. } => "SendFile",
+    }
+}
