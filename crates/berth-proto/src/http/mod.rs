@@ -39,7 +39,7 @@ pub use files::{content_type, BadPath, FileError, FileMeta, FileRequest};
 pub use limits::Limits;
 pub use request::{Method, Request, Version};
 pub use response::{reason_phrase, Reply, Response};
-pub use session::{Context, Handled, Handler, Job, Phase, Session, Step};
+pub use session::{Context, Handled, Handler, Job, Phase, Session, Step, Timeouts};
 
 /// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only Date format berth sends.
 pub const DATE_LEN: usize = 29;

@@ -1,6 +1,7 @@
 //! The per-connection HTTP/1.1 state machine: bytes in, responses and [`Step`]s out.
 
 use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
 
 use super::chunked::{Chunked, Progress};
 use super::files::{self, FileError, FileMeta, FileRequest};
@@ -134,6 +135,36 @@ pub struct Session {
     state: State,
     /// The driver asked for the connection to end after the next response.
     wind_down: bool,
+    /// When the first byte of the request now being read arrived: the header timeout runs
+    /// from here, however slowly the rest trickles in.
+    request_since: Option<Instant>,
+}
+
+/// How long a connection may take at each stage before it is given up on. The values are the
+/// driver's settings; the rules that apply them are the session's ([`Session::poll_timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From the first byte of a request until its head is complete (slowloris defence: it is
+    /// not extended by each byte). Expiry: 408, then close.
+    pub header: Duration,
+    /// Longest silence while a request body arrives. Expiry: 408, then close.
+    pub body: Duration,
+    /// Longest silence between requests on a keep-alive connection. Expiry: close.
+    pub idle: Duration,
+    /// Longest time a pending response may make no progress (the peer stopped reading).
+    /// Expiry: close.
+    pub write: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header: Duration::from_secs(10),
+            body: Duration::from_secs(30),
+            idle: Duration::from_secs(60),
+            write: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Default for Session {
@@ -148,6 +179,7 @@ impl Session {
         Session {
             state: State::Head { scan: 0 },
             wind_down: false,
+            request_since: None,
         }
     }
 
@@ -181,7 +213,35 @@ impl Session {
         }
     }
 
-    /// The driver's timer for the current [`Phase`] ran out. A request in progress is answered
+    /// When the driver must next call [`Session::expire`] if nothing happens first, given the
+    /// time `now` (quinn-proto's `poll_timeout`): the deadline of what the connection waits
+    /// for. `output_pending`: the driver still has response bytes to write, so the write
+    /// timeout applies. `None`: nothing is timed (a job is running; jobs are not timed out).
+    /// Call it whenever the connection goes back to waiting.
+    pub fn poll_timeout(
+        &mut self,
+        input: &[u8],
+        output_pending: bool,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Option<Instant> {
+        if output_pending {
+            return Some(now + t.write);
+        }
+        match self.phase(input) {
+            Phase::Idle => {
+                self.request_since = None;
+                Some(now + t.idle)
+            }
+            Phase::Head => Some(*self.request_since.get_or_insert(now) + t.header),
+            Phase::Body => Some(now + t.body),
+            Phase::Waiting => None,
+            Phase::Closed => Some(now + t.write),
+        }
+    }
+
+    /// The driver's timer for the current [`Phase`] ran out (the deadline
+    /// [`Session::poll_timeout`] gave passed). A request in progress is answered
     /// 408 (RFC 9110 §15.5.9) and the connection closed; an idle connection is closed without a
     /// word; a connection waiting for its job is left alone (jobs are not timed out here).
     pub fn expire<H: Handler>(
@@ -751,4 +811,46 @@ fn parse_head<'h, 'b>(
         version,
         headers: req.headers,
     })
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::*;
+
+    /// The timeout rules every driver now takes from the session: the header deadline runs
+    /// from a request's first byte and is not pushed back by later bytes (slowloris); an idle
+    /// connection gets the idle timeout and forgets the request's start; output still to
+    /// write gets the write timeout.
+    #[test]
+    fn poll_timeout_applies_each_phase_rule() {
+        let t = Timeouts {
+            header: Duration::from_secs(10),
+            body: Duration::from_secs(30),
+            idle: Duration::from_secs(60),
+            write: Duration::from_secs(5),
+        };
+        let start = Instant::now();
+        let mut s = Session::new();
+        assert_eq!(s.poll_timeout(b"", false, start, &t), Some(start + t.idle));
+        let later = start + Duration::from_secs(3);
+        assert_eq!(
+            s.poll_timeout(b"GE", false, start, &t),
+            Some(start + t.header)
+        );
+        // A byte later, the deadline has not moved.
+        assert_eq!(
+            s.poll_timeout(b"GET", false, later, &t),
+            Some(start + t.header)
+        );
+        assert_eq!(
+            s.poll_timeout(b"GET", true, later, &t),
+            Some(later + t.write)
+        );
+        // Idle again: the next request's header deadline starts from its own first byte.
+        assert_eq!(s.poll_timeout(b"", false, later, &t), Some(later + t.idle));
+        assert_eq!(
+            s.poll_timeout(b"G", false, later, &t),
+            Some(later + t.header)
+        );
+    }
 }

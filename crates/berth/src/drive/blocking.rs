@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use std::time::Instant;
 
-use berth_proto::http::{Context, Handler, Limits, Phase, Session, Step};
+use berth_proto::http::{Context, Handler, Limits, Session, Step};
 
 use super::clock::DateCache;
 use super::files::{self, Files};
@@ -94,7 +94,6 @@ pub(crate) fn serve_connection<H: Handler, T: Blocking>(
     stream.set_write_timeout(Some(t.write))?;
     // The read timeout in force, changed only when the phase calls for another one.
     let mut read_timeout = None;
-    let mut request_since: Option<Instant> = None;
     let max_input =
         config.limits.max_header_bytes + config.limits.max_body_bytes + config.buffer_size;
     let mut input = Vec::with_capacity(config.buffer_size);
@@ -177,18 +176,12 @@ pub(crate) fn serve_connection<H: Handler, T: Blocking>(
             }
             input.reserve(input.capacity().min(max_input - input.capacity()));
         }
+        // The session's rule for what this connection waits for (the response is written).
         let now = Instant::now();
-        let wait = match session.phase(&input) {
-            Phase::Head => {
-                (*request_since.get_or_insert(now) + t.header).saturating_duration_since(now)
-            }
-            Phase::Body => t.body,
-            _ => {
-                request_since = None;
-                t.idle
-            }
-        }
-        .max(Duration::from_millis(1));
+        let wait = session
+            .poll_timeout(&input, false, now, &t)
+            .map_or(t.idle, |at| at.saturating_duration_since(now))
+            .max(Duration::from_millis(1));
         // Skip the setsockopt unless the value really moves.
         if read_timeout.is_none_or(|cur: Duration| cur.abs_diff(wait) > Duration::from_millis(50)) {
             stream.set_read_timeout(Some(wait))?;

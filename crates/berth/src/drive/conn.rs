@@ -87,10 +87,6 @@ pub(super) struct Conn<T = mio::net::TcpStream> {
     /// The connection is finished but waits for its job before the slot is freed.
     pub dead: bool,
 
-    /// When the first byte of the request now being read arrived: the header timeout runs from
-    /// here, however slowly the rest trickles in.
-    request_since: Option<Instant>,
-
     /// The file just opened for the session, until it asks for its bytes.
     opened: Option<File>,
     /// A file body going out after `output`; later responses wait until it is all sent.
@@ -122,7 +118,6 @@ impl<T: Evented> Conn<T> {
             unprocessed: false,
             dead: false,
 
-            request_since: None,
             opened: None,
             sending: None,
             cut_short: false,
@@ -154,21 +149,11 @@ impl<T: Evented> Conn<T> {
             && self.session.phase(&self.input) == Phase::Idle
     }
 
-    /// When the connection should be given up on, given what it waits for now.
+    /// When the connection should be given up on, given what it waits for now (the session's
+    /// rule, see `Session::poll_timeout`).
     pub fn deadline(&mut self, now: Instant, t: &Timeouts) -> Option<Instant> {
-        if self.out_pending() {
-            return Some(now + t.write);
-        }
-        match self.session.phase(&self.input) {
-            Phase::Idle => {
-                self.request_since = None;
-                Some(now + t.idle)
-            }
-            Phase::Head => Some(*self.request_since.get_or_insert(now) + t.header),
-            Phase::Body => Some(now + t.body),
-            Phase::Waiting => None,
-            Phase::Closed => Some(now + t.write),
-        }
+        let pending = self.out_pending();
+        self.session.poll_timeout(&self.input, pending, now, t)
     }
 
     /// The deadline passed: a stalled write or an idle connection is closed, a request in

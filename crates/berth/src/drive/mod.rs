@@ -40,32 +40,9 @@ use berth_proto::http::Handler;
 
 pub use model::{serve, Model, Settings};
 
-/// How long a connection may take at each stage before the server gives up on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// From the first byte of a request until its head is complete (slowloris defence: it is
-    /// not extended by each byte). Expiry: 408, then close.
-    pub header: std::time::Duration,
-    /// Longest silence while a request body arrives. Expiry: 408, then close.
-    pub body: std::time::Duration,
-    /// Longest silence between requests on a keep-alive connection. Expiry: close.
-    pub idle: std::time::Duration,
-    /// Longest time a pending response may make no progress (the peer stopped reading).
-    /// Expiry: close.
-    pub write: std::time::Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        use std::time::Duration;
-        Timeouts {
-            header: Duration::from_secs(10),
-            body: Duration::from_secs(30),
-            idle: Duration::from_secs(60),
-            write: Duration::from_secs(30),
-        }
-    }
-}
+/// How long a connection may take at each stage; the rules that apply the values are the
+/// HTTP session's (`Session::poll_timeout`), so every model times connections alike.
+pub use berth_proto::http::Timeouts;
 
 /// Runs a job, turning a panic into a 500 reply: a failing job costs its own request, never the
 /// worker or connection thread that ran it. (The panic message itself is printed once, by the
