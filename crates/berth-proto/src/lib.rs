@@ -21,3 +21,4 @@
 
 pub mod http;
 pub mod msg;
+pub mod upgrade;

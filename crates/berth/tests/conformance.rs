@@ -155,6 +155,7 @@ conformance! {
     files_half_closed_clients_are_closed;
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
+    upgrade_hands_the_connection_to_another_protocol;
 }
 
 /// Runs `case` for `model`, unless [`UNSUPPORTED`] says the model cannot support it.
@@ -1409,4 +1410,58 @@ fn files_without_root_are_404(m: Model) {
     assert_eq!(c.get("/files/hello.txt").status, 404, "{m}");
     assert_eq!(c.get("/files/").status, 404, "{m}");
     assert_eq!(c.get("/hello/world").text(), HELLO, "{m}");
+}
+
+/// The protocol seam (issue 13): `GET /echo` with `Upgrade: echo` gets 101, and from then on
+/// the connection is a raw echo tunnel, under every model, starting with the bytes the
+/// client sent right behind its request. Without the upgrade headers it is 400; a half-close
+/// ends the tunnel once its echo is out.
+fn upgrade_hands_the_connection_to_another_protocol(m: Model) {
+    use std::io::{Read, Write};
+    let srv = ModelServer::start(m);
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nearly bytes|",
+    )
+    .unwrap();
+    let want_head = "HTTP/1.1 101 Switching Protocols\r\n";
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"early bytes|") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "{m}: closed early: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with(want_head), "{m}: {text}");
+    assert!(text.contains("\r\nUpgrade: echo\r\n"), "{m}: {text}");
+    assert!(!text.contains("Content-Length"), "{m}: {text}");
+    // The tunnel echoes whatever comes next, in any size.
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    let writer = {
+        let mut w = s.try_clone().unwrap();
+        let big = big.clone();
+        std::thread::spawn(move || {
+            w.write_all(&big).unwrap();
+            w.shutdown(std::net::Shutdown::Write).unwrap();
+        })
+    };
+    let mut echoed = Vec::new();
+    s.read_to_end(&mut echoed).unwrap();
+    writer.join().unwrap();
+    assert!(
+        echoed == big,
+        "{m}: echoed {} of {} bytes",
+        echoed.len(),
+        big.len()
+    );
+    // Without the headers that ask for it, no switch.
+    let mut c = srv.client();
+    let r = c.get("/echo");
+    assert_eq!(r.status, 400, "{m}");
 }

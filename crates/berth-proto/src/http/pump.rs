@@ -23,6 +23,7 @@ use std::fmt;
 use super::files::{FileError, FileMeta, FileRequest};
 use super::limits::Limits;
 use super::session::{Context, Handler, Job, Session, Step};
+use crate::upgrade::{Flow, Handover, Upgraded};
 
 /// `Flush` steps in a row with nothing written before the pump calls it a livelock.
 const SPIN_LIMIT: usize = 1_000;
@@ -75,6 +76,8 @@ pub struct Pump<H: Handler> {
     /// Hold offloaded jobs until [`Pump::finish`] instead of running them at once.
     hold_jobs: bool,
     held: Option<H::Job>,
+    /// The protocol the connection was handed to, once it was.
+    upgraded: Option<Box<dyn Upgraded>>,
 }
 
 impl<H: Handler> Pump<H> {
@@ -92,6 +95,7 @@ impl<H: Handler> Pump<H> {
             closed: false,
             hold_jobs,
             held: None,
+            upgraded: None,
         }
     }
 
@@ -154,6 +158,9 @@ impl<H: Handler> Pump<H> {
     /// Bytes arrive from the peer; runs the session until it wants more.
     pub fn feed(&mut self, bytes: &[u8], files: &mut dyn FileSource) -> Result<(), Violation> {
         self.input.extend_from_slice(bytes);
+        if self.upgraded.is_some() && !self.closed {
+            return self.pump_upgraded();
+        }
         if self.closed {
             // After `Close` a driver does not read; one that still calls `process` must get
             // `Close` again and no output.
@@ -180,6 +187,19 @@ impl<H: Handler> Pump<H> {
         }
         let step = self.process();
         self.drive(step, files)
+    }
+
+    /// Runs the upgraded protocol on the input there is.
+    fn pump_upgraded(&mut self) -> Result<(), Violation> {
+        let Some(session) = &mut self.upgraded else {
+            return Ok(());
+        };
+        if !self.input.is_empty()
+            && session.receive(&mut self.input, &mut self.written) == Flow::Close
+        {
+            self.closed = true;
+        }
+        Ok(())
     }
 
     /// All input is in: runs a held job, if any (and any job its completion leads to).
@@ -257,6 +277,15 @@ impl<H: Handler> Pump<H> {
                     files.read(offset, len, &mut self.written);
                     step = self.process();
                 }
+                Step::Upgrade(Handover(session)) => {
+                    if !self.session.is_upgraded() {
+                        return Err(Violation(
+                            "Step::Upgrade but the session was not handed over".into(),
+                        ));
+                    }
+                    self.upgraded = Some(session);
+                    return self.pump_upgraded();
+                }
                 Step::Offload(job) => {
                     if !self.session.is_waiting() {
                         return Err(Violation(
@@ -283,5 +312,78 @@ fn step_name<J>(step: &Step<J>) -> &'static str {
         Step::Close => "Close",
         Step::Open(_) => "Open",
         Step::SendFile { .. } => "SendFile",
+        Step::Upgrade(_) => "Upgrade",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::{Handled, Reply, Request, Response};
+    use crate::upgrade::{Echo, Switch};
+
+    struct Upgrader;
+    struct NoJob;
+    impl Job for NoJob {
+        fn run(self) -> Reply {
+            Reply::failed()
+        }
+    }
+    impl Handler for Upgrader {
+        type Job = NoJob;
+        fn handle(&mut self, _: &Request<'_>, _: &mut Response<'_>) -> Handled<NoJob> {
+            Handled::Upgrade(Switch {
+                protocol: "echo",
+                headers: vec![("X-Tunnel".into(), "yes".into())],
+                session: Box::new(Echo),
+            })
+        }
+    }
+
+    const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+
+    /// The seam in memory: 101, then the bytes behind the request and every later byte go to
+    /// the upgraded protocol, whole or split anywhere.
+    #[test]
+    fn an_upgrade_hands_the_rest_of_the_input_over() {
+        let input: &[u8] =
+            b"GET /t HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: h2c, echo\r\n\r\nfirst";
+        for split in 1..input.len() {
+            let mut p = Pump::new(Upgrader, Limits::default(), DATE, false);
+            p.feed(&input[..split], &mut NoFiles).unwrap();
+            p.feed(&input[split..], &mut NoFiles).unwrap();
+            p.feed(b" then more", &mut NoFiles).unwrap();
+            let text = String::from_utf8(p.take_written()).unwrap();
+            assert!(
+                text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+                "{text}"
+            );
+            assert!(
+                text.contains("\r\nUpgrade: echo\r\nX-Tunnel: yes\r\n\r\n"),
+                "{text}"
+            );
+            assert!(
+                text.ends_with("\r\n\r\nfirst then more"),
+                "split {split}: {text}"
+            );
+            assert!(p.session().is_upgraded());
+        }
+    }
+
+    /// A handler may only switch a request that asked for it.
+    #[test]
+    fn an_upgrade_nobody_asked_for_is_400() {
+        for head in [
+            "GET /t HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /t HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\n\r\n",
+            "GET /t HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+            "GET /t HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n",
+        ] {
+            let mut p = Pump::new(Upgrader, Limits::default(), DATE, false);
+            p.feed(head.as_bytes(), &mut NoFiles).unwrap();
+            let text = String::from_utf8(p.take_written()).unwrap();
+            assert!(text.starts_with("HTTP/1.1 400 "), "{head:?}: {text}");
+            assert!(!p.session().is_upgraded());
+        }
     }
 }

@@ -165,6 +165,7 @@ fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Opt
 pub fn reason_phrase(status: u16) -> &'static str {
     match status {
         100 => "Continue",
+        101 => "Switching Protocols",
         200 => "OK",
         201 => "Created",
         202 => "Accepted",

@@ -7,8 +7,9 @@ use super::chunked::{Chunked, Progress};
 use super::files::{self, FileError, FileMeta, FileRequest};
 use super::framing::{framing, reject, BodyKind, Framing, Reject};
 use super::limits::Limits;
-use super::request::{Method, Request, Version};
-use super::response::{write_response, Head, Reply, Response};
+use super::request::{list_contains, Method, Request, Version};
+use super::response::{write_head, write_response, Head, Reply, Response};
+use crate::upgrade::{Handover, Switch};
 
 /// What the driver passes to every call: the limits in force and the current `Date` value.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +33,9 @@ pub enum Handled<J> {
     /// answer (see the `files` module). Nothing else on this connection is answered
     /// first.
     File(FileRequest),
+    /// Switch the connection to another protocol (see [`crate::upgrade`]): answered 101 if the
+    /// request asked for it, 400 otherwise.
+    Upgrade(Switch),
 }
 
 /// The application side of HTTP: turns a request into a response or a job.
@@ -68,6 +72,9 @@ pub enum Step<J> {
     /// Open the file the request names (under the server's root, never outside it) and pass
     /// what was found to [`Session::file`]. Write the output meanwhile.
     Open(FileRequest),
+    /// Write the output (the 101), then pump this session instead of HTTP: the connection
+    /// speaks another protocol now, starting with the input left behind the request.
+    Upgrade(Handover),
     /// Write the output, then `len` bytes of the file just passed to [`Session::file`],
     /// starting at `offset`; then call `process` again (it says [`Step::Close`] if this
     /// response was the last).
@@ -113,6 +120,9 @@ enum State {
     },
     /// A response with `Connection: close` was written; nothing more is read.
     Closed,
+    /// The connection was handed over to another protocol ([`Step::Upgrade`]); HTTP is done
+    /// with it.
+    Upgraded,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -196,6 +206,11 @@ impl Session {
         matches!(self.state, State::Waiting { .. })
     }
 
+    /// True once the connection was handed to another protocol ([`Step::Upgrade`]).
+    pub fn is_upgraded(&self) -> bool {
+        matches!(self.state, State::Upgraded)
+    }
+
     /// True if the connection is to be closed: a final response was written.
     pub fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed)
@@ -208,7 +223,8 @@ impl Session {
             State::Head { .. } if input.is_empty() => Phase::Idle,
             State::Head { .. } => Phase::Head,
             State::Body { .. } => Phase::Body,
-            State::Waiting { .. } => Phase::Waiting,
+            // HTTP times nothing once it has handed the connection over.
+            State::Waiting { .. } | State::Upgraded => Phase::Waiting,
             State::Closed => Phase::Closed,
         }
     }
@@ -288,6 +304,8 @@ impl Session {
                     break Step::Close;
                 }
                 State::Waiting { .. } => break Step::Read,
+                // The input belongs to the protocol the connection was handed to.
+                State::Upgraded => break Step::Read,
                 // A non-empty check too, so a high-water mark of 0 cannot ask for endless flushes.
                 State::Head { .. }
                     if !output.is_empty() && output.len() >= cx.limits.output_high_water =>
@@ -603,7 +621,10 @@ impl Session {
                 };
                 return Some(Step::Open(file));
             }
-            (Handled::Offload(_) | Handled::File(_), Some(status)) => {
+            (Handled::Upgrade(switch), None) => {
+                return Some(self.switch(request, switch, output, cx, handler));
+            }
+            (Handled::Offload(_) | Handled::File(_) | Handled::Upgrade(_), Some(status)) => {
                 // The handler both answered and handed the request on: keep the answer.
                 debug_assert!(false, "handler sent a response and offloaded a job or file");
                 handler.on_response(status);
@@ -629,6 +650,53 @@ impl Session {
             self.state = State::Closed;
             Some(Step::Close)
         }
+    }
+
+    /// Answers a handler's [`Switch`]: 101 and the handover if the request asked for the
+    /// protocol (HTTP/1.1, `Connection: upgrade`, the token in `Upgrade`, no body), else 400.
+    fn switch<H: Handler>(
+        &mut self,
+        request: &Request<'_>,
+        switch: Switch,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
+        let asked = request.version == Version::Http11
+            && request.body.is_empty()
+            && request
+                .header("connection")
+                .is_some_and(|v| list_contains(v, "upgrade"))
+            && request
+                .header("upgrade")
+                .is_some_and(|v| list_contains(v, switch.protocol));
+        if !asked {
+            let head_only = request.method == Method::Head;
+            let why = reject(400, "this resource must be asked for with an Upgrade");
+            return self.refuse(why, head_only, output, cx, handler);
+        }
+        let mut extra: Vec<(&str, &[u8])> = vec![
+            ("Connection", b"Upgrade"),
+            ("Upgrade", switch.protocol.as_bytes()),
+        ];
+        extra.extend(
+            switch
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_bytes())),
+        );
+        let head = Head {
+            status: 101,
+            content_type: "",
+            extra: &extra,
+            keep_alive: true,
+            version: request.version,
+            date: cx.date,
+        };
+        write_head(output, &head, None);
+        handler.on_response(101);
+        self.state = State::Upgraded;
+        Step::Upgrade(Handover(switch.session))
     }
 
     /// Writes the error response for `r` and marks the connection for closing.

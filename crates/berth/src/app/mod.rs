@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_proto::http::{FileRequest, Handled, Handler, Job, Method, Reply, Request, Response};
+use berth_proto::upgrade::{Echo, Switch};
 
 use crate::drive::files::Files;
 use crate::drive::Service;
@@ -171,6 +172,16 @@ impl Handler for DemoHandler {
                 }
             }
             "/reverse" => res.send_with(405, TEXT, &[("Allow", b"POST")], b"Method Not Allowed\n"),
+            // The protocol seam's demo: `Upgrade: echo` turns the connection into a raw tunnel
+            // that echoes every byte (400 without the upgrade headers).
+            "/echo" if req.method == Method::Get => {
+                return Handled::Upgrade(Switch {
+                    protocol: "echo",
+                    headers: Vec::new(),
+                    session: Box::new(Echo),
+                });
+            }
+            "/echo" => res.send_with(405, TEXT, &[("Allow", b"GET")], b"Method Not Allowed\n"),
             // The server as a whole (RFC 9110 §9.3.7): what it serves, and nothing else.
             "*" if req.method == Method::Options => {
                 res.send_with(200, TEXT, &[("Allow", b"GET, HEAD, POST, OPTIONS")], b"")

@@ -19,6 +19,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 use berth_proto::http::{Context, Handler, Limits, Session, Step};
+use berth_proto::upgrade::{Flow, Handover, Upgraded};
 
 use super::clock::DateCache;
 use super::files::{self, Files};
@@ -165,6 +166,9 @@ pub(crate) fn serve_connection<H: Handler, T: Blocking>(
                 }
                 continue;
             }
+            Step::Upgrade(Handover(session)) => {
+                return serve_upgraded(stream, session, input, output, &t);
+            }
             Step::Read | Step::Offload(_) | Step::Open(_) => {}
         }
         if input.is_empty() && answered && should_yield() {
@@ -219,6 +223,60 @@ pub(crate) fn serve_connection<H: Handler, T: Blocking>(
                 return Ok(());
             }
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Serves a connection handed over to another protocol (HTTP `Upgrade`) until that protocol
+/// or the peer ends it, or its deadline passes: the same moves as the event-loop models make
+/// (`drive::conn`), with blocking calls.
+fn serve_upgraded<T: Blocking>(
+    mut stream: T,
+    mut session: Box<dyn Upgraded>,
+    mut input: Vec<u8>,
+    mut output: Vec<u8>,
+    t: &Timeouts,
+) -> io::Result<()> {
+    loop {
+        let mut flow = Flow::Continue;
+        if !input.is_empty() {
+            flow = session.receive(&mut input, &mut output);
+        }
+        stream.write_all(&output)?;
+        output.clear();
+        if flow == Flow::Close {
+            return linger_close(stream, !input.is_empty());
+        }
+        if input.len() == input.capacity() {
+            input.reserve(input.capacity().max(4096));
+        }
+        let now = Instant::now();
+        let wait = session.poll_timeout(now, t).map(|at| {
+            at.saturating_duration_since(now)
+                .max(Duration::from_millis(1))
+        });
+        stream.set_read_timeout(wait)?;
+        let flow = match stream.read_spare(&mut input) {
+            Ok(0) => {
+                session.peer_closed(&mut output);
+                Flow::Close
+            }
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                session.handle_timeout(Instant::now(), &mut output)
+            }
+            Err(e) => return Err(e),
+        };
+        stream.write_all(&output)?;
+        output.clear();
+        if flow == Flow::Close {
+            return linger_close(stream, false);
         }
     }
 }

@@ -23,6 +23,8 @@ use berth_proto::http::{
     Context, FileError, FileRequest, Handler, Limits, Phase, Reply, Session, Step,
 };
 
+use berth_proto::upgrade::{Flow, Handover, Upgraded};
+
 use super::files::{self, OpenFile};
 use super::pool::BufPool;
 use super::Timeouts;
@@ -93,6 +95,11 @@ pub(super) struct Conn<T = mio::net::TcpStream> {
     sending: Option<Sending>,
     /// The last pump stopped for want of budget.
     cut_short: bool,
+    /// The protocol the connection was handed to by an HTTP upgrade, once it was: pumped
+    /// instead of the HTTP session from then on.
+    upgraded: Option<Box<dyn Upgraded>>,
+    /// The upgraded protocol said to close (or the peer left it): close once output is out.
+    upgrade_over: bool,
 }
 
 /// The part of a file still to send.
@@ -121,6 +128,8 @@ impl<T: Evented> Conn<T> {
             opened: None,
             sending: None,
             cut_short: false,
+            upgraded: None,
+            upgrade_over: false,
         }
     }
 
@@ -146,6 +155,7 @@ impl<T: Evented> Conn<T> {
         !self.dead
             && !self.job_pending
             && !self.out_pending()
+            && self.upgraded.is_none()
             && self.session.phase(&self.input) == Phase::Idle
     }
 
@@ -153,16 +163,26 @@ impl<T: Evented> Conn<T> {
     /// rule, see `Session::poll_timeout`).
     pub fn deadline(&mut self, now: Instant, t: &Timeouts) -> Option<Instant> {
         let pending = self.out_pending();
-        self.session.poll_timeout(&self.input, pending, now, t)
+        match &mut self.upgraded {
+            Some(_) if pending => Some(now + t.write),
+            Some(upgraded) => upgraded.poll_timeout(now, t),
+            None => self.session.poll_timeout(&self.input, pending, now, t),
+        }
     }
 
     /// The deadline passed: a stalled write or an idle connection is closed, a request in
     /// progress is answered 408 first.
     pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) -> Fate<H::Job> {
-        if self.out_pending() || self.session.is_closed() {
+        if self.out_pending() || self.session.is_closed() || self.upgrade_over {
             return Fate::Close;
         }
         self.ensure_output(env.pool);
+        if let Some(upgraded) = &mut self.upgraded {
+            if upgraded.handle_timeout(Instant::now(), &mut self.output) == Flow::Close {
+                self.upgrade_over = true;
+            }
+            return self.pump_with(env, None);
+        }
         let cx = Context {
             limits: env.limits,
             date: env.date,
@@ -274,10 +294,29 @@ impl<T: Evented> Conn<T> {
                 continue;
             }
             let out_pending = self.out_pending();
-            let finished = self.session.is_closed()
-                || (self.peer_closed && !self.job_pending && !self.unprocessed);
+            let finished = match self.upgraded {
+                Some(_) => self.upgrade_over,
+                None => {
+                    self.session.is_closed()
+                        || (self.peer_closed && !self.job_pending && !self.unprocessed)
+                }
+            };
             if finished {
                 return out_pending;
+            }
+
+            // Handed over: the upgraded protocol takes the input, whatever it is.
+            if self.unprocessed && self.upgraded.is_some() && self.output.is_empty() {
+                self.unprocessed = false;
+                self.ensure_output(env.pool);
+                if let Some(upgraded) = &mut self.upgraded {
+                    if !self.input.is_empty()
+                        && upgraded.receive(&mut self.input, &mut self.output) == Flow::Close
+                    {
+                        self.upgrade_over = true;
+                    }
+                }
+                continue;
             }
 
             if self.unprocessed
@@ -328,7 +367,17 @@ impl<T: Evented> Conn<T> {
                 }
                 env.budget -= 1;
                 match self.stream.read_spare(&mut self.input) {
-                    Ok(0) => self.peer_closed = true,
+                    Ok(0) => {
+                        self.peer_closed = true;
+                        if let Some(upgraded) = &mut self.upgraded {
+                            // Last words, then the connection ends (see `Upgraded`).
+                            if self.output.capacity() == 0 {
+                                self.output = env.pool.take();
+                            }
+                            upgraded.peer_closed(&mut self.output);
+                            self.upgrade_over = true;
+                        }
+                    }
                     Ok(_) => {
                         self.unprocessed = true;
                         // A read that left room in the buffer drained the socket. New bytes will
@@ -372,6 +421,12 @@ impl<T: Evented> Conn<T> {
                     offset,
                     remaining: len,
                 });
+                None
+            }
+            Step::Upgrade(Handover(upgraded)) => {
+                self.upgraded = Some(upgraded);
+                // What the client sent behind the request is the new protocol's first input.
+                self.unprocessed = true;
                 None
             }
             Step::Read | Step::Close => None,
