@@ -607,6 +607,32 @@ fn threads_share_names_and_relay_to_each_other() {
     }
 }
 
+/// A stop reaches an idle server at once (its threads are woken, not polled): `stop` then
+/// `join` takes well under 100 ms, with one thread and with several (the bound is generous
+/// because the machine running the tests may be loaded).
+#[test]
+fn an_idle_server_stops_promptly() {
+    use berth::msg::MsgServer;
+    for threads in [1, 4] {
+        let server = MsgServer::spawn(
+            &[tcp_endpoint()],
+            EngineConfig::default(),
+            threads,
+            Duration::from_secs(5),
+            |_| EchoRelay::new(1 << 20),
+        )
+        .unwrap();
+        // Let every thread reach its idle wait.
+        thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        server.stop();
+        server.join().unwrap();
+        let took = started.elapsed();
+        eprintln!("{threads} thread(s): stop + join took {took:?}");
+        assert!(took < Duration::from_millis(400), "{threads} thread(s): {took:?}");
+    }
+}
+
 #[test]
 fn a_raw_listener_has_no_framing_and_no_handshake() {
     let raw = Endpoint::parse("tcp://127.0.0.1:0?raw").unwrap();
