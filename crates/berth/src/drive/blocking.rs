@@ -22,8 +22,9 @@ use berth_proto::http::{Context, Handler, Limits, Phase, Session, Step};
 
 use super::clock::DateCache;
 use super::files::{self, Files};
-use super::{Control, StopKind, Timeouts};
+use super::Timeouts;
 use crate::net::read_into_spare;
+use crate::rt::{Control, StopKind};
 use crate::stats::Stats;
 
 /// Settings of a blocking connection.

@@ -26,9 +26,9 @@ use berth_proto::http::{
 use mio::net::TcpStream;
 
 use super::files::{self, OpenFile};
-use super::pool::BufPool;
 use super::Timeouts;
 use crate::net::read_into_spare;
+use crate::rt::BufPool;
 use crate::stats::Stats;
 
 /// What the owner lends a connection while it runs.

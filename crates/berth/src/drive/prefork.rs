@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::process::{self, Fork};
-use super::{evloop, signal, Control, Server, Service};
+use super::{evloop, signal, Server, Service};
+use crate::rt::Control;
 use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 use crate::stats::Stats;
 
