@@ -629,8 +629,44 @@ fn an_idle_server_stops_promptly() {
         server.join().unwrap();
         let took = started.elapsed();
         eprintln!("{threads} thread(s): stop + join took {took:?}");
-        assert!(took < Duration::from_millis(400), "{threads} thread(s): {took:?}");
+        assert!(
+            took < Duration::from_millis(400),
+            "{threads} thread(s): {took:?}"
+        );
     }
+}
+
+/// A stop now closes every client at once, without the `shutdown` frame and without waiting
+/// for the grace; it also cuts short a graceful stop under way.
+#[test]
+fn stop_now_closes_every_client_at_once() {
+    use berth::msg::MsgServer;
+    let server = MsgServer::spawn(
+        &[tcp_endpoint()],
+        EngineConfig::default(),
+        2,
+        Duration::from_secs(30),
+        |_| EchoRelay::new(1 << 20),
+    )
+    .unwrap();
+    let addr = addr_of(&server.endpoints[0]);
+    let (mut a, answer) = hello(tcp(addr), "a");
+    assert_eq!(answer, ok());
+    // Half a message: a graceful stop would wait for the rest (up to half the grace).
+    let mut half = 1000u64.to_le_bytes().to_vec();
+    half.extend_from_slice(&[b'x'; 10]);
+    a.write_all(&half).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    server.stop();
+    thread::sleep(Duration::from_millis(50));
+    server.stop_now();
+    server.join().unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let mut rest = Vec::new();
+    let _ = a.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "no shutdown frame: {rest:?}");
 }
 
 #[test]

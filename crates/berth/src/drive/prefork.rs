@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use super::process::{self, Fork};
 use super::{evloop, signal, Server, Service};
-use crate::rt::Control;
 use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
+use crate::rt::Control;
 use crate::stats::Stats;
 
 /// Settings of the `prefork` model.

@@ -125,7 +125,9 @@ mod tests {
     fn asking_wakes_the_polls_and_runs_the_hooks() {
         let ctl = Control::default();
         let mut poll = mio::Poll::new().unwrap();
-        ctl.wake_on_stop([Arc::new(Waker::new(poll.registry(), mio::Token(7)).unwrap())]);
+        ctl.wake_on_stop([Arc::new(
+            Waker::new(poll.registry(), mio::Token(7)).unwrap(),
+        )]);
         let seen = Arc::new(AtomicUsize::new(0));
         let s = seen.clone();
         ctl.on_stop(move |kind| {
@@ -136,7 +138,8 @@ mod tests {
         assert!(ctl.stop_now() && !ctl.draining());
         assert_eq!(seen.load(Ordering::Relaxed), 1);
         let mut events = mio::Events::with_capacity(4);
-        poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
         assert_eq!(events.iter().next().map(|e| e.token()), Some(mio::Token(7)));
     }
 }
