@@ -626,7 +626,13 @@ fn an_idle_server_stops_promptly() {
         thread::sleep(Duration::from_millis(50));
         let started = Instant::now();
         server.stop();
-        server.join().unwrap();
+        // Joined elsewhere, so that a stop that never arrives fails the test, not hangs it.
+        let (done, joined) = std::sync::mpsc::channel();
+        thread::spawn(move || done.send(server.join()));
+        joined
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the server did not stop")
+            .unwrap();
         let took = started.elapsed();
         eprintln!("{threads} thread(s): stop + join took {took:?}");
         assert!(
