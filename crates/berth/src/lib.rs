@@ -1,5 +1,7 @@
 //! berth's engine: listeners ([`net`]), concurrency models ([`drive`]) and the demo
-//! application ([`app`]), over the sans-IO protocols of `berth-proto`.
+//! application ([`app`]), over the sans-IO protocols of `berth-proto`. The event-loop models
+//! and the message engine ([`msg`]) share one runtime: a timer wheel, a buffer pool and the
+//! drain/stop control (`rt`).
 //!
 //! ```text
 //!   net::bind_tcp ──> listeners ──> drive::<model>::spawn(listeners, service, config, stats)
@@ -15,6 +17,7 @@ pub mod app;
 pub mod drive;
 pub mod msg;
 pub mod net;
+pub(crate) mod rt;
 pub mod stats;
 
 pub use berth_proto as proto;

@@ -607,6 +607,74 @@ fn threads_share_names_and_relay_to_each_other() {
     }
 }
 
+/// A stop reaches an idle server at once (its threads are woken, not polled): `stop` then
+/// `join` takes well under 100 ms, with one thread and with several (the bound is generous
+/// because the machine running the tests may be loaded).
+#[test]
+fn an_idle_server_stops_promptly() {
+    use berth::msg::MsgServer;
+    for threads in [1, 4] {
+        let server = MsgServer::spawn(
+            &[tcp_endpoint()],
+            EngineConfig::default(),
+            threads,
+            Duration::from_secs(5),
+            |_| EchoRelay::new(1 << 20),
+        )
+        .unwrap();
+        // Let every thread reach its idle wait.
+        thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        server.stop();
+        // Joined elsewhere, so that a stop that never arrives fails the test, not hangs it.
+        let (done, joined) = std::sync::mpsc::channel();
+        thread::spawn(move || done.send(server.join()));
+        joined
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the server did not stop")
+            .unwrap();
+        let took = started.elapsed();
+        eprintln!("{threads} thread(s): stop + join took {took:?}");
+        assert!(
+            took < Duration::from_millis(400),
+            "{threads} thread(s): {took:?}"
+        );
+    }
+}
+
+/// A stop now closes every client at once, without the `shutdown` frame and without waiting
+/// for the grace; it also cuts short a graceful stop under way.
+#[test]
+fn stop_now_closes_every_client_at_once() {
+    use berth::msg::MsgServer;
+    let server = MsgServer::spawn(
+        &[tcp_endpoint()],
+        EngineConfig::default(),
+        2,
+        Duration::from_secs(30),
+        |_| EchoRelay::new(1 << 20),
+    )
+    .unwrap();
+    let addr = addr_of(&server.endpoints[0]);
+    let (mut a, answer) = hello(tcp(addr), "a");
+    assert_eq!(answer, ok());
+    // Half a message: a graceful stop would wait for the rest (up to half the grace).
+    let mut half = 1000u64.to_le_bytes().to_vec();
+    half.extend_from_slice(&[b'x'; 10]);
+    a.write_all(&half).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    server.stop();
+    thread::sleep(Duration::from_millis(50));
+    server.stop_now();
+    server.join().unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let mut rest = Vec::new();
+    let _ = a.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "no shutdown frame: {rest:?}");
+}
+
 #[test]
 fn a_raw_listener_has_no_framing_and_no_handshake() {
     let raw = Endpoint::parse("tcp://127.0.0.1:0?raw").unwrap();

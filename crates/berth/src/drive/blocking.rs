@@ -23,8 +23,9 @@ use berth_proto::upgrade::{Flow, Handover, Upgraded};
 
 use super::clock::DateCache;
 use super::files::{self, Files};
-use super::{Control, StopKind, Timeouts};
+use super::Timeouts;
 use crate::net::Blocking;
+use crate::rt::{Control, StopKind};
 use crate::stats::Stats;
 
 /// Settings of a blocking connection.

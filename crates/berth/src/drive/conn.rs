@@ -26,9 +26,9 @@ use berth_proto::http::{
 use berth_proto::upgrade::{Flow, Handover, Upgraded};
 
 use super::files::{self, OpenFile};
-use super::pool::BufPool;
 use super::Timeouts;
 use crate::net::Evented;
+use crate::rt::BufPool;
 use crate::stats::Stats;
 
 /// What the owner lends a connection while it runs.

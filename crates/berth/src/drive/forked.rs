@@ -18,7 +18,8 @@ use std::time::Duration;
 use super::blocking::{self, ConnConfig};
 use super::clock::DateCache;
 use super::process::{self, Fork};
-use super::{signal, Control, Server, Service};
+use super::{signal, Server, Service};
+use crate::rt::Control;
 use crate::stats::Stats;
 
 /// Settings of the `forked` model.
@@ -147,11 +148,11 @@ pub fn spawn<S: Service>(
                 }
             })?
     };
-    let mut server = Server::new(ctl, vec![acceptor]);
-    server.hooks.push(Box::new(move |_| {
+    let server = Server::new(ctl, vec![acceptor]);
+    server.ctl.on_stop(move |_| {
         if let Some(l) = &listener_handle {
             blocking::stop_listening(l);
         }
-    }));
+    });
     Ok(server)
 }

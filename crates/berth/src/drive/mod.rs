@@ -23,7 +23,6 @@ pub mod evloop;
 pub mod files;
 pub mod forked;
 mod model;
-pub(crate) mod pool;
 pub mod prefork;
 mod process;
 pub(crate) mod shared;
@@ -32,11 +31,12 @@ pub mod single;
 pub mod threaded;
 mod workers;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use berth_proto::http::Handler;
+
+use crate::rt::Control;
 
 pub use model::{serve, Model, Settings};
 
@@ -82,93 +82,30 @@ pub trait Service: Clone + Send + Sync + 'static {
     }
 }
 
-/// How a running server is being asked to stop, shared by its [`Server`] handle and its
-/// threads.
-#[derive(Default)]
-pub(crate) struct Control {
-    stop: AtomicBool,
-    drain: AtomicBool,
-    deadline: std::sync::Mutex<Option<std::time::Instant>>,
-}
-
-impl Control {
-    /// Stop accepting: a stop or a drain was asked for.
-    pub(crate) fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Acquire) || self.drain.load(Ordering::Acquire)
-    }
-
-    /// A drain is under way (finish what is in flight, take nothing new).
-    pub(crate) fn draining(&self) -> bool {
-        self.drain.load(Ordering::Acquire)
-    }
-
-    /// Stop everything now: asked to, or the drain's deadline has passed.
-    pub(crate) fn stop_now(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
-            || self
-                .deadline()
-                .is_some_and(|d| std::time::Instant::now() >= d)
-    }
-
-    /// When a drain must be over, if one was asked for.
-    pub(crate) fn deadline(&self) -> Option<std::time::Instant> {
-        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Which kind of stop a [`Server`] hook is told about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StopKind {
-    /// Close everything now.
-    Now,
-    /// Take nothing new; let what is in flight finish.
-    Drain,
-}
-
 /// A running server: stop it with [`Server::shutdown`] (now) or [`Server::drain`] (gracefully),
 /// wait for it with [`Server::join`].
 pub struct Server {
+    /// The stop flags its threads read, and who to wake and what to run when a stop is asked
+    /// for (models register their wakers and hooks here).
     ctl: Arc<Control>,
-    wakers: Vec<Arc<mio::Waker>>,
-    /// Run when a stop is asked for, after the flags are set: wake blocked threads, signal
-    /// children.
-    hooks: Vec<Box<dyn Fn(StopKind) + Send + Sync>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Server {
     fn new(ctl: Arc<Control>, threads: Vec<JoinHandle<()>>) -> Self {
-        Server {
-            ctl,
-            wakers: Vec::new(),
-            hooks: Vec::new(),
-            threads,
-        }
+        Server { ctl, threads }
     }
 
     /// Asks every thread to stop now. Open connections are closed.
     pub fn shutdown(&self) {
-        self.ctl.stop.store(true, Ordering::Release);
-        self.notify(StopKind::Now);
+        self.ctl.shutdown();
     }
 
     /// Stops gracefully: listeners close at once (new connections are refused), idle
     /// keep-alive connections are closed, requests in flight — jobs included — are answered;
     /// whatever is still open after `timeout` is closed. Follow with [`Server::join`].
     pub fn drain(&self, timeout: std::time::Duration) {
-        *self.ctl.deadline.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(std::time::Instant::now() + timeout);
-        self.ctl.drain.store(true, Ordering::Release);
-        self.notify(StopKind::Drain);
-    }
-
-    fn notify(&self, kind: StopKind) {
-        for waker in &self.wakers {
-            let _ = waker.wake();
-        }
-        for hook in &self.hooks {
-            hook(kind);
-        }
+        self.ctl.drain(timeout);
     }
 
     /// Waits until every thread has stopped.

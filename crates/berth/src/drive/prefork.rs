@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::process::{self, Fork};
-use super::{evloop, signal, Control, Server, Service};
+use super::{evloop, signal, Server, Service};
 use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
+use crate::rt::Control;
 use crate::stats::Stats;
 
 /// Settings of the `prefork` model.

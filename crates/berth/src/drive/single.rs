@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use super::blocking::{self, has_pending_input, Active, ConnConfig};
 use super::clock::DateCache;
-use super::{Control, Server, Service};
+use super::{Server, Service};
+use crate::rt::Control;
 use crate::stats::Stats;
 
 /// Serves `listener` on one thread. Returns once the thread runs.
@@ -58,12 +59,12 @@ pub fn spawn<S: Service>(
                 }
             })?
     };
-    let mut server = Server::new(ctl, vec![thread]);
-    server.hooks.push(Box::new(move |kind| {
+    let server = Server::new(ctl, vec![thread]);
+    server.ctl.on_stop(move |kind| {
         if let Some(l) = &listener_handle {
             blocking::stop_listening(l);
         }
         active.shutdown_all(kind)
-    }));
+    });
     Ok(server)
 }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use super::blocking::{self, Active, ConnConfig};
 use super::clock::DateCache;
-use super::{Control, Server, Service, StopKind};
+use super::{Server, Service};
+use crate::rt::{Control, StopKind};
 use crate::stats::Stats;
 
 /// Settings of the `threaded` model.
@@ -108,12 +109,12 @@ pub fn spawn<S: Service>(
                 }
             })?
     };
-    let mut server = Server::new(ctl, vec![acceptor]);
-    server.hooks.push(Box::new(move |kind| {
+    let server = Server::new(ctl, vec![acceptor]);
+    server.ctl.on_stop(move |kind| {
         if let Some(l) = &listener_handle {
             blocking::stop_listening(l);
         }
         active.shutdown_all(kind)
-    }));
+    });
     Ok(server)
 }

@@ -37,8 +37,7 @@ use super::directory::{Directory, Mailboxes, Post};
 use super::endpoint::Endpoint;
 use super::outq::{Framing, IterProducer, OutQueue, Produce};
 use super::stats::MsgStats;
-use crate::drive::evloop::timer::Wheel;
-use crate::drive::pool::BufPool;
+use crate::rt::{BufPool, Wheel};
 
 mod admit;
 mod read;

@@ -363,21 +363,31 @@ impl Engine {
     /// and runs I/O until they are all gone or `timeout` passes.
     pub fn shutdown(&mut self, timeout: Duration) -> io::Result<()> {
         let mut sink = Collector::default();
-        self.shutdown_with(timeout, |engine, wait| engine.turn(Some(wait), &mut sink))
+        self.shutdown_with(
+            timeout,
+            || false,
+            |engine, wait| engine.turn(Some(wait), &mut sink),
+        )
     }
 
     /// The shutdown both APIs share: clients finish the message they are sending (for up to
     /// half of `grace`), then everyone gets the `shutdown` frame after its queued output, and
-    /// I/O runs (through `turn`) until they are gone or `grace` has passed.
+    /// I/O runs (through `turn`) until they are gone or `grace` has passed. Listening stops at
+    /// once; once `abort` says so (a stop now), the rest is skipped and whatever is still open
+    /// is closed when the engine is dropped.
     pub(crate) fn shutdown_with(
         &mut self,
         grace: Duration,
+        abort: impl Fn() -> bool,
         mut turn: impl FnMut(&mut Engine, Duration) -> io::Result<()>,
     ) -> io::Result<()> {
         self.core.begin_shutdown();
         let start = Instant::now();
         let (force_at, deadline) = (start + grace / 2, start + grace);
         loop {
+            if abort() {
+                return Ok(());
+            }
             let now = Instant::now();
             let ended = self.core.shutdown_step(now >= force_at);
             if (ended && self.core.clients.is_empty()) || now >= deadline {

@@ -9,13 +9,14 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use berth_proto::msg::Piece;
 
 use super::client::ClientId;
 use super::core::{Arrival, Core, Note, Sink};
 use super::engine::Engine;
+use crate::rt::Control;
 
 /// An application served by an [`Engine`].
 pub trait MsgHandler {
@@ -141,7 +142,8 @@ impl Engine {
     }
 
     /// Serves `handler` until `stop` is set (checked at least every `tick`), then shuts down:
-    /// every client gets its queued output and the `shutdown` frame, for up to `grace`.
+    /// every client gets its queued output and the `shutdown` frame, for up to `grace`. (A
+    /// [`MsgServer`](super::MsgServer) does not poll: its threads are woken by a stop.)
     pub fn serve<H: MsgHandler + ?Sized>(
         &mut self,
         handler: &mut H,
@@ -152,8 +154,34 @@ impl Engine {
         while !stop.load(Ordering::Relaxed) {
             self.iterate_with(handler, Some(tick))?;
         }
-        self.shutdown_with(grace, |engine, timeout| {
-            engine.iterate_with(handler, Some(timeout))
-        })
+        self.shutdown_with(
+            grace,
+            || false,
+            |engine, timeout| engine.iterate_with(handler, Some(timeout)),
+        )
+    }
+
+    /// Serves `handler` until `ctl` asks for a stop, blocking in the poll between events and
+    /// timers: the stop wakes it through this engine's waker, which the caller has registered
+    /// with `ctl` ([`Control::wake_on_stop`]). A drain is the graceful shutdown of
+    /// [`Engine::serve`], within what is left of the drain's timeout; a stop now (or the drain's
+    /// deadline) closes every client at once.
+    pub(crate) fn serve_until<H: MsgHandler + ?Sized>(
+        &mut self,
+        handler: &mut H,
+        ctl: &Control,
+    ) -> io::Result<()> {
+        while !ctl.stopping() {
+            self.iterate_with(handler, None)?;
+        }
+        let grace = match (ctl.stop_now(), ctl.deadline()) {
+            (false, Some(deadline)) => deadline.saturating_duration_since(Instant::now()),
+            _ => Duration::ZERO,
+        };
+        self.shutdown_with(
+            grace,
+            || ctl.stop_now(),
+            |engine, timeout| engine.iterate_with(handler, Some(timeout)),
+        )
     }
 }

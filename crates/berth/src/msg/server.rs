@@ -5,6 +5,12 @@
 //! unique in the process, and reachable from every thread) and reach each other's clients
 //! through [`Mailboxes`].
 //!
+//! A server is stopped through the drain/stop control the HTTP models use (`rt::Control`):
+//! [`MsgServer::stop`] is a drain (the graceful shutdown of [`Engine::serve`], within the
+//! server's grace), [`MsgServer::stop_now`] closes everything at once. Either wakes every
+//! engine thread through its poll's `Waker`; an idle thread blocks in its poll and never looks
+//! at a flag on a timer.
+//!
 //! A thread that panics (in the engine or in a handler) stops every other thread: a server
 //! must never stay up serving part of its clients with a dead port. [`MsgServer::join`] then
 //! returns the panic as an error, so `berth msg serve` exits 1 with the cause.
@@ -15,12 +21,9 @@
 
 use std::io;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-use mio::Waker;
 
 use super::core::EngineConfig;
 use super::directory::{Directory, Mailboxes};
@@ -28,11 +31,10 @@ use super::endpoint::{Address, Endpoint};
 use super::engine::Engine;
 use super::handler::MsgHandler;
 use super::stats::MsgStats;
+use crate::rt::Control;
 
 /// Posts each engine's mailbox holds before senders wait.
 const MAILBOX: usize = 1024;
-/// How often a serving thread looks at the stop flag when nothing happens.
-const TICK: Duration = Duration::from_millis(500);
 
 /// A running multi-threaded message server.
 pub struct MsgServer {
@@ -44,20 +46,28 @@ pub struct MsgServer {
 }
 
 /// Asks a [`MsgServer`]'s threads to shut down; cheap to clone and to send to another thread
-/// (e.g. one waiting for a signal while the main thread waits in [`MsgServer::join`]).
+/// (e.g. one waiting for a signal while the main thread waits in [`MsgServer::join`]). It
+/// works through the server's drain/stop control, the one the HTTP models use: asking wakes
+/// every engine thread at once.
 #[derive(Clone)]
 pub struct Stopper {
-    stop: Arc<AtomicBool>,
-    wakers: Vec<Arc<Waker>>,
+    ctl: Arc<Control>,
+    grace: Duration,
 }
 
 impl Stopper {
-    /// Asks every thread to shut down (returns at once).
+    /// Asks every thread to shut down gracefully (returns at once): a drain of the server's
+    /// grace. Listening stops, clients finish the message they are sending, then each gets
+    /// its queued output and the `shutdown` frame; whoever is left when the grace is over is
+    /// closed.
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for w in &self.wakers {
-            let _ = w.wake();
-        }
+        self.ctl.drain(self.grace);
+    }
+
+    /// Asks every thread to stop now (returns at once): listening stops and every client is
+    /// closed as it is, without the `shutdown` frame. Also ends a graceful stop under way.
+    pub fn stop_now(&self) {
+        self.ctl.shutdown();
     }
 }
 
@@ -74,8 +84,8 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 impl MsgServer {
     /// Starts `threads` engines serving handlers made by `make(thread)` on `endpoints`. At
-    /// shutdown each client gets its queued output and the `shutdown` frame, for up to
-    /// `grace`.
+    /// shutdown ([`MsgServer::stop`]) each client gets its queued output and the `shutdown`
+    /// frame, for up to `grace`.
     pub fn spawn<H, F>(
         endpoints: &[Endpoint],
         config: EngineConfig,
@@ -108,11 +118,10 @@ impl MsgServer {
         }
         let wakers: Vec<_> = engines.iter().map(|e| e.waker()).collect();
         let mail = (threads > 1).then(|| Mailboxes::new(wakers.clone(), MAILBOX));
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopper = Stopper {
-            stop: stop.clone(),
-            wakers: wakers.clone(),
-        };
+        // Before any thread runs: one that panics asks every other to stop.
+        let ctl = Arc::new(Control::default());
+        ctl.wake_on_stop(wakers);
+        let stopper = Stopper { ctl, grace };
         let make = Arc::new(make);
         let mut handles = Vec::with_capacity(threads);
         let mut receivers = mail.as_ref().map(|(_, rx)| rx.clone().into_iter());
@@ -130,7 +139,7 @@ impl MsgServer {
                 .spawn(move || {
                     let run = AssertUnwindSafe(|| {
                         let mut handler = make(t);
-                        engine.serve(&mut handler, &stopper.stop, TICK, grace)
+                        engine.serve_until(&mut handler, &stopper.ctl)
                     });
                     std::panic::catch_unwind(run).unwrap_or_else(|panic| {
                         let what = panic_text(panic.as_ref());
@@ -156,9 +165,16 @@ impl MsgServer {
         &self.stats
     }
 
-    /// Asks every thread to shut down (returns at once; see [`MsgServer::join`]).
+    /// Asks every thread to shut down gracefully (returns at once; see [`Stopper::stop`] and
+    /// [`MsgServer::join`]).
     pub fn stop(&self) {
         self.stopper.stop();
+    }
+
+    /// Asks every thread to stop now, closing every client at once (see
+    /// [`Stopper::stop_now`]).
+    pub fn stop_now(&self) {
+        self.stopper.stop_now();
     }
 
     /// A handle that stops the server from elsewhere.

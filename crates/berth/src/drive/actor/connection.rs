@@ -19,9 +19,9 @@ use super::runtime::{Actor, Addr, Context};
 use crate::drive::clock::DateCache;
 use crate::drive::conn::{Conn, Env, Fate};
 use crate::drive::files::OpenFile;
-use crate::drive::pool::BufPool;
 use crate::drive::workers::{self, Offloaded, ReplyTo, Task};
 use crate::drive::Timeouts;
+use crate::rt::BufPool;
 use crate::stats::Stats;
 
 /// Socket operations per message: one read or one `sendfile` chunk, then yield.

@@ -44,9 +44,9 @@ use self::runtime::{Addr, Runtime, Spawner};
 use super::accept;
 use super::clock::DateCache;
 use super::conn::Conn;
-use super::pool::BufPool;
 use super::workers;
-use super::{Control, Server, Service, Timeouts};
+use super::{Server, Service, Timeouts};
+use crate::rt::{BufPool, Control};
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -168,8 +168,8 @@ where
             })?
     };
     threads.push(poller);
-    let mut server = Server::new(ctl, threads);
-    server.wakers = vec![waker];
+    let server = Server::new(ctl, threads);
+    server.ctl.wake_on_stop([waker]);
     Ok(server)
 }
 

@@ -17,8 +17,6 @@
 //! slab is full is accepted, sent the service's refusal, closed and counted: never left to rot
 //! in the backlog.
 
-pub(crate) mod timer;
-
 use std::io;
 use std::net::TcpListener as StdListener;
 
@@ -31,13 +29,12 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
-use self::timer::Wheel;
 use super::accept;
 use super::clock::DateCache;
 use super::conn::{Conn, Env, Fate};
-use super::pool::BufPool;
 use super::workers::{self, LoopConn, LoopQueue, Offloaded, Task};
-use super::{Control, Server, Service, Timeouts};
+use super::{Server, Service, Timeouts};
+use crate::rt::{BufPool, Control, Wheel};
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -183,8 +180,8 @@ pub fn spawn<S: Service>(
             })?;
         threads.push(thread);
     }
-    let mut server = Server::new(ctl, threads);
-    server.wakers = wakers;
+    let server = Server::new(ctl, threads);
+    server.ctl.wake_on_stop(wakers);
     Ok(server)
 }
 

@@ -1,7 +1,8 @@
-//! Per-thread pool of I/O buffers. A connection borrows a read and a write buffer only while it
-//! has bytes in flight and gives them back when idle, so idle connections hold no buffers and a
-//! steady stream of requests never reaches the allocator. Only the owning thread touches its
-//! pool, so it needs no lock.
+//! Per-thread pool of I/O buffers (an `evloop` thread's, an actor's, a msg engine's). A
+//! connection borrows a read and a write buffer only while it has bytes in flight and gives
+//! them back when idle, so idle connections hold no buffers and a steady stream of requests
+//! never reaches the allocator. Only the owning thread touches its pool, so it needs no lock.
+//! It owns spare buffers only, never one in use.
 
 /// Free buffers of one I/O thread.
 pub(crate) struct BufPool {

@@ -1,6 +1,7 @@
-//! A hashed timing wheel with intrusive lists: per-connection deadlines for one event loop,
-//! with O(1) arm, re-arm and disarm, no allocation after start-up, and no scan of all
-//! connections per tick.
+//! A hashed timing wheel with intrusive lists: per-connection deadlines for one poll loop (an
+//! `evloop` thread, or a msg engine), with O(1) arm, re-arm and disarm, no allocation after
+//! start-up, and no scan of all connections per tick. It owns the deadlines only: what a
+//! deadline means (408, close, a handshake timeout) is its loop's business.
 //!
 //! Each slot is a doubly linked list threaded through arrays indexed by the connection's slab
 //! key (preallocated to the loop's capacity, zero-filled so untouched pages cost nothing).

@@ -1,0 +1,145 @@
+//! Drain and stop: how a running server is asked to stop, and how its threads learn of it.
+//! One [`Control`] per server, shared (in an `Arc`) by the handle that stops it — an HTTP
+//! model's [`Server`](crate::drive::Server) or a [`MsgServer`](crate::msg::MsgServer) — and
+//! every thread that serves.
+//!
+//! Two requests: *stop now* (close everything at once) and *drain* (take nothing new, let
+//! what is in flight finish, until a deadline after which it is a stop now). Asking sets the
+//! flags, then wakes every poll registered with [`Control::wake_on_stop`] and runs every hook
+//! registered with [`Control::on_stop`] (closing a blocking listener, shutting sockets a
+//! blocked thread reads): a thread never has to poll the flags on a timer to see a stop.
+//!
+//! What it does not own: what "finish in flight" means for a protocol (each driver and the
+//! msg engine decide), or the threads themselves (their handle joins them).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use mio::Waker;
+
+/// Something to run when a stop or a drain is asked for.
+type Hook = Box<dyn Fn(StopKind) + Send + Sync>;
+
+/// Which kind of stop a hook is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopKind {
+    /// Close everything now.
+    Now,
+    /// Take nothing new; let what is in flight finish.
+    Drain,
+}
+
+/// How a running server is being asked to stop, shared by its handle and its threads.
+#[derive(Default)]
+pub(crate) struct Control {
+    stop: AtomicBool,
+    drain: AtomicBool,
+    deadline: Mutex<Option<Instant>>,
+    /// Polls to wake when a stop is asked for.
+    wakers: Mutex<Vec<Arc<Waker>>>,
+    /// Run when a stop is asked for, after the flags are set and the polls woken.
+    hooks: Mutex<Vec<Hook>>,
+}
+
+/// Locks, ignoring poisoning: every change under these locks is one call, so a panic while
+/// one is held leaves it consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Control {
+    /// Stop accepting: a stop or a drain was asked for.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire) || self.drain.load(Ordering::Acquire)
+    }
+
+    /// A drain is under way (finish what is in flight, take nothing new).
+    pub(crate) fn draining(&self) -> bool {
+        self.drain.load(Ordering::Acquire)
+    }
+
+    /// Stop everything now: asked to, or the drain's deadline has passed.
+    pub(crate) fn stop_now(&self) -> bool {
+        self.stop.load(Ordering::Acquire) || self.deadline().is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// When a drain must be over, if one was asked for.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        *lock(&self.deadline)
+    }
+
+    /// Wakes these polls whenever a stop or a drain is asked for. Register them before any
+    /// thread may ask (a thread that reads the flags and then blocks relies on the wake).
+    pub(crate) fn wake_on_stop(&self, wakers: impl IntoIterator<Item = Arc<Waker>>) {
+        lock(&self.wakers).extend(wakers);
+    }
+
+    /// Runs `hook` whenever a stop or a drain is asked for (after the flags are set and the
+    /// polls woken): closing a listener a thread blocks in, shutting connections' sockets.
+    pub(crate) fn on_stop(&self, hook: impl Fn(StopKind) + Send + Sync + 'static) {
+        lock(&self.hooks).push(Box::new(hook));
+    }
+
+    /// Asks every thread to stop now.
+    pub(crate) fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.notify(StopKind::Now);
+    }
+
+    /// Asks every thread to drain: take nothing new, finish what is in flight, and stop
+    /// everything once `timeout` has passed.
+    pub(crate) fn drain(&self, timeout: Duration) {
+        *lock(&self.deadline) = Some(Instant::now() + timeout);
+        self.drain.store(true, Ordering::Release);
+        self.notify(StopKind::Drain);
+    }
+
+    fn notify(&self, kind: StopKind) {
+        for waker in lock(&self.wakers).iter() {
+            let _ = waker.wake();
+        }
+        for hook in lock(&self.hooks).iter() {
+            hook(kind);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn a_drain_stops_accepting_and_becomes_a_stop_at_its_deadline() {
+        let ctl = Control::default();
+        assert!(!ctl.stopping() && !ctl.stop_now() && ctl.deadline().is_none());
+        ctl.drain(Duration::from_millis(30));
+        assert!(ctl.stopping() && ctl.draining());
+        assert!(!ctl.stop_now(), "in flight may finish until the deadline");
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(ctl.stop_now());
+    }
+
+    #[test]
+    fn asking_wakes_the_polls_and_runs_the_hooks() {
+        let ctl = Control::default();
+        let mut poll = mio::Poll::new().unwrap();
+        ctl.wake_on_stop([Arc::new(
+            Waker::new(poll.registry(), mio::Token(7)).unwrap(),
+        )]);
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s = seen.clone();
+        ctl.on_stop(move |kind| {
+            assert_eq!(kind, StopKind::Now);
+            s.fetch_add(1, Ordering::Relaxed);
+        });
+        ctl.shutdown();
+        assert!(ctl.stop_now() && !ctl.draining());
+        assert_eq!(seen.load(Ordering::Relaxed), 1);
+        let mut events = mio::Events::with_capacity(4);
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(events.iter().next().map(|e| e.token()), Some(mio::Token(7)));
+    }
+}
