@@ -18,7 +18,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use berth::drive::Model;
+use berth::drive::{Model, Settings};
 
 use procs::{children_of, exists, my_pid, proc_stat, Proc};
 use server::{is_reset, listeners_on, wait_for, Client, ModelServer, Opts, WAIT_TIMEOUT};
@@ -275,4 +275,27 @@ fn prefork_shutdown_leaves_no_child_behind() {
         c.read_to_close().is_ok(),
         "a connection outlived the server"
     );
+}
+
+/// Found while reviewing issue 13: prefork reported itself started once its workers were
+/// forked, not once they listened, so a client connecting at once could be refused (the
+/// harness hides it by waiting; `berth serve` prints its startup line at once). Now `serve`
+/// returns only when every worker has said it takes connections.
+#[test]
+fn prefork_is_started_only_when_every_worker_listens() {
+    use berth::app::{Demo, DemoConfig};
+    let _g = lock();
+    for _ in 0..5 {
+        let mut settings = Settings::new(Model::Prefork, "127.0.0.1:0".parse().unwrap());
+        settings.processes = 6;
+        let stats = settings.new_stats().unwrap();
+        let demo = Demo::new(DemoConfig::default(), stats.clone());
+        let (server, addr) = berth::drive::serve(&settings, demo, stats).unwrap();
+        // No waiting here: this is what a client sees the moment the server says it is up.
+        assert_eq!(listeners_on(addr.port()), 6, "every worker listens");
+        let r = get_once(addr, "/hello/world").expect("refused right after start");
+        assert_eq!(r.status, 200);
+        server.shutdown();
+        server.join();
+    }
 }

@@ -6,8 +6,10 @@
 //! their master: if it dies without a word (SIGKILL, the OOM killer), the kernel sends each of
 //! them SIGTERM (`PR_SET_PDEATHSIG`) and they drain and exit, freeing the port.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -87,11 +89,26 @@ pub fn spawn<S: Service>(
         },
         ..config.clone()
     };
-    let start = move |index: usize| -> io::Result<libc::pid_t> {
+    // Each child says it is listening over a socket pair: the server is reported started
+    // only once every worker takes connections, never between a fork and its bind.
+    let start = move |index: usize| -> io::Result<(libc::pid_t, UnixStream)> {
         let master = process::pid();
+        let (ours, theirs) = UnixStream::pair()?;
         match process::fork()? {
-            Fork::Child => run_child(index, master, bound, &service, &child_config, stats.clone()),
-            Fork::Parent(pid) => Ok(pid),
+            Fork::Child => {
+                drop(ours);
+                let ready = Ready(theirs);
+                run_child(
+                    index,
+                    master,
+                    bound,
+                    &service,
+                    &child_config,
+                    stats.clone(),
+                    ready,
+                )
+            }
+            Fork::Parent(pid) => Ok((pid, ours)),
         }
     };
     let (started_tx, started_rx) = std::sync::mpsc::sync_channel::<io::Result<()>>(1);
@@ -103,7 +120,14 @@ pub fn spawn<S: Service>(
                 let _reservation = reservation;
                 let mut children = Vec::with_capacity(config.processes);
                 for i in 0..config.processes.max(1) {
-                    match start(i) {
+                    let started = start(i).and_then(|(pid, ready)| {
+                        Ready::wait(ready, READY_TIMEOUT)
+                            .map(|()| pid)
+                            .map_err(|e| {
+                                io::Error::new(e.kind(), format!("worker process {i}: {e}"))
+                            })
+                    });
+                    match started {
                         Ok(pid) => children.push(Child {
                             pid: Some(pid),
                             started: Instant::now(),
@@ -151,7 +175,7 @@ pub fn spawn<S: Service>(
 fn supervise(
     children: &mut [Child],
     ctl: &Control,
-    start: &impl Fn(usize) -> io::Result<libc::pid_t>,
+    start: &impl Fn(usize) -> io::Result<(libc::pid_t, UnixStream)>,
 ) {
     while !ctl.stopping() {
         let now = Instant::now();
@@ -175,8 +199,9 @@ fn supervise(
                 }
             }
             if child.pid.is_none() && child.restart_at.is_some_and(|t| t <= now) {
+                // A restarted worker joins the others when it is ready; nobody waits for it.
                 match start(i) {
-                    Ok(pid) => {
+                    Ok((pid, _)) => {
                         child.pid = Some(pid);
                         child.started = now;
                         child.restart_at = None;
@@ -192,6 +217,47 @@ fn supervise(
     }
 }
 
+/// How long the master waits for a new worker to say it is listening.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A worker's end of the socket pair it says "listening" on: one byte, then it is closed. A
+/// worker that dies first closes it without the byte.
+struct Ready(UnixStream);
+
+impl Ready {
+    fn fd(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+
+    /// Tells the master this worker's listeners take connections.
+    fn say(self) {
+        let mut s = self.0;
+        let _ = s.write_all(b"R");
+    }
+
+    /// The master's side: waits up to `timeout` for the worker's byte.
+    fn wait(mut ours: UnixStream, timeout: Duration) -> io::Result<()> {
+        ours.set_read_timeout(Some(timeout))?;
+        let mut byte = [0u8; 1];
+        match ours.read(&mut byte) {
+            Ok(1) => Ok(()),
+            Ok(_) => Err(io::Error::other("exited before it was listening")),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("not listening after {timeout:?}"),
+                ))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// The life of a worker process: its own listeners on the shared port, an event loop, and an
 /// orderly stop on SIGTERM. Never returns.
 fn run_child<S: Service>(
@@ -201,10 +267,13 @@ fn run_child<S: Service>(
     service: &S,
     config: &Config,
     stats: Arc<Stats>,
+    ready: Ready,
 ) -> ! {
-    // The files root stays open: the event loops open files relative to it.
+    // The files root stays open: the event loops open files relative to it; and the socket
+    // this process says it is ready on.
     let files = service.files();
-    process::close_inherited(files.descriptor().as_slice());
+    let keep: Vec<_> = files.descriptor().into_iter().chain([ready.fd()]).collect();
+    process::close_inherited(&keep);
     // Termination signals are collected by this thread with sigwait, not delivered at random.
     if signal::block_termination().is_err() {
         process::exit_child(70);
@@ -229,6 +298,7 @@ fn run_child<S: Service>(
         Ok(s) => s,
         Err(_) => process::exit_child(72),
     };
+    ready.say();
     let _ = signal::wait_for_termination();
     server.drain(config.drain_timeout);
     server.join();
