@@ -2,7 +2,7 @@
 //! application ([`app`]), over the sans-IO protocols of `berth-proto`.
 //!
 //! ```text
-//!   net::bind_tcp ──> listeners ──> drive::<model>::spawn(listeners, service, config, stats)
+//!   net::bind_tcp ──> listeners ──> drive::<model>::spawn(listeners, service, common, config, stats)
 //!                                          │  bytes <-> berth_proto::http::Session
 //!                                          └─ Service::handler() ──> app::DemoHandler (or yours)
 //! ```
