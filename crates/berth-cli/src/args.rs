@@ -489,3 +489,47 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of the whole command line, the models' flags included (a model's flag
+    /// named like a shared one would fail here).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// Every model's flag reaches that model's settings.
+    #[test]
+    fn model_flags_set_their_models_settings() {
+        let cli = Cli::try_parse_from([
+            "berth",
+            "serve",
+            "--max-threads",
+            "3",
+            "--max-children",
+            "4",
+            "--processes",
+            "5",
+            "--actor-batch",
+            "6",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        let c = args.model_flags.configs;
+        assert_eq!(
+            (
+                c.threaded.max_threads,
+                c.forked.max_children,
+                c.prefork.processes,
+                c.actor.batch
+            ),
+            (3, 4, 5, 6)
+        );
+        assert_eq!(args.model, Model::DEFAULT);
+    }
+}

@@ -502,3 +502,67 @@ pub(crate) fn count(n: usize, one: &str) -> String {
 pub(crate) fn count_as(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_parse_back() {
+        for (i, m) in Model::ALL.into_iter().enumerate() {
+            assert_eq!(m.name().parse::<Model>(), Ok(m));
+            assert_eq!(m.to_string(), m.name());
+            assert!(!m.about().is_empty(), "{m}: no description");
+            assert!(
+                Model::ALL[..i].iter().all(|o| o.name() != m.name()),
+                "{m}: listed twice"
+            );
+        }
+        assert!(Model::ALL.contains(&Model::DEFAULT));
+        let err = "nope".parse::<Model>().unwrap_err();
+        assert!(err.contains(Model::DEFAULT.name()), "{err}");
+    }
+
+    /// A flag is a positive number, set where `get` reads it, and named once in the whole
+    /// registry (the CLI puts every model's flags side by side).
+    #[test]
+    fn flags_are_unique_and_set_what_they_read() {
+        let mut seen = Vec::new();
+        for m in Model::ALL {
+            for flag in m.flags() {
+                assert!(flag.default > 0, "--{}: default 0", flag.long);
+                assert!(!seen.contains(&flag.long), "--{}: twice", flag.long);
+                seen.push(flag.long);
+                let mut configs = ModelConfigs::default();
+                let value = NonZeroUsize::new(flag.default + 7).unwrap();
+                assert!(configs.set_flag(flag.long, value));
+                // Read back through the model's own `get`.
+                struct Get<'a>(&'a ModelConfigs, &'a str);
+                impl Visit for Get<'_> {
+                    type Output = usize;
+                    fn visit<D: Registered>(self) -> usize {
+                        let f = D::FLAGS.iter().find(|f| f.long == self.1).unwrap();
+                        (f.get)(D::config(self.0))
+                    }
+                }
+                assert_eq!(
+                    m.visit(Get(&configs, flag.long)),
+                    value.get(),
+                    "--{}",
+                    flag.long
+                );
+            }
+        }
+        assert!(!ModelConfigs::default().set_flag("no-such-flag", NonZeroUsize::MIN));
+    }
+
+    #[test]
+    fn every_model_describes_itself_and_counts_into_shards() {
+        for m in Model::ALL {
+            let settings = Settings::new(m, "127.0.0.1:0".parse().unwrap());
+            assert!(!settings.describe().is_empty(), "{m}");
+            assert!(settings.shards() >= 1, "{m}");
+            assert!(settings.listeners() >= 1, "{m}");
+        }
+    }
+}
