@@ -72,7 +72,10 @@ const UNSUPPORTED: &[(&str, Model, &str)] = &[
 /// adds an attribute to that model's test only.
 macro_rules! conformance {
     // One case: a test per model; `for_model!` adds the case's attribute to the models it names.
-    (@case $d:tt $case:ident [$($model:ident #[$meta:meta])*] [$($module:ident $driver:ident),+]) => {
+    (@case $d:tt $case:ident
+        [$($model:ident #[$meta:meta])*]
+        [$($module:ident $driver:ident),+]
+    ) => {
         mod $case {
             macro_rules! for_model {
                 $(($model $d test:item) => { #[$meta] $d test };)*

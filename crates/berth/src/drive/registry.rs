@@ -32,7 +32,9 @@
 //!
 //! Nothing else: `berth serve --model <name>` and its flags, `--help`, the startup line, `berth
 //! lab`, the test support (`tests/support/server.rs`) and a test per conformance case
-//! (`tests/conformance.rs`) follow from the list.
+//! (`tests/conformance.rs`) follow from the list. The suite then runs every case against the
+//! new model; one it cannot support by design is declared, with the reason, in that suite's
+//! `UNSUPPORTED` table (as `single` declares it has no capacity to refuse at).
 
 use std::fmt;
 use std::net::{SocketAddr, TcpListener};
