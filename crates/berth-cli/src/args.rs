@@ -4,9 +4,10 @@
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use berth::drive::Model;
+use berth::drive::{Model, ModelConfigs};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
-use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Arg, ArgAction, Args, CommandFactory, Parser, Subcommand};
 
 /// berth: a socket server core that runs every classic concurrency model over the same
 /// protocols, and measures them.
@@ -145,8 +146,8 @@ pub struct LabArgs {
 pub struct ServeArgs {
     /// Concurrency model. Seed 000's `-type s|t|f` (and `-types`, `-typet`, `-typef`) and
     /// `-port N` spellings work too.
-    #[arg(short = 'm', long, value_enum, default_value_t = ModelArg::Evloop)]
-    pub model: ModelArg,
+    #[arg(short = 'm', long, value_parser = model_parser(), default_value = Model::DEFAULT.name())]
+    pub model: Model,
 
     /// Log one line per response (request line and status), at info level.
     #[arg(long)]
@@ -192,22 +193,9 @@ pub struct ServeArgs {
     #[arg(short = 'w', long, value_name = "N", allow_negative_numbers = true)]
     pub worker_threads: Option<usize>,
 
-    /// `threaded` model: most connection threads at once; more are answered 503 and closed.
-    #[arg(long, value_name = "N", default_value = "1024")]
-    pub max_threads: NonZeroUsize,
-
-    /// `forked` model: most connection processes at once; more are answered 503 and closed.
-    #[arg(long, value_name = "N", default_value = "1024")]
-    pub max_children: NonZeroUsize,
-
-    /// `prefork` model: worker processes, each with its own listeners on the shared port.
-    #[arg(long, value_name = "N", default_value = "2")]
-    pub processes: NonZeroUsize,
-
-    /// `actor` model: most messages an actor handles before it yields its scheduler thread
-    /// (seed 002 settled on 2; 1 is the steadiest latency, larger lets busy connections run on).
-    #[arg(long, value_name = "N", default_value = "2")]
-    pub actor_batch: NonZeroUsize,
+    /// Each model's own flags (`--max-threads`, `--processes`, ...), from the model registry.
+    #[command(flatten)]
+    pub model_flags: ModelFlags,
 
     /// Jobs that may wait for a worker; a slow request that finds the queue full is answered 503
     /// with `Retry-After` at once.
@@ -307,33 +295,70 @@ pub fn exit_with_usage(err: clap::Error, argv: &[String]) -> ! {
     std::process::exit(2);
 }
 
-/// The `--model` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ModelArg {
-    /// One thread, one connection at a time.
-    Single,
-    /// A thread per connection.
-    Threaded,
-    /// A process per connection.
-    Forked,
-    /// N processes sharing the port, each an event loop.
-    Prefork,
-    /// Accept threads with event loops and a worker pool (the default).
-    Evloop,
-    /// An actor per connection, scheduler threads, a Files actor.
-    Actor,
+/// `--model`: the registry's models, each with its one-line description; the default says so.
+fn model_parser() -> impl clap::builder::TypedValueParser<Value = Model> {
+    let values = Model::ALL.map(|m| {
+        let about = match m == Model::DEFAULT {
+            true => format!("{} (the default)", m.about()),
+            false => m.about().to_owned(),
+        };
+        PossibleValue::new(m.name()).help(about)
+    });
+    PossibleValuesParser::new(values).map(|name| {
+        name.parse::<Model>()
+            .expect("clap only passes the names it offered")
+    })
 }
 
-impl From<ModelArg> for Model {
-    fn from(m: ModelArg) -> Model {
-        match m {
-            ModelArg::Single => Model::Single,
-            ModelArg::Threaded => Model::Threaded,
-            ModelArg::Forked => Model::Forked,
-            ModelArg::Prefork => Model::Prefork,
-            ModelArg::Evloop => Model::Evloop,
-            ModelArg::Actor => Model::Actor,
+/// The flags of every model in the registry, each setting its model's own `Config`. Help text,
+/// value name and default come from the model's [`berth::drive::Flag`]s.
+#[derive(Debug, Clone, Default)]
+pub struct ModelFlags {
+    /// Every model's settings, defaults overwritten by the flags given.
+    pub configs: ModelConfigs,
+}
+
+impl ModelFlags {
+    fn all() -> impl Iterator<Item = berth::drive::FlagInfo> {
+        Model::ALL.into_iter().flat_map(Model::flags)
+    }
+}
+
+impl clap::FromArgMatches for ModelFlags {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = ModelFlags::default();
+        flags.update_from_arg_matches(matches)?;
+        Ok(flags)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for flag in ModelFlags::all() {
+            if let Some(&value) = matches.get_one::<NonZeroUsize>(flag.long) {
+                self.configs.set_flag(flag.long, value);
+            }
         }
+        Ok(())
+    }
+}
+
+impl Args for ModelFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        ModelFlags::all().fold(cmd, |cmd, flag| {
+            // As clap does with a doc comment of one paragraph: no final period.
+            let help = flag.help.strip_suffix('.').unwrap_or(flag.help);
+            cmd.arg(
+                Arg::new(flag.long)
+                    .long(flag.long)
+                    .value_name(flag.value_name)
+                    .help(help)
+                    .default_value(flag.default.to_string())
+                    .value_parser(clap::value_parser!(NonZeroUsize)),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 
@@ -462,5 +487,49 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
         _ => Err(format!(
             "'{s}' is not a header field (expected 'Name: value')"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of the whole command line, the models' flags included (a model's flag
+    /// named like a shared one would fail here).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// Every model's flag reaches that model's settings.
+    #[test]
+    fn model_flags_set_their_models_settings() {
+        let cli = Cli::try_parse_from([
+            "berth",
+            "serve",
+            "--max-threads",
+            "3",
+            "--max-children",
+            "4",
+            "--processes",
+            "5",
+            "--actor-batch",
+            "6",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        let c = args.model_flags.configs;
+        assert_eq!(
+            (
+                c.threaded.max_threads,
+                c.forked.max_children,
+                c.prefork.processes,
+                c.actor.batch
+            ),
+            (3, 4, 5, 6)
+        );
+        assert_eq!(args.model, Model::DEFAULT);
     }
 }

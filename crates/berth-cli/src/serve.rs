@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig};
 use berth::drive::files::Files;
-use berth::drive::{self, evloop, Model, Settings};
+use berth::drive::{self, Common, Settings};
 use berth::net::ListenConfig;
 use berth_proto::http::Limits;
 
@@ -42,17 +42,14 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             ),
         ),
     };
-    let model: Model = args.model.into();
-    // prefork's parallelism comes from its processes: one loop each unless asked otherwise.
-    let accept_threads = args
-        .accept_threads
-        .map(|n| n.get())
-        .unwrap_or_else(|| match model {
-            Model::Prefork => 1,
-            _ => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
-        });
+    let model = args.model;
+    let needs = model.needs();
+    let accept_threads = args.accept_threads.map(|n| n.get()).unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        needs.accept_threads.default_count(cores)
+    });
     let workers = args.worker_threads.unwrap_or(accept_threads);
     let limits = Limits {
         max_header_bytes: args.max_header_size.get(),
@@ -61,40 +58,35 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_body_bytes: args.max_body_size,
         ..Limits::default()
     };
-    let capacity = args.accept_capacity.get();
     let mut settings = Settings::new(model, addr);
-    settings.listen = ListenConfig {
-        backlog: args.backlog,
-        // HTTP clients speak first: let the kernel hand over connections with their request.
-        defer_accept_secs: 1,
-        exclusive: !args.reuse_port,
-        ..ListenConfig::default()
-    };
-    settings.accept_threads = accept_threads;
-    settings.evloop = evloop::Config {
-        capacity,
-        workers,
-        limits,
+    settings.common = Common {
+        listen: ListenConfig {
+            backlog: args.backlog,
+            // HTTP clients speak first: let the kernel hand over connections with their request.
+            defer_accept_secs: 1,
+            exclusive: !args.reuse_port,
+            ..ListenConfig::default()
+        },
         read_on_accept: true,
+        accept_threads,
+        capacity: args.accept_capacity.get(),
+        workers,
         queue_capacity: args.queue_capacity.get(),
+        limits,
         timeouts: drive::Timeouts {
             header: args.header_timeout,
             body: args.body_timeout,
             idle: args.idle_timeout,
             write: args.write_timeout,
         },
-        ..evloop::Config::default()
+        ..Common::default()
     };
-    settings.max_threads = args.max_threads.get();
-    settings.max_children = args.max_children.get();
-    settings.processes = args.processes.get();
-    settings.actor_batch = args.actor_batch.get();
+    settings.models = args.model_flags.configs;
 
     let stats = settings.new_stats()?;
-    // Only the event-loop and actor models have workers; elsewhere a slow request waits on its
-    // own thread.
-    let offload_slow =
-        !matches!(model, Model::Evloop | Model::Prefork | Model::Actor) || workers > 0;
+    // Only models with a worker pool can offload; elsewhere a slow request waits on its own
+    // thread.
+    let offload_slow = !needs.workers || workers > 0;
     let app = DemoConfig {
         slow_duration: Duration::from_millis(args.slow_duration),
         offload_slow,
@@ -135,28 +127,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
-    let (threads, workers_n) = (
-        count(accept_threads, "accept thread"),
-        count(workers, "worker"),
-    );
-    let shape = match model {
-        Model::Evloop => format!("{threads}, {workers_n}, capacity {capacity} per thread"),
-        Model::Prefork => format!(
-            "{} x {threads}, {workers_n} and capacity {capacity} per thread",
-            count_as(settings.processes, "process", "processes")
-        ),
-        Model::Threaded => format!("a thread per connection, at most {}", settings.max_threads),
-        Model::Forked => format!(
-            "a process per connection, at most {}",
-            settings.max_children
-        ),
-        Model::Single => "one connection at a time".to_owned(),
-        Model::Actor => format!(
-            "{}, batch {}, {workers_n}, capacity {capacity}",
-            count(accept_threads, "scheduler thread"),
-            settings.actor_batch
-        ),
-    };
+    let shape = settings.describe();
     if files.root().is_none() {
         // Said at startup, where whoever started berth is looking (info, not a warning:
         // serving no files is a fine way to run).
@@ -191,14 +162,4 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // The pid file goes with the daemon handle.
     drop(daemon);
     Ok(())
-}
-
-/// `1 worker`, `2 workers`.
-fn count(n: usize, one: &str) -> String {
-    count_as(n, one, &format!("{one}s"))
-}
-
-/// `1 process`, `2 processes`.
-fn count_as(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }

@@ -8,6 +8,7 @@ mod common;
 
 use std::net::{SocketAddr, TcpListener};
 
+use berth::drive::Model;
 use common::{address_in, free_port, get, run, Berth, LIMIT};
 
 #[test]
@@ -198,7 +199,7 @@ fn a_second_berth_is_refused_the_port_of_a_running_one() {
         let mut first = Berth::spawn(&["serve", "-m", first_model, "-p", "0", "-A", "2"]);
         let addr = address_in(&first.line());
         let port = addr.port().to_string();
-        for model in ["single", "threaded", "forked", "prefork", "evloop", "actor"] {
+        for model in Model::ALL.map(Model::name) {
             let (status, out, err) = run(&["serve", "-m", model, "-p", &port]);
             assert_eq!(
                 status.code(),

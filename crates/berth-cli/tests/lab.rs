@@ -7,9 +7,9 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use berth::drive::Model;
 use common::Berth;
 
-const MODELS: [&str; 6] = ["single", "threaded", "forked", "prefork", "evloop", "actor"];
 const SHAPES: [&str; 6] = [
     "hello",
     "hello-pipelined",
@@ -44,7 +44,8 @@ fn quick_lab_measures_every_model_under_every_shape() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("lab.json")).unwrap()).unwrap();
     let rows = json["rows"].as_array().unwrap();
-    for model in MODELS {
+    let models = Model::ALL.map(Model::name);
+    for model in models {
         for shape in SHAPES {
             let row = rows
                 .iter()
@@ -66,7 +67,7 @@ fn quick_lab_measures_every_model_under_every_shape() {
     // Peers that ran are peers, and every peer left out says what to install.
     for row in rows
         .iter()
-        .filter(|r| !MODELS.contains(&r["server"].as_str().unwrap()))
+        .filter(|r| !models.contains(&r["server"].as_str().unwrap()))
     {
         assert_eq!(row["kind"], "peer");
     }

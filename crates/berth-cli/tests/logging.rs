@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use berth::drive::Model;
 use common::{address_in, get, Berth, LIMIT};
 
 /// Runs berth with `flags`, makes one request and one malformed one, stops it, returns stderr.
@@ -47,7 +48,7 @@ fn nothing_per_request_by_default() {
 fn a_clean_stop_logs_no_warning() {
     // The blocking models once logged `accept failed: Invalid argument` on every stop: the
     // listener shut down under their accept.
-    for model in ["single", "threaded", "forked", "prefork", "evloop", "actor"] {
+    for model in Model::ALL.map(Model::name) {
         let mut berth = Berth::spawn(&["serve", "-m", model, "-p", "0", "-A", "1"]);
         let addr = address_in(&berth.line());
         assert!(

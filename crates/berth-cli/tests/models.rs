@@ -14,6 +14,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::Duration;
 
+use berth::drive::Model;
 use common::procs::{alive, children_of, proc_stat};
 use common::{address_in, free_port, get, run, signal, wait_for, Berth, LIMIT};
 
@@ -59,7 +60,7 @@ fn serving(args: &[&str], model: &str) -> (Berth, SocketAddr) {
 
 #[test]
 fn every_model_serves_and_stops_on_sigterm() {
-    for model in ["single", "threaded", "forked", "prefork", "evloop", "actor"] {
+    for model in Model::ALL.map(Model::name) {
         let (mut b, addr) = serving(&["serve", "--model", model, "-p", "0"], model);
         assert!(
             get(addr, "/test/slow").starts_with("HTTP/1.1 200 OK\r\n"),

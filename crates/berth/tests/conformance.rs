@@ -1,6 +1,6 @@
-//! The driver conformance suite: every case below runs against every model (`single`,
-//! `threaded`, `forked`, `prefork`, `evloop`, `actor`), each started in-process through
-//! [`berth::drive::serve`] on `127.0.0.1:0`, over real sockets.
+//! The driver conformance suite: every case below runs against every model of berth's model
+//! registry (`single`, `threaded`, `forked`, `prefork`, `evloop`, `actor` today), each started
+//! in-process through [`berth::drive::serve`] on `127.0.0.1:0`, over real sockets.
 //!
 //! [`conformance!`] turns each case function `fn case(m: Model)` into one test per model, in
 //! the style of ripgrep's `rgtest!`: `keep_alive_1000::forked`, `http1_vectors::single`, ...
@@ -66,65 +66,44 @@ const UNSUPPORTED: &[(&str, Model, &str)] = &[
 ];
 
 /// Generates one `#[test]` per model for each case function, in a module named after the case.
-/// After a case, `single: #[attr]`, `threaded: #[attr]`, ... (in that order, each optional) add
-/// an attribute to that model's test only, e.g. `#[ignore = "known bug: ..."]`.
+/// The models come from berth's registry ([`berth::with_models!`] calls this macro with their
+/// list first), so a new model gets every case without an edit here. After a case,
+/// `<model>: #[attr]` (e.g. `, forked: #[ignore = "known bug: ..."]`, one per model, any order)
+/// adds an attribute to that model's test only.
 macro_rules! conformance {
-    ($(
-        $case:ident
-        $(, single: #[$s:meta])?
-        $(, threaded: #[$t:meta])?
-        $(, forked: #[$f:meta])?
-        $(, prefork: #[$p:meta])?
-        $(, evloop: #[$e:meta])?
-        $(, actor: #[$a:meta])?
+    // One case: a test per model; `for_model!` adds the case's attribute to the models it names.
+    (@case $d:tt $case:ident
+        [$($model:ident #[$meta:meta])*]
+        [$($module:ident $driver:ident),+]
+    ) => {
+        mod $case {
+            macro_rules! for_model {
+                $(($model $d test:item) => { #[$meta] $d test };)*
+                ($d other:ident $d test:item) => { $d test };
+            }
+            $(
+                for_model! {
+                    $module
+                    #[test]
+                    fn $module() {
+                        super::run(stringify!($case), berth::drive::Model::$driver, super::$case)
+                    }
+                }
+            )+
+        }
+    };
+    // From `berth::with_models!`: the registry's models, then `($)` and the cases.
+    ($models:tt ($d:tt) $(
+        $case:ident $(, $model:ident: #[$meta:meta])*
     );+ $(;)?) => {
         /// Every case of the suite, in order.
         const CASES: &[&str] = &[$(stringify!($case)),+];
-        $(
-            mod $case {
-                use berth::drive::Model;
-
-                #[test]
-                $(#[$s])?
-                fn single() {
-                    super::run(stringify!($case), Model::Single, super::$case)
-                }
-
-                #[test]
-                $(#[$t])?
-                fn threaded() {
-                    super::run(stringify!($case), Model::Threaded, super::$case)
-                }
-
-                #[test]
-                $(#[$f])?
-                fn forked() {
-                    super::run(stringify!($case), Model::Forked, super::$case)
-                }
-
-                #[test]
-                $(#[$p])?
-                fn prefork() {
-                    super::run(stringify!($case), Model::Prefork, super::$case)
-                }
-
-                #[test]
-                $(#[$e])?
-                fn evloop() {
-                    super::run(stringify!($case), Model::Evloop, super::$case)
-                }
-
-                #[test]
-                $(#[$a])?
-                fn actor() {
-                    super::run(stringify!($case), Model::Actor, super::$case)
-                }
-            }
-        )+
+        $(conformance!(@case $d $case [$($model #[$meta])*] $models);)+
     };
 }
 
-conformance! {
+berth::with_models!(conformance! {
+    ($)
     http1_vectors;
     http1_vector_output_high_water_zero;
     keep_alive_1000;
@@ -156,7 +135,7 @@ conformance! {
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
     upgrade_hands_the_connection_to_another_protocol;
-}
+});
 
 /// Runs `case` for `model`, unless [`UNSUPPORTED`] says the model cannot support it.
 fn run(case: &str, model: Model, f: fn(Model)) {
@@ -630,7 +609,7 @@ fn slow_jobs_of_departed_clients_are_dropped(m: Model) {
             c
         })
         .collect();
-    if matches!(m, Model::Evloop | Model::Actor | Model::Prefork) {
+    if m.needs().workers {
         srv.wait_stats("every job queued", |s| {
             s.requests == (AT_ONCE + QUEUED) as u64
         });
@@ -699,9 +678,10 @@ fn capacity_refusal(m: Model) {
     let opts = match m {
         Model::Threaded => Opts::new(m).max_threads(2),
         Model::Forked => Opts::new(m).max_children(2),
-        Model::Evloop | Model::Actor => Opts::new(m).capacity(2),
         Model::Prefork => Opts::new(m).processes(2).capacity(1),
         Model::Single => unreachable!("declared unsupported"),
+        // evloop, actor: the cap is `-C`.
+        _ => Opts::new(m).capacity(2),
     };
     let srv = opts.start();
     let mut held = Vec::new();
@@ -795,7 +775,7 @@ fn stats_counts_every_request(m: Model) {
 fn stats_count_every_job(m: Model) {
     const N: u64 = 3;
     for opts in [Opts::new(m), Opts::new(m).workers(0).offload_slow(true)] {
-        let inline = opts.settings.evloop.workers == 0;
+        let inline = opts.settings.common.workers == 0;
         let srv = opts.slow(Duration::from_millis(5)).start();
         for _ in 0..N {
             let r = server::roundtrip(srv.addr, get_request("/test/slow").as_bytes());

@@ -67,7 +67,7 @@ fn full_queue_is_answered_503_with_retry_after() {
     let srv = start(
         Opts::evloop()
             .workers(1)
-            .with_evloop(|c| c.queue_capacity = 1),
+            .with_common(|c| c.queue_capacity = 1),
     );
     // One job runs, one waits in the queue: the third finds it full.
     let mut busy = srv.client();

@@ -287,7 +287,7 @@ fn prefork_is_started_only_when_every_worker_listens() {
     let _g = lock();
     for _ in 0..5 {
         let mut settings = Settings::new(Model::Prefork, "127.0.0.1:0".parse().unwrap());
-        settings.processes = 6;
+        settings.models.prefork.processes = 6;
         let stats = settings.new_stats().unwrap();
         let demo = Demo::new(DemoConfig::default(), stats.clone());
         let (server, addr) = berth::drive::serve(&settings, demo, stats).unwrap();

@@ -22,21 +22,17 @@ use super::{signal, Server, Service};
 use crate::rt::Control;
 use crate::stats::Stats;
 
-/// Settings of the `forked` model.
+/// Settings of the `forked` model of its own (the connection settings, used in each child,
+/// come from [`Common`](super::Common)).
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
-    /// The blocking connection settings (used in each child).
-    pub conn: ConnConfig,
     /// Most children alive at once (`--max-children`).
     pub max_children: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            conn: ConnConfig::default(),
-            max_children: 1024,
-        }
+        Config { max_children: 1024 }
     }
 }
 
@@ -44,6 +40,7 @@ impl Default for Config {
 pub fn spawn<S: Service>(
     listener: TcpListener,
     service: S,
+    conn: ConnConfig,
     config: Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
@@ -113,7 +110,7 @@ pub fn spawn<S: Service>(
                                     blocking::serve_connection(
                                         stream,
                                         serving,
-                                        &config.conn,
+                                        &conn,
                                         || terminated.load(std::sync::atomic::Ordering::Acquire),
                                         None,
                                     )
@@ -155,4 +152,48 @@ pub fn spawn<S: Service>(
         }
     });
     Ok(server)
+}
+
+/// The `forked` model in the registry.
+pub struct Forked;
+
+impl super::Driver for Forked {
+    const NAME: &'static str = "forked";
+    const ABOUT: &'static str = "A process per connection";
+    const NEEDS: super::Needs = super::Needs {
+        forks: true,
+        children_listen: false,
+        accept_threads: super::AcceptThreads::Unused,
+        workers: false,
+    };
+    type Config = Config;
+    const FLAGS: &'static [super::Flag<Config>] = &[super::Flag {
+        long: "max-children",
+        value_name: "N",
+        help: "`forked` model: most connection processes at once; more are answered 503 and \
+               closed.",
+        get: |c| c.max_children,
+        set: |c, n| c.max_children = n.get(),
+    }];
+
+    fn shards(_: &super::Common, _: &Config) -> usize {
+        1
+    }
+
+    fn describe(_: &super::Common, config: &Config) -> String {
+        format!("a process per connection, at most {}", config.max_children)
+    }
+
+    fn spawn<S: Service>(
+        addr: std::net::SocketAddr,
+        common: &super::Common,
+        config: &Config,
+        service: S,
+        stats: Arc<Stats>,
+    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+        let (listener, bound) = super::registry::bind_one(addr, common)?;
+        let server = spawn(listener, service, common.conn(), *config, stats)
+            .map_err(super::registry::bind_error(addr))?;
+        Ok((server, bound))
+    }
 }

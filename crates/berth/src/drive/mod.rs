@@ -12,24 +12,33 @@
 //! | [`actor`] | an actor per connection, run by `-A` scheduler threads a batch at a time | `-w` workers, FIFO queue |
 //!
 //! [`serve`] starts any of them from [`Settings`]; each module's `spawn` is the direct route.
+//! The models are listed once, in the registry below; [`registry`] says what a model is
+//! ([`Driver`]) and how to add one.
 
 mod accept;
-pub mod actor;
 pub mod blocking;
 pub mod clock;
+mod common;
 mod conn;
 pub mod daemon;
-pub mod evloop;
 pub mod files;
-pub mod forked;
-mod model;
-pub mod prefork;
 mod process;
+pub mod registry;
 pub(crate) mod shared;
 pub mod signal;
-pub mod single;
-pub mod threaded;
 mod workers;
+
+// The model registry: one line per model, `module::DriverType`, in the order tables list them.
+// It declares each module and generates `Model`, `ModelConfigs` and the one match from a model to
+// its driver (see `registry`).
+registry::models! {
+    single::Single,
+    threaded::Threaded,
+    forked::Forked,
+    prefork::Prefork,
+    evloop::Evloop,
+    actor::Actor,
+}
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -38,7 +47,8 @@ use berth_proto::http::Handler;
 
 use crate::rt::Control;
 
-pub use model::{serve, Model, Settings};
+pub use common::Common;
+pub use registry::{serve, AcceptThreads, Driver, Flag, FlagInfo, Needs, Settings};
 
 /// How long a connection may take at each stage; the rules that apply the values are the
 /// HTTP session's (`Session::poll_timeout`), so every model times connections alike.

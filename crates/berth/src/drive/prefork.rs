@@ -15,22 +15,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::process::{self, Fork};
-use super::{evloop, signal, Server, Service};
+use super::{evloop, signal, Common, Server, Service};
 use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 use crate::rt::Control;
 use crate::stats::Stats;
 
-/// Settings of the `prefork` model.
+/// Settings of the `prefork` model of its own. Accept threads (per process), listening,
+/// capacity, workers, limits and timeouts come from [`Common`].
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Worker processes (`--processes`).
     pub processes: usize,
-    /// Accept threads per process (each with its own listener and loop).
-    pub accept_threads: usize,
-    /// The event loop each process runs.
+    /// The event loop's own settings, in each process.
     pub evloop: evloop::Config,
-    /// How each process binds its listeners.
-    pub listen: ListenConfig,
     /// How long children get to exit after SIGTERM before SIGKILL, when stopping at once.
     pub stop_grace: Duration,
     /// How long a child finishes requests in flight after SIGTERM (it drains gracefully).
@@ -41,9 +38,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             processes: 2,
-            accept_threads: 1,
             evloop: evloop::Config::default(),
-            listen: ListenConfig::default(),
             stop_grace: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(30),
         }
@@ -65,6 +60,7 @@ struct Child {
 }
 
 /// Reserves `addr`, starts the children and a supervising thread. Returns the bound address.
+/// Each child binds [`Common::accept_threads`] listeners and runs an event loop on them.
 ///
 /// With [`ListenConfig::exclusive`] an address another process listens on is refused before
 /// anything is started; the children then join the port their master checked without checking
@@ -74,21 +70,23 @@ struct Child {
 pub fn spawn<S: Service>(
     addr: SocketAddr,
     service: S,
+    common: &Common,
     config: Config,
     stats: Arc<Stats>,
 ) -> Result<(Server, SocketAddr), BindError> {
-    if config.listen.exclusive {
+    if common.listen.exclusive {
         check_unshared(addr)?;
     }
     let (reservation, bound) = reserve_port(addr)?;
     let ctl = Arc::new(Control::default());
-    let child_config = Config {
+    let child_common = Common {
         listen: ListenConfig {
             exclusive: false,
-            ..config.listen
+            ..common.listen
         },
-        ..config.clone()
+        ..*common
     };
+    let child_config = config.clone();
     // Each child says it is listening over a socket pair: the server is reported started
     // only once every worker takes connections, never between a fork and its bind.
     let start = move |index: usize| -> io::Result<(libc::pid_t, UnixStream)> {
@@ -103,6 +101,7 @@ pub fn spawn<S: Service>(
                     master,
                     bound,
                     &service,
+                    &child_common,
                     &child_config,
                     stats.clone(),
                     ready,
@@ -260,11 +259,13 @@ impl Ready {
 
 /// The life of a worker process: its own listeners on the shared port, an event loop, and an
 /// orderly stop on SIGTERM. Never returns.
+#[allow(clippy::too_many_arguments)] // what a forked child starts from, all of it
 fn run_child<S: Service>(
     index: usize,
     master: libc::pid_t,
     addr: SocketAddr,
     service: &S,
+    common: &Common,
     config: &Config,
     stats: Arc<Stats>,
     ready: Ready,
@@ -285,16 +286,16 @@ fn run_child<S: Service>(
         Ok(false) => process::exit_child(0),
         Err(_) => process::exit_child(73),
     }
-    let listeners = match bind_tcp(addr, config.accept_threads.max(1), config.listen) {
+    let listeners = match bind_tcp(addr, common.accept_threads.max(1), common.listen) {
         Ok(l) => l,
         Err(_) => process::exit_child(71),
     };
     // Each process counts into its own shards of the (shared) counters.
     let evloop = evloop::Config {
-        first_thread: index * config.accept_threads.max(1),
+        first_thread: index * common.accept_threads.max(1),
         ..config.evloop.clone()
     };
-    let server = match evloop::spawn(listeners, service.clone(), evloop, stats) {
+    let server = match evloop::spawn(listeners, service.clone(), common, &evloop, stats) {
         Ok(s) => s,
         Err(_) => process::exit_child(72),
     };
@@ -303,4 +304,55 @@ fn run_child<S: Service>(
     server.drain(config.drain_timeout);
     server.join();
     process::exit_child(0)
+}
+
+/// The `prefork` model in the registry.
+pub struct Prefork;
+
+impl super::Driver for Prefork {
+    const NAME: &'static str = "prefork";
+    const ABOUT: &'static str = "N processes sharing the port, each an event loop";
+    const NEEDS: super::Needs = super::Needs {
+        forks: true,
+        children_listen: true,
+        accept_threads: super::AcceptThreads::PerProcess,
+        workers: true,
+    };
+    type Config = Config;
+    const FLAGS: &'static [super::Flag<Config>] = &[super::Flag {
+        long: "processes",
+        value_name: "N",
+        help: "`prefork` model: worker processes, each with its own listeners on the shared port.",
+        get: |c| c.processes,
+        set: |c, n| c.processes = n.get(),
+    }];
+
+    fn shards(common: &Common, config: &Config) -> usize {
+        common.accept_threads * config.processes
+    }
+
+    fn listeners(common: &Common, config: &Config) -> usize {
+        config.processes * common.accept_threads
+    }
+
+    fn describe(common: &Common, config: &Config) -> String {
+        use super::registry::{count, count_as};
+        format!(
+            "{} x {}, {} and capacity {} per thread",
+            count_as(config.processes, "process", "processes"),
+            count(common.accept_threads, "accept thread"),
+            count(common.workers, "worker"),
+            common.capacity
+        )
+    }
+
+    fn spawn<S: Service>(
+        addr: SocketAddr,
+        common: &Common,
+        config: &Config,
+        service: S,
+        stats: Arc<Stats>,
+    ) -> Result<(Server, SocketAddr), BindError> {
+        spawn(addr, service, common, config.clone(), stats)
+    }
 }

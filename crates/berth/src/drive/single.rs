@@ -68,3 +68,39 @@ pub fn spawn<S: Service>(
     });
     Ok(server)
 }
+
+/// The `single` model in the registry.
+pub struct Single;
+
+impl super::Driver for Single {
+    const NAME: &'static str = "single";
+    const ABOUT: &'static str = "One thread, one connection at a time";
+    const NEEDS: super::Needs = super::Needs {
+        forks: false,
+        children_listen: false,
+        accept_threads: super::AcceptThreads::Unused,
+        workers: false,
+    };
+    type Config = ();
+
+    fn shards(_: &super::Common, _: &()) -> usize {
+        1
+    }
+
+    fn describe(_: &super::Common, _: &()) -> String {
+        "one connection at a time".to_owned()
+    }
+
+    fn spawn<S: Service>(
+        addr: std::net::SocketAddr,
+        common: &super::Common,
+        _: &(),
+        service: S,
+        stats: Arc<Stats>,
+    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+        let (listener, bound) = super::registry::bind_one(addr, common)?;
+        let server = spawn(listener, service, common.conn(), stats)
+            .map_err(super::registry::bind_error(addr))?;
+        Ok((server, bound))
+    }
+}

@@ -13,11 +13,10 @@ use super::{Server, Service};
 use crate::rt::{Control, StopKind};
 use crate::stats::Stats;
 
-/// Settings of the `threaded` model.
+/// Settings of the `threaded` model of its own (the connection settings come from
+/// [`Common`](super::Common)).
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
-    /// The blocking connection settings.
-    pub conn: ConnConfig,
     /// Most connection threads alive at once (`--max-threads`).
     pub max_threads: usize,
     /// Stack size of each connection thread. The HTTP path needs little; a small stack lets
@@ -28,7 +27,6 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            conn: ConnConfig::default(),
             max_threads: 1024,
             stack_size: 256 * 1024,
         }
@@ -39,6 +37,7 @@ impl Default for Config {
 pub fn spawn<S: Service>(
     listener: TcpListener,
     service: S,
+    conn: ConnConfig,
     config: Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
@@ -82,7 +81,7 @@ pub fn spawn<S: Service>(
                             if let Err(e) = blocking::serve_connection(
                                 stream,
                                 serving,
-                                &config.conn,
+                                &conn,
                                 || false,
                                 None,
                             ) {
@@ -117,4 +116,49 @@ pub fn spawn<S: Service>(
         active.shutdown_all(kind)
     });
     Ok(server)
+}
+
+/// The `threaded` model in the registry.
+pub struct Threaded;
+
+impl super::Driver for Threaded {
+    const NAME: &'static str = "threaded";
+    const ABOUT: &'static str = "A thread per connection";
+    const NEEDS: super::Needs = super::Needs {
+        forks: false,
+        children_listen: false,
+        accept_threads: super::AcceptThreads::Unused,
+        workers: false,
+    };
+    type Config = Config;
+    const FLAGS: &'static [super::Flag<Config>] = &[super::Flag {
+        long: "max-threads",
+        value_name: "N",
+        help: "`threaded` model: most connection threads at once; more are answered 503 and \
+               closed.",
+        get: |c| c.max_threads,
+        set: |c, n| c.max_threads = n.get(),
+    }];
+
+    fn shards(_: &super::Common, _: &Config) -> usize {
+        // Connection threads count into shards by their serial number.
+        crate::stats::MAX_SHARDS
+    }
+
+    fn describe(_: &super::Common, config: &Config) -> String {
+        format!("a thread per connection, at most {}", config.max_threads)
+    }
+
+    fn spawn<S: Service>(
+        addr: std::net::SocketAddr,
+        common: &super::Common,
+        config: &Config,
+        service: S,
+        stats: Arc<Stats>,
+    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+        let (listener, bound) = super::registry::bind_one(addr, common)?;
+        let server = spawn(listener, service, common.conn(), *config, stats)
+            .map_err(super::registry::bind_error(addr))?;
+        Ok((server, bound))
+    }
 }

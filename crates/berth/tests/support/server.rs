@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use berth::app::{Demo, DemoConfig};
 use berth::drive::files::Files;
-use berth::drive::{evloop, serve, Model, Server, Service, Settings, Timeouts};
+use berth::drive::{serve, Common, Model, ModelConfigs, Server, Service, Settings, Timeouts};
 use berth::proto::http::Limits;
 use berth::stats::{Snapshot, Stats};
 
@@ -34,10 +34,12 @@ pub const WAIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How a model is started. [`Opts::new`] suits the suites that run every model: 20 ms slow jobs,
 /// 4 workers (event-loop models), 1 accept thread, 1024 slots, 256 threads or children, 2
 /// prefork processes; [`Opts::evloop`] the tests of `evloop` alone. Timeouts and everything not
-/// named are the models' defaults.
+/// named are the models' defaults. What a model is and needs comes from berth's model registry
+/// ([`Settings::listeners`], [`berth::drive::Needs`]), so a new model needs nothing here.
 #[derive(Debug, Clone)]
 pub struct Opts {
-    /// What [`serve`] is given: the model on `127.0.0.1:0`, and every driver's settings.
+    /// What [`serve`] is given: the model on `127.0.0.1:0`, the common settings and every
+    /// model's own.
     pub settings: Settings,
     /// How long a `/test/slow` job takes.
     pub slow: Duration,
@@ -51,12 +53,12 @@ impl Opts {
     /// The defaults for `model`.
     pub fn new(model: Model) -> Opts {
         let mut settings = Settings::new(model, "127.0.0.1:0".parse().unwrap());
-        settings.accept_threads = 1;
-        settings.evloop.capacity = 1024;
-        settings.evloop.workers = 4;
-        settings.max_threads = 256;
-        settings.max_children = 256;
-        settings.processes = 2;
+        settings.common.accept_threads = 1;
+        settings.common.capacity = 1024;
+        settings.common.workers = 4;
+        settings.models.threaded.max_threads = 256;
+        settings.models.forked.max_children = 256;
+        settings.models.prefork.processes = 2;
         Opts {
             settings,
             slow: Duration::from_millis(20),
@@ -86,7 +88,7 @@ impl Opts {
 
     /// Header, body, idle and write timeouts (every model).
     pub fn timeouts(mut self, t: Timeouts) -> Opts {
-        self.settings.evloop.timeouts = t;
+        self.settings.common.timeouts = t;
         self
     }
 
@@ -105,66 +107,67 @@ impl Opts {
     /// Accept threads (`-A`): `evloop`, and per process in `prefork`; scheduler threads of
     /// `actor`.
     pub fn accept_threads(mut self, n: usize) -> Opts {
-        self.settings.accept_threads = n;
+        self.settings.common.accept_threads = n;
         self
     }
 
     /// Worker threads of the event-loop models (`-w`).
     pub fn workers(mut self, n: usize) -> Opts {
-        self.settings.evloop.workers = n;
+        self.settings.common.workers = n;
         self
     }
 
     /// Slots per accept thread of the event-loop models (`-C`).
     pub fn capacity(mut self, n: usize) -> Opts {
-        self.settings.evloop.capacity = n;
+        self.settings.common.capacity = n;
         self
     }
 
     /// Thread cap of `threaded`.
     pub fn max_threads(mut self, n: usize) -> Opts {
-        self.settings.max_threads = n;
+        self.settings.models.threaded.max_threads = n;
         self
     }
 
     /// Process cap of `forked`.
     pub fn max_children(mut self, n: usize) -> Opts {
-        self.settings.max_children = n;
+        self.settings.models.forked.max_children = n;
         self
     }
 
     /// Worker processes of `prefork`.
     pub fn processes(mut self, n: usize) -> Opts {
-        self.settings.processes = n;
+        self.settings.models.prefork.processes = n;
         self
     }
 
     /// Request limits (every model).
     pub fn limits(mut self, limits: Limits) -> Opts {
-        self.settings.evloop.limits = limits;
+        self.settings.common.limits = limits;
         self
     }
 
     /// Changes some request limits, keeping the others.
     pub fn with_limits(mut self, f: impl FnOnce(&mut Limits)) -> Opts {
-        f(&mut self.settings.evloop.limits);
+        f(&mut self.settings.common.limits);
         self
     }
 
-    /// Changes the event-loop settings (`evloop`, `prefork`; `actor` takes its own from them).
-    pub fn with_evloop(mut self, f: impl FnOnce(&mut evloop::Config)) -> Opts {
-        f(&mut self.settings.evloop);
+    /// Changes the settings every model shares (capacity, workers, queue, limits, ...).
+    pub fn with_common(mut self, f: impl FnOnce(&mut Common)) -> Opts {
+        f(&mut self.settings.common);
+        self
+    }
+
+    /// Changes models' own settings (`c.threaded.max_threads`, `c.prefork.processes`, ...).
+    pub fn with_models(mut self, f: impl FnOnce(&mut ModelConfigs)) -> Opts {
+        f(&mut self.settings.models);
         self
     }
 
     /// How many listening sockets the server has once it is fully up.
     pub fn listeners(&self) -> usize {
-        let s = &self.settings;
-        match s.model {
-            Model::Single | Model::Threaded | Model::Forked | Model::Actor => 1,
-            Model::Evloop => s.accept_threads,
-            Model::Prefork => s.processes * s.accept_threads,
-        }
+        self.settings.listeners()
     }
 
     /// Starts the server with the demo app and waits (bounded) until every listener it should
@@ -174,7 +177,7 @@ impl Opts {
             slow_duration: self.slow,
             offload_slow: self
                 .offload_slow
-                .unwrap_or(self.settings.evloop.workers > 0),
+                .unwrap_or(self.settings.common.workers > 0),
         };
         let files = match &self.files {
             Some(root) => Files::new(root).expect("files root"),
@@ -250,10 +253,11 @@ impl ModelServer {
     }
 
     /// Waits (bounded) until the port has as many listening sockets as the model makes. Only
-    /// `prefork` can be behind: the other models listen before `serve` returns (and reading
-    /// `/proc/net/tcp` costs tens of milliseconds when many connections sit in TIME_WAIT).
+    /// a model whose children bind the listeners (`prefork`) can be behind: the others listen
+    /// before `serve` returns (and reading `/proc/net/tcp` costs tens of milliseconds when many
+    /// connections sit in TIME_WAIT).
     pub fn wait_listening(&self) {
-        if self.model != Model::Prefork {
+        if !self.model.needs().children_listen {
             return;
         }
         let want = self.opts.listeners();

@@ -58,55 +58,72 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// How long a stop waits for connection actors to close their sockets.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
-/// Settings of the `actor` model.
+/// Settings of the `actor` model of its own; scheduler threads (`-A`), capacity, workers,
+/// limits, timeouts and buffer sizes come from [`Common`](super::Common).
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Scheduler threads (`-A`).
-    pub schedulers: usize,
     /// Most messages an actor handles before it yields its thread (`--actor-batch`). Seed 002
     /// settled on 2: 1 gives the steadiest latency, large batches let busy actors hog threads.
     pub batch: usize,
-    /// Most simultaneous connections (`-C`); more are refused.
-    pub capacity: usize,
-    /// Worker threads for offloaded jobs (`-w`). With 0, the connection actor runs the job.
-    pub workers: usize,
-    /// Jobs that may wait for a worker; beyond it a job is answered 503.
-    pub queue_capacity: usize,
-    /// Request limits.
-    pub limits: Limits,
-    /// Size of a connection's read and write buffers.
-    pub buffer_size: usize,
-    /// Header, body, idle and write timeouts.
-    pub timeouts: Timeouts,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            schedulers: 1,
-            batch: 2,
-            capacity: 100_000,
-            workers: 1,
-            queue_capacity: 10_000,
-            limits: Limits::default(),
-            buffer_size: 16 * 1024,
-            timeouts: Timeouts::default(),
+        Config { batch: 2 }
+    }
+}
+
+/// What the poller and the actors read: the [`Common`](super::Common) settings they use and
+/// the model's own [`Config`], side by side in one flat struct.
+#[derive(Debug, Clone)]
+struct Flat {
+    /// Scheduler threads (`-A`).
+    schedulers: usize,
+    /// Most messages an actor handles before it yields its thread (`--actor-batch`).
+    batch: usize,
+    /// Most simultaneous connections (`-C`); more are refused.
+    capacity: usize,
+    /// Worker threads for offloaded jobs (`-w`). With 0, the connection actor runs the job.
+    workers: usize,
+    /// Jobs that may wait for a worker; beyond it a job is answered 503.
+    queue_capacity: usize,
+    /// Request limits.
+    limits: Limits,
+    /// Size of a connection's read and write buffers.
+    buffer_size: usize,
+    /// Header, body, idle and write timeouts.
+    timeouts: Timeouts,
+}
+
+impl Flat {
+    fn new(common: &super::Common, own: &Config) -> Flat {
+        Flat {
+            schedulers: common.accept_threads,
+            batch: own.batch,
+            capacity: common.capacity,
+            workers: common.workers,
+            queue_capacity: common.queue_capacity,
+            limits: common.limits,
+            buffer_size: common.buffer_size,
+            timeouts: common.timeouts,
         }
     }
 }
 
-/// Serves `listener` with connection actors on `config.schedulers` scheduler threads. Returns
-/// once every thread runs.
+/// Serves `listener` with connection actors on `common.accept_threads` scheduler threads.
+/// Returns once every thread runs.
 pub fn spawn<S: Service>(
     listener: StdListener,
     service: S,
-    config: Config,
+    common: &super::Common,
+    config: &Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server>
 where
     <S::Handler as Handler>::Job: Send,
     S::Handler: Send + 'static,
 {
+    let config = Flat::new(common, config);
     let ctl = Arc::new(Control::default());
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -193,7 +210,7 @@ struct Poller<S: Service> {
     service: S,
     stats: Arc<Stats>,
     ctl: Arc<Control>,
-    config: Config,
+    config: Flat,
     /// Numbers connections, for their handler and stats shard.
     serial: usize,
     accept_paused: bool,
@@ -349,5 +366,62 @@ where
             std::thread::sleep(Duration::from_millis(5));
         }
         self.conns.clear();
+    }
+}
+
+/// The `actor` model in the registry (not to be confused with [`runtime::Actor`], what an
+/// actor is).
+pub struct Actor;
+
+impl super::Driver for Actor {
+    const NAME: &'static str = "actor";
+    const ABOUT: &'static str = "An actor per connection, scheduler threads, a Files actor";
+    const NEEDS: super::Needs = super::Needs {
+        forks: false,
+        children_listen: false,
+        accept_threads: super::AcceptThreads::PerServer,
+        workers: true,
+    };
+    type Config = Config;
+    const FLAGS: &'static [super::Flag<Config>] = &[super::Flag {
+        long: "actor-batch",
+        value_name: "N",
+        help: "`actor` model: most messages an actor handles before it yields its scheduler \
+               thread (seed 002 settled on 2; 1 is the steadiest latency, larger lets busy \
+               connections run on).",
+        get: |c| c.batch,
+        set: |c, n| c.batch = n.get(),
+    }];
+
+    fn shards(_: &super::Common, _: &Config) -> usize {
+        // Connections count into shards by their serial number.
+        crate::stats::MAX_SHARDS
+    }
+
+    fn describe(common: &super::Common, config: &Config) -> String {
+        use super::registry::count;
+        format!(
+            "{}, batch {}, {}, capacity {}",
+            count(common.accept_threads, "scheduler thread"),
+            config.batch,
+            count(common.workers, "worker"),
+            common.capacity
+        )
+    }
+
+    fn spawn<S: Service>(
+        addr: std::net::SocketAddr,
+        common: &super::Common,
+        config: &Config,
+        service: S,
+        stats: Arc<Stats>,
+    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError>
+    where
+        S::Handler: Send + 'static,
+    {
+        use super::registry::{bind_error, bind_one};
+        let (listener, bound) = bind_one(addr, common)?;
+        let server = spawn(listener, service, common, config, stats).map_err(bind_error(addr))?;
+        Ok((server, bound))
     }
 }

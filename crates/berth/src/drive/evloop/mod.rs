@@ -49,60 +49,84 @@ const TIMER_RESOLUTION: Duration = Duration::from_millis(100);
 /// Slots of the timing wheel: 1024 x 100 ms covers 102 s per lap; longer deadlines go round.
 const TIMER_SLOTS: usize = 1024;
 
-/// Settings of the `evloop` model.
+/// Settings of the `evloop` model of its own; capacity, workers, limits, timeouts and buffer
+/// sizes come from [`Common`](super::Common).
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Most simultaneous connections per accept thread (`-C`); the slab is preallocated to it.
-    pub capacity: usize,
-    /// Worker threads for offloaded jobs (`-w`). With 0, jobs run on the loop thread.
-    pub workers: usize,
-    /// Jobs that may wait for a worker (`--queue-capacity`); a job beyond it is answered 503
-    /// with `Retry-After` at once.
-    pub queue_capacity: usize,
-    /// Request limits.
-    pub limits: Limits,
-    /// Size of each pooled read/write buffer.
-    pub buffer_size: usize,
     /// Spare buffers each loop keeps for reuse.
     pub pooled_buffers: usize,
     /// Readiness events taken from the kernel per poll.
     pub events: usize,
-    /// Read a new connection at once instead of waiting for its first readiness event. Pays
-    /// off when the listener defers accepts until data arrives (`TCP_DEFER_ACCEPT`), because
-    /// then the request is already there; otherwise it mostly costs a read that finds nothing.
-    pub read_on_accept: bool,
     /// Number of the first loop, for [`Service::handler`] and the stats shard: processes that
     /// share counters (prefork) give each of their loops a distinct number.
     pub first_thread: usize,
-    /// Header, body, idle and write timeouts.
-    pub timeouts: Timeouts,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
-            capacity: 100_000,
-            workers: 1,
-            queue_capacity: 10_000,
-            limits: Limits::default(),
-            buffer_size: 16 * 1024,
             pooled_buffers: 256,
             events: 1024,
-            read_on_accept: false,
             first_thread: 0,
-            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+/// What a loop reads: the [`Common`](super::Common) settings it uses and the model's own [`Config`], side by
+/// side in one flat struct.
+#[derive(Debug, Clone)]
+struct Flat {
+    /// Most simultaneous connections per accept thread (`-C`); the slab is preallocated to it.
+    capacity: usize,
+    /// Worker threads for offloaded jobs (`-w`). With 0, jobs run on the loop thread.
+    workers: usize,
+    /// Jobs that may wait for a worker (`--queue-capacity`); a job beyond it is answered 503
+    /// with `Retry-After` at once.
+    queue_capacity: usize,
+    /// Request limits.
+    limits: Limits,
+    /// Size of each pooled read/write buffer.
+    buffer_size: usize,
+    /// Spare buffers each loop keeps for reuse.
+    pooled_buffers: usize,
+    /// Readiness events taken from the kernel per poll.
+    events: usize,
+    /// Read a new connection at once instead of waiting for its first readiness event
+    /// ([`Common::read_on_accept`](super::Common::read_on_accept)).
+    read_on_accept: bool,
+    /// Number of the first loop.
+    first_thread: usize,
+    /// Header, body, idle and write timeouts.
+    timeouts: Timeouts,
+}
+
+impl Flat {
+    fn new(common: &super::Common, own: &Config) -> Flat {
+        Flat {
+            capacity: common.capacity,
+            workers: common.workers,
+            queue_capacity: common.queue_capacity,
+            limits: common.limits,
+            buffer_size: common.buffer_size,
+            pooled_buffers: own.pooled_buffers,
+            events: own.events,
+            read_on_accept: common.read_on_accept,
+            first_thread: own.first_thread,
+            timeouts: common.timeouts,
         }
     }
 }
 
 /// Starts one event loop per listener (listeners should share a port through `SO_REUSEPORT`)
-/// and `config.workers` workers. Returns once every thread is running.
+/// and `common.workers` workers. Returns once every thread is running.
 pub fn spawn<S: Service>(
     listeners: Vec<StdListener>,
     service: S,
-    config: Config,
+    common: &super::Common,
+    config: &Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
+    let config = Flat::new(common, config);
     let ctl = Arc::new(Control::default());
     let mut polls = Vec::with_capacity(listeners.len());
     let mut reply_to = Vec::with_capacity(listeners.len());
@@ -219,7 +243,7 @@ struct EventLoop<H: Handler> {
     replies: Receiver<(usize, Option<Reply>)>,
     stats: Arc<Stats>,
     ctl: Arc<Control>,
-    config: Config,
+    config: Flat,
 }
 
 impl<H: Handler> EventLoop<H> {
@@ -478,5 +502,51 @@ impl<H: Handler> EventLoop<H> {
         self.loops[self.owner].set_cancelled(key, false);
         drop(self.conns.remove(key));
         self.stats.shard(self.id).connection_closed();
+    }
+}
+
+/// The `evloop` model in the registry.
+pub struct Evloop;
+
+impl super::Driver for Evloop {
+    const NAME: &'static str = "evloop";
+    const ABOUT: &'static str = "Accept threads with event loops and a worker pool";
+    const NEEDS: super::Needs = super::Needs {
+        forks: false,
+        children_listen: false,
+        accept_threads: super::AcceptThreads::PerServer,
+        workers: true,
+    };
+    type Config = Config;
+
+    fn shards(common: &super::Common, _: &Config) -> usize {
+        common.accept_threads
+    }
+
+    fn listeners(common: &super::Common, _: &Config) -> usize {
+        common.accept_threads
+    }
+
+    fn describe(common: &super::Common, _: &Config) -> String {
+        use super::registry::count;
+        format!(
+            "{}, {}, capacity {} per thread",
+            count(common.accept_threads, "accept thread"),
+            count(common.workers, "worker"),
+            common.capacity
+        )
+    }
+
+    fn spawn<S: Service>(
+        addr: std::net::SocketAddr,
+        common: &super::Common,
+        config: &Config,
+        service: S,
+        stats: Arc<Stats>,
+    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+        use super::registry::{bind_each, bind_error};
+        let (listeners, bound) = bind_each(addr, common.accept_threads, common)?;
+        let server = spawn(listeners, service, common, config, stats).map_err(bind_error(addr))?;
+        Ok((server, bound))
     }
 }
