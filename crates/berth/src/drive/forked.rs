@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use super::blocking::{self, ConnConfig};
 use super::clock::DateCache;
-use super::process::{self, Fork};
 use super::{signal, Control, Server, Service};
 use crate::stats::Stats;
+use crate::sys::process::{self, Fork};
 
 /// Settings of the `forked` model.
 #[derive(Debug, Clone, Copy)]

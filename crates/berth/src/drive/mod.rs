@@ -25,8 +25,6 @@ pub mod forked;
 mod model;
 pub(crate) mod pool;
 pub mod prefork;
-mod process;
-pub(crate) mod shared;
 pub mod signal;
 pub mod single;
 pub mod threaded;

@@ -12,10 +12,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::process::{self, Fork};
 use super::{evloop, signal, Control, Server, Service};
 use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 use crate::stats::Stats;
+use crate::sys::process::{self, Fork};
 
 /// Settings of the `prefork` model.
 #[derive(Debug, Clone)]
