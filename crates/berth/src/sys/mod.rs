@@ -28,10 +28,11 @@
 //!   saying why (clippy's `undocumented_unsafe_blocks` is denied).
 //! - **One syscall, same flags.** A wrapper makes exactly the call its name says, with the
 //!   flags its documentation gives, and adds no policy (no retry on `EINTR`, no logging)
-//!   unless its documentation says so; a failure is `io::Error::last_os_error()` (or the
-//!   returned error number, for the pthread calls). The hot-path wrappers
-//!   ([`io::read_into_spare`], [`fs::sendfile`]) are `#[inline]` and cost nothing over the
-//!   raw call.
+//!   unless its documentation says so. A failure is `io::Error::last_os_error()` (or the
+//!   returned error number, for `pthread_sigmask` and `sigwait`), except where the
+//!   documentation says the result is ignored or folded (`kill`, `close_range`, `waitpid`).
+//!   The hot-path wrappers ([`io::read_into_spare`], [`fs::sendfile`]) are `#[inline]` and cost
+//!   nothing over the raw call.
 //! - **Descriptors it creates are close-on-exec** and come back as `OwnedFd` (or a type that
 //!   owns them), so a forked or exec'd child never inherits one by accident.
 //!
