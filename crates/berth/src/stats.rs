@@ -7,39 +7,46 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use crate::sys::shm::{CacheAligned, SharedBox};
+
 /// Status codes counted individually; anything else lands in the `other` bucket.
 const STATUSES: [u16; 21] = [
     100, 200, 204, 206, 301, 304, 400, 403, 404, 405, 408, 413, 414, 416, 417, 431, 500, 501, 503,
     505, 0,
 ];
 
-/// One thread's counters. Aligned so that neighbouring shards never share a cache line.
-#[repr(align(128))]
-#[derive(Default)]
-pub struct Shard {
-    opened: AtomicU64,
-    closed: AtomicU64,
-    refused: AtomicU64,
-    requests: AtomicU64,
-    statuses: [AtomicU64; STATUSES.len()],
+/// Where each counter of a shard sits among its cells; `STATUSES[i]` is counted at
+/// `FIRST_STATUS + i`.
+const OPENED: usize = 0;
+const CLOSED: usize = 1;
+const REFUSED: usize = 2;
+const REQUESTS: usize = 3;
+const FIRST_STATUS: usize = 4;
+const SHARD_CELLS: usize = FIRST_STATUS + STATUSES.len();
+
+/// One thread's counters: a view of its cells, which sit on cache lines of their own so that
+/// neighbouring shards never share one. As cheap to pass around as a reference.
+#[derive(Clone, Copy)]
+pub struct Shard<'a> {
+    cells: &'a [AtomicU64; SHARD_CELLS],
 }
 
-impl Shard {
+impl Shard<'_> {
     /// A connection was accepted and is being served.
     pub fn connection_opened(&self) {
-        self.opened.fetch_add(1, Relaxed);
+        self.cells[OPENED].fetch_add(1, Relaxed);
     }
     /// A served connection was closed and its resources freed.
     pub fn connection_closed(&self) {
-        self.closed.fetch_add(1, Relaxed);
+        self.cells[CLOSED].fetch_add(1, Relaxed);
     }
     /// A connection was refused (at capacity) and closed at once.
     pub fn connection_refused(&self) {
-        self.refused.fetch_add(1, Relaxed);
+        self.cells[REFUSED].fetch_add(1, Relaxed);
     }
     /// A request reached the application.
     pub fn request(&self) {
-        self.requests.fetch_add(1, Relaxed);
+        self.cells[REQUESTS].fetch_add(1, Relaxed);
     }
     /// A response with this status was written.
     pub fn response(&self, status: u16) {
@@ -47,27 +54,33 @@ impl Shard {
             .iter()
             .position(|&s| s == status)
             .unwrap_or(STATUSES.len() - 1);
-        self.statuses[i].fetch_add(1, Relaxed);
+        self.cells[FIRST_STATUS + i].fetch_add(1, Relaxed);
     }
 }
 
 /// Most shards a [`Stats`] has; threads beyond it share shards (still correct, just contended).
 pub const MAX_SHARDS: usize = 64;
 
-/// The counters themselves: fixed-size and pointer-free, so they can live in memory shared with
-/// forked children (see `drive::shared`).
-pub(crate) struct Counters {
-    shards: [Shard; MAX_SHARDS],
-    jobs_queued: AtomicI64,
-    jobs_running: AtomicI64,
-    jobs_done: AtomicU64,
-    jobs_rejected: AtomicU64,
-    jobs_cancelled: AtomicU64,
-}
+/// The job gauges (they go up and down), by index.
+const JOBS_QUEUED: usize = 0;
+const JOBS_RUNNING: usize = 1;
+/// The job totals, by index.
+const JOBS_DONE: usize = 0;
+const JOBS_REJECTED: usize = 1;
+const JOBS_CANCELLED: usize = 2;
+
+/// The counters themselves: the shards' cells, the job gauges and the job totals. Plain arrays
+/// of atomics (fixed-size and pointer-free), so they can live in memory shared with forked
+/// children ([`SharedBox`]).
+type Counters = (
+    [CacheAligned<[AtomicU64; SHARD_CELLS]>; MAX_SHARDS],
+    [AtomicI64; 2],
+    [AtomicU64; 3],
+);
 
 enum Storage {
     Private(Box<Counters>),
-    Shared(crate::drive::shared::SharedBox<Counters>),
+    Shared(SharedBox<Counters>),
 }
 
 /// All counters of one server.
@@ -102,20 +115,29 @@ pub struct Snapshot {
     pub responses: Vec<(u16, u64)>,
 }
 
+/// Every counter at zero.
+fn zeroed() -> Counters {
+    (
+        std::array::from_fn(|_| CacheAligned::default()),
+        Default::default(),
+        Default::default(),
+    )
+}
+
 impl Stats {
     /// Counters with `shards` shards (use one per thread that counts per request; at most
     /// [`MAX_SHARDS`]).
     pub fn new(shards: usize) -> Self {
         Stats {
             shards: shards.clamp(1, MAX_SHARDS),
-            storage: Storage::Private(Box::default()),
+            storage: Storage::Private(Box::new(zeroed())),
         }
     }
 
     /// Like [`Stats::new`], but in memory shared with processes forked later, so that the
     /// `forked` and `prefork` models' children count into the parent's `/stats`.
     pub fn new_shared(shards: usize) -> std::io::Result<Self> {
-        let shared = crate::drive::shared::SharedBox::new(Counters::default())?;
+        let shared = SharedBox::new(zeroed())?;
         Ok(Stats {
             shards: shards.clamp(1, MAX_SHARDS),
             storage: Storage::Shared(shared),
@@ -129,85 +151,74 @@ impl Stats {
         }
     }
 
+    /// The cells of the shards in use.
+    fn shards(&self) -> impl Iterator<Item = &[AtomicU64; SHARD_CELLS]> {
+        self.counters().0[..self.shards].iter().map(|s| &**s)
+    }
+
+    fn gauge(&self, i: usize) -> &AtomicI64 {
+        &self.counters().1[i]
+    }
+
+    fn total(&self, i: usize) -> &AtomicU64 {
+        &self.counters().2[i]
+    }
+
     /// The shard for thread number `i` (wraps around if there are more threads than shards).
-    pub fn shard(&self, i: usize) -> &Shard {
-        &self.counters().shards[i % self.shards]
+    pub fn shard(&self, i: usize) -> Shard<'_> {
+        Shard {
+            cells: &self.counters().0[i % self.shards],
+        }
     }
 
     /// A job entered the worker queue.
     pub fn job_queued(&self) {
-        self.counters().jobs_queued.fetch_add(1, Relaxed);
+        self.gauge(JOBS_QUEUED).fetch_add(1, Relaxed);
     }
     /// A worker took a job out of the queue (to run it, or to drop it as cancelled).
     pub fn job_dequeued(&self) {
-        self.counters().jobs_queued.fetch_sub(1, Relaxed);
+        self.gauge(JOBS_QUEUED).fetch_sub(1, Relaxed);
     }
     /// A job is dropped unrun: its client has gone.
     pub fn job_cancelled(&self) {
-        self.counters().jobs_cancelled.fetch_add(1, Relaxed);
+        self.total(JOBS_CANCELLED).fetch_add(1, Relaxed);
     }
     /// A job starts to run, wherever it runs (a worker, an event loop, an actor, a
     /// connection's own thread or process).
     pub fn job_started(&self) {
-        self.counters().jobs_running.fetch_add(1, Relaxed);
+        self.gauge(JOBS_RUNNING).fetch_add(1, Relaxed);
     }
     /// A job was refused because the worker queue was full (answered 503).
     pub fn job_rejected(&self) {
-        self.counters().jobs_rejected.fetch_add(1, Relaxed);
+        self.total(JOBS_REJECTED).fetch_add(1, Relaxed);
     }
     /// A job finished running.
     pub fn job_finished(&self) {
-        self.counters().jobs_running.fetch_sub(1, Relaxed);
-        self.counters().jobs_done.fetch_add(1, Relaxed);
+        self.gauge(JOBS_RUNNING).fetch_sub(1, Relaxed);
+        self.total(JOBS_DONE).fetch_add(1, Relaxed);
     }
 
     /// Reads every counter.
     pub fn snapshot(&self) -> Snapshot {
-        let sum = |f: fn(&Shard) -> &AtomicU64| {
-            self.counters().shards[..self.shards]
-                .iter()
-                .map(|s| f(s).load(Relaxed))
-                .sum::<u64>()
-        };
-        let (opened, closed) = (sum(|s| &s.opened), sum(|s| &s.closed));
+        let sum = |cell: usize| self.shards().map(|s| s[cell].load(Relaxed)).sum::<u64>();
+        let (opened, closed) = (sum(OPENED), sum(CLOSED));
         let responses = STATUSES
             .iter()
             .enumerate()
-            .map(|(i, &status)| {
-                (
-                    status,
-                    self.counters().shards[..self.shards]
-                        .iter()
-                        .map(|s| s.statuses[i].load(Relaxed))
-                        .sum(),
-                )
-            })
+            .map(|(i, &status)| (status, sum(FIRST_STATUS + i)))
             .filter(|&(_, n)| n > 0)
             .collect();
         Snapshot {
             connections_open: opened.saturating_sub(closed),
             connections_total: opened,
-            connections_refused: sum(|s| &s.refused),
-            requests: sum(|s| &s.requests),
-            jobs_queued: self.counters().jobs_queued.load(Relaxed),
-            jobs_running: self.counters().jobs_running.load(Relaxed),
-            jobs_done: self.counters().jobs_done.load(Relaxed),
-            jobs_rejected: self.counters().jobs_rejected.load(Relaxed),
-            jobs_cancelled: self.counters().jobs_cancelled.load(Relaxed),
+            connections_refused: sum(REFUSED),
+            requests: sum(REQUESTS),
+            jobs_queued: self.gauge(JOBS_QUEUED).load(Relaxed),
+            jobs_running: self.gauge(JOBS_RUNNING).load(Relaxed),
+            jobs_done: self.total(JOBS_DONE).load(Relaxed),
+            jobs_rejected: self.total(JOBS_REJECTED).load(Relaxed),
+            jobs_cancelled: self.total(JOBS_CANCELLED).load(Relaxed),
             responses,
-        }
-    }
-}
-
-impl Default for Counters {
-    fn default() -> Self {
-        Counters {
-            shards: std::array::from_fn(|_| Shard::default()),
-            jobs_queued: AtomicI64::new(0),
-            jobs_running: AtomicI64::new(0),
-            jobs_done: AtomicU64::new(0),
-            jobs_rejected: AtomicU64::new(0),
-            jobs_cancelled: AtomicU64::new(0),
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::stats::Shard;
 pub(crate) fn refuse(
     mut stream: TcpStream,
     refusal: &[u8],
-    shard: &Shard,
+    shard: Shard<'_>,
     capacity: usize,
     who: impl std::fmt::Display,
 ) {

@@ -27,6 +27,7 @@ use super::Timeouts;
 use crate::net::Blocking;
 use crate::rt::{Control, StopKind};
 use crate::stats::Stats;
+use crate::sys::io::{peer_reset, poll_either, poll_readable, Ready};
 
 /// Settings of a blocking connection.
 #[derive(Debug, Clone, Copy)]
@@ -299,87 +300,9 @@ fn linger_close<T: Blocking>(mut stream: T, unread: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Which of two descriptors [`poll_either`] found readable.
-enum Ready {
-    First,
-    Second,
-    Neither,
-}
-
-/// Waits up to `timeout` for `a` or `b` to become readable; `a` wins a tie.
-fn poll_either(a: &impl AsRawFd, b: &impl AsRawFd, timeout: Duration) -> io::Result<Ready> {
-    let mut fds = [
-        libc::pollfd {
-            fd: a.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: b.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `fds` holds two valid pollfds and we pass a count of 2.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-    if rc == -1 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(Ready::First)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(if fds[0].revents != 0 {
-        Ready::First
-    } else if fds[1].revents != 0 {
-        Ready::Second
-    } else {
-        Ready::Neither
-    })
-}
-
-/// True if the peer has reset the connection (or it failed otherwise): nothing sent to it can
-/// arrive. A peer that only shut its sending side (FIN) still reads, so it is not gone.
-fn peer_reset(fd: &impl AsRawFd) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: 0,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is one valid pollfd and we pass a count of 1; a zero timeout never blocks.
-    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
-    rc > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
-}
-
 /// True if `fd` has bytes (or a pending connection, for a listener) ready right now.
 pub(crate) fn has_pending_input(fd: &impl AsRawFd) -> bool {
     poll_readable(fd, Duration::ZERO).unwrap_or(false)
-}
-
-/// Waits up to `timeout` for `fd` to become readable.
-pub(crate) fn poll_readable(fd: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `pfd` is one valid pollfd and we pass a count of 1.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-    match rc {
-        -1 => {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(e)
-            }
-        }
-        0 => Ok(false),
-        _ => Ok(true),
-    }
 }
 
 /// Accepts the next connection as a blocking stream, or returns `None` once `stop` is set.

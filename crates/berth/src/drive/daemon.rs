@@ -11,10 +11,10 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use super::process::{self, Fork};
+use crate::sys::fd::{pipe, redirect_standard_streams};
+use crate::sys::process::{self, Fork};
 
 /// The daemon's side: report readiness to the waiting parent, and own the pid file.
 pub struct Daemon {
@@ -97,8 +97,7 @@ pub fn daemonize(pid_file: Option<&Path>, log_file: Option<&Path>) -> io::Result
     }
     drop(read_end);
     // A new session: no controlling terminal, not in the shell's process group.
-    // SAFETY: setsid has no memory-safety preconditions.
-    if unsafe { libc::setsid() } == -1 {
+    if process::new_session().is_err() {
         process::exit_child(1);
     }
     // Fork again so the daemon is not a session leader and can never reacquire a terminal.
@@ -107,16 +106,7 @@ pub fn daemonize(pid_file: Option<&Path>, log_file: Option<&Path>) -> io::Result
         Ok(Fork::Child) => {}
         Err(_) => process::exit_child(1),
     }
-    for (from, to) in [
-        (null.as_raw_fd(), 0),
-        (log.as_raw_fd(), 1),
-        (log.as_raw_fd(), 2),
-    ] {
-        // SAFETY: both descriptors are open; dup2 replaces the standard stream atomically.
-        if unsafe { libc::dup2(from, to) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    redirect_standard_streams(&null, &log, &log)?;
     let mut daemon = Daemon {
         report: Some(File::from(write_end)),
         pid_file: None,
@@ -129,14 +119,4 @@ pub fn daemonize(pid_file: Option<&Path>, log_file: Option<&Path>) -> io::Result
         daemon.pid_file = Some(path.to_owned());
     }
     Ok(daemon)
-}
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 just returned these two descriptors, owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }

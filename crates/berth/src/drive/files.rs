@@ -18,12 +18,14 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use berth_proto::http::{content_type, FileError, FileMeta, FileRequest};
+
+use crate::sys;
 
 /// Bytes moved per step: the buffer size of `copy_range`, and the most one `send_file` call
 /// is asked for (so that one connection's large file cannot hold a thread for long).
@@ -77,7 +79,7 @@ impl Files {
         let canonical = path.canonicalize()?;
         let dir = OwnedFd::from(dir);
         let openat2 = !matches!(
-            openat2(&dir, c".", libc::O_RDONLY | libc::O_DIRECTORY),
+            sys::fs::openat2_beneath(&dir, c".", libc::O_RDONLY | libc::O_DIRECTORY),
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS)
         );
         Ok(Files {
@@ -156,7 +158,7 @@ impl Root {
         let flags = libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK;
         let file = if self.openat2 {
             let c = CString::new(rel).map_err(|_| FileError::NotFound)?;
-            openat2(&self.dir, &c, flags).map(File::from)
+            sys::fs::openat2_beneath(&self.dir, &c, flags).map(File::from)
         } else {
             self.open_checked(rel, flags)
         }
@@ -200,39 +202,6 @@ fn file_error(e: io::Error) -> FileError {
             FileError::Failed
         }
     }
-}
-
-/// `struct open_how` of `openat2(2)` (libc's is `non_exhaustive`, so it cannot be built).
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
-/// `openat2(dir, path, flags, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, close-on-exec.
-fn openat2(dir: &impl AsFd, path: &std::ffi::CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: `path` is a NUL-terminated string and `how` a live open_how whose size is passed
-    // with it; both outlive the call. The descriptor is borrowed for the call only.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_fd().as_raw_fd(),
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: openat2 returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
 /// Sends `len` bytes of `file` from `offset` to a blocking `out`, through `buf` (grown to
@@ -280,26 +249,17 @@ pub(crate) fn send_file(
     len: u64,
 ) -> io::Result<usize> {
     let count = len.min(CHUNK as u64) as usize;
-    let mut off =
-        libc::off_t::try_from(*offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: both descriptors are open for the call (borrowed), and `off` is a live off_t the
-    // kernel updates in place.
-    let n = unsafe { libc::sendfile(out.as_raw_fd(), file.as_raw_fd(), &mut off, count) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let n = sys::fs::sendfile(out, file, offset, count)?;
     if n == 0 && count > 0 {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
-    *offset = off as u64;
-    Ok(n as usize)
+    Ok(n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use berth_proto::http::{Method, Request, Version};
-    use std::os::unix::ffi::OsStrExt;
 
     /// A scratch directory: `root/` with files, a subdirectory, symlinks in and out, and a
     /// secret next to the root.
@@ -419,9 +379,7 @@ mod tests {
     #[test]
     fn a_fifo_is_not_served_and_does_not_block() {
         let base = scratch("fifo");
-        let fifo = CString::new(base.join("root/pipe").as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        sys::fs::mkfifo(&base.join("root/pipe"), 0o644).unwrap();
         let files = Files::new(base.join("root")).unwrap();
         assert_eq!(
             files.open(&req("pipe")).map(|f| f.meta),

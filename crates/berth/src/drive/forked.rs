@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use super::blocking::{self, ConnConfig};
 use super::clock::DateCache;
-use super::process::{self, Fork};
 use super::{signal, Server, Service};
 use crate::rt::Control;
 use crate::stats::Stats;
+use crate::sys::process::{self, Fork};
 
 /// Settings of the `forked` model of its own (the connection settings, used in each child,
 /// come from [`Common`](super::Common)).

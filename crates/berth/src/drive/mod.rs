@@ -22,9 +22,7 @@ mod common;
 mod conn;
 pub mod daemon;
 pub mod files;
-mod process;
 pub mod registry;
-pub(crate) mod shared;
 pub mod signal;
 mod workers;
 

@@ -14,11 +14,11 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::process::{self, Fork};
 use super::{evloop, signal, Common, Server, Service};
 use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 use crate::rt::Control;
 use crate::stats::Stats;
+use crate::sys::process::{self, Fork};
 
 /// Settings of the `prefork` model of its own. Accept threads (per process), listening,
 /// capacity, workers, limits and timeouts come from [`Common`].

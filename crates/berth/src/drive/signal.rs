@@ -3,96 +3,10 @@
 //!
 //! The signals are blocked in the calling thread before any other thread starts (threads inherit
 //! the mask), and one thread collects them with `sigwait(2)`. No handler runs asynchronously,
-//! so nothing here has to be async-signal-safe.
+//! so nothing here has to be async-signal-safe. The calls themselves are in `sys::signal`.
 
-use std::io;
+pub use crate::sys::signal::{
+    block_termination, unblock_termination, wait_for_termination, Termination,
+};
 
-/// A termination signal that was received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Termination {
-    /// SIGINT (Ctrl-C).
-    Interrupt,
-    /// SIGTERM.
-    Terminate,
-}
-
-fn termination_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset initialises the set it is given; a zeroed sigset_t is a valid argument.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        set
-    }
-}
-
-/// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts afterwards.
-/// Call it first thing, before spawning the server's threads.
-pub fn block_termination() -> io::Result<()> {
-    let set = termination_set();
-    // SAFETY: `set` is an initialised signal set; a null old-set pointer is allowed.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(())
-}
-
-/// Undoes [`block_termination`] for the calling thread: a forked child that should die on
-/// SIGTERM calls it.
-pub fn unblock_termination() -> io::Result<()> {
-    let set = termination_set();
-    // SAFETY: as in block_termination.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(())
-}
-
-/// Waits until SIGINT or SIGTERM arrives. The signals must have been blocked with
-/// [`block_termination`], or they would kill the process before this returns.
-pub fn wait_for_termination() -> io::Result<Termination> {
-    let set = termination_set();
-    let mut sig: libc::c_int = 0;
-    // SAFETY: both pointers refer to live, initialised values for the duration of the call.
-    let rc = unsafe { libc::sigwait(&set, &mut sig) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(if sig == libc::SIGINT {
-        Termination::Interrupt
-    } else {
-        Termination::Terminate
-    })
-}
-
-static TERMINATION_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn note_termination(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    TERMINATION_SEEN.store(true, std::sync::atomic::Ordering::Release);
-}
-
-/// For a single-threaded child serving one blocking connection: SIGTERM (and SIGINT) no longer
-/// kill it but set the returned flag and interrupt a blocked `read` (no `SA_RESTART`), so the
-/// child can finish the request in flight and leave once idle. Unblocks the signals too.
-pub(crate) fn interrupt_on_termination() -> io::Result<&'static std::sync::atomic::AtomicBool> {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: a zeroed sigaction is valid; we set a handler that only stores to an atomic,
-        // with an empty mask and no SA_RESTART, and pass valid pointers.
-        let rc = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = note_termination as *const () as usize;
-            libc::sigemptyset(&mut action.sa_mask);
-            action.sa_flags = 0;
-            libc::sigaction(sig, &action, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    unblock_termination()?;
-    Ok(&TERMINATION_SEEN)
-}
+pub(crate) use crate::sys::signal::interrupt_on_termination;

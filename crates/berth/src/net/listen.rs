@@ -161,33 +161,12 @@ fn bind_one(addr: SocketAddr, config: ListenConfig) -> io::Result<TcpListener> {
         socket.set_tcp_nodelay(true)?;
     }
     if config.defer_accept_secs > 0 {
-        set_defer_accept(&socket, config.defer_accept_secs)?;
+        crate::sys::socket::set_defer_accept(&socket, config.defer_accept_secs)?;
     }
     socket.bind(&addr.into())?;
     socket.listen(config.backlog)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
-}
-
-fn set_defer_accept(socket: &Socket, secs: u32) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let value = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the descriptor is open for the duration of the call, and the option value points
-    // to a live c_int whose size is passed alongside it.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_DEFER_ACCEPT,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 #[cfg(test)]

@@ -3,10 +3,9 @@
 
 mod listen;
 mod local;
-mod read;
 pub mod transport;
 
+pub use crate::sys::io::read_into_spare;
 pub use listen::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 pub use local::{bind_udp, bind_unix};
-pub use read::read_into_spare;
 pub use transport::{Blocking, Evented, Stream, Transport};

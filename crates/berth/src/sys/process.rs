@@ -1,5 +1,5 @@
-//! The process calls the `forked` and `prefork` models need: fork, exit a child, reap it, signal
-//! it, and close inherited descriptors. Raw libc, kept in one place with its safety notes.
+//! The process calls the `forked` and `prefork` models and the daemon need: fork, exit a child,
+//! reap it, signal it, make it follow its parent, close inherited descriptors, start a session.
 
 use std::io;
 
@@ -81,6 +81,16 @@ pub(crate) fn close_inherited(keep: &[i32]) {
         }
         first = fd + 1;
     }
+}
+
+/// `setsid(2)`: a new session with this process as its leader, so no controlling terminal and
+/// not in the shell's process group. Fails (`EPERM`) in a process group leader.
+pub(crate) fn new_session() -> io::Result<()> {
+    // SAFETY: setsid has no memory-safety preconditions.
+    if unsafe { libc::setsid() } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// How a child ended, if it has.

@@ -1,0 +1,37 @@
+//! Descriptor plumbing for running as a daemon: a close-on-exec pipe, and the standard streams
+//! pointed elsewhere.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// `pipe2(O_CLOEXEC)`: the read end, then the write end.
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two descriptors, owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Points the standard streams at other descriptors: `dup2(stdin, 0)`, `dup2(stdout, 1)`,
+/// `dup2(stderr, 2)`, in that order, stopping at the first failure. Each replacement is atomic.
+pub(crate) fn redirect_standard_streams(
+    stdin: &impl AsRawFd,
+    stdout: &impl AsRawFd,
+    stderr: &impl AsRawFd,
+) -> io::Result<()> {
+    for (from, to) in [
+        (stdin.as_raw_fd(), 0),
+        (stdout.as_raw_fd(), 1),
+        (stderr.as_raw_fd(), 2),
+    ] {
+        // SAFETY: dup2 only changes the descriptor table. `from` is borrowed, hence open, for
+        // the call; `to` is a standard stream, which no Rust value owns and closes.
+        if unsafe { libc::dup2(from, to) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
