@@ -563,8 +563,8 @@ mod tests {
     const FILE_LEN: usize = (1 << 20) + 123;
 
     /// Serves `/files/big.bin` then `/hello/world` on one connection whose transport `wrap`
-    /// makes; checks what the client got and returns it.
-    fn serve_one<T: Evented>(wrap: impl FnOnce(mio::net::TcpStream) -> T) -> Vec<u8> {
+    /// makes, and checks what the client got.
+    fn serve_one<T: Evented>(wrap: impl FnOnce(mio::net::TcpStream) -> T) {
         let dir = std::env::temp_dir().join(format!(
             "berth-conn-{}-{}",
             std::process::id(),
@@ -644,14 +644,13 @@ mod tests {
         let rest = String::from_utf8_lossy(&got[head_end + FILE_LEN..]);
         assert!(rest.starts_with("HTTP/1.1 200"), "{rest}");
         assert!(rest.ends_with("Hello, World!"), "{rest}");
-        got
     }
 
     #[test]
     fn a_file_goes_out_with_sendfile_or_in_chunks_alike() {
         // Each checks the head, every byte of the body, and the pipelined answer after it.
-        let plain = serve_one(|s| s);
-        let chunked = serve_one(NoSendFile);
-        assert_eq!(plain.len(), chunked.len());
+        // (The heads differ in ETag and Last-Modified: the file is written anew for each.)
+        serve_one(|s| s);
+        serve_one(NoSendFile);
     }
 }
