@@ -40,6 +40,12 @@ const HELLO: &str = "Hello, World!";
 /// and passes; `declared_unsupported` lists them all.
 const UNSUPPORTED: &[(&str, Model, &str)] = &[
     (
+        "capacity_refusal_is_heard_not_reset",
+        Model::Single,
+        "single has no capacity limit: it serves one connection at a time and the others \
+         wait in the listen backlog, so there is nothing to refuse",
+    ),
+    (
         "capacity_refusal",
         Model::Single,
         "single has no capacity limit: it serves one connection at a time and the others \
@@ -135,6 +141,7 @@ berth::with_models!(conformance! {
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
     upgrade_hands_the_connection_to_another_protocol;
+    capacity_refusal_is_heard_not_reset;
 });
 
 /// Runs `case` for `model`, unless [`UNSUPPORTED`] says the model cannot support it.
@@ -1444,4 +1451,30 @@ fn upgrade_hands_the_connection_to_another_protocol(m: Model) {
     let mut c = srv.client();
     let r = c.get("/echo");
     assert_eq!(r.status, 400, "{m}");
+}
+
+/// The refusal at a cap is one function for every model (issue 13), and it reads what the
+/// client sent before closing, so that the close is not a reset that could destroy the 503
+/// (evloop and actor used to drop the socket with the request unread; no lost 503 was seen on
+/// loopback, so this is a guard): each of 30 refused clients, having sent a request, hears 503.
+fn capacity_refusal_is_heard_not_reset(m: Model) {
+    let opts = match m {
+        Model::Threaded => Opts::new(m).max_threads(1),
+        Model::Forked => Opts::new(m).max_children(1),
+        Model::Prefork => Opts::new(m).processes(1).capacity(1),
+        Model::Single => unreachable!("declared unsupported"),
+        _ => Opts::new(m).capacity(1),
+    };
+    let srv = opts.start();
+    let mut holder = srv.client();
+    assert_eq!(holder.get("/hello/world").status, 200, "{m}");
+    for i in 0..30 {
+        let mut c = srv.client();
+        c.send(get_request("/hello/world").as_bytes());
+        match c.try_read_response(false) {
+            Ok(r) => assert_eq!(r.status, 503, "{m}: client {i}"),
+            Err(e) => panic!("{m}: client {i} heard no refusal: {e}"),
+        }
+    }
+    assert_eq!(holder.get("/hello/world").status, 200, "{m}");
 }

@@ -1,5 +1,6 @@
 //! Taking the next connection from a non-blocking listener, for the models that accept on a
-//! readiness loop (`evloop`, `actor`). Retries what is transient; on anything else (out of
+//! readiness loop (`evloop`, `actor`); and turning a connection away at a cap, for every model
+//! ([`refuse`]). Retries what is transient; on anything else (out of
 //! descriptors or memory) reports "paused" so the loop retries on a timer: the listener is
 //! edge-triggered, and nothing would wake it for connections already waiting (nginx does the
 //! same).
@@ -8,22 +9,28 @@ use std::io;
 
 use mio::net::{TcpListener, TcpStream};
 
+use crate::net::Transport;
 use crate::stats::Shard;
 
-/// Turns away a connection accepted over the capacity (`-C`), the same way in every model that
-/// accepts on a readiness loop: the service's refusal is written (best effort, the socket is
-/// new and empty), the refusal counted, and the socket closed by dropping it. Never left to
-/// rot in the backlog.
-pub(crate) fn refuse(
-    mut stream: TcpStream,
+/// Turns away a connection accepted over a cap (`-C`, `--max-threads`, `--max-children`), the
+/// same way in every model: the service's refusal is written (best effort: the socket is new
+/// and empty), our side shut, what the client already sent read and dropped — unread request
+/// bytes would turn the close into a reset that can destroy the refusal before the client
+/// reads it — and the refusal counted. Never left to rot in the backlog. `stream` must be
+/// non-blocking: the caller is an acceptor with other clients to serve.
+pub(crate) fn refuse<T: Transport>(
+    mut stream: T,
     refusal: &[u8],
     shard: Shard<'_>,
-    capacity: usize,
+    cap: usize,
     who: impl std::fmt::Display,
 ) {
-    let _ = io::Write::write(&mut stream, refusal);
+    let _ = stream.write(refusal);
+    let _ = stream.shutdown_write();
+    let mut sink = [0u8; 4096];
+    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
     shard.connection_refused();
-    log::debug!("{who}: at capacity ({capacity}), refused a connection");
+    log::debug!("{who}: at its cap ({cap}), refused a connection");
 }
 
 /// The next waiting connection, or `None` when there is none now (`*paused` cleared) or

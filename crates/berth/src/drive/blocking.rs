@@ -10,7 +10,7 @@
 //! opened inline too and sent in bounded chunks (`files::copy_range`): a blocked write then
 //! blocks only this connection's thread, and the write timeout ends a peer that stopped reading.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 
@@ -351,14 +351,17 @@ pub(crate) fn accept(
     None
 }
 
-/// Best effort: writes the service's refusal to a connection turned away, then closes it
-/// without waiting on the peer (the caller is an acceptor with other clients to serve).
-pub(crate) fn refuse(mut stream: TcpStream, refusal: &[u8]) {
+/// Turns away a connection a blocking acceptor took over its cap: [`super::accept::refuse`],
+/// on the socket made non-blocking so that the acceptor never waits on the peer.
+pub(crate) fn refuse(
+    stream: TcpStream,
+    refusal: &[u8],
+    shard: crate::stats::Shard<'_>,
+    cap: usize,
+    who: &str,
+) {
     let _ = stream.set_nonblocking(true);
-    let _ = stream.write(refusal);
-    let _ = stream.shutdown(Shutdown::Write);
-    let mut sink = [0u8; 4096];
-    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+    super::accept::refuse(stream, refusal, shard, cap, who);
 }
 
 /// Connections being served by blocking threads, so that a shutdown can wake threads blocked

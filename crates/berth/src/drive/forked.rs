@@ -74,8 +74,8 @@ pub fn spawn<S: Service>(
                     };
                     reap(&mut children);
                     if children.len() >= config.max_children {
-                        parent.connection_refused();
-                        blocking::refuse(stream, refusal);
+                        let cap = config.max_children;
+                        blocking::refuse(stream, refusal, parent, cap, "forked");
                         continue;
                     }
                     serial = serial.wrapping_add(1);
@@ -124,8 +124,8 @@ pub fn spawn<S: Service>(
                         Err(e) => {
                             log::warn!("cannot fork a connection process: {e}");
                             parent.connection_closed();
-                            parent.connection_refused();
-                            blocking::refuse(stream, refusal);
+                            let cap = config.max_children;
+                            blocking::refuse(stream, refusal, parent, cap, "forked");
                         }
                     }
                 }

@@ -54,8 +54,8 @@ pub fn spawn<S: Service>(
                 let mut serial = 0usize;
                 while let Some(stream) = blocking::accept(&listener, &ctl, || {}) {
                     if live.load(Ordering::Acquire) >= config.max_threads {
-                        stats.shard(0).connection_refused();
-                        blocking::refuse(stream, refusal);
+                        let (shard, cap) = (stats.shard(0), config.max_threads);
+                        blocking::refuse(stream, refusal, shard, cap, "threaded");
                         continue;
                     }
                     serial = serial.wrapping_add(1);
