@@ -362,6 +362,22 @@ fn bad_endpoints_rules_and_sizes_are_usage_errors() {
             "lots",
         ],
         &["msg", "serve"],
+        &[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--name-taken",
+            "maybe",
+        ],
+        &[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--rule",
+            "svc:name-taken=sometimes",
+        ],
         &["msg", "send", "tcp://127.0.0.1:1"],
         &["msg", "send", "carrier-pigeon://x", "m"],
     ] {

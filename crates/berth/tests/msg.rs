@@ -784,3 +784,75 @@ fn garbage_from_clients_costs_only_their_connections() {
     let n = fresh.recv(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"Decho");
 }
+
+// ----- a name already in use (issue 15) --------------------------------------------------------
+
+/// `--name-taken replace`: a newcomer gets a held name; the old connection gets what was
+/// queued for it, then `error name-replaced`, then the close; messages to the name reach the
+/// newcomer. On one thread and across two (the old holder may live on the other).
+#[test]
+fn a_held_name_is_handed_to_a_newcomer_when_the_policy_says_replace() {
+    use berth::msg::MsgServer;
+    use berth_proto::msg::NameTaken;
+    for threads in [1, 2] {
+        let mut config = EngineConfig::default();
+        config.policy.name_taken = NameTaken::Replace;
+        let server = MsgServer::spawn(&[tcp_endpoint()], config, threads, WAIT, |_| {
+            EchoRelay::new(1 << 20)
+        })
+        .unwrap();
+        let addr = addr_of(&server.endpoints[0]);
+        let (mut bob, _) = hello(tcp(addr), "bob");
+        let (mut old, answer) = hello(tcp(addr), "svc");
+        assert_eq!(answer, ok());
+        for round in 0..6 {
+            bob.write_all(&frame(format!("@svc before {round}").as_bytes()))
+                .unwrap();
+            assert_eq!(
+                read_frame(&mut old).unwrap(),
+                Frame::Data(format!("@bob before {round}").into_bytes())
+            );
+            let (mut new, answer) = hello(tcp(addr), "svc");
+            assert_eq!(answer, ok(), "{threads} threads, round {round}");
+            assert_eq!(
+                read_frame(&mut old).unwrap(),
+                Frame::Control("error name-replaced a new connection took this name".into())
+            );
+            assert!(closes(&mut old));
+            bob.write_all(&frame(format!("@svc after {round}").as_bytes()))
+                .unwrap();
+            assert_eq!(
+                read_frame(&mut new).unwrap(),
+                Frame::Data(format!("@bob after {round}").into_bytes())
+            );
+            old = new;
+        }
+        server.stop();
+        server.join().unwrap();
+    }
+}
+
+/// The default stays `refuse`; a rule can choose `replace` for its name alone.
+#[test]
+fn name_taken_is_refused_by_default_and_replaced_where_a_rule_says() {
+    let mut config = EngineConfig::default();
+    let (name, rule) = parse_rule("svc:name-taken=replace").unwrap();
+    config.policy.rules.insert(name, rule);
+    let server = echo(config, &[tcp_endpoint()]);
+    let addr = addr_of(&server.endpoints[0]);
+    let (_a1, answer) = hello(tcp(addr), "alice");
+    assert_eq!(answer, ok());
+    let (mut a2, answer) = hello(tcp(addr), "alice");
+    match answer {
+        Frame::Control(t) => assert!(t.starts_with("refused name-taken"), "{t}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(closes(&mut a2));
+    let (mut s1, _) = hello(tcp(addr), "svc");
+    let (_s2, answer) = hello(tcp(addr), "svc");
+    assert_eq!(answer, ok());
+    assert_eq!(
+        read_frame(&mut s1).unwrap(),
+        Frame::Control("error name-replaced a new connection took this name".into())
+    );
+}

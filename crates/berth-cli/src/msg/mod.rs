@@ -40,6 +40,11 @@ pub enum MsgCommand {
     Bench(bench::MsgBenchArgs),
 }
 
+/// `refuse` or `replace`.
+fn parse_name_taken(s: &str) -> Result<berth_proto::msg::NameTaken, String> {
+    berth_proto::msg::NameTaken::parse(s).ok_or_else(|| format!("{s:?}: refuse or replace"))
+}
+
 /// Options of `berth msg serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -63,6 +68,12 @@ pub struct ServeArgs {
     /// Refuse names not given with --expect on every listener.
     #[arg(long)]
     pub expected_only: bool,
+
+    /// A name held by a live connection: refuse the newcomer, or replace the old connection
+    /// (it gets its queued output and an `error name-replaced` frame). A rule can say
+    /// otherwise for its name (name-taken=replace).
+    #[arg(long, value_name = "WHAT", default_value = "refuse", value_parser = parse_name_taken)]
+    pub name_taken: berth_proto::msg::NameTaken,
 
     /// Largest message accepted [default: no limit for the demo, which streams; a limit
     /// given here applies to every message]. Sizes: 1000, 64k, 64m, 1g.

@@ -35,6 +35,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let mut policy = Policy {
         no_anonymous: args.no_anonymous,
         expected_only: args.expected_only,
+        name_taken: args.name_taken,
         ..Policy::default()
     };
     policy.expected.extend(args.expect.iter().cloned());

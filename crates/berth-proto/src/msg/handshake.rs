@@ -79,6 +79,8 @@ pub enum Ending {
     Shutdown,
     /// A frame the client may not send (a control frame).
     BadFrame,
+    /// A newcomer took this connection's name (`--name-taken replace`).
+    NameReplaced,
 }
 
 impl Ending {
@@ -88,6 +90,7 @@ impl Ending {
             Ending::TooLarge => "too-large",
             Ending::Shutdown => "shutdown",
             Ending::BadFrame => "bad-frame",
+            Ending::NameReplaced => "name-replaced",
         }
     }
 }

@@ -9,5 +9,5 @@ pub mod session;
 
 pub use frame::{FrameDecoder, FrameError, MessageReader, Piece};
 pub use handshake::{Ending, Keyword, Refusal};
-pub use policy::{Admission, Listener, Peer, Policy, Rule, Transport};
+pub use policy::{Admission, Listener, NameTaken, Peer, Policy, Rule, Transport};
 pub use session::{Event, ServerSession};

@@ -48,6 +48,31 @@ pub struct Rule {
     pub transports: Vec<Transport>,
     /// Address ranges the name may connect from (IP transports only); empty: any.
     pub from: Vec<IpNet>,
+    /// What a newcomer claiming this name while it is held gets, if not the policy's default.
+    pub name_taken: Option<NameTaken>,
+}
+
+/// What happens when a client claims a name a live connection holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum NameTaken {
+    /// The newcomer is refused with `name-taken` (berth's default: safer).
+    #[default]
+    Refuse,
+    /// The newcomer gets the name; the old connection gets its queued output, then the
+    /// `name-replaced` error, and is closed (FI-ASockIOCore's behaviour; what a client
+    /// reconnecting after a half-open connection needs).
+    Replace,
+}
+
+impl NameTaken {
+    /// Reads `refuse` or `replace`.
+    pub fn parse(s: &str) -> Option<NameTaken> {
+        match s {
+            "refuse" => Some(NameTaken::Refuse),
+            "replace" => Some(NameTaken::Replace),
+            _ => None,
+        }
+    }
 }
 
 /// A rule as written on the command line: `NAME:transport=unix,from=127.0.0.0/8`.
@@ -73,6 +98,11 @@ pub fn parse_rule(s: &str) -> Result<(String, Rule), String> {
             "transport" => rule.transports.push(Transport::parse(value).ok_or_else(|| {
                 format!("rule {s:?}: unknown transport {value:?} (tcp, udp or unix)")
             })?),
+            "name-taken" => {
+                rule.name_taken = Some(NameTaken::parse(value).ok_or_else(|| {
+                    format!("rule {s:?}: name-taken is refuse or replace, not {value:?}")
+                })?)
+            }
             "from" => rule.from.push(
                 value
                     .parse::<IpNet>()
@@ -83,12 +113,12 @@ pub fn parse_rule(s: &str) -> Result<(String, Rule), String> {
             ),
             _ => {
                 return Err(format!(
-                    "rule {s:?}: unknown constraint {key:?} (transport, from)"
+                    "rule {s:?}: unknown constraint {key:?} (transport, from, name-taken)"
                 ))
             }
         }
     }
-    if rule.transports.is_empty() && rule.from.is_empty() {
+    if rule.transports.is_empty() && rule.from.is_empty() && rule.name_taken.is_none() {
         return Err(format!("rule {s:?}: no constraint given"));
     }
     Ok((name.to_owned(), rule))
@@ -125,6 +155,8 @@ pub struct Policy {
     pub no_anonymous: bool,
     /// Refuse names that were not expected.
     pub expected_only: bool,
+    /// What a newcomer claiming a held name gets (a rule may say otherwise for its name).
+    pub name_taken: NameTaken,
 }
 
 impl Policy {
@@ -137,6 +169,15 @@ impl Policy {
         is_taken: impl Fn(&str) -> bool,
     ) -> Result<Admission, Refusal> {
         self.admit_on(keyword, peer, Listener::default(), is_taken)
+    }
+
+    /// What a newcomer claiming `name` while it is held gets: its rule's choice, else the
+    /// policy's.
+    pub fn on_taken(&self, name: &str) -> NameTaken {
+        self.rules
+            .get(name)
+            .and_then(|r| r.name_taken)
+            .unwrap_or(self.name_taken)
     }
 
     /// [`Policy::admit`] on a listener with stricter settings of its own (they add to the
@@ -170,7 +211,7 @@ impl Policy {
         if expected_only && !expected {
             return Err(Refusal::NotExpected);
         }
-        if is_taken(name) {
+        if is_taken(name) && self.on_taken(name) == NameTaken::Refuse {
             return Err(Refusal::NameTaken);
         }
         Ok(if expected {
@@ -309,5 +350,23 @@ mod tests {
         ] {
             assert!(parse_rule(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn name_taken_refuses_by_default_and_a_rule_may_replace() {
+        let mut p = Policy::default();
+        let taken = |_: &str| true;
+        assert_eq!(p.admit(&named("svc"), UNIX, taken), Err(Refusal::NameTaken));
+        let (name, rule) = parse_rule("svc:name-taken=replace").unwrap();
+        assert_eq!(rule.name_taken, Some(NameTaken::Replace));
+        p.rules.insert(name, rule);
+        assert!(p.admit(&named("svc"), UNIX, taken).is_ok());
+        assert_eq!(
+            p.admit(&named("other"), UNIX, taken),
+            Err(Refusal::NameTaken)
+        );
+        p.name_taken = NameTaken::Replace;
+        assert!(p.admit(&named("other"), UNIX, taken).is_ok());
+        assert!(parse_rule("svc:name-taken=maybe").is_err());
     }
 }

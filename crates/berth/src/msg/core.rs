@@ -346,6 +346,7 @@ impl Core {
                     }
                 }
                 Post::Close(to) => self.close(to),
+                Post::Replaced(to) => self.name_replaced(to),
             }
         }
         moved

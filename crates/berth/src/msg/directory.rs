@@ -66,6 +66,11 @@ impl Directory {
         true
     }
 
+    /// Registers `name` for `id` whoever holds it; returns the client it was taken from.
+    pub(crate) fn take_over(&self, name: &str, id: ClientId) -> Option<ClientId> {
+        self.names().insert(name.to_owned(), id)
+    }
+
     /// Frees `name` if `id` holds it.
     pub(crate) fn release(&self, name: &str, id: ClientId) {
         let mut names = self.names();
@@ -86,6 +91,8 @@ pub(crate) enum Post {
     Message(ClientId, Vec<u8>),
     /// Close this client once its queued output is written.
     Close(ClientId),
+    /// A newcomer on another thread took this client's name: end it with `name-replaced`.
+    Replaced(ClientId),
 }
 
 /// Every engine's inbound channel and waker, by thread index.

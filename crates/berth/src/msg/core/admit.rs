@@ -5,11 +5,13 @@ use std::io;
 
 use berth_proto::msg::handshake::encode_refusal;
 use berth_proto::msg::{
-    Admission, Keyword, Listener as ListenerFlags, Peer, Refusal, ServerSession, Transport,
+    Admission, Ending, Keyword, Listener as ListenerFlags, NameTaken, Peer, Refusal, ServerSession,
+    Transport,
 };
 use mio::{Interest, Token};
 
 use super::{Arrival, Client, ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream};
+use crate::msg::directory::Post;
 use crate::msg::outq::{Framing, OutQueue};
 use crate::net::Evented;
 
@@ -123,10 +125,20 @@ impl Core {
     }
 
     /// Marks a client admitted under `name`; `false` if another thread claimed the name
-    /// between the decision and now.
+    /// between the decision and now. A name whose policy is to replace is taken over from
+    /// whoever holds it, who is ended with `name-replaced` after its queued output.
     pub(crate) fn admit(&mut self, id: ClientId, name: Option<String>, arrival: Arrival) -> bool {
         if let Some(name) = &name {
-            if !self.directory.claim(name, id) {
+            if self.config.policy.on_taken(name) == NameTaken::Replace {
+                if let Some(old) = self.directory.take_over(name, id) {
+                    log::debug!("client {id} takes the name {name:?} from {old}");
+                    if self.is_remote(old) {
+                        self.post(Post::Replaced(old), old);
+                    } else {
+                        self.name_replaced(old);
+                    }
+                }
+            } else if !self.directory.claim(name, id) {
                 return false;
             }
         }
@@ -143,6 +155,13 @@ impl Core {
         self.stats.admitted();
         self.notes.push_back(Note::Connected(id, arrival));
         true
+    }
+
+    /// A newcomer took `id`'s name: it gets its queued output, then `name-replaced`.
+    pub(crate) fn name_replaced(&mut self, id: ClientId) {
+        if self.get(id).is_some_and(|c| c.phase == Phase::Open) {
+            self.end(id, Ending::NameReplaced, "a new connection took this name");
+        }
     }
 
     /// Decides on a keyword: the policy, this listener's settings, the names in use.
