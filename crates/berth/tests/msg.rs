@@ -856,3 +856,28 @@ fn name_taken_is_refused_by_default_and_replaced_where_a_rule_says() {
         Frame::Control("error name-replaced a new connection took this name".into())
     );
 }
+
+/// Issue 15: a client whose own upload stalls halfway through a message that is echoed back to
+/// it (streamed) was dropped at `--write-timeout` ("took no output"), though no output of its
+/// waited: the open stream merely expected more of the client's own bytes. The write timeout
+/// is for output the peer does not take; this client has none, so it stays, and its echo
+/// completes once it sends the rest.
+#[test]
+fn a_stalled_upload_is_not_a_write_timeout() {
+    let config = EngineConfig {
+        write_timeout: Duration::from_millis(300),
+        ..EngineConfig::default()
+    };
+    let server = echo(config, &[tcp_endpoint()]);
+    let (mut c, _) = hello(tcp(addr_of(&server.endpoints[0])), "slowpoke");
+    let payload: Vec<u8> = (0..100_000u32).map(|i| (i % 249) as u8).collect();
+    let whole = frame(&payload);
+    c.write_all(&whole[..50_000]).unwrap();
+    // Ten write timeouts' worth of silence from the client, with nothing for it to take.
+    thread::sleep(Duration::from_secs(3));
+    c.write_all(&whole[50_000..]).unwrap();
+    assert_eq!(
+        read_frame(&mut c).expect("still connected"),
+        Frame::Data(payload)
+    );
+}

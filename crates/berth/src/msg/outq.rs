@@ -114,6 +114,13 @@ impl OutQueue {
         self.ready
     }
 
+    /// Something could be written now, or soon without anyone else's help: ready bytes, or a
+    /// lazy sequence to draw from. (An open stream with nothing ready waits for its sender,
+    /// not for this queue's reader.)
+    pub(crate) fn has_output(&self) -> bool {
+        self.ready > 0 || self.lazies > 0
+    }
+
     /// Nothing is waiting: no bytes, no sequence, no open stream.
     pub(crate) fn is_empty(&self) -> bool {
         self.queued() == 0 && self.lazies == 0 && self.open.is_none()

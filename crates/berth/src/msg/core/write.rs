@@ -122,11 +122,18 @@ impl Core {
         let stall = self.now + self.config.write_timeout;
         let is_stream = matches!(c.io, Io::Stream { .. });
         // A stream client with output waiting has `write_timeout` from its last progress to
-        // take some (closing ones too, and from the moment they start closing).
-        if is_stream && !c.out.is_empty() && !c.write_armed {
+        // take some (closing ones too, from the moment they start closing, and for as long as
+        // anything is queued). An open client whose queue holds only a stream waiting for its
+        // sender's next bytes has no output waiting: a stalled upload (its own, echoed) is not
+        // its reader's fault (issue 15).
+        if is_stream && self.waits_on_reader(id) && !self.get(id).expect("live").write_armed {
+            let c = self.get_mut(id).expect("live");
             c.write_armed = true;
             self.wheel.set(id.key(), Some(stall));
         }
+        let c = (self.clients.get_mut(id.key()))
+            .filter(|c| c.gen == id.gen())
+            .expect("live");
         match &mut c.io {
             Io::Stream { stream, .. } => loop {
                 c.out.refill(low);
@@ -169,12 +176,15 @@ impl Core {
             }
         }
         self.wake_waiters(id, low);
+        if is_stream && !self.waits_on_reader(id) {
+            let c = self.get_mut(id).expect("still here");
+            if std::mem::take(&mut c.write_armed) {
+                self.wheel.disarm(id.key());
+            }
+        }
         let c = self.get_mut(id).expect("still here");
         if !c.out.is_empty() {
             return;
-        }
-        if std::mem::take(&mut c.write_armed) && matches!(c.io, Io::Stream { .. }) {
-            self.wheel.disarm(id.key());
         }
         let c = self.get_mut(id).expect("still here");
         match c.phase {
@@ -185,6 +195,15 @@ impl Core {
             }
             _ => {}
         }
+    }
+
+    /// Whether `id` has output that only its reader can move: anything queued while it is
+    /// closing, else bytes ready or a sequence to draw.
+    fn waits_on_reader(&self, id: ClientId) -> bool {
+        self.get(id).is_some_and(|c| match c.phase {
+            Phase::Open => c.out.has_output(),
+            _ => !c.out.is_empty(),
+        })
     }
 
     /// Resumes the clients waiting on `id`'s queue that may go on: all of them once the whole
