@@ -10,8 +10,8 @@
 //!   it.
 //!
 //! What rt/ is not: a driver (no poll loop, no sockets, no threads of its own), a protocol, or
-//! the place for `unsafe` and libc calls (those are sys/'s). Its types are per thread (the
-//! wheel, the pool) or per server (the control), never global.
+//! the kernel boundary (libc calls and their safety obligations are sys/'s). Its types are per
+//! thread (the wheel, the pool) or per server (the control), never global.
 
 mod control;
 mod pool;
