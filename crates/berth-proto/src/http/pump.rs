@@ -212,23 +212,6 @@ impl<H: Handler> Pump<H> {
         Ok(())
     }
 
-    /// The timeout of what the session waits for passed: answers as the session says (408
-    /// for a request in progress), then the connection is over.
-    pub fn expire(&mut self) -> Result<(), Violation> {
-        let cx = Context {
-            limits: &self.limits,
-            date: &self.date,
-        };
-        let step = self
-            .session
-            .expire(&mut self.input, &mut self.out, &cx, &mut self.handler);
-        self.collect();
-        if matches!(step, Step::Close) {
-            self.closed = true;
-        }
-        Ok(())
-    }
-
     /// Does what `step` asks, as a driver would, until the session wants more input.
     fn drive(
         &mut self,

@@ -478,6 +478,18 @@ pub(crate) fn bind_one(
     Ok((listeners.remove(0), bound))
 }
 
+/// The [`Driver::spawn`] of a model served from one listener: binds it on `addr`, starts the
+/// server on it with `start`, and names `addr` in a failure to start.
+pub(crate) fn on_one_listener(
+    addr: SocketAddr,
+    common: &Common,
+    start: impl FnOnce(TcpListener) -> std::io::Result<Server>,
+) -> Result<(Server, SocketAddr), BindError> {
+    let (listener, bound) = bind_one(addr, common)?;
+    let server = start(listener).map_err(bind_error(addr))?;
+    Ok((server, bound))
+}
+
 /// Binds `count` listeners sharing `addr`'s port (for [`Driver::spawn`]). Returns them and
 /// their address.
 pub(crate) fn bind_each(

@@ -98,9 +98,8 @@ impl super::Driver for Single {
         service: S,
         stats: Arc<Stats>,
     ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
-        let (listener, bound) = super::registry::bind_one(addr, common)?;
-        let server = spawn(listener, service, common.conn(), stats)
-            .map_err(super::registry::bind_error(addr))?;
-        Ok((server, bound))
+        super::registry::on_one_listener(addr, common, |listener| {
+            spawn(listener, service, common.conn(), stats)
+        })
     }
 }

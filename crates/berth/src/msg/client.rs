@@ -179,6 +179,15 @@ impl Client {
         ClientId::new(key, self.gen)
     }
 
+    /// It has output only its reader can move: anything queued while it is closing, else
+    /// bytes ready or a sequence to draw (a stream waiting for its sender's bytes is not).
+    pub(crate) fn waits_on_reader(&self) -> bool {
+        match self.phase {
+            Phase::Open => self.out.has_output(),
+            _ => !self.out.is_empty(),
+        }
+    }
+
     /// An open client has sent part of a message and not yet the rest.
     pub(crate) fn mid_message(&self) -> bool {
         match &self.io {

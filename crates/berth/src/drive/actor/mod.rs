@@ -419,9 +419,8 @@ impl super::Driver for Actor {
     where
         S::Handler: Send + 'static,
     {
-        use super::registry::{bind_error, bind_one};
-        let (listener, bound) = bind_one(addr, common)?;
-        let server = spawn(listener, service, common, config, stats).map_err(bind_error(addr))?;
-        Ok((server, bound))
+        super::registry::on_one_listener(addr, common, |listener| {
+            spawn(listener, service, common, config, stats)
+        })
     }
 }

@@ -126,14 +126,10 @@ impl Core {
         // anything is queued). An open client whose queue holds only a stream waiting for its
         // sender's next bytes has no output waiting: a stalled upload (its own, echoed) is not
         // its reader's fault (issue 15).
-        if is_stream && self.waits_on_reader(id) && !self.get(id).expect("live").write_armed {
-            let c = self.get_mut(id).expect("live");
+        if is_stream && c.waits_on_reader() && !c.write_armed {
             c.write_armed = true;
             self.wheel.set(id.key(), Some(stall));
         }
-        let c = (self.clients.get_mut(id.key()))
-            .filter(|c| c.gen == id.gen())
-            .expect("live");
         match &mut c.io {
             Io::Stream { stream, .. } => loop {
                 c.out.refill(low);
@@ -176,11 +172,9 @@ impl Core {
             }
         }
         self.wake_waiters(id, low);
-        if is_stream && !self.waits_on_reader(id) {
-            let c = self.get_mut(id).expect("still here");
-            if std::mem::take(&mut c.write_armed) {
-                self.wheel.disarm(id.key());
-            }
+        let c = self.get_mut(id).expect("still here");
+        if is_stream && !c.waits_on_reader() && std::mem::take(&mut c.write_armed) {
+            self.wheel.disarm(id.key());
         }
         let c = self.get_mut(id).expect("still here");
         if !c.out.is_empty() {
@@ -195,15 +189,6 @@ impl Core {
             }
             _ => {}
         }
-    }
-
-    /// Whether `id` has output that only its reader can move: anything queued while it is
-    /// closing, else bytes ready or a sequence to draw.
-    fn waits_on_reader(&self, id: ClientId) -> bool {
-        self.get(id).is_some_and(|c| match c.phase {
-            Phase::Open => c.out.has_output(),
-            _ => !c.out.is_empty(),
-        })
     }
 
     /// Resumes the clients waiting on `id`'s queue that may go on: all of them once the whole
