@@ -409,3 +409,100 @@ fn a_unix_listener_never_replaces_a_regular_file() {
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 15: 32 blocking clients, each sending a 64 MiB message whole before it reads the
+/// echo, against a held budget of 128 MiB. Every one gets its echo (those over the budget wait
+/// their turn, unread), and the server's peak memory stays within the budget plus the slack of
+/// one message's copy (a delivered message and its echo overlap while it is handed over) and
+/// its buffers.
+#[test]
+fn blocking_clients_sending_64_mib_each_stay_within_the_held_budget() {
+    const CLIENTS: usize = 32;
+    const SIZE: usize = 64 << 20;
+    let server = Server::start(&["--listen", "tcp://127.0.0.1:0", "--max-held-total", "128m"]);
+    let addr = server.addr();
+    let msg: std::sync::Arc<Vec<u8>> =
+        std::sync::Arc::new((0..SIZE as u32).map(|i| (i % 253) as u8).collect());
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let msg = msg.clone();
+            thread::spawn(move || {
+                let mut s = client(addr, &format!("c{i}"));
+                s.set_write_timeout(Some(LIMIT)).unwrap();
+                s.write_all(&(SIZE as u64).to_le_bytes()).unwrap();
+                s.write_all(&msg)
+                    .expect("the server stopped reading a sending client");
+                let mut head = [0u8; 8];
+                s.read_exact(&mut head).unwrap();
+                assert_eq!(u64::from_le_bytes(head), SIZE as u64);
+                let mut buf = vec![0u8; 1 << 20];
+                let mut at = 0;
+                while at < SIZE {
+                    let n = s.read(&mut buf[..(SIZE - at).min(1 << 20)]).unwrap();
+                    assert!(n > 0, "client {i}: closed after {at} bytes");
+                    assert!(buf[..n] == msg[at..at + n], "client {i}: differs at {at}");
+                    at += n;
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let peak_mib = server.peak_rss_kib() / 1024;
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(" messages 32 "), "{err}");
+    eprintln!(
+        "peak RSS {peak_mib} MiB; {}",
+        err.lines().last().unwrap_or("")
+    );
+    assert!(
+        peak_mib <= 128 + 64 + 48,
+        "peak RSS {peak_mib} MiB over 128 MiB + slack"
+    );
+}
+
+/// Issue 15: each timeout names its real cause in the log and the exit counts: a client that
+/// takes none of its echo for `--write-timeout` is dropped (its socket takes nothing, so no
+/// frame can reach it); one that stops halfway through a message for `--read-timeout` is
+/// told `error read-timeout` first.
+#[test]
+fn timeouts_say_their_real_cause() {
+    let server = Server::start(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--write-timeout",
+        "1",
+        "--read-timeout",
+        "1",
+    ]);
+    let addr = server.addr();
+    let mut deaf = client(addr, "deaf");
+    deaf.write_all(&frame(&vec![b'd'; 32 << 20])).unwrap();
+    let mut stalled = client(addr, "stalled");
+    stalled.write_all(&frame(&[b's'; 1000])[..500]).unwrap();
+    let (len, text) = read_frame(&mut stalled);
+    assert_eq!(len & (1 << 63), 1 << 63, "a control frame");
+    assert_eq!(
+        String::from_utf8_lossy(&text),
+        "error read-timeout sent nothing for 1s in the middle of a message"
+    );
+    // The deaf client is dropped about a second after its echo stopped moving.
+    thread::sleep(Duration::from_millis(2500));
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("client") && err.contains("(deaf) took none of its output for 1s"),
+        "{err}"
+    );
+    assert!(err.contains("dropped (--write-timeout)"), "{err}");
+    assert!(
+        err.contains(
+            "(stalled) sent nothing for 1s in the middle of a message: ended (--read-timeout)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("write-timeout 1 read-timeout 1"), "{err}");
+    drop(deaf);
+}

@@ -866,6 +866,8 @@ fn name_taken_is_refused_by_default_and_replaced_where_a_rule_says() {
 fn a_stalled_upload_is_not_a_write_timeout() {
     let config = EngineConfig {
         write_timeout: Duration::from_millis(300),
+        // Streamed, as it was when this was found: not received whole first.
+        max_held: 1024,
         ..EngineConfig::default()
     };
     let server = echo(config, &[tcp_endpoint()]);

@@ -426,13 +426,24 @@ fn everyone_relaying_to_everyone_with_mixed_sizes_never_stalls() {
 }
 
 /// The other side of finishing messages at shutdown: a sender that stalls halfway through a
-/// streamed message cannot hold the shutdown up. At half the grace its receiver is closed
-/// (its frame can never be whole), everyone else gets the `shutdown` frame, and the server
-/// is gone within the grace.
+/// message cannot hold the shutdown up. Streamed (over `max_held`): at half the grace its
+/// receiver is closed (its frame can never be whole), everyone else gets the `shutdown` frame.
+/// Held (issue 15): nothing reached the receiver, which gets the `shutdown` frame too. Either
+/// way the server is gone within the grace.
 #[test]
 fn a_sender_stalled_mid_message_does_not_hold_up_the_shutdown() {
+    for streamed in [true, false] {
+        stalled_sender_at_shutdown(streamed);
+    }
+}
+
+fn stalled_sender_at_shutdown(streamed: bool) {
     let grace = Duration::from_secs(2);
-    let server = MsgServer::spawn(&[tcp_endpoint()], EngineConfig::default(), 1, grace, |_| {
+    let config = EngineConfig {
+        max_held: if streamed { 1024 } else { 64 << 20 },
+        ..EngineConfig::default()
+    };
+    let server = MsgServer::spawn(&[tcp_endpoint()], config, 1, grace, |_| {
         EchoRelay::new(64 << 20)
     })
     .unwrap();
@@ -444,16 +455,29 @@ fn a_sender_stalled_mid_message_does_not_hold_up_the_shutdown() {
     half.extend_from_slice(b"@sink ");
     half.resize(8 + 500_000, b'h');
     staller.write_all(&half).unwrap();
-    // The stream is open: the sink has its start.
-    let mut head = [0u8; 8];
-    std::io::Read::read_exact(&mut sink, &mut head).unwrap();
+    if streamed {
+        // The stream is open: the sink has its start.
+        let mut head = [0u8; 8];
+        std::io::Read::read_exact(&mut sink, &mut head).unwrap();
+    } else {
+        // Held: the server has it (a round trip through the same engine says so).
+        bob.write_all(&frame(b"ping")).unwrap();
+        assert_eq!(read_frame(&mut bob).unwrap(), Frame::Data(b"ping".to_vec()));
+    }
     let started = Instant::now();
     server.stop();
     assert_eq!(
         read_frame(&mut bob).unwrap(),
         Frame::Control("error shutdown the server is stopping".into())
     );
-    assert!(closes(&mut sink));
+    if streamed {
+        assert!(closes(&mut sink));
+    } else {
+        assert_eq!(
+            read_frame(&mut sink).unwrap(),
+            Frame::Control("error shutdown the server is stopping".into())
+        );
+    }
     server.join().unwrap();
     assert!(
         started.elapsed() < grace + Duration::from_secs(1),

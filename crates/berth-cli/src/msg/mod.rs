@@ -80,9 +80,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_limit)]
     pub max_message: Option<u64>,
 
-    /// Largest message held whole for a client that is busy receiving another.
+    /// Largest message received whole before it is answered or relayed (so a client that
+    /// sends a whole message before it reads gets its answer), and held whole for a target
+    /// busy receiving another; bigger ones stream through as they arrive.
     #[arg(long, value_name = "BYTES", default_value = "64m", value_parser = parse_limit)]
     pub max_held: u64,
+
+    /// Most bytes held that way at once, over all clients (shared out evenly by the -A
+    /// threads). A message that would go over it waits, its sender not read, until enough
+    /// is delivered; one message at a time may exceed it.
+    #[arg(long, value_name = "BYTES", default_value = "1g", value_parser = parse_limit)]
+    pub max_held_total: u64,
+
+    /// Seconds a client may send nothing in the middle of a message before it is ended with
+    /// `error read-timeout` [default: never, as FI-ASockIOCore].
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub read_timeout: Option<Duration>,
 
     /// Engine threads, each with its own listener on every TCP endpoint (SO_REUSEPORT); UNIX
     /// and UDP endpoints are served by the first. Names are shared by all threads.

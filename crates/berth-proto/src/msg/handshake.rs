@@ -81,6 +81,10 @@ pub enum Ending {
     BadFrame,
     /// A newcomer took this connection's name (`--name-taken replace`).
     NameReplaced,
+    /// The client sent nothing for `--read-timeout` in the middle of a message.
+    ReadTimeout,
+    /// The client closed its sending side in the middle of a message.
+    Incomplete,
 }
 
 impl Ending {
@@ -91,6 +95,8 @@ impl Ending {
             Ending::Shutdown => "shutdown",
             Ending::BadFrame => "bad-frame",
             Ending::NameReplaced => "name-replaced",
+            Ending::ReadTimeout => "read-timeout",
+            Ending::Incomplete => "incomplete",
         }
     }
 }

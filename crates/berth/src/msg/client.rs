@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use berth_proto::msg::{FrameDecoder, Peer, ServerSession};
 
@@ -109,6 +110,16 @@ pub(crate) enum Phase {
     Lingering,
 }
 
+/// A message received whole before the application sees it (see `core/hold.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hold {
+    /// Its announced length.
+    pub(crate) len: u64,
+    /// Its bytes are counted against the engine's held budget. Until they are, the client is
+    /// not read (it waits its turn for the budget).
+    pub(crate) reserved: bool,
+}
+
 /// The engine's record of one client.
 pub(crate) struct Client {
     pub(crate) gen: u32,
@@ -116,8 +127,13 @@ pub(crate) struct Client {
     pub(crate) phase: Phase,
     /// It was admitted (so its end is reported).
     pub(crate) admitted: bool,
-    /// Its write-stall deadline is set.
-    pub(crate) write_armed: bool,
+    /// When it is dropped for taking none of the output that waits on its reader
+    /// (`write_timeout` after the last progress), while such output waits.
+    pub(crate) write_due: Option<Instant>,
+    /// When it is dropped for sending nothing more of the message it is in the middle of
+    /// (`read_timeout`). Pushed back lazily: a read only moves this, and the timer, when it
+    /// fires, looks here before it drops anyone.
+    pub(crate) read_due: Option<Instant>,
     pub(crate) peer: Peer,
     /// The name it registered under (`None`: anonymous, raw, or not yet known).
     pub(crate) name: Option<String>,
@@ -130,6 +146,11 @@ pub(crate) struct Client {
     /// The message being assembled, and its announced length.
     pub(crate) assembling: Vec<u8>,
     pub(crate) announced: u64,
+    /// The message being received whole before the application sees it, if one is.
+    pub(crate) hold: Option<Hold>,
+    /// Held bytes delivered whose answer still fills a queue: given back to the budget when
+    /// this client is no longer paused by that queue (see `core/hold.rs`).
+    pub(crate) held_debt: u64,
     /// A control frame from the server we connected to is being read.
     pub(crate) in_control: bool,
     /// Why the server we connected to closed on us, if it said.
@@ -157,7 +178,8 @@ impl Client {
             io,
             phase: Phase::Handshake,
             admitted: false,
-            write_armed: false,
+            write_due: None,
+            read_due: None,
             peer,
             name: None,
             listener,
@@ -166,6 +188,8 @@ impl Client {
             inbox_bytes: 0,
             assembling: Vec::new(),
             announced: 0,
+            hold: None,
+            held_debt: 0,
             in_control: false,
             ending: None,
             paused: false,
@@ -188,12 +212,20 @@ impl Client {
         }
     }
 
-    /// An open client has sent part of a message and not yet the rest.
+    /// An open client has sent part of a message and not yet the rest, and may still send it.
     pub(crate) fn mid_message(&self) -> bool {
+        match &self.io {
+            Io::Stream { hup: false, .. } => self.inside_message(),
+            _ => false,
+        }
+    }
+
+    /// An open client has sent part of a message and not yet the rest (whether or not it can
+    /// still send it).
+    pub(crate) fn inside_message(&self) -> bool {
         match &self.io {
             Io::Stream {
                 proto: Proto::Server(session),
-                hup: false,
                 ..
             } => self.phase == Phase::Open && !session.at_boundary(),
             _ => false,

@@ -40,6 +40,7 @@ use super::stats::MsgStats;
 use crate::rt::{BufPool, Wheel};
 
 mod admit;
+mod hold;
 mod read;
 mod udp;
 mod write;
@@ -64,6 +65,16 @@ pub struct EngineConfig {
     pub max_message: u64,
     /// Largest message a streaming handler accepts (defaults to the protocol's maximum).
     pub max_streamed: u64,
+    /// Largest message received whole before a streaming handler sees it (`--max-held`). A
+    /// message up to this size arrives at the handler only once all of it has been read, so an
+    /// echo or relay cannot block its own sender (a blocking client that sends a whole message
+    /// before it reads the answer); a bigger one streams through as it arrives.
+    pub max_held: u64,
+    /// Most bytes of messages being received whole at once, across the engine's clients
+    /// (`--max-held-total`, shared out evenly by a [`MsgServer`](super::MsgServer)'s threads).
+    /// A client whose message would go over it is not read until enough is delivered; one
+    /// message at a time may exceed it, so that every message within the limits gets through.
+    pub max_held_total: u64,
     /// Most clients at once; more are refused with `capacity`.
     pub capacity: usize,
     /// Time allowed for the keyword after connecting.
@@ -73,6 +84,10 @@ pub struct EngineConfig {
     /// A stream client with output waiting that takes none of it for this long is dropped
     /// (and a closing one closed).
     pub write_timeout: Duration,
+    /// A client that sends nothing for this long in the middle of a message is ended with the
+    /// `read-timeout` error frame (`None`, the default: never, as FI-ASockIOCore). A client
+    /// the engine itself is not reading (backpressure) is never timed out for it.
+    pub read_timeout: Option<Duration>,
     /// A queue above this many bytes pauses whoever feeds it.
     pub out_high: usize,
     /// Unread whole messages above this many bytes pause reading from their client.
@@ -92,10 +107,13 @@ impl Default for EngineConfig {
         EngineConfig {
             max_message: 64 << 20,
             max_streamed: berth_proto::msg::frame::CONTROL_BIT - 1,
+            max_held: 64 << 20,
+            max_held_total: 1 << 30,
             capacity: 10_000,
             handshake_timeout: Duration::from_secs(10),
             udp_idle: Duration::from_secs(60),
             write_timeout: Duration::from_secs(60),
+            read_timeout: None,
             out_high: 1 << 20,
             inbox_high: 8 << 20,
             buffer_size: 64 * 1024,
@@ -195,6 +213,10 @@ pub(crate) struct Core {
     dirty: Vec<ClientId>,
     /// Paused clients to read again.
     resumed: Vec<ClientId>,
+    /// Bytes of the messages being received whole that count against `max_held_total`.
+    held_used: u64,
+    /// Clients waiting, in order, for the held budget to take their message.
+    held_waiters: VecDeque<ClientId>,
     notes: VecDeque<Note>,
     /// The client whose input is being delivered.
     source: Option<ClientId>,
@@ -230,6 +252,8 @@ impl Core {
             now,
             dirty: Vec::new(),
             resumed: Vec::new(),
+            held_used: 0,
+            held_waiters: VecDeque::new(),
             notes: VecDeque::new(),
             source: None,
             limit: config.max_message,

@@ -98,6 +98,12 @@ impl MsgServer {
         F: Fn(usize) -> H + Send + Sync + 'static,
     {
         let threads = threads.clamp(1, 128);
+        // Each engine holds its share of the budget: no lock or shared counter on the path
+        // of every large message.
+        let config = EngineConfig {
+            max_held_total: (config.max_held_total / threads as u64).max(1),
+            ..config
+        };
         let stats = Arc::new(MsgStats::default());
         let directory = Arc::new(Directory::new(threads));
         let mut engines = Vec::with_capacity(threads);

@@ -16,6 +16,9 @@ pub struct MsgStats {
     messages_in: AtomicU64,
     bytes_in: AtomicU64,
     udp_dropped: AtomicU64,
+    write_timeouts: AtomicU64,
+    read_timeouts: AtomicU64,
+    held_peak: AtomicU64,
 }
 
 /// A reading of [`MsgStats`].
@@ -37,6 +40,13 @@ pub struct MsgCounts {
     pub bytes_in: u64,
     /// UDP datagrams dropped (unknown sender, unknown kind).
     pub udp_dropped: u64,
+    /// Clients dropped for taking none of their output for `--write-timeout`.
+    pub write_timeouts: u64,
+    /// Clients ended for stopping in the middle of a message for `--read-timeout`.
+    pub read_timeouts: u64,
+    /// The most bytes one engine thread has held at once for whole-message receipt (messages
+    /// being received whole, and the answers of delivered ones still queued).
+    pub held_peak: u64,
 }
 
 impl MsgCounts {
@@ -73,6 +83,15 @@ impl MsgStats {
     pub(crate) fn udp_dropped(&self) {
         self.udp_dropped.fetch_add(1, Relaxed);
     }
+    pub(crate) fn write_timeout(&self) {
+        self.write_timeouts.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn read_timeout(&self) {
+        self.read_timeouts.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn held(&self, bytes: u64) {
+        self.held_peak.fetch_max(bytes, Relaxed);
+    }
 
     /// Reads every counter.
     pub fn snapshot(&self) -> MsgCounts {
@@ -89,6 +108,9 @@ impl MsgStats {
             messages_in: self.messages_in.load(Relaxed),
             bytes_in: self.bytes_in.load(Relaxed),
             udp_dropped: self.udp_dropped.load(Relaxed),
+            write_timeouts: self.write_timeouts.load(Relaxed),
+            read_timeouts: self.read_timeouts.load(Relaxed),
+            held_peak: self.held_peak.load(Relaxed),
         }
     }
 }
@@ -97,14 +119,18 @@ impl std::fmt::Display for MsgCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "connections {} admitted {} disconnected {} too-large {} messages {} bytes {} udp-dropped {}",
+            "connections {} admitted {} disconnected {} too-large {} messages {} bytes {} \
+             udp-dropped {} write-timeout {} read-timeout {} held-peak {}",
             self.connections,
             self.admitted,
             self.disconnected,
             self.too_large,
             self.messages_in,
             self.bytes_in,
-            self.udp_dropped
+            self.udp_dropped,
+            self.write_timeouts,
+            self.read_timeouts,
+            self.held_peak
         )?;
         for (code, n) in self.refused.iter().filter(|(_, n)| *n > 0) {
             write!(f, " refused:{code} {n}")?;

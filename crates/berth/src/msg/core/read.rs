@@ -3,7 +3,7 @@
 
 use std::io;
 
-use berth_proto::msg::{Event, Piece};
+use berth_proto::msg::{Ending, Event, Piece};
 
 use super::{ClientId, Core, Io, Phase, Proto, Sink};
 use crate::net::Transport;
@@ -15,6 +15,10 @@ impl Core {
             let Some(c) = self.clients.get_mut(id.key()).filter(|c| c.gen == id.gen()) else {
                 return;
             };
+            if c.held_debt > 0 && !c.paused {
+                self.repay(id);
+                continue;
+            }
             // A closing client is not read until its output is out; then it lingers, and what
             // it still sends is read and dropped.
             let closing = matches!(c.phase, Phase::Closing | Phase::Lingering);
@@ -37,6 +41,11 @@ impl Core {
             if !*readable || *hup {
                 return;
             }
+            if c.hold.is_some_and(|h| !h.reserved) {
+                // Resumed for another reason; its turn for the held budget has not come.
+                c.paused = true;
+                return;
+            }
             let mut buf = self.pool.take();
             match stream.read_spare(&mut buf) {
                 Ok(0) => {
@@ -49,6 +58,9 @@ impl Core {
                 Ok(_) => {
                     self.deliver(id, &buf, sink);
                     self.pool.put(buf);
+                    if let Some(timeout) = self.config.read_timeout {
+                        self.note_input(id, timeout);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     *readable = false;
@@ -67,8 +79,15 @@ impl Core {
 
     /// The peer will send nothing more. An open client with output still queued gets it
     /// (it may have half-closed and be waiting for answers); anything else goes now.
+    /// One that stops in the middle of a message is told so (`error incomplete`): it may
+    /// still be reading.
     pub(super) fn peer_closed(&mut self, id: ClientId) {
         let Some(c) = self.get_mut(id) else { return };
+        if c.phase == Phase::Open && c.inside_message() && !c.out.stream_open() {
+            let text = "the connection's sending side closed in the middle of a message";
+            log::info!("client {id}: {text}");
+            return self.end(id, Ending::Incomplete, text);
+        }
         if c.phase == Phase::Open && !c.out.is_empty() && !c.out.stream_open() {
             c.phase = Phase::Closing;
             self.dirty.push(id);
@@ -173,18 +192,35 @@ impl Core {
             }
             return;
         }
-        if sink.streams() {
-            if let Piece::Start(len) = piece {
-                self.stats.message(len as usize);
+        if c.hold.is_some() {
+            match piece {
+                Piece::Chunk(b) => self.hold_chunk(id, b),
+                Piece::End => self.deliver_held(id, sink),
+                _ => {}
             }
+            return;
+        }
+        let streams = sink.streams();
+        if let Piece::Start(len) = piece {
+            self.stats.message(len as usize);
+            // A message all in this read passes straight through; a longer one is received
+            // whole first (see `hold`), unless a streaming handler gets it as it comes because
+            // it is over `max_held`.
+            let here = len <= (input.len() - pos) as u64;
+            let streamed = streams && len > self.config.max_held;
+            if !here && !streamed {
+                return self.begin_hold(id, len);
+            }
+        }
+        if streams {
             return sink.piece(self, id, piece);
         }
+        let c = self.get_mut(id).expect("delivering to a live client");
         match piece {
             Piece::Start(len) => {
                 c.announced = len;
                 c.assembling.clear();
                 *direct = None;
-                self.stats.message(len as usize);
             }
             Piece::Chunk(b) => {
                 if c.assembling.is_empty() && direct.is_none() && b.len() as u64 == c.announced {

@@ -2,6 +2,7 @@
 //! control frame, lingering closes, removal, shutdown, and the timers that expire them.
 
 use std::io;
+use std::time::Instant;
 
 use berth_proto::msg::{Ending, Refusal};
 
@@ -11,6 +12,7 @@ use crate::net::Transport;
 impl Core {
     /// Ends an admitted client with a control frame after its queued output.
     pub(super) fn end(&mut self, id: ClientId, why: Ending, text: &str) {
+        self.drop_hold(id);
         let Some(c) = self.get_mut(id) else { return };
         if let Io::Stream {
             proto: Proto::Server(session),
@@ -126,9 +128,9 @@ impl Core {
         // anything is queued). An open client whose queue holds only a stream waiting for its
         // sender's next bytes has no output waiting: a stalled upload (its own, echoed) is not
         // its reader's fault (issue 15).
-        if is_stream && c.waits_on_reader() && !c.write_armed {
-            c.write_armed = true;
-            self.wheel.set(id.key(), Some(stall));
+        if is_stream && c.waits_on_reader() && c.write_due.is_none() {
+            c.write_due = Some(stall);
+            self.wheel.set(id.key(), earliest(Some(stall), c.read_due));
         }
         match &mut c.io {
             Io::Stream { stream, .. } => loop {
@@ -136,7 +138,8 @@ impl Core {
                 match c.out.write_to(stream) {
                     Ok(0) => break,
                     Ok(_) => {
-                        self.wheel.set(id.key(), Some(stall));
+                        c.write_due = Some(stall);
+                        self.wheel.set(id.key(), earliest(Some(stall), c.read_due));
                     }
                     Err(e) => {
                         log::debug!("client {id}: write failed: {e}");
@@ -173,8 +176,9 @@ impl Core {
         }
         self.wake_waiters(id, low);
         let c = self.get_mut(id).expect("still here");
-        if is_stream && !c.waits_on_reader() && std::mem::take(&mut c.write_armed) {
-            self.wheel.disarm(id.key());
+        if is_stream && !c.waits_on_reader() && c.write_due.take().is_some() {
+            let at = c.read_due;
+            self.wheel.set(id.key(), at);
         }
         let c = self.get_mut(id).expect("still here");
         if !c.out.is_empty() {
@@ -258,11 +262,86 @@ impl Core {
         }
     }
 
+    /// An open stream client's timer fired: its write deadline, its read deadline, or one of
+    /// them moved later since the timer was set.
+    fn stream_timer(&mut self, id: ClientId) {
+        let now = self.now;
+        let (read_timeout, write_timeout) = (self.config.read_timeout, self.config.write_timeout);
+        let Some(c) = self.get_mut(id) else { return };
+        if c.write_due.is_some_and(|due| due <= now) {
+            // Its socket takes nothing, so no frame can tell it why: the log does.
+            let waiting = c.out.queued();
+            log::info!(
+                "client {id} ({}) took none of its output for {:?} ({waiting} bytes waiting): \
+                 dropped (--write-timeout)",
+                display_name(c.name.as_deref()),
+                write_timeout
+            );
+            self.stats.write_timeout();
+            return self.remove(id);
+        }
+        if let (Some(due), Some(timeout)) = (c.read_due, read_timeout) {
+            if !c.mid_message() {
+                c.read_due = None;
+            } else if c.paused {
+                // The engine is not reading it (backpressure, or its turn for the held
+                // budget): not its stall. The time starts again when reading does.
+                c.read_due = Some(now + timeout);
+            } else if due <= now {
+                return self.read_timed_out(id, timeout);
+            }
+        }
+        let c = self.get_mut(id).expect("checked above");
+        let at = earliest(c.write_due, c.read_due);
+        self.wheel.set(id.key(), at);
+    }
+
+    /// Ends a client that stopped in the middle of a message: the `read-timeout` error frame
+    /// after its queued output, unless a message to it is itself unfinished (a frame would land
+    /// inside it), when it is closed without one.
+    fn read_timed_out(&mut self, id: ClientId, timeout: std::time::Duration) {
+        let Some(c) = self.get(id) else { return };
+        let text = format!("sent nothing for {timeout:?} in the middle of a message");
+        log::info!(
+            "client {id} ({}) {text}: ended (--read-timeout)",
+            display_name(c.name.as_deref())
+        );
+        self.stats.read_timeout();
+        if c.out.stream_open() {
+            self.drop_hold(id);
+            self.close(id);
+        } else {
+            self.end(id, Ending::ReadTimeout, &text);
+        }
+    }
+
+    /// The client read bytes: its read deadline moves while it is in the middle of a message
+    /// (only the field, unless no timer was set: the timer checks the field when it fires).
+    pub(super) fn note_input(&mut self, id: ClientId, timeout: std::time::Duration) {
+        let now = self.now;
+        let Some(c) = self.get_mut(id) else { return };
+        if c.phase != Phase::Open {
+            return;
+        }
+        if c.mid_message() {
+            let unset = c.read_due.is_none();
+            c.read_due = Some(now + timeout);
+            if unset {
+                let at = earliest(c.write_due, c.read_due);
+                self.wheel.set(id.key(), at);
+            }
+        } else if c.read_due.take().is_some() {
+            let at = c.write_due;
+            self.wheel.set(id.key(), at);
+        }
+    }
+
     /// Frees a client now; an admitted one is reported lost.
     pub(crate) fn remove(&mut self, id: ClientId) {
         if self.get(id).is_none() {
             return;
         }
+        self.drop_hold(id);
         self.forget_name(id);
         let key = id.key();
         self.wheel.disarm(key);
@@ -303,16 +382,23 @@ impl Core {
                     self.refuse_now(id, Refusal::Timeout, &text);
                 }
                 (Phase::Open, Io::Udp { .. }) => self.remove(id),
-                (Phase::Open, Io::Stream { .. }) => {
-                    log::debug!(
-                        "client {id} took no output for {:?}",
-                        self.config.write_timeout
-                    );
-                    self.remove(id);
-                }
+                (Phase::Open, Io::Stream { .. }) => self.stream_timer(id),
                 (Phase::Closing | Phase::Lingering, _) => self.remove(id),
             }
         }
         due.clear();
     }
+}
+
+/// The earlier of two optional deadlines.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A client's name for the log.
+fn display_name(name: Option<&str>) -> &str {
+    name.unwrap_or("anonymous")
 }
