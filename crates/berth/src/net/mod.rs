@@ -3,6 +3,7 @@
 
 mod listen;
 mod local;
+pub mod tls;
 pub mod transport;
 
 pub use crate::sys::io::read_into_spare;

@@ -1,0 +1,559 @@
+//! TLS as a [`Transport`] (issue 16): rustls over any plain stream, so that every model and
+//! the message engine serve it by being generic over the transport, as they are for TCP.
+//!
+//! Three parts:
+//! - [`TlsSettings`] / [`TlsAcceptor`]: the server's certificate and key, read from PEM files
+//!   with a clear error for each way they can be wrong (missing, unreadable, no certificate, no
+//!   key, a key that does not match, expired or not yet valid), TLS 1.2 and 1.3, ALPN, session
+//!   resumption by tickets and by a bounded server-side cache, and [`TlsAcceptor::reload`]
+//!   (SIGHUP): new handshakes get the new certificate, and a reload that fails keeps the old.
+//! - [`TlsStream`]: one connection. It reads and writes plaintext like a socket, moving TLS
+//!   records to and from the socket underneath as it goes, blocking or not as that socket is.
+//! - [`TlsConnector`]: the client side, for `berth msg send tls://` and `berth bench https://`,
+//!   verifying the server against a CA file, or not at all (`--insecure`, for tests).
+//!
+//! The contract a driver keeps with a TLS stream, beyond a socket's: after its output is
+//! written, it calls [`Write::flush`] until that succeeds (`WouldBlock`: wait until writable,
+//! then flush again), because records the socket did not take are held in the stream. A plain
+//! socket's `flush` does nothing, so drivers call it unconditionally at no cost.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::{ClientHello, ResolvesServerCert, ServerSessionMemoryCache};
+use rustls::sign::CertifiedKey;
+use rustls::{ClientConfig, ClientConnection, ServerConfig, ServerConnection};
+
+use super::transport::{Blocking, Evented, Transport};
+
+/// Ciphertext a connection may hold beyond what its socket has taken, and plaintext it may
+/// hold before it is asked for: what bounds a TLS connection's memory.
+const BUFFER_LIMIT: usize = 64 * 1024;
+
+/// What a TLS listener serves.
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    /// PEM file with the certificate, then its chain.
+    pub cert: PathBuf,
+    /// PEM file with the private key (PKCS#8, PKCS#1 RSA or SEC1 EC).
+    pub key: PathBuf,
+    /// ALPN protocols offered, in preference order (e.g. `http/1.1`); empty: no ALPN.
+    pub alpn: Vec<Vec<u8>>,
+    /// Sessions kept in the server-side resumption cache.
+    pub session_cache: usize,
+    /// Issue session tickets (stateless resumption).
+    pub tickets: bool,
+}
+
+impl TlsSettings {
+    /// HTTP/1.1 over TLS with the certificate and key in these files.
+    pub fn http(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> TlsSettings {
+        TlsSettings {
+            cert: cert.into(),
+            key: key.into(),
+            alpn: vec![b"http/1.1".to_vec()],
+            session_cache: 4096,
+            tickets: true,
+        }
+    }
+}
+
+/// Why TLS could not be set up, said so that the user can fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsError(pub String);
+
+impl std::fmt::Display for TlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Reads a certificate chain from a PEM file: at least one certificate.
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = std::fs::read(path)
+        .map_err(|e| TlsError(format!("cannot read certificate {}: {e}", path.display())))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            TlsError(format!(
+                "{}: not a PEM certificate file: {e}",
+                path.display()
+            ))
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError(format!(
+            "{}: no certificate in it (expected -----BEGIN CERTIFICATE-----)",
+            path.display()
+        )));
+    }
+    Ok(certs)
+}
+
+/// Reads a private key from a PEM file.
+fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let pem = std::fs::read(path)
+        .map_err(|e| TlsError(format!("cannot read private key {}: {e}", path.display())))?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        TlsError(format!(
+            "{}: no private key in it (PKCS#8, PKCS#1 RSA or SEC1 EC PEM): {e}",
+            path.display()
+        ))
+    })
+}
+
+/// Refuses a certificate outside its validity period, naming the dates.
+fn check_validity(cert: &CertificateDer<'_>, path: &Path) -> Result<(), TlsError> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert).map_err(|e| {
+        TlsError(format!(
+            "{}: cannot parse the certificate: {e}",
+            path.display()
+        ))
+    })?;
+    let validity = parsed.validity();
+    let now = x509_parser::time::ASN1Time::now();
+    if now > validity.not_after {
+        return Err(TlsError(format!(
+            "{}: the certificate expired on {}",
+            path.display(),
+            validity.not_after
+        )));
+    }
+    if now < validity.not_before {
+        return Err(TlsError(format!(
+            "{}: the certificate is not valid before {}",
+            path.display(),
+            validity.not_before
+        )));
+    }
+    Ok(())
+}
+
+/// Reads and checks a certificate and its key.
+fn load_certified(settings: &TlsSettings) -> Result<CertifiedKey, TlsError> {
+    let certs = load_certs(&settings.cert)?;
+    check_validity(&certs[0], &settings.cert)?;
+    let key = load_key(&settings.key)?;
+    CertifiedKey::from_der(certs, key, &provider()).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => TlsError(format!(
+            "the private key in {} does not match the certificate in {}",
+            settings.key.display(),
+            settings.cert.display()
+        )),
+        e => TlsError(format!(
+            "{}: the private key cannot be used: {e}",
+            settings.key.display()
+        )),
+    })
+}
+
+/// The certificate handshakes get: swapped whole on a reload, read once per handshake.
+#[derive(Debug)]
+struct CurrentCert(RwLock<Arc<CertifiedKey>>);
+
+impl ResolvesServerCert for CurrentCert {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.read().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+}
+
+/// A server's TLS: makes a [`TlsStream`] of each accepted socket. Cloning shares it (and its
+/// reloads).
+#[derive(Clone)]
+pub struct TlsAcceptor {
+    config: Arc<ServerConfig>,
+    current: Arc<CurrentCert>,
+    settings: Arc<TlsSettings>,
+}
+
+impl std::fmt::Debug for TlsAcceptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsAcceptor")
+            .field("cert", &self.settings.cert)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsAcceptor {
+    /// Reads the certificate and key; any problem with them is the error.
+    pub fn new(settings: TlsSettings) -> Result<TlsAcceptor, TlsError> {
+        let current = Arc::new(CurrentCert(RwLock::new(Arc::new(load_certified(
+            &settings,
+        )?))));
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| TlsError(format!("TLS versions: {e}")))?
+            .with_no_client_auth()
+            .with_cert_resolver(current.clone());
+        config.alpn_protocols = settings.alpn.clone();
+        config.session_storage = ServerSessionMemoryCache::new(settings.session_cache.max(1));
+        if settings.tickets {
+            config.ticketer = rustls::crypto::ring::Ticketer::new()
+                .map_err(|e| TlsError(format!("session tickets: {e}")))?;
+        }
+        Ok(TlsAcceptor {
+            config: Arc::new(config),
+            current,
+            settings: Arc::new(settings),
+        })
+    }
+
+    /// Reads the certificate and key files again. New handshakes get them; on any error the
+    /// certificate in use stays, and the error says why.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let fresh = load_certified(&self.settings)?;
+        *self.current.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+        Ok(())
+    }
+
+    /// The certificate files.
+    pub fn settings(&self) -> &TlsSettings {
+        &self.settings
+    }
+
+    /// Starts the server side of TLS on an accepted socket. The handshake happens as the
+    /// stream is read.
+    pub fn accept<S>(&self, sock: S) -> io::Result<TlsStream<S>> {
+        let mut conn = ServerConnection::new(self.config.clone()).map_err(io::Error::other)?;
+        conn.set_buffer_limit(Some(BUFFER_LIMIT));
+        Ok(TlsStream {
+            sock,
+            conn: rustls::Connection::Server(conn),
+        })
+    }
+}
+
+/// The client side: whom to trust.
+#[derive(Clone)]
+pub struct TlsConnector {
+    config: Arc<ClientConfig>,
+}
+
+impl TlsConnector {
+    /// Trusts the certificates in `ca` (PEM), or, with `None`, no one at all: every server
+    /// certificate is accepted (`--insecure`; for tests against a self-signed server).
+    pub fn new(ca: Option<&Path>, alpn: &[&[u8]]) -> Result<TlsConnector, TlsError> {
+        Self::with_versions(
+            ca,
+            alpn,
+            &[&rustls::version::TLS13, &rustls::version::TLS12],
+        )
+    }
+
+    /// [`TlsConnector::new`] offering TLS 1.2 only (as `curl --tls-max 1.2`: to check that a
+    /// server still serves 1.2 clients).
+    pub fn tls12_only(ca: Option<&Path>, alpn: &[&[u8]]) -> Result<TlsConnector, TlsError> {
+        Self::with_versions(ca, alpn, &[&rustls::version::TLS12])
+    }
+
+    fn with_versions(
+        ca: Option<&Path>,
+        alpn: &[&[u8]],
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> Result<TlsConnector, TlsError> {
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(versions)
+            .map_err(|e| TlsError(format!("TLS versions: {e}")))?;
+        let mut config = match ca {
+            Some(path) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in load_certs(path)? {
+                    roots.add(cert).map_err(|e| {
+                        TlsError(format!(
+                            "{}: not a usable CA certificate: {e}",
+                            path.display()
+                        ))
+                    })?;
+                }
+                builder.with_root_certificates(roots).with_no_client_auth()
+            }
+            None => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(insecure::AcceptAny(provider())))
+                .with_no_client_auth(),
+        };
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(TlsConnector {
+            config: Arc::new(config),
+        })
+    }
+
+    /// Starts the client side of TLS to `server` (a DNS name or an IP address) on a connected
+    /// socket. The handshake happens as the stream is written and read.
+    pub fn connect<S>(&self, server: &str, sock: S) -> io::Result<TlsStream<S>> {
+        let name = ServerName::try_from(server.to_owned())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mut conn =
+            ClientConnection::new(self.config.clone(), name).map_err(io::Error::other)?;
+        conn.set_buffer_limit(Some(BUFFER_LIMIT));
+        Ok(TlsStream {
+            sock,
+            conn: rustls::Connection::Client(conn),
+        })
+    }
+}
+
+/// A TLS connection over the socket `S`: plaintext in and out, records underneath.
+pub struct TlsStream<S> {
+    sock: S,
+    conn: rustls::Connection,
+}
+
+impl<S> TlsStream<S> {
+    /// The socket underneath.
+    pub fn get_ref(&self) -> &S {
+        &self.sock
+    }
+
+    /// The negotiated ALPN protocol, once the handshake is done.
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+
+    /// The negotiated protocol version (`TLSv1.3`, `TLSv1.2`), once the handshake is done.
+    pub fn protocol_version(&self) -> Option<&'static str> {
+        match self.conn.protocol_version()? {
+            rustls::ProtocolVersion::TLSv1_3 => Some("TLSv1.3"),
+            rustls::ProtocolVersion::TLSv1_2 => Some("TLSv1.2"),
+            _ => Some("other"),
+        }
+    }
+
+    /// The common name in the peer's certificate (the server's, to a client; a client
+    /// certificate's, to a server that asked for one), once the handshake is done.
+    pub fn peer_common_name(&self) -> Option<String> {
+        let cert = self.conn.peer_certificates()?.first()?;
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert).ok()?;
+        let cn = parsed.subject().iter_common_name().next()?;
+        cn.as_str().ok().map(str::to_owned)
+    }
+
+    /// Whether the handshake is still under way.
+    pub fn is_handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
+    /// Whether this (client) connection resumed an earlier session.
+    pub fn resumed(&self) -> bool {
+        matches!(
+            self.conn.handshake_kind(),
+            Some(rustls::HandshakeKind::Resumed)
+        )
+    }
+}
+
+impl<S: Read + Write> TlsStream<S> {
+    /// Writes held records to the socket until none are left (`WouldBlock` if it fills).
+    fn push(&mut self) -> io::Result<()> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut self.sock) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads records from the socket once and decrypts them. `Ok(0)`: the socket is at its
+    /// end. A protocol error sends the peer its alert (as far as the socket takes it).
+    fn pull(&mut self) -> io::Result<usize> {
+        let n = loop {
+            match self.conn.read_tls(&mut self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other?,
+            }
+        };
+        if let Err(e) = self.conn.process_new_packets() {
+            let _ = self.push();
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+        Ok(n)
+    }
+}
+
+impl<S: Read + Write> Read for TlsStream<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.conn.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                // The peer closed without close_notify: an end of stream, as on a socket (HTTP
+                // and the message protocol frame their own messages, so no truncation goes
+                // unnoticed above this).
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            // Handshake answers first: the peer may wait for them before it sends more.
+            match self.push() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            if self.pull()? == 0 {
+                // Let the reader say whether that end was clean.
+                if self.conn.reader().read(buf).is_err() {
+                    return Ok(0);
+                }
+            }
+            // The handshake may have produced records to answer (and sessions to send).
+            match self.push() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl<S: Read + Write> Write for TlsStream<S> {
+    /// Takes plaintext once the records before it are on the socket, so that what waits in
+    /// the stream stays bounded; `WouldBlock` when they are not.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.push()?;
+        let n = self.conn.writer().write(buf)?;
+        if n == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        match self.push() {
+            Ok(()) => Ok(n),
+            // Taken: the rest goes out with the next write or flush.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(n),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.push()?;
+        let n = self.conn.writer().write_vectored(bufs)?;
+        if n == 0 && bufs.iter().any(|b| !b.is_empty()) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        match self.push() {
+            Ok(()) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(n),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the records still held (`WouldBlock` if the socket will not take them yet).
+    fn flush(&mut self) -> io::Result<()> {
+        self.push()
+    }
+}
+
+impl<S: Transport> Transport for TlsStream<S> {
+    fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        // rustls reads into initialised memory: the spare capacity is zeroed first (a cost
+        // next to decryption's).
+        let len = buf.len();
+        buf.resize(buf.capacity(), 0);
+        let got = self.read(&mut buf[len..]);
+        buf.truncate(len + *got.as_ref().unwrap_or(&0));
+        got
+    }
+
+    /// File bytes must be encrypted: never `sendfile`.
+    fn can_send_file(&self) -> bool {
+        false
+    }
+
+    /// Sends close_notify, then ends the socket's sending side.
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.conn.send_close_notify();
+        let _ = self.push();
+        self.sock.shutdown_write()
+    }
+}
+
+impl<S: Evented> Evented for TlsStream<S> {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        self.sock.source()
+    }
+}
+
+impl<S: AsRawFd> AsRawFd for TlsStream<S> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+impl<S: Blocking> Blocking for TlsStream<S> {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.sock.set_read_timeout(t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.sock.set_write_timeout(t)
+    }
+}
+
+mod insecure {
+    //! `--insecure`: a verifier that accepts any server certificate (but still checks the
+    //! handshake's signatures, so the connection is encrypted, just not authenticated).
+
+    use std::sync::Arc;
+
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{DigitallySignedStruct, SignatureScheme};
+
+    #[derive(Debug)]
+    pub(super) struct AcceptAny(pub(super) Arc<CryptoProvider>);
+
+    impl ServerCertVerifier for AcceptAny {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls12_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls13_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+}
