@@ -17,6 +17,7 @@
 //! | [`fd`] | descriptor plumbing: `pipe2(O_CLOEXEC)`, `dup2` |
 //! | [`signal`] | the termination signals: `pthread_sigmask`, `sigwait`, `sigaction` |
 //! | [`shm`] | a value in an anonymous `MAP_SHARED` mapping, seen by every process forked later |
+//! | [`mem`] | `madvise(MADV_HUGEPAGE)` for a large buffer about to be filled |
 //!
 //! # The contract
 //!
@@ -57,6 +58,7 @@
 pub(crate) mod fd;
 pub(crate) mod fs;
 pub(crate) mod io;
+pub(crate) mod mem;
 pub(crate) mod process;
 pub(crate) mod shm;
 pub(crate) mod signal;

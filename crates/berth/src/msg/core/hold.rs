@@ -27,6 +27,17 @@ use crate::msg::client::Hold;
 /// Assembly buffers up to this size are kept for the client's next message; bigger ones are
 /// freed once delivered.
 const KEEP_BUFFER: usize = 1 << 20;
+/// Buffers from this size up are asked to be backed by huge pages (see `sys::mem`).
+const HUGE_FROM: usize = 4 << 20;
+
+/// Makes room for a held message of `len` bytes.
+fn reserve_for(buf: &mut Vec<u8>, len: u64) {
+    let want = len as usize - buf.len();
+    buf.reserve_exact(want);
+    if buf.capacity() >= HUGE_FROM {
+        crate::sys::mem::advise_huge_pages(buf);
+    }
+}
 
 impl Core {
     /// Starts receiving a message of `len` bytes whole: counted against the budget if it fits,
@@ -38,7 +49,7 @@ impl Core {
         };
         c.assembling.clear();
         if reserved {
-            c.assembling.reserve_exact(len as usize);
+            reserve_for(&mut c.assembling, len);
         } else {
             c.paused = true;
             self.held_waiters.push_back(id);
@@ -144,8 +155,7 @@ impl Core {
             let c = self.get_mut(w).expect("checked above");
             let hold = c.hold.as_mut().expect("checked above");
             hold.reserved = true;
-            let have = c.assembling.len();
-            c.assembling.reserve_exact(want as usize - have);
+            reserve_for(&mut c.assembling, want);
             c.paused = false;
             self.resumed.push(w);
         }
