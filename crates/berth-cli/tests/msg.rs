@@ -412,9 +412,9 @@ fn a_unix_listener_never_replaces_a_regular_file() {
 
 /// Issue 15: 32 blocking clients, each sending a 64 MiB message whole before it reads the
 /// echo, against a held budget of 128 MiB. Every one gets its echo (those over the budget wait
-/// their turn, unread), and the server's peak memory stays within the budget plus the slack of
-/// one message's copy (a delivered message and its echo overlap while it is handed over) and
-/// its buffers.
+/// their turn, unread), and the server's peak memory stays within the budget plus a slack of
+/// 64 MiB for everything else (read buffers, a read in flight per waiting client, stacks; the
+/// echo is the held buffer itself, queued, not a copy). Measured: 141 MiB.
 #[test]
 fn blocking_clients_sending_64_mib_each_stay_within_the_held_budget() {
     const CLIENTS: usize = 32;
@@ -458,7 +458,7 @@ fn blocking_clients_sending_64_mib_each_stay_within_the_held_budget() {
         err.lines().last().unwrap_or("")
     );
     assert!(
-        peak_mib <= 128 + 64 + 48,
+        peak_mib <= 128 + 64,
         "peak RSS {peak_mib} MiB over 128 MiB + slack"
     );
 }

@@ -140,6 +140,18 @@ impl MsgHandler for EchoRelay {
         self.on_piece(client, Piece::End, out);
     }
 
+    fn on_whole(&mut self, client: ClientId, msg: Vec<u8>, out: &mut Out<'_>) {
+        if msg.first() == Some(&b'@') {
+            // A relay: routed (and its prefix rewritten) as pieces.
+            self.on_piece(client, Piece::Start(msg.len() as u64), out);
+            self.on_piece(client, Piece::Chunk(&msg), out);
+            self.on_piece(client, Piece::End, out);
+        } else {
+            // An echo: the buffer itself is queued, not a copy of it.
+            out.send_owned(client, msg);
+        }
+    }
+
     fn on_piece(&mut self, client: ClientId, piece: Piece<'_>, out: &mut Out<'_>) {
         match piece {
             Piece::Start(0) => {

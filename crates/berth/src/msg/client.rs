@@ -118,6 +118,9 @@ pub(crate) struct Hold {
     /// Its bytes are counted against the engine's held budget. Until they are, the client is
     /// not read (it waits its turn for the budget).
     pub(crate) reserved: bool,
+    /// The bytes it counts against the budget: its length, or the capacity of the pooled
+    /// buffer it fills.
+    pub(crate) charge: u64,
 }
 
 /// The engine's record of one client.

@@ -154,6 +154,14 @@ pub(crate) trait Sink {
     fn message(&mut self, core: &mut Core, id: ClientId, msg: &[u8]);
     /// A piece of a message (streaming sinks only).
     fn piece(&mut self, core: &mut Core, id: ClientId, piece: Piece<'_>);
+    /// A message a streaming sink gets whole (held: see `hold`), owned.
+    fn whole(&mut self, core: &mut Core, id: ClientId, msg: Vec<u8>) {
+        self.piece(core, id, Piece::Start(msg.len() as u64));
+        if !msg.is_empty() {
+            self.piece(core, id, Piece::Chunk(&msg));
+        }
+        self.piece(core, id, Piece::End);
+    }
     /// A note.
     fn note(&mut self, core: &mut Core, note: Note);
 }
@@ -217,6 +225,12 @@ pub(crate) struct Core {
     held_used: u64,
     /// Clients waiting, in order, for the held budget to take their message.
     held_waiters: VecDeque<ClientId>,
+    /// Large buffers written out, kept (within the held budget) for the next held messages:
+    /// fresh memory costs a page fault and a zeroed page per 4 KiB, most of a large message's
+    /// cost otherwise.
+    held_pool: Vec<Vec<u8>>,
+    /// The capacity of the pooled buffers.
+    pool_bytes: u64,
     notes: VecDeque<Note>,
     /// The client whose input is being delivered.
     source: Option<ClientId>,
@@ -254,6 +268,8 @@ impl Core {
             resumed: Vec::new(),
             held_used: 0,
             held_waiters: VecDeque::new(),
+            held_pool: Vec::new(),
+            pool_bytes: 0,
             notes: VecDeque::new(),
             source: None,
             limit: config.max_message,

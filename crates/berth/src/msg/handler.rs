@@ -39,6 +39,20 @@ pub trait MsgHandler {
         let _ = (client, piece, out);
     }
 
+    /// A message a streaming handler gets whole because it arrived whole (it was received
+    /// before any of it was handed over: up to `max_held`, see [`EngineConfig`]), as a buffer
+    /// it owns, so that it can pass it on without a copy ([`Out::send_owned`]). By default it
+    /// is given as pieces.
+    ///
+    /// [`EngineConfig`]: super::EngineConfig
+    fn on_whole(&mut self, client: ClientId, msg: Vec<u8>, out: &mut Out<'_>) {
+        self.on_piece(client, Piece::Start(msg.len() as u64), out);
+        if !msg.is_empty() {
+            self.on_piece(client, Piece::Chunk(&msg), out);
+        }
+        self.on_piece(client, Piece::End, out);
+    }
+
     /// Everything queued to `client` has been written.
     fn on_output_drained(&mut self, client: ClientId, out: &mut Out<'_>) {
         let _ = (client, out);
@@ -120,6 +134,9 @@ impl<H: MsgHandler + ?Sized> Sink for HandlerSink<'_, H> {
     }
     fn piece(&mut self, core: &mut Core, id: ClientId, piece: Piece<'_>) {
         self.0.on_piece(id, piece, &mut Out { core });
+    }
+    fn whole(&mut self, core: &mut Core, id: ClientId, msg: Vec<u8>) {
+        self.0.on_whole(id, msg, &mut Out { core });
     }
     fn note(&mut self, core: &mut Core, note: Note) {
         let out = &mut Out { core };

@@ -17,6 +17,8 @@ use berth_proto::msg::frame::header;
 
 /// Messages at least this long get a block of their own instead of being copied into one.
 const OWN_BLOCK: usize = 16 * 1024;
+/// Written-out blocks from this size up are offered back to the engine for reuse.
+pub(crate) const RECYCLE_FROM: usize = 1 << 20;
 /// Most slices per `writev`.
 const MAX_SLICES: usize = 64;
 /// Bytes a lazy sequence is asked for at a time.
@@ -85,6 +87,8 @@ pub(crate) struct OutQueue {
     lazies: usize,
     /// A written-out block kept for the next small messages.
     spare: Vec<u8>,
+    /// A large block written out, for the engine to reuse (see [`OutQueue::take_recycled`]).
+    recycled: Option<Vec<u8>>,
 }
 
 impl OutQueue {
@@ -98,6 +102,7 @@ impl OutQueue {
             held: 0,
             lazies: 0,
             spare: Vec::new(),
+            recycled: None,
         }
     }
 
@@ -347,6 +352,12 @@ impl OutQueue {
         }
     }
 
+    /// A large block (a message handed over whole, [`OutQueue::push_owned`]) that has been
+    /// written out, if one has: its memory can take the next large message.
+    pub(crate) fn take_recycled(&mut self) -> Option<Vec<u8>> {
+        self.recycled.take()
+    }
+
     /// Drops everything (the connection is gone).
     pub(crate) fn clear(&mut self) {
         self.items.clear();
@@ -373,6 +384,8 @@ impl OutQueue {
                 if data.capacity() <= 4 * OWN_BLOCK && self.spare.capacity() == 0 {
                     data.clear();
                     self.spare = data;
+                } else if data.capacity() >= RECYCLE_FROM && self.recycled.is_none() {
+                    self.recycled = Some(data);
                 }
             }
         }

@@ -174,6 +174,10 @@ impl Core {
                 }
             }
         }
+        let recycled = self.get_mut(id).and_then(|c| c.out.take_recycled());
+        if recycled.is_some() {
+            self.pool_put(recycled);
+        }
         self.wake_waiters(id, low);
         let c = self.get_mut(id).expect("still here");
         if is_stream && !c.waits_on_reader() && c.write_due.take().is_some() {
