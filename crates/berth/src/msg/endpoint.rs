@@ -1,5 +1,8 @@
 //! Endpoints as URLs (docs/msg-protocol.md §7): `tcp://HOST:PORT`, `unix:///path`,
-//! `udp://HOST:PORT`, with the options `?raw`, `?anonymous=no` and `?expected-only`.
+//! `udp://HOST:PORT`, and `tls://HOST:PORT` (TCP with TLS), with the options `?raw`,
+//! `?anonymous=no` and `?expected-only`, and for TLS `cert=FILE`, `key=FILE` (a listener's
+//! certificate and key, PEM) and `client-ca=FILE` (ask clients for a certificate signed by this
+//! CA).
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -29,19 +32,33 @@ pub struct Endpoint {
     pub no_anonymous: bool,
     /// Names not expected in advance are refused on this listener.
     pub expected_only: bool,
+    /// TLS over TCP (`tls://`), and the files it takes.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The files of a TLS endpoint. A listener needs a certificate and a key (here, or given to
+/// the whole server); a client needs neither.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain (PEM).
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM).
+    pub key: Option<PathBuf>,
+    /// Clients are asked for a certificate signed by this CA (PEM).
+    pub client_ca: Option<PathBuf>,
 }
 
 impl Endpoint {
     /// Parses `tcp://127.0.0.1:9100?raw` and the like. Host names are resolved (first address).
     pub fn parse(s: &str) -> Result<Endpoint, String> {
         let bad = |why: &str| format!("bad endpoint {s:?}: {why}");
-        let (scheme, rest) = s
-            .split_once("://")
-            .ok_or_else(|| bad("expected tcp://HOST:PORT, unix:///PATH or udp://HOST:PORT"))?;
+        let (scheme, rest) = s.split_once("://").ok_or_else(|| {
+            bad("expected tcp://HOST:PORT, tls://HOST:PORT, unix:///PATH or udp://HOST:PORT")
+        })?;
         let (place, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut endpoint = Endpoint {
             address: match scheme {
-                "tcp" => Address::Tcp(socket_addr(place).map_err(|e| bad(&e))?),
+                "tcp" | "tls" => Address::Tcp(socket_addr(place).map_err(|e| bad(&e))?),
                 "udp" => Address::Udp(socket_addr(place).map_err(|e| bad(&e))?),
                 "unix" if place.is_empty() => return Err(bad("no socket path")),
                 "unix" => Address::Unix(PathBuf::from(place)),
@@ -50,6 +67,7 @@ impl Endpoint {
             raw: false,
             no_anonymous: false,
             expected_only: false,
+            tls: (scheme == "tls").then(TlsFiles::default),
         };
         for option in query.split('&').filter(|o| !o.is_empty()) {
             match option {
@@ -58,9 +76,22 @@ impl Endpoint {
                 "anonymous=yes" => endpoint.no_anonymous = false,
                 "expected-only" | "expected-only=yes" => endpoint.expected_only = true,
                 other => {
-                    return Err(bad(&format!(
-                        "unknown option {other:?} (known: raw, anonymous=no, expected-only)"
-                    )))
+                    let (name, path) = other.split_once('=').unwrap_or((other, ""));
+                    let file = match (name, endpoint.tls.as_mut()) {
+                        ("cert", Some(tls)) => &mut tls.cert,
+                        ("key", Some(tls)) => &mut tls.key,
+                        ("client-ca", Some(tls)) => &mut tls.client_ca,
+                        _ => {
+                            return Err(bad(&format!(
+                                "unknown option {other:?} (known: raw, anonymous=no, \
+                                 expected-only; for tls://, cert=, key=, client-ca=)"
+                            )))
+                        }
+                    };
+                    if path.is_empty() {
+                        return Err(bad(&format!("{other:?} names no file")));
+                    }
+                    *file = Some(PathBuf::from(path));
                 }
             }
         }
@@ -94,6 +125,7 @@ fn socket_addr(place: &str) -> Result<SocketAddr, String> {
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.address {
+            Address::Tcp(a) if self.tls.is_some() => write!(f, "tls://{a}")?,
             Address::Tcp(a) => write!(f, "tcp://{a}")?,
             Address::Udp(a) => write!(f, "udp://{a}")?,
             Address::Unix(p) => write!(f, "unix://{}", p.display())?,
@@ -107,6 +139,19 @@ impl fmt::Display for Endpoint {
         for (on, name) in options {
             if on {
                 write!(f, "{sep}{name}")?;
+                sep = '&';
+            }
+        }
+        let files = self.tls.iter().flat_map(|t| {
+            [
+                ("cert", &t.cert),
+                ("key", &t.key),
+                ("client-ca", &t.client_ca),
+            ]
+        });
+        for (name, path) in files {
+            if let Some(path) = path {
+                write!(f, "{sep}{name}={}", path.display())?;
                 sep = '&';
             }
         }
@@ -135,6 +180,26 @@ mod tests {
         );
         let e = Endpoint::parse("udp://localhost:9101").unwrap();
         assert_eq!(e.transport(), Transport::Udp);
+    }
+
+    #[test]
+    fn parses_tls_endpoints_and_their_files() {
+        let e = Endpoint::parse("tls://127.0.0.1:9443?cert=/c.pem&key=/k.pem&client-ca=/ca.pem")
+            .unwrap();
+        assert_eq!(e.address, Address::Tcp("127.0.0.1:9443".parse().unwrap()));
+        let tls = e.tls.as_ref().unwrap();
+        assert_eq!(tls.cert.as_deref(), Some(std::path::Path::new("/c.pem")));
+        assert_eq!(tls.key.as_deref(), Some(std::path::Path::new("/k.pem")));
+        assert_eq!(tls.client_ca.as_deref(), Some(std::path::Path::new("/ca.pem")));
+        assert_eq!(
+            e.to_string(),
+            "tls://127.0.0.1:9443?cert=/c.pem&key=/k.pem&client-ca=/ca.pem"
+        );
+        let e = Endpoint::parse("tls://127.0.0.1:9443").unwrap();
+        assert_eq!(e.tls, Some(TlsFiles::default()));
+        assert_eq!(e.transport(), Transport::Tcp);
+        assert!(Endpoint::parse("tcp://127.0.0.1:9?cert=/c.pem").is_err());
+        assert!(Endpoint::parse("tls://127.0.0.1:9?cert=").is_err());
     }
 
     #[test]
