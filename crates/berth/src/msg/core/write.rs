@@ -6,6 +6,7 @@ use std::io;
 use berth_proto::msg::{Ending, Refusal};
 
 use super::{ClientId, Core, Io, ListenSock, Note, Phase, Proto, LINGER};
+use crate::msg::client::Shown;
 use crate::net::Transport;
 
 impl Core {
@@ -253,8 +254,8 @@ impl Core {
     }
 
     pub(super) fn forget_name(&mut self, id: ClientId) {
-        if let Some(name) = self.get(id).and_then(|c| c.name.as_deref()) {
-            self.directory.release(name, id);
+        if let Some(name) = self.get(id).and_then(|c| c.name.as_ref()) {
+            self.directory.release(name.as_bytes(), id);
         }
     }
 
@@ -277,10 +278,7 @@ impl Core {
             }
         }
         if c.admitted {
-            log::debug!(
-                "client {id} gone: {}",
-                c.name.as_deref().unwrap_or("anonymous")
-            );
+            log::debug!("client {id} gone: {}", Shown(c.name.as_ref()));
             self.stats.disconnected();
             self.notes.push_back(Note::Lost(id, c.name, c.ending));
         }
