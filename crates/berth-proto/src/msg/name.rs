@@ -455,7 +455,8 @@ mod tests {
         map.insert(Name::from("bob"), 2);
         assert_eq!(map.get(&b"\xff\xfe"[..]), Some(&1));
         assert_eq!(map.get("bob".as_bytes()), Some(&2));
-        assert!(Name::from("bob") == "bob");
+        let bob = Name::from("bob");
+        assert!(bob == "bob" && bob == *"bob" && bob == b"bob"[..]);
         assert_eq!(Name::from("bob").as_str(), Some("bob"));
         assert_eq!(Name::from(b"\xff").as_str(), None);
     }

@@ -82,8 +82,9 @@ impl NameTaken {
 /// which must be a name under `rule`.
 pub fn parse_name(s: &str, rule: NameRule) -> Result<Name, String> {
     let name = Name::unescape(s);
+    // Quoted in the escaped form (as typed, for names typed escaped).
     rule.check(name.as_bytes())
-        .map_err(|why| format!("{s:?} is not a valid client name: {why}"))?;
+        .map_err(|why| format!("{name:?} is not a valid client name: {why}"))?;
     Ok(name)
 }
 
