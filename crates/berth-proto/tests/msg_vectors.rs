@@ -2,7 +2,7 @@
 //! split at every point: whatever way the bytes arrive, a server reads the same messages and
 //! stops at the same error.
 
-use berth_proto::msg::handshake::{parse_keyword, Keyword};
+use berth_proto::msg::handshake::{parse_keyword, parse_keyword_with, Keyword, NameRule};
 use berth_proto::msg::{FrameError, MessageReader};
 use serde::Deserialize;
 
@@ -34,6 +34,8 @@ struct KeywordCase {
     name: String,
     payload: String,
     expect: String,
+    /// Under `--strict-names`, if that differs from `expect`.
+    strict: Option<String>,
 }
 
 fn hex(s: &str) -> Vec<u8> {
@@ -113,15 +115,31 @@ fn frame_vectors() {
 #[test]
 fn keyword_vectors() {
     let file: KeywordFile = load("keywords.toml");
+    let read = |payload: &[u8], rule: NameRule| match parse_keyword_with(payload, rule) {
+        // Names are shown in their escaped form (`\xNN` for bytes that show nothing).
+        Ok(Keyword::Named(n)) => format!("named:{n}"),
+        Ok(Keyword::Anonymous) => "anonymous".to_owned(),
+        Err(_) => "refused:name-invalid".to_owned(),
+    };
     for case in &file.case {
-        let got = match parse_keyword(&hex(&case.payload)) {
-            Ok(Keyword::Named(n)) => format!("named:{n}"),
-            Ok(Keyword::Anonymous) => "anonymous".to_owned(),
-            Err(r) => format!("refused:{}", r.code()),
-        };
-        assert_eq!(got, case.expect, "{}", case.name);
+        let payload = hex(&case.payload);
+        assert_eq!(
+            read(&payload, NameRule::DEFAULT),
+            case.expect,
+            "{}",
+            case.name
+        );
+        let strict = case.strict.as_ref().unwrap_or(&case.expect);
+        let got = read(&payload, NameRule::STRICT);
+        assert_eq!(&got, strict, "{} (strict names)", case.name);
     }
-    // The length bound, which is awkward to write out as hex.
-    assert!(matches!(parse_keyword(&[b'n'; 255]), Ok(Keyword::Named(_))));
-    assert!(parse_keyword(&[b'n'; 256]).is_err());
+    // The length bounds, which are awkward to write out as hex.
+    assert!(matches!(
+        parse_keyword(&[b'n'; 4096]),
+        Ok(Keyword::Named(_))
+    ));
+    assert!(parse_keyword(&[b'n'; 4097]).is_err());
+    let strict = |k: &[u8]| parse_keyword_with(k, NameRule::STRICT);
+    assert!(matches!(strict(&[b'n'; 255]), Ok(Keyword::Named(_))));
+    assert!(strict(&[b'n'; 256]).is_err());
 }

@@ -168,7 +168,9 @@ fn bad_keywords_anonymous_policy_and_expected_only_listeners() {
     assert_eq!(code(hello(tcp(strict), "").1), "anonymous-refused");
     assert_eq!(code(hello(tcp(strict), "stranger").1), "not-expected");
     assert_eq!(hello(tcp(strict), "known").1, ok());
-    assert_eq!(code(hello(tcp(open), "bad\nname").1), "name-invalid");
+    // Issue 15: any bytes are a name (FI-ASockIOCore takes them), except the anonymous id form.
+    assert_eq!(hello(tcp(open), "bad\nname").1, ok());
+    assert_eq!(code(hello(tcp(open), "#bad").1), "name-invalid");
     // A keyword frame longer than any name is refused without being read.
     let mut s = tcp(open);
     s.write_all(&(1u64 << 40).to_le_bytes()).unwrap();
@@ -267,7 +269,10 @@ fn polling_sets_expected_unknown_data_drained_and_disconnected() {
     });
     let manager = *r.newly_connected_expected_clients.iter().next().unwrap();
     let worker = *r.newly_connected_unknown_clients.iter().next().unwrap();
-    assert_eq!(engine.name(manager), Some("manager"));
+    assert_eq!(
+        engine.name(manager).and_then(|n| n.as_str()),
+        Some("manager")
+    );
     assert_eq!(engine.client("worker"), Some(worker));
     let mut got = Vec::new();
     iterate_until(&mut engine, |_, e| {
@@ -672,7 +677,9 @@ fn stop_now_closes_every_client_at_once() {
     assert!(took < Duration::from_secs(2), "{took:?}");
     let mut rest = Vec::new();
     let _ = a.read_to_end(&mut rest);
-    assert!(rest.is_empty(), "no shutdown frame: {rest:?}");
+    // At most the echo of the half message as far as it came (the relay streams an echo from
+    // the message's first byte since issue 15), and no `shutdown` frame.
+    assert!(half.starts_with(&rest), "no shutdown frame: {rest:?}");
 }
 
 #[test]

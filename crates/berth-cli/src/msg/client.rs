@@ -1,10 +1,12 @@
 //! `berth msg send` and `berth msg listen`: a client engine for trying a server by hand.
-//! Answers are printed one per line, as text where they are UTF-8 and as hex otherwise.
+//! Answers are printed one per line, as text where they are UTF-8 and as hex otherwise. Names
+//! are given in the escaped form of docs/msg-protocol.md §2 (`\\` a backslash, `\xNN` any
+//! byte), so any name can be used.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use berth::msg::{Address, ClientId, Endpoint, Engine, EngineConfig};
+use berth::msg::{Address, ClientId, Endpoint, Engine, EngineConfig, Name};
 
 use super::{ListenArgs, SendArgs};
 use crate::args::usage_error;
@@ -23,8 +25,9 @@ fn connect(command: &str, endpoint: &str, name: &str) -> Result<(Engine, ClientI
         );
     }
     let mut engine = Engine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
+    // Escaped as the server's logs and the relay show names; an empty name is anonymous.
     let server = engine
-        .connect(&endpoint, name, CONNECT_TIMEOUT)
+        .connect(&endpoint, Name::unescape(name), CONNECT_TIMEOUT)
         .map_err(|e| format!("{endpoint}: {e}"))?;
     Ok((engine, server))
 }

@@ -54,10 +54,12 @@ pub struct ServeArgs {
     pub listen: Vec<String>,
 
     /// A rule for a name (repeatable), e.g. admin:transport=unix or svc:from=127.0.0.0/8.
+    /// NAME as for --expect (a colon in it is \x3a).
     #[arg(long = "rule", value_name = "NAME:CONSTRAINTS")]
     pub rules: Vec<String>,
 
-    /// A name expected in advance (repeatable).
+    /// A name expected in advance (repeatable). Names are bytes: write a backslash as \\ and
+    /// any byte as \xNN (e.g. 'a\x20b', '\xff\xfe'), as logs show them.
     #[arg(long = "expect", value_name = "NAME")]
     pub expect: Vec<String>,
 
@@ -74,6 +76,16 @@ pub struct ServeArgs {
     /// otherwise for its name (name-taken=replace).
     #[arg(long, value_name = "WHAT", default_value = "refuse", value_parser = parse_name_taken)]
     pub name_taken: berth_proto::msg::NameTaken,
+
+    /// Longest name a client may register, in bytes (1 to 64k). A name is any bytes not
+    /// starting with '#' (the form of anonymous clients' ids), as FI-ASockIOCore takes them.
+    #[arg(long, value_name = "BYTES", default_value = "4096", value_parser = parse_max_name)]
+    pub max_name: usize,
+
+    /// Take only the names berth took before: 1 to 255 bytes of UTF-8 without control
+    /// characters or spaces (and not starting with '#'); refuse others with name-invalid.
+    #[arg(long)]
+    pub strict_names: bool,
 
     /// Largest message accepted [default: no limit for the demo, which streams; a limit
     /// given here applies to every message]. Sizes: 1000, 64k, 64m, 1g.
@@ -152,7 +164,8 @@ pub struct SendArgs {
     #[arg(value_name = "MESSAGE", required = true)]
     pub messages: Vec<String>,
 
-    /// Name to connect under [default: anonymous; others see it as #ID].
+    /// Name to connect under [default: anonymous; others see it as #ID]. Bytes as for
+    /// `msg serve --expect`: \\ is a backslash, \xNN any byte.
     #[arg(short = 'n', long, value_name = "NAME")]
     pub name: Option<String>,
 
@@ -176,7 +189,7 @@ pub struct ListenArgs {
     /// Server endpoint, e.g. tcp://127.0.0.1:9100
     pub endpoint: String,
 
-    /// Name to connect under.
+    /// Name to connect under (\\ is a backslash, \xNN any byte).
     #[arg(short = 'n', long, value_name = "NAME", required = true)]
     pub name: String,
 
@@ -207,6 +220,18 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{s}' is not a size (e.g. 64, 1k, 64k, 1m, 8760000, 64m, 1g)"))
 }
 
+/// Most `--max-name` allows: names are held whole from the handshake on, and a relay target
+/// (escaped, up to four times as long) is held before a message is routed.
+const MAX_MAX_NAME: u64 = 64 * 1024;
+
+/// `--max-name`: a size from 1 byte to [`MAX_MAX_NAME`].
+fn parse_max_name(s: &str) -> Result<usize, String> {
+    match parse_limit(s)? {
+        n if n > MAX_MAX_NAME => Err(format!("'{s}' is over the most allowed, 64k")),
+        n => Ok(n as usize),
+    }
+}
+
 /// A limit: a size above zero.
 fn parse_limit(s: &str) -> Result<u64, String> {
     match parse_size(s)? {
@@ -227,7 +252,7 @@ pub fn run(opts: MsgArgs) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_limit, parse_size};
+    use super::{parse_limit, parse_max_name, parse_size};
 
     #[test]
     fn sizes() {
@@ -257,5 +282,10 @@ mod tests {
         }
         assert!(parse_limit("0").is_err());
         assert_eq!(parse_limit("1k"), Ok(1024));
+        assert_eq!(parse_max_name("4096"), Ok(4096));
+        assert_eq!(parse_max_name("64k"), Ok(65536));
+        for bad in ["0", "65537", "1m", "lots"] {
+            assert!(parse_max_name(bad).is_err(), "{bad}");
+        }
     }
 }

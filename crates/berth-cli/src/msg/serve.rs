@@ -7,8 +7,8 @@ use std::io::Write;
 
 use berth::app::relay::EchoRelay;
 use berth::drive;
-use berth::msg::{Endpoint, EngineConfig, MsgServer, Policy};
-use berth_proto::msg::policy::parse_rule;
+use berth::msg::{Endpoint, EngineConfig, MsgServer, NameRule, Policy};
+use berth_proto::msg::policy::{parse_name, parse_rule};
 
 use super::ServeArgs;
 use crate::args::usage_error;
@@ -32,16 +32,29 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .iter()
         .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg serve", &err)))
         .collect();
+    let names = NameRule {
+        max: args.max_name,
+        strict: args.strict_names,
+    };
     let mut policy = Policy {
+        names,
         no_anonymous: args.no_anonymous,
         expected_only: args.expected_only,
         name_taken: args.name_taken,
         ..Policy::default()
     };
-    policy.expected.extend(args.expect.iter().cloned());
+    for name in &args.expect {
+        let name = parse_name(name, names)
+            .unwrap_or_else(|err| usage_error("msg serve", &format!("--expect {err}")));
+        policy.expected.insert(name);
+    }
     for rule in &args.rules {
         let (name, rule) = parse_rule(rule).unwrap_or_else(|err| usage_error("msg serve", &err));
         policy.rules.insert(name, rule);
+    }
+    // A name no client could register (too long for --max-name, not strict) is a mistake.
+    if let Err(err) = policy.check_names() {
+        usage_error("msg serve", &err);
     }
     let defaults = EngineConfig::default();
     let config = EngineConfig {
@@ -60,9 +73,9 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         ..defaults
     };
 
-    let (grace, hold) = (args.shutdown_timeout, args.max_held);
+    let (grace, hold, max_name) = (args.shutdown_timeout, args.max_held, args.max_name);
     let server = MsgServer::spawn(&endpoints, config, args.threads.get(), grace, move |_| {
-        EchoRelay::new(hold)
+        EchoRelay::new(hold).with_max_name(max_name)
     })
     .map_err(|e| format!("cannot listen: {e}"))?;
     let bound = server.endpoints.clone();

@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use berth_proto::msg::frame::CONTROL_BIT;
-use berth_proto::msg::handshake::{parse_keyword, MAX_NAME};
+use berth_proto::msg::name::{NameRule, STRICT_MAX_NAME};
 
 use crate::load_threads::{self, Budget, Progress, Threads};
 
@@ -151,9 +151,11 @@ impl MsgBenchConfig {
         if let (Protocol::Berth, Names::Prefix(p)) = (self.protocol, &self.names) {
             // Names grow with the index; the last one is the longest.
             let longest = self.names.name(self.connections - 1);
-            if longest.len() > MAX_NAME || parse_keyword(longest.as_bytes()).is_err() {
+            // Checked against the strict rule, so that the bench's names are taken by any
+            // berth server, `--strict-names` or not.
+            if NameRule::STRICT.check(longest.as_bytes()).is_err() {
                 return Err(format!(
-                    "name prefix {p:?} gives names like {longest:?}, which are not valid names (1 to {MAX_NAME} bytes of UTF-8, no control characters)"
+                    "name prefix {p:?} gives names like {longest:?}, which are not valid names (1 to {STRICT_MAX_NAME} bytes of UTF-8, no control characters or spaces, not starting with '#')"
                 ));
             }
         }

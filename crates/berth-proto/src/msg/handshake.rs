@@ -1,21 +1,16 @@
 //! The handshake (docs/msg-protocol.md §2 and §4): what a keyword may be, the `OK` answer, and
-//! the control payloads that refuse a client or end a connection with a reason.
+//! the control payloads that refuse a client or end a connection with a reason. Names
+//! themselves (bytes, the rule they follow, their escaped form) are in [`super::name`].
 
 use super::frame::{control_header, encode};
-
-/// Longest keyword, in bytes.
-pub const MAX_NAME: usize = 255;
-
-/// First character of the ids the server gives anonymous clients (`#1.2`); no name may start
-/// with it, so no client can take an anonymous client's identity.
-pub const ANONYMOUS_MARK: char = '#';
+pub use super::name::{BadName, Name, NameRule, ANONYMOUS_MARK, DEFAULT_MAX_NAME, STRICT_MAX_NAME};
 
 /// Who a client says it is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Keyword {
-    /// A name: 1 to 255 bytes of UTF-8 without control characters or spaces, not starting
-    /// with [`ANONYMOUS_MARK`].
-    Named(String),
+    /// A name: bytes that follow the server's [`NameRule`] (by default any bytes up to
+    /// [`DEFAULT_MAX_NAME`], not starting with [`ANONYMOUS_MARK`]).
+    Named(Name),
     /// An empty keyword: no name (a berth extension).
     Anonymous,
 }
@@ -101,20 +96,19 @@ impl Ending {
     }
 }
 
-/// Reads a keyword frame's payload.
-pub fn parse_keyword(payload: &[u8]) -> Result<Keyword, Refusal> {
+/// Reads a keyword frame's payload under the default rule ([`NameRule::DEFAULT`]).
+pub fn parse_keyword(payload: &[u8]) -> Result<Keyword, BadName> {
+    parse_keyword_with(payload, NameRule::DEFAULT)
+}
+
+/// Reads a keyword frame's payload under `rule`: empty is anonymous, anything else must be a
+/// name.
+pub fn parse_keyword_with(payload: &[u8], rule: NameRule) -> Result<Keyword, BadName> {
     if payload.is_empty() {
         return Ok(Keyword::Anonymous);
     }
-    if payload.len() > MAX_NAME {
-        return Err(Refusal::NameInvalid);
-    }
-    let name = std::str::from_utf8(payload).map_err(|_| Refusal::NameInvalid)?;
-    // A space would end `@NAME ` in a relayed message, so such a name could never be reached.
-    if name.starts_with(ANONYMOUS_MARK) || name.chars().any(|c| c.is_control() || c == ' ') {
-        return Err(Refusal::NameInvalid);
-    }
-    Ok(Keyword::Named(name.to_owned()))
+    rule.check(payload)?;
+    Ok(Keyword::Named(Name::from(payload)))
 }
 
 /// The server's `OK` answer, as a frame.
@@ -182,8 +176,8 @@ pub fn parse_control(payload: &[u8]) -> Option<Control> {
 }
 
 /// Appends the keyword frame a client sends first (empty name: anonymous).
-pub fn encode_keyword(name: &str, out: &mut Vec<u8>) {
-    encode(name.as_bytes(), out);
+pub fn encode_keyword(name: impl AsRef<[u8]>, out: &mut Vec<u8>) {
+    encode(name.as_ref(), out);
 }
 
 #[cfg(test)]
@@ -193,18 +187,44 @@ mod tests {
     #[test]
     fn keywords() {
         assert_eq!(parse_keyword(b""), Ok(Keyword::Anonymous));
-        assert_eq!(
-            parse_keyword("svc".as_bytes()),
-            Ok(Keyword::Named("svc".into()))
-        );
+        assert_eq!(parse_keyword(b"svc"), Ok(Keyword::Named("svc".into())));
         assert_eq!(
             parse_keyword("ñame".as_bytes()),
             Ok(Keyword::Named("ñame".into()))
         );
-        assert_eq!(parse_keyword(&[b'a'; 255]).map(|_| ()), Ok(()));
         assert_eq!(parse_keyword(b"a#1"), Ok(Keyword::Named("a#1".into())));
+        // Issue 15: any bytes, as FI-ASockIOCore takes them, up to 4 KiB.
+        for any in [
+            &[b'a'; 300][..],
+            &[b'a'; DEFAULT_MAX_NAME][..],
+            b"a\nb",
+            b"\x7f",
+            b"\xff\xfe",
+            b"tab\there",
+            b"a b",
+        ] {
+            assert_eq!(
+                parse_keyword(any),
+                Ok(Keyword::Named(any.into())),
+                "{any:?}"
+            );
+        }
+        // Except the anonymous id form, and more than the limit.
+        for bad in [&b"#1.2"[..], b"#", &[b'a'; DEFAULT_MAX_NAME + 1][..]] {
+            assert!(parse_keyword(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_keyword(b"#1.2"), Err(BadName::Reserved));
+    }
+
+    #[test]
+    fn strict_keywords_are_the_rule_of_old() {
+        let strict = |k: &[u8]| parse_keyword_with(k, NameRule::STRICT);
+        assert_eq!(strict(b"svc"), Ok(Keyword::Named("svc".into())));
+        assert_eq!(strict(b""), Ok(Keyword::Anonymous));
+        assert_eq!(strict(&[b'a'; 255]).map(|_| ()), Ok(()));
         for bad in [
             &[b'a'; 256][..],
+            &[b'a'; 300][..],
             b"a\nb",
             b"\x7f",
             b"\xff\xfe",
@@ -213,7 +233,7 @@ mod tests {
             b"#1.2",
             b"#",
         ] {
-            assert_eq!(parse_keyword(bad), Err(Refusal::NameInvalid), "{bad:?}");
+            assert!(strict(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -4,10 +4,12 @@
 
 pub mod frame;
 pub mod handshake;
+pub mod name;
 pub mod policy;
 pub mod session;
 
 pub use frame::{FrameDecoder, FrameError, MessageReader, Piece};
 pub use handshake::{Ending, Keyword, Refusal};
+pub use name::{BadName, Name, NameRule};
 pub use policy::{Admission, Listener, NameTaken, Peer, Policy, Rule, Transport};
 pub use session::{Event, ServerSession};

@@ -1,5 +1,6 @@
-//! Who may connect as what (docs/msg-protocol.md §2): expected names, per-name rules on
-//! transport and source address, anonymous clients, one live connection per name. The decision
+//! Who may connect as what (docs/msg-protocol.md §2): what a name may be ([`NameRule`]),
+//! expected names, per-name rules on transport and source address, anonymous clients, one live
+//! connection per name. The decision
 //! is a pure function of the keyword, where the client came from, and which names are held, so
 //! every engine (and every test) gets the same answer in the same order of checks.
 
@@ -9,6 +10,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::handshake::{Keyword, Refusal};
+use super::name::{Name, NameRule};
 
 /// The kind of listener a client came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,14 +77,32 @@ impl NameTaken {
     }
 }
 
-/// A rule as written on the command line: `NAME:transport=unix,from=127.0.0.0/8`.
-pub fn parse_rule(s: &str) -> Result<(String, Rule), String> {
+/// A name as written on the command line (`--expect NAME`, `msg send --name NAME`): the
+/// escaped form of [`Name`] (`\\` a backslash, `\xNN` any byte, everything else as typed),
+/// which must be a name under `rule`.
+pub fn parse_name(s: &str, rule: NameRule) -> Result<Name, String> {
+    let name = Name::unescape(s);
+    // Quoted in the escaped form (as typed, for names typed escaped).
+    rule.check(name.as_bytes())
+        .map_err(|why| format!("{name:?} is not a valid client name: {why}"))?;
+    Ok(name)
+}
+
+/// A rule as written on the command line: `NAME:transport=unix,from=127.0.0.0/8`. `NAME` is
+/// in the escaped form (a colon in it is `\x3a`); whether it obeys the server's [`NameRule`]
+/// is [`Policy::check_names`]'s to say.
+pub fn parse_rule(s: &str) -> Result<(Name, Rule), String> {
     let (name, spec) = s
         .split_once(':')
         .ok_or_else(|| format!("rule {s:?}: expected NAME:transport=...,from=..."))?;
-    if super::handshake::parse_keyword(name.as_bytes()) != Ok(Keyword::Named(name.to_owned())) {
-        return Err(format!("rule {s:?}: {name:?} is not a valid client name"));
-    }
+    let name = parse_name(
+        name,
+        NameRule {
+            max: usize::MAX,
+            strict: false,
+        },
+    )
+    .map_err(|e| format!("rule {s:?}: {e}"))?;
     let mut rule = Rule::default();
     // `key=v1,v2,key2=v3`: a value without `=` continues the previous key's list.
     let mut key = "";
@@ -121,16 +141,16 @@ pub fn parse_rule(s: &str) -> Result<(String, Rule), String> {
     if rule.transports.is_empty() && rule.from.is_empty() && rule.name_taken.is_none() {
         return Err(format!("rule {s:?}: no constraint given"));
     }
-    Ok((name.to_owned(), rule))
+    Ok((name, rule))
 }
 
 /// How a client was admitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
     /// A name given in advance with `--expect`.
-    Expected(String),
+    Expected(Name),
     /// Any other name.
-    Unknown(String),
+    Unknown(Name),
     /// No name.
     Anonymous,
 }
@@ -147,10 +167,14 @@ pub struct Listener {
 /// A server's (or listener's) admission policy.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
+    /// What a keyword must be to be a name: by default any bytes up to 4 KiB not starting with
+    /// `#` (`--max-name`), or the strict rule of old (`--strict-names`). A keyword that is not
+    /// a name is refused with `name-invalid` before any other check.
+    pub names: NameRule,
     /// Names expected in advance.
-    pub expected: HashSet<String>,
+    pub expected: HashSet<Name>,
     /// Rules by name.
-    pub rules: HashMap<String, Rule>,
+    pub rules: HashMap<Name, Rule>,
     /// Refuse anonymous clients.
     pub no_anonymous: bool,
     /// Refuse names that were not expected.
@@ -166,14 +190,25 @@ impl Policy {
         &self,
         keyword: &Keyword,
         peer: Peer,
-        is_taken: impl Fn(&str) -> bool,
+        is_taken: impl Fn(&Name) -> bool,
     ) -> Result<Admission, Refusal> {
         self.admit_on(keyword, peer, Listener::default(), is_taken)
     }
 
+    /// Whether every expected name and every rule's name is a name under [`Policy::names`]
+    /// (one that is not could never connect: a mistake worth reporting at startup).
+    pub fn check_names(&self) -> Result<(), String> {
+        for name in self.expected.iter().chain(self.rules.keys()) {
+            if let Err(why) = self.names.check(name.as_bytes()) {
+                return Err(format!("{name:?} is not a valid client name here: {why}"));
+            }
+        }
+        Ok(())
+    }
+
     /// What a newcomer claiming `name` while it is held gets: its rule's choice, else the
     /// policy's.
-    pub fn on_taken(&self, name: &str) -> NameTaken {
+    pub fn on_taken(&self, name: &[u8]) -> NameTaken {
         self.rules
             .get(name)
             .and_then(|r| r.name_taken)
@@ -187,7 +222,7 @@ impl Policy {
         keyword: &Keyword,
         peer: Peer,
         listener: Listener,
-        is_taken: impl Fn(&str) -> bool,
+        is_taken: impl Fn(&Name) -> bool,
     ) -> Result<Admission, Refusal> {
         let no_anonymous = self.no_anonymous || listener.no_anonymous;
         let expected_only = self.expected_only || listener.expected_only;
@@ -196,7 +231,7 @@ impl Policy {
             Keyword::Anonymous => return Ok(Admission::Anonymous),
             Keyword::Named(name) => name,
         };
-        if let Some(rule) = self.rules.get(name) {
+        if let Some(rule) = self.rules.get(name.as_bytes()) {
             if !rule.transports.is_empty() && !rule.transports.contains(&peer.transport) {
                 return Err(Refusal::TransportRefused);
             }
@@ -207,11 +242,11 @@ impl Policy {
                 }
             }
         }
-        let expected = self.expected.contains(name);
+        let expected = self.expected.contains(name.as_bytes());
         if expected_only && !expected {
             return Err(Refusal::NotExpected);
         }
-        if is_taken(name) && self.on_taken(name) == NameTaken::Refuse {
+        if is_taken(name) && self.on_taken(name.as_bytes()) == NameTaken::Refuse {
             return Err(Refusal::NameTaken);
         }
         Ok(if expected {
@@ -227,7 +262,7 @@ mod tests {
     use super::*;
 
     fn named(n: &str) -> Keyword {
-        Keyword::Named(n.to_owned())
+        Keyword::Named(n.into())
     }
 
     fn tcp(ip: &str) -> Peer {
@@ -245,7 +280,7 @@ mod tests {
     fn policy(rules: &[&str]) -> Policy {
         Policy {
             rules: rules.iter().map(|r| parse_rule(r).unwrap()).collect(),
-            expected: ["svc".to_owned()].into(),
+            expected: ["svc".into()].into(),
             ..Policy::default()
         }
     }
@@ -253,7 +288,7 @@ mod tests {
     #[test]
     fn rules_restrict_transport_and_address() {
         let p = policy(&["admin:transport=unix", "svc:from=127.0.0.0/8,::1"]);
-        let free = |_: &str| false;
+        let free = |_: &Name| false;
         assert_eq!(
             p.admit(&named("admin"), UNIX, free),
             Ok(Admission::Unknown("admin".into()))
@@ -290,7 +325,7 @@ mod tests {
         let mut p = policy(&["admin:transport=unix"]);
         p.expected_only = true;
         p.no_anonymous = true;
-        let taken = |_: &str| true;
+        let taken = |_: &Name| true;
         assert_eq!(
             p.admit(&Keyword::Anonymous, UNIX, taken),
             Err(Refusal::AnonymousRefused)
@@ -305,7 +340,7 @@ mod tests {
         );
         assert_eq!(p.admit(&named("svc"), UNIX, taken), Err(Refusal::NameTaken));
         assert_eq!(
-            p.admit(&named("svc"), UNIX, |n: &str| n != "svc"),
+            p.admit(&named("svc"), UNIX, |n: &Name| *n != "svc"),
             Ok(Admission::Expected("svc".into()))
         );
     }
@@ -317,14 +352,14 @@ mod tests {
             no_anonymous: true,
             expected_only: true,
         };
-        let free = |_: &str| false;
+        let free = |_: &Name| false;
         assert_eq!(
             p.admit_on(&Keyword::Anonymous, UNIX, strict, free),
             Err(Refusal::AnonymousRefused)
         );
         // Not expected comes before taken, whichever of the two made the listener strict.
         assert_eq!(
-            p.admit_on(&named("x"), UNIX, strict, |_: &str| true),
+            p.admit_on(&named("x"), UNIX, strict, |_: &Name| true),
             Err(Refusal::NotExpected)
         );
         assert_eq!(
@@ -346,16 +381,64 @@ mod tests {
             "ops:from=10.0.0.0/33",
             "ops:speed=1",
             ":transport=tcp",
-            "a\nb:transport=tcp",
+            "#1.2:transport=tcp",
         ] {
             assert!(parse_rule(bad).is_err(), "{bad}");
         }
+        // Issue 15: a name is any bytes; on the command line in the escaped form.
+        let (name, _) = parse_rule("a\nb:transport=tcp").unwrap();
+        assert_eq!(name, "a\nb");
+        let (name, _) = parse_rule("\\xff\\xfe\\x3ax:transport=tcp").unwrap();
+        assert_eq!(name.as_bytes(), b"\xff\xfe:x");
+    }
+
+    #[test]
+    fn names_given_in_advance_must_obey_the_name_rule() {
+        let mut p = policy(&["\\xff:transport=tcp"]);
+        assert_eq!(p.check_names(), Ok(()));
+        p.names = NameRule::STRICT;
+        assert!(p.check_names().unwrap_err().contains("strict"));
+        p.rules.clear();
+        assert_eq!(p.check_names(), Ok(()));
+        p.expected.insert(Name::from(vec![b'n'; 300]));
+        assert!(p.check_names().unwrap_err().contains("at most 255 bytes"));
+        assert_eq!(
+            parse_name("a\\x20b", NameRule::DEFAULT),
+            Ok(Name::from("a b"))
+        );
+        assert!(parse_name("a\\x20b", NameRule::STRICT).is_err());
+        assert!(parse_name("", NameRule::DEFAULT).is_err());
+    }
+
+    #[test]
+    fn binary_names_are_admitted_and_ruled_like_any_other() {
+        let mut p = policy(&["\\xff\\xfe:transport=unix"]);
+        p.expected.insert(Name::from(b"a\nb"));
+        let free = |_: &Name| false;
+        let bin = Keyword::Named(Name::from(b"\xff\xfe"));
+        assert_eq!(
+            p.admit(&bin, tcp("127.0.0.1"), free),
+            Err(Refusal::TransportRefused)
+        );
+        assert_eq!(
+            p.admit(&bin, UNIX, free),
+            Ok(Admission::Unknown(b"\xff\xfe".into()))
+        );
+        let nl = Keyword::Named(Name::from(b"a\nb"));
+        assert_eq!(
+            p.admit(&nl, UNIX, free),
+            Ok(Admission::Expected(b"a\nb".into()))
+        );
+        assert_eq!(
+            p.admit(&nl, UNIX, |n: &Name| *n == b"a\nb"[..]),
+            Err(Refusal::NameTaken)
+        );
     }
 
     #[test]
     fn name_taken_refuses_by_default_and_a_rule_may_replace() {
         let mut p = Policy::default();
-        let taken = |_: &str| true;
+        let taken = |_: &Name| true;
         assert_eq!(p.admit(&named("svc"), UNIX, taken), Err(Refusal::NameTaken));
         let (name, rule) = parse_rule("svc:name-taken=replace").unwrap();
         assert_eq!(rule.name_taken, Some(NameTaken::Replace));

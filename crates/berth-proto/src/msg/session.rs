@@ -10,16 +10,17 @@
 
 use super::frame::{FrameDecoder, FrameError, MessageReader, Piece};
 use super::handshake::{
-    encode_ending, encode_refusal, parse_keyword, Ending, Keyword, Refusal, MAX_NAME, OK_FRAME,
+    encode_ending, encode_refusal, parse_keyword_with, Ending, Keyword, Refusal, OK_FRAME,
 };
+use super::name::{BadName, NameRule};
 
 /// What the client's bytes amount to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event<'a> {
     /// The client said who it is: decide, then `accept` or `refuse`.
     Keyword(Keyword),
-    /// The keyword itself is unacceptable: `refuse` with this.
-    BadKeyword(Refusal),
+    /// The keyword is not a name: `refuse` with `name-invalid`, saying why.
+    BadKeyword(BadName),
     /// Part of a message (admitted clients only).
     Piece(Piece<'a>),
     /// A frame the server does not take (over the limit, or a control frame): `end` with
@@ -50,14 +51,23 @@ impl FrameError {
 pub struct ServerSession {
     state: State,
     limit: u64,
+    names: NameRule,
 }
 
 impl ServerSession {
-    /// A new connection whose messages may be up to `limit` bytes.
+    /// A new connection whose messages may be up to `limit` bytes, its keyword following the
+    /// default [`NameRule`].
     pub fn new(limit: u64) -> ServerSession {
+        ServerSession::with_names(limit, NameRule::DEFAULT)
+    }
+
+    /// A new connection whose keyword must follow `names` (`--max-name`, `--strict-names`): a
+    /// keyword frame announcing more than its longest name is refused before it is read.
+    pub fn with_names(limit: u64, names: NameRule) -> ServerSession {
         ServerSession {
-            state: State::AwaitKeyword(MessageReader::new(MAX_NAME as u64)),
+            state: State::AwaitKeyword(MessageReader::new(names.max_len() as u64)),
             limit,
+            names,
         }
     }
 
@@ -87,7 +97,7 @@ impl ServerSession {
             State::AwaitKeyword(reader) => match reader.next(input) {
                 Ok((n, None)) => (n, None),
                 Ok((n, Some(payload))) => {
-                    let event = match parse_keyword(payload) {
+                    let event = match parse_keyword_with(payload, self.names) {
                         Ok(k) => Event::Keyword(k),
                         Err(r) => Event::BadKeyword(r),
                     };
@@ -95,9 +105,16 @@ impl ServerSession {
                     (n, Some(event))
                 }
                 // A keyword frame longer than any name: refused without reading it.
-                Err(_) => {
+                Err(e) => {
                     self.state = State::Deciding;
-                    (0, Some(Event::BadKeyword(Refusal::NameInvalid)))
+                    let bad = match e {
+                        FrameError::TooLarge { announced, limit } => BadName::TooLong {
+                            len: announced,
+                            max: limit as usize,
+                        },
+                        FrameError::ControlFrame { .. } => BadName::ControlFrame,
+                    };
+                    (0, Some(Event::BadKeyword(bad)))
                 }
             },
             State::Deciding | State::Closing => (0, None),
@@ -220,10 +237,11 @@ mod tests {
 
     #[test]
     fn an_oversized_keyword_or_message_ends_the_connection() {
+        // Longer than the default 4 KiB (issue 15; the limit was 255 bytes before).
         let mut input = Vec::new();
-        encode(&[b'n'; 300], &mut input);
+        encode(&[b'n'; 5000], &mut input);
         let (seen, _) = drive(&input, 7, true, 1024);
-        assert_eq!(seen, ["BadKeyword(NameInvalid)"]);
+        assert_eq!(seen, ["BadKeyword(TooLong { len: 5000, max: 4096 })"]);
 
         let mut input = client_bytes();
         encode(&[0; 2000], &mut input);

@@ -1,24 +1,37 @@
 //! The message demo (`berth msg serve`): echo, and relay to named clients
-//! (docs/msg-protocol.md §9). A message starting `@NAME ` goes to the client named `NAME`
+//! (docs/msg-protocol.md §10). A message starting `@NAME ` goes to the client named `NAME`
 //! with the prefix replaced by `@SENDER `; anything else comes back to its sender.
 //!
-//! It streams: only the first 257 bytes of a message (enough for the longest prefix) are held
-//! before it knows where the message goes; the rest passes through as it arrives, so a 1 GiB
-//! message crosses the server in bounded memory. A target already receiving another streamed
-//! message gets this one whole, queued behind it, if it is at most `hold_limit` bytes.
+//! Names are bytes, any bytes (issue 15), and both `NAME` and `SENDER` are in the escaped form
+//! of docs/msg-protocol.md §2: a name that is printable UTF-8 without a space or a backslash
+//! is written as it is (so `@bob hi` works as it always has), a backslash is `\\`, and any
+//! byte may be written `\xNN` (a space must be: `@a\x20b hi`). The escaped form holds no
+//! space or control character, so `SENDER` ends at the first space, and a reply can copy it as
+//! it is: every client can be reached by relay, whatever its name. A `@` message whose target
+//! is not such text (not UTF-8, a control character) is echoed like any other.
+//!
+//! It streams: it holds the first bytes of a message only until it knows where the message
+//! goes (the first byte, if it is not `@`; else up to the space after the target, at most
+//! `@`, the longest escaped name and a space: about 16 KiB with 4 KiB names), and the rest
+//! passes through as it arrives, so a 1 GiB message crosses the server in bounded memory. A
+//! target already receiving another streamed message gets this one whole, queued behind it, if
+//! it is at most `hold_limit` bytes.
 
 use std::collections::HashMap;
 
-use berth_proto::msg::handshake::MAX_NAME;
+use berth_proto::msg::name::DEFAULT_MAX_NAME;
 
-use crate::msg::{ClientId, MsgHandler, Out, Piece};
+use crate::msg::{ClientId, MsgHandler, Name, Out, Piece};
 
-/// Longest prefix: `@`, a name, a space.
-const PREFIX_MAX: usize = 1 + MAX_NAME + 1;
+/// Longest prefix for names of up to `max_name` bytes: `@`, the name escaped (at most four
+/// bytes, `\xNN`, per byte of it), a space.
+fn prefix_max(max_name: usize) -> u64 {
+    (max_name as u64).saturating_mul(4).saturating_add(2)
+}
 
 /// Where the rest of a client's current message goes.
 enum Incoming {
-    /// Reading the first bytes to decide.
+    /// Reading the first bytes to decide (`head` is empty until a read leaves it undecided).
     Head { len: u64, head: Vec<u8> },
     /// Streaming to `to`.
     Pass { to: ClientId },
@@ -33,15 +46,26 @@ pub struct EchoRelay {
     incoming: HashMap<ClientId, Incoming>,
     /// Largest message assembled for a busy target.
     hold_limit: u64,
+    /// Most bytes held to find a relay's target.
+    prefix_max: u64,
 }
 
 impl EchoRelay {
-    /// A service assembling at most `hold_limit` bytes for a busy target.
+    /// A service assembling at most `hold_limit` bytes for a busy target, relaying to names
+    /// of up to [`DEFAULT_MAX_NAME`] bytes.
     pub fn new(hold_limit: u64) -> EchoRelay {
         EchoRelay {
             incoming: HashMap::new(),
             hold_limit,
+            prefix_max: prefix_max(DEFAULT_MAX_NAME),
         }
+    }
+
+    /// Relays to names of up to `max_name` bytes (the server's `--max-name`); a longer target
+    /// is not looked for, and the message is echoed.
+    pub fn with_max_name(mut self, max_name: usize) -> EchoRelay {
+        self.prefix_max = prefix_max(max_name);
+        self
     }
 
     /// Decides where a message goes from its first bytes, and sends those on.
@@ -49,22 +73,25 @@ impl EchoRelay {
         let relay = (head.first() == Some(&b'@'))
             .then(|| head.iter().position(|&b| b == b' '))
             .flatten()
-            .filter(|&space| space > 1)
-            .and_then(|space| Some((std::str::from_utf8(&head[1..space]).ok()?, space)));
+            .filter(|&space| space > 1 && Name::is_escaped_text(&head[1..space]));
         let (to, prefix, body) = match relay {
-            Some((name, space)) => match out.client(name) {
-                Some(to) => {
-                    let sender = match out.name(from) {
-                        Some(n) => format!("@{n} "),
-                        None => format!("@{from} "),
-                    };
-                    (to, sender.into_bytes(), &head[space + 1..])
+            Some(space) => {
+                let name = Name::unescape(&head[1..space]);
+                match out.client(&name) {
+                    Some(to) => {
+                        // Escaped (Display), so the receiver can send `@SENDER ...` back.
+                        let sender = match out.name(from) {
+                            Some(n) => format!("@{n} "),
+                            None => format!("@{from} "),
+                        };
+                        (to, sender.into_bytes(), &head[space + 1..])
+                    }
+                    None => {
+                        out.send(from, format!("@! no client named {name}").as_bytes());
+                        return Incoming::Drop;
+                    }
                 }
-                None => {
-                    out.send(from, format!("@! no client named {name}").as_bytes());
-                    return Incoming::Drop;
-                }
-            },
+            }
             None => (from, Vec::new(), head),
         };
         let dropped = (head.len() - body.len()) as u64;
@@ -102,15 +129,31 @@ impl EchoRelay {
             };
             match state {
                 Incoming::Head { len, head } => {
-                    let want = (*len).min(PREFIX_MAX as u64) as usize;
+                    let len = *len;
+                    let want = len.min(self.prefix_max) as usize;
                     let n = (want - head.len()).min(bytes.len());
-                    head.extend_from_slice(&bytes[..n]);
-                    bytes = &bytes[n..];
-                    if head.len() == want {
-                        let (len, head) = (*len, std::mem::take(head));
-                        let next = self.route(from, len, &head, out);
-                        self.incoming.insert(from, next);
+                    let (new, rest) = bytes.split_at(n);
+                    // Enough to decide: not a `@` message, the space after the target (`@`
+                    // itself is no space, so only the new bytes need looking at), or as much
+                    // as the longest target.
+                    let first = head.first().or(new.first());
+                    let decided =
+                        first != Some(&b'@') || new.contains(&b' ') || head.len() + n == want;
+                    if !decided {
+                        head.extend_from_slice(new);
+                        return;
                     }
+                    // Most messages are decided by their first read: routed from it as it
+                    // is, without a copy.
+                    let next = if head.is_empty() {
+                        self.route(from, len, new, out)
+                    } else {
+                        let mut head = std::mem::take(head);
+                        head.extend_from_slice(new);
+                        self.route(from, len, &head, out)
+                    };
+                    self.incoming.insert(from, next);
+                    bytes = rest;
                 }
                 Incoming::Pass { to } => {
                     if !out.stream_chunk(*to, bytes) {
@@ -159,7 +202,7 @@ impl MsgHandler for EchoRelay {
                 self.incoming.insert(client, Incoming::Drop);
             }
             Piece::Start(len) => {
-                let head = Vec::with_capacity(PREFIX_MAX.min(len as usize));
+                let head = Vec::new();
                 self.incoming.insert(client, Incoming::Head { len, head });
             }
             Piece::Chunk(bytes) => self.take(client, bytes, out),
@@ -171,7 +214,7 @@ impl MsgHandler for EchoRelay {
         }
     }
 
-    fn on_connection_lost(&mut self, client: ClientId, _: Option<&str>, out: &mut Out<'_>) {
+    fn on_connection_lost(&mut self, client: ClientId, _: Option<&Name>, out: &mut Out<'_>) {
         // A message it was streaming to someone will never be finished: that stream cannot be
         // resumed, so its receiver is closed (it sees the connection end mid-message).
         if let Some(Incoming::Pass { to }) = self.incoming.remove(&client) {

@@ -6,7 +6,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use berth_proto::msg::{FrameDecoder, Peer, ServerSession};
+use berth_proto::msg::{FrameDecoder, Name, Peer, ServerSession};
 
 pub(crate) use crate::net::Stream;
 
@@ -138,8 +138,9 @@ pub(crate) struct Client {
     /// fires, looks here before it drops anyone.
     pub(crate) read_due: Option<Instant>,
     pub(crate) peer: Peer,
-    /// The name it registered under (`None`: anonymous, raw, or not yet known).
-    pub(crate) name: Option<String>,
+    /// The name it registered under (`None`: anonymous, raw, or not yet known); for a server
+    /// we connected to, its endpoint.
+    pub(crate) name: Option<Name>,
     /// Index of the listener it came through (`None`: a server we connected to).
     pub(crate) listener: Option<usize>,
     pub(crate) out: OutQueue,
@@ -206,6 +207,11 @@ impl Client {
         ClientId::new(key, self.gen)
     }
 
+    /// Its name as logs show it: escaped (any bytes may be a name), or `anonymous`.
+    pub(crate) fn shown(&self) -> Shown<'_> {
+        Shown(self.name.as_ref())
+    }
+
     /// It has output only its reader can move: anything queued while it is closing, else
     /// bytes ready or a sequence to draw (a stream waiting for its sender's bytes is not).
     pub(crate) fn waits_on_reader(&self) -> bool {
@@ -232,6 +238,19 @@ impl Client {
                 ..
             } => self.phase == Phase::Open && !session.at_boundary(),
             _ => false,
+        }
+    }
+}
+
+/// A client's name in a log line: its escaped form (docs/msg-protocol.md §2), which shows
+/// every byte and holds no space or control character, or `anonymous`.
+pub(crate) struct Shown<'a>(pub(crate) Option<&'a Name>);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(name) => fmt::Display::fmt(name, f),
+            None => f.write_str("anonymous"),
         }
     }
 }

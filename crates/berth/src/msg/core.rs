@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_proto::msg::{FrameDecoder, Peer, Piece, Policy};
+use berth_proto::msg::{FrameDecoder, Name, Peer, Piece, Policy};
 use mio::net::{TcpListener, UdpSocket, UnixListener};
 use mio::{Interest, Registry, Token};
 use slab::Slab;
@@ -94,7 +94,7 @@ pub struct EngineConfig {
     pub inbox_high: usize,
     /// Read buffer size.
     pub buffer_size: usize,
-    /// Expected names and rules.
+    /// What a name may be (`policy.names`), expected names and rules.
     pub policy: Policy,
     /// Share TCP and UDP ports with other processes (`--reuse-port`). Off (the default), a
     /// port another process listens on is refused; the threads of one server share theirs
@@ -143,7 +143,7 @@ pub(crate) enum Note {
     Drained(ClientId),
     /// The client is gone: its name, if it had one, and the reason a server we connected to
     /// gave for closing, if it gave one.
-    Lost(ClientId, Option<String>, Option<String>),
+    Lost(ClientId, Option<Name>, Option<String>),
 }
 
 /// Where the engine delivers what clients send.
@@ -304,7 +304,7 @@ impl Core {
     }
 
     /// The admitted client registered under `name`.
-    pub(crate) fn lookup(&self, name: &str) -> Option<ClientId> {
+    pub(crate) fn lookup(&self, name: &[u8]) -> Option<ClientId> {
         self.directory.lookup(name)
     }
 
@@ -683,7 +683,7 @@ impl Core {
         let c = self.get_mut(id).expect("just inserted");
         c.phase = Phase::Open;
         c.admitted = true;
-        c.name = Some(label);
+        c.name = Some(Name::from(label));
         self.stats.admitted();
         self.notes.push_back(Note::Connected(id, Arrival::Outbound));
         // Frames that came with the OK may already wait in the socket.

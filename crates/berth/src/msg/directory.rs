@@ -10,15 +10,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use berth_proto::msg::Name;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use mio::Waker;
 
 use super::client::ClientId;
 
-/// Live names of a server, and how far its engines are in a shutdown.
+/// Live names of a server, and how far its engines are in a shutdown. Names are bytes, found
+/// by their bytes.
 #[derive(Debug)]
 pub struct Directory {
-    names: Mutex<HashMap<String, ClientId>>,
+    names: Mutex<HashMap<Name, ClientId>>,
     /// Engine threads of the server.
     engines: usize,
     /// Engine threads with no client in the middle of a message any more, while stopping.
@@ -51,28 +53,28 @@ impl Directory {
         self.quiet.load(Ordering::Acquire) >= self.engines
     }
 
-    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<String, ClientId>> {
+    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<Name, ClientId>> {
         // A panic while holding the lock leaves the map consistent (every change is one call).
         self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Registers `name` for `id` unless a live client holds it.
-    pub(crate) fn claim(&self, name: &str, id: ClientId) -> bool {
+    pub(crate) fn claim(&self, name: &Name, id: ClientId) -> bool {
         let mut names = self.names();
         if names.contains_key(name) {
             return false;
         }
-        names.insert(name.to_owned(), id);
+        names.insert(name.clone(), id);
         true
     }
 
     /// Registers `name` for `id` whoever holds it; returns the client it was taken from.
-    pub(crate) fn take_over(&self, name: &str, id: ClientId) -> Option<ClientId> {
-        self.names().insert(name.to_owned(), id)
+    pub(crate) fn take_over(&self, name: &Name, id: ClientId) -> Option<ClientId> {
+        self.names().insert(name.clone(), id)
     }
 
     /// Frees `name` if `id` holds it.
-    pub(crate) fn release(&self, name: &str, id: ClientId) {
+    pub(crate) fn release(&self, name: &[u8], id: ClientId) {
         let mut names = self.names();
         if names.get(name) == Some(&id) {
             names.remove(name);
@@ -80,7 +82,7 @@ impl Directory {
     }
 
     /// The client holding `name`.
-    pub(crate) fn lookup(&self, name: &str) -> Option<ClientId> {
+    pub(crate) fn lookup(&self, name: &[u8]) -> Option<ClientId> {
         self.names().get(name).copied()
     }
 }

@@ -190,7 +190,10 @@ mod tests {
         let tls = e.tls.as_ref().unwrap();
         assert_eq!(tls.cert.as_deref(), Some(std::path::Path::new("/c.pem")));
         assert_eq!(tls.key.as_deref(), Some(std::path::Path::new("/k.pem")));
-        assert_eq!(tls.client_ca.as_deref(), Some(std::path::Path::new("/ca.pem")));
+        assert_eq!(
+            tls.client_ca.as_deref(),
+            Some(std::path::Path::new("/ca.pem"))
+        );
         assert_eq!(
             e.to_string(),
             "tls://127.0.0.1:9443?cert=/c.pem&key=/k.pem&client-ca=/ca.pem"

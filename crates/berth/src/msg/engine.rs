@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use berth_proto::msg::frame::{encode, CONTROL_BIT, HEADER_LEN};
 use berth_proto::msg::handshake::{parse_control, OK_FRAME};
-use berth_proto::msg::{Peer, Piece, Transport};
+use berth_proto::msg::{Name, Peer, Piece, Transport};
 use mio::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
 use mio::{Events, Poll, Token, Waker};
 
@@ -202,15 +202,16 @@ impl Engine {
         Ok(bound)
     }
 
-    /// Connects to a server as client `name` (empty: anonymous), waiting up to `timeout` for
-    /// its answer. The server is then a client of this engine like any other: send to it,
-    /// read from it, hear when it goes.
+    /// Connects to a server as client `name` (any bytes; empty: anonymous), waiting up to
+    /// `timeout` for its answer. The server is then a client of this engine like any other:
+    /// send to it, read from it, hear when it goes.
     pub fn connect(
         &mut self,
         endpoint: &Endpoint,
-        name: &str,
+        name: impl AsRef<[u8]>,
         timeout: Duration,
     ) -> Result<ClientId, ConnectError> {
+        let name = name.as_ref();
         let label = endpoint.to_string();
         let (stream, peer) = match &endpoint.address {
             Address::Tcp(addr) => {
@@ -320,14 +321,16 @@ impl Engine {
         self.core.close(client);
     }
 
-    /// The name `client` registered under (for a server we connected to: its endpoint).
-    pub fn name(&self, client: ClientId) -> Option<&str> {
-        self.core.get(client)?.name.as_deref()
+    /// The name `client` registered under (for a server we connected to: its endpoint). A
+    /// name is bytes: [`Name::as_str`] if you expect UTF-8; `Display` shows it escaped.
+    pub fn name(&self, client: ClientId) -> Option<&Name> {
+        self.core.get(client)?.name.as_ref()
     }
 
-    /// The client registered under `name`.
-    pub fn client(&self, name: &str) -> Option<ClientId> {
-        self.core.lookup(name)
+    /// The client registered under `name` (its bytes, as the client sent them: a `&str`, a
+    /// byte string or a [`Name`]).
+    pub fn client(&self, name: impl AsRef<[u8]>) -> Option<ClientId> {
+        self.core.lookup(name.as_ref())
     }
 
     /// Bytes queued to `client` and not yet written.
@@ -405,12 +408,12 @@ impl Engine {
 /// exactly the answer, so frames the server sends right behind it stay in the socket.
 fn handshake<S: Read + Write + SetTimeout>(
     s: &mut S,
-    name: &str,
+    name: &[u8],
     timeout: Duration,
 ) -> Result<(), ConnectError> {
     s.set_timeouts(Some(timeout))?;
     let mut frame = Vec::with_capacity(HEADER_LEN + name.len());
-    encode(name.as_bytes(), &mut frame);
+    encode(name, &mut frame);
     s.write_all(&frame)?;
     let mut head = [0u8; HEADER_LEN];
     s.read_exact(&mut head)?;

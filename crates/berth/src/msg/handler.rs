@@ -11,7 +11,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use berth_proto::msg::Piece;
+use berth_proto::msg::{Name, Piece};
 
 use super::client::ClientId;
 use super::core::{Arrival, Core, Note, Sink};
@@ -59,7 +59,7 @@ pub trait MsgHandler {
     }
 
     /// `client` is gone (`name`: the name it had).
-    fn on_connection_lost(&mut self, client: ClientId, name: Option<&str>, out: &mut Out<'_>) {
+    fn on_connection_lost(&mut self, client: ClientId, name: Option<&Name>, out: &mut Out<'_>) {
         let _ = (client, name, out);
     }
 }
@@ -107,14 +107,17 @@ impl Out<'_> {
         self.core.close(to)
     }
 
-    /// The client registered under `name`.
-    pub fn client(&self, name: &str) -> Option<ClientId> {
-        self.core.lookup(name)
+    /// The client registered under `name`: its bytes, as the client sent them (a `&str`, a
+    /// byte string, a [`Name`]; for a name in the escaped form people type, `\xNN`, use
+    /// [`Name::unescape`] first).
+    pub fn client(&self, name: impl AsRef<[u8]>) -> Option<ClientId> {
+        self.core.lookup(name.as_ref())
     }
 
-    /// The name `client` registered under.
-    pub fn name(&self, client: ClientId) -> Option<&str> {
-        self.core.get(client)?.name.as_deref()
+    /// The name `client` registered under: bytes ([`Name::as_str`] if you expect UTF-8;
+    /// `Display` shows it escaped, so it can be logged whatever it holds).
+    pub fn name(&self, client: ClientId) -> Option<&Name> {
+        self.core.get(client)?.name.as_ref()
     }
 
     /// Bytes queued to `client` and not yet written.
@@ -143,7 +146,7 @@ impl<H: MsgHandler + ?Sized> Sink for HandlerSink<'_, H> {
         match note {
             Note::Connected(id, arrival) => self.0.on_connect(id, arrival, out),
             Note::Drained(id) => self.0.on_output_drained(id, out),
-            Note::Lost(id, name, _) => self.0.on_connection_lost(id, name.as_deref(), out),
+            Note::Lost(id, name, _) => self.0.on_connection_lost(id, name.as_ref(), out),
         }
     }
 }

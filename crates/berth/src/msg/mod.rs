@@ -30,4 +30,4 @@ pub use self::engine::{ConnectError, Engine, IoIterationResult};
 pub use self::handler::{MsgHandler, Out};
 pub use self::server::{MsgServer, Stopper};
 pub use self::stats::{MsgCounts, MsgStats};
-pub use berth_proto::msg::{Piece, Policy};
+pub use berth_proto::msg::{Name, NameRule, Piece, Policy};

@@ -60,10 +60,23 @@ pub fn unix_client(path: &std::path::Path) -> UnixStream {
 }
 
 /// Connects and sends a keyword; returns the stream and the server's answer.
-pub fn hello<S: Read + Write>(mut s: S, name: &str) -> (S, Frame) {
-    s.write_all(&frame(name.as_bytes())).unwrap();
+pub fn hello<S: Read + Write>(s: S, name: &str) -> (S, Frame) {
+    hello_bytes(s, name.as_bytes())
+}
+
+/// [`hello`] with a keyword of any bytes.
+pub fn hello_bytes<S: Read + Write>(mut s: S, name: &[u8]) -> (S, Frame) {
+    s.write_all(&frame(name)).unwrap();
     let answer = read_frame(&mut s).unwrap();
     (s, answer)
+}
+
+/// The code of a control frame (`refused name-taken ...` -> `name-taken`).
+pub fn code(f: &Frame) -> &str {
+    match f {
+        Frame::Control(t) => t.split(' ').nth(1).unwrap_or(""),
+        Frame::Data(_) => panic!("expected a control frame, got {f:?}"),
+    }
 }
 
 pub fn ok() -> Frame {

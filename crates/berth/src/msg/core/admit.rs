@@ -5,8 +5,8 @@ use std::io;
 
 use berth_proto::msg::handshake::encode_refusal;
 use berth_proto::msg::{
-    Admission, Ending, Keyword, Listener as ListenerFlags, NameTaken, Peer, Refusal, ServerSession,
-    Transport,
+    Admission, BadName, Ending, Keyword, Listener as ListenerFlags, Name, NameTaken, Peer, Refusal,
+    ServerSession, Transport,
 };
 use mio::{Interest, Token};
 
@@ -61,7 +61,10 @@ impl Core {
             let proto = if raw {
                 Proto::Raw
             } else {
-                Proto::Server(ServerSession::new(self.limit))
+                Proto::Server(ServerSession::with_names(
+                    self.limit,
+                    self.config.policy.names,
+                ))
             };
             let framing = if raw { Framing::Raw } else { Framing::Frames };
             let io = Io::Stream {
@@ -127,11 +130,11 @@ impl Core {
     /// Marks a client admitted under `name`; `false` if another thread claimed the name
     /// between the decision and now. A name whose policy is to replace is taken over from
     /// whoever holds it, who is ended with `name-replaced` after its queued output.
-    pub(crate) fn admit(&mut self, id: ClientId, name: Option<String>, arrival: Arrival) -> bool {
+    pub(crate) fn admit(&mut self, id: ClientId, name: Option<Name>, arrival: Arrival) -> bool {
         if let Some(name) = &name {
-            if self.config.policy.on_taken(name) == NameTaken::Replace {
+            if self.config.policy.on_taken(name.as_bytes()) == NameTaken::Replace {
                 if let Some(old) = self.directory.take_over(name, id) {
-                    log::debug!("client {id} takes the name {name:?} from {old}");
+                    log::debug!("client {id} takes the name {name} from {old}");
                     if self.is_remote(old) {
                         self.post(Post::Replaced(old), old);
                     } else {
@@ -146,12 +149,12 @@ impl Core {
         let c = self.get_mut(id).expect("admitting a live client");
         c.phase = Phase::Open;
         c.admitted = true;
+        c.name = name;
         log::debug!(
             "client {id} admitted: {} ({arrival:?}, {:?})",
-            name.as_deref().unwrap_or("anonymous"),
+            c.shown(),
             c.peer.transport
         );
-        c.name = name;
         self.stats.admitted();
         self.notes.push_back(Note::Connected(id, arrival));
         true
@@ -168,8 +171,8 @@ impl Core {
     pub(super) fn decide(
         &mut self,
         id: ClientId,
-        keyword: Result<Keyword, Refusal>,
-    ) -> Result<(Option<String>, Arrival), (Refusal, String)> {
+        keyword: Result<Keyword, BadName>,
+    ) -> Result<(Option<Name>, Arrival), (Refusal, String)> {
         let c = self.get(id).expect("deciding on a live client");
         let (peer, listener) = (c.peer, c.listener);
         let flags = listener.map_or(ListenerFlags::default(), |i| {
@@ -179,19 +182,22 @@ impl Core {
                 expected_only: e.expected_only,
             }
         });
-        let keyword = keyword.map_err(|r| (r, why(r, None, peer)))?;
+        // The name rule itself was applied by the session (or the UDP hello) as it read the
+        // keyword; what it found wrong is the explanation.
+        let keyword = keyword.map_err(|bad| {
+            log::debug!("client {id} refused: name-invalid: {bad}");
+            (Refusal::NameInvalid, bad.to_string())
+        })?;
         let directory = &self.directory;
-        match self
-            .config
-            .policy
-            .admit_on(&keyword, peer, flags, |n| directory.lookup(n).is_some())
-        {
+        match self.config.policy.admit_on(&keyword, peer, flags, |n| {
+            directory.lookup(n.as_bytes()).is_some()
+        }) {
             Ok(Admission::Expected(name)) => Ok((Some(name), Arrival::Expected)),
             Ok(Admission::Unknown(name)) => Ok((Some(name), Arrival::Unknown)),
             Ok(Admission::Anonymous) => Ok((None, Arrival::Anonymous)),
             Err(r) => {
                 let name = match &keyword {
-                    Keyword::Named(n) => Some(n.as_str()),
+                    Keyword::Named(n) => Some(n),
                     Keyword::Anonymous => None,
                 };
                 Err((r, why(r, name, peer)))
@@ -199,13 +205,12 @@ impl Core {
         }
     }
 
-    pub(super) fn handshake(&mut self, id: ClientId, keyword: Result<Keyword, Refusal>) {
+    pub(super) fn handshake(&mut self, id: ClientId, keyword: Result<Keyword, BadName>) {
         let decision = match self.decide(id, keyword) {
             // Claimed by another thread between the decision and the admission.
-            Ok((Some(name), arrival)) if !self.admit(id, Some(name.clone()), arrival) => Err((
-                Refusal::NameTaken,
-                format!("name {name:?} is held by a live connection"),
-            )),
+            Ok((Some(name), arrival)) if !self.admit(id, Some(name.clone()), arrival) => {
+                Err((Refusal::NameTaken, held(&name)))
+            }
             Ok((None, arrival)) => {
                 self.admit(id, None, arrival);
                 Ok(())
@@ -258,18 +263,29 @@ impl Core {
     }
 }
 
-/// The explanation sent with a refusal.
-fn why(r: Refusal, name: Option<&str>, peer: Peer) -> String {
-    let name = name.unwrap_or("");
+/// Most bytes of a name's escaped form quoted in a refusal text: a name may be 4 KiB of
+/// bytes that escape to four times that, and a client reads a control frame with a limit
+/// (berth's own, 4 KiB).
+const NAME_IN_TEXT: usize = 64;
+
+/// The explanation of `name-taken`.
+pub(crate) fn held(name: &Name) -> String {
+    format!(
+        "name {:?} is held by a live connection",
+        name.short(NAME_IN_TEXT)
+    )
+}
+
+/// The explanation sent with a refusal (`name-invalid` is explained by its [`BadName`]).
+fn why(r: Refusal, name: Option<&Name>, peer: Peer) -> String {
+    let empty = Name::default();
+    let name = name.unwrap_or(&empty).short(NAME_IN_TEXT);
     match r {
-        Refusal::NameInvalid => {
-            "a name is 1 to 255 bytes of UTF-8 without control characters or spaces, and does \
-             not start with '#' (the form of anonymous clients' ids)"
-                .to_owned()
-        }
+        Refusal::NameInvalid => "not a name".to_owned(),
         Refusal::AnonymousRefused => "this listener does not accept anonymous clients".to_owned(),
         Refusal::TransportRefused => {
-            format!("name {name:?} may not connect over {:?}", peer.transport).to_lowercase()
+            let transport = format!("{:?}", peer.transport).to_lowercase();
+            format!("name {name:?} may not connect over {transport}")
         }
         Refusal::AddressRefused => match peer.ip {
             Some(ip) => format!("name {name:?} may not connect from {ip}"),

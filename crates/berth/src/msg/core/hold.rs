@@ -16,8 +16,9 @@
 //!
 //! A delivered message often lives on as its answer in a queue (an echo of 64 MiB is 64 MiB of
 //! output): when delivering it left its sender paused by backpressure, its bytes go back to the
-//! budget only once that sender is read again, i.e. once the queue has drained. So the budget
-//! bounds what is held and what its answers queue, not just the former.
+//! budget only once that sender is read again and its own queue is empty (an echo's buffer
+//! stays whole in memory until its last byte is written). So the budget bounds what is held
+//! and what its answers queue, not just the former.
 //!
 //! Large buffers are reused: a message of 1 MiB or more reaches a streaming handler as a buffer
 //! it owns ([`Sink::whole`]; an echo queues it as it is), and once such a buffer has been

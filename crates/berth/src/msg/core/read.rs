@@ -15,7 +15,9 @@ impl Core {
             let Some(c) = self.clients.get_mut(id.key()).filter(|c| c.gen == id.gen()) else {
                 return;
             };
-            if c.held_debt > 0 && !c.paused {
+            if c.held_debt > 0 && !c.paused && c.out.queued() == 0 {
+                // (A queue of its own still holding bytes may hold the delivered buffer
+                // itself, an echo: then `flush` repays once it is written out.)
                 self.repay(id);
                 continue;
             }

@@ -5,7 +5,7 @@
 use std::io;
 use std::net::SocketAddr;
 
-use berth_proto::msg::handshake::{encode_refusal, parse_keyword};
+use berth_proto::msg::handshake::{encode_refusal, parse_keyword_with};
 use berth_proto::msg::{Keyword, Peer, Refusal, Transport};
 
 use super::{ClientId, Core, Io, ListenSock, Sink, MAX_DATAGRAM};
@@ -53,14 +53,12 @@ impl Core {
         known: Option<ClientId>,
     ) {
         self.stats.connection();
-        let parsed = parse_keyword(keyword);
+        let parsed = parse_keyword_with(keyword, self.config.policy.names);
         let answer: Result<(), (Refusal, String)> = match known {
             // A repeated hello (our `O` was lost): the same answer again.
             Some(id) => {
                 let same = match &parsed {
-                    Ok(Keyword::Named(n)) => {
-                        self.get(id).and_then(|c| c.name.as_deref()) == Some(n)
-                    }
+                    Ok(Keyword::Named(n)) => self.get(id).and_then(|c| c.name.as_ref()) == Some(n),
                     Ok(Keyword::Anonymous) => self.get(id).is_some_and(|c| c.name.is_none()),
                     Err(_) => false,
                 };
@@ -101,10 +99,7 @@ impl Core {
                         Ok((name, _)) => {
                             self.clients.remove(id.key());
                             let name = name.unwrap_or_default();
-                            Err((
-                                Refusal::NameTaken,
-                                format!("name {name:?} is held by a live connection"),
-                            ))
+                            Err((Refusal::NameTaken, super::admit::held(&name)))
                         }
                         Err(refusal) => {
                             self.clients.remove(id.key());

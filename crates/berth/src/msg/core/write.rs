@@ -4,9 +4,10 @@
 use std::io;
 use std::time::Instant;
 
-use berth_proto::msg::{Ending, Refusal};
+use berth_proto::msg::{Ending, Name, Refusal};
 
 use super::{ClientId, Core, Io, ListenSock, Note, Phase, Proto, LINGER};
+use crate::msg::client::Shown;
 use crate::net::Transport;
 
 impl Core {
@@ -178,6 +179,12 @@ impl Core {
         if recycled.is_some() {
             self.pool_put(recycled);
         }
+        if self
+            .get(id)
+            .is_some_and(|c| c.held_debt > 0 && !c.paused && c.out.queued() == 0)
+        {
+            self.repay(id);
+        }
         self.wake_waiters(id, low);
         let c = self.get_mut(id).expect("still here");
         if is_stream && !c.waits_on_reader() && c.write_due.take().is_some() {
@@ -261,8 +268,8 @@ impl Core {
     }
 
     pub(super) fn forget_name(&mut self, id: ClientId) {
-        if let Some(name) = self.get(id).and_then(|c| c.name.as_deref()) {
-            self.directory.release(name, id);
+        if let Some(name) = self.get(id).and_then(|c| c.name.as_ref()) {
+            self.directory.release(name.as_bytes(), id);
         }
     }
 
@@ -278,7 +285,7 @@ impl Core {
             log::info!(
                 "client {id} ({}) took none of its output for {:?} ({waiting} bytes waiting): \
                  dropped (--write-timeout)",
-                display_name(c.name.as_deref()),
+                display_name(c.name.as_ref()),
                 write_timeout
             );
             self.stats.write_timeout();
@@ -308,7 +315,7 @@ impl Core {
         let text = format!("sent nothing for {timeout:?} in the middle of a message");
         log::info!(
             "client {id} ({}) {text}: ended (--read-timeout)",
-            display_name(c.name.as_deref())
+            display_name(c.name.as_ref())
         );
         self.stats.read_timeout();
         if c.out.stream_open() {
@@ -360,10 +367,7 @@ impl Core {
             }
         }
         if c.admitted {
-            log::debug!(
-                "client {id} gone: {}",
-                c.name.as_deref().unwrap_or("anonymous")
-            );
+            log::debug!("client {id} gone: {}", Shown(c.name.as_ref()));
             self.stats.disconnected();
             self.notes.push_back(Note::Lost(id, c.name, c.ending));
         }
@@ -403,6 +407,6 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 /// A client's name for the log.
-fn display_name(name: Option<&str>) -> &str {
-    name.unwrap_or("anonymous")
+fn display_name(name: Option<&Name>) -> String {
+    name.map_or_else(|| "anonymous".to_owned(), |n| n.to_string())
 }
