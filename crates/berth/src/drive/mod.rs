@@ -17,11 +17,12 @@
 
 mod accept;
 pub mod blocking;
+mod body;
 pub mod clock;
 mod common;
-mod conn;
 pub mod daemon;
 pub mod files;
+mod pump;
 pub mod registry;
 pub mod signal;
 mod workers;

@@ -17,7 +17,7 @@ use crossbeam_channel::Sender;
 
 use super::runtime::{Actor, Addr, Context};
 use crate::drive::clock::DateCache;
-use crate::drive::conn::{Conn, Env, Fate};
+use crate::drive::pump::{Conn, Env, Fate};
 use crate::drive::files::OpenFile;
 use crate::drive::workers::{self, Offloaded, ReplyTo, Task};
 use crate::drive::Timeouts;
@@ -129,10 +129,11 @@ where
             handler: &mut self.handler,
             pool: &mut self.pool,
             limits: &shared.limits,
-            date: self.date.get(),
+            date: &mut self.date,
             max_input: shared.max_input,
             budget: BUDGET,
             stats: &shared.stats,
+            wind_down: None,
         };
         let fate = match msg {
             ConnMsg::Ready {
@@ -216,10 +217,11 @@ where
                         handler: &mut self.handler,
                         pool: &mut self.pool,
                         limits: &shared.limits,
-                        date: self.date.get(),
+                        date: &mut self.date,
                         max_input: shared.max_input,
                         budget: BUDGET,
                         stats: &shared.stats,
+                        wind_down: None,
                     };
                     self.conn.complete(reply, &mut env)
                 }
