@@ -34,8 +34,8 @@ use std::time::Instant;
 
 use super::files::{FileError, FileMeta, FileRequest};
 use super::limits::Limits;
-use super::session::{Context, Handler, Job, Phase, Session, Step, Timeouts};
 use super::response::Reply;
+use super::session::{Context, Handler, Job, Phase, Session, Step, Timeouts};
 use crate::upgrade::{Flow, Handover, Upgraded};
 
 /// `Flush` steps in a row with nothing written before the pump calls it a livelock.
@@ -187,7 +187,9 @@ impl Core {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Action<H::Job> {
-        let step = self.session.file(request, found, input, output, cx, handler);
+        let step = self
+            .session
+            .file(request, found, input, output, cx, handler);
         self.act(step)
     }
 

@@ -3,7 +3,7 @@
 //! notices a stop request.
 //!
 //! A connection is the same pumped connection the event-loop models run (`drive::pump`), with a
-//! blocking socket ([`Blocks`]): the step loop, files and upgrades are the pump's. What is left
+//! blocking socket (`Blocks`): the step loop, files and upgrades are the pump's. What is left
 //! here is what only a blocking model does: waiting. Before each read the session's deadline
 //! becomes the socket's `SO_RCVTIMEO` (a read that waits it out expires the connection: 408, or
 //! a silent close); `SO_SNDTIMEO` bounds every write, so a peer that stops reading ends its
@@ -11,11 +11,11 @@
 //! another client waits, which it also watches for while this one idles; `forked`: when told to
 //! stop).
 //!
-//! A job ([`Fate::Offload`]) runs inline: in these models the connection's own thread or process
+//! A job (`Fate::Offload`) runs inline: in these models the connection's own thread or process
 //! is the worker, which is exactly seed 000's point of comparison. A job whose client has
 //! already reset the connection is dropped unrun (counted as cancelled), as the event-loop
 //! models drop a queued one: in `single` a burst of such clients would otherwise hold the one
-//! thread for a job duration each. A file ([`Fate::Open`]) is opened inline too; its bytes go
+//! thread for a job duration each. A file (`Fate::Open`) is opened inline too; its bytes go
 //! out as the pump sends any body (`sendfile(2)` on a plain socket, bounded chunks otherwise),
 //! blocking only this connection's thread.
 
@@ -94,7 +94,13 @@ pub(crate) fn serve_connection<H: Handler, S: Blocking>(
     should_yield: impl Fn() -> bool,
     rival: Option<&TcpListener>,
 ) -> io::Result<()> {
-    serve(Conn::accept(socket, acceptor)?, serving, config, should_yield, rival)
+    serve(
+        Conn::accept(socket, acceptor)?,
+        serving,
+        config,
+        should_yield,
+        rival,
+    )
 }
 
 /// [`serve_connection`], over any blocking transport.
@@ -150,9 +156,10 @@ fn serve<H: Handler, T: Blocking>(
                 }
                 // The session's rule for what this connection waits for (its output is out).
                 let now = Instant::now();
-                let wait = conn
-                    .deadline(now, &t)
-                    .map(|at| at.saturating_duration_since(now).max(Duration::from_millis(1)));
+                let wait = conn.deadline(now, &t).map(|at| {
+                    at.saturating_duration_since(now)
+                        .max(Duration::from_millis(1))
+                });
                 // Skip the setsockopt unless the value really moves.
                 let moved = match (read_timeout, wait) {
                     (Some(Some(cur)), Some(wait)) => cur.abs_diff(wait) > Duration::from_millis(50),

@@ -160,7 +160,11 @@ mod tests {
             sent.append(&mut out);
         }
         assert_eq!(sent, &data[5..data.len() - 5]);
-        assert_eq!(out.capacity(), capacity, "one buffer, whatever the file size");
+        assert_eq!(
+            out.capacity(),
+            capacity,
+            "one buffer, whatever the file size"
+        );
 
         let mut short = Body::file(file, 0, data.len() as u64 + 1);
         let mut out = Vec::with_capacity(4 * CHUNK);

@@ -278,9 +278,9 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             date: env.date.get(),
         };
         self.ensure_output(env.pool);
-        let action =
-            self.core
-                .complete(reply, &mut self.input, &mut self.output, &cx, env.handler);
+        let action = self
+            .core
+            .complete(reply, &mut self.input, &mut self.output, &cx, env.handler);
         let handoff = self.after(action);
         self.pump_with(env, handoff)
     }
@@ -403,9 +403,9 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     limits: env.limits,
                     date: env.date.get(),
                 };
-                let action =
-                    self.core
-                        .process(&mut self.input, &mut self.output, &cx, env.handler);
+                let action = self
+                    .core
+                    .process(&mut self.input, &mut self.output, &cx, env.handler);
                 if let Some(new) = self.after(action) {
                     *handoff = Some(new);
                 }
@@ -458,8 +458,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                         // Blocking: one read per request of the owner's. Readiness: a read that
                         // left room in the buffer drained the socket; new bytes will raise a new
                         // edge, so skip the read that would only say WouldBlock.
-                        if W::BLOCKING || (self.input.len() < self.input.capacity() && !self.hup)
-                        {
+                        if W::BLOCKING || (self.input.len() < self.input.capacity() && !self.hup) {
                             self.readable = false;
                         }
                     }
@@ -707,7 +706,11 @@ mod tests {
     }
 
     /// The event loop's way: non-blocking, pumped until it closes.
-    fn pump_by_hand<T: Evented>(s: std::net::TcpStream, files: &Files, wrap: fn(mio::net::TcpStream) -> T) {
+    fn pump_by_hand<T: Evented>(
+        s: std::net::TcpStream,
+        files: &Files,
+        wrap: fn(mio::net::TcpStream) -> T,
+    ) {
         s.set_nonblocking(true).unwrap();
         let mut conn: Conn<T> = Conn::new(wrap(mio::net::TcpStream::from_std(s)));
         let (mut handler, stats) = demo();
@@ -745,7 +748,11 @@ mod tests {
     }
 
     /// The blocking models' way: `serve_connection` until it returns.
-    fn serve_blocking<T: Blocking>(s: std::net::TcpStream, files: &Files, wrap: fn(std::net::TcpStream) -> T) {
+    fn serve_blocking<T: Blocking>(
+        s: std::net::TcpStream,
+        files: &Files,
+        wrap: fn(std::net::TcpStream) -> T,
+    ) {
         let (mut handler, stats) = demo();
         let mut date = DateCache::default();
         let serving = Serving {
