@@ -480,7 +480,11 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 continue;
             }
 
-            self.release_idle_buffers(env.pool);
+            // An idle connection holds no buffers. A blocking one keeps its two: its thread
+            // serves nothing else meanwhile, and the pool would only hand them back.
+            if !W::BLOCKING {
+                self.release_idle_buffers(env.pool);
+            }
             return true;
         }
     }
