@@ -1,5 +1,6 @@
-//! Addresses and listening sockets, and the few raw socket calls the drivers need. Nothing here
-//! knows about protocols or models.
+//! Addresses and listening sockets, the transports connections are served over
+//! ([`transport`]: the `Transport` seam, and the per-listener choice of one, [`Acceptor`]), and
+//! the few raw socket calls the drivers need. Nothing here knows about protocols or models.
 
 mod listen;
 mod local;

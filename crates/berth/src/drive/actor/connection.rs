@@ -1,9 +1,9 @@
 //! The connection actor: one per connection, owning its socket and its HTTP session (the
-//! non-blocking [`Conn`] the event loop uses too), driven by messages: readiness from the
-//! poller, its own "go on" messages, job replies from the workers and files from the Files
-//! actor.
+//! pumped [`Conn`] every model uses, non-blocking as in the event loop), driven by messages:
+//! readiness from the poller, its own "go on" messages, job replies from the workers and files
+//! from the Files actor.
 //!
-//! Each message does a bounded amount of socket work ([`BUDGET`] reads or `sendfile` calls);
+//! Each message does a bounded amount of socket work ([`BUDGET`] reads or body sends);
 //! when more could be done at once the actor sends itself [`ConnMsg::Continue`] and returns, so
 //! other actors get the thread in between — the "recursive behaviour" of seed 002, whose cost
 //! and benefit the runtime's batch size trades.
@@ -24,7 +24,7 @@ use crate::drive::Timeouts;
 use crate::rt::BufPool;
 use crate::stats::Stats;
 
-/// Socket operations per message: one read or one `sendfile` chunk, then yield.
+/// Socket operations per message: one read or one body chunk, then yield.
 pub(super) const BUDGET: usize = 1;
 
 /// What a connection actor is sent.

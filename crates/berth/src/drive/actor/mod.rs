@@ -17,10 +17,10 @@
 //! ```
 //!
 //! The pieces: [`runtime`] (actors, mailboxes, batches; knows nothing of HTTP), the connection
-//! actor (the non-blocking connection of `evloop` driven by messages, one socket operation per
-//! message), and the Files actor. The seed's connection actor polled its socket with a 25 ms
-//! read timeout; here the poller tells an actor when its socket is ready, so an idle connection
-//! costs no scheduler time at all.
+//! actor (the pumped connection of every model, non-blocking as in `evloop`, driven by
+//! messages, one socket operation per message), and the Files actor. The seed's connection
+//! actor polled its socket with a 25 ms read timeout; here the poller tells an actor when its
+//! socket is ready, so an idle connection costs no scheduler time at all.
 
 mod connection;
 mod files;
