@@ -1,32 +1,265 @@
-//! The [`Step`] loop, in memory: a driver with no sockets, no clock and no threads, for the
+//! The step loop's shared half, and the whole loop in memory.
+//!
+//! [`Core`] is what every pump of an HTTP connection does the same, wherever the bytes come
+//! from: it holds what the connection speaks — the HTTP [`Session`], or the [`Upgraded`]
+//! protocol HTTP handed it to — routes input, timeouts and the peer's end to whichever it is,
+//! and turns each session [`Step`] into an [`Action`] for the pump. An upgrade is settled
+//! inside (the new protocol is kept, the pump is only told [`Action::Switched`]), so no pump
+//! knows what a connection speaks after HTTP. Two pumps drive it: [`Pump`] here, in memory,
+//! and `berth::drive::pump` over real sockets for every concurrency model.
+//!
+//! [`Pump`] is the loop in memory: a driver with no sockets, no clock and no threads, for the
 //! vector tests and the fuzz targets. Bytes go in with [`Pump::feed`]; what the session writes
-//! collects in [`Pump::written`]; jobs run inline at once, or are held until
-//! [`Pump::finish`] to play a slow worker; files come from a [`FileSource`].
+//! collects in [`Pump::written`]; jobs run inline at once, or are held until [`Pump::finish`]
+//! to play a slow worker; a file body comes from a [`FileSource`].
 //!
 //! It also checks what every driver relies on, and reports a breach as a [`Violation`]
 //! instead of going on: nothing is written after `Close`; nothing is answered while a job is
-//! out; `Close` means the session is closed and `Offload` that it waits; `Flush` makes
-//! progress (no livelock). The socket drivers (`berth::drive`) act on the same steps with
-//! real I/O and trust these rules.
+//! out; `Close` means the session is closed, `Offload` that it waits and `Switched` that it was
+//! handed over; `Flush` makes progress (no livelock). The socket pump acts on the same actions
+//! with real I/O and trusts these rules.
 //!
 //! ```text
-//!   feed(bytes) ─> Session::process ─> Step ─┬─ Read      : wait for more bytes
-//!                      ^                      ├─ Flush     : move output to `written`, again
-//!                      │                      ├─ Offload   : job.run() (or hold) -> complete
-//!                      └──────────────────────┼─ Open      : FileSource::open -> file
-//!                                             ├─ SendFile  : FileSource::read -> `written`
-//!                                             └─ Close     : closed; later input ignored
+//!   feed(bytes) ─> Core::process ─> Action ─┬─ Read     : wait for more bytes
+//!                      ^                     ├─ Flush    : move output to `written`, again
+//!                      │                     ├─ Offload  : job.run() (or hold) -> complete
+//!                      │                     ├─ Open     : FileSource::open -> Core::file
+//!                      ├─────────────────────┼─ Body     : FileSource::read -> `written`, again
+//!                      └─────────────────────┼─ Switched : the rest is the new protocol's, again
+//!                                            └─ Close    : closed; later input ignored
 //! ```
 
 use std::fmt;
+use std::time::Instant;
 
 use super::files::{FileError, FileMeta, FileRequest};
 use super::limits::Limits;
-use super::session::{Context, Handler, Job, Session, Step};
+use super::response::Reply;
+use super::session::{Context, Handler, Job, Phase, Session, Step, Timeouts};
 use crate::upgrade::{Flow, Handover, Upgraded};
 
 /// `Flush` steps in a row with nothing written before the pump calls it a livelock.
 const SPIN_LIMIT: usize = 1_000;
+
+/// What a pump does next for a [`Core`]: a session [`Step`] with the upgrade settled inside.
+/// Whatever it is, the output is written first (or, for `Offload` and `Open`, meanwhile).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action<J> {
+    /// Wait for more input (or the deadline, [`Core::poll_timeout`]).
+    Read,
+    /// The output passed the high-water mark: write it, then call [`Core::process`] again.
+    Flush,
+    /// Run this job and pass its reply to [`Core::complete`].
+    Offload(J),
+    /// Open the file the request names (under the server's root, never outside it) and pass
+    /// what was found to [`Core::file`].
+    Open(FileRequest),
+    /// The response's body is a body source, not output: after the output, send `len` bytes of
+    /// the file just passed to [`Core::file`] from `offset`, then call [`Core::process`] again.
+    /// How is the pump's choice (`sendfile(2)`, or read and written in bounded chunks).
+    Body {
+        /// First byte to send.
+        offset: u64,
+        /// How many bytes.
+        len: u64,
+    },
+    /// The connection now speaks another protocol (the output holds the 101): call
+    /// [`Core::process`] again, which hands the input left behind the request to it.
+    Switched,
+    /// Write the output, then close the connection. Later input is ignored.
+    Close,
+}
+
+/// What a connection speaks, and the rules a pump applies to it whatever moves its bytes: the
+/// HTTP session until a handler switches protocol, the [`Upgraded`] session after. Methods
+/// take the pump's input and output buffers, as [`Session`]'s do.
+pub struct Core {
+    session: Session,
+    /// The protocol the connection was handed to, once it was.
+    upgraded: Option<Box<dyn Upgraded>>,
+    /// The upgraded protocol said to close, or its peer left.
+    over: bool,
+}
+
+impl Default for Core {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Core")
+            .field("session", &self.session)
+            .field("upgraded", &self.upgraded.is_some())
+            .field("over", &self.over)
+            .finish()
+    }
+}
+
+impl Core {
+    /// A connection at its start: HTTP, before the first request.
+    pub fn new() -> Self {
+        Core {
+            session: Session::new(),
+            upgraded: None,
+            over: false,
+        }
+    }
+
+    /// The HTTP session (done with the connection once it was handed over).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// True once HTTP has handed the connection to another protocol.
+    pub fn is_upgraded(&self) -> bool {
+        self.upgraded.is_some()
+    }
+
+    /// True once the connection is to close after its output: HTTP wrote a final response,
+    /// or the upgraded protocol said so (or its peer left).
+    pub fn is_closed(&self) -> bool {
+        match self.upgraded {
+            Some(_) => self.over,
+            None => self.session.is_closed(),
+        }
+    }
+
+    /// Between requests with nothing buffered: HTTP, no request begun (`input` is the pump's
+    /// unprocessed input). A pump adds its own conditions (no job out, no output waiting).
+    pub fn is_idle(&self, input: &[u8]) -> bool {
+        self.upgraded.is_none() && self.session.phase(input) == Phase::Idle
+    }
+
+    /// Makes the response now in the making the connection's last (see
+    /// [`Session::close_after_response`]).
+    pub fn close_after_response(&mut self) {
+        self.session.close_after_response();
+    }
+
+    /// Input arrived (appended to `input`): HTTP parses and answers what it can; an upgraded
+    /// protocol gets all of it (unless there is none).
+    pub fn process<H: Handler>(
+        &mut self,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Action<H::Job> {
+        if let Some(upgraded) = &mut self.upgraded {
+            if self.over {
+                input.clear();
+                return Action::Close;
+            }
+            if !input.is_empty() && upgraded.receive(input, output) == Flow::Close {
+                self.over = true;
+                return Action::Close;
+            }
+            return Action::Read;
+        }
+        let step = self.session.process(input, output, cx, handler);
+        self.act(step)
+    }
+
+    /// Hands a finished job's reply to HTTP, which answers it and goes on with pipelined
+    /// input ([`Session::complete`]).
+    pub fn complete<H: Handler>(
+        &mut self,
+        reply: Reply,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Action<H::Job> {
+        let step = self.session.complete(reply, input, output, cx, handler);
+        self.act(step)
+    }
+
+    /// Hands what opening a file found to HTTP, which writes the head and says whether a
+    /// [`Action::Body`] follows ([`Session::file`]).
+    pub fn file<H: Handler>(
+        &mut self,
+        request: &FileRequest,
+        found: Result<&FileMeta, FileError>,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Action<H::Job> {
+        let step = self
+            .session
+            .file(request, found, input, output, cx, handler);
+        self.act(step)
+    }
+
+    /// When the connection is next due for [`Core::expire`], given `now`: the write timeout
+    /// while the pump has output waiting, else the rule of whatever the connection speaks
+    /// ([`Session::poll_timeout`], [`Upgraded::poll_timeout`]). `None`: nothing is timed.
+    pub fn poll_timeout(
+        &mut self,
+        input: &[u8],
+        output_pending: bool,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Option<Instant> {
+        match &mut self.upgraded {
+            Some(_) if output_pending => Some(now + t.write),
+            Some(upgraded) => upgraded.poll_timeout(now, t),
+            None => self.session.poll_timeout(input, output_pending, now, t),
+        }
+    }
+
+    /// The deadline [`Core::poll_timeout`] gave passed (with nothing left to write): HTTP
+    /// answers a request in progress 408 or closes an idle connection ([`Session::expire`]);
+    /// an upgraded protocol decides ([`Upgraded::handle_timeout`]).
+    pub fn expire<H: Handler>(
+        &mut self,
+        now: Instant,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Action<H::Job> {
+        if let Some(upgraded) = &mut self.upgraded {
+            if self.over || upgraded.handle_timeout(now, output) == Flow::Close {
+                self.over = true;
+                return Action::Close;
+            }
+            return Action::Read;
+        }
+        let step = self.session.expire(input, output, cx, handler);
+        self.act(step)
+    }
+
+    /// The peer will send nothing more. An upgraded protocol adds its last words to `output`
+    /// and the connection closes once they are out; HTTP needs no call (the pump closes once
+    /// what was received is answered).
+    pub fn peer_closed(&mut self, output: &mut Vec<u8>) {
+        if let Some(upgraded) = &mut self.upgraded {
+            if !self.over {
+                upgraded.peer_closed(output);
+                self.over = true;
+            }
+        }
+    }
+
+    /// A session step as the pump sees it; a handover is kept here.
+    fn act<J>(&mut self, step: Step<J>) -> Action<J> {
+        match step {
+            Step::Read => Action::Read,
+            Step::Flush => Action::Flush,
+            Step::Offload(job) => Action::Offload(job),
+            Step::Open(request) => Action::Open(request),
+            Step::SendFile { offset, len } => Action::Body { offset, len },
+            Step::Upgrade(Handover(upgraded)) => {
+                self.upgraded = Some(upgraded);
+                Action::Switched
+            }
+            Step::Close => Action::Close,
+        }
+    }
+}
 
 /// Where a pumped session's files come from.
 pub trait FileSource {
@@ -63,7 +296,7 @@ impl std::error::Error for Violation {}
 
 /// One connection's session and handler, driven in memory.
 pub struct Pump<H: Handler> {
-    session: Session,
+    core: Core,
     handler: H,
     limits: Limits,
     date: Vec<u8>,
@@ -71,13 +304,11 @@ pub struct Pump<H: Handler> {
     /// The buffer lent to the session; moved to `written` after every call.
     out: Vec<u8>,
     written: Vec<u8>,
-    /// A `Close` step was returned.
+    /// A `Close` action was returned.
     closed: bool,
     /// Hold offloaded jobs until [`Pump::finish`] instead of running them at once.
     hold_jobs: bool,
     held: Option<H::Job>,
-    /// The protocol the connection was handed to, once it was.
-    upgraded: Option<Box<dyn Upgraded>>,
 }
 
 impl<H: Handler> Pump<H> {
@@ -85,7 +316,7 @@ impl<H: Handler> Pump<H> {
     /// `Date`. With `hold_jobs`, offloaded jobs wait for [`Pump::finish`].
     pub fn new(handler: H, limits: Limits, date: &[u8], hold_jobs: bool) -> Self {
         Pump {
-            session: Session::new(),
+            core: Core::new(),
             handler,
             limits,
             date: date.to_vec(),
@@ -95,7 +326,6 @@ impl<H: Handler> Pump<H> {
             closed: false,
             hold_jobs,
             held: None,
-            upgraded: None,
         }
     }
 
@@ -114,32 +344,32 @@ impl<H: Handler> Pump<H> {
         &self.input
     }
 
-    /// A `Close` step was returned: the connection is over.
+    /// A `Close` action was returned: the connection is over.
     pub fn is_closed(&self) -> bool {
         self.closed
     }
 
-    /// The session itself, for checks on its state.
+    /// The HTTP session itself, for checks on its state.
     pub fn session(&self) -> &Session {
-        &self.session
+        self.core.session()
     }
 
-    fn process(&mut self) -> Step<H::Job> {
+    fn process(&mut self) -> Action<H::Job> {
         let cx = Context {
             limits: &self.limits,
             date: &self.date,
         };
-        self.session
+        self.core
             .process(&mut self.input, &mut self.out, &cx, &mut self.handler)
     }
 
-    fn complete(&mut self, job: H::Job) -> Step<H::Job> {
+    fn complete(&mut self, job: H::Job) -> Action<H::Job> {
         let reply = job.run();
         let cx = Context {
             limits: &self.limits,
             date: &self.date,
         };
-        self.session.complete(
+        self.core.complete(
             reply,
             &mut self.input,
             &mut self.out,
@@ -158,73 +388,57 @@ impl<H: Handler> Pump<H> {
     /// Bytes arrive from the peer; runs the session until it wants more.
     pub fn feed(&mut self, bytes: &[u8], files: &mut dyn FileSource) -> Result<(), Violation> {
         self.input.extend_from_slice(bytes);
-        if self.upgraded.is_some() && !self.closed {
-            return self.pump_upgraded();
-        }
         if self.closed {
             // After `Close` a driver does not read; one that still calls `process` must get
             // `Close` again and no output.
-            let step = self.process();
-            if self.collect() != 0 || !matches!(step, Step::Close) {
+            let action = self.process();
+            if self.collect() != 0 || !matches!(action, Action::Close) {
                 return Err(Violation(format!(
                     "after Close, process gave {} and wrote bytes",
-                    step_name(&step)
+                    action_name(&action)
                 )));
             }
             return Ok(());
         }
         if self.held.is_some() {
             // A job is outstanding: nothing may be answered until it completes.
-            let step = self.process();
+            let action = self.process();
             let n = self.collect();
-            if n != 0 || !matches!(step, Step::Read) || !self.session.is_waiting() {
+            if n != 0 || !matches!(action, Action::Read) || !self.session().is_waiting() {
                 return Err(Violation(format!(
                     "while a job was outstanding, process gave {} and wrote {n} byte(s)",
-                    step_name(&step)
+                    action_name(&action)
                 )));
             }
             return Ok(());
         }
-        let step = self.process();
-        self.drive(step, files)
-    }
-
-    /// Runs the upgraded protocol on the input there is.
-    fn pump_upgraded(&mut self) -> Result<(), Violation> {
-        let Some(session) = &mut self.upgraded else {
-            return Ok(());
-        };
-        if !self.input.is_empty()
-            && session.receive(&mut self.input, &mut self.written) == Flow::Close
-        {
-            self.closed = true;
-        }
-        Ok(())
+        let action = self.process();
+        self.drive(action, files)
     }
 
     /// All input is in: runs a held job, if any (and any job its completion leads to).
     pub fn finish(&mut self, files: &mut dyn FileSource) -> Result<(), Violation> {
         self.hold_jobs = false;
         if let Some(job) = self.held.take() {
-            let step = self.complete(job);
-            self.drive(step, files)?;
+            let action = self.complete(job);
+            self.drive(action, files)?;
         }
         Ok(())
     }
 
-    /// Does what `step` asks, as a driver would, until the session wants more input.
+    /// Does what `action` asks, as a driver would, until the connection wants more input.
     fn drive(
         &mut self,
-        mut step: Step<H::Job>,
+        mut action: Action<H::Job>,
         files: &mut dyn FileSource,
     ) -> Result<(), Violation> {
         let mut spins = 0;
         loop {
             let wrote = self.collect();
-            match step {
-                Step::Read => return Ok(()),
-                Step::Close => {
-                    if !self.session.is_closed() {
+            match action {
+                Action::Read => return Ok(()),
+                Action::Close => {
+                    if !self.core.is_closed() {
                         return Err(Violation(
                             "Step::Close but the session is not closed".into(),
                         ));
@@ -232,22 +446,22 @@ impl<H: Handler> Pump<H> {
                     self.closed = true;
                     return Ok(());
                 }
-                Step::Flush => {
+                Action::Flush => {
                     spins = if wrote == 0 { spins + 1 } else { 0 };
                     if spins > SPIN_LIMIT {
                         return Err(Violation(format!(
                             "livelock: {SPIN_LIMIT} Flush steps in a row with no output"
                         )));
                     }
-                    step = self.process();
+                    action = self.process();
                 }
-                Step::Open(request) => {
+                Action::Open(request) => {
                     let found = files.open(&request);
                     let cx = Context {
                         limits: &self.limits,
                         date: &self.date,
                     };
-                    step = self.session.file(
+                    action = self.core.file(
                         &request,
                         found.as_ref().map_err(|e| *e),
                         &mut self.input,
@@ -256,21 +470,20 @@ impl<H: Handler> Pump<H> {
                         &mut self.handler,
                     );
                 }
-                Step::SendFile { offset, len } => {
+                Action::Body { offset, len } => {
                     files.read(offset, len, &mut self.written);
-                    step = self.process();
+                    action = self.process();
                 }
-                Step::Upgrade(Handover(session)) => {
-                    if !self.session.is_upgraded() {
+                Action::Switched => {
+                    if !self.session().is_upgraded() {
                         return Err(Violation(
                             "Step::Upgrade but the session was not handed over".into(),
                         ));
                     }
-                    self.upgraded = Some(session);
-                    return self.pump_upgraded();
+                    action = self.process();
                 }
-                Step::Offload(job) => {
-                    if !self.session.is_waiting() {
+                Action::Offload(job) => {
+                    if !self.session().is_waiting() {
                         return Err(Violation(
                             "Step::Offload but the session is not waiting".into(),
                         ));
@@ -279,23 +492,23 @@ impl<H: Handler> Pump<H> {
                         self.held = Some(job);
                         return Ok(());
                     }
-                    step = self.complete(job);
+                    action = self.complete(job);
                 }
             }
         }
     }
 }
 
-/// A step's name, for violations (jobs need not be `Debug`).
-fn step_name<J>(step: &Step<J>) -> &'static str {
-    match step {
-        Step::Read => "Read",
-        Step::Flush => "Flush",
-        Step::Offload(_) => "Offload",
-        Step::Close => "Close",
-        Step::Open(_) => "Open",
-        Step::SendFile { .. } => "SendFile",
-        Step::Upgrade(_) => "Upgrade",
+/// An action's name, for violations (jobs need not be `Debug`).
+fn action_name<J>(action: &Action<J>) -> &'static str {
+    match action {
+        Action::Read => "Read",
+        Action::Flush => "Flush",
+        Action::Offload(_) => "Offload",
+        Action::Open(_) => "Open",
+        Action::Body { .. } => "Body",
+        Action::Switched => "Switched",
+        Action::Close => "Close",
     }
 }
 

@@ -1,31 +1,37 @@
 //! What the blocking models (`single`, `threaded`, `forked`) share: serving one connection
-//! start to finish on the calling thread with blocking reads and writes, and waiting for a
-//! connection in a way that still notices a stop request.
+//! start to finish on the calling thread, and waiting for a connection in a way that still
+//! notices a stop request.
 //!
-//! A job ([`Step::Offload`]) runs inline: in these models the connection's own thread or process
+//! A connection is the same pumped connection the event-loop models run (`drive::pump`), with a
+//! blocking socket (`Blocks`): the step loop, files and upgrades are the pump's. What is left
+//! here is what only a blocking model does: waiting. Before each read the session's deadline
+//! becomes the socket's `SO_RCVTIMEO` (a read that waits it out expires the connection: 408, or
+//! a silent close); `SO_SNDTIMEO` bounds every write, so a peer that stops reading ends its
+//! connection. Between requests the model's own rule may let the connection go (`single`: when
+//! another client waits, which it also watches for while this one idles; `forked`: when told to
+//! stop).
+//!
+//! A job (`Fate::Offload`) runs inline: in these models the connection's own thread or process
 //! is the worker, which is exactly seed 000's point of comparison. A job whose client has
 //! already reset the connection is dropped unrun (counted as cancelled), as the event-loop
 //! models drop a queued one: in `single` a burst of such clients would otherwise hold the one
-//! thread for a job duration each. A file ([`Step::Open`]) is
-//! opened inline too and sent in bounded chunks (`files::copy_range`): a blocked write then
-//! blocks only this connection's thread, and the write timeout ends a peer that stopped reading.
+//! thread for a job duration each. A file (`Fate::Open`) is opened inline too; its bytes go
+//! out as the pump sends any body (`sendfile(2)` on a plain socket, bounded chunks otherwise),
+//! blocking only this connection's thread.
 
 use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
 
-use std::time::Duration;
-
-use std::time::Instant;
-
-use berth_proto::http::{Context, Handler, Limits, Session, Step};
-use berth_proto::upgrade::{Flow, Handover, Upgraded};
+use berth_proto::http::{Handler, Limits};
 
 use super::clock::DateCache;
-use super::files::{self, Files};
+use super::files::Files;
+use super::pump::{Blocks, Conn, Env, Fate};
 use super::Timeouts;
-use crate::net::Blocking;
-use crate::rt::{Control, StopKind};
+use crate::net::{Acceptor, Blocking};
+use crate::rt::{BufPool, Control, StopKind};
 use crate::stats::Stats;
 use crate::sys::io::{peer_reset, poll_either, poll_readable, Ready};
 
@@ -75,13 +81,31 @@ pub(crate) struct Serving<'a, H> {
     pub stats: &'a Stats,
 }
 
-/// Serves `stream` until the peer leaves, the session closes, the idle timeout passes, or — between
-/// requests — `should_yield` says another client is waiting (the `single` model's fairness rule:
-/// an idle keep-alive connection must not hold the only thread).
-///
-/// `T` is the transport ([`crate::net::transport`]): a plain socket, or one that wraps it.
-pub(crate) fn serve_connection<H: Handler, T: Blocking>(
-    mut stream: T,
+/// Serves `socket`, accepted on a listener whose transport choice is `acceptor`, until the peer
+/// leaves, the session closes, a timeout passes, or — between requests — `should_yield` says
+/// the connection should go (the `single` model's fairness rule: an idle keep-alive connection
+/// must not hold the only thread; `forked`'s stop). With `rival` (`single`'s listener), an idle
+/// connection is let go as soon as a client is waiting there.
+pub(crate) fn serve_connection<H: Handler, S: Blocking>(
+    socket: S,
+    acceptor: &Acceptor,
+    serving: Serving<'_, H>,
+    config: &ConnConfig,
+    should_yield: impl Fn() -> bool,
+    rival: Option<&TcpListener>,
+) -> io::Result<()> {
+    serve(
+        Conn::accept(socket, acceptor)?,
+        serving,
+        config,
+        should_yield,
+        rival,
+    )
+}
+
+/// [`serve_connection`], over any blocking transport.
+fn serve<H: Handler, T: Blocking>(
+    mut conn: Conn<T, Blocks>,
     serving: Serving<'_, H>,
     config: &ConnConfig,
     should_yield: impl Fn() -> bool,
@@ -94,200 +118,108 @@ pub(crate) fn serve_connection<H: Handler, T: Blocking>(
         stats,
     } = serving;
     let t = config.timeouts;
-    stream.set_write_timeout(Some(t.write))?;
-    // The read timeout in force, changed only when the phase calls for another one.
-    let mut read_timeout = None;
+    conn.stream.set_write_timeout(Some(t.write))?;
+    // The read timeout in force (`None`: not set yet), changed only when the phase calls for
+    // another one.
+    let mut read_timeout: Option<Option<Duration>> = None;
     let max_input =
         config.limits.max_header_bytes + config.limits.max_body_bytes + config.buffer_size;
-    let mut input = Vec::with_capacity(config.buffer_size);
-    let mut output = Vec::with_capacity(config.buffer_size);
-    let mut session = Session::new();
-    // Set once a response has gone out: only then may the connection be let go between
-    // requests (before that, the client's first request may be on its way or unread).
-    let mut answered = false;
-    // The file whose bytes the session will ask for, and the chunk buffer that carries them
-    // (allocated on the first file, then reused).
-    let mut file = None;
-    let mut chunk = Vec::new();
-    loop {
-        date.refresh();
-        if !input.is_empty() && should_yield() {
-            // Tell the client this response is the last, rather than vanish under it.
-            session.close_after_response();
-        }
-        let mut step = session.process(
-            &mut input,
-            &mut output,
-            &Context {
+    let mut pool = BufPool::new(config.buffer_size, 2, 0);
+    macro_rules! lend {
+        () => {
+            Env {
+                handler: &mut *handler,
+                pool: &mut pool,
                 limits: &config.limits,
-                date: date.get(),
-            },
-            handler,
-        );
-        loop {
-            step = match step {
-                Step::Offload(job) => {
-                    // Answers to earlier pipelined requests go out before the job runs.
-                    stream.write_all(&output)?;
-                    output.clear();
-                    if peer_reset(&stream) {
-                        stats.job_cancelled();
-                        return Ok(());
-                    }
-                    let reply = super::run_job(job, stats);
-                    date.refresh();
-                    let cx = Context {
-                        limits: &config.limits,
-                        date: date.get(),
-                    };
-                    session.complete(reply, &mut input, &mut output, &cx, handler)
-                }
-                Step::Open(request) => {
-                    let found = files.open(&request);
-                    let cx = Context {
-                        limits: &config.limits,
-                        date: date.get(),
-                    };
-                    let meta = found.as_ref().map(|f| &f.meta).map_err(|e| *e);
-                    let next = session.file(&request, meta, &mut input, &mut output, &cx, handler);
-                    file = found.ok().map(|f| f.file);
-                    next
-                }
-                other => break step = other,
-            };
-        }
-        answered |= !output.is_empty();
-        stream.write_all(&output)?;
-        output.clear();
-        match step {
-            Step::Close => return linger_close(stream, !input.is_empty()),
-            Step::Flush => continue,
-            Step::SendFile { offset, len } => {
-                if let Some(f) = file.take() {
-                    files::copy_range(&mut stream, &f, offset, len, &mut chunk)?;
-                }
-                continue;
+                date: &mut *date,
+                max_input,
+                budget: usize::MAX,
+                stats,
+                wind_down: Some(&should_yield),
             }
-            Step::Upgrade(Handover(session)) => {
-                return serve_upgraded(stream, session, input, output, &t);
-            }
-            Step::Read | Step::Offload(_) | Step::Open(_) => {}
-        }
-        if input.is_empty() && answered && should_yield() {
-            return linger_close(stream, false);
-        }
-        if input.len() == input.capacity() {
-            if input.capacity() >= max_input {
-                return Ok(());
-            }
-            input.reserve(input.capacity().min(max_input - input.capacity()));
-        }
-        // The session's rule for what this connection waits for (the response is written).
-        let now = Instant::now();
-        let wait = session
-            .poll_timeout(&input, false, now, &t)
-            .map_or(t.idle, |at| at.saturating_duration_since(now))
-            .max(Duration::from_millis(1));
-        // Skip the setsockopt unless the value really moves.
-        if read_timeout.is_none_or(|cur: Duration| cur.abs_diff(wait) > Duration::from_millis(50)) {
-            stream.set_read_timeout(Some(wait))?;
-            read_timeout = Some(wait);
-        }
-        // `single`: between requests, wait on this connection and on the listener together, so
-        // that a client arriving while this one idles is not kept waiting for it.
-        if let Some(listener) = rival.filter(|_| input.is_empty() && answered) {
-            match poll_either(&stream, listener, wait)? {
-                Ready::First => {}
-                Ready::Second => return linger_close(stream, false),
-                Ready::Neither => return linger_close(stream, false),
-            }
-        }
-        match stream.read_spare(&mut input) {
-            Ok(0) => return Ok(()),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // SO_RCVTIMEO ran out: 408 for a request in progress, silence for an idle connection.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                date.refresh();
-                let cx = Context {
-                    limits: &config.limits,
-                    date: date.get(),
-                };
-                if let Step::Close = session.expire(&mut input, &mut output, &cx, handler) {
-                    stream.write_all(&output)?;
-                    return linger_close(stream, false);
-                }
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Serves a connection handed over to another protocol (HTTP `Upgrade`) until that protocol
-/// or the peer ends it, or its deadline passes: the same moves as the event-loop models make
-/// (`drive::conn`), with blocking calls.
-fn serve_upgraded<T: Blocking>(
-    mut stream: T,
-    mut session: Box<dyn Upgraded>,
-    mut input: Vec<u8>,
-    mut output: Vec<u8>,
-    t: &Timeouts,
-) -> io::Result<()> {
-    loop {
-        let mut flow = Flow::Continue;
-        if !input.is_empty() {
-            flow = session.receive(&mut input, &mut output);
-        }
-        stream.write_all(&output)?;
-        output.clear();
-        if flow == Flow::Close {
-            return linger_close(stream, !input.is_empty());
-        }
-        if input.len() == input.capacity() {
-            input.reserve(input.capacity().max(4096));
-        }
-        let now = Instant::now();
-        let wait = session.poll_timeout(now, t).map(|at| {
-            at.saturating_duration_since(now)
-                .max(Duration::from_millis(1))
-        });
-        stream.set_read_timeout(wait)?;
-        let flow = match stream.read_spare(&mut input) {
-            Ok(0) => {
-                session.peer_closed(&mut output);
-                Flow::Close
-            }
-            Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                session.handle_timeout(Instant::now(), &mut output)
-            }
-            Err(e) => return Err(e),
         };
-        stream.write_all(&output)?;
-        output.clear();
-        if flow == Flow::Close {
-            return linger_close(stream, false);
-        }
+    }
+    let mut fate = Fate::Keep;
+    loop {
+        fate = match fate {
+            Fate::Keep if conn.timed_out() => {
+                // SO_RCVTIMEO ran out: 408 for a request in progress, silence for an idle
+                // connection.
+                date.refresh();
+                conn.expire(&mut lend!())
+            }
+            Fate::Keep => {
+                // Answered, and nothing buffered: the model may let the connection go now.
+                let between = !conn.unread_input() && conn.answered();
+                if between && should_yield() {
+                    return linger_close(&mut conn.stream, false);
+                }
+                // The session's rule for what this connection waits for (its output is out).
+                let now = Instant::now();
+                let wait = conn.deadline(now, &t).map(|at| {
+                    at.saturating_duration_since(now)
+                        .max(Duration::from_millis(1))
+                });
+                // Skip the setsockopt unless the value really moves.
+                let moved = match (read_timeout, wait) {
+                    (Some(Some(cur)), Some(wait)) => cur.abs_diff(wait) > Duration::from_millis(50),
+                    (Some(cur), wait) => cur != wait,
+                    (None, _) => true,
+                };
+                if moved {
+                    conn.stream.set_read_timeout(wait)?;
+                    read_timeout = Some(wait);
+                }
+                // `single`: between requests, wait on this connection and on the listener
+                // together, so that a client arriving while this one idles is not kept
+                // waiting for it.
+                if let Some(listener) = rival.filter(|_| between) {
+                    let wait = wait.unwrap_or(t.idle);
+                    match poll_either(&conn.stream, listener, wait)? {
+                        Ready::First => {}
+                        Ready::Second | Ready::Neither => {
+                            return linger_close(&mut conn.stream, false);
+                        }
+                    }
+                }
+                conn.readable = true;
+                conn.pump(&mut lend!())
+            }
+            // Not with an unlimited budget; if it ever were, going on is right.
+            Fate::Again => conn.pump(&mut lend!()),
+            Fate::Offload(job) => {
+                // Answers to earlier pipelined requests are out (the pump wrote them).
+                if peer_reset(&conn.stream) {
+                    stats.job_cancelled();
+                    return Ok(());
+                }
+                let reply = super::run_job(job, stats);
+                date.refresh();
+                conn.complete(reply, &mut lend!())
+            }
+            Fate::Open(request) => {
+                let found = files.open(&request);
+                conn.file_opened(&request, found, &mut lend!())
+            }
+            Fate::Close => {
+                if let Some(e) = conn.take_error() {
+                    return Err(e);
+                }
+                if conn.peer_closed() {
+                    return Ok(());
+                }
+                let unread = conn.unread_input();
+                return linger_close(&mut conn.stream, unread);
+            }
+        };
     }
 }
 
 /// Sends FIN, then reads and drops what the peer still sends for a moment, so that unread
 /// request bytes do not turn the close into a reset that destroys the response in flight.
-fn linger_close<T: Blocking>(mut stream: T, unread: bool) -> io::Result<()> {
+fn linger_close<T: Blocking>(stream: &mut T, unread: bool) -> io::Result<()> {
     stream.shutdown_write()?;
-    if unread || has_pending_input(&stream) {
+    if unread || has_pending_input(&*stream) {
         stream.set_read_timeout(Some(Duration::from_millis(200)))?;
         let mut sink = [0u8; 4096];
         for _ in 0..16 {

@@ -10,9 +10,10 @@ use crate::net::ListenConfig;
 
 /// Settings shared by every model. A model that has no use for one ignores it (the blocking
 /// models have no worker pool, so `workers` and `queue_capacity` mean nothing to them).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Common {
-    /// How listeners are bound.
+    /// How listeners are bound, and what their connections are served over
+    /// ([`ListenConfig::transport`]).
     pub listen: ListenConfig,
     /// Read a new connection at once instead of waiting for its first readiness event
     /// (`evloop`, `prefork`). Pays off when the listener defers accepts until data arrives

@@ -1,12 +1,11 @@
-//! Static files, the I/O half: opening a [`FileRequest`] under a root directory without ever
-//! leaving it, and moving a file's bytes to a socket without reading the file whole.
+//! Static files, the file-system half: opening a [`FileRequest`] under a root directory without
+//! ever leaving it.
 //!
 //! Every model serves `/files` through this module: [`Files::open`] turns a request into an
-//! open file and its [`FileMeta`] (the session decides the status from that), then the driver
-//! sends the range the session asks for with `copy_range` (blocking models: bounded chunks
-//! through one reusable buffer) or `send_file` (non-blocking models: `sendfile(2)`, no copy
-//! through user space). Either way memory per connection stays bounded by one chunk, whatever
-//! the file size or however slowly the peer reads.
+//! open file and its [`FileMeta`] (the session decides the status from that). Who calls it is
+//! the model's choice (the event loop at once, the actor model's Files actor, the blocking
+//! models inline); the file's bytes then go out as a body source of the pump (`drive::body`:
+//! `sendfile(2)`, or bounded chunks for a transport that cannot), never read whole.
 //!
 //! Escapes are refused twice. The protocol layer has already refused `..`, encoded separators,
 //! NUL bytes and absolute paths ([`FileRequest::parse`]); here the path is opened relative to
@@ -17,19 +16,15 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use berth_proto::http::{content_type, FileError, FileMeta, FileRequest};
 
 use crate::sys;
-
-/// Bytes moved per step: the buffer size of `copy_range`, and the most one `send_file` call
-/// is asked for (so that one connection's large file cannot hold a thread for long).
-pub const CHUNK: usize = 64 * 1024;
 
 /// Where `/files` is served from: a root directory, or none (every file request is then 404).
 /// Cheap to clone; clones share the root's descriptor.
@@ -204,58 +199,6 @@ fn file_error(e: io::Error) -> FileError {
     }
 }
 
-/// Sends `len` bytes of `file` from `offset` to a blocking `out`, through `buf` (grown to
-/// [`CHUNK`] once and reused), so that memory stays bounded however large the file. A file that
-/// shrank meanwhile ends the connection: the promised Content-Length can no longer be met.
-pub(crate) fn copy_range(
-    out: &mut impl Write,
-    file: &File,
-    mut offset: u64,
-    mut len: u64,
-    buf: &mut Vec<u8>,
-) -> io::Result<()> {
-    if buf.len() < CHUNK {
-        buf.resize(CHUNK, 0);
-    }
-    while len > 0 {
-        let want = len.min(CHUNK as u64) as usize;
-        let n = read_chunk(file, &mut buf[..want], offset)?;
-        out.write_all(&buf[..n])?;
-        offset += n as u64;
-        len -= n as u64;
-    }
-    Ok(())
-}
-
-/// Reads up to `buf.len()` bytes of `file` at `offset` (what a transport that cannot
-/// `sendfile` sends next). A file that ends before is an error (see [`copy_range`]).
-pub(crate) fn read_chunk(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    loop {
-        match file.read_at(buf, offset) {
-            Ok(0) if !buf.is_empty() => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            other => return other,
-        }
-    }
-}
-
-/// One `sendfile(2)` call: up to `len` (at most [`CHUNK`]) bytes of `file` from `*offset` to the
-/// socket `out`, advancing `*offset`. Returns the count sent; `WouldBlock` on a full non-blocking
-/// socket. A file that ends early is an error (see [`copy_range`]).
-pub(crate) fn send_file(
-    out: &impl AsRawFd,
-    file: &File,
-    offset: &mut u64,
-    len: u64,
-) -> io::Result<usize> {
-    let count = len.min(CHUNK as u64) as usize;
-    let n = sys::fs::sendfile(out, file, offset, count)?;
-    if n == 0 && count > 0 {
-        return Err(io::ErrorKind::UnexpectedEof.into());
-    }
-    Ok(n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,27 +328,6 @@ mod tests {
             files.open(&req("pipe")).map(|f| f.meta),
             Err(FileError::NotFound)
         );
-        let _ = std::fs::remove_dir_all(base);
-    }
-
-    #[test]
-    fn copy_range_sends_exactly_the_range_in_bounded_chunks() {
-        let base = scratch("copy");
-        let path = base.join("root/big.bin");
-        let data: Vec<u8> = (0..(3 * CHUNK + 17)).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &data).unwrap();
-        let file = File::open(&path).unwrap();
-        let mut out = Vec::new();
-        let mut buf = Vec::new();
-        copy_range(&mut out, &file, 5, data.len() as u64 - 10, &mut buf).unwrap();
-        assert_eq!(out, &data[5..data.len() - 5]);
-        assert_eq!(
-            buf.len(),
-            CHUNK,
-            "one chunk of buffer, whatever the file size"
-        );
-        let err = copy_range(&mut Vec::new(), &file, 0, data.len() as u64 + 1, &mut buf);
-        assert!(err.is_err(), "a file shorter than promised is an error");
         let _ = std::fs::remove_dir_all(base);
     }
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 use super::blocking::{self, ConnConfig};
 use super::clock::DateCache;
 use super::{signal, Server, Service};
+use crate::net::Acceptor;
 use crate::rt::Control;
 use crate::stats::Stats;
 use crate::sys::process::{self, Fork};
@@ -36,9 +37,11 @@ impl Default for Config {
     }
 }
 
-/// Accepts on a thread of the calling process and forks a child per connection.
+/// Accepts on a thread of the calling process and forks a child per connection, which serves
+/// it over `transport`.
 pub fn spawn<S: Service>(
     listener: TcpListener,
+    transport: Acceptor,
     service: S,
     conn: ConnConfig,
     config: Config,
@@ -109,6 +112,7 @@ pub fn spawn<S: Service>(
                                     };
                                     blocking::serve_connection(
                                         stream,
+                                        &transport,
                                         serving,
                                         &conn,
                                         || terminated.load(std::sync::atomic::Ordering::Acquire),
@@ -192,7 +196,8 @@ impl super::Driver for Forked {
         stats: Arc<Stats>,
     ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
         super::registry::on_one_listener(addr, common, |listener| {
-            spawn(listener, service, common.conn(), *config, stats)
+            let transport = common.listen.transport.clone();
+            spawn(listener, transport, service, common.conn(), *config, stats)
         })
     }
 }

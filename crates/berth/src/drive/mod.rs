@@ -11,17 +11,23 @@
 //! | [`evloop`] | `-A` threads, each with its own listener and mio loop | `-w` workers, FIFO queue |
 //! | [`actor`] | an actor per connection, run by `-A` scheduler threads a batch at a time | `-w` workers, FIFO queue |
 //!
+//! Whatever the model, a connection is served by the one session pump (`pump`: reads, the HTTP
+//! session or what it was upgraded to, writes, file bodies), over the transport its listener
+//! chose ([`ListenConfig::transport`](crate::net::ListenConfig::transport)); a model decides
+//! only how it waits for I/O, where jobs run and who opens files.
+//!
 //! [`serve`] starts any of them from [`Settings`]; each module's `spawn` is the direct route.
 //! The models are listed once, in the registry below; [`registry`] says what a model is
 //! ([`Driver`]) and how to add one.
 
 mod accept;
 pub mod blocking;
+mod body;
 pub mod clock;
 mod common;
-mod conn;
 pub mod daemon;
 pub mod files;
+mod pump;
 pub mod registry;
 pub mod signal;
 mod workers;

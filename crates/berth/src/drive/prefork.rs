@@ -82,9 +82,9 @@ pub fn spawn<S: Service>(
     let child_common = Common {
         listen: ListenConfig {
             exclusive: false,
-            ..common.listen
+            ..common.listen.clone()
         },
-        ..*common
+        ..common.clone()
     };
     let child_config = config.clone();
     // Each child says it is listening over a socket pair: the server is reported started
@@ -286,7 +286,7 @@ fn run_child<S: Service>(
         Ok(false) => process::exit_child(0),
         Err(_) => process::exit_child(73),
     }
-    let listeners = match bind_tcp(addr, common.accept_threads.max(1), common.listen) {
+    let listeners = match bind_tcp(addr, common.accept_threads.max(1), common.listen.clone()) {
         Ok(l) => l,
         Err(_) => process::exit_child(71),
     };

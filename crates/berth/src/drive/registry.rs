@@ -497,7 +497,7 @@ pub(crate) fn bind_each(
     count: usize,
     common: &Common,
 ) -> Result<(Vec<TcpListener>, SocketAddr), BindError> {
-    let listeners = bind_tcp(addr, count, common.listen)?;
+    let listeners = bind_tcp(addr, count, common.listen.clone())?;
     let bound = listeners[0].local_addr().map_err(bind_error(addr))?;
     Ok((listeners, bound))
 }

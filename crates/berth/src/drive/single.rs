@@ -11,12 +11,15 @@ use std::sync::Arc;
 use super::blocking::{self, has_pending_input, Active, ConnConfig};
 use super::clock::DateCache;
 use super::{Server, Service};
+use crate::net::Acceptor;
 use crate::rt::Control;
 use crate::stats::Stats;
 
-/// Serves `listener` on one thread. Returns once the thread runs.
+/// Serves `listener` on one thread, its connections over `transport`. Returns once the thread
+/// runs.
 pub fn spawn<S: Service>(
     listener: TcpListener,
+    transport: Acceptor,
     service: S,
     config: ConnConfig,
     stats: Arc<Stats>,
@@ -45,6 +48,7 @@ pub fn spawn<S: Service>(
                     };
                     if let Err(e) = blocking::serve_connection(
                         stream,
+                        &transport,
                         serving,
                         &config,
                         others_waiting,
@@ -99,7 +103,8 @@ impl super::Driver for Single {
         stats: Arc<Stats>,
     ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
         super::registry::on_one_listener(addr, common, |listener| {
-            spawn(listener, service, common.conn(), stats)
+            let transport = common.listen.transport.clone();
+            spawn(listener, transport, service, common.conn(), stats)
         })
     }
 }

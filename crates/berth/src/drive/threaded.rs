@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::blocking::{self, Active, ConnConfig};
 use super::clock::DateCache;
 use super::{Server, Service};
+use crate::net::Acceptor;
 use crate::rt::{Control, StopKind};
 use crate::stats::Stats;
 
@@ -33,9 +34,10 @@ impl Default for Config {
     }
 }
 
-/// Accepts on one thread and serves each connection on a thread of its own.
+/// Accepts on one thread and serves each connection on a thread of its own, over `transport`.
 pub fn spawn<S: Service>(
     listener: TcpListener,
+    transport: Acceptor,
     service: S,
     conn: ConnConfig,
     config: Config,
@@ -60,8 +62,13 @@ pub fn spawn<S: Service>(
                     }
                     serial = serial.wrapping_add(1);
                     let id = serial;
-                    let (service, conn_stats, active, live_now) =
-                        (service.clone(), stats.clone(), active.clone(), live.clone());
+                    let (service, conn_stats, active, live_now, transport) = (
+                        service.clone(),
+                        stats.clone(),
+                        active.clone(),
+                        live.clone(),
+                        transport.clone(),
+                    );
                     live.fetch_add(1, Ordering::AcqRel);
                     let spawned = std::thread::Builder::new()
                         .stack_size(config.stack_size)
@@ -80,6 +87,7 @@ pub fn spawn<S: Service>(
                             };
                             if let Err(e) = blocking::serve_connection(
                                 stream,
+                                &transport,
                                 serving,
                                 &conn,
                                 || false,
@@ -157,7 +165,8 @@ impl super::Driver for Threaded {
         stats: Arc<Stats>,
     ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
         super::registry::on_one_listener(addr, common, |listener| {
-            spawn(listener, service, common.conn(), *config, stats)
+            let transport = common.listen.transport.clone();
+            spawn(listener, transport, service, common.conn(), *config, stats)
         })
     }
 }

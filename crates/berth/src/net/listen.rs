@@ -23,8 +23,10 @@ use std::net::{SocketAddr, TcpListener};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// How listeners are bound.
-#[derive(Debug, Clone, Copy)]
+use super::Acceptor;
+
+/// How listeners are bound, and what their connections are served over.
+#[derive(Debug, Clone)]
 pub struct ListenConfig {
     /// Listen backlog passed to `listen(2)` (the kernel caps it at `net.core.somaxconn`).
     pub backlog: i32,
@@ -42,6 +44,9 @@ pub struct ListenConfig {
     /// seconds (`TCP_DEFER_ACCEPT`; 0 = off). For protocols where the client speaks first
     /// (HTTP), the server then accepts a connection and reads its request in one go.
     pub defer_accept_secs: u32,
+    /// What accepted connections are served over ([`Acceptor::Plain`]: the socket itself).
+    /// Binding ignores it; every model hands each accepted socket to it.
+    pub transport: Acceptor,
 }
 
 impl Default for ListenConfig {
@@ -52,6 +57,7 @@ impl Default for ListenConfig {
             exclusive: true,
             nodelay: true,
             defer_accept_secs: 0,
+            transport: Acceptor::Plain,
         }
     }
 }
@@ -99,7 +105,7 @@ pub fn bind_tcp(
     let mut listeners = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count.max(1) {
-        let listener = bind_one(addr, config).map_err(|source| BindError { addr, source })?;
+        let listener = bind_one(addr, &config).map_err(|source| BindError { addr, source })?;
         if addr.port() == 0 {
             addr = listener
                 .local_addr()
@@ -146,7 +152,7 @@ pub fn reserve_port(addr: SocketAddr) -> Result<(Socket, SocketAddr), BindError>
     reserve().map_err(|source| BindError { addr, source })
 }
 
-fn bind_one(addr: SocketAddr, config: ListenConfig) -> io::Result<TcpListener> {
+fn bind_one(addr: SocketAddr, config: &ListenConfig) -> io::Result<TcpListener> {
     // socket2 creates sockets with SOCK_CLOEXEC, so forked children never inherit them by accident.
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     // SO_REUSEADDR lets a restarted server bind while old connections sit in TIME_WAIT.

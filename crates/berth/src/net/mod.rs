@@ -1,5 +1,6 @@
-//! Addresses and listening sockets, and the few raw socket calls the drivers need. Nothing here
-//! knows about protocols or models.
+//! Addresses and listening sockets, the transports connections are served over
+//! ([`transport`]: the `Transport` seam, and the per-listener choice of one, [`Acceptor`]), and
+//! the few raw socket calls the drivers need. Nothing here knows about protocols or models.
 
 mod listen;
 mod local;
@@ -9,4 +10,4 @@ pub mod transport;
 pub use crate::sys::io::read_into_spare;
 pub use listen::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 pub use local::{bind_udp, bind_unix};
-pub use transport::{Blocking, Evented, Stream, Transport};
+pub use transport::{Accepted, Acceptor, Blocking, Evented, Stream, Transport};

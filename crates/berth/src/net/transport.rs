@@ -3,17 +3,24 @@
 //! next, and it plugs in here without any driver learning about it.
 //!
 //! ```text
-//!   drive::conn (evloop, actor, prefork) ──┐
-//!   drive::blocking (single, threaded, forked) ──> Transport ──> TcpStream | UnixStream | (TLS)
-//!   msg::core (the message engine) ────────┘
+//!   listener ── accept ── Acceptor (per listener: Plain | (Tls)) ──> Accepted<socket>
+//!                                                                       │
+//!   drive::pump (every model: evloop, prefork, actor, single, threaded, forked)
+//!   msg::core (the message engine, over Stream) ──────> Transport ──> TcpStream | UnixStream | (TLS)
 //! ```
 //!
-//! Dispatch is static: drivers are generic over the transport, and [`Stream`] is an enum, so a
-//! plain socket costs no more than calling it directly (no `Box<dyn>` per call).
+//! Dispatch is static: the pump is generic over the transport, and [`Accepted`] and [`Stream`]
+//! are enums, so a plain socket costs no more than calling it directly (no `Box<dyn>` per
+//! call).
+//!
+//! What a listener's connections are served over is the listener's choice, its [`Acceptor`]
+//! (carried by [`ListenConfig::transport`](super::ListenConfig::transport)): every model turns
+//! an accepted socket into an [`Accepted`] through it, in one place (`drive::pump`), so a new
+//! transport is one type here plus one variant of each enum, and no model changes.
 //!
 //! File bodies ask the transport first: one that [`Transport::can_send_file`] gets the bytes
 //! straight from the page cache (`sendfile(2)`); one that must transform the bytes (encrypt
-//! them) cannot, and the caller reads the file in bounded chunks and writes them instead.
+//! them) cannot, and the pump reads the file in bounded chunks and writes them instead.
 
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
@@ -33,8 +40,10 @@ pub trait Transport: Read + Write {
         false
     }
 
-    /// Sends up to `len` bytes of `file` from `*offset`, advancing it; only called when
-    /// [`Transport::can_send_file`]. `WouldBlock` on a full non-blocking socket.
+    /// Sends up to `len` bytes of `file` from `*offset`, advancing it; returns the count sent
+    /// (0 if the file ends at `*offset`). Only called when [`Transport::can_send_file`].
+    /// `WouldBlock` on a full non-blocking socket (or, on a blocking one, when its send timeout
+    /// passed).
     fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
         let _ = (file, offset, len);
         Err(io::ErrorKind::Unsupported.into())
@@ -58,7 +67,7 @@ pub trait Blocking: Transport + AsRawFd {
     fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()>;
 }
 
-/// A plain socket: reads into spare capacity, `sendfile`, `shutdown(SHUT_WR)`.
+/// A plain socket: reads into spare capacity, `sendfile(2)`, `shutdown(SHUT_WR)`.
 macro_rules! plain_socket {
     ($($ty:ty),*) => {$(
         impl Transport for $ty {
@@ -72,7 +81,8 @@ macro_rules! plain_socket {
             }
             #[inline]
             fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
-                crate::drive::files::send_file(&*self, file, offset, len)
+                let count = usize::try_from(len).unwrap_or(usize::MAX);
+                crate::sys::fs::sendfile(&*self, file, offset, count)
             }
             fn shutdown_write(&mut self) -> io::Result<()> {
                 self.shutdown(Shutdown::Write)
@@ -232,5 +242,104 @@ impl<T: Blocking> Blocking for NoSendFile<T> {
     }
     fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         self.0.set_write_timeout(t)
+    }
+}
+
+/// What a listener makes of the sockets it accepts: the transport its connections are served
+/// over, chosen per listener ([`ListenConfig::transport`](super::ListenConfig::transport)).
+/// Every model's accept path goes through [`Acceptor::accept`] (in `drive::pump`), so serving a
+/// listener over another transport (TLS, next) is a variant here and one in [`Accepted`], not
+/// an edit to each model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Acceptor {
+    /// The socket itself: bytes as they are, files with `sendfile(2)`.
+    #[default]
+    Plain,
+}
+
+impl Acceptor {
+    /// Turns `socket`, just accepted on this listener (non-blocking for the readiness models,
+    /// blocking for the others), into the transport the connection is served over.
+    pub fn accept<S: Transport>(&self, socket: S) -> io::Result<Accepted<S>> {
+        match self {
+            Acceptor::Plain => Ok(Accepted::Plain(socket)),
+        }
+    }
+}
+
+/// A connection as its listener's [`Acceptor`] made it: what every HTTP model serves, over the
+/// socket type `S` the model holds (`mio::net::TcpStream`, or a blocking `std::net::TcpStream`).
+/// An enum, so with one kind the matches vanish at compile time and with more each call is one
+/// branch.
+pub enum Accepted<S> {
+    /// A plain socket.
+    Plain(S),
+}
+
+/// Calls `$body` with `$s` bound to the transport inside an [`Accepted`].
+macro_rules! accepted {
+    ($accepted:expr, $s:ident => $body:expr) => {
+        match $accepted {
+            Accepted::Plain($s) => $body,
+        }
+    };
+}
+
+impl<S: Read> Read for Accepted<S> {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        accepted!(self, s => s.read(buf))
+    }
+}
+
+impl<S: Write> Write for Accepted<S> {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        accepted!(self, s => s.write(buf))
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        accepted!(self, s => s.write_vectored(bufs))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        accepted!(self, s => s.flush())
+    }
+}
+
+impl<S: Transport> Transport for Accepted<S> {
+    #[inline]
+    fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        accepted!(self, s => s.read_spare(buf))
+    }
+    #[inline]
+    fn can_send_file(&self) -> bool {
+        accepted!(self, s => s.can_send_file())
+    }
+    #[inline]
+    fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
+        accepted!(self, s => s.send_file(file, offset, len))
+    }
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        accepted!(self, s => s.shutdown_write())
+    }
+}
+
+impl<S: Evented> Evented for Accepted<S> {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        accepted!(self, s => s.source())
+    }
+}
+
+impl<S: Blocking> AsRawFd for Accepted<S> {
+    fn as_raw_fd(&self) -> RawFd {
+        accepted!(self, s => s.as_raw_fd())
+    }
+}
+
+impl<S: Blocking> Blocking for Accepted<S> {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        accepted!(self, s => s.set_read_timeout(t))
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        accepted!(self, s => s.set_write_timeout(t))
     }
 }

@@ -1,9 +1,9 @@
 //! The connection actor: one per connection, owning its socket and its HTTP session (the
-//! non-blocking [`Conn`] the event loop uses too), driven by messages: readiness from the
-//! poller, its own "go on" messages, job replies from the workers and files from the Files
-//! actor.
+//! pumped [`Conn`] every model uses, non-blocking as in the event loop), driven by messages:
+//! readiness from the poller, its own "go on" messages, job replies from the workers and files
+//! from the Files actor.
 //!
-//! Each message does a bounded amount of socket work ([`BUDGET`] reads or `sendfile` calls);
+//! Each message does a bounded amount of socket work ([`BUDGET`] reads or body sends);
 //! when more could be done at once the actor sends itself [`ConnMsg::Continue`] and returns, so
 //! other actors get the thread in between — the "recursive behaviour" of seed 002, whose cost
 //! and benefit the runtime's batch size trades.
@@ -17,14 +17,14 @@ use crossbeam_channel::Sender;
 
 use super::runtime::{Actor, Addr, Context};
 use crate::drive::clock::DateCache;
-use crate::drive::conn::{Conn, Env, Fate};
+use crate::drive::pump::{Conn, Env, Fate};
 use crate::drive::files::OpenFile;
 use crate::drive::workers::{self, Offloaded, ReplyTo, Task};
 use crate::drive::Timeouts;
 use crate::rt::BufPool;
 use crate::stats::Stats;
 
-/// Socket operations per message: one read or one `sendfile` chunk, then yield.
+/// Socket operations per message: one read or one body chunk, then yield.
 pub(super) const BUDGET: usize = 1;
 
 /// What a connection actor is sent.
@@ -129,10 +129,11 @@ where
             handler: &mut self.handler,
             pool: &mut self.pool,
             limits: &shared.limits,
-            date: self.date.get(),
+            date: &mut self.date,
             max_input: shared.max_input,
             budget: BUDGET,
             stats: &shared.stats,
+            wind_down: None,
         };
         let fate = match msg {
             ConnMsg::Ready {
@@ -216,10 +217,11 @@ where
                         handler: &mut self.handler,
                         pool: &mut self.pool,
                         limits: &shared.limits,
-                        date: self.date.get(),
+                        date: &mut self.date,
                         max_input: shared.max_input,
                         budget: BUDGET,
                         stats: &shared.stats,
+                        wind_down: None,
                     };
                     self.conn.complete(reply, &mut env)
                 }

@@ -1,7 +1,8 @@
 //! The Files actor: the one place the actor model opens files. Connection actors send it a
 //! [`FileRequest`](berth_proto::http::FileRequest) with their address; it opens the file below
 //! the root ([`Files::open`], which refuses every way out of it) and sends back the open file
-//! and its metadata. The connection then streams the bytes itself with `sendfile(2)`, so the
+//! and its metadata. The connection then sends the bytes itself as the pump sends any file body
+//! (`sendfile(2)`, or bounded chunks for a transport that cannot), so the
 //! file's contents never pass through a message.
 //!
 //! Seed 002 added it "to coordinate access to the file system": one mailbox serialises every

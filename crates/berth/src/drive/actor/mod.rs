@@ -17,10 +17,10 @@
 //! ```
 //!
 //! The pieces: [`runtime`] (actors, mailboxes, batches; knows nothing of HTTP), the connection
-//! actor (the non-blocking connection of `evloop` driven by messages, one socket operation per
-//! message), and the Files actor. The seed's connection actor polled its socket with a 25 ms
-//! read timeout; here the poller tells an actor when its socket is ready, so an idle connection
-//! costs no scheduler time at all.
+//! actor (the pumped connection of every model, non-blocking as in `evloop`, driven by
+//! messages, one socket operation per message), and the Files actor. The seed's connection
+//! actor polled its socket with a 25 ms read timeout; here the poller tells an actor when its
+//! socket is ready, so an idle connection costs no scheduler time at all.
 
 mod connection;
 mod files;
@@ -43,9 +43,10 @@ use self::files::FilesActor;
 use self::runtime::{Addr, Runtime, Spawner};
 use super::accept;
 use super::clock::DateCache;
-use super::conn::Conn;
+use super::pump::Conn;
 use super::workers;
 use super::{Server, Service, Timeouts};
+use crate::net::{Acceptor, Evented};
 use crate::rt::{BufPool, Control};
 use crate::stats::Stats;
 
@@ -93,6 +94,8 @@ struct Flat {
     buffer_size: usize,
     /// Header, body, idle and write timeouts.
     timeouts: Timeouts,
+    /// What accepted connections are served over.
+    transport: Acceptor,
 }
 
 impl Flat {
@@ -106,6 +109,7 @@ impl Flat {
             limits: common.limits,
             buffer_size: common.buffer_size,
             timeouts: common.timeouts,
+            transport: common.listen.transport.clone(),
         }
     }
 }
@@ -286,7 +290,7 @@ where
             let Some(listener) = &self.listener else {
                 return;
             };
-            let Some(mut stream) = accept::next(listener, &mut self.accept_paused, "actor poller")
+            let Some(stream) = accept::next(listener, &mut self.accept_paused, "actor poller")
             else {
                 return;
             };
@@ -295,6 +299,13 @@ where
                 accept::refuse(stream, self.service.refusal(), shard, capacity, "actor");
                 continue;
             }
+            let mut conn = match Conn::accept(stream, &self.config.transport) {
+                Ok(conn) => conn,
+                Err(e) => {
+                    log::debug!("actor poller: a connection failed to start: {e}");
+                    continue;
+                }
+            };
             // Keys of closed connections must be free before they are handed out again.
             self.free_closed();
             let entry = self.conns.vacant_entry();
@@ -303,7 +314,7 @@ where
             if let Err(e) = self
                 .poll
                 .registry()
-                .register(&mut stream, Token(key), interest)
+                .register(conn.stream.source(), Token(key), interest)
             {
                 log::warn!("actor poller: cannot register a connection: {e}");
                 continue;
@@ -312,7 +323,7 @@ where
             let shard = self.serial;
             let deadline = Arc::new(AtomicU64::new(0));
             let actor = ConnActor {
-                conn: Conn::new(stream),
+                conn,
                 key,
                 shard,
                 handler: self.service.handler(shard),

@@ -31,9 +31,10 @@ use slab::Slab;
 
 use super::accept;
 use super::clock::DateCache;
-use super::conn::{Conn, Env, Fate};
+use super::pump::{Conn, Env, Fate};
 use super::workers::{self, LoopConn, LoopQueue, Offloaded, Task};
 use super::{Server, Service, Timeouts};
+use crate::net::{Acceptor, Evented};
 use crate::rt::{BufPool, Control, Wheel};
 use crate::stats::Stats;
 
@@ -98,6 +99,8 @@ struct Flat {
     first_thread: usize,
     /// Header, body, idle and write timeouts.
     timeouts: Timeouts,
+    /// What accepted connections are served over.
+    transport: Acceptor,
 }
 
 impl Flat {
@@ -113,6 +116,7 @@ impl Flat {
             read_on_accept: common.read_on_accept,
             first_thread: own.first_thread,
             timeouts: common.timeouts,
+            transport: common.listen.transport.clone(),
         }
     }
 }
@@ -333,12 +337,18 @@ impl<H: Handler> EventLoop<H> {
             }
             let entry = self.conns.vacant_entry();
             let key = entry.key();
-            let mut conn = Conn::new(stream);
+            let mut conn = match Conn::accept(stream, &self.config.transport) {
+                Ok(conn) => conn,
+                Err(e) => {
+                    log::debug!("loop {}: a connection failed to start: {e}", self.id);
+                    continue;
+                }
+            };
             let interest = Interest::READABLE | Interest::WRITABLE;
             if let Err(e) = self
                 .poll
                 .registry()
-                .register(&mut conn.stream, Token(key), interest)
+                .register(conn.stream.source(), Token(key), interest)
             {
                 log::warn!("loop {}: cannot register a connection: {e}", self.id);
                 continue;
@@ -357,10 +367,11 @@ impl<H: Handler> EventLoop<H> {
             handler: &mut self.handler,
             pool: &mut self.pool,
             limits: &self.config.limits,
-            date: self.date.get(),
+            date: &mut self.date,
             max_input: self.max_input,
             budget: usize::MAX,
             stats: &self.stats,
+            wind_down: None,
         };
         (env, &mut self.conns)
     }
@@ -488,7 +499,7 @@ impl<H: Handler> EventLoop<H> {
         if conn.job_pending {
             // The socket stays open until the job ends; stop hearing about it meanwhile. A job
             // still queued is dropped unrun when a worker takes it, which frees the slot then.
-            let _ = self.poll.registry().deregister(&mut conn.stream);
+            let _ = self.poll.registry().deregister(conn.stream.source());
             conn.dead = true;
             self.loops[self.owner].set_cancelled(key, true);
         } else {

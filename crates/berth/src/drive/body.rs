@@ -1,0 +1,184 @@
+//! Body sources: response bytes the pump sends from somewhere other than its output buffer.
+//! Today that is a range of an open file (a `/files` answer); the session writes the head, says
+//! [`Action::Body`](berth_proto::http::pump::Action::Body), and the pump sends the range with
+//! [`Body::send`], whatever the model.
+//!
+//! How the bytes move is the transport's call, not the model's: one that
+//! [`can_send_file`](Transport::can_send_file) (a plain socket) gets them straight from the page
+//! cache with `sendfile(2)`, [`CHUNK`] bytes a call at most; one that cannot (an encrypting
+//! transport) gets them read into the pump's output buffer, one pooled buffer at a time, and
+//! written like any output. Either way a connection holds an open file and an offset, never
+//! more than one buffer of the file's bytes, however large the file or slow the peer.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+use crate::net::Transport;
+
+/// The most one `sendfile` call is asked for, so that one connection's large file cannot hold
+/// its thread for long.
+pub const CHUNK: usize = 64 * 1024;
+
+/// What a body still has to send.
+pub(crate) enum Body {
+    /// `remaining` bytes of `file` from `offset`.
+    File {
+        file: File,
+        offset: u64,
+        remaining: u64,
+    },
+}
+
+/// What one [`Body::send`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// The transport took bytes straight from the source (`n` of them; 0: it would block).
+    Direct(usize),
+    /// The next bytes are in the output buffer, for the pump to write like any output.
+    Buffered,
+}
+
+impl Body {
+    /// `len` bytes of `file` from `offset`.
+    pub(crate) fn file(file: File, offset: u64, len: u64) -> Body {
+        Body::File {
+            file,
+            offset,
+            remaining: len,
+        }
+    }
+
+    /// Nothing left to send.
+    pub(crate) fn is_done(&self) -> bool {
+        match self {
+            Body::File { remaining, .. } => *remaining == 0,
+        }
+    }
+
+    /// Moves the next bytes one step towards `transport`: one `sendfile` call if the transport
+    /// can take file bytes directly, else a read of up to `out`'s capacity (`out` must be empty:
+    /// the pump calls this once its output is written) into `out`. A file that ends before the
+    /// promised length is an error: the Content-Length already sent can no longer be met, and
+    /// the connection must end.
+    pub(crate) fn send<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        out: &mut Vec<u8>,
+    ) -> io::Result<Sent> {
+        let Body::File {
+            file,
+            offset,
+            remaining,
+        } = self;
+        if transport.can_send_file() {
+            let n = transport.send_file(file, offset, (*remaining).min(CHUNK as u64))?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            *remaining -= n as u64;
+            return Ok(Sent::Direct(n));
+        }
+        debug_assert!(out.is_empty(), "a body chunk read over unwritten output");
+        let want = (out.capacity() as u64).min(*remaining) as usize;
+        out.resize(want, 0);
+        let n = read_chunk(file, out, *offset);
+        out.truncate(*n.as_ref().unwrap_or(&0));
+        let n = n?;
+        *offset += n as u64;
+        *remaining -= n as u64;
+        Ok(Sent::Buffered)
+    }
+}
+
+/// Reads up to `buf.len()` bytes of `file` at `offset`, retrying interruptions. A file that
+/// ends first is an error (see [`Body::send`]).
+fn read_chunk(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    loop {
+        match file.read_at(buf, offset) {
+            Ok(0) if !buf.is_empty() => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::transport::NoSendFile;
+
+    /// A transport into memory that cannot `sendfile`: what the buffered path writes to.
+    struct Memory;
+
+    impl io::Read for Memory {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            Ok(0)
+        }
+    }
+
+    impl io::Write for Memory {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Transport for Memory {
+        fn read_spare(&mut self, _: &mut Vec<u8>) -> io::Result<usize> {
+            Ok(0)
+        }
+        fn shutdown_write(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn scratch_file(name: &str, data: &[u8]) -> (std::path::PathBuf, File) {
+        let path = std::env::temp_dir().join(format!("berth-body-{name}-{}", std::process::id()));
+        std::fs::write(&path, data).unwrap();
+        let file = File::open(&path).unwrap();
+        (path, file)
+    }
+
+    /// Read into the output buffer (a transport that cannot `sendfile`): exactly the range,
+    /// never more than the buffer's capacity at a time, and a file shorter than promised is an
+    /// error.
+    #[test]
+    fn a_buffered_body_sends_exactly_the_range_in_bounded_chunks() {
+        let data: Vec<u8> = (0..(3 * CHUNK + 17)).map(|i| (i % 251) as u8).collect();
+        let (path, file) = scratch_file("buffered", &data);
+        let mut body = Body::file(file.try_clone().unwrap(), 5, data.len() as u64 - 10);
+        let mut out = Vec::with_capacity(16 * 1024);
+        let capacity = out.capacity();
+        let mut sent = Vec::new();
+        let mut transport = NoSendFile(Memory);
+        while !body.is_done() {
+            assert_eq!(body.send(&mut transport, &mut out).unwrap(), Sent::Buffered);
+            assert!(!out.is_empty() && out.len() <= capacity, "{}", out.len());
+            sent.append(&mut out);
+        }
+        assert_eq!(sent, &data[5..data.len() - 5]);
+        assert_eq!(
+            out.capacity(),
+            capacity,
+            "one buffer, whatever the file size"
+        );
+
+        let mut short = Body::file(file, 0, data.len() as u64 + 1);
+        let mut out = Vec::with_capacity(4 * CHUNK);
+        while !short.is_done() {
+            match short.send(&mut transport, &mut out) {
+                Ok(_) => out.clear(),
+                Err(e) => {
+                    assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+                    assert!(out.is_empty(), "nothing of a failed read is sent");
+                    let _ = std::fs::remove_file(&path);
+                    return;
+                }
+            }
+        }
+        panic!("a file shorter than promised is an error");
+    }
+}
