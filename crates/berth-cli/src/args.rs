@@ -255,6 +255,15 @@ pub struct ServeArgs {
     #[arg(long)]
     pub reuse_port: bool,
 
+    /// Serve HTTPS with this certificate (PEM, the chain after it). Needs --tls-key. SIGHUP
+    /// reads both files again (new connections get the new certificate).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// The private key of --tls-cert (PEM: PKCS#8, RSA or EC).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
     /// Listen backlog (pending connections the kernel queues per listener).
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..))]
     pub backlog: i32,

@@ -8,7 +8,9 @@ use std::time::Duration;
 use berth::app::{Demo, DemoConfig};
 use berth::drive::files::Files;
 use berth::drive::{self, Common, Settings};
-use berth::net::ListenConfig;
+use berth::drive::signal::Signal;
+use berth::net::tls::{TlsAcceptor, TlsSettings};
+use berth::net::{Acceptor, ListenConfig};
 use berth_proto::http::Limits;
 
 use crate::args::{usage_error, ServeArgs};
@@ -58,6 +60,14 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_body_bytes: args.max_body_size,
         ..Limits::default()
     };
+    // Certificate problems are runtime failures with their cause (exit 1), found before
+    // anything starts.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            TlsAcceptor::new(TlsSettings::http(cert, key)).map_err(|e| format!("TLS: {e}"))?,
+        ),
+        _ => None,
+    };
     let mut settings = Settings::new(model, addr);
     settings.common = Common {
         listen: ListenConfig {
@@ -65,6 +75,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             // HTTP clients speak first: let the kernel hand over connections with their request.
             defer_accept_secs: 1,
             exclusive: !args.reuse_port,
+            transport: tls.clone().map_or(Acceptor::Plain, Acceptor::Tls),
             ..ListenConfig::default()
         },
         read_on_accept: true,
@@ -136,7 +147,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
              ./public before starting)"
         );
     }
-    let line = format!("berth listening on http://{bound} (model {model}, {shape})");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let line = format!("berth listening on {scheme}://{bound} (model {model}, {shape})");
     match &mut daemon {
         Some(d) => {
             log::info!("{line}");
@@ -148,7 +160,12 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             out.flush()?;
         }
     }
-    let signal = drive::signal::wait_for_termination()?;
+    let signal = loop {
+        match drive::signal::wait_for_signal()? {
+            Signal::Stop(signal) => break signal,
+            Signal::Reload => reload(tls.as_ref()),
+        }
+    };
     log::info!("{signal:?} received: finishing requests in flight (up to {:?}); a second signal stops at once", args.shutdown_timeout);
     server.drain(args.shutdown_timeout);
     std::thread::spawn(|| {
@@ -162,4 +179,22 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // The pid file goes with the daemon handle.
     drop(daemon);
     Ok(())
+}
+
+/// SIGHUP: the certificate and key are read again; new connections get them. A reload that
+/// fails keeps the certificate in use and says why.
+fn reload(tls: Option<&TlsAcceptor>) {
+    let Some(tls) = tls else {
+        log::info!("SIGHUP received: nothing to reload (no --tls-cert)");
+        return;
+    };
+    let files = tls.settings();
+    match tls.reload() {
+        Ok(()) => log::info!(
+            "SIGHUP received: certificate reloaded from {} and {}",
+            files.cert.display(),
+            files.key.display()
+        ),
+        Err(e) => log::warn!("SIGHUP received: certificate not reloaded, the one in use stays: {e}"),
+    }
 }

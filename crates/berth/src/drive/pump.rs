@@ -193,7 +193,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
     /// Bytes of the current response not yet handed to the kernel, head or body.
     fn out_pending(&self) -> bool {
-        self.written < self.output.len() || self.body.is_some()
+        self.written < self.output.len() || self.body.is_some() || self.stream.has_pending()
     }
 
     /// The last pump stopped for want of budget. If it also handed out a job, nothing pumps the
@@ -355,7 +355,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         handoff: &mut Option<Handoff<H::Job>>,
     ) -> bool {
         loop {
-            if self.writable && self.written < self.output.len() {
+            if self.writable && (self.written < self.output.len() || self.stream.has_pending()) {
                 if let Err(e) = self.flush() {
                     return self.fail(e);
                 }
@@ -458,7 +458,11 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                         // Blocking: one read per request of the owner's. Readiness: a read that
                         // left room in the buffer drained the socket; new bytes will raise a new
                         // edge, so skip the read that would only say WouldBlock.
-                        if W::BLOCKING || (self.input.len() < self.input.capacity() && !self.hup) {
+                        if W::BLOCKING
+                            || (self.input.len() < self.input.capacity()
+                                && !self.hup
+                                && self.stream.short_read_drains())
+                        {
                             self.readable = false;
                         }
                     }
@@ -582,6 +586,16 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         }
         self.output.clear();
         self.written = 0;
+        // What the transport still holds (a TLS layer's records the socket did not take).
+        if self.stream.has_pending() {
+            match self.stream.flush() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && !W::BLOCKING => {
+                    self.writable = false;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         Ok(())
     }
 

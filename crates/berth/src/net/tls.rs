@@ -184,6 +184,15 @@ impl std::fmt::Debug for TlsAcceptor {
     }
 }
 
+/// Two acceptors are the same when they share one configuration (clones of each other).
+impl PartialEq for TlsAcceptor {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.config, &other.config)
+    }
+}
+
+impl Eq for TlsAcceptor {}
+
 impl TlsAcceptor {
     /// Reads the certificate and key; any problem with them is the error.
     pub fn new(settings: TlsSettings) -> Result<TlsAcceptor, TlsError> {
@@ -474,6 +483,14 @@ impl<S: Transport> Transport for TlsStream<S> {
         self.conn.send_close_notify();
         let _ = self.push();
         self.sock.shutdown_write()
+    }
+
+    fn has_pending(&self) -> bool {
+        self.conn.wants_write()
+    }
+
+    fn short_read_drains(&self) -> bool {
+        false
     }
 }
 

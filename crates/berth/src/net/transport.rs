@@ -51,6 +51,22 @@ pub trait Transport: Read + Write {
 
     /// Ends our direction of the stream (the peer reads end-of-stream after what was sent).
     fn shutdown_write(&mut self) -> io::Result<()>;
+
+    /// Bytes written to this transport that have not reached the socket yet (a TLS layer's
+    /// records, when the socket was full): the output is not out until
+    /// [`Write::flush`] has pushed them. Plain sockets hold nothing.
+    #[inline]
+    fn has_pending(&self) -> bool {
+        false
+    }
+
+    /// Whether a read that returned less than it was offered emptied the socket, so that the
+    /// next read would only say "would block" (true for a plain socket; not for TLS, where a
+    /// read returns one record's plaintext while more records may wait).
+    #[inline]
+    fn short_read_drains(&self) -> bool {
+        true
+    }
 }
 
 /// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
@@ -255,6 +271,8 @@ pub enum Acceptor {
     /// The socket itself: bytes as they are, files with `sendfile(2)`.
     #[default]
     Plain,
+    /// TLS (rustls) over the socket: files are read and encrypted in bounded chunks.
+    Tls(super::tls::TlsAcceptor),
 }
 
 impl Acceptor {
@@ -263,6 +281,7 @@ impl Acceptor {
     pub fn accept<S: Transport>(&self, socket: S) -> io::Result<Accepted<S>> {
         match self {
             Acceptor::Plain => Ok(Accepted::Plain(socket)),
+            Acceptor::Tls(tls) => Ok(Accepted::Tls(Box::new(tls.accept(socket)?))),
         }
     }
 }
@@ -274,6 +293,8 @@ impl Acceptor {
 pub enum Accepted<S> {
     /// A plain socket.
     Plain(S),
+    /// TLS over the socket (boxed: a TLS connection's state is kilobytes, a socket's a word).
+    Tls(Box<super::tls::TlsStream<S>>),
 }
 
 /// Calls `$body` with `$s` bound to the transport inside an [`Accepted`].
@@ -281,18 +302,19 @@ macro_rules! accepted {
     ($accepted:expr, $s:ident => $body:expr) => {
         match $accepted {
             Accepted::Plain($s) => $body,
+            Accepted::Tls($s) => $body,
         }
     };
 }
 
-impl<S: Read> Read for Accepted<S> {
+impl<S: Read + Write> Read for Accepted<S> {
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         accepted!(self, s => s.read(buf))
     }
 }
 
-impl<S: Write> Write for Accepted<S> {
+impl<S: Read + Write> Write for Accepted<S> {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         accepted!(self, s => s.write(buf))
@@ -320,6 +342,14 @@ impl<S: Transport> Transport for Accepted<S> {
     }
     fn shutdown_write(&mut self) -> io::Result<()> {
         accepted!(self, s => s.shutdown_write())
+    }
+    #[inline]
+    fn has_pending(&self) -> bool {
+        accepted!(self, s => s.has_pending())
+    }
+    #[inline]
+    fn short_read_drains(&self) -> bool {
+        accepted!(self, s => s.short_read_drains())
     }
 }
 

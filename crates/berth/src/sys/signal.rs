@@ -1,6 +1,6 @@
-//! The termination signals (SIGINT, SIGTERM): blocked in every thread and collected with
-//! `sigwait(2)` (`drive::signal` tells the story), or, in a single-threaded forked child, caught
-//! by a handler that only sets a flag.
+//! The termination signals (SIGINT, SIGTERM) and SIGHUP (reload): blocked in every thread and
+//! collected with `sigwait(2)` (`drive::signal` tells the story), or, in a single-threaded
+//! forked child, caught by a handler that only sets a flag (SIGHUP stays blocked there).
 
 use std::io;
 
@@ -13,21 +13,37 @@ pub enum Termination {
     Terminate,
 }
 
-fn termination_set() -> libc::sigset_t {
+/// A signal [`wait_for_signal`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT or SIGTERM.
+    Stop(Termination),
+    /// SIGHUP: read configuration files again (a TLS certificate).
+    Reload,
+}
+
+fn signal_set(hangup: bool) -> libc::sigset_t {
     // SAFETY: sigemptyset initialises the set it is given; a zeroed sigset_t is a valid argument.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        if hangup {
+            libc::sigaddset(&mut set, libc::SIGHUP);
+        }
         set
     }
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts afterwards.
-/// Call it first thing, before spawning the server's threads.
+fn termination_set() -> libc::sigset_t {
+    signal_set(false)
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and every thread it starts
+/// afterwards. Call it first thing, before spawning the server's threads.
 pub fn block_termination() -> io::Result<()> {
-    let set = termination_set();
+    let set = signal_set(true);
     // SAFETY: `set` is an initialised signal set; a null old-set pointer is allowed.
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     if rc != 0 {
@@ -48,20 +64,30 @@ pub fn unblock_termination() -> io::Result<()> {
     Ok(())
 }
 
-/// Waits until SIGINT or SIGTERM arrives. The signals must have been blocked with
-/// [`block_termination`], or they would kill the process before this returns.
+/// Waits until SIGINT or SIGTERM arrives (a SIGHUP meanwhile is taken and ignored). The
+/// signals must have been blocked with [`block_termination`], or they would kill the process
+/// before this returns.
 pub fn wait_for_termination() -> io::Result<Termination> {
-    let set = termination_set();
+    loop {
+        if let Signal::Stop(t) = wait_for_signal()? {
+            return Ok(t);
+        }
+    }
+}
+
+/// Waits until SIGINT, SIGTERM or SIGHUP arrives (blocked first with [`block_termination`]).
+pub fn wait_for_signal() -> io::Result<Signal> {
+    let set = signal_set(true);
     let mut sig: libc::c_int = 0;
     // SAFETY: both pointers refer to live, initialised values for the duration of the call.
     let rc = unsafe { libc::sigwait(&set, &mut sig) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
-    Ok(if sig == libc::SIGINT {
-        Termination::Interrupt
-    } else {
-        Termination::Terminate
+    Ok(match sig {
+        libc::SIGINT => Signal::Stop(Termination::Interrupt),
+        libc::SIGHUP => Signal::Reload,
+        _ => Signal::Stop(Termination::Terminate),
     })
 }
 
