@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig};
 use berth::drive::files::Files;
-use berth::drive::{self, Common, Settings};
 use berth::drive::signal::Signal;
+use berth::drive::{self, Common, Settings};
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth::net::{Acceptor, ListenConfig};
 use berth_proto::http::Limits;
@@ -63,9 +63,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Certificate problems are runtime failures with their cause (exit 1), found before
     // anything starts.
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(
-            TlsAcceptor::new(TlsSettings::http(cert, key)).map_err(|e| format!("TLS: {e}"))?,
-        ),
+        (Some(cert), Some(key)) => {
+            Some(TlsAcceptor::new(TlsSettings::http(cert, key)).map_err(|e| format!("TLS: {e}"))?)
+        }
         _ => None,
     };
     let mut settings = Settings::new(model, addr);
@@ -195,6 +195,8 @@ fn reload(tls: Option<&TlsAcceptor>) {
             files.cert.display(),
             files.key.display()
         ),
-        Err(e) => log::warn!("SIGHUP received: certificate not reloaded, the one in use stays: {e}"),
+        Err(e) => {
+            log::warn!("SIGHUP received: certificate not reloaded, the one in use stays: {e}")
+        }
     }
 }

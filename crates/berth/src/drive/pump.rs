@@ -153,6 +153,8 @@ pub(super) struct Conn<T = Accepted<mio::net::TcpStream>, W: Waits = Readiness> 
     answered: bool,
     /// The I/O error that ended the connection, if one did.
     error: Option<io::Error>,
+    /// When the transport's handshake was first seen under way (see [`Conn::deadline`]).
+    handshake_since: Option<Instant>,
     waits: PhantomData<W>,
 }
 
@@ -187,6 +189,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             timed_out: false,
             answered: false,
             error: None,
+            handshake_since: None,
             waits: PhantomData,
         }
     }
@@ -244,7 +247,16 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// what it speaks, see `Core::poll_timeout`).
     pub fn deadline(&mut self, now: Instant, t: &Timeouts) -> Option<Instant> {
         let pending = self.out_pending();
-        self.core.poll_timeout(&self.input, pending, now, t)
+        let rule = self.core.poll_timeout(&self.input, pending, now, t);
+        if !self.stream.handshaking() {
+            self.handshake_since = None;
+            return rule;
+        }
+        // A transport's own handshake (TLS) comes before the first request byte: it gets the
+        // time a request head gets, counted from the first look, so that a client that opens a
+        // connection and never finishes the handshake is dropped like a slow request head.
+        let handshake = *self.handshake_since.get_or_insert(now) + t.header;
+        Some(rule.map_or(handshake, |r| r.min(handshake)))
     }
 
     /// The deadline passed: a stalled write or an idle connection is closed, a request in

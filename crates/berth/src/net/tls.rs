@@ -375,6 +375,23 @@ impl<S: Read + Write> TlsStream<S> {
         Ok(())
     }
 
+    /// Drives the handshake to its end (on a blocking socket; a non-blocking one may return
+    /// `WouldBlock` to be called again). A client calls it before it writes, so that what it
+    /// writes goes out at once rather than waiting in the stream for a handshake that only a
+    /// read would advance.
+    pub fn complete_handshake(&mut self) -> io::Result<()> {
+        while self.conn.is_handshaking() {
+            self.push()?;
+            if self.conn.is_handshaking() && self.conn.wants_read() && self.pull()? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed during the TLS handshake",
+                ));
+            }
+        }
+        self.push()
+    }
+
     /// Reads records from the socket once and decrypts them. `Ok(0)`: the socket is at its
     /// end. A protocol error sends the peer its alert (as far as the socket takes it).
     fn pull(&mut self) -> io::Result<usize> {
@@ -491,6 +508,10 @@ impl<S: Transport> Transport for TlsStream<S> {
 
     fn short_read_drains(&self) -> bool {
         false
+    }
+
+    fn handshaking(&self) -> bool {
+        self.conn.is_handshaking()
     }
 }
 

@@ -67,6 +67,13 @@ pub trait Transport: Read + Write {
     fn short_read_drains(&self) -> bool {
         true
     }
+
+    /// A handshake of the transport's own (TLS) is under way: no application byte can come
+    /// before it ends, so the driver times it as it would a request head.
+    #[inline]
+    fn handshaking(&self) -> bool {
+        false
+    }
 }
 
 /// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
@@ -350,6 +357,10 @@ impl<S: Transport> Transport for Accepted<S> {
     #[inline]
     fn short_read_drains(&self) -> bool {
         accepted!(self, s => s.short_read_drains())
+    }
+    #[inline]
+    fn handshaking(&self) -> bool {
+        accepted!(self, s => s.handshaking())
     }
 }
 

@@ -386,10 +386,11 @@ impl Response {
 }
 
 /// A client on one connection: writes raw bytes and reads responses framed by Content-Length,
-/// keeping bytes of later (pipelined) responses for the next read.
-pub struct Client {
+/// keeping bytes of later (pipelined) responses for the next read. Over a TCP socket, or any
+/// other byte stream (a TLS client's).
+pub struct Client<S = TcpStream> {
     /// The socket.
-    pub stream: TcpStream,
+    pub stream: S,
     buf: Vec<u8>,
 }
 
@@ -399,8 +400,24 @@ impl Client {
         Client::from_stream(connect(addr))
     }
 
+    /// Closes the connection: with a FIN, or with a RST if `reset` (`SO_LINGER` 0).
+    pub fn leave(self, reset: bool) {
+        if reset {
+            socket2::SockRef::from(&self.stream)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+        }
+    }
+
+    /// Shuts down the write side (sends FIN).
+    pub fn shutdown_write(&self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+}
+
+impl<S: Read + Write> Client<S> {
     /// Wraps a connected stream.
-    pub fn from_stream(stream: TcpStream) -> Client {
+    pub fn from_stream(stream: S) -> Client<S> {
         Client {
             stream,
             buf: Vec::new(),
@@ -525,15 +542,6 @@ impl Client {
         );
     }
 
-    /// Closes the connection: with a FIN, or with a RST if `reset` (`SO_LINGER` 0).
-    pub fn leave(self, reset: bool) {
-        if reset {
-            socket2::SockRef::from(&self.stream)
-                .set_linger(Some(Duration::ZERO))
-                .unwrap();
-        }
-    }
-
     /// Reads the answer to a request the server must refuse: `status` with `Connection: close`,
     /// then the connection closed with nothing more. `what` names the request in a failure.
     pub fn expect_refusal(&mut self, status: u16, what: &str) -> Response {
@@ -544,11 +552,6 @@ impl Client {
         assert!(r.closes(), "{what}: no Connection: close");
         self.expect_closed_after(&format!("{what}: the {status}"));
         r
-    }
-
-    /// Shuts down the write side (sends FIN).
-    pub fn shutdown_write(&self) {
-        let _ = self.stream.shutdown(Shutdown::Write);
     }
 
     fn fill(&mut self) -> io::Result<()> {
