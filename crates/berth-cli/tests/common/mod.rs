@@ -224,12 +224,13 @@ pub fn wait_for(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Parses `http://ADDR` out of a startup line.
+/// Parses `http://ADDR` (or `https://ADDR`) out of a startup line.
 pub fn address_in(line: &str) -> SocketAddr {
     let start = line
-        .find("http://")
+        .find("://")
+        .filter(|&i| line[..i].ends_with("http") || line[..i].ends_with("https"))
         .unwrap_or_else(|| panic!("no http:// address in {line:?}"))
-        + "http://".len();
+        + "://".len();
     let rest = &line[start..];
     let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
     rest[..end].parse().expect("a socket address")

@@ -1,0 +1,156 @@
+//! `berth serve --tls-cert --tls-key` as a built binary (issue 16): certificate problems end
+//! startup with exit 1 and the cause; the startup line says https; SIGHUP reloads the
+//! certificate (new connections get it) and a reload that fails keeps the old one; curl, where
+//! installed, gets its answer over TLS 1.2 and 1.3.
+
+#[path = "../../berth/tests/support/certs.rs"]
+mod certs;
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use berth::net::tls::TlsConnector;
+use certs::Certs;
+use common::{address_in, run_within, Berth};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn serve(certs: &Certs) -> (Berth, SocketAddr) {
+    let cert = certs.cert.to_str().unwrap();
+    let key = certs.key.to_str().unwrap();
+    let mut berth = Berth::spawn(&["serve", "-p", "0", "--tls-cert", cert, "--tls-key", key]);
+    let line = berth.line();
+    assert!(line.starts_with("berth listening on https://"), "{line}");
+    (berth, address_in(&line))
+}
+
+/// One request over TLS; the answer's body and the common name of the server's certificate.
+fn get(certs: &Certs, addr: SocketAddr) -> (String, Option<String>) {
+    let connector = TlsConnector::new(Some(&certs.ca), &[b"http/1.1"]).unwrap();
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut tls = connector.connect("127.0.0.1", sock).unwrap();
+    tls.complete_handshake().unwrap();
+    tls.write_all(b"GET /hello/world HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    tls.read_to_string(&mut answer).unwrap();
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (body, tls.peer_common_name())
+}
+
+#[test]
+fn certificate_problems_stop_startup_with_their_cause() {
+    let certs = Certs::new("cli-bad");
+    let (old_cert, old_key) = (certs.path("old.pem"), certs.path("old.key"));
+    certs.issue("old", &old_cert, &old_key, Some((1999, 2000)));
+    let (other_cert, other_key) = (certs.path("other.pem"), certs.path("other.key"));
+    certs.issue("other", &other_cert, &other_key, None);
+    let path = |p: &std::path::PathBuf| p.to_str().unwrap().to_owned();
+    let cases = [
+        (
+            path(&certs.path("missing.pem")),
+            path(&certs.key),
+            "cannot read certificate",
+        ),
+        (
+            path(&certs.cert),
+            path(&certs.path("missing.key")),
+            "cannot read private key",
+        ),
+        (path(&certs.key), path(&certs.key), "no certificate in it"),
+        (
+            path(&certs.cert),
+            path(&other_key),
+            "does not match the certificate",
+        ),
+        (
+            path(&old_cert),
+            path(&old_key),
+            "the certificate expired on",
+        ),
+    ];
+    for (cert, key, cause) in cases {
+        let (status, _, err) = run_within(
+            &["serve", "-p", "0", "--tls-cert", &cert, "--tls-key", &key],
+            LIMIT,
+        );
+        assert_eq!(status.code(), Some(1), "{cert} {key}: {err}");
+        assert!(
+            err.contains("TLS: ") && err.contains(cause),
+            "{cause}: {err}"
+        );
+    }
+    // One without the other is a usage error.
+    let (status, _, err) = run_within(&["serve", "--tls-cert", &path(&certs.cert)], LIMIT);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("--tls-key"), "{err}");
+}
+
+#[test]
+fn sighup_reloads_the_certificate_and_a_bad_reload_keeps_the_old() {
+    let certs = Certs::new("cli-reload");
+    let (mut berth, addr) = serve(&certs);
+    assert_eq!(
+        get(&certs, addr),
+        ("Hello, World!".into(), Some("server".into()))
+    );
+
+    certs.issue("renewed", &certs.cert, &certs.key, None);
+    berth.signal("HUP");
+    let renewed = common::wait_for(LIMIT, || get(&certs, addr).1.as_deref() == Some("renewed"));
+    assert!(renewed, "the new certificate was not served after SIGHUP");
+
+    std::fs::write(&certs.key, "not a key").unwrap();
+    berth.signal("HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        get(&certs, addr),
+        ("Hello, World!".into(), Some("renewed".into()))
+    );
+
+    berth.signal("TERM");
+    let (status, _, err) = berth.finish(LIMIT);
+    assert!(status.success(), "{err}");
+    assert!(err.contains("certificate reloaded from"), "{err}");
+    assert!(
+        err.contains("certificate not reloaded, the one in use stays")
+            && err.contains("no private key"),
+        "{err}"
+    );
+}
+
+#[test]
+fn curl_gets_its_answer_over_tls_1_2_and_1_3() {
+    if Command::new("curl").arg("--version").output().is_err() {
+        eprintln!("curl is not installed: skipped");
+        return;
+    }
+    let certs = Certs::new("cli-curl");
+    let (mut berth, addr) = serve(&certs);
+    let url = format!("https://127.0.0.1:{}/hello/world", addr.port());
+    for version in [&["--tlsv1.2", "--tls-max", "1.2"][..], &["--tlsv1.3"][..]] {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--cacert"])
+            .arg(&certs.ca)
+            .args(version)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{version:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "Hello, World!",
+            "{version:?}"
+        );
+    }
+    berth.signal("TERM");
+    assert!(berth.wait(LIMIT).success());
+}
