@@ -163,7 +163,11 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let signal = loop {
         match drive::signal::wait_for_signal()? {
             Signal::Stop(signal) => break signal,
-            Signal::Reload => reload(tls.as_ref()),
+            Signal::Reload => {
+                if reload(tls.as_ref()) {
+                    server.renew_workers();
+                }
+            }
         }
     };
     log::info!("{signal:?} received: finishing requests in flight (up to {:?}); a second signal stops at once", args.shutdown_timeout);
@@ -183,20 +187,25 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// SIGHUP: the certificate and key are read again; new connections get them. A reload that
 /// fails keeps the certificate in use and says why.
-fn reload(tls: Option<&TlsAcceptor>) {
+/// Whether anything was reloaded.
+fn reload(tls: Option<&TlsAcceptor>) -> bool {
     let Some(tls) = tls else {
         log::info!("SIGHUP received: nothing to reload (no --tls-cert)");
-        return;
+        return false;
     };
     let files = tls.settings();
     match tls.reload() {
-        Ok(()) => log::info!(
-            "SIGHUP received: certificate reloaded from {} and {}",
-            files.cert.display(),
-            files.key.display()
-        ),
+        Ok(()) => {
+            log::info!(
+                "SIGHUP received: certificate reloaded from {} and {}",
+                files.cert.display(),
+                files.key.display()
+            );
+            true
+        }
         Err(e) => {
-            log::warn!("SIGHUP received: certificate not reloaded, the one in use stays: {e}")
+            log::warn!("SIGHUP received: certificate not reloaded, the one in use stays: {e}");
+            false
         }
     }
 }

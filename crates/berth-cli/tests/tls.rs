@@ -18,10 +18,20 @@ use common::{address_in, run_within, Berth};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-fn serve(certs: &Certs) -> (Berth, SocketAddr) {
+fn serve(certs: &Certs, model: &str) -> (Berth, SocketAddr) {
     let cert = certs.cert.to_str().unwrap();
     let key = certs.key.to_str().unwrap();
-    let mut berth = Berth::spawn(&["serve", "-p", "0", "--tls-cert", cert, "--tls-key", key]);
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "--model",
+        model,
+        "-p",
+        "0",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+    ]);
     let line = berth.line();
     assert!(line.starts_with("berth listening on https://"), "{line}");
     (berth, address_in(&line))
@@ -90,10 +100,19 @@ fn certificate_problems_stop_startup_with_their_cause() {
     assert!(err.contains("--tls-key"), "{err}");
 }
 
+/// In a model whose workers share the process (evloop), one that forks per connection from
+/// the master (forked), and one whose long-lived worker processes hold their own copy
+/// (prefork: renewed, a new worker before each old one drains).
 #[test]
 fn sighup_reloads_the_certificate_and_a_bad_reload_keeps_the_old() {
-    let certs = Certs::new("cli-reload");
-    let (mut berth, addr) = serve(&certs);
+    for model in ["evloop", "forked", "prefork"] {
+        reload_in(model);
+    }
+}
+
+fn reload_in(model: &str) {
+    let certs = Certs::new(&format!("cli-reload-{model}"));
+    let (mut berth, addr) = serve(&certs, model);
     assert_eq!(
         get(&certs, addr),
         ("Hello, World!".into(), Some("server".into()))
@@ -102,7 +121,14 @@ fn sighup_reloads_the_certificate_and_a_bad_reload_keeps_the_old() {
     certs.issue("renewed", &certs.cert, &certs.key, None);
     berth.signal("HUP");
     let renewed = common::wait_for(LIMIT, || get(&certs, addr).1.as_deref() == Some("renewed"));
-    assert!(renewed, "the new certificate was not served after SIGHUP");
+    assert!(
+        renewed,
+        "{model}: the new certificate was not served after SIGHUP"
+    );
+    // Every new connection, whichever worker takes it.
+    for _ in 0..20 {
+        assert_eq!(get(&certs, addr).1.as_deref(), Some("renewed"), "{model}");
+    }
 
     std::fs::write(&certs.key, "not a key").unwrap();
     berth.signal("HUP");
@@ -130,7 +156,7 @@ fn curl_gets_its_answer_over_tls_1_2_and_1_3() {
         return;
     }
     let certs = Certs::new("cli-curl");
-    let (mut berth, addr) = serve(&certs);
+    let (mut berth, addr) = serve(&certs, "evloop");
     let url = format!("https://127.0.0.1:{}/hello/world", addr.port());
     for version in [&["--tlsv1.2", "--tls-max", "1.2"][..], &["--tlsv1.3"][..]] {
         let out = Command::new("curl")

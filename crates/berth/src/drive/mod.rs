@@ -122,6 +122,14 @@ impl Server {
         self.ctl.drain(timeout);
     }
 
+    /// After the configuration it serves with was reloaded (a TLS certificate, on SIGHUP):
+    /// models that keep copies of it in long-lived worker processes (`prefork`) replace those
+    /// workers, a new one started before each old one drains, so no connection is refused.
+    /// The others share the reloaded configuration already.
+    pub fn renew_workers(&self) {
+        self.ctl.renew();
+    }
+
     /// Waits until every thread has stopped.
     pub fn join(mut self) {
         for t in self.threads.drain(..) {

@@ -7,7 +7,7 @@
 //! them SIGTERM (`PR_SET_PDEATHSIG`) and they drain and exit, freeing the port.
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
@@ -87,10 +87,35 @@ pub fn spawn<S: Service>(
         ..common.clone()
     };
     let child_config = config.clone();
+    // Each worker slot's listeners are bound once, here in the master, and inherited by
+    // every worker that serves the slot: a worker that is replaced (a restart, a renewal)
+    // closes only its copy, so connections waiting in the slot's accept queue are taken by
+    // its successor instead of being reset with the socket.
+    let slots: std::sync::Mutex<Vec<Option<Vec<TcpListener>>>> =
+        std::sync::Mutex::new(Vec::new());
     // Each child says it is listening over a socket pair: the server is reported started
     // only once every worker takes connections, never between a fork and its bind.
     let start = move |index: usize| -> io::Result<(libc::pid_t, UnixStream)> {
         let master = process::pid();
+        let listeners = {
+            let mut slots = slots.lock().unwrap_or_else(|e| e.into_inner());
+            if slots.len() <= index {
+                slots.resize_with(index + 1, || None);
+            }
+            if slots[index].is_none() {
+                let bound_here = bind_tcp(
+                    bound,
+                    child_common.accept_threads.max(1),
+                    child_common.listen.clone(),
+                )
+                .map_err(|e| io::Error::other(e.to_string()))?;
+                slots[index] = Some(bound_here);
+            }
+            let slot = slots[index].as_ref().expect("bound above");
+            slot.iter()
+                .map(TcpListener::try_clone)
+                .collect::<io::Result<Vec<_>>>()?
+        };
         let (ours, theirs) = UnixStream::pair()?;
         match process::fork()? {
             Fork::Child => {
@@ -99,7 +124,7 @@ pub fn spawn<S: Service>(
                 run_child(
                     index,
                     master,
-                    bound,
+                    listeners,
                     &service,
                     &child_common,
                     &child_config,
@@ -142,8 +167,9 @@ pub fn spawn<S: Service>(
                     }
                 }
                 let _ = started_tx.send(Ok(()));
-                supervise(&mut children, &ctl, &start);
+                let retiring = supervise(&mut children, &ctl, &start);
                 let mut pids: Vec<_> = children.iter().filter_map(|c| c.pid).collect();
+                pids.extend(retiring);
                 // SIGTERM makes each child drain; a drain here gives them until its deadline.
                 let grace = match ctl.deadline() {
                     Some(deadline) => {
@@ -175,9 +201,32 @@ fn supervise(
     children: &mut [Child],
     ctl: &Control,
     start: &impl Fn(usize) -> io::Result<(libc::pid_t, UnixStream)>,
-) {
+) -> Vec<libc::pid_t> {
+    let mut renewed = ctl.renewals();
+    // Workers replaced by a renewal, draining their connections; reaped as they exit.
+    let mut retiring: Vec<libc::pid_t> = Vec::new();
     while !ctl.stopping() {
         let now = Instant::now();
+        retiring.retain(|&pid| process::try_reap(pid).is_none());
+        if ctl.renewals() != renewed {
+            renewed = ctl.renewals();
+            // A new worker per slot first (it inherits the reloaded configuration and joins
+            // the port with SO_REUSEPORT), then the old one drains: no gap in listening.
+            for (i, child) in children.iter_mut().enumerate() {
+                match start(i) {
+                    Ok((pid, _)) => {
+                        if let Some(old) = child.pid.replace(pid) {
+                            process::kill(old, libc::SIGTERM);
+                            retiring.push(old);
+                        }
+                        child.started = now;
+                        child.restart_at = None;
+                    }
+                    Err(e) => log::error!("cannot start a renewed worker process {i}: {e}"),
+                }
+            }
+            log::info!("worker processes renewed");
+        }
         for (i, child) in children.iter_mut().enumerate() {
             if let Some(pid) = child.pid {
                 if let Some(status) = process::try_reap(pid) {
@@ -214,6 +263,7 @@ fn supervise(
         }
         std::thread::sleep(SUPERVISE_TICK);
     }
+    retiring
 }
 
 /// How long the master waits for a new worker to say it is listening.
@@ -257,13 +307,13 @@ impl Ready {
     }
 }
 
-/// The life of a worker process: its own listeners on the shared port, an event loop, and an
-/// orderly stop on SIGTERM. Never returns.
+/// The life of a worker process: its slot's listeners on the shared port (bound by the
+/// master), an event loop, and an orderly stop on SIGTERM. Never returns.
 #[allow(clippy::too_many_arguments)] // what a forked child starts from, all of it
 fn run_child<S: Service>(
     index: usize,
     master: libc::pid_t,
-    addr: SocketAddr,
+    listeners: Vec<TcpListener>,
     service: &S,
     common: &Common,
     config: &Config,
@@ -273,7 +323,12 @@ fn run_child<S: Service>(
     // The files root stays open: the event loops open files relative to it; and the socket
     // this process says it is ready on.
     let files = service.files();
-    let keep: Vec<_> = files.descriptor().into_iter().chain([ready.fd()]).collect();
+    let keep: Vec<_> = files
+        .descriptor()
+        .into_iter()
+        .chain([ready.fd()])
+        .chain(listeners.iter().map(|l| l.as_raw_fd()))
+        .collect();
     process::close_inherited(&keep);
     // Termination signals are collected by this thread with sigwait, not delivered at random.
     if signal::block_termination().is_err() {
@@ -286,10 +341,6 @@ fn run_child<S: Service>(
         Ok(false) => process::exit_child(0),
         Err(_) => process::exit_child(73),
     }
-    let listeners = match bind_tcp(addr, common.accept_threads.max(1), common.listen.clone()) {
-        Ok(l) => l,
-        Err(_) => process::exit_child(71),
-    };
     // Each process counts into its own shards of the (shared) counters.
     let evloop = evloop::Config {
         first_thread: index * common.accept_threads.max(1),

@@ -238,9 +238,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         self.core.close_after_response();
     }
 
-    /// Nothing in flight: no job, no output waiting, no request begun.
+    /// Nothing in flight: no job, no output waiting, no request begun, no transport handshake
+    /// under way (a client in the middle of one is about to send its request: a drain must
+    /// not cut it off; the handshake has the header timeout to finish).
     pub fn is_idle(&self) -> bool {
-        !self.dead && !self.job_pending && !self.out_pending() && self.core.is_idle(&self.input)
+        !self.dead
+            && !self.job_pending
+            && !self.out_pending()
+            && self.core.is_idle(&self.input)
+            && !self.stream.handshaking()
     }
 
     /// When the connection should be given up on, given what it waits for now (the rule of

@@ -33,6 +33,9 @@ pub(crate) enum StopKind {
 /// How a running server is being asked to stop, shared by its handle and its threads.
 #[derive(Default)]
 pub(crate) struct Control {
+    /// Bumped by [`Control::renew`]: processes that hold a copy of the configuration
+    /// (prefork's workers) are to be replaced by fresh ones.
+    renewals: std::sync::atomic::AtomicU64,
     stop: AtomicBool,
     drain: AtomicBool,
     deadline: Mutex<Option<Instant>>,
@@ -50,6 +53,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Control {
     /// Stop accepting: a stop or a drain was asked for.
+    /// Asks for long-lived worker processes to be replaced (their configuration, a TLS
+    /// certificate, was reloaded in this one).
+    pub(crate) fn renew(&self) {
+        self.renewals.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many renewals have been asked for.
+    pub(crate) fn renewals(&self) -> u64 {
+        self.renewals.load(Ordering::Acquire)
+    }
+
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire) || self.drain.load(Ordering::Acquire)
     }
