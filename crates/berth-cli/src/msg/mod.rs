@@ -48,7 +48,8 @@ fn parse_name_taken(s: &str) -> Result<berth_proto::msg::NameTaken, String> {
 /// Options of `berth msg serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Endpoint to listen on (repeatable): tcp://HOST:PORT, unix:///PATH, udp://HOST:PORT,
+    /// Endpoint to listen on (repeatable): tcp://HOST:PORT, tls://HOST:PORT[?cert=F&key=F],
+    /// unix:///PATH, udp://HOST:PORT,
     /// with ?raw, ?anonymous=no, ?expected-only.
     #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", required = true)]
     pub listen: Vec<String>,
@@ -108,6 +109,14 @@ pub struct ServeArgs {
     /// `error read-timeout` [default: never, as FI-ASockIOCore].
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub read_timeout: Option<Duration>,
+
+    /// Certificate (PEM) of tls:// endpoints that name none with ?cert=. Needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 
     /// Engine threads, each with its own listener on every TCP endpoint (SO_REUSEPORT); UNIX
     /// and UDP endpoints are served by the first. Names are shared by all threads.

@@ -8,6 +8,7 @@ use std::io::Write;
 use berth::app::relay::EchoRelay;
 use berth::drive;
 use berth::msg::{Endpoint, EngineConfig, MsgServer, NameRule, Policy};
+use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth_proto::msg::policy::{parse_name, parse_rule};
 
 use super::ServeArgs;
@@ -56,6 +57,16 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     if let Err(err) = policy.check_names() {
         usage_error("msg serve", &err);
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let settings = TlsSettings {
+                alpn: Vec::new(),
+                ..TlsSettings::http(cert, key)
+            };
+            Some(TlsAcceptor::new(settings).map_err(|e| format!("TLS: {e}"))?)
+        }
+        _ => None,
+    };
     let defaults = EngineConfig::default();
     let config = EngineConfig {
         max_message: args.max_message.unwrap_or(defaults.max_message),
@@ -70,6 +81,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         out_high: usize::try_from(args.out_high).unwrap_or(usize::MAX),
         policy,
         reuse_port: args.reuse_port,
+        tls,
         ..defaults
     };
 

@@ -100,6 +100,9 @@ pub struct EngineConfig {
     /// port another process listens on is refused; the threads of one server share theirs
     /// either way.
     pub reuse_port: bool,
+    /// The certificate of `tls://` listeners that name none of their own (`--tls-cert`,
+    /// `--tls-key`).
+    pub tls: Option<crate::net::tls::TlsAcceptor>,
 }
 
 impl Default for EngineConfig {
@@ -119,6 +122,7 @@ impl Default for EngineConfig {
             buffer_size: 64 * 1024,
             policy: Policy::default(),
             reuse_port: false,
+            tls: None,
         }
     }
 }
@@ -177,6 +181,8 @@ pub(crate) enum ListenSock {
 pub(crate) struct Listener {
     pub(crate) endpoint: Endpoint,
     pub(crate) sock: ListenSock,
+    /// TLS for the connections it accepts (`tls://`).
+    pub(crate) tls: Option<crate::net::tls::TlsAcceptor>,
     /// UDP: registered peers by address.
     udp_peers: HashMap<SocketAddr, usize>,
     /// UDP: clients whose datagrams wait for the socket to take more.
@@ -186,6 +192,7 @@ pub(crate) struct Listener {
 impl Listener {
     pub(crate) fn new(endpoint: Endpoint, sock: ListenSock) -> Listener {
         Listener {
+            tls: None,
             endpoint,
             sock,
             udp_peers: HashMap::new(),

@@ -33,6 +33,7 @@ use super::client::{ClientId, Stream};
 use super::core::{Arrival, Core, EngineConfig, ListenSock, Listener, Note, Sink};
 use super::endpoint::{Address, Endpoint};
 use super::stats::MsgStats;
+use crate::net::tls::{TlsAcceptor, TlsSettings};
 use crate::net::{bind_tcp, bind_udp, bind_unix, ListenConfig};
 
 const WAKER: Token = Token(usize::MAX);
@@ -198,8 +199,35 @@ impl Engine {
                 ListenSock::Udp(UdpSocket::from_std(s))
             }
         };
-        self.core.add_listener(Listener::new(bound.clone(), sock))?;
+        let mut listener = Listener::new(bound.clone(), sock);
+        listener.tls = match &endpoint.tls {
+            None => None,
+            Some(files) => Some(self.tls_for(files)?),
+        };
+        self.core.add_listener(listener)?;
         Ok(bound)
+    }
+
+    /// The TLS of a `tls://` listener: its own files, else the engine's (`EngineConfig::tls`).
+    fn tls_for(&self, files: &super::endpoint::TlsFiles) -> io::Result<TlsAcceptor> {
+        let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+        match (&files.cert, &files.key) {
+            (Some(cert), Some(key)) => {
+                let settings = TlsSettings {
+                    alpn: Vec::new(),
+                    ..TlsSettings::http(cert, key)
+                };
+                TlsAcceptor::new(settings).map_err(|e| invalid(format!("TLS: {e}")))
+            }
+            (None, None) => self.core.config.tls.clone().ok_or_else(|| {
+                invalid(
+                    "a tls:// endpoint needs cert= and key= (or --tls-cert and --tls-key)".into(),
+                )
+            }),
+            _ => Err(invalid(
+                "a tls:// endpoint needs both cert= and key=".into(),
+            )),
+        }
     }
 
     /// Connects to a server as client `name` (any bytes; empty: anonymous), waiting up to

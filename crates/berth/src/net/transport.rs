@@ -157,6 +157,8 @@ pub enum Stream {
     Tcp(mio::net::TcpStream),
     /// A UNIX stream socket.
     Unix(mio::net::UnixStream),
+    /// TLS over TCP (boxed: a TLS connection's state is kilobytes).
+    Tls(Box<super::tls::TlsStream<mio::net::TcpStream>>),
 }
 
 /// Calls `$body` with `$s` bound to the socket inside a [`Stream`].
@@ -165,6 +167,7 @@ macro_rules! either {
         match $stream {
             Stream::Tcp($s) => $body,
             Stream::Unix($s) => $body,
+            Stream::Tls($s) => $body,
         }
     };
 }
@@ -189,7 +192,7 @@ impl Write for Stream {
         either!(self, s => s.write_vectored(bufs))
     }
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        either!(self, s => s.flush())
     }
 }
 
@@ -207,11 +210,23 @@ impl Transport for Stream {
     fn shutdown_write(&mut self) -> io::Result<()> {
         either!(self, s => s.shutdown_write())
     }
+    #[inline]
+    fn has_pending(&self) -> bool {
+        either!(self, s => s.has_pending())
+    }
+    #[inline]
+    fn short_read_drains(&self) -> bool {
+        either!(self, s => s.short_read_drains())
+    }
+    #[inline]
+    fn handshaking(&self) -> bool {
+        either!(self, s => s.handshaking())
+    }
 }
 
 impl Evented for Stream {
     fn source(&mut self) -> &mut dyn mio::event::Source {
-        either!(self, s => s)
+        either!(self, s => s.source())
     }
 }
 

@@ -21,7 +21,13 @@ impl Core {
             let (stream, peer) = match &self.listeners[index].sock {
                 ListenSock::Tcp(l) => match l.accept() {
                     Ok((s, addr)) => (
-                        Stream::Tcp(s),
+                        match &self.listeners[index].tls {
+                            None => Stream::Tcp(s),
+                            Some(tls) => match tls.accept(s) {
+                                Ok(t) => Stream::Tls(Box::new(t)),
+                                Err(e) => return self.accept_failed(index, e),
+                            },
+                        },
                         Peer {
                             transport: Transport::Tcp,
                             ip: Some(addr.ip()),

@@ -1,7 +1,7 @@
 //! Writing and ending: flushing queues (with the write-stall deadline), ending clients with a
 //! control frame, lingering closes, removal, shutdown, and the timers that expire them.
 
-use std::io;
+use std::io::{self, Write};
 use std::time::Instant;
 
 use berth_proto::msg::{Ending, Name, Refusal};
@@ -134,20 +134,34 @@ impl Core {
             self.wheel.set(id.key(), earliest(Some(stall), c.read_due));
         }
         match &mut c.io {
-            Io::Stream { stream, .. } => loop {
-                c.out.refill(low);
-                match c.out.write_to(stream) {
-                    Ok(0) => break,
-                    Ok(_) => {
-                        c.write_due = Some(stall);
-                        self.wheel.set(id.key(), earliest(Some(stall), c.read_due));
-                    }
-                    Err(e) => {
-                        log::debug!("client {id}: write failed: {e}");
-                        return self.remove(id);
+            Io::Stream { stream, .. } => {
+                loop {
+                    c.out.refill(low);
+                    match c.out.write_to(stream) {
+                        Ok(0) => break,
+                        Ok(_) => {
+                            c.write_due = Some(stall);
+                            self.wheel.set(id.key(), earliest(Some(stall), c.read_due));
+                        }
+                        Err(e) => {
+                            log::debug!("client {id}: write failed: {e}");
+                            return self.remove(id);
+                        }
                     }
                 }
-            },
+                // Records a TLS stream still holds go out as the socket takes them (the rest
+                // on the next writable event).
+                if stream.has_pending() {
+                    match stream.flush() {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => {
+                            log::debug!("client {id}: write failed: {e}");
+                            return self.remove(id);
+                        }
+                    }
+                }
+            }
             Io::Udp { listener, addr } => {
                 let (listener, addr) = (*listener, *addr);
                 let ListenSock::Udp(sock) = &self.listeners[listener].sock else {
@@ -192,7 +206,8 @@ impl Core {
             self.wheel.set(id.key(), at);
         }
         let c = self.get_mut(id).expect("still here");
-        if !c.out.is_empty() {
+        let held_back = matches!(&c.io, Io::Stream { stream, .. } if stream.has_pending());
+        if !c.out.is_empty() || held_back {
             return;
         }
         let c = self.get_mut(id).expect("still here");
