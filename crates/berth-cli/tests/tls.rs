@@ -180,3 +180,55 @@ fn curl_gets_its_answer_over_tls_1_2_and_1_3() {
     berth.signal("TERM");
     assert!(berth.wait(LIMIT).success());
 }
+
+/// `berth msg serve` with a tls:// endpoint, and `berth msg send` to it: verified against the
+/// CA, refused without one (or with the wrong one), or `--insecure`.
+#[test]
+fn msg_send_speaks_to_a_tls_listener() {
+    let certs = Certs::new("cli-msg");
+    let cert = certs.cert.to_str().unwrap();
+    let key = certs.key.to_str().unwrap();
+    let mut server = Berth::spawn(&[
+        "msg",
+        "serve",
+        "--listen",
+        "tls://127.0.0.1:0",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+    ]);
+    let line = server.line();
+    let endpoint = line
+        .trim()
+        .strip_prefix("berth msg listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    assert!(endpoint.starts_with("tls://127.0.0.1:"), "{endpoint}");
+    let ca = certs.ca.to_str().unwrap();
+    let (status, out, err) = run_within(&["msg", "send", &endpoint, "--ca", ca, "hello"], LIMIT);
+    assert!(status.success(), "{err}");
+    assert_eq!(out, "hello\n");
+    let (status, out, _) = run_within(&["msg", "send", &endpoint, "--insecure", "x"], LIMIT);
+    assert!(status.success());
+    assert_eq!(out, "x\n");
+    let (status, _, err) = run_within(&["msg", "send", &endpoint, "x"], LIMIT);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("needs ?ca=FILE"), "{err}");
+    let other = Certs::new("cli-msg-other");
+    let (status, _, err) = run_within(
+        &[
+            "msg",
+            "send",
+            &endpoint,
+            "--ca",
+            other.ca.to_str().unwrap(),
+            "x",
+        ],
+        LIMIT,
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("certificate"), "{err}");
+    server.signal("TERM");
+    assert!(server.wait(LIMIT).success());
+}

@@ -13,8 +13,32 @@ use crate::args::usage_error;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn connect(command: &str, endpoint: &str, name: &str) -> Result<(Engine, ClientId), String> {
-    let endpoint = Endpoint::parse(endpoint).unwrap_or_else(|e| usage_error(command, &e));
+/// `--ca FILE` and `--insecure`, for a tls:// endpoint.
+struct Trust<'a> {
+    ca: Option<&'a std::path::Path>,
+    insecure: bool,
+}
+
+fn connect(
+    command: &str,
+    endpoint: &str,
+    name: &str,
+    trust: Trust<'_>,
+) -> Result<(Engine, ClientId), String> {
+    let mut endpoint = Endpoint::parse(endpoint).unwrap_or_else(|e| usage_error(command, &e));
+    match endpoint.tls.as_mut() {
+        Some(tls) => {
+            if let Some(ca) = trust.ca {
+                tls.ca = Some(ca.to_owned());
+            }
+            tls.insecure |= trust.insecure;
+        }
+        None if trust.ca.is_some() || trust.insecure => usage_error(
+            command,
+            "--ca and --insecure apply to tls:// endpoints only",
+        ),
+        None => {}
+    }
     if matches!(endpoint.address, Address::Udp(_)) {
         usage_error(
             command,
@@ -72,7 +96,11 @@ const NOT_DELIVERED: &[u8] = b"@! ";
 /// relay's `@! ...` failure; 1 otherwise, with the cause.
 pub fn send(args: SendArgs) -> Result<(), String> {
     let name = args.name.as_deref().unwrap_or("");
-    let (mut engine, server) = connect("msg send", &args.endpoint, name)?;
+    let trust = Trust {
+        ca: args.ca.as_deref(),
+        insecure: args.insecure,
+    };
+    let (mut engine, server) = connect("msg send", &args.endpoint, name, trust)?;
     let relays = args
         .messages
         .iter()
@@ -137,7 +165,11 @@ pub fn send(args: SendArgs) -> Result<(), String> {
 
 /// Prints every message until the server closes.
 pub fn listen(args: ListenArgs) -> Result<(), String> {
-    let (mut engine, server) = connect("msg listen", &args.endpoint, &args.name)?;
+    let trust = Trust {
+        ca: args.ca.as_deref(),
+        insecure: args.insecure,
+    };
+    let (mut engine, server) = connect("msg listen", &args.endpoint, &args.name, trust)?;
     eprintln!("connected to {} as {}", args.endpoint, args.name);
     loop {
         let r = engine.io_iteration(None).map_err(|e| e.to_string())?;

@@ -187,6 +187,14 @@ pub struct SendArgs {
     #[arg(long, value_name = "N")]
     pub answers: Option<usize>,
 
+    /// tls:// only: verify the server's certificate against this CA (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<std::path::PathBuf>,
+
+    /// tls:// only: accept any server certificate (encrypted, not authenticated: for tests).
+    #[arg(long)]
+    pub insecure: bool,
+
     /// Print help.
     #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
     help: Option<bool>,
@@ -201,6 +209,14 @@ pub struct ListenArgs {
     /// Name to connect under (\\ is a backslash, \xNN any byte).
     #[arg(short = 'n', long, value_name = "NAME", required = true)]
     pub name: String,
+
+    /// tls:// only: verify the server's certificate against this CA (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<std::path::PathBuf>,
+
+    /// tls:// only: accept any server certificate (encrypted, not authenticated: for tests).
+    #[arg(long)]
+    pub insecure: bool,
 
     /// Print help.
     #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]

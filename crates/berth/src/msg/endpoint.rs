@@ -46,6 +46,12 @@ pub struct TlsFiles {
     pub key: Option<PathBuf>,
     /// Clients are asked for a certificate signed by this CA (PEM).
     pub client_ca: Option<PathBuf>,
+    /// Client mode: the CA (PEM) the server's certificate must be signed by.
+    pub ca: Option<PathBuf>,
+    /// Client mode: accept any server certificate (`?insecure`; for tests).
+    pub insecure: bool,
+    /// The host as written, which a client checks the server's certificate against.
+    pub host: String,
 }
 
 impl Endpoint {
@@ -67,7 +73,10 @@ impl Endpoint {
             raw: false,
             no_anonymous: false,
             expected_only: false,
-            tls: (scheme == "tls").then(TlsFiles::default),
+            tls: (scheme == "tls").then(|| TlsFiles {
+                host: host_of(place),
+                ..TlsFiles::default()
+            }),
         };
         for option in query.split('&').filter(|o| !o.is_empty()) {
             match option {
@@ -77,14 +86,20 @@ impl Endpoint {
                 "expected-only" | "expected-only=yes" => endpoint.expected_only = true,
                 other => {
                     let (name, path) = other.split_once('=').unwrap_or((other, ""));
+                    if let ("insecure", Some(tls)) = (name, endpoint.tls.as_mut()) {
+                        tls.insecure = true;
+                        continue;
+                    }
                     let file = match (name, endpoint.tls.as_mut()) {
+                        ("ca", Some(tls)) => &mut tls.ca,
                         ("cert", Some(tls)) => &mut tls.cert,
                         ("key", Some(tls)) => &mut tls.key,
                         ("client-ca", Some(tls)) => &mut tls.client_ca,
                         _ => {
                             return Err(bad(&format!(
                                 "unknown option {other:?} (known: raw, anonymous=no, \
-                                 expected-only; for tls://, cert=, key=, client-ca=)"
+                                 expected-only; for tls://, cert=, key=, client-ca=, ca=, \
+                                 insecure)"
                             )))
                         }
                     };
@@ -109,6 +124,14 @@ impl Endpoint {
             Address::Udp(_) => Transport::Udp,
         }
     }
+}
+
+/// The host part of `HOST:PORT` (`[::1]:9` gives `::1`).
+fn host_of(place: &str) -> String {
+    let host = place.rsplit_once(':').map_or(place, |(h, _)| h);
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned()
 }
 
 fn socket_addr(place: &str) -> Result<SocketAddr, String> {
@@ -147,6 +170,7 @@ impl fmt::Display for Endpoint {
                 ("cert", &t.cert),
                 ("key", &t.key),
                 ("client-ca", &t.client_ca),
+                ("ca", &t.ca),
             ]
         });
         for (name, path) in files {
@@ -199,7 +223,7 @@ mod tests {
             "tls://127.0.0.1:9443?cert=/c.pem&key=/k.pem&client-ca=/ca.pem"
         );
         let e = Endpoint::parse("tls://127.0.0.1:9443").unwrap();
-        assert_eq!(e.tls, Some(TlsFiles::default()));
+        assert_eq!(e.tls.as_ref().map(|t| t.host.as_str()), Some("127.0.0.1"));
         assert_eq!(e.transport(), Transport::Tcp);
         assert!(Endpoint::parse("tcp://127.0.0.1:9?cert=/c.pem").is_err());
         assert!(Endpoint::parse("tls://127.0.0.1:9?cert=").is_err());

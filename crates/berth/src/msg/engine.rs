@@ -33,7 +33,7 @@ use super::client::{ClientId, Stream};
 use super::core::{Arrival, Core, EngineConfig, ListenSock, Listener, Note, Sink};
 use super::endpoint::{Address, Endpoint};
 use super::stats::MsgStats;
-use crate::net::tls::{TlsAcceptor, TlsSettings};
+use crate::net::tls::{TlsAcceptor, TlsConnector, TlsSettings, TlsStream};
 use crate::net::{bind_tcp, bind_udp, bind_unix, ListenConfig};
 
 const WAKER: Token = Token(usize::MAX);
@@ -242,6 +242,36 @@ impl Engine {
         let name = name.as_ref();
         let label = endpoint.to_string();
         let (stream, peer) = match &endpoint.address {
+            Address::Tcp(addr) if endpoint.tls.is_some() => {
+                let files = endpoint.tls.as_ref().expect("matched");
+                let ca =
+                    match (&files.ca, files.insecure) {
+                        (Some(ca), _) => Some(ca.as_path()),
+                        (None, true) => None,
+                        (None, false) => return Err(ConnectError::Protocol(
+                            "a tls:// client needs ?ca=FILE to verify the server (or ?insecure)"
+                                .to_owned(),
+                        )),
+                    };
+                let connector = TlsConnector::new(ca, &[])
+                    .map_err(|e| ConnectError::Protocol(format!("TLS: {e}")))?;
+                let s = StdTcpStream::connect_timeout(addr, timeout)?;
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))?;
+                let mut tls = connector.connect(&files.host, s)?;
+                tls.complete_handshake()?;
+                handshake(&mut tls, name, timeout)?;
+                tls.get_ref().set_nonblocking(true)?;
+                let peer = Peer {
+                    transport: Transport::Tcp,
+                    ip: Some(addr.ip()),
+                };
+                (
+                    Stream::Tls(Box::new(tls.map_socket(TcpStream::from_std))),
+                    peer,
+                )
+            }
             Address::Tcp(addr) => {
                 let mut s = StdTcpStream::connect_timeout(addr, timeout)?;
                 s.set_nodelay(true)?;
@@ -486,6 +516,13 @@ impl SetTimeout for StdTcpStream {
     fn set_timeouts(&mut self, t: Option<Duration>) -> io::Result<()> {
         self.set_read_timeout(t)?;
         self.set_write_timeout(t)
+    }
+}
+
+impl SetTimeout for TlsStream<StdTcpStream> {
+    fn set_timeouts(&mut self, t: Option<Duration>) -> io::Result<()> {
+        self.get_ref().set_read_timeout(t)?;
+        self.get_ref().set_write_timeout(t)
     }
 }
 

@@ -324,6 +324,15 @@ impl<S> TlsStream<S> {
         &self.sock
     }
 
+    /// The same connection over another type of the same socket (a blocking std socket
+    /// made non-blocking and handed to mio, say), with everything it holds.
+    pub fn map_socket<T>(self, f: impl FnOnce(S) -> T) -> TlsStream<T> {
+        TlsStream {
+            sock: f(self.sock),
+            conn: self.conn,
+        }
+    }
+
     /// The negotiated ALPN protocol, once the handshake is done.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
         self.conn.alpn_protocol()
