@@ -91,8 +91,13 @@ pub fn spawn<S: Service>(
     // every worker that serves the slot: a worker that is replaced (a restart, a renewal)
     // closes only its copy, so connections waiting in the slot's accept queue are taken by
     // its successor instead of being reset with the socket.
-    let slots: std::sync::Mutex<Vec<Option<Vec<TcpListener>>>> =
-        std::sync::Mutex::new(Vec::new());
+    let slots: Arc<std::sync::Mutex<Vec<Option<Vec<TcpListener>>>>> = Arc::default();
+    // A stop closes the master's copies at once, so that once the workers have closed theirs
+    // the port refuses new connections (instead of queueing them for nobody).
+    ctl.on_stop({
+        let slots = slots.clone();
+        move |_| slots.lock().unwrap_or_else(|e| e.into_inner()).clear()
+    });
     // Each child says it is listening over a socket pair: the server is reported started
     // only once every worker takes connections, never between a fork and its bind.
     let start = move |index: usize| -> io::Result<(libc::pid_t, UnixStream)> {
