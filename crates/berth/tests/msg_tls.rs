@@ -114,3 +114,59 @@ fn a_tls_listener_without_a_usable_certificate_is_refused() {
     let err = engine.listen(&wrong).unwrap_err();
     assert!(err.to_string().contains("no certificate in it"), "{err}");
 }
+
+/// Mutual TLS identity: with `client-ca=`, a rule `NAME:cert` admits `NAME` only to a client
+/// whose certificate (signed by that CA) carries `NAME` as its common name; other names need
+/// no certificate.
+#[test]
+fn a_cert_rule_admits_a_name_only_with_a_certificate_naming_it() {
+    let certs = Certs::new("msg-mtls");
+    let endpoint = Endpoint::parse(&format!(
+        "tls://127.0.0.1:0?cert={}&key={}&client-ca={}",
+        certs.cert.display(),
+        certs.key.display(),
+        certs.ca.display()
+    ))
+    .unwrap();
+    let mut config = EngineConfig::default();
+    let (name, rule) = berth_proto::msg::policy::parse_rule("admin:cert").unwrap();
+    config.policy.rules.insert(name, rule);
+    let server = echo(config, &[endpoint]);
+    let e = &server.endpoints[0];
+    let (admin_cert, admin_key) = (certs.path("admin.pem"), certs.path("admin.key"));
+    certs.issue("admin", &admin_cert, &admin_key, None);
+    let (eve_cert, eve_key) = (certs.path("eve.pem"), certs.path("eve.key"));
+    certs.issue("eve", &eve_cert, &eve_key, None);
+    let with_identity = |cert: &std::path::Path, key: &std::path::Path| {
+        let sock = tcp(addr_of(e));
+        let mut tls = TlsConnector::with_identity(Some(&certs.ca), &[], cert, key)
+            .unwrap()
+            .connect("127.0.0.1", sock)
+            .unwrap();
+        tls.complete_handshake().unwrap();
+        tls
+    };
+
+    let (mut admin, answer) = hello(with_identity(&admin_cert, &admin_key), "admin");
+    assert_eq!(answer, ok());
+    admin.write_all(&frame(b"hi")).unwrap();
+    assert_eq!(read_frame(&mut admin).unwrap(), Frame::Data(b"hi".to_vec()));
+    drop(admin);
+
+    let (_, answer) = hello(tls_client(&certs, e), "admin");
+    assert_eq!(
+        answer,
+        Frame::Control(
+            "refused cert-refused name \"admin\" needs a TLS client certificate issued to it"
+                .into()
+        )
+    );
+    let (_, answer) = hello(with_identity(&eve_cert, &eve_key), "admin");
+    assert!(
+        matches!(&answer, Frame::Control(t) if t.starts_with("refused cert-refused")),
+        "{answer:?}"
+    );
+    // Names without the rule need no certificate.
+    let (_, answer) = hello(tls_client(&certs, e), "guest");
+    assert_eq!(answer, ok());
+}

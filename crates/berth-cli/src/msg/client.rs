@@ -13,10 +13,12 @@ use crate::args::usage_error;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `--ca FILE` and `--insecure`, for a tls:// endpoint.
+/// `--ca FILE`, `--insecure`, `--cert` and `--key`, for a tls:// endpoint.
 struct Trust<'a> {
     ca: Option<&'a std::path::Path>,
     insecure: bool,
+    /// A client certificate and its key, to present.
+    identity: Option<(&'a std::path::Path, &'a std::path::Path)>,
 }
 
 fn connect(
@@ -32,10 +34,14 @@ fn connect(
                 tls.ca = Some(ca.to_owned());
             }
             tls.insecure |= trust.insecure;
+            if let Some((cert, key)) = trust.identity {
+                tls.cert = Some(cert.to_owned());
+                tls.key = Some(key.to_owned());
+            }
         }
-        None if trust.ca.is_some() || trust.insecure => usage_error(
+        None if trust.ca.is_some() || trust.insecure || trust.identity.is_some() => usage_error(
             command,
-            "--ca and --insecure apply to tls:// endpoints only",
+            "--ca, --insecure, --cert and --key apply to tls:// endpoints only",
         ),
         None => {}
     }
@@ -99,6 +105,7 @@ pub fn send(args: SendArgs) -> Result<(), String> {
     let trust = Trust {
         ca: args.ca.as_deref(),
         insecure: args.insecure,
+        identity: args.cert.as_deref().zip(args.key.as_deref()),
     };
     let (mut engine, server) = connect("msg send", &args.endpoint, name, trust)?;
     let relays = args
@@ -168,6 +175,7 @@ pub fn listen(args: ListenArgs) -> Result<(), String> {
     let trust = Trust {
         ca: args.ca.as_deref(),
         insecure: args.insecure,
+        identity: args.cert.as_deref().zip(args.key.as_deref()),
     };
     let (mut engine, server) = connect("msg listen", &args.endpoint, &args.name, trust)?;
     eprintln!("connected to {} as {}", args.endpoint, args.name);

@@ -118,6 +118,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
 
+    /// Ask tls:// clients for a certificate signed by this CA (PEM); a rule NAME:cert then
+    /// admits NAME only with a certificate whose common name is NAME.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub client_ca: Option<std::path::PathBuf>,
+
     /// Engine threads, each with its own listener on every TCP endpoint (SO_REUSEPORT); UNIX
     /// and UDP endpoints are served by the first. Names are shared by all threads.
     #[arg(short = 'A', long, value_name = "N", default_value = "1")]
@@ -195,6 +200,15 @@ pub struct SendArgs {
     #[arg(long)]
     pub insecure: bool,
 
+    /// tls:// only: present this client certificate (PEM; with --key) to a server that
+    /// asks for one.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+
+    /// tls:// only: the private key (PEM) of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
+
     /// Print help.
     #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
     help: Option<bool>,
@@ -217,6 +231,15 @@ pub struct ListenArgs {
     /// tls:// only: accept any server certificate (encrypted, not authenticated: for tests).
     #[arg(long)]
     pub insecure: bool,
+
+    /// tls:// only: present this client certificate (PEM; with --key) to a server that
+    /// asks for one.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+
+    /// tls:// only: the private key (PEM) of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
 
     /// Print help.
     #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]

@@ -61,6 +61,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         (Some(cert), Some(key)) => {
             let settings = TlsSettings {
                 alpn: Vec::new(),
+                client_ca: args.client_ca.clone(),
                 ..TlsSettings::http(cert, key)
             };
             Some(TlsAcceptor::new(settings).map_err(|e| format!("TLS: {e}"))?)

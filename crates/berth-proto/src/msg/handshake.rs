@@ -26,6 +26,8 @@ pub enum Refusal {
     TransportRefused,
     /// A rule forbids this name from this address.
     AddressRefused,
+    /// A rule asks for a TLS client certificate naming this name, and none did.
+    CertRefused,
     /// Only expected names are accepted, and this one was not.
     NotExpected,
     /// A live connection holds the name.
@@ -39,11 +41,12 @@ pub enum Refusal {
 impl Refusal {
     /// Every refusal, in the order the checks run (capacity and timeout are not checks on the
     /// keyword and come last).
-    pub const ALL: [Refusal; 8] = [
+    pub const ALL: [Refusal; 9] = [
         Refusal::NameInvalid,
         Refusal::AnonymousRefused,
         Refusal::TransportRefused,
         Refusal::AddressRefused,
+        Refusal::CertRefused,
         Refusal::NotExpected,
         Refusal::NameTaken,
         Refusal::Capacity,
@@ -57,6 +60,7 @@ impl Refusal {
             Refusal::AnonymousRefused => "anonymous-refused",
             Refusal::TransportRefused => "transport-refused",
             Refusal::AddressRefused => "address-refused",
+            Refusal::CertRefused => "cert-refused",
             Refusal::NotExpected => "not-expected",
             Refusal::NameTaken => "name-taken",
             Refusal::Capacity => "capacity",

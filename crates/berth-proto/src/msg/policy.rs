@@ -52,6 +52,8 @@ pub struct Rule {
     pub from: Vec<IpNet>,
     /// What a newcomer claiming this name while it is held gets, if not the policy's default.
     pub name_taken: Option<NameTaken>,
+    /// The client must present a TLS certificate whose common name is this name (`cert`).
+    pub cert: bool,
 }
 
 /// What happens when a client claims a name a live connection holds.
@@ -112,9 +114,14 @@ pub fn parse_rule(s: &str) -> Result<(Name, Rule), String> {
                 key = k;
                 v
             }
+            None if item == "cert" => {
+                key = "cert";
+                item
+            }
             None => item,
         };
         match key {
+            "cert" if value == "cert" => rule.cert = true,
             "transport" => rule.transports.push(Transport::parse(value).ok_or_else(|| {
                 format!("rule {s:?}: unknown transport {value:?} (tcp, udp or unix)")
             })?),
@@ -133,12 +140,13 @@ pub fn parse_rule(s: &str) -> Result<(Name, Rule), String> {
             ),
             _ => {
                 return Err(format!(
-                    "rule {s:?}: unknown constraint {key:?} (transport, from, name-taken)"
+                    "rule {s:?}: unknown constraint {key:?} (transport, from, name-taken, cert)"
                 ))
             }
         }
     }
-    if rule.transports.is_empty() && rule.from.is_empty() && rule.name_taken.is_none() {
+    if rule.transports.is_empty() && rule.from.is_empty() && rule.name_taken.is_none() && !rule.cert
+    {
         return Err(format!("rule {s:?}: no constraint given"));
     }
     Ok((name, rule))
@@ -224,6 +232,19 @@ impl Policy {
         listener: Listener,
         is_taken: impl Fn(&Name) -> bool,
     ) -> Result<Admission, Refusal> {
+        self.admit_certified(keyword, peer, listener, None, is_taken)
+    }
+
+    /// [`Policy::admit_on`] for a client that may have presented a TLS certificate: `cert` is
+    /// the common name in it, checked (after the address) against a rule that asks for one.
+    pub fn admit_certified(
+        &self,
+        keyword: &Keyword,
+        peer: Peer,
+        listener: Listener,
+        cert: Option<&[u8]>,
+        is_taken: impl Fn(&Name) -> bool,
+    ) -> Result<Admission, Refusal> {
         let no_anonymous = self.no_anonymous || listener.no_anonymous;
         let expected_only = self.expected_only || listener.expected_only;
         let name = match keyword {
@@ -240,6 +261,9 @@ impl Policy {
                 if !rule.from.iter().any(|net| net.contains(&ip)) {
                     return Err(Refusal::AddressRefused);
                 }
+            }
+            if rule.cert && cert != Some(name.as_bytes()) {
+                return Err(Refusal::CertRefused);
             }
         }
         let expected = self.expected.contains(name.as_bytes());

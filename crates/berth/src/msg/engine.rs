@@ -215,6 +215,7 @@ impl Engine {
             (Some(cert), Some(key)) => {
                 let settings = TlsSettings {
                     alpn: Vec::new(),
+                    client_ca: files.client_ca.clone(),
                     ..TlsSettings::http(cert, key)
                 };
                 TlsAcceptor::new(settings).map_err(|e| invalid(format!("TLS: {e}")))
@@ -253,8 +254,11 @@ impl Engine {
                                 .to_owned(),
                         )),
                     };
-                let connector = TlsConnector::new(ca, &[])
-                    .map_err(|e| ConnectError::Protocol(format!("TLS: {e}")))?;
+                let connector = match (&files.cert, &files.key) {
+                    (Some(cert), Some(key)) => TlsConnector::with_identity(ca, &[], cert, key),
+                    _ => TlsConnector::new(ca, &[]),
+                }
+                .map_err(|e| ConnectError::Protocol(format!("TLS: {e}")))?;
                 let s = StdTcpStream::connect_timeout(addr, timeout)?;
                 s.set_nodelay(true)?;
                 s.set_read_timeout(Some(timeout))?;

@@ -48,6 +48,9 @@ pub struct TlsSettings {
     pub session_cache: usize,
     /// Issue session tickets (stateless resumption).
     pub tickets: bool,
+    /// Ask clients for a certificate signed by this CA (PEM); a client without one is still
+    /// served (what it may do without one is the application's rule).
+    pub client_ca: Option<PathBuf>,
 }
 
 impl TlsSettings {
@@ -59,6 +62,7 @@ impl TlsSettings {
             alpn: vec![b"http/1.1".to_vec()],
             session_cache: 4096,
             tickets: true,
+            client_ca: None,
         }
     }
 }
@@ -98,6 +102,20 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
         )));
     }
     Ok(certs)
+}
+
+/// Reads the certificates of a PEM file as trust anchors.
+fn roots_from(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in load_certs(path)? {
+        roots.add(cert).map_err(|e| {
+            TlsError(format!(
+                "{}: not a usable CA certificate: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    Ok(roots)
 }
 
 /// Reads a private key from a PEM file.
@@ -199,11 +217,22 @@ impl TlsAcceptor {
         let current = Arc::new(CurrentCert(RwLock::new(Arc::new(load_certified(
             &settings,
         )?))));
-        let mut config = ServerConfig::builder_with_provider(provider())
+        let builder = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| TlsError(format!("TLS versions: {e}")))?
-            .with_no_client_auth()
-            .with_cert_resolver(current.clone());
+            .map_err(|e| TlsError(format!("TLS versions: {e}")))?;
+        let builder = match &settings.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => {
+                let roots = Arc::new(roots_from(path)?);
+                let verifier =
+                    rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
+                        .allow_unauthenticated()
+                        .build()
+                        .map_err(|e| TlsError(format!("{}: {e}", path.display())))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_cert_resolver(current.clone());
         config.alpn_protocols = settings.alpn.clone();
         config.session_storage = ServerSessionMemoryCache::new(settings.session_cache.max(1));
         if settings.tickets {
@@ -252,44 +281,55 @@ impl TlsConnector {
     /// Trusts the certificates in `ca` (PEM), or, with `None`, no one at all: every server
     /// certificate is accepted (`--insecure`; for tests against a self-signed server).
     pub fn new(ca: Option<&Path>, alpn: &[&[u8]]) -> Result<TlsConnector, TlsError> {
-        Self::with_versions(
+        Self::build(
             ca,
             alpn,
+            None,
             &[&rustls::version::TLS13, &rustls::version::TLS12],
         )
+    }
+
+    /// [`TlsConnector::new`] presenting a client certificate (`cert` and `key`, PEM) to
+    /// servers that ask for one.
+    pub fn with_identity(
+        ca: Option<&Path>,
+        alpn: &[&[u8]],
+        cert: &Path,
+        key: &Path,
+    ) -> Result<TlsConnector, TlsError> {
+        let versions = [&rustls::version::TLS13, &rustls::version::TLS12];
+        Self::build(ca, alpn, Some((cert, key)), &versions)
     }
 
     /// [`TlsConnector::new`] offering TLS 1.2 only (as `curl --tls-max 1.2`: to check that a
     /// server still serves 1.2 clients).
     pub fn tls12_only(ca: Option<&Path>, alpn: &[&[u8]]) -> Result<TlsConnector, TlsError> {
-        Self::with_versions(ca, alpn, &[&rustls::version::TLS12])
+        Self::build(ca, alpn, None, &[&rustls::version::TLS12])
     }
 
-    fn with_versions(
+    fn build(
         ca: Option<&Path>,
         alpn: &[&[u8]],
+        identity: Option<(&Path, &Path)>,
         versions: &[&'static rustls::SupportedProtocolVersion],
     ) -> Result<TlsConnector, TlsError> {
         let builder = ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(versions)
             .map_err(|e| TlsError(format!("TLS versions: {e}")))?;
-        let mut config = match ca {
-            Some(path) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in load_certs(path)? {
-                    roots.add(cert).map_err(|e| {
-                        TlsError(format!(
-                            "{}: not a usable CA certificate: {e}",
-                            path.display()
-                        ))
-                    })?;
-                }
-                builder.with_root_certificates(roots).with_no_client_auth()
-            }
+        let config = match ca {
+            Some(path) => builder.with_root_certificates(roots_from(path)?),
             None => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(insecure::AcceptAny(provider())))
-                .with_no_client_auth(),
+                .with_custom_certificate_verifier(Arc::new(insecure::AcceptAny(provider()))),
+        };
+        let mut config = match identity {
+            None => config.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = load_certs(cert)?;
+                config
+                    .with_client_auth_cert(chain, load_key(key)?)
+                    .map_err(|e| TlsError(format!("{}: {e}", cert.display())))?
+            }
         };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         Ok(TlsConnector {

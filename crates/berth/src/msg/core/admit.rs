@@ -194,10 +194,22 @@ impl Core {
             log::debug!("client {id} refused: name-invalid: {bad}");
             (Refusal::NameInvalid, bad.to_string())
         })?;
+        // The common name of a TLS client's certificate, for a rule that asks for one.
+        let cert = match &c.io {
+            Io::Stream {
+                stream: Stream::Tls(tls),
+                ..
+            } => tls.peer_common_name(),
+            _ => None,
+        };
         let directory = &self.directory;
-        match self.config.policy.admit_on(&keyword, peer, flags, |n| {
-            directory.lookup(n.as_bytes()).is_some()
-        }) {
+        let cert = cert.as_deref().map(str::as_bytes);
+        match self
+            .config
+            .policy
+            .admit_certified(&keyword, peer, flags, cert, |n| {
+                directory.lookup(n.as_bytes()).is_some()
+            }) {
             Ok(Admission::Expected(name)) => Ok((Some(name), Arrival::Expected)),
             Ok(Admission::Unknown(name)) => Ok((Some(name), Arrival::Unknown)),
             Ok(Admission::Anonymous) => Ok((None, Arrival::Anonymous)),
@@ -297,6 +309,9 @@ fn why(r: Refusal, name: Option<&Name>, peer: Peer) -> String {
             Some(ip) => format!("name {name:?} may not connect from {ip}"),
             None => format!("name {name:?} may not connect from here"),
         },
+        Refusal::CertRefused => {
+            format!("name {name:?} needs a TLS client certificate issued to it")
+        }
         Refusal::NotExpected => format!("name {name:?} was not expected here"),
         Refusal::NameTaken => format!("name {name:?} is held by a live connection"),
         Refusal::Capacity => "the server is at its client limit".to_owned(),
