@@ -251,10 +251,15 @@ pub fn peers(
             .map(|node| Launch::Argv(vec![node, script("node_http.js"), "{port}".into()]))
             .ok_or_else(|| "node not found (apt-get install nodejs)".to_owned())
     });
-    add("go", ALL_ROUTES, &mut || build_go(peers_dir, build_dir, tools));
+    add("go", ALL_ROUTES, &mut || {
+        build_go(peers_dir, build_dir, tools)
+    });
     // One build serves both runtimes; built only if one of them is wanted.
     let mut hyper: Option<Result<String, String>> = None;
-    for (name, flag) in [("rust-hyper", None), ("rust-hyper-mt", Some("--multi-thread"))] {
+    for (name, flag) in [
+        ("rust-hyper", None),
+        ("rust-hyper-mt", Some("--multi-thread")),
+    ] {
         add(name, ALL_ROUTES, &mut || {
             let bin = hyper
                 .get_or_insert_with(|| build_hyper(peers_dir, build_dir, tools, progress))
@@ -589,14 +594,20 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         for (name, script) in [
             ("python3", "#!/bin/sh\nexit 1\n"),
-            ("cargo", "#!/bin/sh\necho 'error: no network' >&2\nexit 101\n"),
+            (
+                "cargo",
+                "#!/bin/sh\necho 'error: no network' >&2\nexit 101\n",
+            ),
         ] {
             let path = dir.join(name);
             fs::write(&path, script).unwrap();
             fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
         }
         let skipped = skipped_with(&Tools::in_dirs(vec![dir.clone()]), &dir.join("build"));
-        assert_eq!(why(&skipped, "granian"), "needs granian (pip install granian)");
+        assert_eq!(
+            why(&skipped, "granian"),
+            "needs granian (pip install granian)"
+        );
         assert!(why(&skipped, "python-uvloop").contains("pip install uvloop"));
         assert!(!skipped.iter().any(|s| s.name == "python-asyncio"));
         for name in ["rust-hyper", "rust-hyper-mt"] {
