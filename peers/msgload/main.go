@@ -35,6 +35,10 @@ const (
 	stride     = 977
 	chunk      = 64 << 10
 	controlBit = uint64(1) << 63
+	// Messages above this are written with writev from the pattern, and read into the
+	// connection's buffer straight from the socket (bufio passes reads at least its own size).
+	direct  = 4096
+	readBuf = 32 << 10
 )
 
 // table[i] for i < period+chunk: any chunk of a message's bytes is one slice of it.
@@ -121,18 +125,25 @@ func (k *conn) write() {
 	w := bufio.NewWriterSize(k.c, 64<<10)
 	var seq uint64
 	send := func() error {
-		if _, err := w.Write(frame(k.size)); err != nil {
-			return err
-		}
-		for at := uint64(0); at < k.size; {
-			part := expected(seq, at, int(min(k.size-at, chunk)))
-			if _, err := w.Write(part); err != nil {
+		if k.size > direct {
+			// Header and payload in one writev, straight from the pattern table.
+			bufs := net.Buffers{frame(k.size)}
+			for at := uint64(0); at < k.size; {
+				part := expected(seq, at, int(min(k.size-at, chunk)))
+				bufs = append(bufs, part)
+				at += uint64(len(part))
+			}
+			seq++
+			if err := w.Flush(); err != nil {
 				return err
 			}
-			at += uint64(len(part))
+			_, err := bufs.WriteTo(k.c)
+			return err
 		}
+		w.Write(frame(k.size))
+		_, err := w.Write(expected(seq, 0, int(k.size)))
 		seq++
-		return nil
+		return err
 	}
 	for range k.tokens {
 		if send() != nil {
@@ -234,7 +245,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "msgload: connect %s: %v\n", target, err)
 			os.Exit(1)
 		}
-		r := bufio.NewReaderSize(c, 256<<10)
+		r := bufio.NewReaderSize(c, readBuf)
 		if err := handshake(c, r, *prefix+strconv.Itoa(i)); err != nil {
 			fmt.Fprintf(os.Stderr, "msgload: handshake: %v\n", err)
 			os.Exit(1)
