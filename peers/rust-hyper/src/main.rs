@@ -25,7 +25,11 @@ const HELLO: &str = "Hello, World!";
 /// berth's `/test/slow` job takes 30 ms.
 const SLOW: Duration = Duration::from_millis(30);
 
-fn answer(status: StatusCode, ctype: &'static str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+fn answer(
+    status: StatusCode,
+    ctype: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
     let mut res = Response::new(Full::new(body.into()));
     *res.status_mut() = status;
     res.headers_mut()
