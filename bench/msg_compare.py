@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -143,7 +144,7 @@ def cpu_seconds(pid):
 
 def build_native_zmq(build_dir):
     """Compiles peers/zmq_router_echo.c; (path, None) or (None, why it cannot be built)."""
-    cc = next((c for c in ("cc", "gcc", "clang") if subprocess.run(["which", c], capture_output=True).returncode == 0), None)
+    cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
     if cc is None:
         return None, "no C compiler (apt-get install gcc libzmq3-dev)"
     os.makedirs(build_dir, exist_ok=True)
