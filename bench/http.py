@@ -1,14 +1,27 @@
 #!/usr/bin/env python3
-"""HTTP benchmark of berth (evloop) against nginx, or of every berth model against evloop, as
-BENCHMARKS.md reports them.
+"""HTTP benchmark of berth (evloop) against its strongest peers, or of every berth model against
+evloop, as BENCHMARKS.md reports them.
 
 Usage: python3 bench/http.py [--berth target/release/berth] [--rounds 2] [--duration 10]
+                             [--peers nginx,nginx-deferred,hyper,hyper-mt,uvloop,granian]
+                             [--shapes 'keep-alive,pipelined x16,connection per request,reverse']
        python3 bench/http.py --models [--ab-n 10000]     # every model, ratios to evloop
 
-Server pinned to core 0 (taskset -c 0), load generator to core 1. For each load shape the peers
-run interleaved (nginx, berth, nginx, berth, ...). Server CPU time is utime+stime of all the
-server's processes from /proc, read before and after each run. Needs wrk, ab and nginx
-(Debian: wrk apache2-utils nginx-light). Everything targets 127.0.0.1 and stops by itself.
+Peers (each skipped with a note when its toolchain is missing):
+  nginx, nginx-deferred  peers/nginx.conf.in: one worker, `return 200` (hello world only), the
+                         second with `deferred` (TCP_DEFER_ACCEPT), as berth's listener has
+  hyper, hyper-mt        peers/rust-hyper (hyper 1.x, tokio current-thread / multi-thread),
+                         built here with cargo into --build-dir
+  uvloop                 peers/python_uvloop.py (uvloop + httptools)
+  granian                peers/asgi_app.py under granian (ASGI, 1 worker)
+
+Shapes: keep-alive (wrk -t1 -c100 on /hello/world), pipelined x16 (the same, 16 requests per
+write), connection per request (ab -c 50), reverse (wrk -t1 -c100 POST /reverse with a small JSON
+object; nginx serves no /reverse and is left out). Server pinned to core 0 (taskset -c 0), load
+generator to core 1. For each shape and round the servers run interleaved (nginx, ..., berth,
+then the next round). Server CPU time is utime+stime of all the server's processes from /proc,
+read before and after each run. Every row gives berth's ratio to it in the same round. Needs wrk
+and ab (Debian: wrk apache2-utils). Everything targets 127.0.0.1 and stops by itself.
 """
 import argparse, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 
@@ -24,7 +37,7 @@ def free_port():
     return port
 
 
-def wait_ready(port, timeout=10.0):
+def wait_ready(port, timeout=20.0):
     end = time.time() + timeout
     while time.time() < end:
         try:
@@ -99,7 +112,7 @@ def to_ms(value, unit):
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def run_wrk(port, duration, script=None):
+def run_wrk(port, duration, script=None, pipelined=True):
     argv = ["taskset", "-c", "1", "wrk", "-t1", "-c100", f"-d{duration}s", "--latency"]
     if script:
         argv += ["-s", script]
@@ -113,7 +126,7 @@ def run_wrk(port, duration, script=None):
     sock = re.search(r"Socket errors: (.*)", out)
     # With a pipelining script wrk records one latency sample per batch but counts every
     # response, so its percentiles come out as 0: report them as unknown instead.
-    p99_ms = float("nan") if script else to_ms(*p99.groups())
+    p99_ms = float("nan") if script and pipelined else to_ms(*p99.groups())
     return {"rps": rps, "requests": total, "p99_ms": p99_ms, "avg_ms": to_ms(*avg.groups()),
             "errors": (int(errors.group(1)) if errors else 0), "socket_errors": sock.group(1) if sock else ""}
 
@@ -142,6 +155,8 @@ def measure(peer, shape, duration, ab_n):
         r = run_wrk(peer.port, duration)
     elif shape == "pipelined x16":
         r = run_wrk(peer.port, duration, os.path.join(HERE, "pipeline.lua"))
+    elif shape == "reverse":
+        r = run_wrk(peer.port, duration, os.path.join(HERE, "reverse.lua"), pipelined=False)
     else:
         r = run_ab(peer.port, ab_n)
     cpu = cpu_seconds(peer.proc.pid) - before
@@ -150,18 +165,39 @@ def measure(peer, shape, duration, ab_n):
     return r
 
 
+def build_hyper(build_dir):
+    """peers/rust-hyper built with cargo; (binary, None) or (None, why not)."""
+    cargo = os.environ.get("CARGO") or shutil.which("cargo")
+    if not cargo:
+        return None, "cargo not found (install Rust: rustup, or apt-get install cargo)"
+    target = os.path.abspath(os.path.join(build_dir, "rust-hyper"))
+    run = subprocess.run([cargo, "build", "--release", "--quiet", "--manifest-path",
+                          os.path.join(HERE, "..", "peers", "rust-hyper", "Cargo.toml"), "--target-dir", target],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        return None, "cargo build failed: " + (run.stderr.strip().splitlines() or ["?"])[-1]
+    return os.path.join(target, "release", "rust-hyper-peer"), None
+
+
+def python_has(module):
+    return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--berth", default="target/release/berth")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--duration", type=int, default=10)
-    ap.add_argument("--shapes", default="keep-alive,pipelined x16,connection per request")
+    ap.add_argument("--shapes", default="keep-alive,pipelined x16,connection per request,reverse")
     ap.add_argument("--models", action="store_true", help="compare berth's models with each other")
     ap.add_argument("--ab-n", type=int, default=20000, help="requests per ab run")
+    ap.add_argument("--peers", default="nginx,nginx-deferred,hyper,hyper-mt,uvloop,granian",
+                    help="peers to run beside berth (without --models)")
+    ap.add_argument("--build-dir", default="target/lab-peers", help="where hyper is built")
     args = ap.parse_args()
-    for tool in ("wrk", "ab", "nginx", "taskset"):
+    for tool in ("wrk", "ab", "taskset"):
         if not shutil.which(tool):
-            sys.exit(f"{tool} not found: apt-get install wrk apache2-utils nginx-light util-linux")
+            sys.exit(f"{tool} not found: apt-get install wrk apache2-utils util-linux")
     work = tempfile.mkdtemp(prefix="berth-bench-")
     nport, bport = free_port(), free_port()
     dport = free_port()
@@ -176,15 +212,52 @@ def main():
     for model in ("single", "threaded", "forked", "prefork", "evloop"):
         port = free_port()
         models[model] = ([berth, "serve", "--model", model, "-p", str(port), "-A", "1", "-w", "1"], port)
-    peers = models if args.models else {
-        "nginx": (["nginx", "-c", os.path.join(work, "nginx.conf"), "-p", work], nport),
-        "nginx-deferred": (["nginx", "-c", os.path.join(work, "nginx-deferred.conf"), "-p", work], dport),
-        "berth": ([os.path.abspath(args.berth), "serve", "-p", str(bport), "-A", "1", "-w", "1"], bport),
-    }
+    py, peers_dir = sys.executable, os.path.join(HERE, "..", "peers")
+    skipped = {}
+    if args.models:
+        peers = models
+    else:
+        peers = {}
+        wanted = args.peers.split(",") if args.peers else []
+        nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+        hyper, why_not_hyper = (build_hyper(args.build_dir) if {"hyper", "hyper-mt"} & set(wanted)
+                                else (None, None))
+        for name in wanted:
+            port = free_port()
+            if name in ("nginx", "nginx-deferred"):
+                if not nginx:
+                    skipped[name] = "nginx not found (apt-get install nginx-light)"
+                    continue
+                conf = "nginx.conf" if name == "nginx" else "nginx-deferred.conf"
+                peers[name] = ([nginx, "-c", os.path.join(work, conf), "-p", work], nport if name == "nginx" else dport)
+            elif name in ("hyper", "hyper-mt"):
+                if not hyper:
+                    skipped[name] = why_not_hyper
+                    continue
+                peers[name] = ([hyper, str(port)] + (["--multi-thread"] if name == "hyper-mt" else []), port)
+            elif name == "uvloop":
+                if not python_has("uvloop, httptools"):
+                    skipped[name] = "needs uvloop and httptools (pip install uvloop httptools)"
+                    continue
+                peers[name] = ([py, os.path.join(peers_dir, "python_uvloop.py"), str(port)], port)
+            elif name == "granian":
+                if not python_has("granian"):
+                    skipped[name] = "needs granian (pip install granian)"
+                    continue
+                peers[name] = ([py, "-m", "granian", "--interface", "asgi", "--workers", "1", "--http", "1",
+                                "--no-ws", "--log-level", "warning", "--working-dir", os.path.abspath(peers_dir),
+                                "--host", "127.0.0.1", "--port", str(port), "asgi_app:app"], port)
+            else:
+                sys.exit(f"--peers: no peer {name!r} (nginx, nginx-deferred, hyper, hyper-mt, uvloop, granian)")
+        peers["berth"] = ([os.path.abspath(args.berth), "serve", "-p", str(bport), "-A", "1", "-w", "1"], bport)
+    for name, why in skipped.items():
+        print(f"{name}: skipped: {why}", file=sys.stderr)
     rows = []
     for shape in args.shapes.split(","):
         for rnd in range(1, args.rounds + 1):
             for name, (argv, port) in peers.items():
+                if shape == "reverse" and name.startswith("nginx"):
+                    continue
                 with Peer(name, argv, port, work) as peer:
                     r = measure(peer, shape, args.duration, args.ab_n)
                 r.update(shape=shape, round=rnd, server=name)
@@ -194,20 +267,26 @@ def main():
                       f"cpu {r['cpu_us_per_req']:6.2f} us/req  rss {r['rss_kb']} KiB  errors {r['errors']} "
                       f"{r['socket_errors']}", flush=True)
     print()
-    baseline = "evloop" if args.models else "nginx"
-    print(f"| shape | round | server | req/s | vs {baseline} | CPU µs/req | vs {baseline} | avg ms | p99 ms "
-          "| RSS KiB | errors |")
+    base_name = "evloop" if args.models else "berth"
+    print(f"| shape | round | server | req/s | {base_name} req/s ÷ this | CPU µs/req | {base_name} CPU/req ÷ this "
+          "| avg ms | p99 ms | RSS KiB | errors |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def ratio(a, b):
+        return f"{a / b:.2f}x" if a and b else "n/a"
+
     for shape in args.shapes.split(","):
         for rnd in range(1, args.rounds + 1):
             same = [r for r in rows if r["shape"] == shape and r["round"] == rnd]
-            base = next(r for r in same if r["server"] == baseline)
+            base = next((r for r in same if r["server"] == base_name), {})
             for r in same:
                 p99 = "n/a" if r["p99_ms"] != r["p99_ms"] else f"{r['p99_ms']:.2f}"
                 sock = f" (socket: {r['socket_errors']})" if r["socket_errors"] else ""
-                print(f"| {shape} | {rnd} | {r['server']} | {r['rps']:.0f} | {r['rps'] / base['rps']:.2f}x | "
-                      f"{r['cpu_us_per_req']:.2f} | {r['cpu_us_per_req'] / base['cpu_us_per_req']:.2f}x | "
+                print(f"| {shape} | {rnd} | {r['server']} | {r['rps']:.0f} | {ratio(base.get('rps'), r['rps'])} | "
+                      f"{r['cpu_us_per_req']:.2f} | {ratio(base.get('cpu_us_per_req'), r['cpu_us_per_req'])} | "
                       f"{r['avg_ms']:.2f} | {p99} | {r['rss_kb']} | {r['errors']}{sock} |")
+    for name, why in skipped.items():
+        print(f"\n{name} was not measured: {why}")
     shutil.rmtree(work, ignore_errors=True)
 
 

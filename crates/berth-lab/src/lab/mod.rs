@@ -158,7 +158,9 @@ pub fn run(config: &LabConfig, progress: &mut dyn FnMut(&str)) -> Result<LabRepo
     let (peers, mut skipped) = servers::peers(
         &absolute(&config.peers),
         &servers::build_dir(&config.berth),
+        &servers::Tools::from_env(),
         &wanted,
+        progress,
     );
     servers.extend(peers);
     let (servers, shapes) = select(config, servers, &mut skipped)?;

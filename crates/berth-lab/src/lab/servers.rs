@@ -51,14 +51,62 @@ pub struct ServerDef {
 }
 
 /// Every peer the lab knows, whether installed here or not (the names `--only` takes).
-pub const PEERS: [&str; 6] = [
+pub const PEERS: [&str; 9] = [
     "python-threaded",
     "python-asyncio",
     "python-uvloop",
+    "granian",
     "node",
     "go",
+    "rust-hyper",
+    "rust-hyper-mt",
     "nginx",
 ];
+
+/// Where the lab looks for the peers' runtimes and compilers: the directories of `PATH` (and
+/// `/usr/sbin`, where Debian puts nginx), and cargo at `$CARGO` when that is set (as cargo sets
+/// it for what it runs), else on the path. A test gives other places, to see peers skipped.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    dirs: Vec<PathBuf>,
+    cargo: Option<PathBuf>,
+}
+
+impl Tools {
+    /// The tools of this process's environment.
+    pub fn from_env() -> Tools {
+        let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default();
+        dirs.push("/usr/sbin".into());
+        Tools {
+            dirs,
+            cargo: std::env::var_os("CARGO").map(PathBuf::from),
+        }
+    }
+
+    /// Programs looked for in `dirs` only, cargo included.
+    #[cfg(test)]
+    pub fn in_dirs(dirs: Vec<PathBuf>) -> Tools {
+        Tools { dirs, cargo: None }
+    }
+
+    /// The path of `program`, if one of the directories has it.
+    fn find(&self, program: &str) -> Option<String> {
+        if program == "cargo" {
+            if let Some(cargo) = &self.cargo {
+                return cargo
+                    .is_file()
+                    .then(|| cargo.to_string_lossy().into_owned());
+            }
+        }
+        self.dirs
+            .iter()
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+            .map(|p| p.to_string_lossy().into_owned())
+    }
+}
 
 /// A peer that cannot run here, and what to install.
 #[derive(Debug, Clone)]
@@ -99,14 +147,17 @@ pub fn berth_models(berth: &Path, models: &[String]) -> Vec<ServerDef> {
         .collect()
 }
 
-/// The peers in `peers_dir` that `wanted` names and whose runtime is installed, and the ones
-/// skipped with the reason. Peers not wanted are neither looked for nor built. The Go peer is
-/// compiled into `build_dir` (a build directory, not the lab's results) unless the binary there
-/// is newer than its source.
+/// The peers in `peers_dir` that `wanted` names and whose runtime is installed (found through
+/// `tools`), and the ones skipped with the reason. Peers not wanted are neither looked for nor
+/// built. The compiled peers are built into `build_dir` (a build directory, not the lab's
+/// results): Go's unless the binary there is newer than its source, hyper's by cargo, which
+/// knows what is up to date (a minute the first time, `progress` says so).
 pub fn peers(
     peers_dir: &Path,
     build_dir: &Path,
+    tools: &Tools,
     wanted: &dyn Fn(&str) -> bool,
+    progress: &mut dyn FnMut(&str),
 ) -> (Vec<ServerDef>, Vec<Skipped>) {
     let mut found = Vec::new();
     let mut skipped = Vec::new();
@@ -134,7 +185,9 @@ pub fn peers(
         }
     };
     let script = |file: &str| peers_dir.join(file).to_string_lossy().into_owned();
-    let python = which("python3").ok_or("python3 not found (apt-get install python3)".to_owned());
+    let python = tools
+        .find("python3")
+        .ok_or("python3 not found (apt-get install python3)".to_owned());
     for (name, file) in [
         ("python-threaded", "python_threaded.py"),
         ("python-asyncio", "python_asyncio.py"),
@@ -158,19 +211,71 @@ pub fn peers(
             }
         })
     });
+    // granian runs the same routes as an ASGI app, with the Python that runs the other peers.
+    add("granian", ALL_ROUTES, &mut || {
+        python.clone().and_then(|py| {
+            if succeeds(Command::new(&py).args(["-c", "import granian"])) {
+                Ok(Launch::Argv(
+                    [
+                        py.as_str(),
+                        "-m",
+                        "granian",
+                        "--interface",
+                        "asgi",
+                        "--workers",
+                        "1",
+                        "--http",
+                        "1",
+                        "--no-ws",
+                        "--log-level",
+                        "warning",
+                        "--working-dir",
+                        &peers_dir.to_string_lossy(),
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        "{port}",
+                        "asgi_app:app",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                ))
+            } else {
+                Err("needs granian (pip install granian)".into())
+            }
+        })
+    });
     add("node", ALL_ROUTES, &mut || {
-        which("node")
+        tools
+            .find("node")
             .map(|node| Launch::Argv(vec![node, script("node_http.js"), "{port}".into()]))
             .ok_or_else(|| "node not found (apt-get install nodejs)".to_owned())
     });
-    add("go", ALL_ROUTES, &mut || build_go(peers_dir, build_dir));
+    add("go", ALL_ROUTES, &mut || {
+        build_go(peers_dir, build_dir, tools)
+    });
+    // One build serves both runtimes; built only if one of them is wanted.
+    let mut hyper: Option<Result<String, String>> = None;
+    for (name, flag) in [
+        ("rust-hyper", None),
+        ("rust-hyper-mt", Some("--multi-thread")),
+    ] {
+        add(name, ALL_ROUTES, &mut || {
+            let bin = hyper
+                .get_or_insert_with(|| build_hyper(peers_dir, build_dir, tools, progress))
+                .clone()?;
+            Ok(Launch::Argv(
+                [Some(bin.as_str()), Some("{port}"), flag]
+                    .into_iter()
+                    .flatten()
+                    .map(String::from)
+                    .collect(),
+            ))
+        });
+    }
     add("nginx", &[Route::Hello], &mut || {
-        which("nginx")
-            .or_else(|| {
-                Path::new("/usr/sbin/nginx")
-                    .exists()
-                    .then(|| "/usr/sbin/nginx".into())
-            })
+        tools
+            .find("nginx")
             .map(|bin| Launch::Nginx {
                 bin: bin.into(),
                 template: peers_dir.join("nginx.conf.in"),
@@ -198,8 +303,10 @@ pub fn build_dir(berth: &Path) -> PathBuf {
     cache.join("berth").join("lab-peers")
 }
 
-fn build_go(peers_dir: &Path, build_dir: &Path) -> Result<Launch, String> {
-    let go = which("go").ok_or("go not found (apt-get install golang-go)")?;
+fn build_go(peers_dir: &Path, build_dir: &Path, tools: &Tools) -> Result<Launch, String> {
+    let go = tools
+        .find("go")
+        .ok_or("go not found (apt-get install golang-go)")?;
     let source = peers_dir.join("go_nethttp.go");
     let out = build_dir.join("go-peer");
     let launch = Launch::Argv(vec![out.to_string_lossy().into_owned(), "{port}".into()]);
@@ -228,12 +335,44 @@ fn build_go(peers_dir: &Path, build_dir: &Path) -> Result<Launch, String> {
     Ok(launch)
 }
 
-fn which(program: &str) -> Option<String> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-        .map(|p| p.to_string_lossy().into_owned())
+/// Builds `peers/rust-hyper` (its own Cargo project, outside berth's workspace) into
+/// `build_dir/rust-hyper` and returns the binary's path. cargo fetches hyper and tokio from
+/// crates.io the first time.
+fn build_hyper(
+    peers_dir: &Path,
+    build_dir: &Path,
+    tools: &Tools,
+    progress: &mut dyn FnMut(&str),
+) -> Result<String, String> {
+    let cargo = tools.find("cargo").ok_or(
+        "cargo not found, so the hyper peer cannot be built (install Rust: rustup, or \
+         apt-get install cargo)",
+    )?;
+    let manifest = peers_dir.join("rust-hyper").join("Cargo.toml");
+    let target = build_dir.join("rust-hyper");
+    let bin = target.join("release").join("rust-hyper-peer");
+    if !bin.exists() {
+        progress("building the hyper peer (cargo build --release, about a minute the first time)");
+    }
+    let out = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run cargo build: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().rev().find(|l| !l.trim().is_empty());
+        return Err(format!(
+            "cargo build --manifest-path {} failed: {}",
+            manifest.display(),
+            last.unwrap_or("(no output)").trim()
+        ));
+    }
+    Ok(bin.to_string_lossy().into_owned())
 }
 
 fn succeeds(cmd: &mut Command) -> bool {
@@ -398,4 +537,83 @@ fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn peers_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers")
+    }
+
+    fn skipped_with(tools: &Tools, build: &Path) -> Vec<Skipped> {
+        let mut lines = Vec::new();
+        let (found, skipped) = peers(&peers_dir(), build, tools, &|_| true, &mut |l| {
+            lines.push(l.to_owned())
+        });
+        let names: Vec<&str> = found
+            .iter()
+            .map(|s| s.name.as_str())
+            .chain(skipped.iter().map(|s| s.name.as_str()))
+            .collect();
+        assert_eq!(names.len(), PEERS.len(), "{names:?}");
+        skipped
+    }
+
+    fn why<'a>(skipped: &'a [Skipped], name: &str) -> &'a str {
+        &skipped
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name} not skipped: {skipped:?}"))
+            .why
+    }
+
+    /// With no toolchain at all, every peer is skipped (none fails), each saying what to
+    /// install; the compiled peers are not built.
+    #[test]
+    fn peers_without_their_toolchains_are_skipped_with_what_to_install() {
+        let build = std::env::temp_dir().join(format!("berth-lab-skip-{}", std::process::id()));
+        let skipped = skipped_with(&Tools::in_dirs(Vec::new()), &build);
+        assert_eq!(skipped.len(), PEERS.len(), "{skipped:?}");
+        for s in &skipped {
+            assert!(s.why.contains("install"), "{s:?}");
+        }
+        assert!(why(&skipped, "rust-hyper").starts_with("cargo not found"));
+        assert!(why(&skipped, "rust-hyper-mt").starts_with("cargo not found"));
+        assert!(why(&skipped, "granian").contains("python3 not found"));
+        assert!(!build.exists(), "nothing is built without a compiler");
+    }
+
+    /// A Python without granian or uvloop runs the plain Python peers and skips those two;
+    /// a cargo that cannot build skips both hyper peers with its error.
+    #[test]
+    fn a_missing_python_package_or_a_failed_build_skips_that_peer() {
+        let dir = std::env::temp_dir().join(format!("berth-lab-fake-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        for (name, script) in [
+            ("python3", "#!/bin/sh\nexit 1\n"),
+            (
+                "cargo",
+                "#!/bin/sh\necho 'error: no network' >&2\nexit 101\n",
+            ),
+        ] {
+            let path = dir.join(name);
+            fs::write(&path, script).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let skipped = skipped_with(&Tools::in_dirs(vec![dir.clone()]), &dir.join("build"));
+        assert_eq!(
+            why(&skipped, "granian"),
+            "needs granian (pip install granian)"
+        );
+        assert!(why(&skipped, "python-uvloop").contains("pip install uvloop"));
+        assert!(!skipped.iter().any(|s| s.name == "python-asyncio"));
+        for name in ["rust-hyper", "rust-hyper-mt"] {
+            let w = why(&skipped, name);
+            assert!(w.contains("failed: error: no network"), "{w}");
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
 }

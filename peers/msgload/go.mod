@@ -1,0 +1,3 @@
+module berth-msgload
+
+go 1.21
