@@ -141,6 +141,7 @@ berth::with_models!(conformance! {
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
     upgrade_hands_the_connection_to_another_protocol;
+    upgraded_tunnel_outlives_waiting_clients;
     capacity_refusal_is_heard_not_reset;
 });
 
@@ -1451,6 +1452,47 @@ fn upgrade_hands_the_connection_to_another_protocol(m: Model) {
     let mut c = srv.client();
     let r = c.get("/echo");
     assert_eq!(r.status, 400, "{m}");
+}
+
+/// An upgraded connection is served until it ends, whoever else is waiting: the blocking
+/// models' rule that lets an idle keep-alive connection go when another client waits (`single`)
+/// is for HTTP between requests, not for a tunnel that is quiet a moment (since the one pump,
+/// issue 13). The waiting client is answered, at the latest once the tunnel closes.
+fn upgraded_tunnel_outlives_waiting_clients(m: Model) {
+    let srv = ModelServer::start(m);
+    let mut tunnel = TcpStream::connect(srv.addr).unwrap();
+    tunnel
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    tunnel
+        .write_all(b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut echo = |tunnel: &mut TcpStream, got: &mut Vec<u8>, word: &[u8]| {
+        tunnel.write_all(word).unwrap();
+        while !got.ends_with(word) {
+            let n = tunnel.read(&mut buf).unwrap_or(0);
+            assert!(
+                n > 0,
+                "{m}: the tunnel closed: {:?}",
+                String::from_utf8_lossy(got)
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+    };
+    echo(&mut tunnel, &mut got, b"first|");
+    assert!(got.starts_with(b"HTTP/1.1 101 "), "{m}");
+    // Another client arrives while the tunnel is quiet.
+    let mut other = Client::from_stream(server::connect(srv.addr));
+    other.send(get_request("/hello/world").as_bytes());
+    thread::sleep(Duration::from_millis(300));
+    echo(&mut tunnel, &mut got, b"second|");
+    drop(tunnel);
+    let r = other
+        .try_read_response(false)
+        .unwrap_or_else(|e| panic!("{m}: the waiting client got no answer: {e}"));
+    assert_eq!(r.text(), HELLO, "{m}");
 }
 
 /// The refusal at a cap is one function for every model (issue 13), and it reads what the

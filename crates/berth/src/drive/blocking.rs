@@ -149,8 +149,10 @@ fn serve<H: Handler, T: Blocking>(
                 conn.expire(&mut lend!())
             }
             Fate::Keep => {
-                // Answered, and nothing buffered: the model may let the connection go now.
-                let between = !conn.unread_input() && conn.answered();
+                // Between HTTP requests (answered, nothing buffered): the model may let the
+                // connection go now. Not a connection handed to another protocol: that one is
+                // served until it ends.
+                let between = conn.is_idle() && conn.answered();
                 if between && should_yield() {
                     return linger_close(&mut conn.stream, false);
                 }
