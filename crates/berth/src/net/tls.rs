@@ -477,10 +477,9 @@ impl<S: Read + Write> Read for TlsStream<S> {
                 Err(e) => return Err(e),
             }
             if self.pull()? == 0 {
-                // Let the reader say whether that end was clean.
-                if self.conn.reader().read(buf).is_err() {
-                    return Ok(0);
-                }
+                // The socket is at its end: what plaintext is left, then the end (clean or
+                // not; see above).
+                return Ok(self.conn.reader().read(buf).unwrap_or(0));
             }
             // The handshake may have produced records to answer (and sessions to send).
             match self.push() {
