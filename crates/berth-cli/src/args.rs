@@ -264,6 +264,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
 
+    /// With --tls-cert: also listen for plain HTTP on this port, answering as --http-mode
+    /// says.
+    #[arg(long, value_name = "PORT", requires = "tls_cert")]
+    pub http_port: Option<u16>,
+
+    /// What the --http-port listener does: redirect every request to https (308, the same
+    /// host and target), or serve the same application unencrypted.
+    #[arg(long, value_name = "MODE", default_value = "redirect", value_parser = ["redirect", "serve"], requires = "http_port")]
+    pub http_mode: String,
+
     /// Listen backlog (pending connections the kernel queues per listener).
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..))]
     pub backlog: i32,

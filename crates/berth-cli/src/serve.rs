@@ -5,6 +5,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
 
+use berth::app::redirect::HttpsRedirect;
 use berth::app::{Demo, DemoConfig};
 use berth::drive::files::Files;
 use berth::drive::signal::Signal;
@@ -122,13 +123,12 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         )?),
         false => None,
     };
-    let (server, bound) = match drive::serve(
-        &settings,
-        Demo::new(app, stats.clone())
+    let demo = |stats: &std::sync::Arc<berth::stats::Stats>| {
+        Demo::new(app.clone(), stats.clone())
             .with_access_log(args.access_log)
-            .with_files(files.clone()),
-        stats,
-    ) {
+            .with_files(files.clone())
+    };
+    let (server, bound) = match drive::serve(&settings, demo(&stats), stats) {
         Ok(started) => started,
         Err(e) => {
             if let Some(d) = &mut daemon {
@@ -138,6 +138,29 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
+    // The plain-HTTP listener beside HTTPS (`--http-port`): the same model and limits.
+    let plain = match args.http_port {
+        None => None,
+        Some(port) => {
+            let mut plain = settings.clone();
+            plain.addr.set_port(port);
+            plain.common.listen.transport = Acceptor::Plain;
+            let stats = plain.new_stats()?;
+            let started = match args.http_mode.as_str() {
+                "serve" => drive::serve(&plain, demo(&stats), stats),
+                _ => drive::serve(&plain, HttpsRedirect { port: bound.port() }, stats),
+            };
+            match started {
+                Ok((server, at)) => Some((server, at)),
+                Err(e) => {
+                    if let Some(d) = &mut daemon {
+                        d.failed(&e.to_string());
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+    };
     let shape = settings.describe();
     if files.root().is_none() {
         // Said at startup, where whoever started berth is looking (info, not a warning:
@@ -148,7 +171,14 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let line = format!("berth listening on {scheme}://{bound} (model {model}, {shape})");
+    let mut line = format!("berth listening on {scheme}://{bound} (model {model}, {shape})");
+    if let Some((_, at)) = &plain {
+        let what = match args.http_mode.as_str() {
+            "serve" => "serves the same",
+            _ => "redirects to https",
+        };
+        line.push_str(&format!("; plain http on {at} {what}"));
+    }
     match &mut daemon {
         Some(d) => {
             log::info!("{line}");
@@ -172,6 +202,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     log::info!("{signal:?} received: finishing requests in flight (up to {:?}); a second signal stops at once", args.shutdown_timeout);
     server.drain(args.shutdown_timeout);
+    if let Some((plain, _)) = &plain {
+        plain.drain(args.shutdown_timeout);
+    }
     std::thread::spawn(|| {
         if let Ok(again) = drive::signal::wait_for_termination() {
             log::warn!("{again:?} received again: stopping now");
@@ -179,6 +212,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     server.join();
+    if let Some((plain, _)) = plain {
+        plain.join();
+    }
     log::info!("stopped");
     // The pid file goes with the daemon handle.
     drop(daemon);

@@ -232,3 +232,71 @@ fn msg_send_speaks_to_a_tls_listener() {
     server.signal("TERM");
     assert!(server.wait(LIMIT).success());
 }
+
+/// `--http-port`: a plain listener beside HTTPS that redirects (308, same host and target) by
+/// default, or serves the same application with `--http-mode serve`.
+#[test]
+fn the_plain_http_port_redirects_or_serves() {
+    let certs = Certs::new("cli-plain");
+    let (cert, key) = (certs.cert.to_str().unwrap(), certs.key.to_str().unwrap());
+    let http_port = common::free_port().to_string();
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "-p",
+        "0",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+        "--http-port",
+        &http_port,
+    ]);
+    let line = berth.line();
+    assert!(
+        line.contains("plain http on") && line.contains("redirects to https"),
+        "{line}"
+    );
+    let https = address_in(&line);
+    let plain: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let mut s = TcpStream::connect(plain).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(b"POST /reverse?x=1 HTTP/1.1\r\nHost: localhost:1234\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 308 Permanent Redirect\r\n"),
+        "{answer}"
+    );
+    let location = format!(
+        "Location: https://localhost:{}/reverse?x=1\r\n",
+        https.port()
+    );
+    assert!(answer.contains(&location), "{answer}");
+    // The HTTPS side is as before.
+    assert_eq!(get(&certs, https).0, "Hello, World!");
+    berth.signal("TERM");
+    assert!(berth.wait(LIMIT).success());
+
+    let http_port = common::free_port().to_string();
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "-p",
+        "0",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+        "--http-port",
+        &http_port,
+        "--http-mode",
+        "serve",
+    ]);
+    let line = berth.line();
+    assert!(line.contains("serves the same"), "{line}");
+    let plain: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let answer = common::get(plain, "/hello/world");
+    assert!(answer.ends_with("Hello, World!"), "{answer}");
+    berth.signal("TERM");
+    assert!(berth.wait(LIMIT).success());
+}

@@ -11,6 +11,7 @@
 //! | `OPTIONS *` | 200, `Allow: GET, HEAD, POST, OPTIONS`, no body (RFC 9110 §9.3.7) |
 //! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
 
+pub mod redirect;
 pub mod relay;
 mod reverse;
 
