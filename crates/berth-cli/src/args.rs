@@ -48,7 +48,7 @@ pub enum Command {
 /// Options of `berth bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Target, e.g. http://127.0.0.1:9000/hello/world
+    /// Target, e.g. http://127.0.0.1:9000/hello/world or https://127.0.0.1:9443/hello/world
     pub url: String,
 
     /// Concurrent connections.
@@ -99,6 +99,11 @@ pub struct BenchArgs {
     /// Longest wait for a response before it counts as a timeout error.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+
+    /// https:// only: verify the server's certificate against this CA (PEM). Without it the
+    /// certificate is not checked, as wrk does not.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<std::path::PathBuf>,
 
     /// Print the report as JSON instead of a table.
     #[arg(long)]

@@ -37,6 +37,7 @@ pub fn run(opts: BenchArgs) -> Result<(), String> {
         pipeline: opts.pipeline.get(),
         timeout: opts.timeout,
         progress: !opts.json && BenchConfig::stderr_is_terminal(),
+        ca: opts.ca.clone(),
     };
     let report = bench::run(&config)?;
     if opts.json {

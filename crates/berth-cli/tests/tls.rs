@@ -300,3 +300,48 @@ fn the_plain_http_port_redirects_or_serves() {
     berth.signal("TERM");
     assert!(berth.wait(LIMIT).success());
 }
+
+/// `berth bench https://`: keep-alive, pipelined and a connection per request (a handshake
+/// each), every response counted, none lost; verified with `--ca`, and a wrong CA fails every
+/// connection rather than measuring anything.
+#[test]
+fn bench_measures_https() {
+    let certs = Certs::new("cli-bench");
+    let (mut berth, addr) = serve(&certs, "evloop");
+    let url = format!("https://127.0.0.1:{}/hello/world", addr.port());
+    let ca = certs.ca.to_str().unwrap().to_owned();
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["bench", url.as_str(), "-c", "4", "-t", "1", "--json"];
+        args.extend_from_slice(extra);
+        let (status, out, err) = run_within(&args, LIMIT);
+        assert!(status.success(), "{args:?}: {err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    for extra in [
+        &["-n", "400"][..],
+        &["-n", "400", "--pipeline", "8"][..],
+        &["-n", "60", "--no-keepalive"][..],
+        &["-n", "100", "--ca", &ca][..],
+    ] {
+        let r = run(extra);
+        let want = extra[1].parse::<u64>().unwrap();
+        assert_eq!(r["status"]["200"], want, "{extra:?}: {r}");
+        assert_eq!(r["requests"], want, "{extra:?}: {r}");
+    }
+    let other = Certs::new("cli-bench-other");
+    let (status, _, err) = run_within(
+        &[
+            "bench",
+            &url,
+            "-n",
+            "20",
+            "--ca",
+            other.ca.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("was answered"), "{err}");
+    berth.signal("TERM");
+    assert!(berth.wait(LIMIT).success());
+}

@@ -11,6 +11,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use berth::net::tls::{TlsConnector, TlsStream};
+use berth::net::{Evented, Transport};
 use mio::event::{Event, Source};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Events, Interest, Poll, Registry, Token};
@@ -71,10 +73,11 @@ pub(crate) fn drive(lp: &mut impl EventLoop, stop: &AtomicBool, budget: &Budget)
     }
 }
 
-/// A TCP or UNIX stream socket.
+/// A TCP or UNIX stream socket, or TLS over TCP (`berth bench https://`).
 pub(crate) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<TlsStream<TcpStream>>),
 }
 
 impl Stream {
@@ -84,6 +87,27 @@ impl Stream {
         // Small requests, messages and headers must not wait for Nagle.
         let _ = s.set_nodelay(true);
         Ok(Stream::Tcp(s))
+    }
+
+    /// Starts a non-blocking TCP connect with TLS over it (the handshake goes as the stream
+    /// is written and read).
+    pub(crate) fn tls(addr: SocketAddr, tls: &TlsConnector, host: &str) -> io::Result<Stream> {
+        let Stream::Tcp(s) = Stream::tcp(addr)? else {
+            unreachable!("Stream::tcp makes a TCP stream")
+        };
+        Ok(Stream::Tls(Box::new(tls.connect(host, s)?)))
+    }
+
+    /// Records a TLS stream holds that the socket has not taken yet: [`Write::flush`] them
+    /// when writable.
+    pub(crate) fn has_pending(&self) -> bool {
+        matches!(self, Stream::Tls(t) if t.has_pending())
+    }
+
+    /// Whether a short read emptied the socket (not so under TLS: a read returns one
+    /// record's plaintext while more may wait).
+    pub(crate) fn short_read_drains(&self) -> bool {
+        !matches!(self, Stream::Tls(_))
     }
 
     /// Starts a non-blocking UNIX stream connect.
@@ -112,6 +136,7 @@ impl Stream {
         let (error, peer) = match self {
             Stream::Tcp(s) => (s.take_error(), s.peer_addr().map(drop)),
             Stream::Unix(s) => (s.take_error(), s.peer_addr().map(drop)),
+            Stream::Tls(t) => (t.get_ref().take_error(), t.get_ref().peer_addr().map(drop)),
         };
         if let Some(e) = error? {
             return Err(e);
@@ -167,6 +192,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -176,11 +202,15 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            Stream::Tls(s) => s.flush(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -189,6 +219,7 @@ impl Source for Stream {
         match self {
             Stream::Tcp(s) => s.register(r, t, i),
             Stream::Unix(s) => s.register(r, t, i),
+            Stream::Tls(s) => s.source().register(r, t, i),
         }
     }
 
@@ -196,6 +227,7 @@ impl Source for Stream {
         match self {
             Stream::Tcp(s) => s.reregister(r, t, i),
             Stream::Unix(s) => s.reregister(r, t, i),
+            Stream::Tls(s) => s.source().reregister(r, t, i),
         }
     }
 
@@ -203,6 +235,7 @@ impl Source for Stream {
         match self {
             Stream::Tcp(s) => s.deregister(r),
             Stream::Unix(s) => s.deregister(r),
+            Stream::Tls(s) => s.source().deregister(r),
         }
     }
 }

@@ -43,6 +43,22 @@ pub(crate) struct Plan {
     pub head: bool,
     /// Longest wait for a batch's responses.
     pub timeout: Duration,
+    /// `https://`: TLS over every connection (a full handshake per connection without
+    /// keep-alive, resumed when the server allows it).
+    pub tls: Option<TlsTarget>,
+}
+
+/// The TLS side of a plan: the client configuration and the name to check.
+#[derive(Clone)]
+pub(crate) struct TlsTarget {
+    pub connector: berth::net::tls::TlsConnector,
+    pub host: String,
+}
+
+impl std::fmt::Debug for TlsTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TlsTarget({})", self.host)
+    }
 }
 
 /// State all load threads share with the thread that runs them.
@@ -189,6 +205,8 @@ impl EventLoop for Loop<'_> {
             }
         } else if self.conns[i].state == State::Sending && ev.is_writable() {
             self.send(i, now);
+        } else if self.conns[i].state == State::Receiving && ev.is_writable() {
+            self.push_records(i, now);
         }
         let c = &self.conns[i];
         if c.state == State::Receiving && c.read.readable {
@@ -209,7 +227,12 @@ impl Loop<'_> {
             return;
         }
         let addr = self.plan.addr;
-        let stream = match Stream::open(self.poll.registry(), Token(i), || Stream::tcp(addr)) {
+        let tls = self.plan.tls.as_ref();
+        let connect = || match tls {
+            None => Stream::tcp(addr),
+            Some(t) => Stream::tls(addr, &t.connector, &t.host),
+        };
+        let stream = match Stream::open(self.poll.registry(), Token(i), connect) {
             Ok(s) => s,
             Err(_) => return self.fail(i, Failure::Connect, now),
         };
@@ -277,6 +300,22 @@ impl Loop<'_> {
             }
         }
         c.state = State::Receiving;
+        self.push_records(i, now);
+    }
+
+    /// Writes what a TLS stream still holds (its socket was full); the rest goes on the next
+    /// writable event.
+    fn push_records(&mut self, i: usize, now: Instant) {
+        let Some(stream) = self.conns[i].stream.as_mut() else {
+            return;
+        };
+        if stream.has_pending() {
+            match std::io::Write::flush(stream) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => self.fail(i, Failure::Write, now),
+            }
+        }
     }
 
     fn receive(&mut self, i: usize) {
@@ -314,7 +353,11 @@ impl Loop<'_> {
             if !self.parse(i, now) {
                 return;
             }
-            if self.conns[i].read.emptied_by(n, room) {
+            let drains = self.conns[i]
+                .stream
+                .as_ref()
+                .is_some_and(Stream::short_read_drains);
+            if drains && self.conns[i].read.emptied_by(n, room) {
                 return;
             }
         }

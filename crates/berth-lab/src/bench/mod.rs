@@ -49,6 +49,9 @@ pub struct BenchConfig {
     pub timeout: Duration,
     /// Print a progress line to stderr once a second (only worth it on a terminal).
     pub progress: bool,
+    /// `https://`: verify the server against this CA (PEM). Without it the certificate is
+    /// not checked (as wrk does not): the run measures the server, not the trust chain.
+    pub ca: Option<std::path::PathBuf>,
 }
 
 impl BenchConfig {
@@ -64,6 +67,7 @@ impl BenchConfig {
             pipeline: 1,
             timeout: Duration::from_secs(10),
             progress: false,
+            ca: None,
         }
     }
 
@@ -83,7 +87,16 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
     if config.limit == Limit::Requests(0) || config.limit == Limit::Duration(Duration::ZERO) {
         return Err("the run needs a duration or a request count above 0".to_owned());
     }
+    let tls = match &config.target.tls_host {
+        None => None,
+        Some(host) => Some(load::TlsTarget {
+            connector: berth::net::tls::TlsConnector::new(config.ca.as_deref(), &[b"http/1.1"])
+                .map_err(|e| format!("TLS: {e}"))?,
+            host: host.clone(),
+        }),
+    };
     let plan = load::Plan {
+        tls,
         addr: config.target.addr,
         request: config.request.encode(&config.target, config.keep_alive),
         pipeline: config.pipeline,

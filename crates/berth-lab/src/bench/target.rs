@@ -14,6 +14,9 @@ pub struct Target {
     pub host: String,
     /// Origin-form request target: path and query.
     pub path: String,
+    /// `https://`: the host name the server's certificate is checked against (TLS), else
+    /// `None`.
+    pub tls_host: Option<String>,
 }
 
 impl Target {
@@ -23,15 +26,20 @@ impl Target {
         let uri: http::Uri = url
             .parse()
             .map_err(|e| format!("invalid URL {url:?}: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some(other) => return Err(format!("unsupported scheme {other:?} (only http://)")),
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            Some(other) => {
+                return Err(format!(
+                    "unsupported scheme {other:?} (http:// or https://)"
+                ))
+            }
             None => return Err(format!("URL {url:?} needs a scheme, e.g. http://{url}")),
-        }
+        };
         let authority = uri
             .authority()
             .ok_or_else(|| format!("URL {url:?} has no host"))?;
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
         // `[::1]` keeps its brackets in the authority; the resolver wants them off.
         let host = authority
             .host()
@@ -48,6 +56,7 @@ impl Target {
             addr,
             host: authority.as_str().to_owned(),
             path,
+            tls_host: tls.then(|| host.to_owned()),
         })
     }
 }
@@ -150,7 +159,12 @@ mod tests {
         let t = Target::parse("http://[::1]:9/").unwrap();
         assert_eq!(t.addr, "[::1]:9".parse().unwrap());
         assert_eq!(Target::parse("http://127.0.0.1").unwrap().path, "/");
-        assert!(Target::parse("https://127.0.0.1/")
+        // https:// is measured too now (issue 16), on 443 by default.
+        let t = Target::parse("https://127.0.0.1/").unwrap();
+        assert_eq!(t.addr, "127.0.0.1:443".parse().unwrap());
+        assert_eq!(t.tls_host.as_deref(), Some("127.0.0.1"));
+        assert_eq!(Target::parse("http://127.0.0.1/").unwrap().tls_host, None);
+        assert!(Target::parse("ftp://127.0.0.1/")
             .unwrap_err()
             .contains("scheme"));
         assert!(Target::parse("127.0.0.1:80/x").is_err());
