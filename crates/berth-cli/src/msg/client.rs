@@ -8,38 +8,32 @@ use std::time::{Duration, Instant};
 
 use berth::msg::{Address, ClientId, Endpoint, Engine, EngineConfig, Name};
 
-use super::{ListenArgs, SendArgs};
+use super::{ListenArgs, SendArgs, TlsClientArgs};
 use crate::args::usage_error;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `--ca FILE`, `--insecure`, `--cert` and `--key`, for a tls:// endpoint.
-struct Trust<'a> {
-    ca: Option<&'a std::path::Path>,
-    insecure: bool,
-    /// A client certificate and its key, to present.
-    identity: Option<(&'a std::path::Path, &'a std::path::Path)>,
-}
-
+/// Connects as `name`, with `--ca`, `--insecure`, `--cert` and `--key` applied to a tls://
+/// endpoint (and refused on any other).
 fn connect(
     command: &str,
     endpoint: &str,
     name: &str,
-    trust: Trust<'_>,
+    args: &TlsClientArgs,
 ) -> Result<(Engine, ClientId), String> {
     let mut endpoint = Endpoint::parse(endpoint).unwrap_or_else(|e| usage_error(command, &e));
     match endpoint.tls.as_mut() {
         Some(tls) => {
-            if let Some(ca) = trust.ca {
-                tls.ca = Some(ca.to_owned());
+            if let Some(ca) = &args.ca {
+                tls.ca = Some(ca.clone());
             }
-            tls.insecure |= trust.insecure;
-            if let Some((cert, key)) = trust.identity {
-                tls.cert = Some(cert.to_owned());
-                tls.key = Some(key.to_owned());
+            tls.insecure |= args.insecure;
+            if let (Some(cert), Some(key)) = (&args.cert, &args.key) {
+                tls.cert = Some(cert.clone());
+                tls.key = Some(key.clone());
             }
         }
-        None if trust.ca.is_some() || trust.insecure || trust.identity.is_some() => usage_error(
+        None if args.ca.is_some() || args.insecure || args.cert.is_some() => usage_error(
             command,
             "--ca, --insecure, --cert and --key apply to tls:// endpoints only",
         ),
@@ -102,12 +96,7 @@ const NOT_DELIVERED: &[u8] = b"@! ";
 /// relay's `@! ...` failure; 1 otherwise, with the cause.
 pub fn send(args: SendArgs) -> Result<(), String> {
     let name = args.name.as_deref().unwrap_or("");
-    let trust = Trust {
-        ca: args.ca.as_deref(),
-        insecure: args.insecure,
-        identity: args.cert.as_deref().zip(args.key.as_deref()),
-    };
-    let (mut engine, server) = connect("msg send", &args.endpoint, name, trust)?;
+    let (mut engine, server) = connect("msg send", &args.endpoint, name, &args.tls)?;
     let relays = args
         .messages
         .iter()
@@ -172,12 +161,7 @@ pub fn send(args: SendArgs) -> Result<(), String> {
 
 /// Prints every message until the server closes.
 pub fn listen(args: ListenArgs) -> Result<(), String> {
-    let trust = Trust {
-        ca: args.ca.as_deref(),
-        insecure: args.insecure,
-        identity: args.cert.as_deref().zip(args.key.as_deref()),
-    };
-    let (mut engine, server) = connect("msg listen", &args.endpoint, &args.name, trust)?;
+    let (mut engine, server) = connect("msg listen", &args.endpoint, &args.name, &args.tls)?;
     eprintln!("connected to {} as {}", args.endpoint, args.name);
     loop {
         let r = engine.io_iteration(None).map_err(|e| e.to_string())?;

@@ -192,6 +192,17 @@ pub struct SendArgs {
     #[arg(long, value_name = "N")]
     pub answers: Option<usize>,
 
+    #[command(flatten)]
+    pub tls: TlsClientArgs,
+
+    /// Print help.
+    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
+    help: Option<bool>,
+}
+
+/// How `send` and `listen` speak TLS to a tls:// endpoint.
+#[derive(Debug, Args)]
+pub struct TlsClientArgs {
     /// tls:// only: verify the server's certificate against this CA (PEM).
     #[arg(long, value_name = "FILE")]
     pub ca: Option<std::path::PathBuf>,
@@ -208,10 +219,6 @@ pub struct SendArgs {
     /// tls:// only: the private key (PEM) of --cert.
     #[arg(long, value_name = "FILE", requires = "cert")]
     pub key: Option<std::path::PathBuf>,
-
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
 }
 
 /// Options of `berth msg listen`.
@@ -224,22 +231,8 @@ pub struct ListenArgs {
     #[arg(short = 'n', long, value_name = "NAME", required = true)]
     pub name: String,
 
-    /// tls:// only: verify the server's certificate against this CA (PEM).
-    #[arg(long, value_name = "FILE")]
-    pub ca: Option<std::path::PathBuf>,
-
-    /// tls:// only: accept any server certificate (encrypted, not authenticated: for tests).
-    #[arg(long)]
-    pub insecure: bool,
-
-    /// tls:// only: present this client certificate (PEM; with --key) to a server that
-    /// asks for one.
-    #[arg(long, value_name = "FILE", requires = "key")]
-    pub cert: Option<std::path::PathBuf>,
-
-    /// tls:// only: the private key (PEM) of --cert.
-    #[arg(long, value_name = "FILE", requires = "cert")]
-    pub key: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsClientArgs,
 
     /// Print help.
     #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
