@@ -6,6 +6,7 @@ Usage: python3 bench/http.py [--berth target/release/berth] [--rounds 2] [--dura
                              [--peers nginx,nginx-deferred,hyper,hyper-mt,uvloop,granian]
                              [--shapes 'keep-alive,pipelined x16,connection per request,reverse']
        python3 bench/http.py --models [--ab-n 10000]     # every model, ratios to evloop
+       python3 bench/http.py --tls [--shapes 'keep-alive,connection per request,file 1m']
 
 Peers (each skipped with a note when its toolchain is missing):
   nginx, nginx-deferred  peers/nginx.conf.in: one worker, `return 200` (hello world only), the
@@ -22,8 +23,14 @@ generator to core 1. For each shape and round the servers run interleaved (nginx
 then the next round). Server CPU time is utime+stime of all the server's processes from /proc,
 read before and after each run. Every row gives berth's ratio to it in the same round. Needs wrk
 and ab (Debian: wrk apache2-utils). Everything targets 127.0.0.1 and stops by itself.
+
+--tls: HTTPS, berth against nginx (peers/nginx-tls.conf.in, one worker) with the same ECDSA P-256
+certificate (made here with openssl), TLS 1.2 and 1.3, a bounded session cache on both. Shapes: keep-alive (wrk on
+https), connection per request (wrk -H 'Connection: close': a full handshake per request, as wrk
+keeps no session; CPU is per connection), file 1m (wrk -c10 on a 1 MiB file, /files/ on berth,
+an alias on nginx: neither can sendfile over TLS without kTLS, so both read and encrypt).
 """
-import argparse, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import argparse, os, re, shutil, signal, socket, ssl, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -37,11 +44,16 @@ def free_port():
     return port
 
 
-def wait_ready(port, timeout=20.0):
+def wait_ready(port, timeout=20.0, tls=False):
     end = time.time() + timeout
     while time.time() < end:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as raw:
+                s = raw
+                if tls:
+                    ctx = ssl.create_default_context()
+                    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+                    s = ctx.wrap_socket(raw)
                 s.sendall(b"GET /hello/world HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 if s.recv(100).startswith(b"HTTP/1.1 200"):
                     return
@@ -90,13 +102,13 @@ def rss_kb(pid):
 
 
 class Peer:
-    def __init__(self, name, argv, port, workdir):
-        self.name, self.argv, self.port, self.workdir = name, argv, port, workdir
+    def __init__(self, name, argv, port, workdir, tls=False):
+        self.name, self.argv, self.port, self.workdir, self.tls = name, argv, port, workdir, tls
 
     def __enter__(self):
         self.proc = subprocess.Popen(["taskset", "-c", "0"] + self.argv, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, cwd=self.workdir, start_new_session=True)
-        wait_ready(self.port)
+        wait_ready(self.port, tls=self.tls)
         return self
 
     def __exit__(self, *exc):
@@ -112,11 +124,13 @@ def to_ms(value, unit):
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def run_wrk(port, duration, script=None, pipelined=True):
-    argv = ["taskset", "-c", "1", "wrk", "-t1", "-c100", f"-d{duration}s", "--latency"]
+def run_wrk(url, duration, script=None, pipelined=True, conns=100, header=None):
+    argv = ["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency"]
     if script:
         argv += ["-s", script]
-    argv.append(f"http://127.0.0.1:{port}/hello/world")
+    if header:
+        argv += ["-H", header]
+    argv.append(url)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 30).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     total = int(re.search(r"(\d+) requests in", out).group(1))
@@ -149,14 +163,21 @@ def run_ab(port, n, c=50):
             "socket_errors": ""}
 
 
-def measure(peer, shape, duration, ab_n):
+def measure(peer, shape, duration, ab_n, tls=False):
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{peer.port}"
+    hello = base + "/hello/world"
     before = cpu_seconds(peer.proc.pid)
     if shape == "keep-alive":
-        r = run_wrk(peer.port, duration)
+        r = run_wrk(hello, duration)
     elif shape == "pipelined x16":
-        r = run_wrk(peer.port, duration, os.path.join(HERE, "pipeline.lua"))
+        r = run_wrk(hello, duration, os.path.join(HERE, "pipeline.lua"))
     elif shape == "reverse":
-        r = run_wrk(peer.port, duration, os.path.join(HERE, "reverse.lua"), pipelined=False)
+        r = run_wrk(hello, duration, os.path.join(HERE, "reverse.lua"), pipelined=False)
+    elif shape == "file 1m":
+        r = run_wrk(base + "/files/1m.bin", duration, conns=10)
+    elif tls:
+        # wrk keeps no TLS session: every connection is a full handshake.
+        r = run_wrk(hello, duration, conns=50, header="Connection: close")
     else:
         r = run_ab(peer.port, ab_n)
     cpu = cpu_seconds(peer.proc.pid) - before
@@ -194,6 +215,9 @@ def main():
     ap.add_argument("--peers", default="nginx,nginx-deferred,hyper,hyper-mt,uvloop,granian",
                     help="peers to run beside berth (without --models)")
     ap.add_argument("--build-dir", default="target/lab-peers", help="where hyper is built")
+    ap.add_argument("--tls", action="store_true",
+                    help="HTTPS: berth against nginx with the same certificate (shapes: keep-alive, "
+                         "connection per request, file 1m)")
     args = ap.parse_args()
     for tool in ("wrk", "ab", "taskset"):
         if not shutil.which(tool):
@@ -208,6 +232,11 @@ def main():
     with open(os.path.join(work, "nginx-deferred.conf"), "w") as f:
         f.write(template.replace("@PORT@", str(dport)).replace("backlog=1024;", "backlog=1024 deferred;"))
     berth = os.path.abspath(args.berth)
+    if args.tls:
+        if "--shapes" not in sys.argv:
+            args.shapes = "keep-alive,connection per request,file 1m"
+        peers, skipped = tls_peers(berth, work)
+        return report(args, peers, skipped, work)
     models = {}
     for model in ("single", "threaded", "forked", "prefork", "evloop"):
         port = free_port()
@@ -250,6 +279,43 @@ def main():
             else:
                 sys.exit(f"--peers: no peer {name!r} (nginx, nginx-deferred, hyper, hyper-mt, uvloop, granian)")
         peers["berth"] = ([os.path.abspath(args.berth), "serve", "-p", str(bport), "-A", "1", "-w", "1"], bport)
+    return report(args, peers, skipped, work)
+
+
+def tls_peers(berth, work):
+    """nginx over TLS and berth over TLS, the same ECDSA P-256 certificate and a 1 MiB file."""
+    if not shutil.which("openssl"):
+        sys.exit("--tls needs openssl to make the certificate (apt-get install openssl)")
+    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
+    files = os.path.join(work, "files")
+    os.makedirs(files, exist_ok=True)
+    with open(os.path.join(files, "1m.bin"), "wb") as f:
+        f.write(os.urandom(1 << 20))
+    # nginx's worker runs as nobody when started by root: it must be able to reach the file.
+    for path in (work, files, os.path.join(files, "1m.bin")):
+        os.chmod(path, 0o755)
+    nport, bport = free_port(), free_port()
+    conf = open(os.path.join(HERE, "..", "peers", "nginx-tls.conf.in")).read()
+    for key_, value in (("@DIR@", work), ("@PORT@", str(nport)), ("@CERT@", cert), ("@KEY@", key),
+                        ("@FILES@", files)):
+        conf = conf.replace(key_, value)
+    with open(os.path.join(work, "nginx-tls.conf"), "w") as f:
+        f.write(conf)
+    peers, skipped = {}, {}
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    if nginx:
+        peers["nginx"] = ([nginx, "-c", os.path.join(work, "nginx-tls.conf"), "-p", work], nport)
+    else:
+        skipped["nginx"] = "nginx not found (apt-get install nginx-light)"
+    peers["berth"] = ([berth, "serve", "-p", str(bport), "-A", "1", "-w", "1", "--tls-cert", cert,
+                       "--tls-key", key, "--root", files], bport)
+    return peers, skipped
+
+
+def report(args, peers, skipped, work):
     for name, why in skipped.items():
         print(f"{name}: skipped: {why}", file=sys.stderr)
     rows = []
@@ -258,8 +324,8 @@ def main():
             for name, (argv, port) in peers.items():
                 if shape == "reverse" and name.startswith("nginx"):
                     continue
-                with Peer(name, argv, port, work) as peer:
-                    r = measure(peer, shape, args.duration, args.ab_n)
+                with Peer(name, argv, port, work, tls=args.tls) as peer:
+                    r = measure(peer, shape, args.duration, args.ab_n, tls=args.tls)
                 r.update(shape=shape, round=rnd, server=name)
                 rows.append(r)
                 print(f"{shape:24} round {rnd} {name:14} {r['rps']:>11.0f} req/s  avg {r['avg_ms']:6.2f} ms  "

@@ -12,13 +12,15 @@ use std::time::{Duration, Instant};
 use berth::drive::Model;
 use common::Berth;
 
-const SHAPES: [&str; 6] = [
+const SHAPES: [&str; 8] = [
     "hello",
     "hello-pipelined",
     "hello-close",
     "reverse",
     "reverse-1000",
     "slow",
+    "hello-tls",
+    "hello-tls-close",
 ];
 
 #[test]
@@ -109,6 +111,16 @@ fn quick_lab_measures_every_model_under_every_shape() {
             );
             assert!(stdout.contains("\n[1] single serves one connection at a time"));
         }
+    }
+    // The TLS shapes compare berth with nginx only: the other peers are left out, saying so.
+    for row in rows
+        .iter()
+        .filter(|r| r["shape"].as_str().unwrap().contains("tls") && r["kind"] == "peer")
+    {
+        assert_eq!(row["server"], "nginx", "{row}");
+    }
+    if rows.iter().any(|r| r["server"] == "node") {
+        assert!(stdout.contains("node (serves plain HTTP only"), "{stdout}");
     }
     // A peer left out of a shape is named, with the reason.
     if rows.iter().any(|r| r["server"] == "nginx") {

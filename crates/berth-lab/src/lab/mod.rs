@@ -15,6 +15,7 @@ pub mod procstat;
 mod servers;
 pub mod shapes;
 mod table;
+mod tls;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -168,6 +169,12 @@ pub fn run(config: &LabConfig, progress: &mut dyn FnMut(&str)) -> Result<LabRepo
         progress(&format!("skipping {}: {}", s.name, s.why));
     }
 
+    // The TLS shapes' certificate, made once for the run: every server serves the same one.
+    let tls = if shapes.iter().any(Shape::tls) {
+        Some(tls::TlsFiles::make(&out.join("tls"))?)
+    } else {
+        None
+    };
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     let logs = out.join("logs");
@@ -189,7 +196,8 @@ pub fn run(config: &LabConfig, progress: &mut dyn FnMut(&str)) -> Result<LabRepo
                 });
                 continue;
             }
-            match measure(config, &pinning, server, shape, &logs, baseline) {
+            let tls = tls.as_ref().filter(|_| shape.tls());
+            match measure(config, &pinning, server, shape, tls, &logs, baseline) {
                 Ok(row) => {
                     progress(&format!(
                         "{:<16} {:<16} {:>10.0} req/s  p99 {:>8.2} ms  server CPU {:>5.1}%{}",
@@ -285,11 +293,15 @@ fn bench_config(
     config: &LabConfig,
     pinning: &pin::Pinning,
     shape: &Shape,
+    tls: Option<&tls::TlsFiles>,
     addr: std::net::SocketAddr,
     time: Duration,
 ) -> Result<BenchConfig, String> {
-    let target = Target::parse(&format!("http://{addr}{}", shape.path))?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let target = Target::parse(&format!("{scheme}://{addr}{}", shape.path))?;
     let mut b = BenchConfig::new(target);
+    // The load generator verifies the server's certificate, as a real client would.
+    b.ca = tls.map(|t| t.ca.clone());
     b.request = RequestSpec {
         method: shape.method.to_owned(),
         headers: if shape.body.is_empty() {
@@ -313,7 +325,7 @@ fn bench_config(
 /// run's total, which is only known once the server has exited.
 fn baseline(pinning: &pin::Pinning, server: &ServerDef, logs: &std::path::Path) -> Duration {
     let before = procstat::children_cpu();
-    match server.start(pinning, logs) {
+    match server.start(pinning, logs, None) {
         Ok(running) => {
             running.stop();
             procstat::children_cpu().saturating_sub(before)
@@ -332,11 +344,12 @@ fn measure(
     pinning: &pin::Pinning,
     server: &ServerDef,
     shape: &Shape,
+    tls: Option<&tls::TlsFiles>,
     logs: &std::path::Path,
     baseline: Duration,
 ) -> Result<Row, String> {
     let cpu_before = procstat::children_cpu();
-    let running = server.start(pinning, logs)?;
+    let running = server.start(pinning, logs, tls)?;
     let result = (|| {
         let mut warm = (0, Duration::ZERO);
         if !config.warmup.is_zero() {
@@ -344,12 +357,13 @@ fn measure(
                 config,
                 pinning,
                 shape,
+                tls,
                 running.addr,
                 config.warmup,
             )?)?;
             warm = (r.tally.responses, r.elapsed);
         }
-        let bench = bench_config(config, pinning, shape, running.addr, config.duration)?;
+        let bench = bench_config(config, pinning, shape, tls, running.addr, config.duration)?;
         let peak = AtomicU64::new(procstat::group_rss(running.pgid));
         let done = AtomicBool::new(false);
         let own_before = procstat::own_cpu();

@@ -15,8 +15,11 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
+use berth::net::tls::TlsConnector;
+
 use super::pin::Pinning;
 use super::shapes::Route;
+use super::tls::TlsFiles;
 
 /// How long a server may take to answer its first request.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -27,11 +30,14 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How to start one server; `{port}` in an argument is replaced by the port.
 #[derive(Debug, Clone)]
 enum Launch {
+    /// A command line; under a TLS shape, berth's `--tls-cert` and `--tls-key` follow it.
     Argv(Vec<String>),
-    /// nginx needs a config file naming the port: written from the template at each start.
+    /// nginx needs a config file naming the port: written from the template at each start
+    /// (`tls_template` under a TLS shape).
     Nginx {
         bin: PathBuf,
         template: PathBuf,
+        tls_template: PathBuf,
     },
 }
 
@@ -119,6 +125,9 @@ pub struct Skipped {
 
 const ALL_ROUTES: &[Route] = &[Route::Hello, Route::Reverse, Route::Slow];
 
+/// berth's routes: all the demo's, and hello world over TLS.
+const BERTH_ROUTES: &[Route] = &[Route::Hello, Route::Reverse, Route::Slow, Route::HelloTls];
+
 /// berth's models, each with the settings seed 001 ran its stress with (300 workers for slow
 /// jobs); the rest are defaults.
 pub fn berth_models(berth: &Path, models: &[String]) -> Vec<ServerDef> {
@@ -127,7 +136,7 @@ pub fn berth_models(berth: &Path, models: &[String]) -> Vec<ServerDef> {
         .map(|m| ServerDef {
             name: m.clone(),
             kind: "berth",
-            routes: ALL_ROUTES,
+            routes: BERTH_ROUTES,
             routes_note: None,
             launch: Launch::Argv(
                 [
@@ -172,10 +181,12 @@ pub fn peers(
                 name: name.to_owned(),
                 kind: "peer",
                 routes,
-                routes_note: (name == "nginx").then_some(
-                    "serves GET /hello/world only: its config is a bare `return 200`, with no \
-                     application for /reverse or /test/slow",
-                ),
+                routes_note: Some(if name == "nginx" {
+                    "serves GET /hello/world only (over TLS too): its config is a bare `return \
+                     200`, with no application for /reverse or /test/slow"
+                } else {
+                    "serves plain HTTP only: the lab's TLS shapes compare berth with nginx"
+                }),
                 launch,
             }),
             Err(why) => skipped.push(Skipped {
@@ -273,12 +284,13 @@ pub fn peers(
             ))
         });
     }
-    add("nginx", &[Route::Hello], &mut || {
+    add("nginx", &[Route::Hello, Route::HelloTls], &mut || {
         tools
             .find("nginx")
             .map(|bin| Launch::Nginx {
                 bin: bin.into(),
                 template: peers_dir.join("nginx.conf.in"),
+                tls_template: peers_dir.join("nginx-tls.conf.in"),
             })
             .ok_or_else(|| "nginx not found (apt-get install nginx-light)".to_owned())
     });
@@ -391,28 +403,62 @@ pub struct Running {
     /// Where it listens.
     pub addr: SocketAddr,
     log: PathBuf,
+    /// The certificate it serves HTTPS with, if it does.
+    tls: Option<TlsFiles>,
 }
 
 impl ServerDef {
     /// Starts the server on a free port, its output going to `work_dir/<name>.log`, and waits
-    /// until it answers `GET /hello/world`.
-    pub fn start(&self, pin: &Pinning, work_dir: &Path) -> Result<Running, String> {
+    /// until it answers `GET /hello/world`; with `tls`, over HTTPS with that certificate.
+    pub fn start(
+        &self,
+        pin: &Pinning,
+        work_dir: &Path,
+        tls: Option<&TlsFiles>,
+    ) -> Result<Running, String> {
         let port = free_port().map_err(|e| format!("no free port: {e}"))?;
         let log = work_dir.join(format!("{}.log", self.name));
         let log_file = fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
         let argv: Vec<String> = match &self.launch {
-            Launch::Argv(argv) => argv
-                .iter()
-                .map(|a| a.replace("{port}", &port.to_string()))
-                .collect(),
-            Launch::Nginx { bin, template } => {
+            Launch::Argv(argv) => {
+                let mut argv: Vec<String> = argv
+                    .iter()
+                    .map(|a| a.replace("{port}", &port.to_string()))
+                    .collect();
+                if let Some(tls) = tls {
+                    argv.extend([
+                        "--tls-cert".to_owned(),
+                        tls.cert.to_string_lossy().into_owned(),
+                        "--tls-key".to_owned(),
+                        tls.key.to_string_lossy().into_owned(),
+                    ]);
+                }
+                argv
+            }
+            Launch::Nginx {
+                bin,
+                template,
+                tls_template,
+            } => {
                 let dir = work_dir.join("nginx");
                 fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+                let template = if tls.is_some() {
+                    tls_template
+                } else {
+                    template
+                };
+                let path_of = |p: Option<&PathBuf>| {
+                    p.map_or(String::new(), |p| p.to_string_lossy().into_owned())
+                };
                 let conf = fs::read_to_string(template)
                     .map_err(|e| format!("{}: {e}", template.display()))?
                     .replace("@PORT@", &port.to_string())
-                    .replace("@DIR@", &dir.to_string_lossy());
+                    .replace("@DIR@", &dir.to_string_lossy())
+                    .replace("@CERT@", &path_of(tls.map(|t| &t.cert)))
+                    .replace("@KEY@", &path_of(tls.map(|t| &t.key)))
+                    // No file shape in the lab: an empty directory of its own.
+                    .replace("@FILES@", &dir.join("files").to_string_lossy());
                 let path = dir.join("nginx.conf");
                 fs::write(&path, conf).map_err(|e| e.to_string())?;
                 vec![
@@ -442,6 +488,7 @@ impl ServerDef {
             pgid,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             log,
+            tls: tls.cloned(),
         };
         if let Err(e) = running.wait_ready() {
             running.stop();
@@ -458,7 +505,7 @@ impl Running {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!("exited at start ({status}): {}", self.log_tail()));
             }
-            if answers(self.addr) {
+            if answers(self.addr, self.tls.as_ref()) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -519,14 +566,31 @@ fn follow_lab(cmd: &mut Command) {
     }
 }
 
-/// Whether something at `addr` answers a GET with an HTTP response.
-fn answers(addr: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+/// Whether something at `addr` answers a GET with an HTTP response (over TLS, verified
+/// against the lab's CA, with `tls`).
+fn answers(addr: SocketAddr, tls: Option<&TlsFiles>) -> bool {
+    let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+    match tls {
+        None => get_hello(s, addr),
+        Some(files) => {
+            let Ok(connector) = TlsConnector::new(Some(&files.ca), &[b"http/1.1"]) else {
+                return false;
+            };
+            match connector.connect("127.0.0.1", s) {
+                Ok(stream) => get_hello(stream, addr),
+                Err(_) => false,
+            }
+        }
+    }
+}
+
+fn get_hello(mut s: impl Read + Write, addr: SocketAddr) -> bool {
     let req = format!("GET /hello/world HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
+    if s.write_all(req.as_bytes()).is_err() || s.flush().is_err() {
         return false;
     }
     let mut head = [0u8; 8];

@@ -1,7 +1,8 @@
 //! The load shapes every server in the lab is measured under: the seeds' benchmarks (hello
 //! world over keep-alive and per-request connections, seed 004's `POST /reverse` at 1,000
 //! connections, seed 001's `/test/slow`), plus pipelining, which takes the load generator's
-//! per-request cost out of the way so the server becomes the bottleneck.
+//! per-request cost out of the way so the server becomes the bottleneck, and hello world over
+//! TLS, kept alive and with a full handshake per request.
 
 /// A route a server may or may not serve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +13,8 @@ pub enum Route {
     Reverse,
     /// `GET /test/slow`.
     Slow,
+    /// `GET /hello/world` over TLS, with the lab's certificate.
+    HelloTls,
 }
 
 /// One load shape.
@@ -37,11 +40,18 @@ pub struct Shape {
     pub keep_alive: bool,
 }
 
+impl Shape {
+    /// Whether the shape speaks HTTPS (the server starts with the lab's certificate).
+    pub fn tls(&self) -> bool {
+        self.route == Route::HelloTls
+    }
+}
+
 /// The body seed 004's `post.lua` would send: a small JSON object of strings.
 const REVERSE_BODY: &[u8] = br#"{"greeting": "Hello, World!", "name": "berth"}"#;
 
 /// Every shape, in table order.
-pub const SHAPES: [Shape; 6] = [
+pub const SHAPES: [Shape; 8] = [
     Shape {
         name: "hello",
         title: "GET /hello/world, keep-alive, 100 connections",
@@ -107,5 +117,28 @@ pub const SHAPES: [Shape; 6] = [
         connections: 100,
         pipeline: 1,
         keep_alive: true,
+    },
+    Shape {
+        name: "hello-tls",
+        title: "GET /hello/world over TLS, keep-alive, 100 connections",
+        route: Route::HelloTls,
+        method: "GET",
+        path: "/hello/world",
+        body: b"",
+        connections: 100,
+        pipeline: 1,
+        keep_alive: true,
+    },
+    Shape {
+        name: "hello-tls-close",
+        title: "GET /hello/world over TLS, a connection (a full handshake) per request, 50 \
+                connections",
+        route: Route::HelloTls,
+        method: "GET",
+        path: "/hello/world",
+        body: b"",
+        connections: 50,
+        pipeline: 1,
+        keep_alive: false,
     },
 ];

@@ -586,8 +586,16 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        // The connection's last bytes (a TLS stream sends its close_notify with them).
+        let last = self.core.is_closed() && self.body.is_none();
         while self.written < self.output.len() {
-            match self.stream.write(&self.output[self.written..]) {
+            let rest = &self.output[self.written..];
+            let wrote = if last {
+                self.stream.write_last(rest)
+            } else {
+                self.stream.write(rest)
+            };
+            match wrote {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.written += n;

@@ -491,14 +491,17 @@ impl<S: Read + Write> Read for TlsStream<S> {
     }
 }
 
-impl<S: Read + Write> Write for TlsStream<S> {
-    /// Takes plaintext once the records before it are on the socket, so that what waits in
-    /// the stream stays bounded; `WouldBlock` when they are not.
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+impl<S: Read + Write> TlsStream<S> {
+    /// Encrypts what of `buf` the stream will hold and pushes it; with `last`, once all of it
+    /// is taken, close_notify follows it in the same push.
+    fn take(&mut self, buf: &[u8], last: bool) -> io::Result<usize> {
         self.push()?;
         let n = self.conn.writer().write(buf)?;
         if n == 0 && !buf.is_empty() {
             return Err(io::ErrorKind::WouldBlock.into());
+        }
+        if last && n == buf.len() {
+            self.conn.send_close_notify();
         }
         match self.push() {
             Ok(()) => Ok(n),
@@ -506,6 +509,14 @@ impl<S: Read + Write> Write for TlsStream<S> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(n),
             Err(e) => Err(e),
         }
+    }
+}
+
+impl<S: Read + Write> Write for TlsStream<S> {
+    /// Takes plaintext once the records before it are on the socket, so that what waits in
+    /// the stream stays bounded; `WouldBlock` when they are not.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.take(buf, false)
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
@@ -560,6 +571,10 @@ impl<S: Transport> Transport for TlsStream<S> {
 
     fn handshaking(&self) -> bool {
         self.conn.is_handshaking()
+    }
+
+    fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.take(buf, true)
     }
 }
 

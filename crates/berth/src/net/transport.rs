@@ -74,6 +74,15 @@ pub trait Transport: Read + Write {
     fn handshaking(&self) -> bool {
         false
     }
+
+    /// Writes the last bytes the connection will send, as [`Write::write`] does. A transport
+    /// that ends its stream with a message of its own (TLS's close_notify) adds it once all of
+    /// `buf` is taken, so that it leaves in the same write as the last bytes rather than in a
+    /// segment of its own after them. [`Transport::shutdown_write`] still ends the sending side.
+    #[inline]
+    fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write(buf)
+    }
 }
 
 /// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
@@ -221,6 +230,10 @@ impl Transport for Stream {
     #[inline]
     fn handshaking(&self) -> bool {
         either!(self, s => s.handshaking())
+    }
+    #[inline]
+    fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
+        either!(self, s => s.write_last(buf))
     }
 }
 
@@ -376,6 +389,10 @@ impl<S: Transport> Transport for Accepted<S> {
     #[inline]
     fn handshaking(&self) -> bool {
         accepted!(self, s => s.handshaking())
+    }
+    #[inline]
+    fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
+        accepted!(self, s => s.write_last(buf))
     }
 }
 
