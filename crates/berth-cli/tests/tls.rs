@@ -233,6 +233,146 @@ fn msg_send_speaks_to_a_tls_listener() {
     assert!(server.wait(LIMIT).success());
 }
 
+/// The common name of the certificate a msg tls:// listener at `endpoint` serves, through a
+/// verified handshake.
+fn msg_cert_name(certs: &Certs, endpoint: &str) -> Option<String> {
+    let place = endpoint.strip_prefix("tls://")?;
+    let addr: SocketAddr = place.split('?').next()?.parse().ok()?;
+    let connector = TlsConnector::new(Some(&certs.ca), &[]).ok()?;
+    let sock = TcpStream::connect(addr).ok()?;
+    sock.set_read_timeout(Some(LIMIT)).ok()?;
+    let mut tls = connector.connect("127.0.0.1", sock).ok()?;
+    tls.complete_handshake().ok()?;
+    tls.peer_common_name()
+}
+
+/// SIGHUP makes `berth msg serve` read the certificates of its tls:// listeners again — the
+/// global `--tls-cert` and an endpoint's own `?cert=`, in every engine thread — and a reload
+/// that fails keeps the certificate in use, saying why.
+#[test]
+fn sighup_reloads_the_certificates_of_msg_listeners() {
+    let certs = Certs::new("cli-msg-reload");
+    let (own_cert, own_key) = (certs.path("own.pem"), certs.path("own.key"));
+    certs.issue("own", &own_cert, &own_key, None);
+    let own = format!(
+        "tls://127.0.0.1:0?cert={}&key={}",
+        own_cert.display(),
+        own_key.display()
+    );
+    let mut server = Berth::spawn(&[
+        "msg",
+        "serve",
+        "-A",
+        "2",
+        "--listen",
+        "tls://127.0.0.1:0",
+        "--listen",
+        &own,
+        "--tls-cert",
+        certs.cert.to_str().unwrap(),
+        "--tls-key",
+        certs.key.to_str().unwrap(),
+    ]);
+    let line = server.line();
+    let endpoints: Vec<String> = line
+        .trim()
+        .strip_prefix("berth msg listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .split(' ')
+        .map(String::from)
+        .collect();
+    assert_eq!(endpoints.len(), 2, "{line}");
+    assert_eq!(
+        msg_cert_name(&certs, &endpoints[0]).as_deref(),
+        Some("server")
+    );
+    assert_eq!(msg_cert_name(&certs, &endpoints[1]).as_deref(), Some("own"));
+
+    certs.issue("renewed", &certs.cert, &certs.key, None);
+    certs.issue("own-renewed", &own_cert, &own_key, None);
+    server.signal("HUP");
+    let renewed = common::wait_for(LIMIT, || {
+        msg_cert_name(&certs, &endpoints[0]).as_deref() == Some("renewed")
+            && msg_cert_name(&certs, &endpoints[1]).as_deref() == Some("own-renewed")
+    });
+    assert!(renewed, "the new certificates were not served after SIGHUP");
+    // Every new connection, whichever engine thread takes it.
+    for _ in 0..20 {
+        assert_eq!(
+            msg_cert_name(&certs, &endpoints[0]).as_deref(),
+            Some("renewed")
+        );
+        assert_eq!(
+            msg_cert_name(&certs, &endpoints[1]).as_deref(),
+            Some("own-renewed")
+        );
+    }
+
+    std::fs::write(&own_key, "not a key").unwrap();
+    server.signal("HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        msg_cert_name(&certs, &endpoints[1]).as_deref(),
+        Some("own-renewed")
+    );
+
+    server.signal("TERM");
+    let (status, _, err) = server.finish(LIMIT);
+    assert!(status.success(), "{err}");
+    assert!(err.contains("certificate reloaded from"), "{err}");
+    assert!(
+        err.contains("not reloaded, the one in use stays") && err.contains("no private key"),
+        "{err}"
+    );
+}
+
+/// A response that ends the connection ends the TLS stream properly: Python's `ssl`, told not
+/// to forgive a missing close_notify (`suppress_ragged_eofs=False`), reads the whole answer
+/// and then a clean end, in every model.
+#[test]
+fn a_closing_response_ends_with_close_notify() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("python3 is not installed: skipped");
+        return;
+    }
+    let certs = Certs::new("cli-close-notify");
+    let script = r#"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+raw = socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=10)
+s = ctx.wrap_socket(raw, server_hostname="127.0.0.1", suppress_ragged_eofs=False)
+s.sendall(b"GET /hello/world HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+data = b""
+while True:
+    chunk = s.recv(65536)  # raises SSLEOFError if the stream ends without close_notify
+    if not chunk:
+        break
+    data += chunk
+sys.stdout.write(data.decode())
+"#;
+    for model in berth::drive::Model::ALL.map(berth::drive::Model::name) {
+        let (mut berth, addr) = serve(&certs, model);
+        let out = Command::new("python3")
+            .args(["-c", script])
+            .arg(&certs.ca)
+            .arg(addr.port().to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{model}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let answer = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with("Hello, World!"),
+            "{model}: {answer}"
+        );
+        berth.signal("TERM");
+        assert!(berth.wait(LIMIT).success(), "{model}");
+    }
+}
+
 /// `--http-port`: a plain listener beside HTTPS that redirects (308, same host and target) by
 /// default, or serves the same application with `--http-mode serve`.
 #[test]

@@ -1,13 +1,15 @@
 //! `berth msg serve`: the echo and relay demo on every endpoint given, served by `-A` engine
 //! threads, until SIGINT or SIGTERM. Processes can also share a TCP or UDP port with
 //! `--reuse-port` (SO_REUSEPORT), as seed 003's "multiple instances" do; without it a port
-//! another process listens on is refused.
+//! another process listens on is refused. SIGHUP reads the tls:// listeners' certificates
+//! again.
 
 use std::io::Write;
 
 use berth::app::relay::EchoRelay;
 use berth::drive;
-use berth::msg::{Endpoint, EngineConfig, MsgServer, NameRule, Policy};
+use berth::drive::signal::Signal;
+use berth::msg::{Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth_proto::msg::policy::{parse_name, parse_rule};
 
@@ -99,11 +101,16 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         let _ = out.flush();
     }
     // Signals are taken on a thread of their own, so that this one can wait for the server,
-    // which also ends (and exits 1) if an engine thread panics.
+    // which also ends (and exits 1) if an engine thread panics. SIGHUP reloads certificates.
     let stopper = server.stopper();
+    let reloader = server.tls_reloader();
     std::thread::spawn(move || {
-        let Ok(signal) = drive::signal::wait_for_termination() else {
-            return;
+        let signal = loop {
+            match drive::signal::wait_for_signal() {
+                Ok(Signal::Stop(signal)) => break signal,
+                Ok(Signal::Reload) => reload(&reloader),
+                Err(_) => return,
+            }
         };
         log::info!("{signal:?} received: telling clients and closing (up to {grace:?})");
         stopper.stop();
@@ -116,4 +123,25 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let result = server.join();
     log::info!("stopped: {}", stats.snapshot());
     result.map_err(|e| e.to_string())
+}
+
+/// SIGHUP: the certificates of the tls:// listeners are read again; new connections get them.
+/// A reload that fails keeps the certificate in use and says why.
+fn reload(reloader: &TlsReloader) {
+    let results = reloader.reload();
+    if results.is_empty() {
+        log::info!("SIGHUP received: nothing to reload (no tls:// listener)");
+    }
+    for (cert, result) in results {
+        match result {
+            Ok(()) => log::info!(
+                "SIGHUP received: certificate reloaded from {}",
+                cert.display()
+            ),
+            Err(e) => log::warn!(
+                "SIGHUP received: certificate of {} not reloaded, the one in use stays: {e}",
+                cert.display()
+            ),
+        }
+    }
 }

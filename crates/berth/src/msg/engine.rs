@@ -208,6 +208,16 @@ impl Engine {
         Ok(bound)
     }
 
+    /// The TLS of every `tls://` listener of this engine (a clone of each: reloading one
+    /// reloads the listener's).
+    pub fn tls_acceptors(&self) -> Vec<TlsAcceptor> {
+        self.core
+            .listeners
+            .iter()
+            .filter_map(|l| l.tls.clone())
+            .collect()
+    }
+
     /// The TLS of a `tls://` listener: its own files, else the engine's (`EngineConfig::tls`).
     fn tls_for(&self, files: &super::endpoint::TlsFiles) -> io::Result<TlsAcceptor> {
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);

@@ -28,6 +28,6 @@ pub use self::core::{Arrival, EngineConfig};
 pub use self::endpoint::{Address, Endpoint};
 pub use self::engine::{ConnectError, Engine, IoIterationResult};
 pub use self::handler::{MsgHandler, Out};
-pub use self::server::{MsgServer, Stopper};
+pub use self::server::{MsgServer, Stopper, TlsReloader};
 pub use self::stats::{MsgCounts, MsgStats};
 pub use berth_proto::msg::{Name, NameRule, Piece, Policy};

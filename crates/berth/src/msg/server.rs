@@ -31,6 +31,7 @@ use super::endpoint::{Address, Endpoint};
 use super::engine::Engine;
 use super::handler::MsgHandler;
 use super::stats::MsgStats;
+use crate::net::tls::{TlsAcceptor, TlsError};
 use crate::rt::Control;
 
 /// Posts each engine's mailbox holds before senders wait.
@@ -43,6 +44,8 @@ pub struct MsgServer {
     stats: Arc<MsgStats>,
     stopper: Stopper,
     threads: Vec<JoinHandle<io::Result<()>>>,
+    /// The TLS of every `tls://` listener of every thread, each once.
+    tls: Vec<TlsAcceptor>,
 }
 
 /// Asks a [`MsgServer`]'s threads to shut down; cheap to clone and to send to another thread
@@ -122,6 +125,12 @@ impl MsgServer {
             }
             engines.push(engine);
         }
+        let mut tls: Vec<TlsAcceptor> = Vec::new();
+        for acceptor in engines.iter().flat_map(Engine::tls_acceptors) {
+            if !tls.contains(&acceptor) {
+                tls.push(acceptor);
+            }
+        }
         let wakers: Vec<_> = engines.iter().map(|e| e.waker()).collect();
         let mail = (threads > 1).then(|| Mailboxes::new(wakers.clone(), MAILBOX));
         // Before any thread runs: one that panics asks every other to stop.
@@ -163,7 +172,16 @@ impl MsgServer {
             stats,
             stopper,
             threads: handles,
+            tls,
         })
+    }
+
+    /// A handle that reloads the certificates of the server's `tls://` listeners from
+    /// elsewhere (a signal thread).
+    pub fn tls_reloader(&self) -> TlsReloader {
+        TlsReloader {
+            tls: self.tls.clone(),
+        }
     }
 
     /// The counters of all threads.
@@ -201,5 +219,31 @@ impl MsgServer {
             }
         }
         result
+    }
+}
+
+/// Reloads the certificates of a [`MsgServer`]'s `tls://` listeners ([`MsgServer::tls_reloader`]).
+#[derive(Clone)]
+pub struct TlsReloader {
+    tls: Vec<TlsAcceptor>,
+}
+
+impl TlsReloader {
+    /// Reads the certificate and key files of every `tls://` listener again (SIGHUP in
+    /// `berth msg serve`): new handshakes get them, clients already connected keep theirs. A
+    /// listener whose files fail keeps the certificate it has. One result per certificate
+    /// file, named by it; none when no listener speaks TLS.
+    pub fn reload(&self) -> Vec<(std::path::PathBuf, Result<(), TlsError>)> {
+        let mut done: Vec<(std::path::PathBuf, Result<(), TlsError>)> = Vec::new();
+        for acceptor in &self.tls {
+            let result = acceptor.reload();
+            let cert = acceptor.settings().cert.clone();
+            // Each engine thread has an acceptor of its own for an endpoint naming its own
+            // files: all are reloaded, one line per file is enough.
+            if !done.iter().any(|(c, _)| *c == cert) {
+                done.push((cert, result));
+            }
+        }
+        done
     }
 }
