@@ -253,6 +253,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
     pub shutdown_timeout: Duration,
 
+    /// Seconds between the first SIGTERM or SIGINT and the drain: /healthz answers 503 at
+    /// once while everything else is served as before, so that a load balancer's health check
+    /// takes this server out of rotation before it stops accepting. 0: drain at once.
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_secs_or_zero)]
+    pub drain_delay: Duration,
+
     /// Share the port with another process that listens on it with SO_REUSEPORT (another berth
     /// of the same user: the old server of a zero-downtime restart). Without it a port anyone
     /// else listens on is refused ("already in use", exit 1); berth's own threads and processes
@@ -474,6 +480,14 @@ pub(crate) fn parse_secs(s: &str) -> Result<Duration, String> {
         _ => Err(format!(
             "'{s}' is not a number of seconds between 0 and 1000000 (e.g. 10 or 0.5)"
         )),
+    }
+}
+
+/// Like [`parse_secs`], but 0 is allowed (e.g. no delay).
+pub(crate) fn parse_secs_or_zero(s: &str) -> Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(secs) if secs == 0.0 => Ok(Duration::ZERO),
+        _ => parse_secs(s),
     }
 }
 

@@ -10,6 +10,7 @@ use berth::app::{Demo, DemoConfig};
 use berth::drive::files::Files;
 use berth::drive::signal::Signal;
 use berth::drive::{self, Common, Settings};
+use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth::net::{Acceptor, ListenConfig};
 use berth_proto::http::Limits;
@@ -19,6 +20,11 @@ use crate::args::{usage_error, ServeArgs};
 pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Before any thread starts, so that every thread inherits the blocked mask.
     drive::signal::block_termination()?;
+    // Listening sockets a service manager passed (systemd's socket activation), taken before
+    // any thread starts: the first is the server's, a second the --http-port listener's.
+    let mut inherited = activation::listen_fds()
+        .map_err(|e| format!("socket activation: {e}"))?
+        .into_iter();
 
     let level = if args.verbose {
         log::LevelFilter::Debug
@@ -77,6 +83,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             defer_accept_secs: 1,
             exclusive: !args.reuse_port,
             transport: tls.clone().map_or(Acceptor::Plain, Acceptor::Tls),
+            inherited: inherited.next(),
             ..ListenConfig::default()
         },
         read_on_accept: true,
@@ -128,6 +135,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             .with_access_log(args.access_log)
             .with_files(files.clone())
     };
+    // Kept to announce a drain: /healthz reads it in every process of the server.
+    let mut health = vec![stats.clone()];
     let (server, bound) = match drive::serve(&settings, demo(&stats), stats) {
         Ok(started) => started,
         Err(e) => {
@@ -145,7 +154,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             let mut plain = settings.clone();
             plain.addr.set_port(port);
             plain.common.listen.transport = Acceptor::Plain;
+            plain.common.listen.inherited = inherited.next();
             let stats = plain.new_stats()?;
+            health.push(stats.clone());
             let started = match args.http_mode.as_str() {
                 "serve" => drive::serve(&plain, demo(&stats), stats),
                 _ => drive::serve(&plain, HttpsRedirect { port: bound.port() }, stats),
@@ -170,6 +181,13 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
              ./public before starting)"
         );
     }
+    if inherited.len() > 0 {
+        log::warn!(
+            "socket activation passed {} listening socket(s) more than berth uses (one, and one \
+             for --http-port): not used",
+            inherited.len()
+        );
+    }
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut line = format!("berth listening on {scheme}://{bound} (model {model}, {shape})");
     if let Some((_, at)) = &plain {
@@ -190,16 +208,48 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             out.flush()?;
         }
     }
+    tell_manager(&format!(
+        "READY=1\nMAINPID={}\nSTATUS={line}",
+        std::process::id()
+    ));
     let signal = loop {
         match drive::signal::wait_for_signal()? {
             Signal::Stop(signal) => break signal,
             Signal::Reload => {
+                tell_manager("RELOADING=1");
                 if reload(tls.as_ref()) {
                     server.renew_workers();
                 }
+                tell_manager("READY=1");
             }
         }
     };
+    tell_manager("STOPPING=1");
+    for stats in &health {
+        stats.set_draining();
+    }
+    if !args.drain_delay.is_zero() {
+        log::info!(
+            "{signal:?} received: /healthz answers 503; serving on for {:?} before the drain (a second signal drains at once)",
+            args.drain_delay
+        );
+        let until = std::time::Instant::now() + args.drain_delay;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match drive::signal::wait_for_signal_within(left)? {
+                Some(Signal::Stop(_)) => break,
+                Some(Signal::Reload) => {
+                    if reload(tls.as_ref()) {
+                        server.renew_workers();
+                    }
+                }
+                None => {}
+            }
+        }
+    }
     log::info!("{signal:?} received: finishing requests in flight (up to {:?}); a second signal stops at once", args.shutdown_timeout);
     server.drain(args.shutdown_timeout);
     if let Some((plain, _)) = &plain {
@@ -243,5 +293,13 @@ fn reload(tls: Option<&TlsAcceptor>) -> bool {
             log::warn!("SIGHUP received: certificate not reloaded, the one in use stays: {e}");
             false
         }
+    }
+}
+
+/// Tells a service manager that asked (`Type=notify`: `$NOTIFY_SOCKET`) about a change of
+/// state; a failure to tell is logged, never fatal.
+fn tell_manager(state: &str) {
+    if let Err(e) = activation::notify(state) {
+        log::warn!("cannot notify the service manager ($NOTIFY_SOCKET): {e}");
     }
 }

@@ -68,6 +68,9 @@ const JOBS_RUNNING: usize = 1;
 const JOBS_DONE: usize = 0;
 const JOBS_REJECTED: usize = 1;
 const JOBS_CANCELLED: usize = 2;
+/// Not a total: the server's state, 0 serving, 1 draining (here so that it is shared with
+/// forked workers like the counters).
+const DRAINING: usize = 3;
 
 /// The counters themselves: the shards' cells, the job gauges and the job totals. Plain arrays
 /// of atomics (fixed-size and pointer-free), so they can live in memory shared with forked
@@ -75,7 +78,7 @@ const JOBS_CANCELLED: usize = 2;
 type Counters = (
     [CacheAligned<[AtomicU64; SHARD_CELLS]>; MAX_SHARDS],
     [AtomicI64; 2],
-    [AtomicU64; 3],
+    [AtomicU64; 4],
 );
 
 enum Storage {
@@ -113,6 +116,8 @@ pub struct Snapshot {
     pub jobs_cancelled: u64,
     /// `(status, count)` for each status seen; status 0 counts codes not listed individually.
     pub responses: Vec<(u16, u64)>,
+    /// A drain has begun ([`Stats::set_draining`]): `/healthz` answers 503.
+    pub draining: bool,
 }
 
 /// Every counter at zero.
@@ -192,6 +197,19 @@ impl Stats {
     pub fn job_rejected(&self) {
         self.total(JOBS_REJECTED).fetch_add(1, Relaxed);
     }
+    /// The server is going away: from now on its health check (`/healthz`) answers 503, so
+    /// that a load balancer stops sending it new requests before it closes. Every process of
+    /// the server sees it (the counters are shared with forked workers). There is no way back:
+    /// a drain ends in a stop.
+    pub fn set_draining(&self) {
+        self.total(DRAINING).store(1, Relaxed);
+    }
+
+    /// Whether [`Stats::set_draining`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.total(DRAINING).load(Relaxed) != 0
+    }
+
     /// A job finished running.
     pub fn job_finished(&self) {
         self.gauge(JOBS_RUNNING).fetch_sub(1, Relaxed);
@@ -219,6 +237,7 @@ impl Stats {
             jobs_rejected: self.total(JOBS_REJECTED).load(Relaxed),
             jobs_cancelled: self.total(JOBS_CANCELLED).load(Relaxed),
             responses,
+            draining: self.is_draining(),
         }
     }
 }
@@ -285,6 +304,12 @@ impl Snapshot {
             "counter",
             "Jobs dropped unrun because their client had gone.",
             self.jobs_cancelled.into(),
+        );
+        metric(
+            "berth_draining",
+            "gauge",
+            "1 once a drain has begun (/healthz answers 503), else 0.",
+            i128::from(self.draining),
         );
         let _ = writeln!(
             out,

@@ -49,6 +49,12 @@ impl Berth {
         Berth::start(Command::new(BIN).args(args).current_dir(dir))
     }
 
+    /// Starts `cmd`, which runs berth (possibly through a wrapper that execs it, with the
+    /// environment or descriptors a test needs).
+    pub fn spawn_command(cmd: &mut Command) -> Berth {
+        Berth::start(cmd)
+    }
+
     fn start(cmd: &mut Command) -> Berth {
         let mut child = cmd
             .stdin(Stdio::null())

@@ -8,6 +8,7 @@
 //! | `POST /reverse` | `{"data": [each value reversed]}` from a JSON object: strings by character, arrays by top-level element; 400 with the reason otherwise |
 //! | `GET /files/<path>` | the file below the root ([`Demo::with_files`]), opened and sent by the driver |
 //! | `GET /stats` | counters in the Prometheus text format |
+//! | `GET /healthz` | 200 `ok`; 503 `draining` once a drain has begun ([`Stats::set_draining`]) |
 //! | `OPTIONS *` | 200, `Allow: GET, HEAD, POST, OPTIONS`, no body (RFC 9110 §9.3.7) |
 //! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
 
@@ -152,12 +153,18 @@ impl Handler for DemoHandler {
                 return Handled::Offload(DemoJob::Slow(self.config.slow_duration));
             }
             "/test/slow" if readable => res.send(200, TEXT, b""),
+            // A load balancer's health check: 503 once a drain has begun, so that it stops
+            // sending new requests here before the listener closes.
+            "/healthz" if readable && self.stats.is_draining() => {
+                res.send(503, TEXT, b"draining\n")
+            }
+            "/healthz" if readable => res.send(200, TEXT, b"ok\n"),
             "/stats" if readable => {
                 let mut text = String::new();
                 self.stats.snapshot().to_prometheus(&mut text);
                 res.send(200, "text/plain; version=0.0.4", text.as_bytes());
             }
-            "/" | "/hello/world" | "/test/fast" | "/test/slow" | "/stats" => {
+            "/" | "/hello/world" | "/test/fast" | "/test/slow" | "/stats" | "/healthz" => {
                 res.send_with(
                     405,
                     TEXT,

@@ -74,10 +74,20 @@ pub fn spawn<S: Service>(
     config: Config,
     stats: Arc<Stats>,
 ) -> Result<(Server, SocketAddr), BindError> {
-    if common.listen.exclusive {
-        check_unshared(addr)?;
-    }
-    let (reservation, bound) = reserve_port(addr)?;
+    let (reservation, bound) = match &common.listen.inherited {
+        // A socket passed in (systemd) holds the port already: a copy of it is the reservation.
+        Some(socket) => {
+            let error = |source| BindError { addr, source };
+            let bound = socket.local_addr().map_err(error)?.as_socket().unwrap_or(addr);
+            (socket.try_clone().map_err(error)?, bound)
+        }
+        None => {
+            if common.listen.exclusive {
+                check_unshared(addr)?;
+            }
+            reserve_port(addr)?
+        }
+    };
     let ctl = Arc::new(Control::default());
     let child_common = Common {
         listen: ListenConfig {

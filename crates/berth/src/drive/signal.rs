@@ -6,8 +6,8 @@
 //! so nothing here has to be async-signal-safe. The calls themselves are in `sys::signal`.
 
 pub use crate::sys::signal::{
-    block_termination, unblock_termination, wait_for_signal, wait_for_termination, Signal,
-    Termination,
+    block_termination, unblock_termination, wait_for_signal, wait_for_signal_within,
+    wait_for_termination, Signal, Termination,
 };
 
 pub(crate) use crate::sys::signal::interrupt_on_termination;

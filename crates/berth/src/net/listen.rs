@@ -20,6 +20,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -47,6 +48,12 @@ pub struct ListenConfig {
     /// What accepted connections are served over ([`Acceptor::Plain`]: the socket itself).
     /// Binding ignores it; every model hands each accepted socket to it.
     pub transport: Acceptor,
+    /// A listening socket opened by someone else (systemd's socket activation:
+    /// [`activation::listen_fds`](super::activation::listen_fds)): [`bind_tcp`] hands out
+    /// copies of it instead of binding, its address is the server's, and no check or
+    /// reservation of the port is made (it is held already). Its threads and processes then
+    /// share one accept queue instead of one each.
+    pub inherited: Option<Arc<Socket>>,
 }
 
 impl Default for ListenConfig {
@@ -58,6 +65,7 @@ impl Default for ListenConfig {
             nodelay: true,
             defer_accept_secs: 0,
             transport: Acceptor::Plain,
+            inherited: None,
         }
     }
 }
@@ -99,6 +107,9 @@ pub fn bind_tcp(
     count: usize,
     config: ListenConfig,
 ) -> Result<Vec<TcpListener>, BindError> {
+    if let Some(socket) = &config.inherited {
+        return adopt(socket, count, &config);
+    }
     if config.exclusive && config.reuse_port {
         check_unshared(addr)?;
     }
@@ -150,6 +161,32 @@ pub fn reserve_port(addr: SocketAddr) -> Result<(Socket, SocketAddr), BindError>
         Ok((socket, bound))
     };
     reserve().map_err(|source| BindError { addr, source })
+}
+
+/// `count` copies of an inherited listening socket, with berth's options set on it.
+fn adopt(
+    socket: &Socket,
+    count: usize,
+    config: &ListenConfig,
+) -> Result<Vec<TcpListener>, BindError> {
+    let addr = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let prepare = || -> io::Result<Vec<TcpListener>> {
+        if config.nodelay {
+            socket.set_tcp_nodelay(true)?;
+        }
+        if config.defer_accept_secs > 0 {
+            crate::sys::socket::set_defer_accept(socket, config.defer_accept_secs)?;
+        }
+        socket.set_nonblocking(true)?;
+        (0..count.max(1))
+            .map(|_| Ok(socket.try_clone()?.into()))
+            .collect()
+    };
+    prepare().map_err(|source| BindError { addr, source })
 }
 
 fn bind_one(addr: SocketAddr, config: &ListenConfig) -> io::Result<TcpListener> {

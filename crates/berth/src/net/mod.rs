@@ -2,6 +2,7 @@
 //! ([`transport`]: the `Transport` seam, and the per-listener choice of one, [`Acceptor`]), and
 //! the few raw socket calls the drivers need. Nothing here knows about protocols or models.
 
+pub mod activation;
 mod listen;
 mod local;
 pub mod tls;

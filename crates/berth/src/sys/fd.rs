@@ -1,5 +1,5 @@
-//! Descriptor plumbing for running as a daemon: a close-on-exec pipe, and the standard streams
-//! pointed elsewhere.
+//! Descriptor plumbing for running as a daemon or a service: a close-on-exec pipe, the standard
+//! streams pointed elsewhere, and descriptors inherited from a service manager adopted.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -34,4 +34,23 @@ pub(crate) fn redirect_standard_streams(
         }
     }
     Ok(())
+}
+
+/// Takes ownership of descriptor `fd`, which this process inherited open (systemd's socket
+/// activation passes listening sockets as descriptors 3 and up), and marks it close-on-exec,
+/// so that a program berth might run does not inherit it in turn. `EBADF` if it is not open.
+pub(crate) fn adopt_inherited(fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: F_GETFD only reads the descriptor's flags; an unopened descriptor is EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above, F_SETFD only sets the flags of this open descriptor.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (checked above) and was handed to this process by the one
+    // that started it: no Rust value owns it yet, and the caller takes each one only once
+    // (`net::activation` clears the environment that names them).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

@@ -91,6 +91,35 @@ pub fn wait_for_signal() -> io::Result<Signal> {
     })
 }
 
+/// Like [`wait_for_signal`], for at most `timeout`: `None` if no signal came in that time.
+pub fn wait_for_signal_within(timeout: std::time::Duration) -> io::Result<Option<Signal>> {
+    let set = signal_set(true);
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    loop {
+        // SAFETY: `set` and `ts` are initialised and live for the call; a null info pointer is
+        // allowed.
+        let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+        if sig >= 0 {
+            return Ok(Some(match sig {
+                libc::SIGINT => Signal::Stop(Termination::Interrupt),
+                libc::SIGHUP => Signal::Reload,
+                _ => Signal::Stop(Termination::Terminate),
+            }));
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) => return Ok(None),
+            // A handler of another signal ran (berth installs none where this is called): the
+            // wait starts again in full.
+            Some(libc::EINTR) => continue,
+            _ => return Err(err),
+        }
+    }
+}
+
 static TERMINATION_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" fn note_termination(_: libc::c_int) {
