@@ -486,7 +486,7 @@ pub(crate) fn parse_secs(s: &str) -> Result<Duration, String> {
 /// Like [`parse_secs`], but 0 is allowed (e.g. no delay).
 pub(crate) fn parse_secs_or_zero(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
-        Ok(secs) if secs == 0.0 => Ok(Duration::ZERO),
+        Ok(0.0) => Ok(Duration::ZERO),
         _ => parse_secs(s),
     }
 }

@@ -241,12 +241,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             }
             match drive::signal::wait_for_signal_within(left)? {
                 Some(Signal::Stop(_)) => break,
-                Some(Signal::Reload) => {
-                    if reload(tls.as_ref()) {
-                        server.renew_workers();
-                    }
-                }
-                None => {}
+                Some(Signal::Reload) if reload(tls.as_ref()) => server.renew_workers(),
+                Some(Signal::Reload) | None => {}
             }
         }
     }
