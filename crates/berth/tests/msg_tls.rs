@@ -170,3 +170,28 @@ fn a_cert_rule_admits_a_name_only_with_a_certificate_naming_it() {
     let (_, answer) = hello(tls_client(&certs, e), "guest");
     assert_eq!(answer, ok());
 }
+
+/// `transport=tls` names the tls:// listener: a name with that rule is admitted over TLS and
+/// refused over plain TCP on the same server; `transport=tcp` is plain TCP only.
+#[test]
+fn a_transport_rule_tells_tls_from_plain_tcp() {
+    let certs = Certs::new("msg-transport");
+    let mut config = EngineConfig::default();
+    for rule in ["secret:transport=tls", "plain:transport=tcp"] {
+        let (name, rule) = berth_proto::msg::policy::parse_rule(rule).unwrap();
+        config.policy.rules.insert(name, rule);
+    }
+    let server = echo(config, &[tls_endpoint(&certs), tcp_endpoint()]);
+    let (tls_e, tcp_e) = (&server.endpoints[0], &server.endpoints[1]);
+    let refused =
+        |f: &Frame| matches!(f, Frame::Control(t) if t.starts_with("refused transport-refused"));
+
+    let (_, answer) = hello(tls_client(&certs, tls_e), "secret");
+    assert_eq!(answer, ok());
+    let (_, answer) = hello(tcp(addr_of(tcp_e)), "secret");
+    assert!(refused(&answer), "{answer:?}");
+    let (_, answer) = hello(tcp(addr_of(tcp_e)), "plain");
+    assert_eq!(answer, ok());
+    let (_, answer) = hello(tls_client(&certs, tls_e), "plain");
+    assert!(refused(&answer), "{answer:?}");
+}

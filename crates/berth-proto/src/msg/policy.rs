@@ -15,8 +15,10 @@ use super::name::{Name, NameRule};
 /// The kind of listener a client came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Transport {
-    /// A TCP listener.
+    /// A TCP listener (plain).
     Tcp,
+    /// A TCP listener speaking TLS (`tls://`).
+    Tls,
     /// A UDP listener.
     Udp,
     /// A UNIX stream socket.
@@ -27,6 +29,7 @@ impl Transport {
     fn parse(s: &str) -> Option<Transport> {
         match s {
             "tcp" => Some(Transport::Tcp),
+            "tls" => Some(Transport::Tls),
             "udp" => Some(Transport::Udp),
             "unix" => Some(Transport::Unix),
             _ => None,
@@ -123,7 +126,7 @@ pub fn parse_rule(s: &str) -> Result<(Name, Rule), String> {
         match key {
             "cert" if value == "cert" => rule.cert = true,
             "transport" => rule.transports.push(Transport::parse(value).ok_or_else(|| {
-                format!("rule {s:?}: unknown transport {value:?} (tcp, udp or unix)")
+                format!("rule {s:?}: unknown transport {value:?} (tcp, tls, udp or unix)")
             })?),
             "name-taken" => {
                 rule.name_taken = Some(NameTaken::parse(value).ok_or_else(|| {

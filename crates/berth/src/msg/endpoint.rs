@@ -119,6 +119,7 @@ impl Endpoint {
     /// The transport, as rules name it.
     pub fn transport(&self) -> Transport {
         match self.address {
+            Address::Tcp(_) if self.tls.is_some() => Transport::Tls,
             Address::Tcp(_) => Transport::Tcp,
             Address::Unix(_) => Transport::Unix,
             Address::Udp(_) => Transport::Udp,

@@ -278,7 +278,7 @@ impl Engine {
                 handshake(&mut tls, name, timeout)?;
                 tls.get_ref().set_nonblocking(true)?;
                 let peer = Peer {
-                    transport: Transport::Tcp,
+                    transport: Transport::Tls,
                     ip: Some(addr.ip()),
                 };
                 (

@@ -29,7 +29,10 @@ impl Core {
                             },
                         },
                         Peer {
-                            transport: Transport::Tcp,
+                            transport: match self.listeners[index].tls {
+                                None => Transport::Tcp,
+                                Some(_) => Transport::Tls,
+                            },
                             ip: Some(addr.ip()),
                         },
                     ),
