@@ -58,7 +58,7 @@ const BODY: &[u8] = b"Hello, World!";
 
 /// Sends [`REQUEST`] and reads its response into `buf` without allocating. Returns false (never
 /// panics, since a panic message allocates) if anything is off.
-fn exchange(stream: &mut TcpStream, buf: &mut [u8; 4096]) -> bool {
+fn exchange(stream: &mut (impl Read + Write), buf: &mut [u8; 4096]) -> bool {
     match exchange_with(stream, buf, REQUEST) {
         Some(len) => buf[..len].starts_with(b"HTTP/1.1 200 ") && buf[..len].ends_with(BODY),
         None => false,
@@ -67,7 +67,11 @@ fn exchange(stream: &mut TcpStream, buf: &mut [u8; 4096]) -> bool {
 
 /// Sends `request` and reads exactly one response into `buf`; returns its length. Allocates
 /// nothing.
-fn exchange_with(stream: &mut TcpStream, buf: &mut [u8; 4096], request: &[u8]) -> Option<usize> {
+fn exchange_with(
+    stream: &mut (impl Read + Write),
+    buf: &mut [u8; 4096],
+    request: &[u8],
+) -> Option<usize> {
     stream.write_all(request).ok()?;
     let mut have = 0;
     loop {

@@ -169,7 +169,10 @@ fn a_peer_that_stops_reading_is_dropped_after_the_write_timeout() {
     let mut c = srv.client();
     // Pipeline far more responses than the socket buffers hold, and never read them.
     let burst = get_request("/").repeat(200_000);
-    let _ = c.stream.set_write_timeout(Some(Duration::from_secs(5)));
+    let _ = c
+        .stream
+        .socket()
+        .set_write_timeout(Some(Duration::from_secs(5)));
     let _ = c.stream.write_all(burst.as_bytes());
     let gone = server::wait_for(Duration::from_secs(10), || {
         srv.snapshot().connections_open == 0

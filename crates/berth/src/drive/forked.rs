@@ -54,7 +54,7 @@ pub fn spawn<S: Service>(
         std::thread::Builder::new()
             .name("berth-fork".into())
             .spawn(move || {
-                let refusal = service.refusal();
+                let refusal = transport.refusal(service.refusal());
                 let mut children: Vec<libc::pid_t> = Vec::new();
                 let mut serial = 0usize;
                 let parent = stats.shard(0);

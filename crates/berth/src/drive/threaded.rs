@@ -52,7 +52,7 @@ pub fn spawn<S: Service>(
         std::thread::Builder::new()
             .name("berth-accept".into())
             .spawn(move || {
-                let refusal = service.refusal();
+                let refusal = transport.refusal(service.refusal());
                 let mut serial = 0usize;
                 while let Some(stream) = blocking::accept(&listener, &ctl, || {}) {
                     if live.load(Ordering::Acquire) >= config.max_threads {

@@ -225,7 +225,7 @@ mod tests {
         );
         let e = Endpoint::parse("tls://127.0.0.1:9443").unwrap();
         assert_eq!(e.tls.as_ref().map(|t| t.host.as_str()), Some("127.0.0.1"));
-        assert_eq!(e.transport(), Transport::Tcp);
+        assert_eq!(e.transport(), Transport::Tls);
         assert!(Endpoint::parse("tcp://127.0.0.1:9?cert=/c.pem").is_err());
         assert!(Endpoint::parse("tls://127.0.0.1:9?cert=").is_err());
     }

@@ -310,7 +310,24 @@ pub enum Acceptor {
     Tls(super::tls::TlsAcceptor),
 }
 
+/// What a TLS listener says to a connection it refuses at capacity, before any handshake: a
+/// fatal `internal_error` alert record (RFC 8446 §6), which clients report as the server's
+/// refusal ("tlsv1 alert internal error") rather than as garbage or a network fault. There is
+/// no TLS alert for "busy", and a handshake to send a 503 would cost the server most at the
+/// moment it can least afford it.
+const TLS_REFUSAL: &[u8] = &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50];
+
 impl Acceptor {
+    /// The bytes written to a connection refused at capacity: the service's own refusal (a
+    /// 503) on a plain listener; on a TLS listener, where plaintext would reach the client as
+    /// a corrupt record, a fatal TLS alert ([`TLS_REFUSAL`]).
+    pub fn refusal<'a>(&self, plain: &'a [u8]) -> &'a [u8] {
+        match self {
+            Acceptor::Plain => plain,
+            Acceptor::Tls(_) => TLS_REFUSAL,
+        }
+    }
+
     /// Turns `socket`, just accepted on this listener (non-blocking for the readiness models,
     /// blocking for the others), into the transport the connection is served over.
     pub fn accept<S: Transport>(&self, socket: S) -> io::Result<Accepted<S>> {

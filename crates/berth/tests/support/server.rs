@@ -11,17 +11,29 @@
 //!
 //! Every socket made here has read and write timeouts ([`IO_TIMEOUT`]), and every wait has a
 //! deadline, so a test that finds a bug fails instead of hanging.
+//!
+//! Transport is a dimension of its own: a server started with [`Opts::tls`] (or on a thread
+//! that called [`over_tls`] before [`Opts::new`]) serves HTTPS with a test certificate, and
+//! every client made here for its address ([`connect`], [`Client::connect`], from any thread)
+//! speaks TLS to it, verifying the certificate. The same cases then run over both.
 #![allow(dead_code)]
 
+#[path = "certs.rs"]
+mod certs;
+
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use berth::app::{Demo, DemoConfig};
 use berth::drive::files::Files;
 use berth::drive::{serve, Common, Model, ModelConfigs, Server, Service, Settings, Timeouts};
+use berth::net::tls::{TlsAcceptor, TlsConnector, TlsSettings, TlsStream};
+use berth::net::{Acceptor, Transport};
 use berth::proto::http::Limits;
 use berth::stats::{Snapshot, Stats};
 
@@ -47,6 +59,8 @@ pub struct Opts {
     pub offload_slow: Option<bool>,
     /// Root of `/files`; none by default (every file is then 404).
     pub files: Option<PathBuf>,
+    /// Serve HTTPS (the test certificate) instead of plain HTTP.
+    pub tls: bool,
 }
 
 impl Opts {
@@ -64,7 +78,14 @@ impl Opts {
             slow: Duration::from_millis(20),
             offload_slow: None,
             files: None,
+            tls: OVER_TLS.with(Cell::get),
         }
+    }
+
+    /// Serves HTTPS with the test certificate (or plain HTTP, `false`).
+    pub fn tls(mut self, yes: bool) -> Opts {
+        self.tls = yes;
+        self
     }
 
     /// `evloop` as its own tests start it: 1 accept thread, 1 worker, 1024 slots, 30 ms slow
@@ -194,8 +215,15 @@ impl Opts {
     {
         let model = self.model();
         let stats = self.settings.new_stats().expect("counters");
-        let (server, addr) = serve(&self.settings, make(&stats), stats.clone())
+        let mut settings = self.settings.clone();
+        if self.tls {
+            settings.common.listen.transport = Acceptor::Tls(test_tls().acceptor.clone());
+        }
+        let (server, addr) = serve(&settings, make(&stats), stats.clone())
             .unwrap_or_else(|e| panic!("{model}: serve: {e}"));
+        if self.tls {
+            tls_addrs().insert(addr);
+        }
         let srv = ModelServer {
             model,
             addr,
@@ -281,6 +309,8 @@ impl ModelServer {
             server.shutdown();
             server.join();
         }
+        // The port may be another (plain) server's next.
+        tls_addrs().remove(&self.addr);
     }
 }
 
@@ -344,13 +374,148 @@ pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Connects to `addr` with [`IO_TIMEOUT`] read and write timeouts.
-pub fn connect(addr: SocketAddr) -> TcpStream {
+thread_local! {
+    /// Whether [`Opts::new`] on this thread makes an HTTPS server ([`over_tls`]).
+    static OVER_TLS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Makes every [`Opts::new`] on this thread (so every server a case starts) serve HTTPS: how
+/// a suite runs its cases over TLS without changing them.
+pub fn over_tls(yes: bool) {
+    OVER_TLS.with(|t| t.set(yes));
+}
+
+/// The test certificate, made once per test process, and both ends of TLS for it.
+pub struct TestTls {
+    _certs: certs::Certs,
+    /// The server side (the certificate and key).
+    pub acceptor: TlsAcceptor,
+    /// The client side (trusts the test CA; ALPN `http/1.1`).
+    pub connector: TlsConnector,
+}
+
+/// The process's [`TestTls`].
+pub fn test_tls() -> &'static TestTls {
+    static TLS: OnceLock<TestTls> = OnceLock::new();
+    TLS.get_or_init(|| {
+        let certs = certs::Certs::new("server-support");
+        TestTls {
+            acceptor: TlsAcceptor::new(TlsSettings::http(&certs.cert, &certs.key))
+                .expect("test certificate"),
+            connector: TlsConnector::new(Some(&certs.ca), &[b"http/1.1"]).expect("test CA"),
+            _certs: certs,
+        }
+    })
+}
+
+/// The addresses of the HTTPS servers running now.
+fn tls_addrs() -> std::sync::MutexGuard<'static, HashSet<SocketAddr>> {
+    static ADDRS: OnceLock<Mutex<HashSet<SocketAddr>>> = OnceLock::new();
+    ADDRS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether the server at `addr` serves HTTPS.
+pub fn is_tls(addr: SocketAddr) -> bool {
+    tls_addrs().contains(&addr)
+}
+
+/// A client's connection: a TCP socket, or TLS over one (to an HTTPS server of this module).
+pub enum Stream {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS over TCP, the handshake done.
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The TCP socket underneath (for socket options: timeouts, linger, buffer sizes).
+    pub fn socket(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => t.get_ref(),
+        }
+    }
+
+    /// Whether this is TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
+    /// Read timeout of the socket underneath.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.socket().set_read_timeout(t)
+    }
+
+    /// Ends the sending side as a client does: TLS first says close_notify, then FIN.
+    pub fn shutdown_write(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.shutdown(Shutdown::Write),
+            Stream::Tls(t) => t.shutdown_write(),
+        }
+    }
+
+    /// A second handle on a plain socket (for a writer thread beside a reader); `None` for
+    /// TLS, whose state cannot be shared between two threads.
+    pub fn try_clone(&self) -> Option<Stream> {
+        match self {
+            Stream::Plain(s) => s.try_clone().ok().map(Stream::Plain),
+            Stream::Tls(_) => None,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            // The first write finishes the handshake, so that what a case writes is on the
+            // wire when `write` returns, as over plain TCP.
+            Stream::Tls(t) => {
+                if t.handshaking() {
+                    t.complete_handshake()?;
+                }
+                t.write(buf)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// Connects to `addr` with [`IO_TIMEOUT`] read and write timeouts and `TCP_NODELAY`; over TLS
+/// if the server there serves HTTPS.
+pub fn connect(addr: SocketAddr) -> Stream {
     let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
     stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
     stream.set_nodelay(true).unwrap();
-    stream
+    if !is_tls(addr) {
+        return Stream::Plain(stream);
+    }
+    // The handshake happens at the first write or read, as a real client's would: a server
+    // refusing at capacity answers it with an alert, which the case then reads as an error.
+    let tls = test_tls()
+        .connector
+        .connect("127.0.0.1", stream)
+        .expect("TLS client");
+    Stream::Tls(Box::new(tls))
 }
 
 /// One parsed response.
@@ -388,7 +553,7 @@ impl Response {
 /// A client on one connection: writes raw bytes and reads responses framed by Content-Length,
 /// keeping bytes of later (pipelined) responses for the next read. Over a TCP socket, or any
 /// other byte stream (a TLS client's).
-pub struct Client<S = TcpStream> {
+pub struct Client<S = Stream> {
     /// The socket.
     pub stream: S,
     buf: Vec<u8>,
@@ -403,15 +568,15 @@ impl Client {
     /// Closes the connection: with a FIN, or with a RST if `reset` (`SO_LINGER` 0).
     pub fn leave(self, reset: bool) {
         if reset {
-            socket2::SockRef::from(&self.stream)
+            socket2::SockRef::from(self.stream.socket())
                 .set_linger(Some(Duration::ZERO))
                 .unwrap();
         }
     }
 
-    /// Shuts down the write side (sends FIN).
-    pub fn shutdown_write(&self) {
-        let _ = self.stream.shutdown(Shutdown::Write);
+    /// Shuts down the write side (over TLS, close_notify first; then FIN).
+    pub fn shutdown_write(&mut self) {
+        let _ = self.stream.shutdown_write();
     }
 }
 

@@ -296,7 +296,8 @@ where
             };
             if self.shared.open.load(Ordering::Acquire) >= self.config.capacity {
                 let (shard, capacity) = (self.stats.shard(0), self.config.capacity);
-                accept::refuse(stream, self.service.refusal(), shard, capacity, "actor");
+                let refusal = self.config.transport.refusal(self.service.refusal());
+                accept::refuse(stream, refusal, shard, capacity, "actor");
                 continue;
             }
             let mut conn = match Conn::accept(stream, &self.config.transport) {

@@ -185,7 +185,7 @@ pub fn spawn<S: Service>(
                         + config.limits.max_body_bytes
                         + config.buffer_size,
                     handler,
-                    refusal: service.refusal(),
+                    refusal: config.transport.refusal(service.refusal()),
                     accept_paused: false,
                     wheel: Wheel::new(
                         TIMER_RESOLUTION,
