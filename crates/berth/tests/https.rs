@@ -4,8 +4,6 @@
 //! halfway, is dropped at the header timeout; slowloris over TLS is cut off while others are
 //! served; plain HTTP sent to the TLS port is closed, not answered or hung on.
 
-#[path = "support/certs.rs"]
-mod certs;
 #[path = "support/server.rs"]
 mod server;
 
@@ -18,7 +16,7 @@ use std::time::{Duration, Instant};
 use berth::drive::{Model, Timeouts};
 use berth::net::tls::{TlsAcceptor, TlsConnector, TlsSettings, TlsStream};
 use berth::net::Acceptor;
-use certs::Certs;
+use server::certs::Certs;
 use server::{get_request, Client, ModelServer, Opts, IO_TIMEOUT};
 
 /// A file bigger than any buffer, so that its body goes out in many encrypted chunks.

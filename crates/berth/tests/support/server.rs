@@ -18,8 +18,9 @@
 //! speaks TLS to it, verifying the certificate. The same cases then run over both.
 #![allow(dead_code)]
 
+/// Test certificates (`support/certs.rs`), for the HTTPS servers here and for the tests.
 #[path = "certs.rs"]
-mod certs;
+pub mod certs;
 
 use std::cell::Cell;
 use std::collections::HashSet;
