@@ -388,7 +388,8 @@ pub fn over_tls(yes: bool) {
 
 /// The test certificate, made once per test process, and both ends of TLS for it.
 pub struct TestTls {
-    _certs: certs::Certs,
+    /// The certificate files (the CA is what clients trust).
+    pub certs: certs::Certs,
     /// The server side (the certificate and key).
     pub acceptor: TlsAcceptor,
     /// The client side (trusts the test CA; ALPN `http/1.1`).
@@ -404,7 +405,7 @@ pub fn test_tls() -> &'static TestTls {
             acceptor: TlsAcceptor::new(TlsSettings::http(&certs.cert, &certs.key))
                 .expect("test certificate"),
             connector: TlsConnector::new(Some(&certs.ca), &[b"http/1.1"]).expect("test CA"),
-            _certs: certs,
+            certs,
         }
     })
 }
