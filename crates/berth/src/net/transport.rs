@@ -320,7 +320,7 @@ const TLS_REFUSAL: &[u8] = &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50];
 impl Acceptor {
     /// The bytes written to a connection refused at capacity: the service's own refusal (a
     /// 503) on a plain listener; on a TLS listener, where plaintext would reach the client as
-    /// a corrupt record, a fatal TLS alert ([`TLS_REFUSAL`]).
+    /// a corrupt record, a fatal `internal_error` alert record.
     pub fn refusal<'a>(&self, plain: &'a [u8]) -> &'a [u8] {
         match self {
             Acceptor::Plain => plain,
