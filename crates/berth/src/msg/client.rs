@@ -57,6 +57,19 @@ impl ClientId {
     }
 }
 
+impl ClientId {
+    /// The id as a number, for a binding that hands ids to another language (Python).
+    pub fn to_raw(self) -> u64 {
+        self.0
+    }
+
+    /// An id from [`ClientId::to_raw`]. A number that was never an id, or whose client is
+    /// gone, finds no client: every call taking it answers as for a departed client.
+    pub fn from_raw(raw: u64) -> ClientId {
+        ClientId(raw)
+    }
+}
+
 impl fmt::Debug for ClientId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{}.{}", self.key(), self.gen() & Self::GEN_MASK)

@@ -383,6 +383,12 @@ impl Engine {
         Ok(())
     }
 
+    /// Expects a client named `name` from now on (as `--expect` does at startup): when it
+    /// connects it is reported among [`IoIterationResult::newly_connected_expected_clients`].
+    pub fn expect(&mut self, name: Name) {
+        self.core.config.policy.expected.insert(name);
+    }
+
     /// Takes the whole messages `client` has sent since the last call.
     pub fn messages(&mut self, client: ClientId) -> VecDeque<Vec<u8>> {
         self.core.take_inbox(client)
