@@ -1,0 +1,221 @@
+//! `berth._berth`: berth's message engine (`berth::msg::Engine`) as a Python class, `Core`.
+//! The Python package `berth` builds FI-ASockIOCore's API on it (`berth.fi`).
+//!
+//! How Python and the engine share a thread: the engine runs on the thread that calls
+//! `io_iteration`, which releases the GIL for the whole wait and all the I/O of the round, and
+//! takes it back once to hand Python the round's five sets of client ids — one GIL acquisition
+//! per batch of ready clients, none per message. Messages cross as `bytes`, a list per client
+//! per call. A sequence given to `send_messages` is drawn lazily, as the client's queue drains:
+//! the engine takes the GIL for each item it draws (a Python generator of a million messages is
+//! never in memory at once).
+//!
+//! Client ids are the engine's, as integers: never reused while the engine runs, so a stale id
+//! finds nothing rather than someone else.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use berth::msg::{ClientId, ConnectError, Endpoint, Engine, EngineConfig, Name};
+use pyo3::exceptions::{PyConnectionError, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyIterator};
+
+/// Seconds from Python as a duration; negative or not finite is a `ValueError`.
+fn seconds(s: f64, what: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| PyValueError::new_err(format!("{what}: {s} is not a number of seconds")))
+}
+
+/// berth's message engine: listeners, named clients, whole messages, and the polling API.
+#[pyclass(module = "berth._berth")]
+struct Core {
+    /// A mutex only so that the object may be shared between Python threads (pyo3 asks for
+    /// `Sync`); the methods that change it take `&mut self`, whose exclusivity pyo3 already
+    /// checks, and reach the engine through `get_mut` without locking.
+    engine: Mutex<Engine>,
+}
+
+impl Core {
+    fn engine(&mut self) -> &mut Engine {
+        self.engine.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn shared(&self) -> std::sync::MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A Python iterable of bytes-like items, drawn one item at a time under the GIL. An item
+/// that is not bytes, or an exception from the iterable, ends the sequence; the exception is
+/// printed (as an unraisable error), and costs only the rest of that sequence.
+struct Drawn(Py<PyIterator>);
+
+impl Iterator for Drawn {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        Python::with_gil(|py| {
+            let item = self.0.bind(py).clone().next()?;
+            match item.and_then(|i| i.extract::<Vec<u8>>()) {
+                Ok(bytes) => Some(bytes),
+                Err(e) => {
+                    e.write_unraisable(py, None);
+                    None
+                }
+            }
+        })
+    }
+}
+
+#[pymethods]
+impl Core {
+    /// A new engine. `max_message`: largest message delivered whole, in bytes (default:
+    /// berth's, 64 MiB); `expected_only`: refuse clients whose name was not expected.
+    #[new]
+    #[pyo3(signature = (*, max_message=None, expected_only=false))]
+    fn new(max_message: Option<u64>, expected_only: bool) -> PyResult<Core> {
+        let mut config = EngineConfig::default();
+        if let Some(max) = max_message {
+            config.max_message = max;
+        }
+        config.policy.expected_only = expected_only;
+        let engine = Engine::new(config).map_err(|e| PyOSError::new_err(e.to_string()))?;
+        Ok(Core {
+            engine: Mutex::new(engine),
+        })
+    }
+
+    /// Listens on `endpoint` (`tcp://HOST:PORT`, `unix:///PATH`, `udp://...`, `tls://...`);
+    /// returns it with the port the system chose for port 0.
+    fn listen(&mut self, endpoint: &str) -> PyResult<String> {
+        let e = Endpoint::parse(endpoint).map_err(PyValueError::new_err)?;
+        let bound = self
+            .engine()
+            .listen(&e)
+            .map_err(|e| PyOSError::new_err(format!("cannot listen on {endpoint}: {e}")))?;
+        Ok(bound.to_string())
+    }
+
+    /// Expects a client named `name`: when it connects, its id is among the newly connected
+    /// expected clients.
+    fn expect(&mut self, name: &[u8]) {
+        self.engine().expect(Name::from(name));
+    }
+
+    /// Connects to a berth (or FI) server at `endpoint` as client `name`, waiting up to
+    /// `timeout` seconds for its answer (the GIL released). The server is then a client of
+    /// this engine like any other; returns its id. `ConnectionError` if it refuses us.
+    #[pyo3(signature = (endpoint, name, timeout=10.0))]
+    fn connect(
+        &mut self,
+        py: Python<'_>,
+        endpoint: &str,
+        name: &[u8],
+        timeout: f64,
+    ) -> PyResult<u64> {
+        let e = Endpoint::parse(endpoint).map_err(PyValueError::new_err)?;
+        let timeout = seconds(timeout, "timeout")?;
+        let engine = self.engine();
+        let result = py.allow_threads(|| engine.connect(&e, name, timeout));
+        match result {
+            Ok(id) => Ok(id.to_raw()),
+            Err(ConnectError::Io(e)) => Err(PyOSError::new_err(format!("{endpoint}: {e}"))),
+            Err(e) => Err(PyConnectionError::new_err(format!("{endpoint}: {e}"))),
+        }
+    }
+
+    /// One round of I/O, the GIL released: waits up to `timeout` seconds (`None`: until
+    /// something happens), reads, writes, and returns five lists of client ids: newly
+    /// connected expected clients, newly connected unknown clients, clients whose connection
+    /// is gone, clients with messages to read, clients whose output queue is empty.
+    #[allow(clippy::type_complexity)]
+    #[pyo3(signature = (timeout=None))]
+    fn io_iteration(
+        &mut self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+    ) -> PyResult<(Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>)> {
+        let timeout = timeout.map(|t| seconds(t, "timeout")).transpose()?;
+        let engine = self.engine();
+        let r = py
+            .allow_threads(|| engine.io_iteration(timeout))
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let ids = |set: std::collections::HashSet<ClientId>| -> Vec<u64> {
+            set.into_iter().map(ClientId::to_raw).collect()
+        };
+        Ok((
+            ids(r.newly_connected_expected_clients),
+            ids(r.newly_connected_unknown_clients),
+            ids(r.clients_with_disconnected_connection),
+            ids(r.clients_have_data_to_read),
+            ids(r.clients_with_empty_output_fifo),
+        ))
+    }
+
+    /// The whole messages `client` has sent since the last call, oldest first.
+    fn messages<'py>(&mut self, py: Python<'py>, client: u64) -> Vec<Bound<'py, PyBytes>> {
+        self.engine()
+            .messages(ClientId::from_raw(client))
+            .into_iter()
+            .map(|m| PyBytes::new(py, &m))
+            .collect()
+    }
+
+    /// Queues one message to `client`; false if the client is gone.
+    fn send_message(&mut self, client: u64, data: &[u8]) -> bool {
+        self.engine().send_message(ClientId::from_raw(client), data)
+    }
+
+    /// Queues the messages of an iterable to `client`, drawn lazily as its queue drains;
+    /// false if the client is gone.
+    fn send_messages(&mut self, client: u64, messages: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let it = messages.try_iter()?.unbind();
+        Ok(self
+            .engine()
+            .send_messages(ClientId::from_raw(client), Drawn(it)))
+    }
+
+    /// Closes `client` once its queued output is written.
+    fn close(&mut self, client: u64) {
+        self.engine().close(ClientId::from_raw(client));
+    }
+
+    /// The name `client` registered under, or `None` (anonymous, or gone).
+    fn name<'py>(&self, py: Python<'py>, client: u64) -> Option<Bound<'py, PyBytes>> {
+        self.shared()
+            .name(ClientId::from_raw(client))
+            .map(|n| PyBytes::new(py, n.as_bytes()))
+    }
+
+    /// The id of the client connected under `name`, if one is.
+    fn client(&self, name: &[u8]) -> Option<u64> {
+        self.shared().client(name).map(ClientId::to_raw)
+    }
+
+    /// Bytes queued to `client` and not yet written.
+    fn pending_output(&self, client: u64) -> usize {
+        self.shared().pending_output(ClientId::from_raw(client))
+    }
+
+    /// Clients connected now.
+    fn client_count(&self) -> usize {
+        self.shared().client_count()
+    }
+
+    /// Tells every client the engine is shutting down, writes what is queued for up to
+    /// `timeout` seconds (the GIL released), and closes everything.
+    #[pyo3(signature = (timeout=5.0))]
+    fn shutdown(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let timeout = seconds(timeout, "timeout")?;
+        let engine = self.engine();
+        py.allow_threads(|| engine.shutdown(timeout))
+            .map_err(|e| PyOSError::new_err(e.to_string()))
+    }
+}
+
+/// The extension module.
+#[pymodule]
+fn _berth(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Core>()?;
+    Ok(())
+}

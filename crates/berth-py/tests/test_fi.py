@@ -1,0 +1,241 @@
+"""berth.fi over real sockets: a program written against FI-ASockIOCore's documented polling API
+(our own code, not FI's) runs with only its import line pointing at berth; FI-wire clients (raw
+sockets speaking FI's framing) and berth.fi's own client mode talk to it; bad input costs only
+its own connection."""
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+# The only line an FI program changes:
+from berth.fi import ASockIOCore, Client, ConnectionDirectionRole, ConnectionSettings, SimpleNetworkError
+
+WAIT = 10.0
+
+
+# --- an FI-wire client: 8-byte little-endian length, keyword, b"OK" --------------------------
+def frame(payload: bytes) -> bytes:
+    return struct.pack("<Q", len(payload)) + payload
+
+
+def read_exact(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed after {} of {} bytes".format(len(out), n))
+        out += chunk
+    return out
+
+
+def read_frame(s: socket.socket):
+    (length,) = struct.unpack("<Q", read_exact(s, 8))
+    control = bool(length >> 63)
+    payload = read_exact(s, length & ~(1 << 63))
+    return ("control" if control else "data", payload)
+
+
+def wire_connect(port: int, keyword: bytes) -> socket.socket:
+    """Connects and sends the keyword, without waiting for the answer (for a core that this
+    same thread must poll before it can answer)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+    s.sendall(frame(keyword))
+    return s
+
+
+def wire_client(port: int, keyword: bytes) -> socket.socket:
+    s = wire_connect(port, keyword)
+    assert read_frame(s) == ("data", b"OK")
+    return s
+
+
+def next_unknown(core: ASockIOCore) -> int:
+    """Polls `core` until a client is admitted under a name nobody expected; its id."""
+    deadline = time.time() + WAIT
+    while time.time() < deadline:
+        unknown = core.io_iteration(0.05).newly_connected_unknown_clients
+        if unknown:
+            (client_id,) = unknown
+            return client_id
+    raise AssertionError("no client was admitted")
+
+
+def port_of(core: ASockIOCore) -> int:
+    return int(core.gates_addresses[0].rsplit(":", 1)[1])
+
+
+# --- the FI program: an echo server in FI's polling style ------------------------------------
+class EchoServer:
+    """What an FI user writes: gates, expected clients, and a loop over io_iteration()."""
+
+    def __init__(self, keywords):
+        gate = ConnectionSettings(ConnectionDirectionRole.client, ("127.0.0.1", 0))
+        self.core = ASockIOCore({gate})
+        self.core.listen()
+        self.ids = {
+            kw: self.core.add_client(Client(ConnectionSettings(ConnectionDirectionRole.client, keyword=kw)))
+            for kw in keywords
+        }
+        self.connected = set()
+        self.unknown = set()
+        self.gone = set()
+        self.stop = False
+
+    def serve(self):
+        while not self.stop:
+            result = self.core.io_iteration(0.05)
+            self.connected |= result.newly_connected_expected_clients
+            self.unknown |= result.newly_connected_unknown_clients
+            self.gone |= result.clients_with_disconnected_connection
+            for client_id in result.clients_have_data_to_read:
+                for message in self.core.get_messages_from_client(client_id):
+                    self.core.send_message_to_client(client_id, message)
+
+    def __enter__(self):
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop = True
+        self.thread.join(WAIT)
+        self.core.close(1.0)
+
+
+def wait_until(cond, within=WAIT):
+    deadline = time.time() + within
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_fi_echo_program_serves_fi_wire_clients():
+    with EchoServer([b"alice", b"bob"]) as server:
+        alice = wire_client(port_of(server.core), b"alice")
+        bob = wire_client(port_of(server.core), b"bob")
+        assert wait_until(lambda: server.connected == set(server.ids.values()))
+        for i in range(200):
+            alice.sendall(frame(b"ping %d" % i))
+        for i in range(200):
+            assert read_frame(alice) == ("data", b"ping %d" % i)
+        big = bytes(range(256)) * 4096  # 1 MiB, received whole then echoed
+        bob.sendall(frame(big))
+        assert read_frame(bob) == ("data", big)
+        # An unexpected keyword is admitted as an unknown client (FI's default).
+        carol = wire_client(port_of(server.core), b"carol")
+        carol.sendall(frame(b"hi"))
+        assert read_frame(carol) == ("data", b"hi")
+        assert wait_until(lambda: len(server.unknown) == 1)
+        alice.close()
+        assert wait_until(lambda: server.ids[b"alice"] in server.gone)
+
+
+def test_client_mode_reaches_the_server_and_gets_the_echo():
+    with EchoServer([b"bob"]) as server:
+        super_server = ConnectionSettings(
+            ConnectionDirectionRole.server, ("127.0.0.1", port_of(server.core)), b"bob"
+        )
+        client = ASockIOCore(set())
+        bob = client.add_client(Client(super_server))
+        first = client.io_iteration(0.0)
+        assert bob in first.newly_connected_expected_clients
+        client.send_messages_to_client(bob, (b"m%d" % i for i in range(1000)))
+        got = []
+        deadline = time.time() + WAIT
+        while len(got) < 1000 and time.time() < deadline:
+            result = client.io_iteration(0.05)
+            if bob in result.clients_have_data_to_read:
+                got.extend(client.get_messages_from_client(bob))
+        assert got == [b"m%d" % i for i in range(1000)]
+        client.close(1.0)
+
+
+def test_send_messages_draws_a_generator_lazily():
+    gate = ConnectionSettings(ConnectionDirectionRole.client, ("127.0.0.1", 0))
+    core = ASockIOCore({gate})
+    core.listen()
+    sink = wire_connect(port_of(core), b"sink")
+    sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sink_id = next_unknown(core)
+    assert read_frame(sink) == ("data", b"OK")
+    drawn = []
+
+    def messages():
+        for i in range(1_000_000):
+            drawn.append(i)
+            yield b"x" * 1024
+
+    core.send_messages_to_client(sink_id, messages())
+    for _ in range(20):
+        core.io_iteration(0.01)
+    # The sink reads nothing: only what fits its queue and socket was drawn, not 1 GiB.
+    assert 0 < len(drawn) < 100_000, len(drawn)
+    sink.close()
+    core.close(0.5)
+
+
+# The exception is reported (as an unraisable error, as Python reports one it cannot raise
+# anywhere), and the sequence ends there.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_generator_that_raises_costs_only_its_sequence():
+    gate = ConnectionSettings(ConnectionDirectionRole.client, ("127.0.0.1", 0))
+    core = ASockIOCore({gate})
+    core.listen()
+    peer = wire_connect(port_of(core), b"peer")
+    peer_id = next_unknown(core)
+    assert read_frame(peer) == ("data", b"OK")
+
+    def broken():
+        yield b"one"
+        raise RuntimeError("the application failed")
+
+    core.send_messages_to_client(peer_id, broken())
+    core.send_message_to_client(peer_id, b"after")
+    for _ in range(10):
+        core.io_iteration(0.01)
+    assert read_frame(peer) == ("data", b"one")
+    assert read_frame(peer) == ("data", b"after")
+    peer.close()
+    core.close(0.5)
+
+
+def test_garbage_costs_only_its_connection():
+    with EchoServer([b"good"]) as server:
+        port = port_of(server.core)
+        # A length far beyond the message limit: an error frame, then the connection ends.
+        bad = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        bad.sendall(frame(b"mallory"))
+        assert read_frame(bad) == ("data", b"OK")
+        bad.sendall(struct.pack("<Q", (1 << 62)) + b"junk")
+        kind, text = read_frame(bad)
+        assert kind == "control" and text.startswith(b"error"), text
+        # A keyword frame that never completes, then a reset.
+        half = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        half.sendall(struct.pack("<Q", 100) + b"abc")
+        half.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        half.close()
+        # The server still serves.
+        good = wire_client(port, b"good")
+        good.sendall(frame(b"still here"))
+        assert read_frame(good) == ("data", b"still here")
+
+
+def test_errors_are_fi_s():
+    core = ASockIOCore(set())
+    with pytest.raises(SimpleNetworkError):
+        core.add_client(Client(ConnectionSettings(ConnectionDirectionRole.client)))
+    bob = core.add_client(Client(ConnectionSettings(ConnectionDirectionRole.client, keyword=b"bob")))
+    with pytest.raises(SimpleNetworkError):
+        core.add_client(Client(ConnectionSettings(ConnectionDirectionRole.client, keyword=b"bob")))
+    with pytest.raises(SimpleNetworkError, match="not connected yet"):
+        core.send_message_to_client(bob, b"x")
+    assert core.get_client_id_by_keyword(b"bob") == bob
+    refused = ConnectionSettings(ConnectionDirectionRole.server, ("127.0.0.1", 1), b"x")
+    with pytest.raises(OSError):
+        core.add_client(Client(refused))
+    core.close(0.1)
