@@ -485,3 +485,102 @@ fn bench_measures_https() {
     berth.signal("TERM");
     assert!(berth.wait(LIMIT).success());
 }
+
+/// RSA keys as well as ECDSA: a 2048-bit RSA certificate with its key in PKCS#8 and in PKCS#1
+/// ("BEGIN RSA PRIVATE KEY") form, made by `openssl`, served and verified by Python's `ssl`.
+#[test]
+fn rsa_keys_in_pkcs8_and_pkcs1_are_served() {
+    let have = |tool: &str| {
+        Command::new(tool).arg("--version").output().is_ok()
+            || Command::new(tool).arg("version").output().is_ok()
+    };
+    if !have("openssl") || !have("python3") {
+        eprintln!("openssl or python3 is not installed: skipped");
+        return;
+    }
+    let certs = Certs::new("cli-rsa");
+    let (cert, pkcs8, pkcs1) = (
+        certs.path("rsa.pem"),
+        certs.path("rsa-pkcs8.key"),
+        certs.path("rsa-pkcs1.key"),
+    );
+    let ok = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&pkcs8)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let ok = Command::new("openssl")
+        .args(["rsa", "-traditional", "-in"])
+        .arg(&pkcs8)
+        .arg("-out")
+        .arg(&pkcs1)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(std::fs::read_to_string(&pkcs1)
+        .unwrap()
+        .contains("BEGIN RSA PRIVATE KEY"));
+    let script = r#"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=10) as raw:
+    with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        s.sendall(b"GET /hello/world HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        sys.stdout.write(s.version() + " " + data.decode().split("\r\n\r\n", 1)[1])
+"#;
+    for key in [&pkcs8, &pkcs1] {
+        let mut berth = Berth::spawn(&[
+            "serve",
+            "-p",
+            "0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ]);
+        let addr = address_in(&berth.line());
+        let out = Command::new("python3")
+            .args(["-c", script])
+            .arg(&cert)
+            .arg(addr.port().to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            key.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "TLSv1.3 Hello, World!",
+            "{}",
+            key.display()
+        );
+        berth.signal("TERM");
+        assert!(berth.wait(LIMIT).success());
+    }
+}
