@@ -219,14 +219,25 @@ fn serve<H: Handler, T: Blocking>(
 
 /// Sends FIN, then reads and drops what the peer still sends for a moment, so that unread
 /// request bytes do not turn the close into a reset that destroys the response in flight.
+/// Most a lingering close reads and drops before it closes anyway.
+pub(crate) const LINGER_BYTES: usize = 256 * 1024;
+
+/// Longest a blocking model's lingering close waits for the peer to stop sending.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+
 fn linger_close<T: Blocking>(stream: &mut T, unread: bool) -> io::Result<()> {
     stream.shutdown_write()?;
     if unread || has_pending_input(&*stream) {
+        // Read and drop what the peer still sends, until it stops (200 ms of quiet), ends,
+        // or has sent LINGER_BYTES or for LINGER_TIME: bounded by bytes and time rather than
+        // by reads, since a TLS read gives one record's plaintext, which may be one byte.
         stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let deadline = std::time::Instant::now() + LINGER_TIME;
         let mut sink = [0u8; 4096];
-        for _ in 0..16 {
+        let mut dropped = 0;
+        while dropped < LINGER_BYTES && std::time::Instant::now() < deadline {
             match stream.read(&mut sink) {
-                Ok(n) if n > 0 => {}
+                Ok(n) if n > 0 => dropped += n,
                 _ => break,
             }
         }

@@ -666,10 +666,13 @@ impl<T: Transport> Conn<T, Readiness> {
             return;
         }
         let _ = self.stream.shutdown_write();
+        // What has arrived, up to a byte budget (not a count of reads: a TLS read gives one
+        // record's plaintext, which may be one byte).
         let mut sink = [0u8; 4096];
-        for _ in 0..16 {
+        let mut dropped = 0;
+        while dropped < super::blocking::LINGER_BYTES {
             match io::Read::read(&mut self.stream, &mut sink) {
-                Ok(n) if n > 0 => {}
+                Ok(n) if n > 0 => dropped += n,
                 _ => break,
             }
         }
