@@ -227,7 +227,10 @@ const LINGER_TIME: Duration = Duration::from_secs(2);
 
 fn linger_close<T: Blocking>(stream: &mut T, unread: bool) -> io::Result<()> {
     stream.shutdown_write()?;
-    if unread || has_pending_input(&*stream) {
+    // Over TLS the peer answers our close_notify with its own, which is data: closing before
+    // it arrives would turn it into a reset that can destroy the response unread. So TLS
+    // (whose short reads do not drain the socket) always lingers.
+    if unread || has_pending_input(&*stream) || !stream.short_read_drains() {
         // Read and drop what the peer still sends, until it stops (200 ms of quiet), ends,
         // or has sent LINGER_BYTES or for LINGER_TIME: bounded by bytes and time rather than
         // by reads, since a TLS read gives one record's plaintext, which may be one byte.
