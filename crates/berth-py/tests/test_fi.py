@@ -239,3 +239,68 @@ def test_errors_are_fi_s():
     with pytest.raises(OSError):
         core.add_client(Client(refused))
     core.close(0.1)
+
+
+# --- FI's class-inheritance style -------------------------------------------------------------
+from berth.fi import InlineProcessor  # noqa: E402
+
+LOST = []
+
+
+class Reverser(InlineProcessor):
+    """What an FI user writes in the inheritance style."""
+
+    def on__data_received(self, data: bytes):
+        if data == b"boom":
+            raise RuntimeError("a bug in the application")
+        if data == b"bye":
+            self.output_messages.append(b"ciao " + self.keyword)
+            self.mark__socket_as_ready_to_be_closed(True)
+            return
+        self.output_messages.append(data[::-1])
+
+    def on__connection_lost(self):
+        LOST.append(self.keyword)
+
+
+def run_core(core, stop):
+    while not stop.is_set():
+        core.io_iteration(0.02)
+
+
+def closed(s: socket.socket) -> bool:
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_inline_processors_serve_unknown_clients_and_a_failing_one_costs_only_its_connection():
+    gate = ConnectionSettings(ConnectionDirectionRole.client, ("127.0.0.1", 0))
+    core = ASockIOCore({gate})
+    core.class_for_unknown_clients_inline_processing = Reverser
+    core.listen()
+    stop = threading.Event()
+    t = threading.Thread(target=run_core, args=(core, stop), daemon=True)
+    t.start()
+    try:
+        port = port_of(core)
+        ann = wire_client(port, b"ann")
+        ben = wire_client(port, b"ben")
+        ann.sendall(frame(b"hello") + frame(b"world"))
+        assert read_frame(ann) == ("data", b"olleh")
+        assert read_frame(ann) == ("data", b"dlrow")
+        # Ben's processor raises: Ben's connection ends, Ann is still served.
+        ben.sendall(frame(b"boom"))
+        assert closed(ben)
+        ann.sendall(frame(b"abc"))
+        assert read_frame(ann) == ("data", b"cba")
+        # Marked ready to be closed: the answer is written, then the connection closes.
+        ann.sendall(frame(b"bye"))
+        assert read_frame(ann) == ("data", b"ciao ann")
+        assert closed(ann)
+        assert wait_until(lambda: b"ann" in LOST)
+    finally:
+        stop.set()
+        t.join(WAIT)
+        core.close(0.5)

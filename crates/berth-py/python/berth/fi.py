@@ -23,10 +23,14 @@ Where this differs from FI (documented, not hidden):
 * ``get_connection_output_fifo_size_for_client`` counts bytes not yet written, not messages;
 * ``mark_client_connection_as_should_be_closed_immediately`` closes once queued output is
   written, as ``mark_client_connection_as_ready_to_be_closed`` does;
-* raw (unframed) connections are berth's ``?raw`` endpoints, not a per-client switch.
+* raw (unframed) connections are berth's ``?raw`` endpoints, not a per-client switch
+  (``InlineProcessor.set__is_in_raw_mode`` records the wish only);
+* an exception escaping an ``InlineProcessor`` hook closes that client's connection (FI drops
+  the processor and keeps the connection).
 """
 
 import itertools
+import logging
 import socket
 from collections import deque
 from typing import Deque, Dict, Iterable, Iterator, Optional, Set, Tuple
@@ -38,9 +42,12 @@ __all__ = [
     "Client",
     "ConnectionDirectionRole",
     "ConnectionSettings",
+    "InlineProcessor",
     "IoIterationResult",
     "SimpleNetworkError",
 ]
+
+log = logging.getLogger("berth.fi")
 
 MESSAGE_SIZE_LEN = 8
 SERVER_ANSWER__KEYWORD_ACCEPTED = b"OK"
@@ -109,6 +116,56 @@ class Client:
         self.obj_for_inline_processing = None
 
 
+class InlineProcessor:
+    """FI's class-inheritance style: subclass it, override the ``on__...`` hooks, and append
+    what to send to ``self.output_messages``. The core calls the hooks from ``io_iteration``
+    for the clients it was set for (``set_inline_processor_for_client``, or every unknown
+    client through ``class_for_unknown_clients_inline_processing``); their messages go to the
+    hooks rather than to the client's input FIFO.
+
+    An exception escaping a hook is logged and costs that client its connection (and its
+    processor), never the core."""
+
+    def __init__(self, client_id=None, keyword: Optional[bytes] = None, socket_family=None, socket_type=None,
+                 socket_proto=None, addr_info=None, host_names=None, external_parameters_set_trigger: Optional[Set] = None):
+        self.client_id = client_id
+        self.keyword = keyword
+        self.socket_family = socket_family
+        self.socket_type = socket_type
+        self.socket_proto = socket_proto
+        self.addr_info = addr_info
+        self.host_names = host_names
+        self.is_in_raw_mode = None
+        self.output_messages: Deque[bytes] = deque()
+        self._hold_client_id = client_id
+        self._ready_to_be_closed = False
+        self._closed_immediately = False
+        self._trigger = external_parameters_set_trigger if external_parameters_set_trigger is not None else set()
+
+    def on__data_received(self, data: bytes) -> None:
+        """A whole message from the client."""
+
+    def on__output_buffers_are_empty(self) -> None:
+        """Everything sent to the client so far has been written."""
+
+    def on__connection_lost(self) -> None:
+        """The connection is gone; the processor is dropped after this call."""
+
+    def set__is_in_raw_mode(self, is_in_raw_mode: bool) -> None:
+        """FI switches a connection to raw mode here; berth's raw mode is a property of the
+        endpoint (``?raw``), so this only records the wish."""
+        self.is_in_raw_mode = is_in_raw_mode
+
+    def mark__socket_as_should_be_closed_immediately(self, mark_socket_as: bool) -> None:
+        self._closed_immediately = mark_socket_as
+        self._trigger.add(self._hold_client_id)
+
+    def mark__socket_as_ready_to_be_closed(self, mark_socket_as: bool) -> None:
+        """Close once everything in ``output_messages`` has been written."""
+        self._ready_to_be_closed = mark_socket_as
+        self._trigger.add(self._hold_client_id)
+
+
 class IoIterationResult:
     """What one ``io_iteration`` saw, as FI's five sets of client ids."""
 
@@ -166,6 +223,10 @@ class ASockIOCore:
         self._ours_of: Dict[int, int] = {}
         self._inbox: Dict[int, Deque[bytes]] = {}
         self._pending = IoIterationResult()
+        #: FI's: a class (an ``InlineProcessor``) to serve every unknown client with.
+        self.class_for_unknown_clients_inline_processing = None
+        self._processors: Dict[int, InlineProcessor] = {}
+        self._inline_triggers: Set[int] = set()
 
     # --- gates and clients ---------------------------------------------------------------
     def listen(self, backlog: int = 1) -> None:
@@ -238,21 +299,96 @@ class ASockIOCore:
             name = self._core.name(engine_id)
             ours = self._new_unexpected(engine_id, name)
             result.newly_connected_unknown_clients.add(ours)
+        if self.class_for_unknown_clients_inline_processing is not None:
+            for ours in result.newly_connected_unknown_clients:
+                if ours not in self._processors:
+                    self._start_processor(ours, self.class_for_unknown_clients_inline_processing)
         for engine_id in readable:
             ours = self._ours_of.get(engine_id)
-            if ours is not None:
-                self._inbox.setdefault(ours, deque()).extend(self._core.messages(engine_id))
+            if ours is None:
+                continue
+            messages = self._core.messages(engine_id)
+            processor = self._processors.get(ours)
+            if processor is None:
+                self._inbox.setdefault(ours, deque()).extend(messages)
                 result.clients_have_data_to_read.add(ours)
+                continue
+            for message in messages:
+                if not self._run_hook(ours, processor.on__data_received, message):
+                    break
         for engine_id in empty:
             ours = self._ours_of.get(engine_id)
-            if ours is not None:
+            if ours is None:
+                continue
+            processor = self._processors.get(ours)
+            if processor is None:
                 result.clients_with_empty_output_fifo.add(ours)
+            else:
+                self._run_hook(ours, processor.on__output_buffers_are_empty)
         for engine_id in gone:
             ours = self._ours_of.get(engine_id)
             if ours is not None:
                 self._unbind(ours)
                 result.clients_with_disconnected_connection.add(ours)
+                processor = self._processors.pop(ours, None)
+                if processor is not None:
+                    try:
+                        processor.on__connection_lost()
+                    except Exception:
+                        log.exception("inline processor of client %s: on__connection_lost failed", ours)
+        for ours in list(self._inline_triggers):
+            self._apply_marks(ours)
+        self._inline_triggers.clear()
         return result
+
+    # --- inline processors ----------------------------------------------------------------
+    def set_inline_processor_for_client(self, expected_client_id: int, class_for_unknown_clients_inline_processing: type) -> None:
+        """Serves this (connected) client with a new object of the given ``InlineProcessor``
+        subclass from now on."""
+        self._engine(expected_client_id)
+        self._start_processor(expected_client_id, class_for_unknown_clients_inline_processing)
+
+    def _start_processor(self, ours: int, cls: type) -> None:
+        info = self._expected_clients.get(ours) or self._unexpected_clients.get(ours)
+        keyword = info.connection_settings.keyword if info is not None else None
+        processor = cls(ours, keyword, external_parameters_set_trigger=self._inline_triggers)
+        if info is not None:
+            info.obj_for_inline_processing = processor
+        self._processors[ours] = processor
+        # Messages that came before the processor was set are its first.
+        pending = self._inbox.pop(ours, None)
+        for message in pending or ():
+            if not self._run_hook(ours, processor.on__data_received, message):
+                break
+
+    def _run_hook(self, ours: int, hook, *args) -> bool:
+        """Calls a processor's hook, then sends what it queued; an exception costs the
+        connection. False if the processor is gone."""
+        processor = self._processors.get(ours)
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("inline processor of client %s failed: its connection is closed", ours)
+            self._processors.pop(ours, None)
+            engine_id = self._engine_of.get(ours)
+            if engine_id is not None:
+                self._core.close(engine_id)
+            return False
+        engine_id = self._engine_of.get(ours)
+        if processor is not None and engine_id is not None and processor.output_messages:
+            out = processor.output_messages
+            while out:
+                self._core.send_message(engine_id, out.popleft())
+        return True
+
+    def _apply_marks(self, ours: int) -> None:
+        processor = self._processors.get(ours)
+        engine_id = self._engine_of.get(ours)
+        if processor is None or engine_id is None:
+            return
+        if processor._closed_immediately or processor._ready_to_be_closed:
+            # What the processor queued is written first, then the connection closes.
+            self._core.close(engine_id)
 
     # --- reading -------------------------------------------------------------------------------
     def get_connection_input_fifo_size_for_client(self, expected_client_id: int) -> int:
