@@ -372,6 +372,7 @@ pub(crate) fn write_answer(
         status,
         content_type,
         extra,
+        fields: &[],
         keep_alive,
         version,
         date,

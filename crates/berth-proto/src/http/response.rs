@@ -13,6 +13,10 @@ pub struct Reply {
     pub content_type: &'static str,
     /// Extra header fields, e.g. `Retry-After` on a 503.
     pub headers: &'static [(&'static str, &'static [u8])],
+    /// Header fields known only at run time (an application's own: a Python WSGI app's, say),
+    /// written after `headers`. Their names and values must be valid field names and values
+    /// (no CR, LF or NUL): [`Reply::with_field`] checks.
+    pub fields: Vec<(String, Vec<u8>)>,
     /// Response body.
     pub body: Vec<u8>,
 }
@@ -24,8 +28,29 @@ impl Reply {
             status,
             content_type,
             headers: &[],
+            fields: Vec::new(),
             body,
         }
+    }
+
+    /// Adds a header field known at run time. `Err` (the reply unchanged) if the name is not
+    /// a token or the value holds CR, LF or NUL, which would let the field smuggle others
+    /// into the response; also for the fields berth writes itself (`Content-Length`,
+    /// `Connection`, `Transfer-Encoding`, `Date`, `Server`), which the caller should drop.
+    pub fn with_field(mut self, name: &str, value: &[u8]) -> Result<Self, Self> {
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let clean = !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
+        let own = ["content-length", "connection", "transfer-encoding", "date", "server"]
+            .iter()
+            .any(|f| name.eq_ignore_ascii_case(f));
+        if !token || !clean || own {
+            return Err(self);
+        }
+        self.fields.push((name.to_owned(), value.to_vec()));
+        Ok(self)
     }
 
     /// A reply with an empty body.
@@ -39,6 +64,7 @@ impl Reply {
             status: 503,
             content_type: "text/plain",
             headers: &[("Retry-After", b"1")],
+            fields: Vec::new(),
             body: b"server busy: job queue full\n".to_vec(),
         }
     }
@@ -86,6 +112,7 @@ impl Response<'_> {
             status,
             content_type,
             extra: headers,
+            fields: &[],
             keep_alive: self.keep_alive,
             version: self.version,
             date: self.date,
@@ -109,6 +136,7 @@ pub(crate) struct Head<'a> {
     pub status: u16,
     pub content_type: &'a str,
     pub extra: &'a [(&'a str, &'a [u8])],
+    pub fields: &'a [(String, Vec<u8>)],
     pub keep_alive: bool,
     pub version: Version,
     pub date: &'a [u8],
@@ -117,7 +145,12 @@ pub(crate) struct Head<'a> {
 /// Appends a whole response to `out`. With `head_only` (a HEAD request) the body is measured
 /// for Content-Length but not sent.
 pub(crate) fn write_response(out: &mut Vec<u8>, head: &Head<'_>, body: &[u8], head_only: bool) {
-    write_fields(out, head, !body.is_empty(), Some(body.len() as u64));
+    write_fields(
+        out,
+        head,
+        !body.is_empty() && !head.content_type.is_empty(),
+        Some(body.len() as u64),
+    );
     if !head_only {
         out.extend_from_slice(body);
     }
@@ -146,7 +179,8 @@ fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Opt
         out.extend_from_slice(b"\r\nContent-Length: ");
         out.extend_from_slice(num.format(length).as_bytes());
     }
-    for (name, value) in head.extra {
+    let owned = head.fields.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
+    for (name, value) in head.extra.iter().copied().chain(owned) {
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
@@ -196,5 +230,62 @@ pub fn reason_phrase(status: u16) -> &'static str {
         504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(reply: &Reply) -> String {
+        let head = Head {
+            status: reply.status,
+            content_type: reply.content_type,
+            extra: reply.headers,
+            fields: &reply.fields,
+            keep_alive: true,
+            version: Version::Http11,
+            date: b"Tue, 24 Nov 2026 00:00:00 GMT",
+        };
+        let mut out = Vec::new();
+        write_response(&mut out, &head, &reply.body, false);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn run_time_fields_are_written_after_the_static_ones() {
+        let reply = Reply::new(201, "application/json", b"{}".to_vec())
+            .with_field("X-Request-Id", b"abc")
+            .unwrap()
+            .with_field("Set-Cookie", b"a=1; Path=/")
+            .unwrap();
+        let text = written(&reply);
+        assert!(
+            text.ends_with(
+                "Content-Type: application/json\r\nContent-Length: 2\r\nX-Request-Id: abc\r\n\
+                 Set-Cookie: a=1; Path=/\r\n\r\n{}"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fields_that_would_smuggle_or_duplicate_berths_own_are_refused() {
+        let ok = || Reply::new(200, "text/plain", b"x".to_vec());
+        assert!(ok().with_field("X-A", b"1\r\nX-B: 2").is_err());
+        assert!(ok().with_field("X-A", b"1\n").is_err());
+        assert!(ok().with_field("X-A", b"1\0").is_err());
+        assert!(ok().with_field("X A", b"1").is_err());
+        assert!(ok().with_field("", b"1").is_err());
+        for own in ["Content-Length", "connection", "Transfer-Encoding", "Date", "Server"] {
+            assert!(ok().with_field(own, b"1").is_err(), "{own}");
+        }
+    }
+
+    #[test]
+    fn an_empty_content_type_writes_no_field() {
+        let text = written(&Reply::new(200, "", b"body".to_vec()));
+        assert!(!text.contains("Content-Type"), "{text}");
+        assert!(text.contains("Content-Length: 4"), "{text}");
     }
 }
