@@ -12,6 +12,8 @@
 //! Client ids are the engine's, as integers: never reused while the engine runs, so a stale id
 //! finds nothing rather than someone else.
 
+mod wsgi;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -217,5 +219,6 @@ impl Core {
 #[pymodule]
 fn _berth(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
+    m.add_function(wrap_pyfunction!(wsgi::serve_wsgi, m)?)?;
     Ok(())
 }

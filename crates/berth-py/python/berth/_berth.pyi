@@ -31,3 +31,14 @@ class Core:
     def client_count(self) -> int: ...
     def shutdown(self, timeout: float = ...) -> None:
         """Tells clients, writes what is queued for up to ``timeout`` seconds, closes all."""
+
+def serve_wsgi(
+    app: object,
+    host: str = ...,
+    port: int = ...,
+    workers: int = ...,
+    model: str = ...,
+    shutdown_timeout: float = ...,
+    reuse_port: bool = ...,
+) -> None:
+    """Serves a WSGI application on berth's HTTP engine until SIGINT or SIGTERM, then drains."""

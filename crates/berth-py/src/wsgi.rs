@@ -1,0 +1,285 @@
+//! WSGI (PEP 3333) applications on berth's HTTP engine: every request is a job for berth's
+//! worker pool (`workers` threads), which takes the GIL, calls the application, and turns what
+//! it returns into berth's reply; the I/O threads parse, time out, limit and write without ever
+//! touching Python. An application that raises costs its own request (500, the traceback
+//! printed), never the server. berth's limits, timeouts and graceful shutdown apply as to any
+//! service.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth::drive::{self, Model, Service, Settings};
+use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyTuple};
+
+/// The application and what every environ shares.
+struct App {
+    app: Py<PyAny>,
+    server_name: String,
+    server_port: String,
+}
+
+#[derive(Clone)]
+struct Wsgi(Arc<App>);
+
+impl Service for Wsgi {
+    type Handler = WsgiHandler;
+
+    fn handler(&self, _thread: usize) -> WsgiHandler {
+        WsgiHandler(self.0.clone())
+    }
+
+    fn refusal(&self) -> &'static [u8] {
+        b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    }
+}
+
+struct WsgiHandler(Arc<App>);
+
+/// One request, owned, on its way to a worker.
+struct Call {
+    app: Arc<App>,
+    method: &'static str,
+    path: String,
+    query: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+}
+
+impl Handler for WsgiHandler {
+    type Job = Call;
+
+    fn handle(&mut self, req: &Request<'_>, _res: &mut Response<'_>) -> Handled<Call> {
+        Handled::Offload(Call {
+            app: self.0.clone(),
+            method: req.method.as_str(),
+            path: req.path.to_owned(),
+            query: req.query.unwrap_or("").to_owned(),
+            headers: req
+                .headers
+                .iter()
+                .map(|h| (h.name.to_owned(), h.value.to_vec()))
+                .collect(),
+            body: req.body.to_vec(),
+        })
+    }
+}
+
+impl Job for Call {
+    fn run(self) -> Reply {
+        Python::with_gil(|py| match self.call(py) {
+            Ok(reply) => reply,
+            Err(e) => {
+                // The application's failure costs its own request.
+                e.print(py);
+                Reply::failed()
+            }
+        })
+    }
+}
+
+impl Call {
+    fn environ<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let env = PyDict::new(py);
+        env.set_item("REQUEST_METHOD", self.method)?;
+        env.set_item("SCRIPT_NAME", "")?;
+        // PEP 3333: PATH_INFO is the decoded path as latin-1 "bytes in a str".
+        env.set_item("PATH_INFO", percent_decode_latin1(&self.path))?;
+        env.set_item("QUERY_STRING", &self.query)?;
+        env.set_item("SERVER_NAME", &self.app.server_name)?;
+        env.set_item("SERVER_PORT", &self.app.server_port)?;
+        env.set_item("SERVER_PROTOCOL", "HTTP/1.1")?;
+        for (name, value) in &self.headers {
+            let value: String = value.iter().map(|&b| b as char).collect();
+            let key = match name.to_ascii_lowercase().as_str() {
+                "content-type" => "CONTENT_TYPE".to_owned(),
+                "content-length" => "CONTENT_LENGTH".to_owned(),
+                _ => format!("HTTP_{}", name.to_ascii_uppercase().replace('-', "_")),
+            };
+            // Repeated fields are joined with a comma, as RFC 9110 allows.
+            match env.get_item(&key)? {
+                Some(old) => {
+                    env.set_item(&key, format!("{}, {value}", old.extract::<String>()?))?
+                }
+                None => env.set_item(&key, value)?,
+            }
+        }
+        let io = py.import("io")?;
+        env.set_item(
+            "wsgi.input",
+            io.call_method1("BytesIO", (PyBytes::new(py, &self.body),))?,
+        )?;
+        env.set_item("wsgi.errors", py.import("sys")?.getattr("stderr")?)?;
+        env.set_item("wsgi.version", (1, 0))?;
+        env.set_item("wsgi.url_scheme", "http")?;
+        env.set_item("wsgi.multithread", true)?;
+        env.set_item("wsgi.multiprocess", false)?;
+        env.set_item("wsgi.run_once", false)?;
+        Ok(env)
+    }
+
+    fn call(&self, py: Python<'_>) -> PyResult<Reply> {
+        let env = self.environ(py)?;
+        let started = StartResponse::new(py)?;
+        let result = self.app.app.call1(py, (env, started.clone_ref(py)))?;
+        let result = result.bind(py);
+        let mut body = Vec::new();
+        let iterated = (|| -> PyResult<()> {
+            for chunk in result.try_iter()? {
+                body.extend_from_slice(chunk?.downcast::<PyBytes>()?.as_bytes());
+            }
+            Ok(())
+        })();
+        // PEP 3333: close() is called whatever happened while iterating.
+        if result.hasattr("close")? {
+            result.call_method0("close")?;
+        }
+        iterated?;
+        let started = started.bind(py).borrow();
+        let (status, headers) = started
+            .status
+            .as_ref()
+            .ok_or_else(|| PyValueError::new_err("the application never called start_response"))?;
+        let code: u16 = status
+            .split(' ')
+            .next()
+            .and_then(|c| c.parse().ok())
+            .filter(|c| (100..1000).contains(c))
+            .ok_or_else(|| PyValueError::new_err(format!("bad status {status:?}")))?;
+        let mut reply = Reply::new(code, "", body);
+        for (name, value) in headers {
+            let lower = name.to_ascii_lowercase();
+            // berth frames the body and manages the connection itself.
+            if [
+                "content-length",
+                "connection",
+                "transfer-encoding",
+                "keep-alive",
+                "date",
+                "server",
+            ]
+            .contains(&lower.as_str())
+            {
+                continue;
+            }
+            reply = reply.with_field(name, value.as_bytes()).map_err(|_| {
+                PyValueError::new_err(format!("header field {name:?} is not valid in HTTP"))
+            })?;
+        }
+        Ok(reply)
+    }
+}
+
+/// PEP 3333's `start_response`: records the status and headers (the last call wins, as with
+/// `exc_info` after an error).
+#[pyclass]
+struct StartResponse {
+    status: Option<(String, Vec<(String, String)>)>,
+}
+
+impl StartResponse {
+    fn new(py: Python<'_>) -> PyResult<Py<StartResponse>> {
+        Py::new(py, StartResponse { status: None })
+    }
+}
+
+#[pymethods]
+impl StartResponse {
+    #[pyo3(signature = (status, headers, exc_info=None))]
+    fn __call__(
+        &mut self,
+        py: Python<'_>,
+        status: String,
+        headers: Vec<(String, String)>,
+        exc_info: Option<Bound<'_, PyTuple>>,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = exc_info;
+        self.status = Some((status, headers));
+        // The legacy write() callable: not supported; return a function that refuses.
+        let refuse = py.eval(
+            c"lambda data: (_ for _ in ()).throw(NotImplementedError('write() is not supported: return an iterable'))",
+            None,
+            None,
+        )?;
+        Ok(refuse.unbind())
+    }
+}
+
+/// `%XX` decoded, each byte as one latin-1 character (PEP 3333's native strings).
+fn percent_decode_latin1(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(char::from((h * 16 + l) as u8));
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i] as char);
+        i += 1;
+    }
+    out
+}
+
+/// Serves the WSGI application `app` on `host:port` with berth's `model`, `workers` worker
+/// threads running the application, until SIGINT or SIGTERM; then drains for up to
+/// `shutdown_timeout` seconds. Prints `berth listening on http://ADDR (...)` once serving.
+#[pyfunction]
+#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn serve_wsgi(
+    py: Python<'_>,
+    app: Py<PyAny>,
+    host: &str,
+    port: u16,
+    workers: usize,
+    model: &str,
+    shutdown_timeout: f64,
+    reuse_port: bool,
+) -> PyResult<()> {
+    let model: Model = model
+        .parse()
+        .map_err(|_| PyValueError::new_err(format!("no model {model:?}")))?;
+    let addr: SocketAddr = format!("{host}:{port}")
+        .parse()
+        .map_err(|_| PyValueError::new_err(format!("not an address: {host}:{port}")))?;
+    let grace = Duration::try_from_secs_f64(shutdown_timeout)
+        .map_err(|_| PyValueError::new_err("shutdown_timeout is not a number of seconds"))?;
+    // Before berth's threads start, so that they inherit the blocked mask and the signals
+    // come to the wait below.
+    drive::signal::block_termination().map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let mut settings = Settings::new(model, addr);
+    settings.common.workers = workers.max(1);
+    settings.common.listen.exclusive = !reuse_port;
+    let stats = settings
+        .new_stats()
+        .map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let service = Wsgi(Arc::new(App {
+        app,
+        server_name: host.to_owned(),
+        server_port: port.to_string(),
+    }));
+    let (server, bound) = py
+        .allow_threads(|| drive::serve(&settings, service, stats))
+        .map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let line = format!(
+        "berth listening on http://{bound} (model {model}, {}, WSGI)",
+        settings.describe()
+    );
+    py.import("builtins")?
+        .getattr("print")?
+        .call((line,), Some(&[("flush", true)].into_py_dict(py)?))?;
+    py.allow_threads(|| {
+        let _ = drive::signal::wait_for_termination();
+        server.drain(grace);
+        server.join();
+    });
+    Ok(())
+}

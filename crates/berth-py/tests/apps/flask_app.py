@@ -1,0 +1,29 @@
+"""Seed 004's routes as a Flask app, unchanged from how a Flask user writes them."""
+
+from flask import Flask, jsonify, request
+
+app = Flask(__name__)
+
+
+@app.get("/hello/world")
+def hello():
+    return "Hello, World!"
+
+
+@app.post("/reverse")
+def reverse():
+    data = request.get_json(force=True)
+    return jsonify({"data": [v[::-1] for v in data.values()]})
+
+
+@app.get("/boom")
+def boom():
+    raise RuntimeError("the application failed")
+
+
+@app.get("/headers")
+def headers():
+    response = jsonify({"agent": request.headers.get("User-Agent"), "query": request.args.to_dict()})
+    response.headers["X-Berth-Test"] = "yes"
+    response.set_cookie("a", "1")
+    return response
