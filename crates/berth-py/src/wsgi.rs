@@ -20,6 +20,11 @@ struct App {
     app: Py<PyAny>,
     server_name: String,
     server_port: String,
+    /// Looked up once, not per request: `io.BytesIO`, `sys.stderr`, and the `write()` callable
+    /// `start_response` returns (which refuses: PEP 3333's legacy write is not supported).
+    bytes_io: Py<PyAny>,
+    stderr: Py<PyAny>,
+    refuse_write: Py<PyAny>,
 }
 
 #[derive(Clone)]
@@ -107,12 +112,12 @@ impl Call {
                 None => env.set_item(&key, value)?,
             }
         }
-        let io = py.import("io")?;
-        env.set_item(
-            "wsgi.input",
-            io.call_method1("BytesIO", (PyBytes::new(py, &self.body),))?,
-        )?;
-        env.set_item("wsgi.errors", py.import("sys")?.getattr("stderr")?)?;
+        let input = self
+            .app
+            .bytes_io
+            .call1(py, (PyBytes::new(py, &self.body),))?;
+        env.set_item("wsgi.input", input)?;
+        env.set_item("wsgi.errors", self.app.stderr.clone_ref(py))?;
         env.set_item("wsgi.version", (1, 0))?;
         env.set_item("wsgi.url_scheme", "http")?;
         env.set_item("wsgi.multithread", true)?;
@@ -123,7 +128,7 @@ impl Call {
 
     fn call(&self, py: Python<'_>) -> PyResult<Reply> {
         let env = self.environ(py)?;
-        let started = StartResponse::new(py)?;
+        let started = StartResponse::new(py, self.app.refuse_write.clone_ref(py))?;
         let result = self.app.app.call1(py, (env, started.clone_ref(py)))?;
         let result = result.bind(py);
         let mut body = Vec::new();
@@ -178,11 +183,18 @@ impl Call {
 #[pyclass]
 struct StartResponse {
     status: Option<(String, Vec<(String, String)>)>,
+    write: Py<PyAny>,
 }
 
 impl StartResponse {
-    fn new(py: Python<'_>) -> PyResult<Py<StartResponse>> {
-        Py::new(py, StartResponse { status: None })
+    fn new(py: Python<'_>, write: Py<PyAny>) -> PyResult<Py<StartResponse>> {
+        Py::new(
+            py,
+            StartResponse {
+                status: None,
+                write,
+            },
+        )
     }
 }
 
@@ -198,13 +210,7 @@ impl StartResponse {
     ) -> PyResult<Py<PyAny>> {
         let _ = exc_info;
         self.status = Some((status, headers));
-        // The legacy write() callable: not supported; return a function that refuses.
-        let refuse = py.eval(
-            c"lambda data: (_ for _ in ()).throw(NotImplementedError('write() is not supported: return an iterable'))",
-            None,
-            None,
-        )?;
-        Ok(refuse.unbind())
+        Ok(self.write.clone_ref(py))
     }
 }
 
@@ -261,10 +267,21 @@ pub fn serve_wsgi(
     let stats = settings
         .new_stats()
         .map_err(|e| PyOSError::new_err(e.to_string()))?;
+    // The legacy write() callable: not supported; a function that says so.
+    let refuse_write = py
+        .eval(
+            c"lambda data: (_ for _ in ()).throw(NotImplementedError('write() is not supported: return an iterable'))",
+            None,
+            None,
+        )?
+        .unbind();
     let service = Wsgi(Arc::new(App {
         app,
         server_name: host.to_owned(),
         server_port: port.to_string(),
+        bytes_io: py.import("io")?.getattr("BytesIO")?.unbind(),
+        stderr: py.import("sys")?.getattr("stderr")?.unbind(),
+        refuse_write,
     }));
     let (server, bound) = py
         .allow_threads(|| drive::serve(&settings, service, stats))

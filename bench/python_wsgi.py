@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""A WSGI app (the Flask app of crates/berth-py/tests/apps/flask_app.py, seed 004's routes) on
+berth (`python -m berth --interface wsgi`) against granian (`--interface wsgi`), both with one
+process and the same number of worker threads, pinned to core 0; wrk on core 1. Requests/s and
+server CPU per request (utime+stime of the server's processes from /proc), GET /hello/world and
+POST /reverse, interleaved per round (issue 18).
+
+Usage: python3 bench/python_wsgi.py [--python target/py-venv/bin/python] [--rounds 2]
+                                    [--duration 10] [--threads 2]
+Needs wrk, and berth, flask and granian installed for --python.
+"""
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APPS = os.path.join(HERE, "..", "crates", "berth-py", "tests")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def tree_cpu(pid):
+    total = 0.0
+    pids = [pid]
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    pids += [int(p) for p in out]
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICK
+        except OSError:
+            pass
+    return total
+
+
+def wait_ready(port):
+    end = time.time() + 20
+    while time.time() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+                s.sendall(b"GET /hello/world HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if s.recv(100).startswith(b"HTTP/1.1 200"):
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"server on {port} did not answer")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--python", default="target/py-venv/bin/python")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    lua = os.path.join(HERE, "reverse.lua")
+    servers = {
+        "granian": lambda port: [args.python, "-m", "granian", "--interface", "wsgi", "--workers", "1",
+                                 "--blocking-threads", str(args.threads), "--runtime-threads", "1",
+                                 "--log-level", "warning", "--host", "127.0.0.1", "--port", str(port),
+                                 "apps.flask_app:app"],
+        "berth": lambda port: [args.python, "-m", "berth", "apps.flask_app:app", "--interface", "wsgi",
+                               "--port", str(port), "--threads", str(args.threads)],
+    }
+    for shape, script in (("GET /hello/world", None), ("POST /reverse", lua)):
+        for rnd in range(1, args.rounds + 1):
+            for name, argv in servers.items():
+                port = free_port()
+                proc = subprocess.Popen(["taskset", "-c", "0"] + argv(port), cwd=APPS, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
+                try:
+                    wait_ready(port)
+                    before = tree_cpu(proc.pid)
+                    cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c50", f"-d{args.duration}s"]
+                    if script:
+                        cmd += ["-s", script]
+                    out = subprocess.run(cmd + [f"http://127.0.0.1:{port}/hello/world"], capture_output=True,
+                                         text=True, timeout=args.duration + 60).stdout
+                    cpu = tree_cpu(proc.pid) - before
+                finally:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+                n = int(re.search(r"(\d+) requests in", out).group(1))
+                bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+                print(f"{shape:18} round {rnd} {name:8} {rps:>9.0f} req/s  cpu {cpu * 1e6 / max(n, 1):7.1f} us/req"
+                      f"  non-2xx {bad.group(1) if bad else 0}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
