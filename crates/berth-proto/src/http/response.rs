@@ -43,9 +43,15 @@ impl Reply {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
         let clean = !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
-        let own = ["content-length", "connection", "transfer-encoding", "date", "server"]
-            .iter()
-            .any(|f| name.eq_ignore_ascii_case(f));
+        let own = [
+            "content-length",
+            "connection",
+            "transfer-encoding",
+            "date",
+            "server",
+        ]
+        .iter()
+        .any(|f| name.eq_ignore_ascii_case(f));
         if !token || !clean || own {
             return Err(self);
         }
@@ -277,7 +283,13 @@ mod tests {
         assert!(ok().with_field("X-A", b"1\0").is_err());
         assert!(ok().with_field("X A", b"1").is_err());
         assert!(ok().with_field("", b"1").is_err());
-        for own in ["Content-Length", "connection", "Transfer-Encoding", "Date", "Server"] {
+        for own in [
+            "Content-Length",
+            "connection",
+            "Transfer-Encoding",
+            "Date",
+            "Server",
+        ] {
             assert!(ok().with_field(own, b"1").is_err(), "{own}");
         }
     }
