@@ -18,13 +18,11 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
+
+from benchlib import cpu_seconds, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TICK = os.sysconf("SC_CLK_TCK")
 
 # The program: FI's polling style. IMPORT is the only line that differs between the two runs.
 PROGRAM = r"""
@@ -49,20 +47,6 @@ IMPORTS = {
           "ConnectionDirectionRole, Client",
     "berth": "from berth.fi import ASockIOCore, ConnectionSettings, ConnectionDirectionRole, Client",
 }
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def run(kind, args, size):

@@ -13,50 +13,12 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
-import sys
-import time
+
+from benchlib import cpu_seconds, free_port, wait_ready
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "..", "crates", "berth-py", "tests")
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def tree_cpu(pid):
-    total = 0.0
-    pids = [pid]
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    pids += [int(p) for p in out]
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICK
-        except OSError:
-            pass
-    return total
-
-
-def wait_ready(port):
-    end = time.time() + 20
-    while time.time() < end:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-                s.sendall(b"GET /hello/world HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                if s.recv(100).startswith(b"HTTP/1.1 200"):
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"server on {port} did not answer")
 
 
 def main():
@@ -83,13 +45,13 @@ def main():
                                         stderr=subprocess.DEVNULL, start_new_session=True)
                 try:
                     wait_ready(port)
-                    before = tree_cpu(proc.pid)
+                    before = cpu_seconds(proc.pid)
                     cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c50", f"-d{args.duration}s"]
                     if script:
                         cmd += ["-s", script]
                     out = subprocess.run(cmd + [f"http://127.0.0.1:{port}/hello/world"], capture_output=True,
                                          text=True, timeout=args.duration + 60).stdout
-                    cpu = tree_cpu(proc.pid) - before
+                    cpu = cpu_seconds(proc.pid) - before
                 finally:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
