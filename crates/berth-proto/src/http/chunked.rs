@@ -1,4 +1,5 @@
-//! Chunked transfer coding (RFC 9112 §7.1), decoded in place.
+//! Chunked transfer coding (RFC 9112 §7.1), decoded in place (and encoded, one chunk at a
+//! time, for streamed responses: [`write_chunk`]).
 //!
 //! Chunk data is moved left over the chunk-size lines that preceded it, so once the last chunk
 //! arrives the body lies contiguous right after the request head, in the same buffer the bytes
@@ -20,6 +21,27 @@ enum Phase {
     DataEnd,
     /// After the last chunk: trailer fields until an empty line.
     Trailer,
+}
+
+/// Appends `data` as one chunk of a chunked body (RFC 9112 §7.1): its size in hex, CRLF, the
+/// bytes, CRLF. An empty `data` would be the last chunk, so the caller never passes one.
+pub(crate) fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    debug_assert!(!data.is_empty(), "an empty chunk ends the body");
+    let mut len = data.len();
+    let mut hex = [0u8; 16];
+    let mut at = hex.len();
+    loop {
+        at -= 1;
+        hex[at] = b"0123456789abcdef"[len & 0xf];
+        len >>= 4;
+        if len == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&hex[at..]);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// Decoder state for one chunked body. Offsets are absolute positions in the input buffer.

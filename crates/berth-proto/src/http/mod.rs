@@ -18,7 +18,9 @@
 //! 6. on [`Step::Open`], open the file it names under the server's root (see [`files`]) and pass
 //!    what was found to [`Session::file`];
 //! 7. on [`Step::SendFile`], write out `output`, then that range of the file just opened, then
-//!    call `process` again.
+//!    call `process` again;
+//! 8. on [`Step::Stream`], write out `output`, then the streamed body as its producer yields
+//!    it ([`Streamed::take`]) until it ends, then call `process` again.
 //!
 //! Framing follows RFC 9112 strictly: anything ambiguous (Content-Length together with
 //! Transfer-Encoding, differing Content-Lengths, malformed chunk sizes, obs-fold, bare LF) is
@@ -34,12 +36,14 @@ pub mod pump;
 mod request;
 mod response;
 mod session;
+pub mod stream;
 
 pub use files::{content_type, BadPath, FileError, FileMeta, FileRequest};
 pub use limits::Limits;
 pub use request::{Method, Request, Version};
 pub use response::{reason_phrase, Reply, Response};
-pub use session::{Context, Handled, Handler, Job, Phase, Session, Step, Timeouts};
+pub use session::{Context, Handled, Handler, Job, Phase, Session, Step, Streamed, Timeouts};
+pub use stream::{body_stream, run_here, Answer, BodyStream, Gone, Respond, StreamWriter, Taken};
 
 /// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only Date format berth sends.
 pub const DATE_LEN: usize = 29;

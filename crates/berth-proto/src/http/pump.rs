@@ -25,6 +25,7 @@
 //!                      │                     ├─ Offload  : job.run() (or hold) -> complete
 //!                      │                     ├─ Open     : FileSource::open -> Core::file
 //!                      ├─────────────────────┼─ Body     : FileSource::read -> `written`, again
+//!                      ├─────────────────────┼─ Stream   : Streamed::take -> `written`, again
 //!                      └─────────────────────┼─ Switched : the rest is the new protocol's, again
 //!                                            └─ Close    : closed; later input ignored
 //! ```
@@ -35,11 +36,15 @@ use std::time::Instant;
 use super::files::{FileError, FileMeta, FileRequest};
 use super::limits::Limits;
 use super::response::Reply;
-use super::session::{Context, Handler, Job, Phase, Session, Step, Timeouts};
+use super::session::{Context, Handler, Job, Phase, Session, Step, Streamed, Timeouts};
+use super::stream::Taken;
 use crate::upgrade::{Flow, Handover, Upgraded};
 
 /// `Flush` steps in a row with nothing written before the pump calls it a livelock.
 const SPIN_LIMIT: usize = 1_000;
+
+/// Longest the in-memory pump waits for a streamed body's next chunk.
+const STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What a pump does next for a [`Core`]: a session [`Step`] with the upgrade settled inside.
 /// Whatever it is, the output is written first (or, for `Offload` and `Open`, meanwhile).
@@ -63,6 +68,9 @@ pub enum Action<J> {
         /// How many bytes.
         len: u64,
     },
+    /// The response's body is streamed: after the output, send what [`Streamed::take`] yields
+    /// until it ends, then call [`Core::process`] again.
+    Stream(Streamed),
     /// The connection now speaks another protocol (the output holds the 101): call
     /// [`Core::process`] again, which hands the input left behind the request to it.
     Switched,
@@ -252,6 +260,7 @@ impl Core {
             Step::Offload(job) => Action::Offload(job),
             Step::Open(request) => Action::Open(request),
             Step::SendFile { offset, len } => Action::Body { offset, len },
+            Step::Stream(streamed) => Action::Stream(streamed),
             Step::Upgrade(Handover(upgraded)) => {
                 self.upgraded = Some(upgraded);
                 Action::Switched
@@ -474,6 +483,20 @@ impl<H: Handler> Pump<H> {
                     files.read(offset, len, &mut self.written);
                     action = self.process();
                 }
+                Action::Stream(streamed) => {
+                    // In memory the producer is a job that already ran (or a test's thread):
+                    // wait for each chunk, a while at most.
+                    loop {
+                        match streamed.take(&mut self.written, usize::MAX, Some(STREAM_WAIT)) {
+                            Taken::Bytes(_) => {}
+                            Taken::Ended => break,
+                            Taken::Empty => {
+                                return Err(Violation("a streamed body stalled".into()));
+                            }
+                        }
+                    }
+                    action = self.process();
+                }
                 Action::Switched => {
                     if !self.session().is_upgraded() {
                         return Err(Violation(
@@ -507,6 +530,7 @@ fn action_name<J>(action: &Action<J>) -> &'static str {
         Action::Offload(_) => "Offload",
         Action::Open(_) => "Open",
         Action::Body { .. } => "Body",
+        Action::Stream(_) => "Stream",
         Action::Switched => "Switched",
         Action::Close => "Close",
     }

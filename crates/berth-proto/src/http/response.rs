@@ -3,9 +3,10 @@
 //! the `Connection` header its keep-alive decision calls for.
 
 use super::request::Version;
+use super::stream::BodyStream;
 
 /// What a finished [`Job`](super::Job) answers: the session turns it into a full response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Reply {
     /// Status code.
     pub status: u16,
@@ -17,8 +18,10 @@ pub struct Reply {
     /// written after `headers`. Their names and values must be valid field names and values
     /// (no CR, LF or NUL): [`Reply::with_field`] checks.
     pub fields: Vec<(String, Vec<u8>)>,
-    /// Response body.
+    /// Response body; with a `stream`, its first bytes.
     pub body: Vec<u8>,
+    /// The rest of the body comes from this stream (see [`Reply::streamed`]).
+    pub stream: Option<BodyStream>,
 }
 
 impl Reply {
@@ -30,6 +33,18 @@ impl Reply {
             headers: &[],
             fields: Vec::new(),
             body,
+            stream: None,
+        }
+    }
+
+    /// A reply whose body is streamed: `first` bytes, then whatever the producer pushes into
+    /// `stream` until it ends (see the `stream` module). The header fields are the
+    /// application's ([`Reply::with_field`]), Content-Type among them; the session frames the
+    /// body (chunked for HTTP/1.1; for HTTP/1.0 the body ends with the connection).
+    pub fn streamed(status: u16, first: Vec<u8>, stream: BodyStream) -> Self {
+        Reply {
+            stream: Some(stream),
+            ..Reply::new(status, "", first)
         }
     }
 
@@ -72,6 +87,7 @@ impl Reply {
             headers: &[("Retry-After", b"1")],
             fields: Vec::new(),
             body: b"server busy: job queue full\n".to_vec(),
+            stream: None,
         }
     }
 

@@ -9,6 +9,7 @@ use super::framing::{framing, reject, BodyKind, Framing, Reject};
 use super::limits::Limits;
 use super::request::{list_contains, Method, Request, Version};
 use super::response::{write_head, write_response, Head, Reply, Response};
+use super::stream::{Answer, BodyStream, Taken};
 use crate::upgrade::{Handover, Switch};
 
 /// What the driver passes to every call: the limits in force and the current `Date` value.
@@ -56,6 +57,20 @@ pub trait Handler {
 pub trait Job: Send + 'static {
     /// Does the work.
     fn run(self) -> Reply;
+
+    /// True for a job that is answered elsewhere (another thread's event loop): the model
+    /// calls [`Job::start`] on its own thread instead of giving the job a worker, and the
+    /// connection waits for the [`Answer`] without holding a thread. See the `stream` module.
+    const DEFERRED: bool = false;
+
+    /// Starts the job and returns; the answer goes to `answer`, now or later, from any thread.
+    /// The default runs it here.
+    fn start(self, answer: Answer)
+    where
+        Self: Sized,
+    {
+        answer.reply(self.run());
+    }
 }
 
 /// What the driver must do next.
@@ -84,6 +99,27 @@ pub enum Step<J> {
         /// How many bytes.
         len: u64,
     },
+    /// Write the output, then the body the stream yields until it ends (see
+    /// [`Streamed::take`]); then call `process` again (it says [`Step::Close`] if this response
+    /// was the last).
+    Stream(Streamed),
+}
+
+/// A streamed response body, as the session framed its head: what [`Step::Stream`] hands the
+/// driver.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Streamed {
+    stream: BodyStream,
+    chunked: bool,
+    discard: bool,
+}
+
+impl Streamed {
+    /// Moves what the producer has pushed (about `max` bytes at most, whole chunks) to `out`,
+    /// framed as this response needs; see [`BodyStream::take`].
+    pub fn take(&self, out: &mut Vec<u8>, max: usize, wait: Option<std::time::Duration>) -> Taken {
+        self.stream.take(out, max, self.chunked, self.discard, wait)
+    }
 }
 
 /// What a connection is waiting for, as far as the protocol knows.
@@ -432,6 +468,17 @@ impl Session {
             debug_assert!(false, "complete() without an outstanding job");
             return Step::Close;
         };
+        let mut reply = reply;
+        if let Some(stream) = reply.stream.take() {
+            return self.stream(
+                reply,
+                stream,
+                (keep_alive, head_only, version),
+                output,
+                cx,
+                handler,
+            );
+        }
         let head = Head {
             status: reply.status,
             content_type: reply.content_type,
@@ -444,6 +491,58 @@ impl Session {
         write_response(output, &head, &reply.body, head_only);
         handler.on_response(reply.status);
         self.next_request(keep_alive, input, output, cx, handler)
+    }
+
+    /// Writes the head of a streamed reply and its first bytes, and says [`Step::Stream`]: the
+    /// rest comes from `stream`. HTTP/1.1 gets `Transfer-Encoding: chunked`; HTTP/1.0 has no
+    /// chunked coding, so its body ends with the connection. A status that has no body (1xx,
+    /// 204, 304) or a HEAD request gets none: the stream is drained and dropped.
+    fn stream<H: Handler>(
+        &mut self,
+        mut reply: Reply,
+        stream: BodyStream,
+        (keep_alive, head_only, version): (bool, bool, Version),
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
+        let bodiless = matches!(reply.status, 100..=199 | 204 | 304);
+        let chunked = version == Version::Http11 && !bodiless;
+        let keep_alive = keep_alive && (chunked || bodiless);
+        if chunked {
+            reply
+                .fields
+                .push(("Transfer-Encoding".to_owned(), b"chunked".to_vec()));
+        }
+        let head = Head {
+            status: reply.status,
+            content_type: reply.content_type,
+            extra: reply.headers,
+            fields: &reply.fields,
+            keep_alive,
+            version,
+            date: cx.date,
+        };
+        write_head(output, &head, None);
+        let discard = head_only || bodiless;
+        if !discard && !reply.body.is_empty() {
+            if chunked {
+                super::chunked::write_chunk(output, &reply.body);
+            } else {
+                output.extend_from_slice(&reply.body);
+            }
+        }
+        handler.on_response(reply.status);
+        self.state = if keep_alive {
+            State::Head { scan: 0 }
+        } else {
+            State::Closed
+        };
+        Step::Stream(Streamed {
+            stream,
+            chunked,
+            discard,
+        })
     }
 
     /// Answers the request whose file the driver looked for ([`Step::Open`]): `found` is the

@@ -119,6 +119,7 @@ fn serve<H: Handler, T: Blocking>(
     } = serving;
     let t = config.timeouts;
     conn.stream.set_write_timeout(Some(t.write))?;
+    conn.body_wait = t.write;
     // The read timeout in force (`None`: not set yet), changed only when the phase calls for
     // another one.
     let mut read_timeout: Option<Option<Duration>> = None;

@@ -1,18 +1,29 @@
-//! Body sources: response bytes the pump sends from somewhere other than its output buffer.
-//! Today that is a range of an open file (a `/files` answer); the session writes the head, says
-//! [`Action::Body`](berth_proto::http::pump::Action::Body), and the pump sends the range with
-//! [`Body::send`], whatever the model.
+//! Body sources: response bytes the pump sends from somewhere other than its output buffer:
+//! a range of an open file (a `/files` answer), or a streamed body that an application pushes
+//! as it goes (a deferred job's [`Streamed`] reply). The session writes the head and says
+//! [`Action::Body`](berth_proto::http::pump::Action::Body) or
+//! [`Action::Stream`](berth_proto::http::pump::Action::Stream), and the pump sends the body
+//! with [`Body::send`], whatever the model.
 //!
-//! How the bytes move is the transport's call, not the model's: one that
+//! How a file's bytes move is the transport's call, not the model's: one that
 //! [`can_send_file`](Transport::can_send_file) (a plain socket) gets them straight from the page
 //! cache with `sendfile(2)`, [`CHUNK`] bytes a call at most; one that cannot (an encrypting
 //! transport) gets them read into the pump's output buffer, one pooled buffer at a time, and
 //! written like any output. Either way a connection holds an open file and an offset, never
 //! more than one buffer of the file's bytes, however large the file or slow the peer.
+//!
+//! A streamed body's chunks are moved into the output buffer, about [`CHUNK`] bytes a time.
+//! When the producer has pushed nothing yet, a non-blocking pump parks ([`Sent::Parked`]) until
+//! the producer's push wakes its owner; a blocking one waits for the push, up to the write
+//! timeout. The stream holds at most its window of bytes, so a slow reader holds back the
+//! producer, not memory.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use berth_proto::http::{Streamed, Taken};
 
 use crate::net::Transport;
 
@@ -28,6 +39,8 @@ pub(crate) enum Body {
         offset: u64,
         remaining: u64,
     },
+    /// A streamed body, until its producer ends it.
+    Stream { streamed: Streamed, ended: bool },
 }
 
 /// What one [`Body::send`] call did.
@@ -37,6 +50,8 @@ pub(crate) enum Sent {
     Direct(usize),
     /// The next bytes are in the output buffer, for the pump to write like any output.
     Buffered,
+    /// A stream has nothing yet: wait for its producer (the owner is woken).
+    Parked,
 }
 
 impl Body {
@@ -49,11 +64,25 @@ impl Body {
         }
     }
 
+    /// A streamed body.
+    pub(crate) fn stream(streamed: Streamed) -> Body {
+        Body::Stream {
+            streamed,
+            ended: false,
+        }
+    }
+
     /// Nothing left to send.
     pub(crate) fn is_done(&self) -> bool {
         match self {
             Body::File { remaining, .. } => *remaining == 0,
+            Body::Stream { ended, .. } => *ended,
         }
+    }
+
+    /// Whether the bytes always go through the output buffer (the pump must lend it one).
+    pub(crate) fn is_buffered(&self) -> bool {
+        matches!(self, Body::Stream { .. })
     }
 
     /// Moves the next bytes one step towards `transport`: one `sendfile` call if the transport
@@ -61,16 +90,37 @@ impl Body {
     /// the pump calls this once its output is written) into `out`. A file that ends before the
     /// promised length is an error: the Content-Length already sent can no longer be met, and
     /// the connection must end.
+    ///
+    /// A stream's next chunks go to `out`; with nothing pushed, `wait` says how long to block
+    /// for a push (`None`: park at once). A wait that runs out is a timeout error.
     pub(crate) fn send<T: Transport>(
         &mut self,
         transport: &mut T,
         out: &mut Vec<u8>,
+        wait: Option<Duration>,
     ) -> io::Result<Sent> {
-        let Body::File {
-            file,
-            offset,
-            remaining,
-        } = self;
+        let (file, offset, remaining) = match self {
+            Body::File {
+                file,
+                offset,
+                remaining,
+            } => (file, offset, remaining),
+            Body::Stream { streamed, ended } => {
+                debug_assert!(out.is_empty(), "a body chunk over unwritten output");
+                return match streamed.take(out, CHUNK, wait) {
+                    Taken::Bytes(_) => Ok(Sent::Buffered),
+                    Taken::Ended => {
+                        *ended = true;
+                        Ok(Sent::Buffered)
+                    }
+                    Taken::Empty if wait.is_some() => Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the application sent no more of its body within the write timeout",
+                    )),
+                    Taken::Empty => Ok(Sent::Parked),
+                };
+            }
+        };
         if transport.can_send_file() {
             let n = transport.send_file(file, offset, (*remaining).min(CHUNK as u64))?;
             if n == 0 {
@@ -155,7 +205,10 @@ mod tests {
         let mut sent = Vec::new();
         let mut transport = NoSendFile(Memory);
         while !body.is_done() {
-            assert_eq!(body.send(&mut transport, &mut out).unwrap(), Sent::Buffered);
+            assert_eq!(
+                body.send(&mut transport, &mut out, None).unwrap(),
+                Sent::Buffered
+            );
             assert!(!out.is_empty() && out.len() <= capacity, "{}", out.len());
             sent.append(&mut out);
         }
@@ -169,7 +222,7 @@ mod tests {
         let mut short = Body::file(file, 0, data.len() as u64 + 1);
         let mut out = Vec::with_capacity(4 * CHUNK);
         while !short.is_done() {
-            match short.send(&mut transport, &mut out) {
+            match short.send(&mut transport, &mut out, None) {
                 Ok(_) => out.clear(),
                 Err(e) => {
                     assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);

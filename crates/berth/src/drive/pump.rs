@@ -145,6 +145,11 @@ pub(super) struct Conn<T = Accepted<mio::net::TcpStream>, W: Waits = Readiness> 
     opened: Option<File>,
     /// A body going out after `output`; later responses wait until it is all sent.
     body: Option<Body>,
+    /// A streamed body had nothing to send: wait for its producer to wake the owner (any
+    /// pump tries again).
+    parked: bool,
+    /// Blocking: how long to wait for a streamed body's next bytes (the write timeout).
+    pub body_wait: std::time::Duration,
     /// The last pump stopped for want of budget.
     cut_short: bool,
     /// Blocking: the last read waited out its timeout.
@@ -185,6 +190,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
             opened: None,
             body: None,
+            parked: false,
+            body_wait: Timeouts::default().write,
             cut_short: false,
             timed_out: false,
             answered: false,
@@ -345,6 +352,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         mut handoff: Option<Handoff<H::Job>>,
     ) -> Fate<H::Job> {
         self.cut_short = false;
+        self.parked = false;
         let keep = self.run(env, &mut handoff);
         match (keep, handoff) {
             (true, Some(Handoff::Job(job))) => Fate::Offload(job),
@@ -378,7 +386,11 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     return self.fail(e);
                 }
             }
-            if self.writable && self.written >= self.output.len() && self.body.is_some() {
+            if self.writable
+                && self.written >= self.output.len()
+                && self.body.is_some()
+                && !self.parked
+            {
                 if env.budget == 0 {
                     self.cut_short = true;
                     return true;
@@ -543,6 +555,10 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 self.body = file.map(|file| Body::file(file, offset, len));
                 None
             }
+            Action::Stream(streamed) => {
+                self.body = Some(Body::stream(streamed));
+                None
+            }
             Action::Read | Action::Close => None,
         }
     }
@@ -555,16 +571,21 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         let Some(body) = &mut self.body else {
             return Ok(());
         };
-        if self.output.capacity() == 0 && !self.stream.can_send_file() {
+        if self.output.capacity() == 0 && (body.is_buffered() || !self.stream.can_send_file()) {
             self.output = pool.take();
         }
+        let wait = W::BLOCKING.then_some(self.body_wait);
         while !body.is_done() {
             if *budget == 0 {
                 return Ok(());
             }
             *budget -= 1;
-            match body.send(&mut self.stream, &mut self.output) {
+            match body.send(&mut self.stream, &mut self.output, wait) {
                 Ok(Sent::Direct(_)) => {}
+                Ok(Sent::Parked) => {
+                    self.parked = true;
+                    return Ok(());
+                }
                 Ok(Sent::Buffered) => {
                     self.written = 0;
                     break;

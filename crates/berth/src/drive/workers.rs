@@ -7,12 +7,18 @@
 //! it, counts it, and tells the owner ([`ReplyTo::reply`] with `None`) so that the owner frees
 //! the slot it kept for the reply. Without this a burst of clients that send a slow request and
 //! reset at once would leave the queue full of work nobody waits for, ahead of honest requests.
+//!
+//! A deferred job ([`Job::DEFERRED`]: answered by another thread's event loop, a Python ASGI
+//! app's say) skips the pool: [`offload`] starts it on the caller's thread with an [`Answer`]
+//! that posts to the same return address, and the connection waits for it without holding a
+//! worker. The answer's streamed body, if any, wakes the owner the same way
+//! ([`ReplyTo::more`]) each time the producer pushes into a parked stream.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use berth_proto::http::{Job, Reply};
+use berth_proto::http::{Answer, Job, Reply, Respond};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::stats::Stats;
@@ -24,12 +30,25 @@ pub(crate) trait ReplyTo: Send + 'static {
 
     /// Hands the reply over (and wakes its owner); `None` if the job was cancelled. The owner
     /// may be gone (shutdown); then nobody needs the reply.
-    fn reply(self, reply: Option<Reply>);
+    fn reply(&self, reply: Option<Reply>);
+
+    /// The connection's streamed body has more: wake the owner to pump it.
+    fn more(&self);
+}
+
+/// What a loop's completion queue carries for a connection.
+pub(crate) enum Done {
+    /// The job's reply.
+    Reply(Reply),
+    /// The job was dropped unrun: its peer left.
+    Cancelled,
+    /// The streamed body the connection sends has more.
+    More,
 }
 
 /// An event loop's completion queue, the waker of its poll, and a cancelled flag per slot.
 pub(crate) struct LoopQueue {
-    pub done: Sender<(usize, Option<Reply>)>,
+    pub done: Sender<(usize, Done)>,
     pub waker: Arc<mio::Waker>,
     /// Set by the loop when a connection with a job out loses its peer; cleared when the slot
     /// is freed. A slot is not reused while a job refers to it, so the key names one job.
@@ -38,7 +57,7 @@ pub(crate) struct LoopQueue {
 
 impl LoopQueue {
     /// A loop's queue, with flags for `slots` connection slots.
-    pub fn new(done: Sender<(usize, Option<Reply>)>, waker: Arc<mio::Waker>, slots: usize) -> Self {
+    pub fn new(done: Sender<(usize, Done)>, waker: Arc<mio::Waker>, slots: usize) -> Self {
         LoopQueue {
             done,
             waker,
@@ -69,11 +88,43 @@ impl ReplyTo for LoopConn {
             .is_some_and(|f| f.load(Ordering::Acquire))
     }
 
-    fn reply(self, reply: Option<Reply>) {
+    fn reply(&self, reply: Option<Reply>) {
+        self.post(reply.map_or(Done::Cancelled, Done::Reply));
+    }
+
+    fn more(&self) {
+        self.post(Done::More);
+    }
+}
+
+impl LoopConn {
+    fn post(&self, done: Done) {
         let dest = &self.loops[self.owner];
-        if dest.done.send((self.conn, reply)).is_ok() {
+        if dest.done.send((self.conn, done)).is_ok() {
             let _ = dest.waker.wake();
         }
+    }
+}
+
+/// A deferred job's [`Answer`] posts here: to the job's return address, counting the job
+/// finished when it is answered.
+struct Deferred<R> {
+    to: R,
+    stats: Arc<Stats>,
+}
+
+impl<R: ReplyTo + Sync> Respond for Deferred<R> {
+    fn reply(&self, reply: Reply) {
+        self.stats.job_finished();
+        self.to.reply(Some(reply));
+    }
+
+    fn cancelled(&self) -> bool {
+        self.to.cancelled()
+    }
+
+    fn more(&self) {
+        self.to.more();
     }
 }
 
@@ -97,13 +148,22 @@ pub(crate) enum Offloaded {
 /// The offload policy every event-loop model follows (evloop, prefork, actor): a job goes to
 /// the workers' FIFO queue; a full queue is answered 503 with `Retry-After` at once rather than
 /// queued without bound; with no workers (`-w 0`, as seed 001 allows) the caller's thread runs
-/// the job itself.
-pub(crate) fn offload<J: Job, R: ReplyTo>(
+/// the job itself. A deferred job is started here, whatever the workers, and answers later.
+pub(crate) fn offload<J: Job, R: ReplyTo + Sync>(
     queue: Option<&Sender<Task<J, R>>>,
     job: J,
     reply_to: impl FnOnce() -> R,
-    stats: &Stats,
+    stats: &Arc<Stats>,
 ) -> Offloaded {
+    if J::DEFERRED {
+        stats.job_started();
+        let to = Deferred {
+            to: reply_to(),
+            stats: stats.clone(),
+        };
+        job.start(Answer::new(Arc::new(to)));
+        return Offloaded::Queued;
+    }
     let Some(queue) = queue else {
         return Offloaded::Answer(super::run_job(job, stats));
     };

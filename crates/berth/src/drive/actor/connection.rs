@@ -65,10 +65,14 @@ impl ReplyTo for ActorReply {
         self.0.is_stopped()
     }
 
-    fn reply(self, reply: Option<Reply>) {
+    fn reply(&self, reply: Option<Reply>) {
         if let Some(reply) = reply {
             self.0.send(ConnMsg::Done(reply));
         }
+    }
+
+    fn more(&self) {
+        self.0.send(ConnMsg::Continue);
     }
 }
 

@@ -23,7 +23,7 @@ use std::net::TcpListener as StdListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_proto::http::{Handler, Limits, Reply};
+use berth_proto::http::{Handler, Limits};
 use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -32,7 +32,7 @@ use slab::Slab;
 use super::accept;
 use super::clock::DateCache;
 use super::pump::{Conn, Env, Fate};
-use super::workers::{self, LoopConn, LoopQueue, Offloaded, Task};
+use super::workers::{self, Done, LoopConn, LoopQueue, Offloaded, Task};
 use super::{Server, Service, Timeouts};
 use crate::net::{Acceptor, Evented};
 use crate::rt::{BufPool, Control, Wheel};
@@ -244,7 +244,7 @@ struct EventLoop<H: Handler> {
     queue: Option<Sender<Task<H::Job, LoopConn>>>,
     /// Every loop's completion queue: the return address of this loop's jobs.
     loops: Arc<Vec<LoopQueue>>,
-    replies: Receiver<(usize, Option<Reply>)>,
+    replies: Receiver<(usize, Done)>,
     stats: Arc<Stats>,
     ctl: Arc<Control>,
     config: Flat,
@@ -383,7 +383,19 @@ impl<H: Handler> EventLoop<H> {
     }
 
     fn take_replies(&mut self) {
-        while let Ok((key, reply)) = self.replies.try_recv() {
+        while let Ok((key, done)) = self.replies.try_recv() {
+            let reply = match done {
+                Done::Reply(reply) => Some(reply),
+                Done::Cancelled => None,
+                // A streamed body has more. Its connection may have ended since (and the slot
+                // been reused: one extra pump is harmless).
+                Done::More => {
+                    if self.conns.get(key).is_some_and(|c| !c.dead) {
+                        self.pump(key);
+                    }
+                    continue;
+                }
+            };
             let Some(conn) = self.conns.get(key) else {
                 debug_assert!(false, "reply for a freed slot");
                 continue;

@@ -1,0 +1,458 @@
+//! Streamed response bodies, and answers that come later from elsewhere.
+//!
+//! A [`Job`](super::Job) usually runs on a worker and returns its [`Reply`] whole. Two things
+//! that does not cover, which an application running on another thread's event loop (a Python
+//! ASGI app, say) needs:
+//!
+//! - **Deferred answers.** A job whose [`Job::DEFERRED`](super::Job::DEFERRED) is true is not
+//!   given a worker: the model calls [`Job::start`](super::Job::start) on its own thread with an
+//!   [`Answer`], and the job hands its request to whoever will answer it and returns at once.
+//!   The answer comes back through [`Answer::reply`], from any thread; the connection waits
+//!   meanwhile, costing no thread. An answer dropped without a reply is answered 500, so a
+//!   lost request cannot hang its connection.
+//! - **Streamed bodies.** A reply made with [`Reply::streamed`](super::Reply::streamed) carries
+//!   a [`BodyStream`]: the session writes the head (`Transfer-Encoding: chunked`, or a body
+//!   that ends with the connection for HTTP/1.0), then the pump takes the body's chunks as the
+//!   producer pushes them with [`StreamWriter::push`] until [`StreamWriter::end`]. The stream
+//!   holds at most [`WINDOW`] bytes the pump has not taken: past it, `push` says so, and the
+//!   producer waits for its [`StreamWriter::on_room`] call before it pushes more (backpressure
+//!   from a slow reader reaches the application). If the connection ends first, the stream is
+//!   abandoned: `push` says [`Gone`] and the room hook runs, so that a waiting producer learns.
+//!
+//! Sans-IO like the rest of this crate: the pump wakes its model through [`Respond::more`] and
+//! the producer learns of room through a hook; no sockets, no threads of its own.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::response::Reply;
+use super::session::Job;
+
+/// Bytes a stream holds that the pump has not taken before [`StreamWriter::push`] reports it
+/// full. Enough for a few socket writes, so a producer is rarely stopped by a reader that
+/// keeps up.
+pub const WINDOW: usize = 256 * 1024;
+
+/// Who waits for a deferred answer: what a model gives [`Answer`]. Called from whatever thread
+/// the answer is given on.
+pub trait Respond: Send + Sync {
+    /// The answer: pass it to the connection and wake its owner.
+    fn reply(&self, reply: Reply);
+    /// Whether the connection the answer is for has gone (its peer reset or closed), so that
+    /// the work may stop.
+    fn cancelled(&self) -> bool;
+    /// A streamed body the connection waits on has more (bytes, or its end): wake the owner
+    /// to pump the connection.
+    fn more(&self);
+}
+
+/// Where a deferred job's answer goes. Answer with [`Answer::reply`]; dropped unanswered, it
+/// answers 500.
+pub struct Answer {
+    to: Option<Arc<dyn Respond>>,
+}
+
+impl Answer {
+    /// An answer delivered to `to`.
+    pub fn new(to: Arc<dyn Respond>) -> Answer {
+        Answer { to: Some(to) }
+    }
+
+    /// Answers the request. A streamed reply's later chunks wake the same owner.
+    pub fn reply(mut self, reply: Reply) {
+        if let Some(to) = self.to.take() {
+            if let Some(stream) = &reply.stream {
+                stream.wake_with(to.clone());
+            }
+            to.reply(reply);
+        }
+    }
+
+    /// Whether the connection has gone (the reply would be dropped).
+    pub fn cancelled(&self) -> bool {
+        self.to.as_ref().is_some_and(|to| to.cancelled())
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if let Some(to) = self.to.take() {
+            to.reply(Reply::failed());
+        }
+    }
+}
+
+impl fmt::Debug for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Answer")
+            .field("answered", &self.to.is_none())
+            .finish()
+    }
+}
+
+/// Starts a job and waits on this thread for its answer: how a model that runs jobs inline
+/// (the blocking models: a thread or process per connection) runs a deferred one. A streamed
+/// body's consumer on this thread blocks in [`BodyStream::take`], so it needs no wake-up.
+pub fn run_here<J: Job>(job: J) -> Reply {
+    if !J::DEFERRED {
+        return job.run();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    job.start(Answer::new(Arc::new(Waiter(tx))));
+    // The answer is given (or dropped: 500) before every sender is gone.
+    rx.recv().unwrap_or_else(|_| Reply::failed())
+}
+
+/// [`Respond`] for [`run_here`].
+struct Waiter(std::sync::mpsc::Sender<Reply>);
+
+impl Respond for Waiter {
+    fn reply(&self, reply: Reply) {
+        let _ = self.0.send(reply);
+    }
+    fn cancelled(&self) -> bool {
+        false
+    }
+    fn more(&self) {}
+}
+
+/// The connection a stream was for has gone: nothing pushed will be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gone;
+
+impl fmt::Display for Gone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the connection the body was for has gone")
+    }
+}
+
+impl std::error::Error for Gone {}
+
+#[derive(Default)]
+struct State {
+    chunks: VecDeque<Vec<u8>>,
+    /// Bytes in `chunks`.
+    queued: usize,
+    /// The producer said the body is complete.
+    ended: bool,
+    /// The consumer (the connection) is gone.
+    abandoned: bool,
+    /// The consumer found nothing to take and waits for [`Respond::more`].
+    parked: bool,
+    /// The producer was told the stream is full and waits for room.
+    full: bool,
+    wake: Option<Arc<dyn Respond>>,
+    room: Option<Box<dyn Fn() + Send>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled on every push and on the end, for a consumer that blocks (the blocking models).
+    pushed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The consumer's end of a streamed body: travels in the [`Reply`] to the connection. Dropped
+/// (the connection ended, or the reply was never delivered), it abandons the stream.
+pub struct BodyStream(Arc<Shared>);
+
+/// The producer's end of a streamed body.
+pub struct StreamWriter(Arc<Shared>);
+
+/// What [`BodyStream::take`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// This many bytes were appended to the output (with their chunk framing, if any).
+    Bytes(usize),
+    /// Nothing yet: the consumer is parked until [`Respond::more`] (or, blocking, the wait
+    /// ran out).
+    Empty,
+    /// The body is complete (its last chunk is in the output).
+    Ended,
+}
+
+/// A new stream: the writer for the producer, the stream for the reply.
+pub fn body_stream() -> (StreamWriter, BodyStream) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::default()),
+        pushed: Condvar::new(),
+    });
+    (StreamWriter(shared.clone()), BodyStream(shared))
+}
+
+impl StreamWriter {
+    /// Queues `bytes` for the connection. `Ok(true)`: there is room for more; `Ok(false)`: the
+    /// stream holds [`WINDOW`] bytes or more, wait for [`StreamWriter::on_room`]'s hook before
+    /// pushing again (pushing anyway is allowed, and only grows the queue). Empty pushes are
+    /// ignored.
+    pub fn push(&self, bytes: Vec<u8>) -> Result<bool, Gone> {
+        let mut s = self.0.lock();
+        if s.abandoned {
+            return Err(Gone);
+        }
+        if !bytes.is_empty() && !s.ended {
+            s.queued += bytes.len();
+            s.chunks.push_back(bytes);
+            self.wake(&mut s);
+        }
+        let room = s.queued < WINDOW;
+        s.full = !room;
+        Ok(room)
+    }
+
+    /// The body is complete.
+    pub fn end(&self) {
+        let mut s = self.0.lock();
+        if !s.ended {
+            s.ended = true;
+            self.wake(&mut s);
+        }
+    }
+
+    /// Whether the connection has gone.
+    pub fn is_gone(&self) -> bool {
+        self.0.lock().abandoned
+    }
+
+    /// Whether the stream is full: the producer should wait for room.
+    pub fn is_full(&self) -> bool {
+        let s = self.0.lock();
+        s.queued >= WINDOW && !s.abandoned
+    }
+
+    /// Runs `hook` (on the consumer's thread) whenever a full stream has room again, and once
+    /// when the connection goes.
+    pub fn on_room(&self, hook: impl Fn() + Send + 'static) {
+        self.0.lock().room = Some(Box::new(hook));
+    }
+
+    fn wake(&self, s: &mut State) {
+        self.0.pushed.notify_all();
+        if std::mem::take(&mut s.parked) {
+            if let Some(wake) = &s.wake {
+                wake.more();
+            }
+        }
+    }
+}
+
+impl Drop for StreamWriter {
+    /// A producer that goes without ending its body ends it: the connection must not wait for
+    /// bytes that will never come. (The body is short of what the application meant; with
+    /// chunked framing the client can tell only if the application said a length.)
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl BodyStream {
+    fn wake_with(&self, to: Arc<dyn Respond>) {
+        self.0.lock().wake = Some(to);
+    }
+
+    /// Moves queued bytes to `out`, at most about `max` of them (whole chunks; the first
+    /// chunk always), framed as chunks if `chunked`, dropped if `discard` (a HEAD request's
+    /// body). When the producer has ended and everything is out, appends the last chunk and
+    /// says [`Taken::Ended`]. With nothing queued, waits up to `wait` for a push if given
+    /// (blocking consumers), else parks until [`Respond::more`].
+    pub fn take(
+        &self,
+        out: &mut Vec<u8>,
+        max: usize,
+        chunked: bool,
+        discard: bool,
+        wait: Option<Duration>,
+    ) -> Taken {
+        let mut s = self.0.lock();
+        if s.chunks.is_empty() && !s.ended {
+            if let Some(wait) = wait {
+                s = self
+                    .0
+                    .pushed
+                    .wait_timeout_while(s, wait, |s| s.chunks.is_empty() && !s.ended)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+        let mut moved = 0;
+        while let Some(chunk) = s.chunks.front() {
+            if moved > 0 && moved + chunk.len() > max {
+                break;
+            }
+            let chunk = s.chunks.pop_front().unwrap_or_default();
+            moved += chunk.len();
+            s.queued -= chunk.len();
+            if discard {
+                continue;
+            }
+            if chunked {
+                super::chunked::write_chunk(out, &chunk);
+            } else {
+                out.extend_from_slice(&chunk);
+            }
+        }
+        if s.full && s.queued < WINDOW {
+            s.full = false;
+            if let Some(room) = &s.room {
+                room();
+            }
+        }
+        if moved > 0 {
+            return Taken::Bytes(moved);
+        }
+        if s.ended {
+            if chunked && !discard {
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+            return Taken::Ended;
+        }
+        s.parked = true;
+        Taken::Empty
+    }
+}
+
+impl Drop for BodyStream {
+    fn drop(&mut self) {
+        let mut s = self.0.lock();
+        s.abandoned = true;
+        s.chunks.clear();
+        s.queued = 0;
+        s.wake = None;
+        if let Some(room) = s.room.take() {
+            room();
+        }
+    }
+}
+
+impl fmt::Debug for BodyStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0.lock();
+        f.debug_struct("BodyStream")
+            .field("queued", &s.queued)
+            .field("ended", &s.ended)
+            .finish()
+    }
+}
+
+impl PartialEq for BodyStream {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for BodyStream {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Default)]
+    struct Owner {
+        replies: Mutex<Vec<Reply>>,
+        wakes: AtomicUsize,
+    }
+
+    impl Respond for Owner {
+        fn reply(&self, reply: Reply) {
+            self.replies.lock().unwrap().push(reply);
+        }
+        fn cancelled(&self) -> bool {
+            false
+        }
+        fn more(&self) {
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn an_answer_dropped_unanswered_answers_500() {
+        let owner = Arc::new(Owner::default());
+        drop(Answer::new(owner.clone()));
+        assert_eq!(owner.replies.lock().unwrap()[0].status, 500);
+    }
+
+    #[test]
+    fn chunks_are_framed_and_a_parked_consumer_is_woken_once() {
+        let owner = Arc::new(Owner::default());
+        let (writer, stream) = body_stream();
+        Answer::new(owner.clone()).reply(Reply::streamed(200, Vec::new(), stream));
+        let stream = owner.replies.lock().unwrap()[0].stream.take().unwrap();
+        let mut out = Vec::new();
+        assert_eq!(
+            stream.take(&mut out, 1 << 20, true, false, None),
+            Taken::Empty
+        );
+        assert_eq!(writer.push(b"hello".to_vec()), Ok(true));
+        assert_eq!(writer.push(b", world".to_vec()), Ok(true));
+        assert_eq!(owner.wakes.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            stream.take(&mut out, 1 << 20, true, false, None),
+            Taken::Bytes(12)
+        );
+        writer.end();
+        assert_eq!(
+            stream.take(&mut out, 1 << 20, true, false, None),
+            Taken::Ended
+        );
+        assert_eq!(out, b"5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n");
+    }
+
+    #[test]
+    fn a_full_stream_says_so_and_calls_the_room_hook_once_drained() {
+        let (writer, stream) = body_stream();
+        let rooms = Arc::new(AtomicUsize::new(0));
+        let r = rooms.clone();
+        writer.on_room(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(writer.push(vec![1; WINDOW - 1]), Ok(true));
+        assert_eq!(writer.push(vec![2; 10]), Ok(false));
+        let mut out = Vec::new();
+        assert_eq!(
+            stream.take(&mut out, 1, false, false, None),
+            Taken::Bytes(WINDOW - 1)
+        );
+        assert_eq!(rooms.load(Ordering::SeqCst), 1);
+        assert_eq!(out.len(), WINDOW - 1);
+    }
+
+    #[test]
+    fn a_dropped_connection_abandons_the_stream() {
+        let (writer, stream) = body_stream();
+        let rooms = Arc::new(AtomicUsize::new(0));
+        let r = rooms.clone();
+        writer.on_room(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        drop(stream);
+        assert_eq!(writer.push(b"x".to_vec()), Err(Gone));
+        assert!(writer.is_gone());
+        assert_eq!(rooms.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_blocking_consumer_waits_for_the_producer() {
+        let (writer, stream) = body_stream();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            writer.push(b"late".to_vec()).unwrap();
+        });
+        let mut out = Vec::new();
+        let taken = stream.take(&mut out, 1024, false, false, Some(Duration::from_secs(5)));
+        assert_eq!(taken, Taken::Bytes(4));
+        t.join().unwrap();
+        // The writer is gone without ending: the body ends.
+        assert_eq!(
+            stream.take(&mut out, 1024, false, false, None),
+            Taken::Ended
+        );
+    }
+}

@@ -1,0 +1,353 @@
+//! Deferred jobs and streamed bodies, in every model, over real sockets: a job answered later
+//! by another thread (as a Python ASGI app's event loop answers), whose body is pushed in
+//! chunks as it is made. The body arrives whole and in order (chunked for HTTP/1.1, ended by
+//! the close for HTTP/1.0, nothing for HEAD), the connection goes on with the next request, a
+//! slow reader holds the producer back instead of filling memory, a client that leaves stops
+//! the producer, and an answer dropped unanswered is a 500, not a hung connection.
+
+#[path = "support/server.rs"]
+mod server;
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use berth::drive::{Model, Service};
+use berth::proto::http::{body_stream, Answer, Handled, Handler, Job, Reply, Request, Response};
+use server::{ModelServer, Opts};
+
+/// What the producers saw, shared with the tests.
+#[derive(Default)]
+struct Seen {
+    /// Pushes that found the stream full.
+    full: AtomicUsize,
+    /// Producers that found their connection gone.
+    gone: AtomicUsize,
+}
+
+#[derive(Clone)]
+struct Streams(Arc<Seen>);
+
+struct StreamsHandler(Arc<Seen>);
+
+/// What a request asks the producer thread to do.
+enum Work {
+    /// `count` chunks of `size` bytes (byte `i % 251` of the body), `pause` apart.
+    Stream {
+        count: usize,
+        size: usize,
+        pause: Duration,
+    },
+    /// One whole reply, after a pause.
+    Whole,
+    /// Drop the answer without answering.
+    Drop,
+}
+
+struct Deferred {
+    work: Work,
+    seen: Arc<Seen>,
+}
+
+impl Job for Deferred {
+    const DEFERRED: bool = true;
+
+    fn run(self) -> Reply {
+        berth::proto::http::run_here(self)
+    }
+
+    fn start(self, answer: Answer) {
+        std::thread::spawn(move || produce(self.work, answer, &self.seen));
+    }
+}
+
+/// The application: answers on its own thread, as another event loop would.
+fn produce(work: Work, answer: Answer, seen: &Seen) {
+    let (count, size, pause) = match work {
+        Work::Whole => {
+            std::thread::sleep(Duration::from_millis(20));
+            return answer.reply(Reply::new(200, "text/plain", b"whole".to_vec()));
+        }
+        Work::Drop => return drop(answer),
+        Work::Stream { count, size, pause } => (count, size, pause),
+    };
+    let (writer, stream) = body_stream();
+    let (room_tx, room_rx) = mpsc::channel();
+    writer.on_room(move || {
+        let _ = room_tx.send(());
+    });
+    let reply = Reply::streamed(200, pattern(0, 5), stream)
+        .with_field("Content-Type", b"application/octet-stream")
+        .unwrap();
+    answer.reply(reply);
+    let mut at = 5;
+    for _ in 0..count {
+        std::thread::sleep(pause);
+        match writer.push(pattern(at, size)) {
+            Ok(true) => {}
+            Ok(false) => {
+                seen.full.fetch_add(1, Ordering::SeqCst);
+                // Backpressure: wait for the connection to take some.
+                let _ = room_rx.recv_timeout(Duration::from_secs(20));
+            }
+            Err(_) => {
+                seen.gone.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+        }
+        at += size;
+    }
+    writer.end();
+}
+
+/// `len` bytes of the body from offset `from`.
+fn pattern(from: usize, len: usize) -> Vec<u8> {
+    (from..from + len).map(|i| (i % 251) as u8).collect()
+}
+
+impl Service for Streams {
+    type Handler = StreamsHandler;
+    fn handler(&self, _: usize) -> StreamsHandler {
+        StreamsHandler(self.0.clone())
+    }
+}
+
+impl Handler for StreamsHandler {
+    type Job = Deferred;
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<Deferred> {
+        let arg = |name: &str, default: usize| {
+            req.query
+                .unwrap_or("")
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .unwrap_or(default)
+        };
+        let work = match req.path {
+            "/stream" => Work::Stream {
+                count: arg("count", 4),
+                size: arg("size", 1000),
+                pause: Duration::from_millis(arg("pause", 5) as u64),
+            },
+            "/whole" => Work::Whole,
+            "/drop" => Work::Drop,
+            _ => {
+                res.send(200, "text/plain", b"inline");
+                return Handled::Done;
+            }
+        };
+        Handled::Offload(Deferred {
+            work,
+            seen: self.0.clone(),
+        })
+    }
+}
+
+fn start(model: Model) -> (ModelServer, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let s = seen.clone();
+    let srv = Opts::new(model)
+        .tls(false)
+        .start_service(move |_| Streams(s));
+    (srv, seen)
+}
+
+/// Decodes a chunked body at the front of `buf`; `None` until it is all there. Returns the
+/// body and the bytes it took.
+fn dechunk(buf: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let line_end = at + buf[at..].windows(2).position(|w| w == b"\r\n")?;
+        let size = usize::from_str_radix(std::str::from_utf8(&buf[at..line_end]).ok()?, 16).ok()?;
+        at = line_end + 2;
+        if size == 0 {
+            return (buf.len() >= at + 2).then_some((body, at + 2));
+        }
+        if buf.len() < at + size + 2 {
+            return None;
+        }
+        body.extend_from_slice(&buf[at..at + size]);
+        assert_eq!(
+            &buf[at + size..at + size + 2],
+            b"\r\n",
+            "chunk data ends with CRLF"
+        );
+        at += size + 2;
+    }
+}
+
+/// Reads from `sock` into `buf` until `done` says the bytes so far are enough.
+fn read_until(sock: &mut std::net::TcpStream, buf: &mut Vec<u8>, done: impl Fn(&[u8]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut chunk = [0u8; 65536];
+    while !done(buf) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out; got {} bytes",
+            buf.len()
+        );
+        match sock.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+fn connect(srv: &ModelServer) -> std::net::TcpStream {
+    let sock = std::net::TcpStream::connect(srv.addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    sock
+}
+
+/// A streamed body arrives whole through a real HTTP client, and on a raw connection the
+/// pipelined request behind it is answered after it, on the same connection, in order.
+#[test]
+fn a_streamed_reply_arrives_whole_and_the_connection_goes_on_in_every_model() {
+    for model in Model::ALL {
+        let (srv, _) = start(model);
+        let url = format!("http://{}/stream?count=6&size=3000", srv.addr);
+        let res = ureq::get(&url)
+            .call()
+            .unwrap_or_else(|e| panic!("{model}: {e}"));
+        assert_eq!(res.header("transfer-encoding"), Some("chunked"), "{model}");
+        assert_eq!(res.header("content-type"), Some("application/octet-stream"));
+        let mut body = Vec::new();
+        res.into_reader().read_to_end(&mut body).unwrap();
+        assert_eq!(
+            body,
+            pattern(0, 5 + 6 * 3000),
+            "{model}: the body, whole and in order"
+        );
+
+        let mut sock = connect(&srv);
+        sock.write_all(
+            b"GET /stream?count=3&size=10 HTTP/1.1\r\nHost: t\r\n\r\n\
+              GET /whole HTTP/1.1\r\nHost: t\r\n\r\nGET /inline HTTP/1.1\r\nHost: t\r\n\r\n",
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.ends_with(b"inline"));
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let first = head_end(&buf).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{model}: {text}");
+        let (body, used) = dechunk(&buf[first..]).unwrap_or_else(|| panic!("{model}: {text}"));
+        assert_eq!(body, pattern(0, 35), "{model}");
+        let rest = String::from_utf8_lossy(&buf[first + used..]).into_owned();
+        assert!(rest.starts_with("HTTP/1.1 200 OK\r\n"), "{model}: {rest}");
+        let whole = rest.find("whole").expect("the deferred whole reply second");
+        assert!(
+            whole < rest.find("inline").unwrap(),
+            "{model}: in order: {rest}"
+        );
+        srv.stop();
+    }
+}
+
+/// HTTP/1.0 has no chunked coding: the body is the bytes until the server closes. HEAD gets
+/// the head alone, and the connection stays usable.
+#[test]
+fn http10_ends_a_stream_with_the_close_and_head_gets_no_body() {
+    for model in [Model::Evloop, Model::Threaded, Model::Actor] {
+        let (srv, _) = start(model);
+        let mut sock = connect(&srv);
+        sock.write_all(b"GET /stream?count=3&size=100 HTTP/1.0\r\n\r\n")
+            .unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |_| false);
+        let end = head_end(&buf).unwrap();
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        assert!(!head.contains("transfer-encoding"), "{model}: {head}");
+        assert!(head.contains("connection: close"), "{model}: {head}");
+        assert_eq!(&buf[end..], &pattern(0, 305)[..], "{model}");
+
+        let mut sock = connect(&srv);
+        sock.write_all(
+            b"HEAD /stream HTTP/1.1\r\nHost: t\r\n\r\nGET /inline HTTP/1.1\r\nHost: t\r\n\r\n",
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.ends_with(b"inline"));
+        let end = head_end(&buf).unwrap();
+        assert!(
+            buf[end..].starts_with(b"HTTP/1.1 200 OK\r\n"),
+            "{model}: no body after a HEAD head: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        srv.stop();
+    }
+}
+
+/// A reader that stops reading fills the socket, then the stream's window: the producer is
+/// told to wait (not buffered without bound), and once the reader reads again every byte
+/// arrives in order.
+#[test]
+fn a_slow_reader_holds_the_producer_back_and_loses_nothing() {
+    for model in [Model::Evloop, Model::Threaded, Model::Actor, Model::Prefork] {
+        let (srv, seen) = start(model);
+        let mut sock = connect(&srv);
+        let (count, size) = (256, 64 * 1024);
+        let req = format!("GET /stream?count={count}&size={size}&pause=0 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        sock.write_all(req.as_bytes()).unwrap();
+        if model != Model::Prefork {
+            // The producer is in this process: it must be told to wait while nobody reads.
+            server::wait_for(Duration::from_secs(10), || {
+                seen.full.load(Ordering::SeqCst) > 0
+            });
+            assert!(
+                seen.full.load(Ordering::SeqCst) > 0,
+                "{model}: never held back"
+            );
+        }
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |_| false);
+        let end = head_end(&buf).unwrap();
+        let (body, _) = dechunk(&buf[end..]).expect("the whole chunked body");
+        assert_eq!(body.len(), 5 + count * size, "{model}");
+        assert!(body == pattern(0, body.len()), "{model}: bytes in order");
+        srv.stop();
+    }
+}
+
+/// A client that resets in the middle of a stream ends it: the producer's next push learns the
+/// connection has gone, and the server serves the next client.
+#[test]
+fn a_client_that_leaves_mid_stream_stops_the_producer() {
+    for model in [Model::Single, Model::Evloop, Model::Threaded, Model::Actor] {
+        let (srv, seen) = start(model);
+        let mut sock = connect(&srv);
+        sock.write_all(b"GET /stream?count=100000&size=100&pause=2 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.len() > 500);
+        socket2::SockRef::from(&sock)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(sock);
+        let stopped = server::wait_for(Duration::from_secs(10), || {
+            seen.gone.load(Ordering::SeqCst) == 1
+        });
+        assert!(stopped, "{model}: the producer was not told");
+        assert_eq!(srv.client().get("/inline").status, 200, "{model}");
+        srv.stop();
+    }
+}
+
+/// An answer dropped without a reply (the application lost the request) is a 500, in every
+/// model, and the connection goes on.
+#[test]
+fn an_answer_dropped_unanswered_is_a_500() {
+    for model in Model::ALL {
+        let (srv, _) = start(model);
+        let mut client = srv.client();
+        assert_eq!(client.get("/drop").status, 500, "{model}");
+        assert_eq!(client.get("/whole").text(), "whole", "{model}");
+        srv.stop();
+    }
+}
