@@ -12,6 +12,7 @@
 //! Client ids are the engine's, as integers: never reused while the engine runs, so a stale id
 //! finds nothing rather than someone else.
 
+mod asgi;
 mod wsgi;
 
 use std::sync::Mutex;
@@ -220,5 +221,6 @@ impl Core {
 fn _berth(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     m.add_function(wrap_pyfunction!(wsgi::serve_wsgi, m)?)?;
+    asgi::register(m)?;
     Ok(())
 }

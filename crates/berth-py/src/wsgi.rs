@@ -238,7 +238,7 @@ fn percent_decode_latin1(path: &str) -> String {
 /// threads running the application, until SIGINT or SIGTERM; then drains for up to
 /// `shutdown_timeout` seconds. Prints `berth listening on http://ADDR (...)` once serving.
 #[pyfunction]
-#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false))]
+#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false, max_body=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_wsgi(
     py: Python<'_>,
@@ -249,6 +249,7 @@ pub fn serve_wsgi(
     model: &str,
     shutdown_timeout: f64,
     reuse_port: bool,
+    max_body: Option<usize>,
 ) -> PyResult<()> {
     let model: Model = model
         .parse()
@@ -264,6 +265,9 @@ pub fn serve_wsgi(
     let mut settings = Settings::new(model, addr);
     settings.common.workers = workers.max(1);
     settings.common.listen.exclusive = !reuse_port;
+    if let Some(max) = max_body {
+        settings.common.limits.max_body_bytes = max;
+    }
     let stats = settings
         .new_stats()
         .map_err(|e| PyOSError::new_err(e.to_string()))?;

@@ -90,8 +90,10 @@ def test_sigterm_drains_and_exits_cleanly(server):
 
 def test_usage_errors_and_a_missing_app():
     run = lambda *a: subprocess.run([sys.executable, "-m", "berth", *a], cwd=HERE, capture_output=True, text=True, timeout=30)
-    r = run("apps.flask_app:app", "--interface", "asgi", "--port", "0")
-    assert r.returncode == 2 and "asgi is not served yet" in r.stderr
+    r = run("apps.flask_app:app", "--interface", "http2", "--port", "0")
+    assert r.returncode == 2 and "usage:" in r.stderr
+    r = run("apps.flask_app:app", "--threads", "0", "--port", "0")
+    assert r.returncode == 2 and "at least 1" in r.stderr
     r = run("apps.flask_app:nothing", "--port", "0")
     assert r.returncode == 1 and "cannot load" in r.stderr
     r = run("apps.flask_app:app", "--workers", "2", "--port", "0")

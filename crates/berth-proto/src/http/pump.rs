@@ -490,6 +490,9 @@ impl<H: Handler> Pump<H> {
                         match streamed.take(&mut self.written, usize::MAX, Some(STREAM_WAIT)) {
                             Taken::Bytes(_) => {}
                             Taken::Ended => break,
+                            Taken::Aborted => {
+                                return Err(Violation("a streamed body was aborted".into()));
+                            }
                             Taken::Empty => {
                                 return Err(Violation("a streamed body stalled".into()));
                             }

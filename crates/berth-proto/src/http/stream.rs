@@ -137,6 +137,8 @@ struct State {
     queued: usize,
     /// The producer said the body is complete.
     ended: bool,
+    /// The producer failed before the end: the body must not look complete.
+    aborted: bool,
     /// The consumer (the connection) is gone.
     abandoned: bool,
     /// The consumer found nothing to take and waits for [`Respond::more`].
@@ -176,6 +178,9 @@ pub enum Taken {
     Empty,
     /// The body is complete (its last chunk is in the output).
     Ended,
+    /// The producer failed mid-body: close the connection without the last chunk, so that the
+    /// client can tell the body is cut short.
+    Aborted,
 }
 
 /// A new stream: the writer for the producer, the stream for the reply.
@@ -216,6 +221,17 @@ impl StreamWriter {
         }
     }
 
+    /// The producer failed: the body ends unfinished (the connection is closed without the
+    /// last chunk).
+    pub fn abort(&self) {
+        let mut s = self.0.lock();
+        if !s.ended {
+            s.ended = true;
+            s.aborted = true;
+            self.wake(&mut s);
+        }
+    }
+
     /// Whether the connection has gone.
     pub fn is_gone(&self) -> bool {
         self.0.lock().abandoned
@@ -244,11 +260,10 @@ impl StreamWriter {
 }
 
 impl Drop for StreamWriter {
-    /// A producer that goes without ending its body ends it: the connection must not wait for
-    /// bytes that will never come. (The body is short of what the application meant; with
-    /// chunked framing the client can tell only if the application said a length.)
+    /// A producer that goes without ending its body has failed: the connection must not wait
+    /// for bytes that will never come, nor tell the client the body is complete.
     fn drop(&mut self) {
-        self.end();
+        self.abort();
     }
 }
 
@@ -306,6 +321,9 @@ impl BodyStream {
         }
         if moved > 0 {
             return Taken::Bytes(moved);
+        }
+        if s.aborted {
+            return Taken::Aborted;
         }
         if s.ended {
             if chunked && !discard {
@@ -449,10 +467,10 @@ mod tests {
         let taken = stream.take(&mut out, 1024, false, false, Some(Duration::from_secs(5)));
         assert_eq!(taken, Taken::Bytes(4));
         t.join().unwrap();
-        // The writer is gone without ending: the body ends.
+        // The writer is gone without ending: the body is cut short, not complete.
         assert_eq!(
             stream.take(&mut out, 1024, false, false, None),
-            Taken::Ended
+            Taken::Aborted
         );
     }
 }

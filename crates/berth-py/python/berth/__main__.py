@@ -1,12 +1,14 @@
-"""``python -m berth MODULE:APP``: serve a WSGI application on berth's HTTP engine.
+"""``python -m berth MODULE:APP``: serve a WSGI or ASGI application on berth's HTTP engine.
 
-Usage: python -m berth MODULE:APP [--host 127.0.0.1] [--port 8000] [--interface wsgi]
-                                   [--workers N] [--threads T] [--model evloop]
+Usage: python -m berth MODULE:APP [--host 127.0.0.1] [--port 8000] [--interface asgi|wsgi]
+                                   [--workers N] [--threads T] [--io-threads N] [--model evloop]
+                                   [--lifespan auto|on|off] [--loop auto|asyncio|uvloop]
 
-uvicorn's and granian's conventions: ``--workers`` is the number of processes sharing the port;
-``--threads`` the worker threads per process that run the application (berth's ``-w``). The
-application runs on berth's worker pool; berth's limits, timeouts and graceful shutdown (SIGTERM
-or SIGINT: requests in flight are answered) apply. ``--interface asgi`` is not served yet.
+uvicorn's and granian's conventions: ``--workers`` is the number of processes sharing the port.
+WSGI (the default) runs the application on berth's worker pool, ``--threads`` threads per
+process (berth's ``-w``). ASGI runs it on an asyncio loop (uvloop when installed) in the main
+thread, fed by ``--io-threads`` berth event loops (see ``berth.asgi``). berth's limits, timeouts
+and graceful shutdown (SIGTERM or SIGINT: requests in flight are answered) apply.
 """
 
 import argparse
@@ -41,11 +43,15 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=4, help="worker threads per process")
     ap.add_argument("--model", default="evloop")
     ap.add_argument("--shutdown-timeout", type=float, default=30.0)
+    ap.add_argument("--io-threads", type=int, default=1, help="ASGI: berth event loops per process")
+    ap.add_argument("--lifespan", choices=("auto", "on", "off"), default="auto", help="ASGI")
+    ap.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="ASGI")
+    ap.add_argument("--app-timeout", type=float, default=60.0,
+                    help="ASGI: seconds an application may take to start its response (0: none)")
+    ap.add_argument("--max-body", type=int, default=None, help="largest request body, bytes")
     args = ap.parse_args(argv)
-    if args.interface == "asgi":
-        ap.error("--interface asgi is not served yet (issue 18); WSGI is")
-    if args.workers < 1 or args.threads < 1:
-        ap.error("--workers and --threads must be at least 1")
+    if args.workers < 1 or args.threads < 1 or args.io_threads < 1:
+        ap.error("--workers, --threads and --io-threads must be at least 1")
     if args.workers > 1 and args.port == 0:
         ap.error("--workers above 1 needs a fixed --port (each process would pick its own)")
     try:
@@ -56,8 +62,16 @@ def main(argv=None) -> int:
 
     def serve(reuse_port: bool) -> int:
         try:
-            serve_wsgi(app, args.host, args.port, args.threads, args.model, args.shutdown_timeout, reuse_port)
-        except (OSError, ValueError) as e:
+            if args.interface == "asgi":
+                from .asgi import serve as serve_asgi
+                return serve_asgi(app, args.host, args.port, model=args.model,
+                                  io_threads=args.io_threads, lifespan=args.lifespan,
+                                  shutdown_timeout=args.shutdown_timeout,
+                                  app_timeout=args.app_timeout, reuse_port=reuse_port,
+                                  max_body=args.max_body, loop=args.loop)
+            serve_wsgi(app, args.host, args.port, args.threads, args.model, args.shutdown_timeout,
+                       reuse_port, args.max_body)
+        except (OSError, ValueError, ImportError) as e:
             print("berth: {}".format(e), file=sys.stderr)
             return 1
         return 0

@@ -1,6 +1,7 @@
-"""Types of the extension module ``berth._berth`` (berth's message engine)."""
+"""Types of the extension module ``berth._berth`` (berth's message engine, and the engine
+halves of the WSGI and ASGI servers)."""
 
-from typing import Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 class Core:
     """berth's message engine: listeners, named clients, whole messages, the polling API."""
@@ -40,5 +41,52 @@ def serve_wsgi(
     model: str = ...,
     shutdown_timeout: float = ...,
     reuse_port: bool = ...,
+    max_body: Optional[int] = ...,
 ) -> None:
     """Serves a WSGI application on berth's HTTP engine until SIGINT or SIGTERM, then drains."""
+
+class ClientDisconnected(OSError):
+    """The client has gone: what is sent is not delivered."""
+
+class AsgiRequest:
+    """One HTTP request on its way to an ASGI application (see ``berth.asgi``)."""
+
+    id: int
+    scope: Dict[str, Any]
+    def take_body(self) -> bytes:
+        """The request body, once; then empty."""
+    def start(self, status: int, headers: Iterable[Tuple[bytes, bytes]]) -> None:
+        """``http.response.start`` (held until the first body message)."""
+    def body(self, body: bytes, more: bool) -> bool:
+        """``http.response.body``; False: the stream is full, wait for room."""
+    def answered(self) -> bool: ...
+    def complete(self) -> bool: ...
+    def has_room(self) -> bool: ...
+    def disconnected(self) -> bool: ...
+    def fail(self, status: int = ...) -> bool:
+        """The application failed: answers ``status`` if nothing was sent, else cuts the body."""
+
+class AsgiServer:
+    """berth's HTTP engine, bound and serving, handing requests to a Python loop."""
+
+    host: str
+    port: int
+    def __init__(
+        self,
+        host: str = ...,
+        port: int = ...,
+        model: str = ...,
+        io_threads: int = ...,
+        reuse_port: bool = ...,
+        max_body: Optional[int] = ...,
+        max_connections: Optional[int] = ...,
+    ) -> None: ...
+    def describe(self) -> str: ...
+    def fileno(self) -> int:
+        """The wake socket: readable when requests wait."""
+    def take(
+        self, woken: bool, scope_state: Optional[Dict[str, Any]] = ...
+    ) -> List[Union[AsgiRequest, int]]:
+        """Every waiting request, and the ids of streams with room again."""
+    def drain(self, timeout: float) -> None:
+        """Stops taking connections; waits for the requests in flight (GIL released)."""

@@ -113,6 +113,9 @@ impl Body {
                         *ended = true;
                         Ok(Sent::Buffered)
                     }
+                    Taken::Aborted => Err(io::Error::other(
+                        "the application failed in the middle of its body",
+                    )),
                     Taken::Empty if wait.is_some() => Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "the application sent no more of its body within the write timeout",

@@ -50,6 +50,12 @@ pub(crate) enum Done {
 pub(crate) struct LoopQueue {
     pub done: Sender<(usize, Done)>,
     pub waker: Arc<mio::Waker>,
+    /// The loop may be blocked in its poll: the next post must wake it. The loop sets it just
+    /// before it polls (after a last look at the queue) and clears it once awake; a post that
+    /// finds it clear skips the wake-up write, which the loop would not need: it looks at the
+    /// queue before it polls again. A busy loop answering a burst of replies (a Python app's
+    /// batch, say) is woken once, not once per reply.
+    pub asleep: AtomicBool,
     /// Set by the loop when a connection with a job out loses its peer; cleared when the slot
     /// is freed. A slot is not reused while a job refers to it, so the key names one job.
     pub cancelled: Box<[AtomicBool]>,
@@ -61,8 +67,27 @@ impl LoopQueue {
         LoopQueue {
             done,
             waker,
+            asleep: AtomicBool::new(true),
             cancelled: (0..slots).map(|_| AtomicBool::new(false)).collect(),
         }
+    }
+
+    /// The loop is about to poll: true if it may block, false if posts arrived meanwhile
+    /// (poll without waiting, then take them). `pending` looks at the loop's queue.
+    pub fn about_to_sleep(&self, pending: impl FnOnce() -> bool) -> bool {
+        self.asleep.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if pending() {
+            self.asleep.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// The loop is awake: posts need not wake it until it next calls
+    /// [`LoopQueue::about_to_sleep`].
+    pub fn awake(&self) {
+        self.asleep.store(false, Ordering::SeqCst);
     }
 
     /// Marks (or unmarks) the job of slot `key` cancelled.
@@ -101,7 +126,12 @@ impl LoopConn {
     fn post(&self, done: Done) {
         let dest = &self.loops[self.owner];
         if dest.done.send((self.conn, done)).is_ok() {
-            let _ = dest.waker.wake();
+            // Pairs with the fence in `LoopQueue::about_to_sleep`: either the loop sees this
+            // post before it sleeps, or this sees that it sleeps and wakes it.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if dest.asleep.swap(false, Ordering::SeqCst) {
+                let _ = dest.waker.wake();
+            }
         }
     }
 }

@@ -269,7 +269,15 @@ impl<H: Handler> EventLoop<H> {
             } else {
                 None
             };
-            match self.poll.poll(&mut events, timeout) {
+            let queue = &self.loops[self.owner];
+            let timeout = if queue.about_to_sleep(|| !self.replies.is_empty()) {
+                timeout
+            } else {
+                Some(Duration::ZERO)
+            };
+            let polled = self.poll.poll(&mut events, timeout);
+            self.loops[self.owner].awake();
+            match polled {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),

@@ -1,0 +1,290 @@
+"""ASGI 3 applications on berth's HTTP engine: the Python half.
+
+berth's I/O threads (Rust) parse, limit, time out and write; this module runs the application
+on an asyncio loop (uvloop when installed) in the thread that holds the GIL. The loop watches
+the engine's wake socket; each time it fires, one call (``AsgiServer.take``) hands over every
+request that arrived meanwhile: one GIL acquisition per batch, none per request on the Rust
+side. Each request runs as an asyncio task, so frameworks that need a current task (anyio:
+Starlette, FastAPI) work unchanged.
+
+What the application gets (ASGI 3, HTTP spec 2.4):
+
+- ``lifespan`` (``--lifespan auto|on|off``): startup before the port is bound, shutdown after
+  the drain; the ``state`` it fills is copied into every request's scope.
+- the ``http`` scope (``http_version``, ``method``, ``scheme``, ``path`` decoded, ``raw_path``,
+  ``query_string``, ``root_path``, ``headers`` lower-cased, ``server``, ``state``).
+- ``receive``: the request body (berth reads it whole first, within ``--max-body``, so it comes
+  as one ``http.request``), then ``http.disconnect`` once the client has gone or the response is
+  complete.
+- ``send``: ``http.response.start`` and ``http.response.body``. A single body message goes out
+  whole with a Content-Length; ``more_body`` streams the body (chunked), and ``send`` waits
+  while the client is slower than the application (backpressure), raising
+  ``ClientDisconnected`` (an ``OSError``) once the client has gone.
+
+An application that raises before its response started costs its request a 500; one that fails
+mid-body has its connection closed without the final chunk, so the client can tell. One that
+does not start its response within ``app_timeout`` seconds is cancelled and answered 504.
+berth's limits, timeouts and graceful shutdown (SIGTERM, SIGINT) apply as to any service.
+"""
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any, Awaitable, Callable, Dict, Optional
+
+from ._berth import AsgiServer, ClientDisconnected
+
+__all__ = ["serve", "ClientDisconnected"]
+
+log = logging.getLogger("berth.asgi")
+
+#: How often requests are checked for a departed client and for the application timeout.
+TICK = 0.25
+
+_DISCONNECT = {"type": "http.disconnect"}
+
+
+class LifespanFailed(Exception):
+    """The application said ``lifespan.startup.failed``."""
+
+
+class _Cycle:
+    """One request's ``receive`` and ``send``."""
+
+    __slots__ = ("req", "run", "body_taken")
+
+    def __init__(self, req, run: "_Runner") -> None:
+        self.req = req
+        self.run = run
+        self.body_taken = False
+
+    async def receive(self) -> Dict[str, Any]:
+        req = self.req
+        if not self.body_taken:
+            self.body_taken = True
+            return {"type": "http.request", "body": req.take_body(), "more_body": False}
+        if req.complete() or req.disconnected():
+            return _DISCONNECT
+        # Nothing more will come but the disconnect: the tick, or the response's end, says when.
+        fut = self.run.loop.create_future()
+        self.run.disconnect_waiters[req.id] = fut
+        try:
+            await fut
+        finally:
+            self.run.disconnect_waiters.pop(req.id, None)
+        return _DISCONNECT
+
+    async def send(self, message: Dict[str, Any]) -> None:
+        kind = message["type"]
+        req = self.req
+        if kind == "http.response.body":
+            more = message.get("more_body", False)
+            if not req.body(message.get("body", b""), more):
+                await self.run.room(req)
+            if not more:
+                self.run.wake_disconnect(req.id)
+        elif kind == "http.response.start":
+            req.start(message["status"], message.get("headers", ()))
+        else:
+            raise RuntimeError("unexpected ASGI message {!r} for an http scope".format(kind))
+
+
+class _Runner:
+    """The application, the engine, and what is in flight between them."""
+
+    def __init__(self, app, loop: asyncio.AbstractEventLoop, app_timeout: float) -> None:
+        self.app = app
+        self.loop = loop
+        self.app_timeout = app_timeout
+        self.server: Optional[AsgiServer] = None
+        self.state: Optional[dict] = None
+        # id -> (task, request, started at): insertion order is age order.
+        self.inflight: Dict[int, Any] = {}
+        self.room_waiters: Dict[int, asyncio.Future] = {}
+        self.disconnect_waiters: Dict[int, asyncio.Future] = {}
+
+    # -- the engine's side -------------------------------------------------------------------
+
+    def ready(self, woken: bool = True) -> None:
+        """Takes every waiting request (one call for the batch) and starts a task for each;
+        comes back after those tasks' first steps while requests keep coming."""
+        batch = self.server.take(woken, self.state)
+        if not batch:
+            return
+        create_task = self.loop.create_task
+        now = self.loop.time()
+        inflight = self.inflight
+        for item in batch:
+            if type(item) is int:
+                fut = self.room_waiters.pop(item, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(None)
+                continue
+            task = create_task(self.handle(item))
+            inflight[item.id] = (task, item, now)
+        self.loop.call_soon(self.ready, False)
+
+    async def handle(self, req) -> None:
+        cycle = _Cycle(req, self)
+        try:
+            await self.app(req.scope, cycle.receive, cycle.send)
+        except ClientDisconnected:
+            pass
+        except asyncio.CancelledError:
+            # Cancelled by the application timeout (or the shutdown): say so if nothing was sent.
+            req.fail(504)
+        except BaseException:
+            log.exception("the application failed on %s %s", req.scope["method"], req.scope["path"])
+            req.fail(500)
+        else:
+            if not req.complete():
+                log.error("the application returned without completing its response to %s %s",
+                          req.scope["method"], req.scope["path"])
+                req.fail(500)
+        finally:
+            self.inflight.pop(req.id, None)
+            self.wake_disconnect(req.id)
+            fut = self.room_waiters.pop(req.id, None)
+            if fut is not None and not fut.done():
+                fut.cancel()
+
+    async def room(self, req) -> None:
+        """Waits until the request's stream has room again (or its client has gone)."""
+        fut = self.loop.create_future()
+        self.room_waiters[req.id] = fut
+        if req.has_room():
+            # The room event came before the waiter was there.
+            self.room_waiters.pop(req.id, None)
+        else:
+            await fut
+        if req.disconnected():
+            raise ClientDisconnected("the client has gone; the body was not sent")
+
+    def wake_disconnect(self, rid: int) -> None:
+        fut = self.disconnect_waiters.get(rid)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def tick(self) -> None:
+        """Tells waiting receivers their client has gone; cancels applications that have not
+        started a response within the timeout."""
+        for rid, fut in list(self.disconnect_waiters.items()):
+            entry = self.inflight.get(rid)
+            if entry is not None and entry[1].disconnected() and not fut.done():
+                fut.set_result(None)
+        if self.app_timeout > 0:
+            limit = self.loop.time() - self.app_timeout
+            for task, req, started in list(self.inflight.values()):
+                if started > limit:
+                    break
+                if not req.answered() and not task.done():
+                    task.cancel()
+        self.loop.call_later(TICK, self.tick)
+
+    # -- lifespan ----------------------------------------------------------------------------
+
+    async def lifespan(self, mode: str):
+        """Runs the lifespan protocol's startup; returns a coroutine function for its shutdown,
+        or None if the application does not speak it (mode ``auto``) or ``mode`` is ``off``."""
+        if mode == "off":
+            return None
+        state: dict = {}
+        inbox: asyncio.Queue = asyncio.Queue()
+        started = self.loop.create_future()
+        stopped = self.loop.create_future()
+
+        async def receive():
+            return await inbox.get()
+
+        async def send(message):
+            kind = message["type"]
+            target = started if kind.startswith("lifespan.startup.") else stopped
+            if target.done():
+                raise RuntimeError("unexpected lifespan message {!r}".format(kind))
+            if kind.endswith(".complete"):
+                target.set_result(None)
+            elif kind.endswith(".failed"):
+                target.set_exception(LifespanFailed(message.get("message", "")))
+            else:
+                raise RuntimeError("unexpected lifespan message {!r}".format(kind))
+
+        scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"},
+                 "state": state}
+        task = self.loop.create_task(self.app(scope, receive, send))
+        inbox.put_nowait({"type": "lifespan.startup"})
+        await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():
+            # The application ended (or raised) without answering startup.
+            error = task.exception() if not task.cancelled() else None
+            if mode == "on":
+                raise LifespanFailed("the application does not support lifespan: {!r}".format(error))
+            log.info("the application does not support lifespan (%r); going on without it", error)
+            return None
+        started.result()  # raises LifespanFailed
+        self.state = state
+
+        async def shutdown():
+            inbox.put_nowait({"type": "lifespan.shutdown"})
+            await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+            if stopped.done():
+                stopped.result()
+
+        return shutdown
+
+
+def new_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
+    """An event loop: uvloop's when installed (``auto``) or asked for, else asyncio's."""
+    if kind in ("auto", "uvloop"):
+        try:
+            import uvloop  # type: ignore
+        except ImportError:
+            if kind == "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: int = 8000, *,
+          model: str = "evloop", io_threads: int = 1, lifespan: str = "auto",
+          shutdown_timeout: float = 30.0, app_timeout: float = 60.0, reuse_port: bool = False,
+          max_body: Optional[int] = None, max_connections: Optional[int] = None,
+          loop: str = "auto") -> int:
+    """Serves the ASGI application ``app`` until SIGTERM or SIGINT, then drains (requests in
+    flight are answered, for up to ``shutdown_timeout`` seconds) and runs the lifespan
+    shutdown. Prints ``berth listening on http://ADDR (...)`` once serving. Returns the exit
+    code: 0, or 1 if the lifespan startup failed."""
+    ev = new_loop(loop)
+    asyncio.set_event_loop(ev)
+    runner = _Runner(app, ev, app_timeout)
+
+    async def main() -> int:
+        try:
+            shutdown = await runner.lifespan(lifespan)
+        except LifespanFailed as e:
+            print("berth: the application's startup failed: {}".format(e), file=sys.stderr)
+            return 1
+        server = AsgiServer(host, port, model, io_threads, reuse_port, max_body, max_connections)
+        runner.server = server
+        stop = ev.create_future()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            ev.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        ev.add_reader(server.fileno(), runner.ready, True)
+        ev.call_later(TICK, runner.tick)
+        print("berth listening on http://{}:{} ({}, ASGI on {})".format(
+            server.host, server.port, server.describe(), type(ev).__module__.split(".")[0]),
+            flush=True)
+        runner.ready(False)
+        await stop
+        # The loop keeps answering while the engine drains.
+        await ev.run_in_executor(None, server.drain, shutdown_timeout)
+        ev.remove_reader(server.fileno())
+        if shutdown is not None:
+            await shutdown()
+        return 0
+
+    try:
+        return ev.run_until_complete(main())
+    finally:
+        ev.close()

@@ -1,0 +1,594 @@
+//! ASGI 3 applications on berth's HTTP engine: the Rust half. berth's I/O threads parse, limit,
+//! time out and write as for any service; each request becomes a *deferred* job (see
+//! `berth::proto::http::stream`) that the I/O thread posts to the [`Bridge`] without touching
+//! Python. The Python half (`berth.asgi`) runs the application on an asyncio loop in the thread
+//! that holds the GIL: the loop watches the bridge's wake socket, and each time it fires takes
+//! every waiting request in one call ([`AsgiServer::take`]): one GIL acquisition per batch of
+//! requests, none per request on the Rust side.
+//!
+//! ```text
+//!  I/O thread: parse ─> AsgiJob::start ─> Bridge (queue + wake byte) ─┐
+//!                                                                       │ loop.add_reader
+//!  Python loop:  take() ─> [AsgiRequest, ...] ─> app(scope, receive, send) ─┘
+//!                send(start/body) ─> Answer::reply (whole) | StreamWriter::push (streamed)
+//!                                 ─> the connection's owner is woken; no GIL there
+//! ```
+//!
+//! A response is held until its first body message, so that the everyday one-body response
+//! goes out whole with a Content-Length; a body with `more_body` becomes a streamed reply
+//! (chunked), with the stream's window as backpressure: `send` then waits for room, which the
+//! I/O thread announces through the bridge ([`Event::Room`]). An application that fails before
+//! its response started costs a 500; one that fails mid-body aborts the connection, so the
+//! client can tell the body is cut short.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use berth::drive::{self, Model, Server, Service, Settings};
+use berth::proto::http::{
+    body_stream, Answer, Handled, Handler, Job, Reply, Request, Response, StreamWriter, Version,
+};
+use crossbeam_channel::{Receiver, Sender};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::{create_exception, intern};
+
+create_exception!(
+    _berth,
+    ClientDisconnected,
+    PyOSError,
+    "The client has gone: what is sent is not delivered."
+);
+
+/// What the I/O threads hand the Python loop.
+enum Event {
+    /// A request, and where its answer goes.
+    Call(Box<Call>, Answer),
+    /// The streamed body of request `id` has room again (or its connection went).
+    Room(u64),
+}
+
+/// The queue between berth's I/O threads and the Python loop, and the socket that wakes the
+/// loop when the queue stops being empty.
+struct Bridge {
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+    /// Written (one byte) to wake the loop; the loop watches `wake_rx`.
+    wake_tx: UnixStream,
+    wake_rx: UnixStream,
+    /// The loop found the queue empty and may be asleep: the next post must wake it. Cleared
+    /// by the post that wakes it, so a burst of requests costs one wake-up write.
+    asleep: AtomicBool,
+    next_id: AtomicU64,
+}
+
+impl Bridge {
+    fn new() -> io::Result<Bridge> {
+        let (wake_tx, wake_rx) = UnixStream::pair()?;
+        wake_tx.set_nonblocking(true)?;
+        wake_rx.set_nonblocking(true)?;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Ok(Bridge {
+            tx,
+            rx,
+            wake_tx,
+            wake_rx,
+            asleep: AtomicBool::new(true),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    fn post(&self, event: Event) {
+        // The receiver lives as long as the bridge.
+        let _ = self.tx.send(event);
+        if self.asleep.swap(false, Ordering::AcqRel) {
+            // A full socket already holds a wake-up byte: nothing is lost.
+            let _ = (&self.wake_tx).write(&[1]);
+        }
+    }
+}
+
+/// One request, owned, on its way to the loop.
+struct Call {
+    id: u64,
+    method: &'static str,
+    path: String,
+    query: Vec<u8>,
+    version: Version,
+    headers: Vec<(Vec<u8>, Vec<u8>)>,
+    body: Vec<u8>,
+}
+
+/// The job an I/O thread starts for each request: posts it to the loop and returns.
+struct AsgiJob {
+    call: Box<Call>,
+    bridge: Arc<Bridge>,
+}
+
+impl Job for AsgiJob {
+    const DEFERRED: bool = true;
+
+    fn run(self) -> Reply {
+        berth::proto::http::run_here(self)
+    }
+
+    fn start(self, answer: Answer) {
+        self.bridge.post(Event::Call(self.call, answer));
+    }
+}
+
+#[derive(Clone)]
+struct Asgi(Arc<Bridge>);
+
+struct AsgiHandler(Arc<Bridge>);
+
+impl Service for Asgi {
+    type Handler = AsgiHandler;
+
+    fn handler(&self, _thread: usize) -> AsgiHandler {
+        AsgiHandler(self.0.clone())
+    }
+
+    fn refusal(&self) -> &'static [u8] {
+        b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    }
+}
+
+impl Handler for AsgiHandler {
+    type Job = AsgiJob;
+
+    fn handle(&mut self, req: &Request<'_>, _res: &mut Response<'_>) -> Handled<AsgiJob> {
+        let call = Call {
+            id: self.0.next_id.fetch_add(1, Ordering::Relaxed),
+            method: req.method.as_str(),
+            path: req.path.to_owned(),
+            query: req.query.unwrap_or("").as_bytes().to_vec(),
+            version: req.version,
+            headers: req
+                .headers
+                .iter()
+                .map(|h| (h.name.to_ascii_lowercase().into_bytes(), h.value.to_vec()))
+                .collect(),
+            body: req.body.to_vec(),
+        };
+        Handled::Offload(AsgiJob {
+            call: Box::new(call),
+            bridge: self.0.clone(),
+        })
+    }
+}
+
+/// `%XX` decoded as UTF-8 (ASGI's `path`); bytes that are not UTF-8 become U+FFFD.
+fn percent_decode(path: &str) -> String {
+    let bytes = path.as_bytes();
+    if !bytes.contains(&b'%') {
+        return path.to_owned();
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Where a response is.
+enum Progress {
+    /// Nothing sent yet.
+    Idle,
+    /// `http.response.start` received: held until the first body message.
+    Started {
+        status: u16,
+        fields: Vec<(String, Vec<u8>)>,
+    },
+    /// A streamed body is going out.
+    Streaming(StreamWriter),
+    /// The response is complete (or abandoned).
+    Done,
+}
+
+/// One request as the Python loop sees it: its scope, its body, and the two halves of its
+/// response (`start`, `body`).
+#[pyclass(module = "berth._berth")]
+struct AsgiRequest {
+    /// Never reused while the server runs.
+    #[pyo3(get)]
+    id: u64,
+    /// The ASGI `http` scope.
+    #[pyo3(get)]
+    scope: Py<PyDict>,
+    body: Option<Vec<u8>>,
+    answer: Option<Answer>,
+    progress: Progress,
+    bridge: Arc<Bridge>,
+}
+
+/// Header names berth writes itself, or that would frame the body differently from how berth
+/// sends it: dropped from what the application gives.
+fn berths_own(name: &str) -> bool {
+    [
+        "content-length",
+        "connection",
+        "transfer-encoding",
+        "keep-alive",
+        "date",
+        "server",
+    ]
+    .iter()
+    .any(|own| own.eq_ignore_ascii_case(name))
+}
+
+#[pymethods]
+impl AsgiRequest {
+    /// The request body (the whole of it, once; then empty).
+    fn take_body<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let body = self.body.take().unwrap_or_default();
+        PyBytes::new(py, &body)
+    }
+
+    /// `http.response.start`: held until the first body message.
+    fn start(&mut self, status: u16, headers: Bound<'_, PyAny>) -> PyResult<()> {
+        if !matches!(self.progress, Progress::Idle) {
+            return Err(PyRuntimeError::new_err(
+                "http.response.start sent twice, or after the body",
+            ));
+        }
+        if !(100..1000).contains(&status) {
+            return Err(PyValueError::new_err(format!("bad status {status}")));
+        }
+        let mut fields = Vec::new();
+        for pair in headers.try_iter()? {
+            let pair = pair?;
+            let name = pair.get_item(0)?;
+            let value = pair.get_item(1)?;
+            let name = name.downcast::<PyBytes>()?.as_bytes();
+            let value = value.downcast::<PyBytes>()?.as_bytes();
+            let name = std::str::from_utf8(name)
+                .map_err(|_| PyValueError::new_err("a header name is not ASCII"))?;
+            if !berths_own(name) {
+                fields.push((name.to_owned(), value.to_vec()));
+            }
+        }
+        self.progress = Progress::Started { status, fields };
+        Ok(())
+    }
+
+    /// `http.response.body`. Returns whether the body may go on at once: `False` means the
+    /// stream is full, wait for this request's room event before the next body message.
+    /// Raises `ClientDisconnected` if the client has gone while the body streams.
+    fn body(&mut self, body: &[u8], more: bool) -> PyResult<bool> {
+        match std::mem::replace(&mut self.progress, Progress::Done) {
+            Progress::Idle => {
+                self.progress = Progress::Idle;
+                Err(PyRuntimeError::new_err(
+                    "http.response.body before http.response.start",
+                ))
+            }
+            Progress::Done => Err(PyRuntimeError::new_err(
+                "http.response.body after the response was complete",
+            )),
+            Progress::Started { status, fields } if !more => {
+                let reply = with_fields(Reply::new(status, "", body.to_vec()), fields)?;
+                if let Some(answer) = self.answer.take() {
+                    answer.reply(reply);
+                }
+                Ok(true)
+            }
+            Progress::Started { status, fields } => {
+                let (writer, stream) = body_stream();
+                let (bridge, id) = (self.bridge.clone(), self.id);
+                writer.on_room(move || bridge.post(Event::Room(id)));
+                let reply = with_fields(Reply::streamed(status, body.to_vec(), stream), fields)?;
+                if let Some(answer) = self.answer.take() {
+                    answer.reply(reply);
+                }
+                self.progress = Progress::Streaming(writer);
+                Ok(true)
+            }
+            Progress::Streaming(writer) => {
+                let room = writer.push(body.to_vec()).map_err(|_| {
+                    ClientDisconnected::new_err("the client has gone; the body was not sent")
+                })?;
+                if more {
+                    self.progress = Progress::Streaming(writer);
+                } else {
+                    writer.end();
+                }
+                Ok(room)
+            }
+        }
+    }
+
+    /// Whether the response has begun (its head is on its way).
+    fn answered(&self) -> bool {
+        self.answer.is_none()
+    }
+
+    /// Whether the response is complete.
+    fn complete(&self) -> bool {
+        matches!(self.progress, Progress::Done)
+    }
+
+    /// Whether the stream has room (or the client has gone: sending will say so).
+    fn has_room(&self) -> bool {
+        match &self.progress {
+            Progress::Streaming(writer) => !writer.is_full(),
+            _ => true,
+        }
+    }
+
+    /// Whether the client has gone.
+    fn disconnected(&self) -> bool {
+        match &self.progress {
+            Progress::Streaming(writer) => writer.is_gone(),
+            Progress::Done => false,
+            _ => self.answer.as_ref().is_some_and(|a| a.cancelled()),
+        }
+    }
+
+    /// The application failed, or gave up (`status`: 500, or 504 for a timeout): answers
+    /// `status` if nothing was sent yet; a body under way is cut off (the connection closes
+    /// without the last chunk, so the client can tell). Returns whether a status was sent.
+    #[pyo3(signature = (status=500))]
+    fn fail(&mut self, status: u16) -> bool {
+        let progress = std::mem::replace(&mut self.progress, Progress::Done);
+        if let Progress::Streaming(writer) = progress {
+            writer.abort();
+            return false;
+        }
+        match self.answer.take() {
+            Some(answer) => {
+                let text: &[u8] = if status == 504 {
+                    b"the application did not answer in time\n"
+                } else {
+                    b"the request failed on the server\n"
+                };
+                answer.reply(Reply::new(status, "text/plain", text.to_vec()));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn with_fields(mut reply: Reply, fields: Vec<(String, Vec<u8>)>) -> PyResult<Reply> {
+    for (name, value) in fields {
+        reply = reply.with_field(&name, &value).map_err(|_| {
+            PyValueError::new_err(format!("header field {name:?} is not valid in HTTP"))
+        })?;
+    }
+    Ok(reply)
+}
+
+/// berth's HTTP engine serving an ASGI app whose loop runs in Python (`berth.asgi`).
+#[pyclass(module = "berth._berth")]
+pub struct AsgiServer {
+    bridge: Arc<Bridge>,
+    server: Mutex<Option<Server>>,
+    /// The address served.
+    #[pyo3(get)]
+    host: String,
+    #[pyo3(get)]
+    port: u16,
+    describe: String,
+    /// Shared by every scope: `("http", ...)` pieces built once.
+    server_tuple: Py<PyTuple>,
+    asgi_version: Py<PyDict>,
+}
+
+#[pymethods]
+impl AsgiServer {
+    /// Binds `host:port` and starts berth's I/O threads (`io_threads` event loops of `model`).
+    /// Requests wait in the bridge until the loop takes them.
+    #[new]
+    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        host: &str,
+        port: u16,
+        model: &str,
+        io_threads: usize,
+        reuse_port: bool,
+        max_body: Option<usize>,
+        max_connections: Option<usize>,
+    ) -> PyResult<AsgiServer> {
+        let model: Model = model
+            .parse()
+            .map_err(|_| PyValueError::new_err(format!("no model {model:?}")))?;
+        let addr: SocketAddr = format!("{host}:{port}")
+            .parse()
+            .map_err(|_| PyValueError::new_err(format!("not an address: {host}:{port}")))?;
+        let mut settings = Settings::new(model, addr);
+        settings.common.accept_threads = io_threads.max(1);
+        // Every ASGI job is deferred: none needs a worker thread.
+        settings.common.workers = 0;
+        settings.common.listen.exclusive = !reuse_port;
+        if let Some(max) = max_body {
+            settings.common.limits.max_body_bytes = max;
+        }
+        if let Some(max) = max_connections {
+            settings.common.capacity = max;
+        }
+        let stats = settings
+            .new_stats()
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
+        let service = Asgi(bridge.clone());
+        let (server, bound) = py
+            .allow_threads(|| drive::serve(&settings, service, stats))
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let host = bound.ip().to_string();
+        let asgi_version = PyDict::new(py);
+        asgi_version.set_item("version", "3.0")?;
+        asgi_version.set_item("spec_version", "2.4")?;
+        Ok(AsgiServer {
+            bridge,
+            server: Mutex::new(Some(server)),
+            server_tuple: PyTuple::new(
+                py,
+                [
+                    host.clone().into_pyobject(py)?.into_any(),
+                    bound.port().into_pyobject(py)?.into_any(),
+                ],
+            )?
+            .unbind(),
+            host,
+            port: bound.port(),
+            describe: format!("model {model}, {}", settings.describe()),
+            asgi_version: asgi_version.unbind(),
+        })
+    }
+
+    /// How the server runs, for the line printed at start.
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    /// The socket to watch (`loop.add_reader`): readable when requests wait.
+    fn fileno(&self) -> i32 {
+        self.bridge.wake_rx.as_raw_fd()
+    }
+
+    /// Everything waiting, in order: an `AsgiRequest` per new request, an `int` (a request's
+    /// id) per stream that has room again. An empty list means the queue was empty, and the
+    /// next post wakes the loop. `scope_state` (the lifespan's state, or None) is copied into
+    /// each scope's `state`.
+    #[pyo3(signature = (woken, scope_state=None))]
+    fn take<'py>(
+        &self,
+        py: Python<'py>,
+        woken: bool,
+        scope_state: Option<Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if woken {
+            // One read: each wake-up is one byte, written only while the loop sleeps, so a
+            // few at most wait here.
+            let mut sink = [0u8; 256];
+            let _ = (&self.bridge.wake_rx).read(&mut sink);
+        }
+        let out = PyList::empty(py);
+        loop {
+            let Ok(event) = self.bridge.rx.try_recv() else {
+                if !out.is_empty() {
+                    return Ok(out);
+                }
+                // Empty: whoever posts next wakes the loop. Look once more, for a post that
+                // came between the empty queue and the flag.
+                self.bridge.asleep.store(true, Ordering::Release);
+                match self.bridge.rx.try_recv() {
+                    Ok(event) => {
+                        self.push(py, &out, event, scope_state.as_ref())?;
+                        continue;
+                    }
+                    Err(_) => return Ok(out),
+                }
+            };
+            self.push(py, &out, event, scope_state.as_ref())?;
+        }
+    }
+
+    /// Stops taking connections and waits (GIL released) until the requests in flight are
+    /// answered or `timeout` seconds pass. The loop must keep running meanwhile (call this in
+    /// an executor thread): it is what answers them.
+    fn drain(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let grace = Duration::try_from_secs_f64(timeout)
+            .map_err(|_| PyValueError::new_err("timeout is not a number of seconds"))?;
+        let server = self.server.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(server) = server {
+            py.allow_threads(|| {
+                server.drain(grace);
+                server.join();
+            });
+        }
+        Ok(())
+    }
+}
+
+impl AsgiServer {
+    fn push<'py>(
+        &self,
+        py: Python<'py>,
+        out: &Bound<'py, PyList>,
+        event: Event,
+        state: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<()> {
+        match event {
+            Event::Room(id) => out.append(id),
+            Event::Call(call, answer) => {
+                let scope = self.scope(py, &call, state)?;
+                let request = AsgiRequest {
+                    id: call.id,
+                    scope: scope.unbind(),
+                    body: Some(call.body),
+                    answer: Some(answer),
+                    progress: Progress::Idle,
+                    bridge: self.bridge.clone(),
+                };
+                out.append(Py::new(py, request)?)
+            }
+        }
+    }
+
+    fn scope<'py>(
+        &self,
+        py: Python<'py>,
+        call: &Call,
+        state: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let scope = PyDict::new(py);
+        scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
+        scope.set_item(intern!(py, "asgi"), self.asgi_version.bind(py))?;
+        let version = match call.version {
+            Version::Http10 => intern!(py, "1.0"),
+            Version::Http11 => intern!(py, "1.1"),
+        };
+        scope.set_item(intern!(py, "http_version"), version)?;
+        scope.set_item(intern!(py, "method"), call.method)?;
+        scope.set_item(intern!(py, "scheme"), intern!(py, "http"))?;
+        scope.set_item(intern!(py, "path"), percent_decode(&call.path))?;
+        scope.set_item(
+            intern!(py, "raw_path"),
+            PyBytes::new(py, call.path.as_bytes()),
+        )?;
+        scope.set_item(intern!(py, "query_string"), PyBytes::new(py, &call.query))?;
+        scope.set_item(intern!(py, "root_path"), intern!(py, ""))?;
+        let headers = PyList::empty(py);
+        for (name, value) in &call.headers {
+            headers.append((PyBytes::new(py, name), PyBytes::new(py, value)))?;
+        }
+        scope.set_item(intern!(py, "headers"), headers)?;
+        scope.set_item(intern!(py, "server"), self.server_tuple.bind(py))?;
+        scope.set_item(intern!(py, "client"), py.None())?;
+        if let Some(state) = state {
+            scope.set_item(intern!(py, "state"), state.copy()?)?;
+        }
+        Ok(scope)
+    }
+}
+
+/// Registers the ASGI classes.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<AsgiServer>()?;
+    m.add_class::<AsgiRequest>()?;
+    m.add(
+        "ClientDisconnected",
+        m.py().get_type::<ClientDisconnected>(),
+    )?;
+    Ok(())
+}

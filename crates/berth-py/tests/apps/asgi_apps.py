@@ -1,0 +1,152 @@
+"""ASGI apps for the tests, written as their frameworks' users write them: seed 004's routes
+(``GET /hello/world``, ``POST /reverse``) on Starlette and on FastAPI, and a few routes that
+misbehave on purpose (raise, never answer, stream for ever, wait for the client to leave).
+
+``BERTH_TEST_EVENTS``, if set, is a file the apps append lifespan and disconnect events to, so
+that a test can see what the application saw."""
+
+import asyncio
+import contextlib
+import os
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.routing import Route
+
+
+def record(event: str) -> None:
+    path = os.environ.get("BERTH_TEST_EVENTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(event + "\n")
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    record("startup")
+    yield {"started": "yes"}
+    record("shutdown")
+
+
+async def hello(request: Request):
+    return PlainTextResponse("Hello, World!")
+
+
+async def reverse(request: Request):
+    data = await request.json()
+    return JSONResponse({"data": [v[::-1] for v in data.values()]})
+
+
+async def echo(request: Request):
+    body = await request.body()
+    return PlainTextResponse(
+        body, headers={"X-Query": request.url.query, "X-Agent": request.headers.get("user-agent", "")}
+    )
+
+
+async def state(request: Request):
+    return PlainTextResponse(request.state.started)
+
+
+async def boom(request: Request):
+    raise RuntimeError("the application failed on purpose")
+
+
+async def never(request: Request):
+    await asyncio.sleep(3600)
+
+
+async def stream(request: Request):
+    count = int(request.query_params.get("count", "10"))
+    size = int(request.query_params.get("size", "10"))
+
+    async def parts():
+        for i in range(count):
+            yield bytes([i % 251]) * size
+            if i % 64 == 0:
+                await asyncio.sleep(0)
+    return StreamingResponse(parts(), media_type="application/octet-stream")
+
+
+async def endless(request: Request):
+    async def parts():
+        try:
+            while True:
+                yield b"x" * 1000
+                await asyncio.sleep(0.001)
+        finally:
+            record("endless ended")
+    return StreamingResponse(parts())
+
+
+async def wait_disconnect(request: Request):
+    # Starlette's own way of asking: receive() until http.disconnect.
+    while not await request.is_disconnected():
+        await asyncio.sleep(0.05)
+    record("disconnected")
+    return PlainTextResponse("gone")
+
+
+starlette_app = Starlette(
+    routes=[
+        Route("/hello/world", hello),
+        Route("/reverse", reverse, methods=["POST"]),
+        Route("/echo", echo, methods=["GET", "POST"]),
+        Route("/state", state),
+        Route("/boom", boom),
+        Route("/never", never),
+        Route("/stream", stream),
+        Route("/endless", endless),
+        Route("/wait-disconnect", wait_disconnect),
+    ],
+    lifespan=lifespan,
+)
+
+
+def _fastapi():
+    from fastapi import FastAPI
+
+    api = FastAPI()
+
+    @api.get("/hello/world")
+    async def hello_world():
+        return PlainTextResponse("Hello, World!")
+
+    @api.post("/reverse")
+    async def reverse_json(data: dict):
+        return {"data": [v[::-1] for v in data.values()]}
+
+    @api.get("/items/{item_id}")
+    async def item(item_id: int, q: str = ""):
+        return {"item_id": item_id, "q": q}
+
+    return api
+
+
+try:
+    fastapi_app = _fastapi()
+except ImportError:  # FastAPI is optional: its tests skip
+    fastapi_app = None
+
+
+async def failing_startup(scope, receive, send):
+    """An app whose lifespan startup fails."""
+    assert scope["type"] == "lifespan"
+    await receive()
+    await send({"type": "lifespan.startup.failed", "message": "no database"})
+
+
+async def raw(scope, receive, send):
+    """Seed 004's routes as a bare ASGI callable (no framework): the benchmark's app."""
+    if scope["type"] != "http":
+        return
+    if scope["path"] == "/reverse":
+        body = (await receive())["body"]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": body[::-1]})
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"Hello, World!"})

@@ -1,0 +1,261 @@
+"""ASGI apps on berth's HTTP engine (``python -m berth MODULE:APP --interface asgi``), over real
+sockets with Python's http.client and raw sockets: Starlette and FastAPI apps with seed 004's
+routes run unchanged; lifespan startup state reaches requests and shutdown runs after the
+drain; streamed bodies arrive whole, held back by a slow reader without loss; an app that
+raises costs its own request, one that never answers is answered 504; a client that leaves is
+seen by the app (http.disconnect, and a stream that stops); bad input is answered 400."""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("starlette")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def start(app, *args, env=None):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "berth", app, "--interface", "asgi", "--port", "0", *args],
+        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )
+    line = proc.stdout.readline()
+    assert line.startswith("berth listening on http://"), line + proc.stderr.read()
+    port = int(line.split("http://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
+    return proc, port, line
+
+
+@pytest.fixture
+def events(tmp_path):
+    return tmp_path / "events.txt"
+
+
+@pytest.fixture
+def server(events):
+    proc, port, line = start("apps.asgi_apps:starlette_app", "--app-timeout", "1",
+                             env={"BERTH_TEST_EVENTS": str(events)})
+    yield proc, port
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def request(port, method, path, body=None, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(method, path, body=body, headers=headers or {})
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r, data
+
+
+def seen(events, what, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if events.exists() and what in events.read_text().split("\n"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_starlette_app_with_seed_004s_routes_answers(server):
+    _, port = server
+    r, body = request(port, "GET", "/hello/world")
+    assert (r.status, body) == (200, b"Hello, World!")
+    assert r.getheader("Content-Type").startswith("text/plain")
+    assert r.getheader("Content-Length") == "13"
+    payload = json.dumps({"greeting": "Hello, World!", "name": "berth"})
+    r, body = request(port, "POST", "/reverse", payload, {"Content-Type": "application/json"})
+    assert r.status == 200
+    assert json.loads(body) == {"data": ["!dlroW ,olleH", "htreb"]}
+    r, body = request(port, "POST", "/echo?x=1&y=%C3%A9", b"a" * 100_000, {"User-Agent": "pytest"})
+    assert (r.status, body) == (200, b"a" * 100_000)
+    assert r.getheader("X-Query") == "x=1&y=%C3%A9"
+    assert r.getheader("X-Agent") == "pytest"
+    r, _ = request(port, "GET", "/nowhere")
+    assert r.status == 404
+    r, _ = request(port, "DELETE", "/hello/world")
+    assert r.status == 405
+
+
+def test_a_fastapi_app_answers_unchanged():
+    pytest.importorskip("fastapi")
+    proc, port, _ = start("apps.asgi_apps:fastapi_app")
+    try:
+        r, body = request(port, "GET", "/hello/world")
+        assert (r.status, body) == (200, b"Hello, World!")
+        r, body = request(port, "POST", "/reverse", json.dumps({"a": "abc", "b": "xyz"}),
+                          {"Content-Type": "application/json"})
+        assert (r.status, json.loads(body)) == (200, {"data": ["cba", "zyx"]})
+        r, body = request(port, "GET", "/items/42?q=%C3%A9t%C3%A9")
+        assert (r.status, json.loads(body)) == (200, {"item_id": 42, "q": "été"})
+        r, body = request(port, "GET", "/items/notanumber")
+        assert r.status == 422
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0
+
+
+def test_lifespan_state_reaches_requests_and_shutdown_runs_after_the_drain(server, events):
+    proc, port = server
+    assert seen(events, "startup")
+    r, body = request(port, "GET", "/state")
+    assert (r.status, body) == (200, b"yes")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0
+    assert seen(events, "shutdown", 1)
+
+
+def test_a_failed_lifespan_startup_exits_1_with_its_message():
+    r = subprocess.run([sys.executable, "-m", "berth", "apps.asgi_apps:failing_startup",
+                        "--interface", "asgi", "--port", "0"],
+                       cwd=HERE, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "no database" in r.stderr
+
+
+def test_a_streamed_body_arrives_whole(server):
+    _, port = server
+    r, body = request(port, "GET", "/stream?count=300&size=1000")
+    assert r.status == 200
+    assert r.getheader("Transfer-Encoding") == "chunked"
+    assert body == b"".join(bytes([i % 251]) * 1000 for i in range(300))
+
+
+def test_a_slow_reader_holds_the_app_back_and_loses_nothing(server):
+    _, port = server
+    count, size = 2000, 4096
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    sock.sendall(b"GET /stream?count=%d&size=%d HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+                 % (count, size))
+    time.sleep(1.0)  # the app fills the socket and the stream's window, then waits
+    data = b""
+    while True:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    body = b""
+    while True:
+        line, _, rest = rest.partition(b"\r\n")
+        n = int(line, 16)
+        if n == 0:
+            break
+        body, rest = body + rest[:n], rest[n + 2:]
+    assert body == b"".join(bytes([i % 251]) * size for i in range(count))
+
+
+def test_an_app_that_raises_costs_its_own_request(server):
+    _, port = server
+    r, _ = request(port, "GET", "/boom")
+    assert r.status == 500
+    r, body = request(port, "GET", "/hello/world")
+    assert (r.status, body) == (200, b"Hello, World!")
+
+
+def test_an_app_that_never_answers_is_answered_504(server):
+    _, port = server
+    started = time.monotonic()
+    r, _ = request(port, "GET", "/never")
+    assert r.status == 504
+    assert time.monotonic() - started < 5
+    r, body = request(port, "GET", "/hello/world")
+    assert (r.status, body) == (200, b"Hello, World!")
+
+
+def test_a_client_that_leaves_is_seen_by_the_app(server, events):
+    _, port = server
+    # A client that only half-closes (FIN) may still read its answer: HTTP allows it, so it is
+    # not a disconnect. One that resets has gone.
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /wait-disconnect HTTP/1.1\r\nHost: t\r\n\r\n")
+    time.sleep(0.3)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    sock.close()
+    assert seen(events, "disconnected"), "the app never got http.disconnect"
+    # A stream to a client that resets stops (its generator is closed).
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /endless HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    sock.close()
+    assert seen(events, "endless ended"), "the stream went on after the client left"
+    r, _ = request(port, "GET", "/hello/world")
+    assert r.status == 200
+
+
+def test_garbage_is_answered_400_and_the_server_goes_on(server):
+    _, port = server
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"\x16\x03\x01 not http at all\r\n\r\n")
+    assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+    sock.close()
+    r, _ = request(port, "GET", "/hello/world")
+    assert r.status == 200
+
+
+def test_a_body_over_the_limit_is_answered_413():
+    proc, port, _ = start("apps.asgi_apps:starlette_app", "--max-body", "1000")
+    try:
+        r, _ = request(port, "POST", "/echo", b"a" * 2000)
+        assert r.status == 413
+        r, body = request(port, "POST", "/echo", b"a" * 1000)
+        assert (r.status, body) == (200, b"a" * 1000)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    _, port = server
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    reqs = b"".join(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\n%03d" % i
+                    for i in range(50))
+    sock.sendall(reqs)
+    data = b""
+    while data.count(b"HTTP/1.1 200") < 50 or not data.endswith(b"049"):
+        chunk = sock.recv(65536)
+        assert chunk, data
+        data += chunk
+    bodies = [part.rsplit(b"\r\n\r\n", 1)[1][:3] for part in data.split(b"HTTP/1.1 200")[1:]]
+    assert bodies == [b"%03d" % i for i in range(50)]
+
+
+def test_the_loop_is_uvloop_when_installed():
+    pytest.importorskip("uvloop")
+    proc, _, line = start("apps.asgi_apps:raw")
+    proc.kill()
+    proc.wait()
+    assert "ASGI on uvloop" in line
+    proc, _, line = start("apps.asgi_apps:raw", "--loop", "asyncio")
+    proc.kill()
+    proc.wait()
+    assert "ASGI on asyncio" in line
+
+
+def test_workers_share_the_port_and_sigterm_stops_them_all():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "berth", "apps.asgi_apps:raw", "--interface", "asgi",
+         "--port", str(port), "--workers", "2"],
+        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout.readline().startswith("berth listening")
+    assert proc.stdout.readline().startswith("berth listening")
+    for _ in range(20):
+        r, body = request(port, "GET", "/hello/world")
+        assert body == b"Hello, World!"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0
