@@ -1,17 +1,24 @@
-//! ASGI 3 applications on berth's HTTP engine: the Rust half. berth's I/O threads parse, limit,
-//! time out and write as for any service; each request becomes a *deferred* job (see
-//! `berth::proto::http::stream`) that the I/O thread posts to the [`Bridge`] without touching
-//! Python. The Python half (`berth.asgi`) runs the application on an asyncio loop in the thread
-//! that holds the GIL: the loop watches the bridge's wake socket, and each time it fires takes
-//! every waiting request in one call ([`AsgiServer::take`]): one GIL acquisition per batch of
-//! requests, none per request on the Rust side.
+//! ASGI 3 applications on berth's HTTP engine: the Rust half. berth's event loop parses,
+//! limits, times out and writes as for any service; each request becomes a *deferred* job (see
+//! `berth::proto::http::stream`) posted to the [`Bridge`], a queue the Python half
+//! (`berth.asgi`) drains in one call per batch ([`AsgiServer::take`]): one GIL acquisition per
+//! batch of requests, none per request on the Rust side. The application runs on an asyncio
+//! loop in the thread that holds the GIL. Where berth's loop runs is the engine's choice:
+//!
+//! - **inline** (one `evloop` loop, the default): berth's loop runs on the Python thread,
+//!   between the asyncio loop's callbacks ([`berth::drive::evloop::Inline`]). asyncio watches
+//!   the loop's epoll descriptor; `take` runs one turn with the GIL released, then hands over
+//!   what it produced. No thread hand-off, so no context switch and no wake-up write per
+//!   batch of requests: on a server with one core for it, the cheapest way to reach Python.
+//! - **threads** (`io_threads` > 1, or another model): berth's loops run in their own threads
+//!   and wake the asyncio loop through a socket pair, once per batch (the byte is written only
+//!   when the asyncio loop has found the queue empty).
 //!
 //! ```text
-//!  I/O thread: parse ─> AsgiJob::start ─> Bridge (queue + wake byte) ─┐
-//!                                                                       │ loop.add_reader
-//!  Python loop:  take() ─> [AsgiRequest, ...] ─> app(scope, receive, send) ─┘
-//!                send(start/body) ─> Answer::reply (whole) | StreamWriter::push (streamed)
-//!                                 ─> the connection's owner is woken; no GIL there
+//!  berth loop: parse ─> AsgiJob::start ─> Bridge queue ─┐ take()  (inline: a turn first)
+//!  asyncio:    [AsgiRequest, ...] ─> app(scope, receive, send) <┘
+//!              send(start/body) ─> Answer::reply (whole) | StreamWriter::push (streamed)
+//!                               ─> the connection's loop is woken; no GIL there
 //! ```
 //!
 //! A response is held until its first body message, so that the everyday one-body response
@@ -29,6 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use berth::drive::evloop::Inline;
 use berth::drive::{self, Model, Server, Service, Settings};
 use berth::proto::http::{
     body_stream, Answer, Handled, Handler, Job, Reply, Request, Response, StreamWriter, Version,
@@ -54,14 +62,14 @@ enum Event {
     Room(u64),
 }
 
-/// The queue between berth's I/O threads and the Python loop, and the socket that wakes the
-/// loop when the queue stops being empty.
+/// The queue between berth's loops and the Python loop, and (berth's loops in threads of
+/// their own) the socket that wakes the Python loop when the queue stops being empty.
 struct Bridge {
     tx: Sender<Event>,
     rx: Receiver<Event>,
-    /// Written (one byte) to wake the loop; the loop watches `wake_rx`.
-    wake_tx: UnixStream,
-    wake_rx: UnixStream,
+    /// Written (one byte) to wake the Python loop, which watches the other end; `None` when
+    /// berth's loop runs inline, on the Python thread itself.
+    wake: Option<(UnixStream, UnixStream)>,
     /// The loop found the queue empty and may be asleep: the next post must wake it. Cleared
     /// by the post that wakes it, so a burst of requests costs one wake-up write.
     asleep: AtomicBool,
@@ -69,16 +77,20 @@ struct Bridge {
 }
 
 impl Bridge {
-    fn new() -> io::Result<Bridge> {
-        let (wake_tx, wake_rx) = UnixStream::pair()?;
-        wake_tx.set_nonblocking(true)?;
-        wake_rx.set_nonblocking(true)?;
+    fn new(threads: bool) -> io::Result<Bridge> {
+        let wake = if threads {
+            let (wake_tx, wake_rx) = UnixStream::pair()?;
+            wake_tx.set_nonblocking(true)?;
+            wake_rx.set_nonblocking(true)?;
+            Some((wake_tx, wake_rx))
+        } else {
+            None
+        };
         let (tx, rx) = crossbeam_channel::unbounded();
         Ok(Bridge {
             tx,
             rx,
-            wake_tx,
-            wake_rx,
+            wake,
             asleep: AtomicBool::new(true),
             next_id: AtomicU64::new(1),
         })
@@ -87,9 +99,14 @@ impl Bridge {
     fn post(&self, event: Event) {
         // The receiver lives as long as the bridge.
         let _ = self.tx.send(event);
+        let Some((wake_tx, _)) = &self.wake else {
+            // Inline: the poster is the Python thread's own turn; `take` collects after it.
+            return;
+        };
         if self.asleep.swap(false, Ordering::AcqRel) {
             // A full socket already holds a wake-up byte: nothing is lost.
-            let _ = (&self.wake_tx).write(&[1]);
+            let mut wake_tx: &UnixStream = wake_tx;
+            let _ = wake_tx.write(&[1]);
         }
     }
 }
@@ -375,11 +392,19 @@ fn with_fields(mut reply: Reply, fields: Vec<(String, Vec<u8>)>) -> PyResult<Rep
     Ok(reply)
 }
 
+/// Where berth's loop runs (see the module docs).
+enum Engine {
+    Inline(Mutex<Inline<AsgiHandler>>),
+    Threads(Mutex<Option<Server>>),
+}
+
 /// berth's HTTP engine serving an ASGI app whose loop runs in Python (`berth.asgi`).
 #[pyclass(module = "berth._berth")]
 pub struct AsgiServer {
     bridge: Arc<Bridge>,
-    server: Mutex<Option<Server>>,
+    engine: Engine,
+    /// Inline: the loop is over (drained or stopped).
+    over: AtomicBool,
     /// The address served.
     #[pyo3(get)]
     host: String,
@@ -428,18 +453,40 @@ impl AsgiServer {
         let stats = settings
             .new_stats()
             .map_err(|e| PyOSError::new_err(e.to_string()))?;
-        let bridge = Arc::new(Bridge::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
+        let threads = model != Model::Evloop || io_threads > 1;
+        let bridge = Arc::new(Bridge::new(threads).map_err(|e| PyOSError::new_err(e.to_string()))?);
         let service = Asgi(bridge.clone());
-        let (server, bound) = py
-            .allow_threads(|| drive::serve(&settings, service, stats))
+        let (engine, bound) = if threads {
+            let (server, bound) = py
+                .allow_threads(|| drive::serve(&settings, service, stats))
+                .map_err(|e| PyOSError::new_err(e.to_string()))?;
+            (Engine::Threads(Mutex::new(Some(server))), bound)
+        } else {
+            let (inline, bound) = Inline::bind(
+                addr,
+                &service,
+                &settings.common,
+                &settings.models.evloop,
+                stats,
+            )
             .map_err(|e| PyOSError::new_err(e.to_string()))?;
+            (Engine::Inline(Mutex::new(inline)), bound)
+        };
         let host = bound.ip().to_string();
         let asgi_version = PyDict::new(py);
         asgi_version.set_item("version", "3.0")?;
         asgi_version.set_item("spec_version", "2.4")?;
+        let describe = match engine {
+            Engine::Inline(_) => format!(
+                "model {model} inline on the Python thread, capacity {}",
+                settings.common.capacity
+            ),
+            Engine::Threads(_) => format!("model {model}, {}", settings.describe()),
+        };
         Ok(AsgiServer {
             bridge,
-            server: Mutex::new(Some(server)),
+            engine,
+            over: AtomicBool::new(false),
             server_tuple: PyTuple::new(
                 py,
                 [
@@ -450,7 +497,7 @@ impl AsgiServer {
             .unbind(),
             host,
             port: bound.port(),
-            describe: format!("model {model}, {}", settings.describe()),
+            describe,
             asgi_version: asgi_version.unbind(),
         })
     }
@@ -460,9 +507,41 @@ impl AsgiServer {
         self.describe.clone()
     }
 
-    /// The socket to watch (`loop.add_reader`): readable when requests wait.
+    /// The descriptor to watch (`loop.add_reader`): inline, berth's loop's (readable when it
+    /// has work); else the wake socket (readable when requests wait).
     fn fileno(&self) -> i32 {
-        self.bridge.wake_rx.as_raw_fd()
+        match (&self.engine, &self.bridge.wake) {
+            (Engine::Inline(inline), _) => lock(inline).fd(),
+            (Engine::Threads(_), Some((_, wake_rx))) => wake_rx.as_raw_fd(),
+            (Engine::Threads(_), None) => -1,
+        }
+    }
+
+    /// Whether berth's loop runs inline (`take` turns it; `begin_drain`, not `drain`).
+    #[getter]
+    fn inline(&self) -> bool {
+        matches!(self.engine, Engine::Inline(_))
+    }
+
+    /// Inline: the loop is over (drained or stopped); nothing more will come.
+    fn over(&self) -> bool {
+        self.over.load(Ordering::Acquire)
+    }
+
+    /// Starts a graceful stop (inline: keep calling `take` until `over()`); whatever is left
+    /// after `timeout` seconds is closed.
+    fn begin_drain(&self, timeout: f64) -> PyResult<()> {
+        let grace = Duration::try_from_secs_f64(timeout)
+            .map_err(|_| PyValueError::new_err("timeout is not a number of seconds"))?;
+        match &self.engine {
+            Engine::Inline(inline) => lock(inline).drain(grace),
+            Engine::Threads(server) => {
+                if let Some(server) = lock(server).as_ref() {
+                    server.drain(grace);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Everything waiting, in order: an `AsgiRequest` per new request, an `int` (a request's
@@ -476,11 +555,28 @@ impl AsgiServer {
         woken: bool,
         scope_state: Option<Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        if woken {
-            // One read: each wake-up is one byte, written only while the loop sleeps, so a
-            // few at most wait here.
-            let mut sink = [0u8; 256];
-            let _ = (&self.bridge.wake_rx).read(&mut sink);
+        match (&self.engine, &self.bridge.wake) {
+            (Engine::Inline(inline), _) => {
+                let mut guard = lock(inline);
+                let inline: &mut Inline<AsgiHandler> = &mut guard;
+                let going = py.allow_threads(|| inline.turn());
+                match going {
+                    Ok(true) => {}
+                    Ok(false) => self.over.store(true, Ordering::Release),
+                    Err(e) => {
+                        self.over.store(true, Ordering::Release);
+                        return Err(PyOSError::new_err(format!("berth's loop failed: {e}")));
+                    }
+                }
+            }
+            (Engine::Threads(_), Some((_, wake_rx))) if woken => {
+                // One read: each wake-up is one byte, written only while the loop sleeps, so
+                // a few at most wait here.
+                let mut sink = [0u8; 256];
+                let mut wake_rx: &UnixStream = wake_rx;
+                let _ = wake_rx.read(&mut sink);
+            }
+            _ => {}
         }
         let out = PyList::empty(py);
         loop {
@@ -509,7 +605,14 @@ impl AsgiServer {
     fn drain(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let grace = Duration::try_from_secs_f64(timeout)
             .map_err(|_| PyValueError::new_err("timeout is not a number of seconds"))?;
-        let server = self.server.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let server = match &self.engine {
+            Engine::Threads(server) => lock(server).take(),
+            Engine::Inline(_) => {
+                return Err(PyRuntimeError::new_err(
+                    "inline: call begin_drain and keep taking until over()",
+                ))
+            }
+        };
         if let Some(server) = server {
             py.allow_threads(|| {
                 server.drain(grace);
@@ -518,6 +621,11 @@ impl AsgiServer {
         }
         Ok(())
     }
+}
+
+/// Locks, ignoring poisoning (each change under these locks is one call).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl AsgiServer {

@@ -81,12 +81,19 @@ class AsgiServer:
         max_body: Optional[int] = ...,
         max_connections: Optional[int] = ...,
     ) -> None: ...
+    inline: bool
     def describe(self) -> str: ...
     def fileno(self) -> int:
-        """The wake socket: readable when requests wait."""
+        """Inline: berth's loop's epoll descriptor; else the wake socket. Readable when there
+        is work for ``take``."""
+    def over(self) -> bool:
+        """Inline: berth's loop has finished (drained or stopped)."""
+    def begin_drain(self, timeout: float) -> None:
+        """Starts a graceful stop; inline, keep calling ``take`` until ``over()``."""
     def take(
         self, woken: bool, scope_state: Optional[Dict[str, Any]] = ...
     ) -> List[Union[AsgiRequest, int]]:
-        """Every waiting request, and the ids of streams with room again."""
+        """Every waiting request, and the ids of streams with room again (inline: after one
+        turn of berth's loop, GIL released)."""
     def drain(self, timeout: float) -> None:
         """Stops taking connections; waits for the requests in flight (GIL released)."""

@@ -1,11 +1,14 @@
 """ASGI 3 applications on berth's HTTP engine: the Python half.
 
-berth's I/O threads (Rust) parse, limit, time out and write; this module runs the application
-on an asyncio loop (uvloop when installed) in the thread that holds the GIL. The loop watches
-the engine's wake socket; each time it fires, one call (``AsgiServer.take``) hands over every
-request that arrived meanwhile: one GIL acquisition per batch, none per request on the Rust
-side. Each request runs as an asyncio task, so frameworks that need a current task (anyio:
-Starlette, FastAPI) work unchanged.
+berth's event loop (Rust) parses, limits, times out and writes; this module runs the
+application on an asyncio loop (uvloop when installed) in the thread that holds the GIL. By
+default berth's loop runs on that same thread, between asyncio's callbacks: asyncio watches
+berth's epoll descriptor, and each time it is readable one call (``AsgiServer.take``) turns
+berth's loop with the GIL released and hands over every request it read: one GIL acquisition
+per batch, no thread hand-off. With ``io_threads`` above 1 (or another model) berth's loops run
+in threads of their own and wake asyncio through a socket, once per batch. Each request runs
+as an asyncio task, so frameworks that need a current task (anyio: Starlette, FastAPI) work
+unchanged.
 
 What the application gets (ASGI 3, HTTP spec 2.4):
 
@@ -103,13 +106,20 @@ class _Runner:
         self.inflight: Dict[int, Any] = {}
         self.room_waiters: Dict[int, asyncio.Future] = {}
         self.disconnect_waiters: Dict[int, asyncio.Future] = {}
+        # Set once berth's loop is over (inline: drained).
+        self.over: Optional[asyncio.Future] = None
 
     # -- the engine's side -------------------------------------------------------------------
 
     def ready(self, woken: bool = True) -> None:
-        """Takes every waiting request (one call for the batch) and starts a task for each;
-        comes back after those tasks' first steps while requests keep coming."""
-        batch = self.server.take(woken, self.state)
+        """Takes every waiting request (one call for the batch; inline, after a turn of
+        berth's loop) and starts a task for each. With berth's loops in threads, comes back
+        after those tasks' first steps while requests keep coming; inline, their answers wake
+        berth's descriptor, which brings the next turn."""
+        server = self.server
+        batch = server.take(woken, self.state)
+        if server.inline and server.over() and self.over is not None and not self.over.done():
+            self.over.set_result(None)
         if not batch:
             return
         create_task = self.loop.create_task
@@ -123,7 +133,8 @@ class _Runner:
                 continue
             task = create_task(self.handle(item))
             inflight[item.id] = (task, item, now)
-        self.loop.call_soon(self.ready, False)
+        if not server.inline:
+            self.loop.call_soon(self.ready, False)
 
     async def handle(self, req) -> None:
         cycle = _Cycle(req, self)
@@ -168,7 +179,9 @@ class _Runner:
 
     def tick(self) -> None:
         """Tells waiting receivers their client has gone; cancels applications that have not
-        started a response within the timeout."""
+        started a response within the timeout; inline, turns berth's loop for its deadlines."""
+        if self.server.inline:
+            self.ready(False)
         for rid, fut in list(self.disconnect_waiters.items()):
             entry = self.inflight.get(rid)
             if entry is not None and entry[1].disconnected() and not fut.done():
@@ -278,7 +291,13 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
         runner.ready(False)
         await stop
         # The loop keeps answering while the engine drains.
-        await ev.run_in_executor(None, server.drain, shutdown_timeout)
+        if server.inline:
+            runner.over = ev.create_future()
+            server.begin_drain(shutdown_timeout)
+            runner.ready(False)
+            await runner.over
+        else:
+            await ev.run_in_executor(None, server.drain, shutdown_timeout)
         ev.remove_reader(server.fileno())
         if shutdown is not None:
             await shutdown()

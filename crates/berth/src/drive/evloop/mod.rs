@@ -17,6 +17,10 @@
 //! slab is full is accepted, sent the service's refusal, closed and counted: never left to rot
 //! in the backlog.
 
+mod inline;
+
+pub use inline::Inline;
+
 use std::io;
 use std::net::TcpListener as StdListener;
 
@@ -166,35 +170,11 @@ pub fn spawn<S: Service>(
         let thread = std::thread::Builder::new()
             .name(format!("berth-loop-{id}"))
             .spawn(move || {
-                let handler = service.handler(id);
-                let mut ev = EventLoop {
-                    files: service.files(),
+                let parts = Parts {
                     id,
                     owner: index,
                     poll,
-                    listener: Some(listener),
-                    draining: false,
-                    conns: Slab::with_capacity(config.capacity),
-                    pool: BufPool::new(
-                        config.buffer_size,
-                        config.pooled_buffers,
-                        config.pooled_buffers / 4,
-                    ),
-                    date: DateCache::default(),
-                    max_input: config.limits.max_header_bytes
-                        + config.limits.max_body_bytes
-                        + config.buffer_size,
-                    handler,
-                    refusal: config.transport.refusal(service.refusal()),
-                    accept_paused: false,
-                    wheel: Wheel::new(
-                        TIMER_RESOLUTION,
-                        TIMER_SLOTS,
-                        config.capacity,
-                        Instant::now(),
-                    ),
-                    due: Vec::with_capacity(1024),
-                    now: Instant::now(),
+                    listener,
                     queue,
                     loops,
                     replies,
@@ -202,6 +182,7 @@ pub fn spawn<S: Service>(
                     ctl,
                     config,
                 };
+                let mut ev = EventLoop::new(&service, parts);
                 if let Err(e) = ev.run() {
                     log::error!("event loop {id} failed: {e}");
                 }
@@ -211,6 +192,20 @@ pub fn spawn<S: Service>(
     let server = Server::new(ctl, threads);
     server.ctl.wake_on_stop(wakers);
     Ok(server)
+}
+
+/// What a loop is made of, besides its service's handler.
+struct Parts<J> {
+    id: usize,
+    owner: usize,
+    poll: Poll,
+    listener: TcpListener,
+    queue: Option<Sender<Task<J, LoopConn>>>,
+    loops: Arc<Vec<LoopQueue>>,
+    replies: Receiver<(usize, Done)>,
+    stats: Arc<Stats>,
+    ctl: Arc<Control>,
+    config: Flat,
 }
 
 struct EventLoop<H: Handler> {
@@ -251,18 +246,78 @@ struct EventLoop<H: Handler> {
 }
 
 impl<H: Handler> EventLoop<H> {
+    /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
+    fn new<S: Service<Handler = H>>(service: &S, p: Parts<H::Job>) -> Self {
+        let config = p.config;
+        EventLoop {
+            files: service.files(),
+            id: p.id,
+            owner: p.owner,
+            poll: p.poll,
+            listener: Some(p.listener),
+            draining: false,
+            conns: Slab::with_capacity(config.capacity),
+            pool: BufPool::new(
+                config.buffer_size,
+                config.pooled_buffers,
+                config.pooled_buffers / 4,
+            ),
+            date: DateCache::default(),
+            max_input: config.limits.max_header_bytes
+                + config.limits.max_body_bytes
+                + config.buffer_size,
+            handler: service.handler(p.id),
+            refusal: config.transport.refusal(service.refusal()),
+            accept_paused: false,
+            wheel: Wheel::new(
+                TIMER_RESOLUTION,
+                TIMER_SLOTS,
+                config.capacity,
+                Instant::now(),
+            ),
+            due: Vec::with_capacity(1024),
+            now: Instant::now(),
+            queue: p.queue,
+            loops: p.loops,
+            replies: p.replies,
+            stats: p.stats,
+            ctl: p.ctl,
+            config,
+        }
+    }
+
     fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(self.config.events);
-        while !self.ctl.stop_now() {
+        while self.turn(&mut events, true)? {}
+        self.close_all();
+        Ok(())
+    }
+
+    /// Closes every connection: the loop is over.
+    fn close_all(&mut self) {
+        for key in self.conns.iter().map(|(k, _)| k).collect::<Vec<_>>() {
+            self.finish(key);
+        }
+    }
+
+    /// One round: poll (waiting for the next event or deadline if `block`, else not at all),
+    /// then take finished jobs, accept, pump what is ready and expire what is due. False once
+    /// the loop is over: asked to stop, or drained.
+    fn turn(&mut self, events: &mut Events, block: bool) -> io::Result<bool> {
+            if self.ctl.stop_now() {
+                return Ok(false);
+            }
             if self.ctl.draining() {
                 if !self.draining {
                     self.begin_drain();
                 }
                 if self.conns.is_empty() {
-                    break;
+                    return Ok(false);
                 }
             }
-            let timeout = if self.accept_paused {
+            let timeout = if !block {
+                Some(Duration::ZERO)
+            } else if self.accept_paused {
                 Some(ACCEPT_RETRY)
             } else if !self.conns.is_empty() {
                 Some(self.wheel.resolution())
@@ -275,11 +330,11 @@ impl<H: Handler> EventLoop<H> {
             } else {
                 Some(Duration::ZERO)
             };
-            let polled = self.poll.poll(&mut events, timeout);
+            let polled = self.poll.poll(events, timeout);
             self.loops[self.owner].awake();
             match polled {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(true),
                 Err(e) => return Err(e),
             }
             self.date.refresh();
@@ -316,11 +371,7 @@ impl<H: Handler> EventLoop<H> {
                 }
             }
             self.expire_due();
-        }
-        for key in self.conns.iter().map(|(k, _)| k).collect::<Vec<_>>() {
-            self.finish(key);
-        }
-        Ok(())
+        Ok(true)
     }
 
     fn accept(&mut self) {

@@ -1,0 +1,125 @@
+//! One `evloop` loop run by its caller instead of a thread of its own: for an embedder whose
+//! own event loop must share the thread (a Python asyncio loop serving ASGI apps). The caller
+//! watches [`Inline::fd`] (the loop's epoll descriptor, readable when the loop has work:
+//! socket readiness, a finished job, a stop) in its own poll, and calls [`Inline::turn`] when
+//! it is readable and now and then for the deadlines (the timing wheel's resolution is
+//! [`TIMER_RESOLUTION`](super::TIMER_RESOLUTION)).
+//!
+//! Deferred jobs started by the handler may be answered on the same thread (the embedder's
+//! loop answers them between turns): an answer given while the loop is between turns wakes
+//! its descriptor, so the caller's poll returns and the next turn writes it. A burst of answers
+//! costs one wake-up.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+
+use berth_proto::http::Handler;
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Waker};
+
+use super::{Config, EventLoop, Flat, Parts, LISTENER, WAKER};
+use crate::drive::registry::{bind_one, bind_error};
+use crate::drive::workers::LoopQueue;
+use crate::drive::{Common, Service};
+use crate::net::BindError;
+use crate::rt::Control;
+use crate::stats::Stats;
+
+/// An `evloop` loop with no thread: see the module docs.
+pub struct Inline<H: Handler> {
+    ev: EventLoop<H>,
+    events: Events,
+    ctl: Arc<Control>,
+    over: bool,
+}
+
+impl<H: Handler> Inline<H> {
+    /// Binds `addr` and makes a loop serving `service` on it, with `common.workers` workers
+    /// for its offloaded jobs (deferred jobs need none). Returns the loop and the address
+    /// bound. Nothing is served until the first [`Inline::turn`].
+    pub fn bind<S: Service<Handler = H>>(
+        addr: SocketAddr,
+        service: &S,
+        common: &Common,
+        config: &Config,
+        stats: Arc<Stats>,
+    ) -> Result<(Inline<H>, SocketAddr), BindError> {
+        let (listener, bound) = bind_one(addr, common)?;
+        let make = || -> io::Result<Inline<H>> {
+            let config = Flat::new(common, config);
+            let poll = Poll::new()?;
+            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+            let (tx, replies) = crossbeam_channel::unbounded();
+            let loops = Arc::new(vec![LoopQueue::new(tx, waker.clone(), config.capacity)]);
+            let (queue_tx, queue_rx) = crossbeam_channel::bounded(config.queue_capacity.max(1));
+            // The workers stop when the queue's last sender (the loop's) is dropped.
+            let _workers = crate::drive::workers::spawn(config.workers, queue_rx, stats.clone())?;
+            let queue = (config.workers > 0).then_some(queue_tx);
+            listener.set_nonblocking(true)?;
+            let mut listener = TcpListener::from_std(listener);
+            poll.registry()
+                .register(&mut listener, LISTENER, Interest::READABLE)?;
+            let ctl = Arc::new(Control::default());
+            ctl.wake_on_stop([waker]);
+            let parts = Parts {
+                id: config.first_thread,
+                owner: 0,
+                poll,
+                listener,
+                queue,
+                loops,
+                replies,
+                stats,
+                ctl: ctl.clone(),
+                config,
+            };
+            Ok(Inline {
+                ev: EventLoop::new(service, parts),
+                events: Events::with_capacity(1024),
+                ctl,
+                over: false,
+            })
+        };
+        let inline = make().map_err(bind_error(addr))?;
+        Ok((inline, bound))
+    }
+
+    /// The descriptor to watch: readable when a [`Inline::turn`] has work.
+    pub fn fd(&self) -> RawFd {
+        self.ev.poll.as_raw_fd()
+    }
+
+    /// Does whatever is ready, without waiting; then marks the loop asleep, so that an answer
+    /// given before the next turn wakes [`Inline::fd`]. False once the loop is over (stopped,
+    /// or drained): every connection is closed then.
+    pub fn turn(&mut self) -> io::Result<bool> {
+        if self.over {
+            return Ok(false);
+        }
+        if !self.ev.turn(&mut self.events, false)? {
+            self.over = true;
+            self.ev.close_all();
+            return Ok(false);
+        }
+        // Answers that came in during the turn are written now rather than after a wake-up.
+        let loops = self.ev.loops.clone();
+        while !loops[self.ev.owner].about_to_sleep(|| !self.ev.replies.is_empty()) {
+            self.ev.take_replies();
+        }
+        Ok(true)
+    }
+
+    /// Starts a graceful stop: no new connections; idle ones close; requests in flight are
+    /// answered; whatever is left after `timeout` is closed. Keep turning until
+    /// [`Inline::turn`] says the loop is over.
+    pub fn drain(&self, timeout: std::time::Duration) {
+        self.ctl.drain(timeout);
+    }
+
+    /// Stops now: the next turn closes every connection.
+    pub fn shutdown(&self) {
+        self.ctl.shutdown();
+    }
+}
