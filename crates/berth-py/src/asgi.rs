@@ -394,7 +394,7 @@ fn with_fields(mut reply: Reply, fields: Vec<(String, Vec<u8>)>) -> PyResult<Rep
 
 /// Where berth's loop runs (see the module docs).
 enum Engine {
-    Inline(Mutex<Inline<AsgiHandler>>),
+    Inline(Box<Mutex<Inline<AsgiHandler>>>),
     Threads(Mutex<Option<Server>>),
 }
 
@@ -470,7 +470,7 @@ impl AsgiServer {
                 stats,
             )
             .map_err(|e| PyOSError::new_err(e.to_string()))?;
-            (Engine::Inline(Mutex::new(inline)), bound)
+            (Engine::Inline(Box::new(Mutex::new(inline))), bound)
         };
         let host = bound.ip().to_string();
         let asgi_version = PyDict::new(py);
