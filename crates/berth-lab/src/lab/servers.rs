@@ -57,11 +57,12 @@ pub struct ServerDef {
 }
 
 /// Every peer the lab knows, whether installed here or not (the names `--only` takes).
-pub const PEERS: [&str; 9] = [
+pub const PEERS: [&str; 10] = [
     "python-threaded",
     "python-asyncio",
     "python-uvloop",
     "granian",
+    "berth-asgi",
     "node",
     "go",
     "rust-hyper",
@@ -253,6 +254,34 @@ pub fn peers(
                 ))
             } else {
                 Err("needs granian (pip install granian)".into())
+            }
+        })
+    });
+    // berth's own ASGI front (`python -m berth`, crates/berth-py) on the same ASGI app as
+    // granian: the Python peers' cost, with berth's engine under the application.
+    add("berth-asgi", ALL_ROUTES, &mut || {
+        python.clone().and_then(|py| {
+            if succeeds(Command::new(&py).args(["-c", "import berth.asgi"])) {
+                Ok(Launch::Argv(
+                    [
+                        py.as_str(),
+                        "-m",
+                        "berth",
+                        "asgi_app:app",
+                        "--interface",
+                        "asgi",
+                        "--app-dir",
+                        &peers_dir.to_string_lossy(),
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        "{port}",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                ))
+            } else {
+                Err("needs berth's Python package (pip install ./crates/berth-py)".into())
             }
         })
     });
@@ -672,6 +701,7 @@ mod tests {
             why(&skipped, "granian"),
             "needs granian (pip install granian)"
         );
+        assert!(why(&skipped, "berth-asgi").contains("pip install ./crates/berth-py"));
         assert!(why(&skipped, "python-uvloop").contains("pip install uvloop"));
         assert!(!skipped.iter().any(|s| s.name == "python-asyncio"));
         for name in ["rust-hyper", "rust-hyper-mt"] {

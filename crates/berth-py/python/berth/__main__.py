@@ -20,11 +20,11 @@ import sys
 from ._berth import serve_wsgi
 
 
-def load(target: str):
+def load(target: str, app_dir: str = "."):
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise ValueError("expected MODULE:APP, got {!r}".format(target))
-    sys.path.insert(0, os.getcwd())
+    sys.path.insert(0, os.path.abspath(app_dir))
     module = importlib.import_module(module_name)
     app = module
     for part in attr.split("."):
@@ -37,6 +37,7 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("app", metavar="MODULE:APP")
     ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--app-dir", default=".", help="where MODULE is looked for (default: here)")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--interface", choices=("wsgi", "asgi"), default="wsgi")
     ap.add_argument("--workers", type=int, default=1, help="processes sharing the port")
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
     if args.workers > 1 and args.port == 0:
         ap.error("--workers above 1 needs a fixed --port (each process would pick its own)")
     try:
-        app = load(args.app)
+        app = load(args.app, args.app_dir)
     except (ImportError, AttributeError, ValueError) as e:
         print("berth: cannot load {}: {}".format(args.app, e), file=sys.stderr)
         return 1
