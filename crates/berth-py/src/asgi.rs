@@ -39,13 +39,17 @@ use std::time::Duration;
 use berth::drive::evloop::Inline;
 use berth::drive::{self, Model, Server, Service, Settings};
 use berth::proto::http::{
-    body_stream, Answer, Handled, Handler, Job, Reply, Request, Response, StreamWriter, Version,
+    body_stream, Answer, BodyStream, Handled, Handler, Job, Popped, Reply, Request, Response,
+    StreamWriter, Version,
 };
 use crossbeam_channel::{Receiver, Sender};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use pyo3::{create_exception, intern};
+
+/// Most of a streamed request body one `receive` hands over.
+const READ_MAX: usize = 256 * 1024;
 
 create_exception!(
     _berth,
@@ -58,8 +62,9 @@ create_exception!(
 enum Event {
     /// A request, and where its answer goes.
     Call(Box<Call>, Answer),
-    /// The streamed body of request `id` has room again (or its connection went).
-    Room(u64),
+    /// Something changed for request `id`: its streamed response body has room again, its
+    /// streamed request body has more, or its connection went.
+    Wake(u64),
 }
 
 /// The queue between berth's loops and the Python loop, and (berth's loops in threads of
@@ -120,6 +125,8 @@ struct Call {
     version: Version,
     headers: Vec<(Vec<u8>, Vec<u8>)>,
     body: Vec<u8>,
+    /// The body, while it arrives (a request whose body was not all in with its head).
+    stream: Option<BodyStream>,
 }
 
 /// The job an I/O thread starts for each request: posts it to the loop and returns.
@@ -136,6 +143,12 @@ impl Job for AsgiJob {
     }
 
     fn start(self, answer: Answer) {
+        if let Some(stream) = &self.call.stream {
+            // The connection is told when the app makes room; the app when bytes come.
+            stream.on_room(answer.waker());
+            let (bridge, id) = (self.bridge.clone(), self.call.id);
+            stream.on_data(move || bridge.post(Event::Wake(id)));
+        }
         self.bridge.post(Event::Call(self.call, answer));
     }
 }
@@ -159,8 +172,24 @@ impl Service for Asgi {
 
 impl Handler for AsgiHandler {
     type Job = AsgiJob;
+    const STREAMS_BODY: bool = true;
 
     fn handle(&mut self, req: &Request<'_>, _res: &mut Response<'_>) -> Handled<AsgiJob> {
+        self.call(req, None)
+    }
+
+    fn handle_streamed(
+        &mut self,
+        req: &Request<'_>,
+        body: BodyStream,
+        _res: &mut Response<'_>,
+    ) -> Handled<AsgiJob> {
+        self.call(req, Some(body))
+    }
+}
+
+impl AsgiHandler {
+    fn call(&mut self, req: &Request<'_>, stream: Option<BodyStream>) -> Handled<AsgiJob> {
         let call = Call {
             id: self.0.next_id.fetch_add(1, Ordering::Relaxed),
             method: req.method.as_str(),
@@ -173,6 +202,7 @@ impl Handler for AsgiHandler {
                 .map(|h| (h.name.to_ascii_lowercase().into_bytes(), h.value.to_vec()))
                 .collect(),
             body: req.body.to_vec(),
+            stream,
         };
         Handled::Offload(AsgiJob {
             call: Box::new(call),
@@ -230,6 +260,8 @@ struct AsgiRequest {
     #[pyo3(get)]
     scope: Py<PyDict>,
     body: Option<Vec<u8>>,
+    /// The body while it arrives, instead of `body`.
+    stream: Option<BodyStream>,
     answer: Option<Answer>,
     progress: Progress,
     bridge: Arc<Bridge>,
@@ -252,10 +284,30 @@ fn berths_own(name: &str) -> bool {
 
 #[pymethods]
 impl AsgiRequest {
-    /// The request body (the whole of it, once; then empty).
-    fn take_body<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let body = self.body.take().unwrap_or_default();
-        PyBytes::new(py, &body)
+    /// The next piece of the request body and whether more follows: the whole body at once if
+    /// it came with the head, else what has arrived (`None`: nothing yet, wait for this
+    /// request's wake event). Raises `ClientDisconnected` if the body was cut short.
+    fn read_body<'py>(&mut self, py: Python<'py>) -> PyResult<Option<(Bound<'py, PyBytes>, bool)>> {
+        if let Some(body) = self.body.take() {
+            return Ok(Some((PyBytes::new(py, &body), false)));
+        }
+        let Some(stream) = &self.stream else {
+            return Ok(Some((PyBytes::new(py, b""), false)));
+        };
+        match stream.pop(READ_MAX) {
+            Popped::Data(data) => Ok(Some((PyBytes::new(py, &data), true))),
+            Popped::Ended => {
+                self.stream = None;
+                Ok(Some((PyBytes::new(py, b""), false)))
+            }
+            Popped::Empty => Ok(None),
+            Popped::Aborted => {
+                self.stream = None;
+                Err(ClientDisconnected::new_err(
+                    "the request body was cut short (the client went, or sent it too slowly or malformed)",
+                ))
+            }
+        }
     }
 
     /// `http.response.start`: held until the first body message.
@@ -309,7 +361,7 @@ impl AsgiRequest {
             Progress::Started { status, fields } => {
                 let (writer, stream) = body_stream();
                 let (bridge, id) = (self.bridge.clone(), self.id);
-                writer.on_room(move || bridge.post(Event::Room(id)));
+                writer.on_room(move || bridge.post(Event::Wake(id)));
                 let reply = with_fields(Reply::streamed(status, body.to_vec(), stream), fields)?;
                 if let Some(answer) = self.answer.take() {
                     answer.reply(reply);
@@ -637,13 +689,18 @@ impl AsgiServer {
         state: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<()> {
         match event {
-            Event::Room(id) => out.append(id),
+            Event::Wake(id) => out.append(id),
             Event::Call(call, answer) => {
                 let scope = self.scope(py, &call, state)?;
+                let (body, stream) = match call.stream {
+                    Some(stream) => (None, Some(stream)),
+                    None => (Some(call.body), None),
+                };
                 let request = AsgiRequest {
                     id: call.id,
                     scope: scope.unbind(),
-                    body: Some(call.body),
+                    body,
+                    stream,
                     answer: Some(answer),
                     progress: Progress::Idle,
                     bridge: self.bridge.clone(),

@@ -155,6 +155,37 @@ def test_a_slow_reader_holds_the_app_back_and_loses_nothing(server):
     assert body == b"".join(bytes([i % 251]) * size for i in range(count))
 
 
+def test_a_request_body_streams_to_the_app_as_it_arrives(server, events):
+    _, port = server
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    sock.sendall(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 600000\r\n\r\n")
+    sock.sendall(b"a" * 300_000)
+    # The app has the first half before the second is sent.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if events.exists() and "chunk" in events.read_text():
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the app saw none of the body before it was all sent")
+    sock.sendall(b"b" * 300_000)
+    data = b""
+    while b"received" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, data
+        data += chunk
+    assert data.endswith(b"received 600000")
+    # Chunked, and the connection goes on.
+    body = b"".join(b"%x\r\n%s\r\n" % (n, b"x" * n) for n in (1, 5000, 70000, 3))
+    sock.sendall(b"POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 + body + b"0\r\n\r\n")
+    data = b""
+    while b"received 75004" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, data
+        data += chunk
+
+
 def test_an_app_that_raises_costs_its_own_request(server):
     _, port = server
     r, _ = request(port, "GET", "/boom")

@@ -3,7 +3,9 @@
 //! chunks as it is made. The body arrives whole and in order (chunked for HTTP/1.1, ended by
 //! the close for HTTP/1.0, nothing for HEAD), the connection goes on with the next request, a
 //! slow reader holds the producer back instead of filling memory, a client that leaves stops
-//! the producer, and an answer dropped unanswered is a 500, not a hung connection.
+//! the producer, and an answer dropped unanswered is a 500, not a hung connection. Request
+//! bodies stream the other way: a handler that asks for it gets the body while it arrives
+//! (in the models that wait on readiness; the blocking ones hand it over whole).
 
 #[path = "support/server.rs"]
 mod server;
@@ -24,6 +26,10 @@ struct Seen {
     full: AtomicUsize,
     /// Producers that found their connection gone.
     gone: AtomicUsize,
+    /// Request body bytes the uploads have taken so far.
+    taken: AtomicUsize,
+    /// Uploads whose body was cut short (aborted).
+    aborted: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -43,6 +49,14 @@ enum Work {
     Whole,
     /// Drop the answer without answering.
     Drop,
+    /// Read the request body (streamed, or whole), `pause` between reads; answer its length
+    /// and checksum. With `early`, answer before reading any of it.
+    Upload {
+        stream: Option<berth::proto::http::BodyStream>,
+        whole: Vec<u8>,
+        pause: Duration,
+        early: bool,
+    },
 }
 
 struct Deferred {
@@ -70,6 +84,12 @@ fn produce(work: Work, answer: Answer, seen: &Seen) {
             return answer.reply(Reply::new(200, "text/plain", b"whole".to_vec()));
         }
         Work::Drop => return drop(answer),
+        Work::Upload {
+            stream,
+            whole,
+            pause,
+            early,
+        } => return upload(stream, whole, pause, early, answer, seen),
         Work::Stream { count, size, pause } => (count, size, pause),
     };
     let (writer, stream) = body_stream();
@@ -101,6 +121,53 @@ fn produce(work: Work, answer: Answer, seen: &Seen) {
     writer.end();
 }
 
+/// Reads a request body as it arrives and answers `len=N sum=S`.
+fn upload(
+    stream: Option<berth::proto::http::BodyStream>,
+    whole: Vec<u8>,
+    pause: Duration,
+    early: bool,
+    answer: Answer,
+    seen: &Seen,
+) {
+    let summary = |len: usize, sum: u64| format!("len={len} sum={sum}").into_bytes();
+    let Some(stream) = stream else {
+        let sum = whole.iter().map(|&b| b as u64).sum();
+        seen.taken.fetch_add(whole.len(), Ordering::SeqCst);
+        return answer.reply(Reply::new(200, "text/plain", summary(whole.len(), sum)));
+    };
+    if early {
+        return answer.reply(Reply::new(200, "text/plain", b"early".to_vec()));
+    }
+    // A thread reads; the connection is told when the stream has room again.
+    stream.on_room(answer.waker());
+    let (mut len, mut sum) = (0usize, 0u64);
+    let mut out = Vec::new();
+    loop {
+        out.clear();
+        match stream.take(
+            &mut out,
+            1 << 20,
+            false,
+            false,
+            Some(Duration::from_secs(20)),
+        ) {
+            berth::proto::http::Taken::Bytes(_) => {
+                len += out.len();
+                sum += out.iter().map(|&b| b as u64).sum::<u64>();
+                seen.taken.fetch_add(out.len(), Ordering::SeqCst);
+                std::thread::sleep(pause);
+            }
+            berth::proto::http::Taken::Ended => break,
+            _ => {
+                seen.aborted.fetch_add(1, Ordering::SeqCst);
+                return answer.reply(Reply::new(400, "text/plain", b"cut short".to_vec()));
+            }
+        }
+    }
+    answer.reply(Reply::new(200, "text/plain", summary(len, sum)));
+}
+
 /// `len` bytes of the body from offset `from`.
 fn pattern(from: usize, len: usize) -> Vec<u8> {
     (from..from + len).map(|i| (i % 251) as u8).collect()
@@ -115,6 +182,23 @@ impl Service for Streams {
 
 impl Handler for StreamsHandler {
     type Job = Deferred;
+    const STREAMS_BODY: bool = true;
+
+    fn handle_streamed(
+        &mut self,
+        req: &Request<'_>,
+        body: berth::proto::http::BodyStream,
+        res: &mut Response<'_>,
+    ) -> Handled<Deferred> {
+        if req.path.starts_with("/upload") {
+            return Handled::Offload(Deferred {
+                work: upload_work(req, Some(body), Vec::new()),
+                seen: self.0.clone(),
+            });
+        }
+        self.handle(req, res)
+    }
+
     fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<Deferred> {
         let arg = |name: &str, default: usize| {
             req.query
@@ -130,6 +214,7 @@ impl Handler for StreamsHandler {
                 pause: Duration::from_millis(arg("pause", 5) as u64),
             },
             "/whole" => Work::Whole,
+            "/upload" => upload_work(req, None, req.body.to_vec()),
             "/drop" => Work::Drop,
             _ => {
                 res.send(200, "text/plain", b"inline");
@@ -140,6 +225,20 @@ impl Handler for StreamsHandler {
             work,
             seen: self.0.clone(),
         })
+    }
+}
+
+fn upload_work(
+    req: &Request<'_>,
+    stream: Option<berth::proto::http::BodyStream>,
+    whole: Vec<u8>,
+) -> Work {
+    let query = req.query.unwrap_or("");
+    Work::Upload {
+        stream,
+        whole,
+        pause: Duration::from_millis(if query.contains("slow") { 2 } else { 0 }),
+        early: query.contains("early"),
     }
 }
 
@@ -350,4 +449,133 @@ fn an_answer_dropped_unanswered_is_a_500() {
         assert_eq!(client.get("/whole").text(), "whole", "{model}");
         srv.stop();
     }
+}
+
+/// The models that read a connection while its job runs stream request bodies; the others
+/// hand the body over whole. Either way the job sees every byte.
+fn streams(model: Model) -> bool {
+    matches!(model, Model::Evloop | Model::Prefork | Model::Actor)
+}
+
+fn sum(bytes: &[u8]) -> u64 {
+    bytes.iter().map(|&b| b as u64).sum()
+}
+
+/// A request body reaches the job while it arrives (the job has the first half before the
+/// client sends the second), whole and in order, with a Content-Length or chunked, in every
+/// model; the connection then serves the next request.
+#[test]
+fn a_request_body_streams_to_its_job_as_it_arrives() {
+    for model in Model::ALL {
+        let (srv, seen) = start(model);
+        let body = pattern(0, 900 * 1024);
+        let (first, second) = body.split_at(body.len() / 2);
+        let mut sock = connect(&srv);
+        let head = format!(
+            "POST /upload?slow HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        sock.write_all(head.as_bytes()).unwrap();
+        sock.write_all(first).unwrap();
+        // (prefork's job runs in a worker process, where this test cannot count.)
+        if streams(model) && model != Model::Prefork {
+            let got = server::wait_for(Duration::from_secs(10), || {
+                seen.taken.load(Ordering::SeqCst) >= first.len() / 2
+            });
+            assert!(
+                got,
+                "{model}: the job had none of the body before it was all sent"
+            );
+        }
+        sock.write_all(second).unwrap();
+        sock.write_all(b"GET /inline HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.ends_with(b"inline"));
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let want = format!("len={} sum={}", body.len(), sum(&body));
+        assert!(text.contains(&want), "{model}: {text}");
+
+        // Chunked, in uneven chunks.
+        let mut sock = connect(&srv);
+        let mut req =
+            b"POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        let mut at = 0;
+        for size in [1, 7000, 65536, 3, 200_000].into_iter().cycle().take(40) {
+            let end = (at + size).min(body.len());
+            req.extend_from_slice(format!("{:x}\r\n", end - at).as_bytes());
+            req.extend_from_slice(&body[at..end]);
+            req.extend_from_slice(b"\r\n");
+            at = end;
+        }
+        req.extend_from_slice(b"0\r\n\r\nGET /inline HTTP/1.1\r\nHost: t\r\n\r\n");
+        sock.write_all(&req).unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.ends_with(b"inline"));
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let want = format!("len={at} sum={}", sum(&body[..at]));
+        assert!(text.contains(&want), "{model}: chunked: {text}");
+        srv.stop();
+    }
+}
+
+/// A job that answers before reading the body: the answer goes out, and the connection
+/// closes (the rest of the body is not read as requests). `Expect: 100-continue` is honoured.
+#[test]
+fn an_answer_before_the_body_closes_the_connection_after_it() {
+    for model in [Model::Evloop, Model::Actor] {
+        let (srv, _) = start(model);
+        let mut sock = connect(&srv);
+        sock.write_all(b"POST /upload?early HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n")
+            .unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.ends_with(b"early"));
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        assert!(
+            text.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK"),
+            "{model}: {text}"
+        );
+        assert!(
+            text.to_ascii_lowercase().contains("connection: close"),
+            "{model}: {text}"
+        );
+        read_until(&mut sock, &mut buf, |_| false);
+        srv.stop();
+    }
+}
+
+/// A streamed body that goes bad — malformed chunked framing, a client that stops sending —
+/// is aborted: the job learns the body is cut short and answers; the connection then closes.
+#[test]
+fn a_bad_or_stalled_streamed_body_is_aborted_and_the_job_told() {
+    let seen = Arc::new(Seen::default());
+    let s = seen.clone();
+    let srv = Opts::new(Model::Evloop)
+        .tls(false)
+        .timeouts(berth::drive::Timeouts {
+            body: Duration::from_millis(300),
+            ..Default::default()
+        })
+        .start_service(move |_| Streams(s));
+    let mut sock = connect(&srv);
+    sock.write_all(b"POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n")
+        .unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut sock, &mut buf, |_| false);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    assert!(text.contains("cut short"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+
+    let mut sock = connect(&srv);
+    sock.write_all(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\nonly this")
+        .unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut sock, &mut buf, |_| false);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    assert!(text.contains("cut short"), "a stalled body: {text}");
+    assert_eq!(seen.aborted.load(Ordering::SeqCst), 2);
+    srv.stop();
 }

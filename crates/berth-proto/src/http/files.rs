@@ -876,6 +876,7 @@ mod tests {
         let cx = Context {
             limits: &limits,
             date: b"Sun, 06 Nov 1994 08:49:37 GMT",
+            stream_bodies: false,
         };
         let mut session = Session::new();
         let mut input = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\

@@ -125,6 +125,12 @@ impl Core {
         self.upgraded.is_some()
     }
 
+    /// Whether a request body is going to its job as it arrives ([`Session::feeding`]): the
+    /// pump should go on calling [`Core::process`] with new input while the job runs.
+    pub fn feeding(&self) -> bool {
+        self.upgraded.is_none() && self.session.feeding()
+    }
+
     /// True once the connection is to close after its output: HTTP wrote a final response,
     /// or the upgraded protocol said so (or its peer left).
     pub fn is_closed(&self) -> bool {
@@ -367,6 +373,7 @@ impl<H: Handler> Pump<H> {
         let cx = Context {
             limits: &self.limits,
             date: &self.date,
+            stream_bodies: false,
         };
         self.core
             .process(&mut self.input, &mut self.out, &cx, &mut self.handler)
@@ -377,6 +384,7 @@ impl<H: Handler> Pump<H> {
         let cx = Context {
             limits: &self.limits,
             date: &self.date,
+            stream_bodies: false,
         };
         self.core.complete(
             reply,
@@ -469,6 +477,7 @@ impl<H: Handler> Pump<H> {
                     let cx = Context {
                         limits: &self.limits,
                         date: &self.date,
+                        stream_bodies: false,
                     };
                     action = self.core.file(
                         &request,

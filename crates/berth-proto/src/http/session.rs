@@ -9,7 +9,7 @@ use super::framing::{framing, reject, BodyKind, Framing, Reject};
 use super::limits::Limits;
 use super::request::{list_contains, Method, Request, Version};
 use super::response::{write_head, write_response, Head, Reply, Response};
-use super::stream::{Answer, BodyStream, Taken};
+use super::stream::{body_stream, Answer, BodyStream, StreamWriter, Taken};
 use crate::upgrade::{Handover, Switch};
 
 /// What the driver passes to every call: the limits in force and the current `Date` value.
@@ -20,6 +20,12 @@ pub struct Context<'a> {
     /// The current time as an IMF-fixdate ([`DATE_LEN`](super::DATE_LEN) bytes), refreshed by the
     /// driver about once a second.
     pub date: &'a [u8],
+    /// The driver can pass a request body to its job while the body arrives (it reads the
+    /// connection while a job is out, and the job runs elsewhere): a handler that
+    /// [`streams bodies`](Handler::STREAMS_BODY) gets them streamed. A driver that waits for
+    /// its jobs inline (the blocking models, the in-memory pump) says false, and such a handler
+    /// gets the body whole.
+    pub stream_bodies: bool,
 }
 
 /// How a [`Handler`] dealt with a request.
@@ -47,6 +53,28 @@ pub trait Handler {
     /// Answers one request. Returning [`Handled::Done`] without sending counts as a bug in the
     /// handler and is answered 500.
     fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<Self::Job>;
+
+    /// True for a handler that takes request bodies as they arrive: where the driver can
+    /// ([`Context::stream_bodies`]), a request with a body is answered by
+    /// [`Handler::handle_streamed`] as soon as its head is in, and its body goes to the job
+    /// through a [`BodyStream`] while it arrives, held back by the stream's window (the
+    /// connection is not read further while the job does not take it). Bodies are still
+    /// limited by [`Limits::max_body_bytes`].
+    const STREAMS_BODY: bool = false;
+
+    /// Answers a request whose body is still arriving: `body` yields it (see
+    /// [`BodyStream::pop`]) and ends when it is complete, or is aborted if the connection
+    /// fails or the body is malformed or too slow. Answered before the body is all in, the
+    /// connection closes after the answer. The default answers as if the body were empty.
+    fn handle_streamed(
+        &mut self,
+        req: &Request<'_>,
+        body: BodyStream,
+        res: &mut Response<'_>,
+    ) -> Handled<Self::Job> {
+        drop(body);
+        self.handle(req, res)
+    }
 
     /// Called for every response the session writes, including the ones it writes itself
     /// (400, 413, 431, ...). The default does nothing; the demo app counts statuses here.
@@ -167,6 +195,28 @@ enum BodyState {
     Chunked(Chunked),
 }
 
+/// A request body being passed on as it arrives.
+#[derive(Debug)]
+struct Feed {
+    writer: StreamWriter,
+    /// What is left of it: `Fixed { len }` counts the bytes still to come; a chunked body's
+    /// decoder works from the front of the input, which is cut after each pass.
+    body: BodyState,
+    /// Body bytes passed on so far (a chunked body's limit).
+    total: usize,
+    /// The job stopped reading (dropped its stream): the rest is read and dropped, so that
+    /// the connection can go on.
+    discard: bool,
+}
+
+/// What [`Session::feed`] got to.
+enum Fed {
+    /// Wait for more input, or for the job to take what it was given.
+    More,
+    /// The body is complete.
+    Done,
+}
+
 /// Headers are parsed into this much stack; [`Limits::max_headers`] picks how much is used.
 const HEADERS_CEILING: usize = Limits::HEADERS_CEILING;
 
@@ -176,9 +226,11 @@ const REQUEST_LINE_OVERHEAD: usize = 32;
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// One connection's HTTP/1.1 server state. See the [module docs](super) for the call order.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Session {
     state: State,
+    /// A request body going to its job as it arrives ([`Handler::STREAMS_BODY`]).
+    feed: Option<Feed>,
     /// The driver asked for the connection to end after the next response.
     wind_down: bool,
     /// When the first byte of the request now being read arrived: the header timeout runs
@@ -224,6 +276,7 @@ impl Session {
     pub fn new() -> Self {
         Session {
             state: State::Head { scan: 0 },
+            feed: None,
             wind_down: false,
             request_since: None,
         }
@@ -259,6 +312,15 @@ impl Session {
             State::Head { .. } if input.is_empty() => Phase::Idle,
             State::Head { .. } => Phase::Head,
             State::Body { .. } => Phase::Body,
+            // A body going to its job as it arrives gets the body timeout, unless it waits for
+            // the job to take what it has.
+            _ if self
+                .feed
+                .as_ref()
+                .is_some_and(|f| f.discard || !f.writer.is_full()) =>
+            {
+                Phase::Body
+            }
             // HTTP times nothing once it has handed the connection over.
             State::Waiting { .. } | State::Upgraded => Phase::Waiting,
             State::Closed => Phase::Closed,
@@ -303,6 +365,18 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
+        if let Some(feed) = self.feed.take() {
+            // A streamed body that stopped arriving: its job is told (the stream is aborted)
+            // and answers as it sees fit; the connection closes after that answer.
+            feed.writer.abort();
+            input.clear();
+            if self.is_waiting() {
+                self.wind_down = true;
+                return Step::Read;
+            }
+            self.state = State::Closed;
+            return Step::Close;
+        }
         match self.phase(input) {
             Phase::Head | Phase::Body => {
                 let head_only = input.starts_with(b"HEAD ");
@@ -334,6 +408,12 @@ impl Session {
     ) -> Step<H::Job> {
         let mut consumed = 0;
         let step = loop {
+            if self.feed.is_some() {
+                match self.feed(input, &mut consumed, cx) {
+                    Fed::More => break Step::Read,
+                    Fed::Done => {}
+                }
+            }
             match self.state {
                 State::Closed => {
                     consumed = input.len();
@@ -363,6 +443,26 @@ impl Session {
                         }
                         Ok(HeadOutcome::Answered { len, step }) => {
                             consumed += len;
+                            if let Some(step) = step {
+                                break step;
+                            }
+                        }
+                        // A body already all in (the everyday small POST) is handed over
+                        // whole, as it would be without streaming: one message, no stream.
+                        Ok(HeadOutcome::Body { head_len, framing })
+                            if H::STREAMS_BODY
+                                && cx.stream_bodies
+                                && !matches!(framing.body, BodyKind::Fixed(n)
+                                    if input.len() - consumed >= head_len + n as usize) =>
+                        {
+                            let step = self.start_feed(
+                                &input[consumed..consumed + head_len],
+                                framing,
+                                output,
+                                cx,
+                                handler,
+                            );
+                            consumed += head_len;
                             if let Some(step) = step {
                                 break step;
                             }
@@ -468,6 +568,9 @@ impl Session {
             debug_assert!(false, "complete() without an outstanding job");
             return Step::Close;
         };
+        // Answered before its streamed body was all in: the rest of the body is not read (the
+        // job's stream is aborted), so the connection cannot go on.
+        let keep_alive = keep_alive && self.feed.take().is_none();
         let mut reply = reply;
         if let Some(stream) = reply.stream.take() {
             return self.stream(
@@ -684,6 +787,128 @@ impl Session {
         self.answer(&request, framing.keep_alive, output, cx, handler)
     }
 
+    /// Answers a request whose body will stream ([`Handler::handle_streamed`]): `head` is its
+    /// head; the body that follows in the input goes to the job from the next call on.
+    fn start_feed<H: Handler>(
+        &mut self,
+        head: &[u8],
+        framing: Framing,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Option<Step<H::Job>> {
+        let mut storage = [const { MaybeUninit::uninit() }; HEADERS_CEILING];
+        let headers = &mut storage[..cx.limits.max_headers.min(HEADERS_CEILING)];
+        let parsed = match parse_head(head, headers, cx.limits) {
+            Ok(parsed) => parsed,
+            Err(r) => {
+                let head_only = head.starts_with(b"HEAD ");
+                return Some(self.refuse(r, head_only, output, cx, handler));
+            }
+        };
+        let request = parsed.into_request(&[]);
+        let (writer, stream) = body_stream();
+        let body = match framing.body {
+            // Fixed lengths were checked against max_body, so they fit.
+            BodyKind::Fixed(n) => BodyState::Fixed { len: n as usize },
+            _ => BodyState::Chunked(Chunked::new(0)),
+        };
+        // Even an answer given at once must not leave the body to be read as requests.
+        self.feed = Some(Feed {
+            writer,
+            body,
+            total: 0,
+            discard: false,
+        });
+        if framing.expect_continue {
+            output.extend_from_slice(CONTINUE);
+        }
+        let mut stream = Some(stream);
+        let step = self.answer_with(
+            &request,
+            framing.keep_alive,
+            output,
+            cx,
+            handler,
+            |h, req, res| match stream.take() {
+                Some(stream) => h.handle_streamed(req, stream, res),
+                None => h.handle(req, res),
+            },
+        );
+        if !self.is_waiting() {
+            // Answered on the spot: the body is read and dropped.
+            if let Some(feed) = &mut self.feed {
+                feed.discard = true;
+            }
+        }
+        step
+    }
+
+    /// Passes what the input holds of a streamed body to its job, from `consumed` on, as far
+    /// as the job's window allows. A malformed or oversized body aborts the job's stream and
+    /// ends the connection once the job has answered (or at once if nobody waits).
+    fn feed(&mut self, input: &mut [u8], consumed: &mut usize, cx: &Context<'_>) -> Fed {
+        let Some(feed) = &mut self.feed else {
+            return Fed::Done;
+        };
+        if !feed.discard && feed.writer.is_full() {
+            return Fed::More;
+        }
+        let buf = &mut input[*consumed..];
+        let (data, used, done) = match &mut feed.body {
+            BodyState::Fixed { len } => {
+                let n = buf.len().min(*len);
+                *len -= n;
+                (0..n, n, *len == 0)
+            }
+            BodyState::Chunked(c) => {
+                let budget = cx.limits.max_body_bytes.saturating_sub(feed.total);
+                match c.advance(buf, 0, budget, cx.limits.max_header_bytes) {
+                    Ok(Progress::Done { body_end, consumed }) => (0..body_end, consumed, true),
+                    Ok(Progress::Partial) => {
+                        let out = (0..c.gap().start, c.spent(), false);
+                        c.spent_dropped();
+                        out
+                    }
+                    Err(_) => {
+                        // Nothing more can be read as HTTP on this connection.
+                        let feed = self.feed.take();
+                        if let Some(feed) = feed {
+                            feed.writer.abort();
+                        }
+                        *consumed = input.len();
+                        if self.is_waiting() {
+                            self.wind_down = true;
+                        } else {
+                            self.state = State::Closed;
+                        }
+                        return Fed::More;
+                    }
+                }
+            }
+        };
+        if !data.is_empty() {
+            feed.total += data.len();
+            if !feed.discard && feed.writer.push(buf[data].to_vec()).is_err() {
+                // The job stopped reading: the rest goes nowhere.
+                feed.discard = true;
+            }
+        }
+        *consumed += used;
+        if done {
+            feed.writer.end();
+            self.feed = None;
+            return Fed::Done;
+        }
+        Fed::More
+    }
+
+    /// Whether a request body is being passed to its job as it arrives: the driver should go
+    /// on giving the session input while the job runs.
+    pub fn feeding(&self) -> bool {
+        self.feed.is_some()
+    }
+
     /// Runs the handler. `None` means: go on with the next request.
     fn answer<H: Handler>(
         &mut self,
@@ -692,6 +917,21 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
+    ) -> Option<Step<H::Job>> {
+        self.answer_with(request, keep_alive, output, cx, handler, |h, req, res| {
+            h.handle(req, res)
+        })
+    }
+
+    /// [`Session::answer`], asking the handler with `ask`.
+    fn answer_with<H: Handler>(
+        &mut self,
+        request: &Request<'_>,
+        keep_alive: bool,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+        ask: impl FnOnce(&mut H, &Request<'_>, &mut Response<'_>) -> Handled<H::Job>,
     ) -> Option<Step<H::Job>> {
         let head_only = request.method == Method::Head;
         let mut res = Response {
@@ -702,7 +942,7 @@ impl Session {
             version: request.version,
             sent: None,
         };
-        let handled = handler.handle(request, &mut res);
+        let handled = ask(handler, request, &mut res);
         let (sent, keep_alive) = (res.sent, res.keep_alive);
         match (handled, sent) {
             (Handled::Offload(job), None) => {

@@ -70,6 +70,17 @@ impl Answer {
         }
     }
 
+    /// A hook that wakes the connection's owner to pump it, as a streamed body's push does:
+    /// for a job that holds back its request's body ([`BodyStream::on_room`]).
+    pub fn waker(&self) -> impl Fn() + Send + 'static {
+        let to = self.to.clone();
+        move || {
+            if let Some(to) = &to {
+                to.more();
+            }
+        }
+    }
+
     /// Whether the connection has gone (the reply would be dropped).
     pub fn cancelled(&self) -> bool {
         self.to.as_ref().is_some_and(|to| to.cancelled())
@@ -145,7 +156,9 @@ struct State {
     parked: bool,
     /// The producer was told the stream is full and waits for room.
     full: bool,
-    wake: Option<Arc<dyn Respond>>,
+    /// Called when the consumer is parked and the producer pushes or ends.
+    wake: Option<Box<dyn Fn() + Send>>,
+    /// Called when a full stream has room again, or the consumer goes.
     room: Option<Box<dyn Fn() + Send>>,
 }
 
@@ -253,7 +266,7 @@ impl StreamWriter {
         self.0.pushed.notify_all();
         if std::mem::take(&mut s.parked) {
             if let Some(wake) = &s.wake {
-                wake.more();
+                wake();
             }
         }
     }
@@ -267,9 +280,70 @@ impl Drop for StreamWriter {
     }
 }
 
+/// What [`BodyStream::pop`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Popped {
+    /// The next bytes.
+    Data(Vec<u8>),
+    /// Nothing yet: the consumer is parked until its [`BodyStream::on_data`] hook runs.
+    Empty,
+    /// The body is complete.
+    Ended,
+    /// The producer failed (or the connection went) before the body was complete.
+    Aborted,
+}
+
 impl BodyStream {
     fn wake_with(&self, to: Arc<dyn Respond>) {
-        self.0.lock().wake = Some(to);
+        self.0.lock().wake = Some(Box::new(move || to.more()));
+    }
+
+    /// Runs `hook` (on the producer's thread) when the consumer was told [`Popped::Empty`] and
+    /// bytes (or the end) arrive.
+    pub fn on_data(&self, hook: impl Fn() + Send + 'static) {
+        self.0.lock().wake = Some(Box::new(hook));
+    }
+
+    /// Runs `hook` (on the consumer's thread) when a full stream has room again: how the
+    /// consumer wakes a producer that it holds back (a request body's connection).
+    pub fn on_room(&self, hook: impl Fn() + Send + 'static) {
+        self.0.lock().room = Some(Box::new(hook));
+    }
+
+    /// The next bytes pushed (up to about `max`, whole chunks; the first always), for a
+    /// consumer that takes them as they are (an application reading a request body).
+    pub fn pop(&self, max: usize) -> Popped {
+        let mut s = self.0.lock();
+        let mut data = Vec::new();
+        while let Some(chunk) = s.chunks.front() {
+            if !data.is_empty() && data.len() + chunk.len() > max {
+                break;
+            }
+            let chunk = s.chunks.pop_front().unwrap_or_default();
+            s.queued -= chunk.len();
+            if data.is_empty() {
+                data = chunk;
+            } else {
+                data.extend_from_slice(&chunk);
+            }
+        }
+        if s.full && s.queued < WINDOW {
+            s.full = false;
+            if let Some(room) = &s.room {
+                room();
+            }
+        }
+        if !data.is_empty() {
+            return Popped::Data(data);
+        }
+        if s.aborted {
+            return Popped::Aborted;
+        }
+        if s.ended {
+            return Popped::Ended;
+        }
+        s.parked = true;
+        Popped::Empty
     }
 
     /// Moves queued bytes to `out`, at most about `max` of them (whole chunks; the first
@@ -355,6 +429,16 @@ impl fmt::Debug for BodyStream {
         f.debug_struct("BodyStream")
             .field("queued", &s.queued)
             .field("ended", &s.ended)
+            .finish()
+    }
+}
+
+impl fmt::Debug for StreamWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0.lock();
+        f.debug_struct("StreamWriter")
+            .field("queued", &s.queued)
+            .field("gone", &s.abandoned)
             .finish()
     }
 }

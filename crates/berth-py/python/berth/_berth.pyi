@@ -53,8 +53,9 @@ class AsgiRequest:
 
     id: int
     scope: Dict[str, Any]
-    def take_body(self) -> bytes:
-        """The request body, once; then empty."""
+    def read_body(self) -> Optional[Tuple[bytes, bool]]:
+        """The next piece of the request body and whether more follows; None: wait for this
+        request's wake event. Raises ClientDisconnected if the body was cut short."""
     def start(self, status: int, headers: Iterable[Tuple[bytes, bytes]]) -> None:
         """``http.response.start`` (held until the first body message)."""
     def body(self, body: bytes, more: bool) -> bool:

@@ -16,9 +16,11 @@ What the application gets (ASGI 3, HTTP spec 2.4):
   the drain; the ``state`` it fills is copied into every request's scope.
 - the ``http`` scope (``http_version``, ``method``, ``scheme``, ``path`` decoded, ``raw_path``,
   ``query_string``, ``root_path``, ``headers`` lower-cased, ``server``, ``state``).
-- ``receive``: the request body (berth reads it whole first, within ``--max-body``, so it comes
-  as one ``http.request``), then ``http.disconnect`` once the client has gone or the response is
-  complete.
+- ``receive``: the request body, within ``--max-body``: one ``http.request`` if it came with
+  its head (the everyday small POST), else in pieces as it arrives (``more_body``), the
+  connection read no further than the app takes (a window of 256 KiB); then
+  ``http.disconnect`` once the client has gone or the response is complete. A body cut short
+  (the client left, or sent it malformed or too slowly) is an ``http.disconnect``.
 - ``send``: ``http.response.start`` and ``http.response.body``. A single body message goes out
   whole with a Content-Length; ``more_body`` streams the body (chunked), and ``send`` waits
   while the client is slower than the application (backpressure), raising
@@ -55,18 +57,27 @@ class LifespanFailed(Exception):
 class _Cycle:
     """One request's ``receive`` and ``send``."""
 
-    __slots__ = ("req", "run", "body_taken")
+    __slots__ = ("req", "run", "body_done")
 
     def __init__(self, req, run: "_Runner") -> None:
         self.req = req
         self.run = run
-        self.body_taken = False
+        self.body_done = False
 
     async def receive(self) -> Dict[str, Any]:
         req = self.req
-        if not self.body_taken:
-            self.body_taken = True
-            return {"type": "http.request", "body": req.take_body(), "more_body": False}
+        while not self.body_done:
+            try:
+                got = req.read_body()
+            except ClientDisconnected:
+                self.body_done = True
+                return _DISCONNECT
+            if got is not None:
+                body, more = got
+                self.body_done = not more
+                return {"type": "http.request", "body": body, "more_body": more}
+            # The body is still arriving: its next bytes wake this request.
+            await self.run.wake_wait(req.id)
         if req.complete() or req.disconnected():
             return _DISCONNECT
         # Nothing more will come but the disconnect: the tick, or the response's end, says when.
@@ -104,7 +115,9 @@ class _Runner:
         self.state: Optional[dict] = None
         # id -> (task, request, started at): insertion order is age order.
         self.inflight: Dict[int, Any] = {}
+        # id -> future: a request whose task waits for room (send) or body (receive).
         self.room_waiters: Dict[int, asyncio.Future] = {}
+        self.body_waiters: Dict[int, asyncio.Future] = {}
         self.disconnect_waiters: Dict[int, asyncio.Future] = {}
         # Set once berth's loop is over (inline: drained).
         self.over: Optional[asyncio.Future] = None
@@ -127,9 +140,10 @@ class _Runner:
         inflight = self.inflight
         for item in batch:
             if type(item) is int:
-                fut = self.room_waiters.pop(item, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
+                for waiters in (self.room_waiters, self.body_waiters):
+                    fut = waiters.pop(item, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(None)
                 continue
             task = create_task(self.handle(item))
             inflight[item.id] = (task, item, now)
@@ -156,9 +170,19 @@ class _Runner:
         finally:
             self.inflight.pop(req.id, None)
             self.wake_disconnect(req.id)
-            fut = self.room_waiters.pop(req.id, None)
-            if fut is not None and not fut.done():
-                fut.cancel()
+            for waiters in (self.room_waiters, self.body_waiters):
+                fut = waiters.pop(req.id, None)
+                if fut is not None and not fut.done():
+                    fut.cancel()
+
+    async def wake_wait(self, rid: int) -> None:
+        """Waits for request ``rid``'s next wake event (its body has more, or ended)."""
+        fut = self.loop.create_future()
+        self.body_waiters[rid] = fut
+        try:
+            await fut
+        finally:
+            self.body_waiters.pop(rid, None)
 
     async def room(self, req) -> None:
         """Waits until the request's stream has room again (or its client has gone)."""
@@ -285,9 +309,10 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
             ev.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
         ev.add_reader(server.fileno(), runner.ready, True)
         ev.call_later(TICK, runner.tick)
-        print("berth listening on http://{}:{} ({}, ASGI on {})".format(
-            server.host, server.port, server.describe(), type(ev).__module__.split(".")[0]),
-            flush=True)
+        # One write, so that the lines of processes sharing stdout (--workers) never interleave.
+        sys.stdout.write("berth listening on http://{}:{} ({}, ASGI on {})\n".format(
+            server.host, server.port, server.describe(), type(ev).__module__.split(".")[0]))
+        sys.stdout.flush()
         runner.ready(False)
         await stop
         # The loop keeps answering while the engine drains.

@@ -45,6 +45,15 @@ async def echo(request: Request):
     )
 
 
+async def upload(request: Request):
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if chunk:
+            record("chunk %d" % total)
+    return PlainTextResponse("received %d" % total)
+
+
 async def state(request: Request):
     return PlainTextResponse(request.state.started)
 
@@ -94,6 +103,7 @@ starlette_app = Starlette(
         Route("/reverse", reverse, methods=["POST"]),
         Route("/echo", echo, methods=["GET", "POST"]),
         Route("/state", state),
+        Route("/upload", upload, methods=["POST"]),
         Route("/boom", boom),
         Route("/never", never),
         Route("/stream", stream),

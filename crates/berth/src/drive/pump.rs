@@ -240,6 +240,14 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         self.error.take()
     }
 
+    /// The owner was woken for this connection (a streamed body has more, or a job took some
+    /// of the request body it was held back for): the next pump looks at the input again.
+    pub fn poke(&mut self) {
+        if self.core.feeding() {
+            self.unprocessed = true;
+        }
+    }
+
     /// Makes the response now in the making the connection's last (`Connection: close`).
     pub fn wind_down(&mut self) {
         self.core.close_after_response();
@@ -283,6 +291,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         let cx = Context {
             limits: env.limits,
             date: env.date.get(),
+            stream_bodies: !W::BLOCKING,
         };
         let action = self.core.expire(
             Instant::now(),
@@ -301,6 +310,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         let cx = Context {
             limits: env.limits,
             date: env.date.get(),
+            stream_bodies: !W::BLOCKING,
         };
         self.ensure_output(env.pool);
         let action = self
@@ -322,6 +332,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         let cx = Context {
             limits: env.limits,
             date: env.date.get(),
+            stream_bodies: !W::BLOCKING,
         };
         self.ensure_output(env.pool);
         let meta = found.as_ref().map(|f| &f.meta).map_err(|e| *e);
@@ -412,7 +423,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             }
 
             if self.unprocessed
-                && !self.job_pending
+                && (!self.job_pending || self.core.feeding())
                 // Responses to later requests wait until a body is all out.
                 && self.body.is_none()
                 && self.room_for_output(env.limits)
@@ -432,6 +443,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 let cx = Context {
                     limits: env.limits,
                     date: env.date.get(),
+                    stream_bodies: !W::BLOCKING,
                 };
                 let action = self
                     .core
@@ -537,6 +549,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         match action {
             Action::Offload(job) => {
                 self.job_pending = true;
+                // A body streaming to the job may already be in the input.
+                self.unprocessed = self.core.feeding();
                 Some(Handoff::Job(job))
             }
             Action::Open(file) => {

@@ -38,6 +38,8 @@ pub(super) enum ConnMsg {
     },
     /// Sent to itself: go on with what the budget cut short.
     Continue,
+    /// A streamed body has more (a reply's, or room for the request's): pump again.
+    More,
     /// A worker ran the connection's job.
     Done(Reply),
     /// The Files actor's answer.
@@ -72,7 +74,7 @@ impl ReplyTo for ActorReply {
     }
 
     fn more(&self) {
-        self.0.send(ConnMsg::Continue);
+        self.0.send(ConnMsg::More);
     }
 }
 
@@ -151,6 +153,10 @@ where
                 self.conn.pump(&mut env)
             }
             ConnMsg::Continue => self.conn.pump(&mut env),
+            ConnMsg::More => {
+                self.conn.poke();
+                self.conn.pump(&mut env)
+            }
             ConnMsg::Done(reply) => self.conn.complete(reply, &mut env),
             ConnMsg::File(request, found) => self.conn.file_opened(&request, found, &mut env),
             ConnMsg::Expire => {

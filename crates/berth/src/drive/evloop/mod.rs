@@ -449,7 +449,8 @@ impl<H: Handler> EventLoop<H> {
                 // A streamed body has more. Its connection may have ended since (and the slot
                 // been reused: one extra pump is harmless).
                 Done::More => {
-                    if self.conns.get(key).is_some_and(|c| !c.dead) {
+                    if let Some(conn) = self.conns.get_mut(key).filter(|c| !c.dead) {
+                        conn.poke();
                         self.pump(key);
                     }
                     continue;
