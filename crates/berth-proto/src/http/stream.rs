@@ -1,16 +1,16 @@
 //! Streamed response bodies, and answers that come later from elsewhere.
 //!
-//! A [`Job`](super::Job) usually runs on a worker and returns its [`Reply`] whole. Two things
+//! A [`Job`] usually runs on a worker and returns its [`Reply`] whole. Two things
 //! that does not cover, which an application running on another thread's event loop (a Python
 //! ASGI app, say) needs:
 //!
-//! - **Deferred answers.** A job whose [`Job::DEFERRED`](super::Job::DEFERRED) is true is not
-//!   given a worker: the model calls [`Job::start`](super::Job::start) on its own thread with an
+//! - **Deferred answers.** A job whose [`Job::DEFERRED`] is true is not
+//!   given a worker: the model calls [`Job::start`] on its own thread with an
 //!   [`Answer`], and the job hands its request to whoever will answer it and returns at once.
 //!   The answer comes back through [`Answer::reply`], from any thread; the connection waits
 //!   meanwhile, costing no thread. An answer dropped without a reply is answered 500, so a
 //!   lost request cannot hang its connection.
-//! - **Streamed bodies.** A reply made with [`Reply::streamed`](super::Reply::streamed) carries
+//! - **Streamed bodies.** A reply made with [`Reply::streamed`] carries
 //!   a [`BodyStream`]: the session writes the head (`Transfer-Encoding: chunked`, or a body
 //!   that ends with the connection for HTTP/1.0), then the pump takes the body's chunks as the
 //!   producer pushes them with [`StreamWriter::push`] until [`StreamWriter::end`]. The stream
