@@ -212,6 +212,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
 
+    /// Largest WebSocket message (`/ws/echo`) in bytes, its fragments together; beyond it the
+    /// connection is closed with 1009.
+    #[arg(long, value_name = "BYTES", default_value = "16777216")]
+    pub ws_max_message: NonZeroUsize,
+
     /// Slow task delay in milliseconds (`/test/slow`).
     #[arg(short = 'D', long, value_name = "MS", default_value_t = 30)]
     pub slow_duration: u64,

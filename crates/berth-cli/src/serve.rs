@@ -109,6 +109,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let app = DemoConfig {
         slow_duration: Duration::from_millis(args.slow_duration),
         offload_slow,
+        ws: berth::proto::ws::WsConfig {
+            max_message: args.ws_max_message.get(),
+        },
     };
     let files = match &args.root {
         Some(dir) => match Files::new(dir) {

@@ -22,3 +22,4 @@
 pub mod http;
 pub mod msg;
 pub mod upgrade;
+pub mod ws;

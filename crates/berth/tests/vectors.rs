@@ -95,6 +95,7 @@ impl Conn {
             DemoConfig {
                 slow_duration: Duration::from_millis(1),
                 offload_slow: true,
+                ..Default::default()
             },
             Arc::new(Stats::new(1)),
         );

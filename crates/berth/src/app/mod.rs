@@ -8,6 +8,7 @@
 //! | `POST /reverse` | `{"data": [each value reversed]}` from a JSON object: strings by character, arrays by top-level element; 400 with the reason otherwise |
 //! | `GET /files/<path>` | the file below the root ([`Demo::with_files`]), opened and sent by the driver |
 //! | `GET /stats` | counters in the Prometheus text format |
+//! | `GET /ws/echo` | a WebSocket (RFC 6455) that echoes every message; 400/426 for a bad handshake |
 //! | `GET /healthz` | 200 `ok`; 503 `draining` once a drain has begun ([`Stats::set_draining`]) |
 //! | `OPTIONS *` | 200, `Allow: GET, HEAD, POST, OPTIONS`, no body (RFC 9110 §9.3.7) |
 //! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
@@ -21,6 +22,8 @@ use std::time::Duration;
 
 use berth_proto::http::{FileRequest, Handled, Handler, Job, Method, Reply, Request, Response};
 use berth_proto::upgrade::{Echo, Switch};
+use berth_proto::ws::handshake::{self, Offer};
+use berth_proto::ws::{EchoHandler, WsConfig, WsSession};
 
 use crate::drive::files::Files;
 use crate::drive::Service;
@@ -34,6 +37,8 @@ pub struct DemoConfig {
     /// Whether `/test/slow` goes to a worker. Seed 001: with no worker threads, a slow request
     /// is answered like a fast one.
     pub offload_slow: bool,
+    /// Limits of `/ws/echo`'s WebSocket connections.
+    pub ws: WsConfig,
 }
 
 impl Default for DemoConfig {
@@ -41,6 +46,7 @@ impl Default for DemoConfig {
         DemoConfig {
             slow_duration: Duration::from_millis(30),
             offload_slow: true,
+            ws: WsConfig::default(),
         }
     }
 }
@@ -190,6 +196,24 @@ impl Handler for DemoHandler {
                 });
             }
             "/echo" => res.send_with(405, TEXT, &[("Allow", b"GET")], b"Method Not Allowed\n"),
+            // WebSocket echo (RFC 6455): the handshake checked here, the frames by the session
+            // the connection is handed to.
+            "/ws/echo" => match handshake::accept(req, &Offer::default()) {
+                Ok(accepted) => {
+                    return Handled::Upgrade(Switch {
+                        protocol: "websocket",
+                        headers: accepted.headers,
+                        session: Box::new(WsSession::new(EchoHandler, self.config.ws)),
+                    });
+                }
+                Err(r) if r.status == 426 => res.send_with(
+                    426,
+                    TEXT,
+                    &[("Sec-WebSocket-Version", b"13")],
+                    r.why.as_bytes(),
+                ),
+                Err(r) => res.send(r.status, TEXT, r.why.as_bytes()),
+            },
             // The server as a whole (RFC 9110 §9.3.7): what it serves, and nothing else.
             "*" if req.method == Method::Options => {
                 res.send_with(200, TEXT, &[("Allow", b"GET, HEAD, POST, OPTIONS")], b"")

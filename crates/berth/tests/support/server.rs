@@ -200,6 +200,7 @@ impl Opts {
             offload_slow: self
                 .offload_slow
                 .unwrap_or(self.settings.common.workers > 0),
+            ..Default::default()
         };
         let files = match &self.files {
             Some(root) => Files::new(root).expect("files root"),

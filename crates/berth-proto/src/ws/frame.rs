@@ -1,0 +1,242 @@
+//! WebSocket frames (RFC 6455 §5.2): the header parsed from the front of a buffer, payloads
+//! unmasked in place, and frames written for the server side (never masked).
+
+/// A frame's opcode (RFC 6455 §5.2, §11.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opcode {
+    /// A later fragment of a message.
+    Continuation,
+    /// A UTF-8 text message (or its first fragment).
+    Text,
+    /// A binary message (or its first fragment).
+    Binary,
+    /// The closing handshake.
+    Close,
+    /// Asks for a pong.
+    Ping,
+    /// Answers a ping (or says the sender is alive).
+    Pong,
+}
+
+impl Opcode {
+    fn from_bits(bits: u8) -> Option<Opcode> {
+        Some(match bits {
+            0x0 => Opcode::Continuation,
+            0x1 => Opcode::Text,
+            0x2 => Opcode::Binary,
+            0x8 => Opcode::Close,
+            0x9 => Opcode::Ping,
+            0xA => Opcode::Pong,
+            _ => return None,
+        })
+    }
+
+    fn bits(self) -> u8 {
+        match self {
+            Opcode::Continuation => 0x0,
+            Opcode::Text => 0x1,
+            Opcode::Binary => 0x2,
+            Opcode::Close => 0x8,
+            Opcode::Ping => 0x9,
+            Opcode::Pong => 0xA,
+        }
+    }
+
+    /// Close, ping and pong: never fragmented, at most 125 bytes.
+    pub fn is_control(self) -> bool {
+        matches!(self, Opcode::Close | Opcode::Ping | Opcode::Pong)
+    }
+}
+
+/// A parsed frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// The last frame of its message.
+    pub fin: bool,
+    /// What the frame carries.
+    pub opcode: Opcode,
+    /// The masking key (every frame from a client has one).
+    pub mask: Option<[u8; 4]>,
+    /// Payload bytes after the header.
+    pub len: u64,
+    /// Bytes of the header itself.
+    pub header_len: usize,
+}
+
+/// Why a frame is refused: the close code to answer with (RFC 6455 §7.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Violation {
+    /// 1002 (protocol error), 1007 (bad UTF-8) or 1009 (too big).
+    pub code: u16,
+    /// What was wrong, for the close frame's reason and the log.
+    pub why: &'static str,
+}
+
+/// Parses the header at the front of `buf`: `Ok(None)` until it is all there.
+pub fn parse_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
+    let [b0, b1, ..] = *buf else {
+        return Ok(None);
+    };
+    if b0 & 0x70 != 0 {
+        // No extension is negotiated, so no RSV bit may be set.
+        return Err(Violation {
+            code: 1002,
+            why: "reserved bits set",
+        });
+    }
+    let opcode = Opcode::from_bits(b0 & 0x0F).ok_or(Violation {
+        code: 1002,
+        why: "reserved opcode",
+    })?;
+    let fin = b0 & 0x80 != 0;
+    let masked = b1 & 0x80 != 0;
+    // Known from the first two bytes: refused before any length bytes arrive.
+    if opcode.is_control() && (!fin || b1 & 0x7F > 125) {
+        return Err(Violation {
+            code: 1002,
+            why: "a fragmented or oversized control frame",
+        });
+    }
+    let (len, mut at) = match b1 & 0x7F {
+        126 => {
+            let Some(b) = buf.get(2..4) else {
+                return Ok(None);
+            };
+            (u16::from_be_bytes([b[0], b[1]]) as u64, 4)
+        }
+        127 => {
+            let Some(b) = buf.get(2..10) else {
+                return Ok(None);
+            };
+            let len = u64::from_be_bytes(b.try_into().unwrap_or([0xFF; 8]));
+            if len >> 63 != 0 {
+                return Err(Violation {
+                    code: 1002,
+                    why: "payload length with its top bit set",
+                });
+            }
+            (len, 10)
+        }
+        n => (n as u64, 2),
+    };
+    let mask = if masked {
+        let Some(k) = buf.get(at..at + 4) else {
+            return Ok(None);
+        };
+        at += 4;
+        Some([k[0], k[1], k[2], k[3]])
+    } else {
+        None
+    };
+    Ok(Some(Header {
+        fin,
+        opcode,
+        mask,
+        len,
+        header_len: at,
+    }))
+}
+
+/// Unmasks `data` in place; `offset` is how far into the frame's payload `data` starts.
+pub fn unmask(data: &mut [u8], key: [u8; 4], offset: usize) {
+    for (i, b) in data.iter_mut().enumerate() {
+        *b ^= key[(offset + i) & 3];
+    }
+}
+
+/// Appends an unmasked frame (a server's) carrying `payload` whole.
+pub fn write_frame(out: &mut Vec<u8>, opcode: Opcode, payload: &[u8]) {
+    write_header(out, true, opcode, payload.len() as u64);
+    out.extend_from_slice(payload);
+}
+
+/// Appends the header of an unmasked frame of `len` payload bytes.
+pub fn write_header(out: &mut Vec<u8>, fin: bool, opcode: Opcode, len: u64) {
+    out.push(if fin { 0x80 } else { 0 } | opcode.bits());
+    match len {
+        0..=125 => out.push(len as u8),
+        126..=0xFFFF => {
+            out.push(126);
+            out.extend_from_slice(&(len as u16).to_be_bytes());
+        }
+        _ => {
+            out.push(127);
+            out.extend_from_slice(&len.to_be_bytes());
+        }
+    }
+}
+
+/// Appends a close frame with `code` and `reason` (cut to fit 125 bytes).
+pub fn write_close(out: &mut Vec<u8>, code: u16, reason: &str) {
+    let mut payload = code.to_be_bytes().to_vec();
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    payload.extend_from_slice(&reason.as_bytes()[..end]);
+    write_frame(out, Opcode::Close, &payload);
+}
+
+/// Whether a close frame from a peer may carry `code` (RFC 6455 §7.4: the defined codes an
+/// endpoint may send, and the ranges for libraries and applications).
+pub fn valid_close_code(code: u16) -> bool {
+    matches!(code, 1000..=1003 | 1007..=1011 | 3000..=4999)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_parse_with_every_length_form_and_refuse_what_the_rfc_forbids() {
+        // RFC 6455 §5.7: a masked "Hello" from a client.
+        let hello = [
+            0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58,
+        ];
+        let h = parse_header(&hello).unwrap().unwrap();
+        assert_eq!(
+            (h.fin, h.opcode, h.len, h.header_len),
+            (true, Opcode::Text, 5, 6)
+        );
+        let mut data = hello[6..].to_vec();
+        unmask(&mut data, h.mask.unwrap(), 0);
+        assert_eq!(data, b"Hello");
+        assert_eq!(parse_header(&hello[..5]), Ok(None));
+        let mut out = Vec::new();
+        write_header(&mut out, true, Opcode::Binary, 300);
+        assert_eq!(out, [0x82, 126, 1, 44]);
+        out.clear();
+        write_header(&mut out, false, Opcode::Binary, 70_000);
+        assert_eq!(parse_header(&out).unwrap().unwrap().len, 70_000);
+        assert_eq!(parse_header(&[0xC1, 0x80]).unwrap_err().code, 1002, "RSV1");
+        assert_eq!(
+            parse_header(&[0x83, 0x80]).unwrap_err().code,
+            1002,
+            "opcode 3"
+        );
+        assert_eq!(
+            parse_header(&[0x09, 0x80]).unwrap_err().code,
+            1002,
+            "fragmented ping"
+        );
+        assert_eq!(
+            parse_header(&[0x89, 0xFE]).unwrap_err().code,
+            1002,
+            "126-byte ping"
+        );
+    }
+
+    #[test]
+    fn close_codes_are_the_ones_a_peer_may_send() {
+        for ok in [
+            1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 3000, 3999, 4000, 4999,
+        ] {
+            assert!(valid_close_code(ok), "{ok}");
+        }
+        for bad in [
+            0, 999, 1004, 1005, 1006, 1012, 1013, 1014, 1015, 1016, 1100, 2000, 2999, 5000,
+        ] {
+            assert!(!valid_close_code(bad), "{bad}");
+        }
+    }
+}

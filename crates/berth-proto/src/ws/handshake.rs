@@ -1,0 +1,121 @@
+//! The opening handshake, server side (RFC 6455 §4.2): what makes an HTTP request a valid
+//! WebSocket upgrade, and the fields of the 101 that accepts it. The `Upgrade: websocket` and
+//! `Connection: upgrade` tokens, HTTP/1.1 and an empty body are the HTTP session's checks
+//! ([`Switch`](crate::upgrade::Switch)); the rest is here.
+
+use base64::Engine as _;
+use sha1::{Digest, Sha1};
+
+use crate::http::{Method, Request};
+
+/// The GUID every accept key is made with (RFC 6455 §1.3).
+const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/// `Sec-WebSocket-Accept` for a client's `Sec-WebSocket-Key`.
+pub fn accept_key(key: &[u8]) -> String {
+    let mut sha = Sha1::new();
+    sha.update(key);
+    sha.update(GUID);
+    base64::engine::general_purpose::STANDARD.encode(sha.finalize())
+}
+
+/// Decides whether a handshake's `Origin` (`None`: the client sent none) may come in.
+pub type OriginCheck<'a> = &'a dyn Fn(Option<&[u8]>) -> bool;
+
+/// What the server offers: subprotocols it speaks (in its order of preference) and which
+/// origins it lets in.
+#[derive(Default)]
+pub struct Offer<'a> {
+    /// Subprotocols the server speaks; the first the client also offers is chosen.
+    pub protocols: &'a [&'a str],
+    /// Decides on the `Origin` field (`None` if the client sent none); `None` here lets every
+    /// origin in.
+    pub origin: Option<OriginCheck<'a>>,
+}
+
+/// Why a request is not accepted: the status to answer and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// 400, 403 or 426 (a version other than 13: the answer names 13).
+    pub status: u16,
+    /// The body of the answer.
+    pub why: &'static str,
+}
+
+/// What accepting the request needs: the fields of the 101, and the subprotocol chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    /// `Sec-WebSocket-Accept`, and `Sec-WebSocket-Protocol` if one was chosen.
+    pub headers: Vec<(String, String)>,
+    /// The subprotocol chosen, if any.
+    pub protocol: Option<String>,
+}
+
+/// Checks what RFC 6455 §4.2.1 asks of a client's opening handshake beyond the upgrade tokens:
+/// GET, `Sec-WebSocket-Version: 13` (426 naming 13 otherwise), a `Sec-WebSocket-Key` that is 16
+/// bytes in base64, and an origin `offer` lets in (403 otherwise).
+pub fn accept(req: &Request<'_>, offer: &Offer<'_>) -> Result<Accepted, Refused> {
+    let refuse = |status, why| Err(Refused { status, why });
+    if req.method != Method::Get {
+        return refuse(400, "a WebSocket handshake is a GET\n");
+    }
+    match req.header("sec-websocket-version").map(trim) {
+        Some(b"13") => {}
+        Some(_) => return refuse(426, "only WebSocket version 13 is spoken\n"),
+        None => return refuse(400, "no Sec-WebSocket-Version\n"),
+    }
+    let Some(key) = req.header("sec-websocket-key").map(trim) else {
+        return refuse(400, "no Sec-WebSocket-Key\n");
+    };
+    let decoded = base64::engine::general_purpose::STANDARD.decode(key);
+    if decoded.map(|k| k.len()) != Ok(16) {
+        return refuse(400, "Sec-WebSocket-Key is not 16 bytes in base64\n");
+    }
+    if let Some(allow) = offer.origin {
+        if !allow(req.header("origin")) {
+            return refuse(403, "origin not allowed\n");
+        }
+    }
+    let mut headers = vec![("Sec-WebSocket-Accept".to_owned(), accept_key(key))];
+    let offered = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("sec-websocket-protocol"))
+        .flat_map(|h| h.value.split(|&b| b == b','))
+        .map(trim)
+        .collect::<Vec<_>>();
+    let protocol = offer
+        .protocols
+        .iter()
+        .find(|p| offered.contains(&p.as_bytes()))
+        .map(|p| p.to_string());
+    if let Some(p) = &protocol {
+        headers.push(("Sec-WebSocket-Protocol".to_owned(), p.clone()));
+    }
+    Ok(Accepted { headers, protocol })
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &v[start..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_accept_key_of_rfc_6455s_example() {
+        assert_eq!(
+            accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+    }
+}

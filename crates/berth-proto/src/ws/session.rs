@@ -1,0 +1,473 @@
+//! A WebSocket connection, server side, as an [`Upgraded`] protocol: frames in, whole messages to
+//! a [`WsHandler`], frames out. Sans-IO: the driver lends its buffers, as for HTTP.
+//!
+//! Payloads are taken as they arrive: a frame's bytes are unmasked and moved to the message
+//! being assembled read by read, so the input never holds more than one read, whatever the
+//! frame's size; the message is limited by [`WsConfig::max_message`] (close 1009 past it). Text
+//! is checked as UTF-8 as it comes, across fragments, and fails at the first bad byte (close
+//! 1007). Pings are answered with pongs, closes with a close echoing the code; any breach of
+//! RFC 6455 is answered with a close 1002 and the end of the connection. An idle connection is
+//! pinged once after the idle timeout, and closed (1001) if nothing comes back before the next.
+
+use std::time::Instant;
+
+use super::frame::{self, parse_header, unmask, valid_close_code, Header, Opcode, Violation};
+use crate::http::Timeouts;
+use crate::upgrade::{Flow, Upgraded};
+
+/// Limits of a WebSocket connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WsConfig {
+    /// Largest message (the sum of its fragments), in bytes; past it the connection is closed
+    /// with 1009.
+    pub max_message: usize,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        WsConfig {
+            max_message: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// A whole message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Message<'a> {
+    /// A text message (valid UTF-8).
+    Text(&'a str),
+    /// A binary message.
+    Binary(&'a [u8]),
+}
+
+/// What a handler sends with: frames appended to the connection's output.
+pub struct Outbox<'a> {
+    out: &'a mut Vec<u8>,
+    close: &'a mut Option<u16>,
+}
+
+impl Outbox<'_> {
+    /// Sends a text message.
+    pub fn text(&mut self, text: &str) {
+        frame::write_frame(self.out, Opcode::Text, text.as_bytes());
+    }
+
+    /// Sends a binary message.
+    pub fn binary(&mut self, data: &[u8]) {
+        frame::write_frame(self.out, Opcode::Binary, data);
+    }
+
+    /// Sends `message` back as it came.
+    pub fn echo(&mut self, message: Message<'_>) {
+        match message {
+            Message::Text(t) => self.text(t),
+            Message::Binary(b) => self.binary(b),
+        }
+    }
+
+    /// Starts the closing handshake with `code` and `reason`; the connection ends once it is
+    /// sent.
+    pub fn close(&mut self, code: u16, reason: &str) {
+        if self.close.is_none() {
+            frame::write_close(self.out, code, reason);
+            *self.close = Some(code);
+        }
+    }
+}
+
+/// The application side of a WebSocket connection.
+pub trait WsHandler: Send {
+    /// A whole message arrived.
+    fn message(&mut self, message: Message<'_>, out: &mut Outbox<'_>);
+    /// The connection is ending; `code` is the peer's close code, if it sent one.
+    fn closed(&mut self, code: Option<u16>) {
+        let _ = code;
+    }
+}
+
+/// Echoes every message: `/ws/echo`, and the Autobahn test suite's server.
+#[derive(Debug, Default)]
+pub struct EchoHandler;
+
+impl WsHandler for EchoHandler {
+    fn message(&mut self, message: Message<'_>, out: &mut Outbox<'_>) {
+        out.echo(message);
+    }
+}
+
+/// The frame being read.
+#[derive(Debug, Clone, Copy)]
+struct Current {
+    header: Header,
+    got: u64,
+}
+
+/// A WebSocket connection serving `H`.
+pub struct WsSession<H: WsHandler> {
+    handler: H,
+    config: WsConfig,
+    current: Option<Current>,
+    /// The data message being assembled (its first frame's opcode), if one is.
+    message: Option<Opcode>,
+    buf: Vec<u8>,
+    /// Bytes of `buf` known to be valid UTF-8 (text messages).
+    valid: usize,
+    /// A control frame's payload, while it arrives.
+    control: Vec<u8>,
+    /// We sent a close (with this code): the connection ends.
+    closed: Option<u16>,
+    /// An idle ping is out and nothing has come since.
+    pinged: bool,
+}
+
+impl<H: WsHandler> WsSession<H> {
+    /// A connection just upgraded.
+    pub fn new(handler: H, config: WsConfig) -> Self {
+        WsSession {
+            handler,
+            config,
+            current: None,
+            message: None,
+            buf: Vec::new(),
+            valid: 0,
+            control: Vec::new(),
+            closed: None,
+            pinged: false,
+        }
+    }
+
+    /// Ends the connection for a breach: a close with its code, then the end.
+    fn fail(&mut self, v: Violation, output: &mut Vec<u8>) -> Flow {
+        if self.closed.is_none() {
+            frame::write_close(output, v.code, v.why);
+            self.closed = Some(v.code);
+        }
+        self.handler.closed(None);
+        Flow::Close
+    }
+
+    /// Takes `data` (unmasked) of the current frame.
+    fn take(&mut self, header: Header, data: &[u8]) -> Result<(), Violation> {
+        if header.opcode.is_control() {
+            self.control.extend_from_slice(data);
+            return Ok(());
+        }
+        if self.buf.len() + data.len() > self.config.max_message {
+            return Err(Violation {
+                code: 1009,
+                why: "message too big",
+            });
+        }
+        self.buf.extend_from_slice(data);
+        if self.message == Some(Opcode::Text) {
+            match std::str::from_utf8(&self.buf[self.valid..]) {
+                Ok(_) => self.valid = self.buf.len(),
+                Err(e) if e.error_len().is_some() => {
+                    return Err(Violation {
+                        code: 1007,
+                        why: "text that is not UTF-8",
+                    })
+                }
+                Err(e) => self.valid += e.valid_up_to(),
+            }
+        }
+        Ok(())
+    }
+
+    /// A frame's header is in: checks it against the message in progress.
+    fn begin(&mut self, header: Header) -> Result<(), Violation> {
+        let breach = |why| Err(Violation { code: 1002, why });
+        if header.mask.is_none() {
+            return breach("an unmasked frame from a client");
+        }
+        match header.opcode {
+            Opcode::Text | Opcode::Binary if self.message.is_some() => {
+                breach("a new message before the last one ended")
+            }
+            Opcode::Text | Opcode::Binary => {
+                if header.len > self.config.max_message as u64 {
+                    return Err(Violation {
+                        code: 1009,
+                        why: "message too big",
+                    });
+                }
+                self.message = Some(header.opcode);
+                self.buf.clear();
+                self.valid = 0;
+                Ok(())
+            }
+            Opcode::Continuation if self.message.is_none() => {
+                breach("a continuation with no message to continue")
+            }
+            Opcode::Continuation => Ok(()),
+            _ => {
+                self.control.clear();
+                Ok(())
+            }
+        }
+    }
+
+    /// A frame is complete: acts on it. `Ok(false)`: the connection ends (a close was
+    /// answered).
+    fn end(&mut self, header: Header, output: &mut Vec<u8>) -> Result<bool, Violation> {
+        match header.opcode {
+            Opcode::Ping => {
+                let payload = std::mem::take(&mut self.control);
+                if self.closed.is_none() {
+                    frame::write_frame(output, Opcode::Pong, &payload);
+                }
+                self.control = payload;
+            }
+            Opcode::Pong => {}
+            Opcode::Close => {
+                let payload = &self.control;
+                let code = match payload.len() {
+                    0 => None,
+                    1 => {
+                        return Err(Violation {
+                            code: 1002,
+                            why: "a close frame of one byte",
+                        })
+                    }
+                    _ => Some(u16::from_be_bytes([payload[0], payload[1]])),
+                };
+                if code.is_some_and(|c| !valid_close_code(c)) {
+                    return Err(Violation {
+                        code: 1002,
+                        why: "a close code a peer may not send",
+                    });
+                }
+                if payload.len() > 2 && std::str::from_utf8(&payload[2..]).is_err() {
+                    return Err(Violation {
+                        code: 1007,
+                        why: "a close reason that is not UTF-8",
+                    });
+                }
+                if self.closed.is_none() {
+                    match code {
+                        Some(code) => frame::write_close(output, code, ""),
+                        None => frame::write_frame(output, Opcode::Close, &[]),
+                    }
+                    self.closed = Some(code.unwrap_or(1005));
+                }
+                self.handler.closed(code);
+                return Ok(false);
+            }
+            Opcode::Text | Opcode::Binary | Opcode::Continuation if header.fin => {
+                let kind = self.message.take();
+                let buf = std::mem::take(&mut self.buf);
+                let mut out = Outbox {
+                    out: output,
+                    close: &mut self.closed,
+                };
+                match kind {
+                    Some(Opcode::Text) => {
+                        let Ok(text) = std::str::from_utf8(&buf) else {
+                            self.buf = buf;
+                            return Err(Violation {
+                                code: 1007,
+                                why: "text that is not UTF-8",
+                            });
+                        };
+                        self.handler.message(Message::Text(text), &mut out);
+                    }
+                    _ => self.handler.message(Message::Binary(&buf), &mut out),
+                }
+                // Keep a modest buffer for the next message; let a big one go.
+                if buf.capacity() <= 64 * 1024 {
+                    self.buf = buf;
+                    self.buf.clear();
+                }
+                if self.closed.is_some() {
+                    return Ok(false);
+                }
+            }
+            _ => {}
+        }
+        Ok(true)
+    }
+
+    fn receive_frames(
+        &mut self,
+        input: &mut [u8],
+        output: &mut Vec<u8>,
+    ) -> Result<(usize, bool), Violation> {
+        let mut at = 0;
+        loop {
+            let current = match self.current {
+                Some(c) => c,
+                None => {
+                    let Some(header) = parse_header(&input[at..])? else {
+                        return Ok((at, true));
+                    };
+                    self.begin(header)?;
+                    at += header.header_len;
+                    self.pinged = false;
+                    let c = Current { header, got: 0 };
+                    self.current = Some(c);
+                    c
+                }
+            };
+            let left = (current.header.len - current.got) as usize;
+            let n = left.min(input.len() - at);
+            let data = &mut input[at..at + n];
+            if let Some(key) = current.header.mask {
+                unmask(data, key, current.got as usize);
+            }
+            self.take(current.header, data)?;
+            at += n;
+            let got = current.got + n as u64;
+            if got < current.header.len {
+                self.current = Some(Current { got, ..current });
+                return Ok((at, true));
+            }
+            self.current = None;
+            if !self.end(current.header, output)? {
+                return Ok((at, false));
+            }
+        }
+    }
+}
+
+impl<H: WsHandler> Upgraded for WsSession<H> {
+    fn receive(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> Flow {
+        if self.closed.is_some() {
+            input.clear();
+            return Flow::Close;
+        }
+        match self.receive_frames(input, output) {
+            Ok((used, going)) => {
+                input.drain(..used);
+                if going {
+                    Flow::Continue
+                } else {
+                    Flow::Close
+                }
+            }
+            Err(v) => {
+                input.clear();
+                self.fail(v, output)
+            }
+        }
+    }
+
+    fn peer_closed(&mut self, _output: &mut Vec<u8>) {
+        // The TCP connection ended without a closing handshake (1006 in the peer's terms,
+        // which is never sent).
+        self.handler.closed(None);
+    }
+
+    fn poll_timeout(&mut self, now: Instant, t: &Timeouts) -> Option<Instant> {
+        Some(now + t.idle)
+    }
+
+    fn handle_timeout(&mut self, _now: Instant, output: &mut Vec<u8>) -> Flow {
+        if self.closed.is_some() {
+            return Flow::Close;
+        }
+        if !self.pinged {
+            // Idle: ask whether the peer is still there.
+            frame::write_frame(output, Opcode::Ping, b"berth");
+            self.pinged = true;
+            return Flow::Continue;
+        }
+        frame::write_close(output, 1001, "idle");
+        self.closed = Some(1001);
+        self.handler.closed(None);
+        Flow::Close
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client frame: masked with a fixed key.
+    fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let key = [1, 2, 3, 4];
+        let mut out = vec![if fin { 0x80 } else { 0 } | opcode];
+        match payload.len() {
+            n @ 0..=125 => out.push(0x80 | n as u8),
+            n @ 126..=0xFFFF => {
+                out.push(0x80 | 126);
+                out.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                out.push(0x80 | 127);
+                out.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(&key);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i & 3]));
+        out
+    }
+
+    fn session() -> WsSession<EchoHandler> {
+        WsSession::new(EchoHandler, WsConfig::default())
+    }
+
+    /// Feeds `bytes` one at a time (the worst split), returning the output and the last flow.
+    fn feed_bytewise(s: &mut WsSession<EchoHandler>, bytes: &[u8]) -> (Vec<u8>, Flow) {
+        let (mut input, mut output, mut flow) = (Vec::new(), Vec::new(), Flow::Continue);
+        for &b in bytes {
+            input.push(b);
+            flow = s.receive(&mut input, &mut output);
+            if flow == Flow::Close {
+                break;
+            }
+        }
+        (output, flow)
+    }
+
+    #[test]
+    fn fragments_split_anywhere_are_echoed_as_one_message() {
+        let mut bytes = client_frame(false, 1, "héllo ".as_bytes());
+        bytes.extend(client_frame(true, 9, b"ping!"));
+        bytes.extend(client_frame(true, 0, "wörld".as_bytes()));
+        let (out, flow) = feed_bytewise(&mut session(), &bytes);
+        assert_eq!(flow, Flow::Continue);
+        let mut want = Vec::new();
+        frame::write_frame(&mut want, Opcode::Pong, b"ping!");
+        frame::write_frame(&mut want, Opcode::Text, "héllo wörld".as_bytes());
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn bad_utf8_fails_fast_across_fragments() {
+        // 0xF4 0x90 can never start valid UTF-8: refused before the message ends.
+        let bytes = client_frame(false, 1, &[b'a', 0xF4, 0x90]);
+        let (out, flow) = feed_bytewise(&mut session(), &bytes);
+        assert_eq!(flow, Flow::Close);
+        assert_eq!(&out[2..4], &1007u16.to_be_bytes());
+    }
+
+    #[test]
+    fn breaches_close_with_1002_and_a_close_is_answered_in_kind() {
+        for bad in [
+            client_frame(true, 0, b"x"),          // continuation of nothing
+            client_frame(true, 8, &[0x03]),       // one-byte close
+            client_frame(true, 8, &[0x03, 0xEC]), // close code 1004
+            vec![0x81, 0x01, b'x'],               // unmasked
+        ] {
+            let (out, flow) = feed_bytewise(&mut session(), &bad);
+            assert_eq!(flow, Flow::Close);
+            assert_eq!(&out[2..4], &1002u16.to_be_bytes(), "{bad:?}");
+        }
+        let (out, flow) = feed_bytewise(
+            &mut session(),
+            &client_frame(true, 8, &[0x03, 0xE8, b'o', b'k']),
+        );
+        assert_eq!(flow, Flow::Close);
+        assert_eq!(out, [0x88, 2, 0x03, 0xE8]);
+    }
+
+    #[test]
+    fn a_message_over_the_limit_closes_with_1009() {
+        let mut s = WsSession::new(EchoHandler, WsConfig { max_message: 10 });
+        let mut bytes = client_frame(false, 2, b"123456");
+        bytes.extend(client_frame(true, 0, b"7890x"));
+        let (out, flow) = feed_bytewise(&mut s, &bytes);
+        assert_eq!(flow, Flow::Close);
+        assert_eq!(&out[2..4], &1009u16.to_be_bytes());
+    }
+}
