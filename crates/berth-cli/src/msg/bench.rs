@@ -73,10 +73,13 @@ pub struct MsgBenchArgs {
 /// Runs the load and prints the table (or JSON) on stdout.
 pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
     let endpoint = Endpoint::parse(&opts.endpoint).unwrap_or_else(|e| usage_error("msg bench", &e));
-    let protocol = if opts.zmq {
-        Protocol::Zmq
-    } else {
-        Protocol::Berth
+    let protocol = match (&endpoint, opts.zmq) {
+        (Endpoint::Ws { .. }, true) => {
+            usage_error("msg bench", "--zmq is for tcp:// and unix:// endpoints, not ws://")
+        }
+        (Endpoint::Ws { .. }, false) => Protocol::WebSocket,
+        (_, true) => Protocol::Zmq,
+        (_, false) => Protocol::Berth,
     };
     let mut config = MsgBenchConfig::new(endpoint, protocol, opts.size);
     config.endpoint_text = opts.endpoint.clone();

@@ -1,5 +1,6 @@
 //! Where `berth msg bench` connects: the `tcp://HOST:PORT` and `unix:///path` forms of
-//! docs/msg-protocol.md §7, resolved once, before any load starts. Listener options (`?raw`,
+//! docs/msg-protocol.md §7, and `ws://HOST:PORT/PATH` for a WebSocket echo server, resolved
+//! once, before any load starts. Listener options (`?raw`,
 //! `?anonymous=no`, ...) describe servers, not clients, so a client endpoint refuses them.
 
 use std::fmt;
@@ -13,6 +14,16 @@ pub enum Endpoint {
     Tcp(SocketAddr),
     /// `unix:///path`: a UNIX stream socket.
     Unix(PathBuf),
+    /// `ws://HOST:PORT/PATH`: a WebSocket server (the address, and the host and path the
+    /// handshake names).
+    Ws {
+        /// The first address `HOST` resolves to.
+        addr: SocketAddr,
+        /// `HOST:PORT`, for the `Host` field.
+        host: String,
+        /// The request path (`/` if none).
+        path: String,
+    },
 }
 
 impl Endpoint {
@@ -22,6 +33,22 @@ impl Endpoint {
             return Err(format!(
                 "{s:?}: options after '?' are for listeners; a client endpoint is tcp://HOST:PORT or unix:///PATH"
             ));
+        }
+        if let Some(rest) = s.strip_prefix("ws://") {
+            let (host, path) = match rest.find('/') {
+                Some(i) => (&rest[..i], &rest[i..]),
+                None => (rest, "/"),
+            };
+            let Endpoint::Tcp(addr) = Endpoint::parse(&format!("tcp://{host}"))
+                .map_err(|e| e.replace("tcp://", "ws://"))?
+            else {
+                unreachable!("tcp:// parses to Tcp");
+            };
+            return Ok(Endpoint::Ws {
+                addr,
+                host: host.to_owned(),
+                path: path.to_owned(),
+            });
         }
         if let Some(rest) = s.strip_prefix("tcp://") {
             let (host, port) = rest
@@ -64,7 +91,7 @@ impl Endpoint {
             ));
         }
         Err(format!(
-            "{s:?} is not an endpoint: expected tcp://HOST:PORT or unix:///PATH"
+            "{s:?} is not an endpoint: expected tcp://HOST:PORT, unix:///PATH or ws://HOST:PORT/PATH"
         ))
     }
 }
@@ -74,6 +101,7 @@ impl fmt::Display for Endpoint {
         match self {
             Endpoint::Tcp(a) => write!(f, "tcp://{a}"),
             Endpoint::Unix(p) => write!(f, "unix://{}", p.display()),
+            Endpoint::Ws { host, path, .. } => write!(f, "ws://{host}{path}"),
         }
     }
 }

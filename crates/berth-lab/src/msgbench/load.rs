@@ -81,6 +81,7 @@ fn connect(endpoint: &Endpoint) -> io::Result<Stream> {
     match endpoint {
         Endpoint::Tcp(addr) => Stream::tcp(*addr),
         Endpoint::Unix(path) => Stream::unix(path),
+        Endpoint::Ws { addr, .. } => Stream::tcp(*addr),
     }
 }
 
@@ -163,7 +164,7 @@ pub(crate) fn run(plan: &Plan, shared: &Shared, names: Vec<String>) -> io::Resul
         conns: names
             .iter()
             .map(|name| Conn {
-                hello: wire::hello(plan.protocol, name),
+                hello: wire::hello(plan.protocol, name, &plan.endpoint),
                 stream: None,
                 generation: 0,
                 state: State::Idle,

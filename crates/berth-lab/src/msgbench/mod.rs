@@ -24,6 +24,7 @@ mod load;
 mod pattern;
 mod report;
 mod wire;
+mod ws;
 pub mod zmtp;
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -45,6 +46,8 @@ pub enum Protocol {
     Berth,
     /// ZeroMQ: ZMTP 3.0, NULL mechanism, as a DEALER talking to a ROUTER.
     Zmq,
+    /// WebSocket (RFC 6455): binary messages to an echo server (`ws://` endpoints).
+    WebSocket,
 }
 
 impl Protocol {
@@ -53,6 +56,7 @@ impl Protocol {
         match self {
             Protocol::Berth => "berth",
             Protocol::Zmq => "zmq",
+            Protocol::WebSocket => "websocket",
         }
     }
 }

@@ -9,7 +9,8 @@ use berth_proto::msg::frame::{self, CONTROL_BIT};
 use berth_proto::msg::handshake::{encode_keyword, parse_control, OK_FRAME};
 use berth_proto::msg::{FrameDecoder, Piece};
 
-use super::zmtp;
+use super::endpoint::Endpoint;
+use super::{ws, zmtp};
 use super::Protocol;
 
 /// Longest control payload kept for the report; the rest of a longer one is read and dropped.
@@ -44,9 +45,10 @@ pub enum WireError {
 
 /// The bytes a connection sends first: berth's keyword frame (`name` empty: anonymous), or
 /// ZeroMQ's greeting and READY as a DEALER.
-pub fn hello(protocol: Protocol, name: &str) -> Vec<u8> {
+pub fn hello(protocol: Protocol, name: &str, endpoint: &Endpoint) -> Vec<u8> {
     let mut out = Vec::new();
     match protocol {
+        Protocol::WebSocket => return ws::hello(endpoint),
         Protocol::Berth => encode_keyword(name, &mut out),
         Protocol::Zmq => {
             out.extend_from_slice(&zmtp::greeting());
@@ -64,6 +66,7 @@ pub fn message_header(protocol: Protocol, len: u64, out: &mut Vec<u8>) {
             let (h, n) = zmtp::message_header(len);
             out.extend_from_slice(&h[..n]);
         }
+        Protocol::WebSocket => ws::message_header(len, out),
     }
 }
 
@@ -92,6 +95,7 @@ enum Inner {
         state: BerthState,
     },
     Zmq(zmtp::Reader),
+    Ws(ws::Reader),
 }
 
 impl Reader {
@@ -108,6 +112,7 @@ impl Reader {
                 },
             }),
             Protocol::Zmq => Reader(Inner::Zmq(zmtp::Reader::new())),
+            Protocol::WebSocket => Reader(Inner::Ws(ws::Reader::default())),
         }
     }
 
@@ -117,6 +122,24 @@ impl Reader {
     pub fn next<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<In<'a>>), WireError> {
         match &mut self.0 {
             Inner::Berth { frames, state } => berth_next(frames, state, input),
+            Inner::Ws(r) => {
+                let ready = r.is_ready();
+                match r.next(input) {
+                    Ok((n, p)) => Ok((
+                        n,
+                        p.map(|p| match p {
+                            ws::Piece::Ready => In::Ready,
+                            ws::Piece::Refused(s) => In::Refused(s),
+                            ws::Piece::Closed(s) => In::Ended(s),
+                            ws::Piece::Start(len) => In::Start(len),
+                            ws::Piece::Chunk(b) => In::Chunk(b),
+                            ws::Piece::End => In::End,
+                        }),
+                    )),
+                    Err(e) if ready => Err(WireError::Protocol(e)),
+                    Err(e) => Err(WireError::Handshake(e)),
+                }
+            }
             Inner::Zmq(r) => match r.next(input) {
                 Ok((n, p)) => Ok((
                     n,
@@ -313,9 +336,10 @@ mod tests {
 
     #[test]
     fn hello_bytes() {
-        assert_eq!(hello(Protocol::Berth, "svc"), b"\x03\0\0\0\0\0\0\0svc");
-        assert_eq!(hello(Protocol::Berth, ""), [0u8; 8]);
-        let z = hello(Protocol::Zmq, "ignored");
+        let tcp = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
+        assert_eq!(hello(Protocol::Berth, "svc", &tcp), b"\x03\0\0\0\0\0\0\0svc");
+        assert_eq!(hello(Protocol::Berth, "", &tcp), [0u8; 8]);
+        let z = hello(Protocol::Zmq, "ignored", &tcp);
         assert_eq!(z.len(), 64 + 30);
         let mut h = Vec::new();
         message_header(Protocol::Zmq, 1 << 20, &mut h);
