@@ -74,9 +74,10 @@ pub struct MsgBenchArgs {
 pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
     let endpoint = Endpoint::parse(&opts.endpoint).unwrap_or_else(|e| usage_error("msg bench", &e));
     let protocol = match (&endpoint, opts.zmq) {
-        (Endpoint::Ws { .. }, true) => {
-            usage_error("msg bench", "--zmq is for tcp:// and unix:// endpoints, not ws://")
-        }
+        (Endpoint::Ws { .. }, true) => usage_error(
+            "msg bench",
+            "--zmq is for tcp:// and unix:// endpoints, not ws://",
+        ),
         (Endpoint::Ws { .. }, false) => Protocol::WebSocket,
         (_, true) => Protocol::Zmq,
         (_, false) => Protocol::Berth,

@@ -10,8 +10,8 @@ use berth_proto::msg::handshake::{encode_keyword, parse_control, OK_FRAME};
 use berth_proto::msg::{FrameDecoder, Piece};
 
 use super::endpoint::Endpoint;
-use super::{ws, zmtp};
 use super::Protocol;
+use super::{ws, zmtp};
 
 /// Longest control payload kept for the report; the rest of a longer one is read and dropped.
 const MAX_CONTROL_TEXT: usize = 1024;
@@ -337,7 +337,10 @@ mod tests {
     #[test]
     fn hello_bytes() {
         let tcp = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
-        assert_eq!(hello(Protocol::Berth, "svc", &tcp), b"\x03\0\0\0\0\0\0\0svc");
+        assert_eq!(
+            hello(Protocol::Berth, "svc", &tcp),
+            b"\x03\0\0\0\0\0\0\0svc"
+        );
         assert_eq!(hello(Protocol::Berth, "", &tcp), [0u8; 8]);
         let z = hello(Protocol::Zmq, "ignored", &tcp);
         assert_eq!(z.len(), 64 + 30);

@@ -63,11 +63,20 @@ pub enum Piece<'a> {
 enum State {
     Head(Vec<u8>),
     /// Collecting a frame header.
-    Header { buf: [u8; 10], have: usize },
+    Header {
+        buf: [u8; 10],
+        have: usize,
+    },
     /// In a data frame's payload.
-    Data { left: u64 },
+    Data {
+        left: u64,
+    },
     /// Skipping a control frame's payload (a ping, a pong), or reading a close's.
-    Control { left: u64, close: bool, text: Vec<u8> },
+    Control {
+        left: u64,
+        close: bool,
+        text: Vec<u8>,
+    },
     Closed,
 }
 
