@@ -163,7 +163,7 @@ impl Reader {
                             self.0 = State::Data { left: len };
                             return Ok((used, Some(Piece::Start(len))));
                         }
-                        0x1 | 0x2 | 0x0 => {
+                        0x0..=0x2 => {
                             return Err("a fragmented echo (one frame per message expected)".into())
                         }
                         op @ (0x8..=0xA) => {
