@@ -17,12 +17,28 @@ import os
 import signal
 import subprocess
 
-from benchlib import cpu_seconds, free_port, wait_ready
+import socket
+import time
+
+from benchlib import cpu_seconds, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEERS = os.path.join(ROOT, "peers")
 NODE_DIR = os.path.join(ROOT, "target", "ws-node")
+
+
+def wait_listening(port, timeout=20.0):
+    """Until `port` takes connections (a WebSocket server answers plain GETs with 4xx, so
+    benchlib's wait_ready does not fit)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"server on port {port} did not start")
 
 
 def node_modules():
@@ -57,7 +73,7 @@ def main():
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                             start_new_session=True)
                     try:
-                        wait_ready(port)
+                        wait_listening(port)
                         before = cpu_seconds(proc.pid)
                         out = subprocess.run(
                             ["taskset", "-c", "1", args.berth, "msg", "bench", f"ws://127.0.0.1:{port}{path}",
@@ -73,7 +89,7 @@ def main():
                         print(f"{size:>4} c{conns:<5} round {rnd} {name:14} failed: {out.stderr.strip()[-300:]}")
                         continue
                     msgs = report.get("messages") or 0
-                    rate = report.get("messages_per_sec") or 0.0
+                    rate = report.get("msgs_per_sec") or 0.0
                     errors = {k: v for k, v in (report.get("errors") or {}).items() if v}
                     print(f"{size:>4} c{conns:<5} round {rnd} {name:14} {rate:>10.0f} msg/s"
                           f"  cpu {cpu * 1e6 / max(msgs, 1):7.2f} us/msg  errors {errors or 0}", flush=True)

@@ -138,9 +138,20 @@ pub fn parse_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
 }
 
 /// Unmasks `data` in place; `offset` is how far into the frame's payload `data` starts.
+/// Eight bytes at a time (a byte loop indexing the key cost half the server's time on 16 KiB
+/// echoes). Every key costs the same, the zero key too (the bench's client uses it), so that
+/// what is measured is what a browser's random key costs.
 pub fn unmask(data: &mut [u8], key: [u8; 4], offset: usize) {
-    for (i, b) in data.iter_mut().enumerate() {
-        *b ^= key[(offset + i) & 3];
+    // The key as it lines up with data[0]; eight bytes are two whole periods of it.
+    let k: [u8; 4] = std::array::from_fn(|i| key[(offset + i) & 3]);
+    let k8 = u64::from_ne_bytes([k[0], k[1], k[2], k[3], k[0], k[1], k[2], k[3]]);
+    let mut words = data.chunks_exact_mut(8);
+    for w in &mut words {
+        let v = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]) ^ k8;
+        w.copy_from_slice(&v.to_ne_bytes());
+    }
+    for (i, b) in words.into_remainder().iter_mut().enumerate() {
+        *b ^= k[i & 3];
     }
 }
 
@@ -224,6 +235,24 @@ mod tests {
             1002,
             "126-byte ping"
         );
+    }
+
+    #[test]
+    fn unmasking_word_by_word_matches_the_definition_at_every_offset() {
+        let key = [0x37, 0xfa, 0x21, 0x3d];
+        let plain: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        for offset in 0..8 {
+            for len in [0, 1, 3, 7, 8, 9, 15, 16, 17, 100, 999] {
+                let mut data = plain[..len].to_vec();
+                unmask(&mut data, key, offset);
+                let want: Vec<u8> = plain[..len]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| b ^ key[(offset + i) & 3])
+                    .collect();
+                assert_eq!(data, want, "offset {offset} len {len}");
+            }
+        }
     }
 
     #[test]

@@ -111,6 +111,66 @@ fn trim(v: &[u8]) -> &[u8] {
 mod tests {
     use super::*;
 
+    use crate::http::Version;
+
+    fn request<'a>(headers: &'a [httparse::Header<'a>]) -> Request<'a> {
+        Request {
+            method: Method::Get,
+            target: "/ws",
+            path: "/ws",
+            query: None,
+            version: Version::Http11,
+            headers,
+            body: b"",
+        }
+    }
+
+    fn header<'a>(name: &'a str, value: &'a str) -> httparse::Header<'a> {
+        httparse::Header {
+            name,
+            value: value.as_bytes(),
+        }
+    }
+
+    #[test]
+    fn subprotocols_are_chosen_in_the_servers_order_and_origins_checked() {
+        let headers = [
+            header("Sec-WebSocket-Version", "13"),
+            header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            header("Sec-WebSocket-Protocol", "chat, superchat"),
+            header("Origin", "https://good.example"),
+        ];
+        let req = request(&headers);
+        let offer = Offer {
+            protocols: &["superchat", "chat"],
+            origin: None,
+        };
+        let accepted = accept(&req, &offer).unwrap();
+        assert_eq!(accepted.protocol.as_deref(), Some("superchat"));
+        assert!(accepted
+            .headers
+            .contains(&("Sec-WebSocket-Protocol".to_owned(), "superchat".to_owned())));
+        let none = accept(&req, &Offer::default()).unwrap();
+        assert_eq!(none.protocol, None);
+        assert_eq!(
+            none.headers.len(),
+            1,
+            "no protocol field when none is chosen"
+        );
+        let only_bad = |o: Option<&[u8]>| o == Some(b"https://bad.example".as_slice());
+        let strict = |o: Option<&[u8]>| o == Some(b"https://other.example".as_slice());
+        let offer = Offer {
+            protocols: &[],
+            origin: Some(&only_bad),
+        };
+        assert_eq!(accept(&req, &offer).unwrap_err().status, 403);
+        let offer = Offer {
+            protocols: &[],
+            origin: Some(&strict),
+        };
+        assert_eq!(accept(&req, &offer).unwrap_err().status, 403);
+    }
+
     #[test]
     fn the_accept_key_of_rfc_6455s_example() {
         assert_eq!(

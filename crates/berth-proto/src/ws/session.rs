@@ -462,6 +462,24 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_connection_is_pinged_then_closed_and_any_frame_resets_the_ping() {
+        let mut s = session();
+        let now = Instant::now();
+        let mut out = Vec::new();
+        assert_eq!(s.handle_timeout(now, &mut out), Flow::Continue);
+        assert_eq!(out, [0x89, 5, b'b', b'e', b'r', b't', b'h']);
+        // The pong comes back: the next idle period pings again rather than closing.
+        let (_, flow) = feed_bytewise(&mut s, &client_frame(true, 0xA, b"berth"));
+        assert_eq!(flow, Flow::Continue);
+        out.clear();
+        assert_eq!(s.handle_timeout(now, &mut out), Flow::Continue);
+        assert_eq!(out[0], 0x89);
+        out.clear();
+        assert_eq!(s.handle_timeout(now, &mut out), Flow::Close);
+        assert_eq!(&out[..4], &[0x88, 6, 0x03, 0xE9]);
+    }
+
+    #[test]
     fn a_message_over_the_limit_closes_with_1009() {
         let mut s = WsSession::new(EchoHandler, WsConfig { max_message: 10 });
         let mut bytes = client_frame(false, 2, b"123456");
