@@ -15,6 +15,10 @@ use super::frame::{self, parse_header, unmask, valid_close_code, Header, Opcode,
 use crate::http::Timeouts;
 use crate::upgrade::{Flow, Upgraded};
 
+/// Largest single-frame message answered straight from the input (the driver's input buffer
+/// grows to hold it); longer frames are taken read by read.
+const WHOLE_FRAME_MAX: u64 = 64 * 1024;
+
 /// Limits of a WebSocket connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WsConfig {
@@ -300,6 +304,47 @@ impl<H: WsHandler> WsSession<H> {
                     let Some(header) = parse_header(&input[at..])? else {
                         return Ok((at, true));
                     };
+                    // A whole message in one small frame (the everyday case) is answered from
+                    // the input, not copied into a message first. A binary one waits there
+                    // until all of it is in (the driver reads more behind it); a text one only
+                    // if it is all in already, so that bad UTF-8 in its first part still
+                    // fails at once (read by read, below).
+                    let end = at + header.header_len + header.len as usize;
+                    let whole = header.fin
+                        && self.message.is_none()
+                        && header.len <= WHOLE_FRAME_MAX
+                        && (header.opcode == Opcode::Binary
+                            || (header.opcode == Opcode::Text && end <= input.len()));
+                    if whole {
+                        if end > input.len() {
+                            return Ok((at, true));
+                        }
+                        self.begin(header)?;
+                        self.message = None;
+                        self.pinged = false;
+                        let data = &mut input[at + header.header_len..end];
+                        if let Some(key) = header.mask {
+                            unmask(data, key, 0);
+                        }
+                        at = end;
+                        let mut out = Outbox {
+                            out: output,
+                            close: &mut self.closed,
+                        };
+                        if header.opcode == Opcode::Text {
+                            let text = std::str::from_utf8(data).map_err(|_| Violation {
+                                code: 1007,
+                                why: "text that is not UTF-8",
+                            })?;
+                            self.handler.message(Message::Text(text), &mut out);
+                        } else {
+                            self.handler.message(Message::Binary(data), &mut out);
+                        }
+                        if self.closed.is_some() {
+                            return Ok((at, false));
+                        }
+                        continue;
+                    }
                     self.begin(header)?;
                     at += header.header_len;
                     self.pinged = false;
