@@ -43,6 +43,8 @@ use berth::proto::http::{
     StreamWriter, Version,
 };
 use crossbeam_channel::{Receiver, Sender};
+
+use crate::front::{percent_decode, with_app_fields, REFUSAL};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -166,7 +168,7 @@ impl Service for Asgi {
     }
 
     fn refusal(&self) -> &'static [u8] {
-        b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        REFUSAL
     }
 }
 
@@ -211,29 +213,6 @@ impl AsgiHandler {
     }
 }
 
-/// `%XX` decoded as UTF-8 (ASGI's `path`); bytes that are not UTF-8 become U+FFFD.
-fn percent_decode(path: &str) -> String {
-    let bytes = path.as_bytes();
-    if !bytes.contains(&b'%') {
-        return path.to_owned();
-    }
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Where a response is.
 enum Progress {
     /// Nothing sent yet.
@@ -265,21 +244,6 @@ struct AsgiRequest {
     answer: Option<Answer>,
     progress: Progress,
     bridge: Arc<Bridge>,
-}
-
-/// Header names berth writes itself, or that would frame the body differently from how berth
-/// sends it: dropped from what the application gives.
-fn berths_own(name: &str) -> bool {
-    [
-        "content-length",
-        "connection",
-        "transfer-encoding",
-        "keep-alive",
-        "date",
-        "server",
-    ]
-    .iter()
-    .any(|own| own.eq_ignore_ascii_case(name))
 }
 
 #[pymethods]
@@ -329,9 +293,7 @@ impl AsgiRequest {
             let value = value.downcast::<PyBytes>()?.as_bytes();
             let name = std::str::from_utf8(name)
                 .map_err(|_| PyValueError::new_err("a header name is not ASCII"))?;
-            if !berths_own(name) {
-                fields.push((name.to_owned(), value.to_vec()));
-            }
+            fields.push((name.to_owned(), value.to_vec()));
         }
         self.progress = Progress::Started { status, fields };
         Ok(())
@@ -352,7 +314,7 @@ impl AsgiRequest {
                 "http.response.body after the response was complete",
             )),
             Progress::Started { status, fields } if !more => {
-                let reply = with_fields(Reply::new(status, "", body.to_vec()), fields)?;
+                let reply = with_app_fields(Reply::new(status, "", body.to_vec()), fields)?;
                 if let Some(answer) = self.answer.take() {
                     answer.reply(reply);
                 }
@@ -362,7 +324,8 @@ impl AsgiRequest {
                 let (writer, stream) = body_stream();
                 let (bridge, id) = (self.bridge.clone(), self.id);
                 writer.on_room(move || bridge.post(Event::Wake(id)));
-                let reply = with_fields(Reply::streamed(status, body.to_vec(), stream), fields)?;
+                let reply =
+                    with_app_fields(Reply::streamed(status, body.to_vec(), stream), fields)?;
                 if let Some(answer) = self.answer.take() {
                     answer.reply(reply);
                 }
@@ -433,15 +396,6 @@ impl AsgiRequest {
             None => false,
         }
     }
-}
-
-fn with_fields(mut reply: Reply, fields: Vec<(String, Vec<u8>)>) -> PyResult<Reply> {
-    for (name, value) in fields {
-        reply = reply.with_field(&name, &value).map_err(|_| {
-            PyValueError::new_err(format!("header field {name:?} is not valid in HTTP"))
-        })?;
-    }
-    Ok(reply)
 }
 
 /// Where berth's loop runs (see the module docs).
@@ -726,7 +680,10 @@ impl AsgiServer {
         scope.set_item(intern!(py, "http_version"), version)?;
         scope.set_item(intern!(py, "method"), call.method)?;
         scope.set_item(intern!(py, "scheme"), intern!(py, "http"))?;
-        scope.set_item(intern!(py, "path"), percent_decode(&call.path))?;
+        scope.set_item(
+            intern!(py, "path"),
+            String::from_utf8_lossy(&percent_decode(&call.path)),
+        )?;
         scope.set_item(
             intern!(py, "raw_path"),
             PyBytes::new(py, call.path.as_bytes()),

@@ -13,6 +13,7 @@
 //! finds nothing rather than someone else.
 
 mod asgi;
+mod front;
 mod wsgi;
 
 use std::sync::Mutex;

@@ -12,6 +12,8 @@ use std::time::Duration;
 use berth::drive::{self, Model, Service, Settings};
 use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response};
 use pyo3::exceptions::{PyOSError, PyValueError};
+
+use crate::front::{percent_decode, with_app_fields, REFUSAL};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyTuple};
 
@@ -38,7 +40,7 @@ impl Service for Wsgi {
     }
 
     fn refusal(&self) -> &'static [u8] {
-        b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        REFUSAL
     }
 }
 
@@ -92,7 +94,11 @@ impl Call {
         env.set_item("REQUEST_METHOD", self.method)?;
         env.set_item("SCRIPT_NAME", "")?;
         // PEP 3333: PATH_INFO is the decoded path as latin-1 "bytes in a str".
-        env.set_item("PATH_INFO", percent_decode_latin1(&self.path))?;
+        let path: String = percent_decode(&self.path)
+            .into_iter()
+            .map(char::from)
+            .collect();
+        env.set_item("PATH_INFO", path)?;
         env.set_item("QUERY_STRING", &self.query)?;
         env.set_item("SERVER_NAME", &self.app.server_name)?;
         env.set_item("SERVER_PORT", &self.app.server_port)?;
@@ -154,26 +160,10 @@ impl Call {
             .and_then(|c| c.parse().ok())
             .filter(|c| (100..1000).contains(c))
             .ok_or_else(|| PyValueError::new_err(format!("bad status {status:?}")))?;
-        let mut reply = Reply::new(code, "", body);
-        for (name, value) in headers {
-            let lower = name.to_ascii_lowercase();
-            // berth frames the body and manages the connection itself.
-            if [
-                "content-length",
-                "connection",
-                "transfer-encoding",
-                "keep-alive",
-                "date",
-                "server",
-            ]
-            .contains(&lower.as_str())
-            {
-                continue;
-            }
-            reply = reply.with_field(name, value.as_bytes()).map_err(|_| {
-                PyValueError::new_err(format!("header field {name:?} is not valid in HTTP"))
-            })?;
-        }
+        let reply = with_app_fields(
+            Reply::new(code, "", body),
+            headers.iter().map(|(n, v)| (n, v.as_bytes())),
+        )?;
         Ok(reply)
     }
 }
@@ -212,26 +202,6 @@ impl StartResponse {
         self.status = Some((status, headers));
         Ok(self.write.clone_ref(py))
     }
-}
-
-/// `%XX` decoded, each byte as one latin-1 character (PEP 3333's native strings).
-fn percent_decode_latin1(path: &str) -> String {
-    let bytes = path.as_bytes();
-    let mut out = String::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push(char::from((h * 16 + l) as u8));
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i] as char);
-        i += 1;
-    }
-    out
 }
 
 /// Serves the WSGI application `app` on `host:port` with berth's `model`, `workers` worker

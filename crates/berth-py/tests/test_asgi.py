@@ -16,21 +16,16 @@ import time
 
 import pytest
 
+import helpers
+from helpers import request
+
 pytest.importorskip("starlette")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def start(app, *args, env=None):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "berth", app, "--interface", "asgi", "--port", "0", *args],
-        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {})},
-    )
-    line = proc.stdout.readline()
-    assert line.startswith("berth listening on http://"), line + proc.stderr.read()
-    port = int(line.split("http://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
-    return proc, port, line
+    return helpers.start(app, "--interface", "asgi", *args, env=env)
 
 
 @pytest.fixture
@@ -43,18 +38,7 @@ def server(events):
     proc, port, line = start("apps.asgi_apps:starlette_app", "--app-timeout", "1",
                              env={"BERTH_TEST_EVENTS": str(events)})
     yield proc, port
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-
-
-def request(port, method, path, body=None, headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request(method, path, body=body, headers=headers or {})
-    r = conn.getresponse()
-    data = r.read()
-    conn.close()
-    return r, data
+    helpers.stop(proc)
 
 
 def seen(events, what, timeout=5.0):

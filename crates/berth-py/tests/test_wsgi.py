@@ -12,6 +12,9 @@ import time
 
 import pytest
 
+import helpers
+from helpers import request
+
 flask = pytest.importorskip("flask")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,27 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 @pytest.fixture
 def server():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "berth", "apps.flask_app:app", "--interface", "wsgi", "--port", "0",
-         "--threads", "2"],
-        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    line = proc.stdout.readline()
-    assert line.startswith("berth listening on http://"), line + proc.stderr.read()
-    port = int(line.split("http://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
+    proc, port, _ = helpers.start("apps.flask_app:app", "--interface", "wsgi", "--threads", "2")
     yield proc, port
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-
-
-def request(port, method, path, body=None, headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request(method, path, body=body, headers=headers or {})
-    r = conn.getresponse()
-    data = r.read()
-    conn.close()
-    return r, data
+    helpers.stop(proc)
 
 
 def test_a_flask_app_with_seed_004s_routes_answers(server):

@@ -1,0 +1,39 @@
+"""What the WSGI and ASGI tests share: starting `python -m berth` on a free port and asking it
+something with http.client."""
+
+import http.client
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def start(app, *args, env=None):
+    """Starts ``python -m berth APP --port 0 ARGS...`` in this directory; returns the process,
+    its port and the line it printed once listening."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "berth", app, "--port", "0", *args],
+        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )
+    line = proc.stdout.readline()
+    assert line.startswith("berth listening on http://"), line + proc.stderr.read()
+    port = int(line.split("http://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
+    return proc, port, line
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def request(port, method, path, body=None, headers=None):
+    """One request on a connection of its own: the response and its body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(method, path, body=body, headers=headers or {})
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r, data
