@@ -241,6 +241,10 @@ struct AsgiRequest {
     body: Option<Vec<u8>>,
     /// The body while it arrives, instead of `body`.
     stream: Option<BodyStream>,
+    /// The streamed body was cut short (the client left, or sent it malformed or too slowly).
+    body_cut: bool,
+    /// A send found the client gone.
+    gone: bool,
     answer: Option<Answer>,
     progress: Progress,
     bridge: Arc<Bridge>,
@@ -267,6 +271,7 @@ impl AsgiRequest {
             Popped::Empty => Ok(None),
             Popped::Aborted => {
                 self.stream = None;
+                self.body_cut = true;
                 Err(ClientDisconnected::new_err(
                     "the request body was cut short (the client went, or sent it too slowly or malformed)",
                 ))
@@ -333,9 +338,12 @@ impl AsgiRequest {
                 Ok(true)
             }
             Progress::Streaming(writer) => {
-                let room = writer.push(body.to_vec()).map_err(|_| {
-                    ClientDisconnected::new_err("the client has gone; the body was not sent")
-                })?;
+                let Ok(room) = writer.push(body.to_vec()) else {
+                    self.gone = true;
+                    return Err(ClientDisconnected::new_err(
+                        "the client has gone; the body was not sent",
+                    ));
+                };
                 if more {
                     self.progress = Progress::Streaming(writer);
                 } else {
@@ -344,6 +352,12 @@ impl AsgiRequest {
                 Ok(room)
             }
         }
+    }
+
+    /// Whether the request body was cut short (the client left, or sent it malformed or too
+    /// slowly): an application that fails then failed for the client's sake.
+    fn body_cut(&self) -> bool {
+        self.body_cut
     }
 
     /// Whether the response has begun (its head is on its way).
@@ -366,6 +380,9 @@ impl AsgiRequest {
 
     /// Whether the client has gone.
     fn disconnected(&self) -> bool {
+        if self.gone {
+            return true;
+        }
         match &self.progress {
             Progress::Streaming(writer) => writer.is_gone(),
             Progress::Done => false,
@@ -655,6 +672,8 @@ impl AsgiServer {
                     scope: scope.unbind(),
                     body,
                     stream,
+                    body_cut: false,
+                    gone: false,
                     answer: Some(answer),
                     progress: Progress::Idle,
                     bridge: self.bridge.clone(),

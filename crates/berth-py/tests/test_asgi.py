@@ -170,6 +170,25 @@ def test_a_request_body_streams_to_the_app_as_it_arrives(server, events):
         data += chunk
 
 
+def test_a_malformed_streamed_body_is_answered_400_and_clients_that_leave_are_not_failures(server):
+    proc, port = server
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"5\r\nhello\r\nZZ\r\n")
+    assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+    for _ in range(5):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET /endless HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()
+    r, _ = request(port, "GET", "/hello/world")
+    assert r.status == 200
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0
+    assert "the application failed" not in proc.stderr.read()
+
+
 def test_an_app_that_raises_costs_its_own_request(server):
     _, port = server
     r, _ = request(port, "GET", "/boom")

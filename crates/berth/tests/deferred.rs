@@ -545,7 +545,8 @@ fn an_answer_before_the_body_closes_the_connection_after_it() {
 }
 
 /// A streamed body that goes bad — malformed chunked framing, a client that stops sending —
-/// is aborted: the job learns the body is cut short and answers; the connection then closes.
+/// is answered by berth at once (400, 408) and the connection closed; the job learns that its
+/// body was cut short, and its late answer is dropped.
 #[test]
 fn a_bad_or_stalled_streamed_body_is_aborted_and_the_job_told() {
     let seen = Arc::new(Seen::default());
@@ -563,7 +564,11 @@ fn a_bad_or_stalled_streamed_body_is_aborted_and_the_job_told() {
     let mut buf = Vec::new();
     read_until(&mut sock, &mut buf, |_| false);
     let text = String::from_utf8_lossy(&buf).into_owned();
-    assert!(text.contains("cut short"), "{text}");
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(
+        !text.contains("cut short"),
+        "the job's late answer is dropped: {text}"
+    );
     assert!(
         text.to_ascii_lowercase().contains("connection: close"),
         "{text}"
@@ -575,7 +580,12 @@ fn a_bad_or_stalled_streamed_body_is_aborted_and_the_job_told() {
     let mut buf = Vec::new();
     read_until(&mut sock, &mut buf, |_| false);
     let text = String::from_utf8_lossy(&buf).into_owned();
-    assert!(text.contains("cut short"), "a stalled body: {text}");
-    assert_eq!(seen.aborted.load(Ordering::SeqCst), 2);
+    assert!(text.starts_with("HTTP/1.1 408"), "a stalled body: {text}");
+    // The stalled body's job was running, and is told. (The malformed one came in the same
+    // read as its head: its job may be dropped before it is handed out, never to run.)
+    let told = server::wait_for(Duration::from_secs(5), || {
+        seen.aborted.load(Ordering::SeqCst) >= 1
+    });
+    assert!(told, "the job of the stalled body was not told");
     srv.stop();
 }

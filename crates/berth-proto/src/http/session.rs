@@ -215,6 +215,9 @@ enum Fed {
     More,
     /// The body is complete.
     Done,
+    /// The body is malformed or too large: answer this (the job's stream is aborted; its
+    /// answer, when it comes, finds the connection closed).
+    Refused(Reject),
 }
 
 /// Headers are parsed into this much stack; [`Limits::max_headers`] picks how much is used.
@@ -366,16 +369,18 @@ impl Session {
         handler: &mut H,
     ) -> Step<H::Job> {
         if let Some(feed) = self.feed.take() {
-            // A streamed body that stopped arriving: its job is told (the stream is aborted)
-            // and answers as it sees fit; the connection closes after that answer.
+            // A streamed body that stopped arriving: the client is answered 408 now, the job
+            // is told (its stream is aborted), and its answer, when it comes, finds the
+            // connection closed.
             feed.writer.abort();
             input.clear();
-            if self.is_waiting() {
-                self.wind_down = true;
-                return Step::Read;
-            }
-            self.state = State::Closed;
-            return Step::Close;
+            return self.refuse(
+                reject(408, "request body not received in time"),
+                false,
+                output,
+                cx,
+                handler,
+            );
         }
         match self.phase(input) {
             Phase::Head | Phase::Body => {
@@ -412,6 +417,10 @@ impl Session {
                 match self.feed(input, &mut consumed, cx) {
                     Fed::More => break Step::Read,
                     Fed::Done => {}
+                    Fed::Refused(r) => {
+                        consumed = input.len();
+                        break self.refuse(r, false, output, cx, handler);
+                    }
                 }
             }
             match self.state {
@@ -845,8 +854,8 @@ impl Session {
     }
 
     /// Passes what the input holds of a streamed body to its job, from `consumed` on, as far
-    /// as the job's window allows. A malformed or oversized body aborts the job's stream and
-    /// ends the connection once the job has answered (or at once if nobody waits).
+    /// as the job's window allows. A malformed or oversized body aborts the job's stream and is
+    /// answered at once ([`Fed::Refused`]).
     fn feed(&mut self, input: &mut [u8], consumed: &mut usize, cx: &Context<'_>) -> Fed {
         let Some(feed) = &mut self.feed else {
             return Fed::Done;
@@ -870,19 +879,13 @@ impl Session {
                         c.spent_dropped();
                         out
                     }
-                    Err(_) => {
-                        // Nothing more can be read as HTTP on this connection.
-                        let feed = self.feed.take();
-                        if let Some(feed) = feed {
+                    Err(r) => {
+                        // Nothing more can be read as HTTP on this connection: the client is
+                        // told why (400, 413), the job that reads the body that it was cut.
+                        if let Some(feed) = self.feed.take() {
                             feed.writer.abort();
                         }
-                        *consumed = input.len();
-                        if self.is_waiting() {
-                            self.wind_down = true;
-                        } else {
-                            self.state = State::Closed;
-                        }
-                        return Fed::More;
+                        return Fed::Refused(r);
                     }
                 }
             }

@@ -160,8 +160,16 @@ class _Runner:
             # Cancelled by the application timeout (or the shutdown): say so if nothing was sent.
             req.fail(504)
         except BaseException:
-            log.exception("the application failed on %s %s", req.scope["method"], req.scope["path"])
-            req.fail(500)
+            if req.disconnected() or req.body_cut():
+                # The client left, or its body was cut short: the app's exception (Starlette
+                # raises ClientDisconnect) is the client's doing, not a failure to log.
+                log.debug("%s %s: the client left or its body was cut short",
+                          req.scope["method"], req.scope["path"])
+                req.fail(400)
+            else:
+                log.exception("the application failed on %s %s", req.scope["method"],
+                              req.scope["path"])
+                req.fail(500)
         else:
             if not req.complete():
                 log.error("the application returned without completing its response to %s %s",
