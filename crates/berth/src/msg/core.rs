@@ -156,6 +156,13 @@ pub(crate) trait Sink {
     fn streams(&self) -> bool;
     /// A whole message.
     fn message(&mut self, core: &mut Core, id: ClientId, msg: &[u8]);
+    /// A whole message, owned (a large held one): a sink that keeps messages keeps this one
+    /// without copying it. The default passes it on as [`Sink::message`] and keeps its buffer
+    /// for the next held message.
+    fn message_owned(&mut self, core: &mut Core, id: ClientId, msg: Vec<u8>) {
+        self.message(core, id, &msg);
+        core.pool_put(Some(msg));
+    }
     /// A piece of a message (streaming sinks only).
     fn piece(&mut self, core: &mut Core, id: ClientId, piece: Piece<'_>);
     /// A message a streaming sink gets whole (held: see `hold`), owned.
@@ -576,13 +583,19 @@ impl Core {
     /// Adds a whole message to `id`'s inbox; pauses it when the inbox is over its limit.
     /// Returns whether the inbox was empty before.
     pub(crate) fn inbox_push(&mut self, id: ClientId, msg: &[u8]) -> bool {
+        self.inbox_push_owned(id, msg.to_vec())
+    }
+
+    /// [`Core::inbox_push`] of a message already owned.
+    pub(crate) fn inbox_push_owned(&mut self, id: ClientId, msg: Vec<u8>) -> bool {
         let high = self.config.inbox_high;
         let Some(c) = self.get_mut(id) else {
             return false;
         };
         let first = c.inbox.is_empty();
-        c.inbox.push_back(msg.to_vec());
-        c.inbox_bytes += msg.len();
+        let len = msg.len();
+        c.inbox.push_back(msg);
+        c.inbox_bytes += len;
         if c.inbox_bytes > high {
             c.paused = true;
         }

@@ -112,6 +112,10 @@ impl Sink for Collector {
         core.inbox_push(id, msg);
         self.result.clients_have_data_to_read.insert(id);
     }
+    fn message_owned(&mut self, core: &mut Core, id: ClientId, msg: Vec<u8>) {
+        core.inbox_push_owned(id, msg);
+        self.result.clients_have_data_to_read.insert(id);
+    }
     fn piece(&mut self, _: &mut Core, _: ClientId, _: Piece<'_>) {}
     fn note(&mut self, _: &mut Core, note: Note) {
         let r = &mut self.result;
@@ -392,6 +396,13 @@ impl Engine {
     /// Takes the whole messages `client` has sent since the last call.
     pub fn messages(&mut self, client: ClientId) -> VecDeque<Vec<u8>> {
         self.core.take_inbox(client)
+    }
+
+    /// Gives back the buffer of a message taken with [`Engine::messages`] once its bytes are
+    /// elsewhere: a large one is kept for the next large message, which then needs no new
+    /// allocation.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.core.pool_put(Some(buf));
     }
 
     /// Closes `client` once its queued output is written.

@@ -116,7 +116,7 @@ impl Core {
 
     /// Keeps a large buffer for the next held message, if the pool (a quarter of the budget,
     /// beside it) has room.
-    pub(super) fn pool_put(&mut self, buf: Option<Vec<u8>>) {
+    pub(crate) fn pool_put(&mut self, buf: Option<Vec<u8>>) {
         let Some(mut buf) = buf else { return };
         let cap = buf.capacity() as u64;
         if cap < RECYCLE_FROM as u64
@@ -146,6 +146,10 @@ impl Core {
         let mut left = None;
         if sink.streams() && whole.len() >= RECYCLE_FROM {
             sink.whole(self, id, whole);
+        } else if whole.len() >= RECYCLE_FROM {
+            // A large whole message is handed over as it is, not copied (a polling engine's
+            // inbox keeps it; its buffer comes back through `pool_put` once read).
+            sink.message_owned(self, id, whole);
         } else {
             if sink.streams() {
                 sink.piece(self, id, Piece::Start(hold.len));
