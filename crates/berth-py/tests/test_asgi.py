@@ -293,3 +293,27 @@ def test_workers_share_the_port_and_sigterm_stops_them_all():
         assert body == b"Hello, World!"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(15) == 0
+
+
+@pytest.mark.parametrize("args", [["--io-threads", "2"], ["--model", "threaded"], ["--model", "actor"]])
+def test_berths_loops_in_threads_of_their_own_serve_the_same(args, events):
+    """Not inline: berth's loops (or a thread per connection) hand requests to the Python loop
+    through the queue and its wake socket."""
+    proc, port, line = start("apps.asgi_apps:starlette_app", *args,
+                             env={"BERTH_TEST_EVENTS": str(events)})
+    try:
+        assert "inline" not in line, line
+        for _ in range(20):
+            r, body = request(port, "GET", "/hello/world")
+            assert (r.status, body) == (200, b"Hello, World!")
+        payload = json.dumps({"a": "abc"})
+        r, body = request(port, "POST", "/reverse", payload, {"Content-Type": "application/json"})
+        assert json.loads(body) == {"data": ["cba"]}
+        r, body = request(port, "GET", "/stream?count=300&size=1000")
+        assert body == b"".join(bytes([i % 251]) * 1000 for i in range(300))
+        r, body = request(port, "POST", "/upload", b"x" * 500_000)
+        assert body == b"received 500000"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    finally:
+        helpers.stop(proc)
