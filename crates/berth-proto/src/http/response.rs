@@ -79,6 +79,24 @@ impl Reply {
         Reply::new(status, "text/plain", Vec::new())
     }
 
+    /// The head this reply is written with.
+    pub(crate) fn head<'a>(
+        &'a self,
+        keep_alive: bool,
+        version: Version,
+        date: &'a [u8],
+    ) -> Head<'a> {
+        Head {
+            status: self.status,
+            content_type: self.content_type,
+            extra: self.headers,
+            fields: &self.fields,
+            keep_alive,
+            version,
+            date,
+        }
+    }
+
     /// 503 for a job that found the worker queue full: come back in a second.
     pub fn overloaded() -> Self {
         Reply {

@@ -591,15 +591,7 @@ impl Session {
                 handler,
             );
         }
-        let head = Head {
-            status: reply.status,
-            content_type: reply.content_type,
-            extra: reply.headers,
-            fields: &reply.fields,
-            keep_alive,
-            version,
-            date: cx.date,
-        };
+        let head = reply.head(keep_alive, version, cx.date);
         write_response(output, &head, &reply.body, head_only);
         handler.on_response(reply.status);
         self.next_request(keep_alive, input, output, cx, handler)
@@ -626,15 +618,7 @@ impl Session {
                 .fields
                 .push(("Transfer-Encoding".to_owned(), b"chunked".to_vec()));
         }
-        let head = Head {
-            status: reply.status,
-            content_type: reply.content_type,
-            extra: reply.headers,
-            fields: &reply.fields,
-            keep_alive,
-            version,
-            date: cx.date,
-        };
+        let head = reply.head(keep_alive, version, cx.date);
         write_head(output, &head, None);
         let discard = head_only || bodiless;
         if !discard && !reply.body.is_empty() {

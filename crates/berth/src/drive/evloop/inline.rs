@@ -75,9 +75,10 @@ impl<H: Handler> Inline<H> {
                 ctl: ctl.clone(),
                 config,
             };
+            let events = Events::with_capacity(parts.config.events);
             Ok(Inline {
                 ev: EventLoop::new(service, parts),
-                events: Events::with_capacity(1024),
+                events,
                 ctl,
                 over: false,
             })
