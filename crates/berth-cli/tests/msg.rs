@@ -585,3 +585,82 @@ fn bad_name_options_are_usage_errors() {
         assert!(err.contains("Usage:"), "{args:?}: {err}");
     }
 }
+
+/// A masked client frame (a browser's), FIN set.
+fn ws_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    assert!(payload.len() < 126);
+    let key = [0x37, 0xfa, 0x21, 0x3d];
+    let mut out = vec![0x80 | opcode, 0x80 | payload.len() as u8];
+    out.extend_from_slice(&key);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    out
+}
+
+#[test]
+fn a_browser_on_a_ws_listener_relays_with_a_tcp_client() {
+    let server = Server::start(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--listen",
+        "ws://127.0.0.1:0",
+        "--ws-max-head",
+        "2k",
+    ]);
+    let ws_url = server.endpoints[1].clone();
+    let ws_addr: SocketAddr = ws_url
+        .strip_prefix("ws://")
+        .and_then(|u| u.strip_suffix("/ws/relay"))
+        .unwrap_or_else(|| panic!("{ws_url}"))
+        .parse()
+        .unwrap();
+    let mut alice = TcpStream::connect(ws_addr).unwrap();
+    alice.set_read_timeout(Some(LIMIT)).unwrap();
+    alice
+        .write_all(
+            b"GET /ws/relay HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        )
+        .unwrap();
+    alice.write_all(&ws_frame(1, b"alice")).unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0];
+        alice.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    assert!(
+        head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        "{head}"
+    );
+    // Alice's name is in once her own echo comes back.
+    alice.write_all(&ws_frame(1, b"in?")).unwrap();
+    let mut echo = [0; 5];
+    alice.read_exact(&mut echo).unwrap();
+    assert_eq!(&echo, b"\x81\x03in?");
+
+    let mut bob = client(server.addr(), "bob");
+    bob.write_all(&frame(b"@alice hello browser")).unwrap();
+    let mut got = [0; 2 + 18];
+    alice.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"\x81\x12@bob hello browser");
+    alice.write_all(&ws_frame(1, b"@bob hello tcp")).unwrap();
+    assert_eq!(read_frame(&mut bob).1, b"@alice hello tcp");
+
+    // A head over --ws-max-head is answered 431.
+    let mut big = TcpStream::connect(ws_addr).unwrap();
+    big.set_read_timeout(Some(LIMIT)).unwrap();
+    let request = format!("GET /ws/relay HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(2100));
+    big.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = big.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+
+    // SIGTERM: the browser is told with a close 1001.
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "{err}");
+    let mut close = Vec::new();
+    let _ = alice.read_to_end(&mut close);
+    assert_eq!(&close[..4], b"\x88\x21\x03\xe9", "{close:?}");
+}

@@ -49,7 +49,8 @@ fn parse_name_taken(s: &str) -> Result<berth_proto::msg::NameTaken, String> {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Endpoint to listen on (repeatable): tcp://HOST:PORT, tls://HOST:PORT[?cert=F&key=F],
-    /// unix:///PATH, udp://HOST:PORT,
+    /// unix:///PATH, udp://HOST:PORT, ws://HOST:PORT[/PATH] (WebSocket clients at PATH,
+    /// default /ws/relay: first text message the name), wss://HOST:PORT[/PATH] (inside TLS),
     /// with ?raw, ?anonymous=no, ?expected-only.
     #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", required = true)]
     pub listen: Vec<String>,
@@ -131,6 +132,10 @@ pub struct ServeArgs {
     /// Most clients at once, per thread.
     #[arg(short = 'C', long, value_name = "N", default_value = "10000")]
     pub capacity: usize,
+
+    /// Longest opening handshake (HTTP head) of a ws:// client; longer ones are answered 431.
+    #[arg(long, value_name = "BYTES", default_value = "16k", value_parser = parse_limit)]
+    pub ws_max_head: u64,
 
     /// Seconds allowed for a client's keyword.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs)]

@@ -84,6 +84,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         out_high: usize::try_from(args.out_high).unwrap_or(usize::MAX),
         policy,
         reuse_port: args.reuse_port,
+        max_opening: usize::try_from(args.ws_max_head).unwrap_or(usize::MAX),
         tls,
         ..defaults
     };

@@ -33,8 +33,8 @@ pub mod files;
 mod framing;
 mod limits;
 pub mod pump;
-mod request;
-mod response;
+pub(crate) mod request;
+pub(crate) mod response;
 mod session;
 pub mod stream;
 

@@ -17,6 +17,7 @@
 
 pub mod frame;
 pub mod handshake;
+pub mod opening;
 mod session;
 
 pub use session::{EchoHandler, Message, Outbox, WsConfig, WsHandler, WsSession};

@@ -140,6 +140,28 @@ impl<H: WsHandler> WsSession<H> {
         }
     }
 
+    /// The handler, for a driver that collects what it was given (the message engine).
+    pub fn handler_mut(&mut self) -> &mut H {
+        &mut self.handler
+    }
+
+    /// Starts the closing handshake from the server's side (shutting down, a refusal): a close
+    /// with `code` and `reason` (cut to fit a close frame) is appended to `output`, and nothing
+    /// the peer sends after it is taken. `false` if a close was already sent.
+    pub fn close(&mut self, code: u16, reason: &str, output: &mut Vec<u8>) -> bool {
+        if self.closed.is_some() {
+            return false;
+        }
+        frame::write_close(output, code, reason);
+        self.closed = Some(code);
+        true
+    }
+
+    /// Whether a close was sent: the connection is ending.
+    pub fn is_closing(&self) -> bool {
+        self.closed.is_some()
+    }
+
     /// Ends the connection for a breach: a close with its code, then the end.
     fn fail(&mut self, v: Violation, output: &mut Vec<u8>) -> Flow {
         if self.closed.is_none() {

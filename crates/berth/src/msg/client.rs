@@ -90,6 +90,9 @@ pub(crate) enum Proto {
     Raw,
     /// A server we connected to (client mode): frames, and control frames from it.
     Outbound(FrameDecoder),
+    /// A WebSocket client (`ws://`): the opening handshake, then a message per WebSocket
+    /// message, the first its keyword.
+    Ws(Box<super::core::WsPeer>),
 }
 
 /// Where a client's bytes travel.

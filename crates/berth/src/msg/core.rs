@@ -44,6 +44,9 @@ mod hold;
 mod read;
 mod udp;
 mod write;
+mod ws;
+
+pub(crate) use self::ws::WsPeer;
 
 /// Tokens at and above this are listeners (`LISTENERS + index`); below are client slab keys.
 pub(crate) const LISTENERS: usize = usize::MAX / 2;
@@ -94,6 +97,9 @@ pub struct EngineConfig {
     pub inbox_high: usize,
     /// Read buffer size.
     pub buffer_size: usize,
+    /// Longest opening handshake (the HTTP head) a `ws://` client may send; a longer one is
+    /// answered 431 (`--ws-max-head`).
+    pub max_opening: usize,
     /// What a name may be (`policy.names`), expected names and rules.
     pub policy: Policy,
     /// Share TCP and UDP ports with other processes (`--reuse-port`). Off (the default), a
@@ -120,6 +126,7 @@ impl Default for EngineConfig {
             out_high: 1 << 20,
             inbox_high: 8 << 20,
             buffer_size: 64 * 1024,
+            max_opening: 16 * 1024,
             policy: Policy::default(),
             reuse_port: false,
             tls: None,

@@ -1,5 +1,7 @@
 //! Endpoints as URLs (docs/msg-protocol.md §7): `tcp://HOST:PORT`, `unix:///path`,
-//! `udp://HOST:PORT`, and `tls://HOST:PORT` (TCP with TLS), with the options `?raw`,
+//! `udp://HOST:PORT`, `tls://HOST:PORT` (TCP with TLS), and `ws://HOST:PORT/PATH` and
+//! `wss://HOST:PORT/PATH` (WebSocket clients, a browser among them, at `PATH`, by default
+//! `/ws/relay`; `wss` inside TLS), with the options `?raw`,
 //! `?anonymous=no` and `?expected-only`, and for TLS `cert=FILE`, `key=FILE` (a listener's
 //! certificate and key, PEM) and `client-ca=FILE` (ask clients for a certificate signed by this
 //! CA).
@@ -32,9 +34,15 @@ pub struct Endpoint {
     pub no_anonymous: bool,
     /// Names not expected in advance are refused on this listener.
     pub expected_only: bool,
-    /// TLS over TCP (`tls://`), and the files it takes.
+    /// TLS over TCP (`tls://`, `wss://`), and the files it takes.
     pub tls: Option<TlsFiles>,
+    /// WebSocket (`ws://`, `wss://`): clients open with a WebSocket handshake for this path,
+    /// and each message is a WebSocket message (listeners only).
+    pub websocket: Option<String>,
 }
+
+/// The path a `ws://` endpoint serves when its URL names none.
+pub const WS_DEFAULT_PATH: &str = "/ws/relay";
 
 /// The files of a TLS endpoint. A listener needs a certificate and a key (here, or given to
 /// the whole server); a client needs neither.
@@ -59,12 +67,22 @@ impl Endpoint {
     pub fn parse(s: &str) -> Result<Endpoint, String> {
         let bad = |why: &str| format!("bad endpoint {s:?}: {why}");
         let (scheme, rest) = s.split_once("://").ok_or_else(|| {
-            bad("expected tcp://HOST:PORT, tls://HOST:PORT, unix:///PATH or udp://HOST:PORT")
+            bad(
+                "expected tcp://HOST:PORT, tls://HOST:PORT, unix:///PATH, udp://HOST:PORT or \
+                 ws://HOST:PORT/PATH",
+            )
         })?;
         let (place, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let websocket = matches!(scheme, "ws" | "wss");
+        let (place, path) = match place.find('/') {
+            Some(at) if websocket => (&place[..at], place[at..].to_owned()),
+            _ => (place, WS_DEFAULT_PATH.to_owned()),
+        };
         let mut endpoint = Endpoint {
             address: match scheme {
-                "tcp" | "tls" => Address::Tcp(socket_addr(place).map_err(|e| bad(&e))?),
+                "tcp" | "tls" | "ws" | "wss" => {
+                    Address::Tcp(socket_addr(place).map_err(|e| bad(&e))?)
+                }
                 "udp" => Address::Udp(socket_addr(place).map_err(|e| bad(&e))?),
                 "unix" if place.is_empty() => return Err(bad("no socket path")),
                 "unix" => Address::Unix(PathBuf::from(place)),
@@ -73,10 +91,11 @@ impl Endpoint {
             raw: false,
             no_anonymous: false,
             expected_only: false,
-            tls: (scheme == "tls").then(|| TlsFiles {
+            tls: matches!(scheme, "tls" | "wss").then(|| TlsFiles {
                 host: host_of(place),
                 ..TlsFiles::default()
             }),
+            websocket: websocket.then_some(path),
         };
         for option in query.split('&').filter(|o| !o.is_empty()) {
             match option {
@@ -98,8 +117,8 @@ impl Endpoint {
                         _ => {
                             return Err(bad(&format!(
                                 "unknown option {other:?} (known: raw, anonymous=no, \
-                                 expected-only; for tls://, cert=, key=, client-ca=, ca=, \
-                                 insecure)"
+                                 expected-only; for tls:// and wss://, cert=, key=, \
+                                 client-ca=, ca=, insecure)"
                             )))
                         }
                     };
@@ -110,7 +129,7 @@ impl Endpoint {
                 }
             }
         }
-        if endpoint.raw && matches!(endpoint.address, Address::Udp(_)) {
+        if endpoint.raw && (matches!(endpoint.address, Address::Udp(_)) || websocket) {
             return Err(bad("raw applies to tcp:// and unix:// only"));
         }
         Ok(endpoint)
@@ -148,11 +167,15 @@ fn socket_addr(place: &str) -> Result<SocketAddr, String> {
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.address {
-            Address::Tcp(a) if self.tls.is_some() => write!(f, "tls://{a}")?,
-            Address::Tcp(a) => write!(f, "tcp://{a}")?,
-            Address::Udp(a) => write!(f, "udp://{a}")?,
-            Address::Unix(p) => write!(f, "unix://{}", p.display())?,
+        match (&self.address, &self.websocket) {
+            (Address::Tcp(a), Some(path)) if self.tls.is_some() => write!(f, "wss://{a}{path}")?,
+            (Address::Tcp(a), Some(path)) => write!(f, "ws://{a}{path}")?,
+            (address, _) => match address {
+                Address::Tcp(a) if self.tls.is_some() => write!(f, "tls://{a}")?,
+                Address::Tcp(a) => write!(f, "tcp://{a}")?,
+                Address::Udp(a) => write!(f, "udp://{a}")?,
+                Address::Unix(p) => write!(f, "unix://{}", p.display())?,
+            },
         }
         let options = [
             (self.raw, "raw"),
@@ -228,6 +251,26 @@ mod tests {
         assert_eq!(e.transport(), Transport::Tls);
         assert!(Endpoint::parse("tcp://127.0.0.1:9?cert=/c.pem").is_err());
         assert!(Endpoint::parse("tls://127.0.0.1:9?cert=").is_err());
+    }
+
+    #[test]
+    fn parses_websocket_endpoints_and_their_paths() {
+        let e = Endpoint::parse("ws://127.0.0.1:9102").unwrap();
+        assert_eq!(e.address, Address::Tcp("127.0.0.1:9102".parse().unwrap()));
+        assert_eq!(e.websocket.as_deref(), Some("/ws/relay"));
+        assert_eq!(e.transport(), Transport::Tcp);
+        assert_eq!(e.to_string(), "ws://127.0.0.1:9102/ws/relay");
+        let e = Endpoint::parse("wss://127.0.0.1:9443/chat?anonymous=no").unwrap();
+        assert_eq!(e.websocket.as_deref(), Some("/chat"));
+        assert_eq!(e.transport(), Transport::Tls);
+        assert!(e.no_anonymous);
+        assert_eq!(e.to_string(), "wss://127.0.0.1:9443/chat?anonymous=no");
+        assert!(Endpoint::parse("tcp://127.0.0.1:9100")
+            .unwrap()
+            .websocket
+            .is_none());
+        assert!(Endpoint::parse("ws://127.0.0.1:9?raw").is_err());
+        assert!(Endpoint::parse("tcp://127.0.0.1:9/x").is_err());
     }
 
     #[test]

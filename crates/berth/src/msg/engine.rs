@@ -254,6 +254,12 @@ impl Engine {
         name: impl AsRef<[u8]>,
         timeout: Duration,
     ) -> Result<ClientId, ConnectError> {
+        if endpoint.websocket.is_some() {
+            return Err(ConnectError::Protocol(format!(
+                "{endpoint}: WebSocket endpoints are for listening (berth connects over tcp://, \
+                 tls://, unix:// or udp://)"
+            )));
+        }
         let name = name.as_ref();
         let label = endpoint.to_string();
         let (stream, peer) = match &endpoint.address {

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 
 use berth_proto::msg::frame::header;
+use berth_proto::ws::frame::{write_header, Opcode};
 
 /// Messages at least this long get a block of their own instead of being copied into one.
 const OWN_BLOCK: usize = 16 * 1024;
@@ -33,7 +34,16 @@ pub(crate) enum Framing {
     Raw,
     /// One datagram per message, after its kind byte (`D`).
     Datagram,
+    /// One WebSocket message per message (server frames, unmasked): text when the bytes are
+    /// UTF-8, else binary. A streamed message is one frame of its announced length; one of
+    /// up to [`WS_ASSEMBLE`] bytes is gathered first so that its bytes can choose.
+    WebSocket,
 }
+
+/// Streamed messages to a WebSocket client up to this long are gathered whole before they are
+/// framed, so that text goes as text (a browser's `onmessage` gets a string); longer ones go
+/// as binary frames as they arrive.
+pub(crate) const WS_ASSEMBLE: u64 = 64 * 1024;
 
 /// A lazily produced sequence of messages.
 pub(crate) trait Produce: Send {
@@ -79,6 +89,9 @@ pub(crate) struct OutQueue {
     behind: VecDeque<Item>,
     /// Payload bytes the open stream still expects, if one is open.
     open: Option<u64>,
+    /// The open stream's bytes, gathered (WebSocket framing, short streams: see
+    /// [`WS_ASSEMBLE`]).
+    gathering: Option<Vec<u8>>,
     /// Bytes in `Bytes` items in `items`: what can be written now.
     ready: usize,
     /// Bytes in `Bytes` items in `behind`: what waits for the open stream to end.
@@ -98,6 +111,7 @@ impl OutQueue {
             items: VecDeque::new(),
             behind: VecDeque::new(),
             open: None,
+            gathering: None,
             ready: 0,
             held: 0,
             lazies: 0,
@@ -161,8 +175,10 @@ impl OutQueue {
         }
         let framing = self.framing;
         let (line, count, spare) = self.line();
-        if framing == Framing::Frames {
-            *count += append(line, spare, &header(msg.len() as u64));
+        match framing {
+            Framing::Frames => *count += append(line, spare, &header(msg.len() as u64)),
+            Framing::WebSocket => *count += append(line, spare, &ws_header(&msg, msg.len() as u64)),
+            Framing::Raw | Framing::Datagram => {}
         }
         *count += msg.len();
         line.push_back(Item::Bytes { data: msg, pos: 0 });
@@ -196,8 +212,17 @@ impl OutQueue {
         if self.open.is_some() || self.framing == Framing::Datagram {
             return false;
         }
-        if self.framing == Framing::Frames {
-            self.ready += append(&mut self.items, &mut self.spare, &header(len));
+        match self.framing {
+            Framing::Frames => self.ready += append(&mut self.items, &mut self.spare, &header(len)),
+            Framing::WebSocket if len <= WS_ASSEMBLE => {
+                self.gathering = Some(Vec::with_capacity(len as usize));
+            }
+            Framing::WebSocket => {
+                // Too long to gather: binary, whatever its bytes.
+                let header = ws_header(&[0xff], len);
+                self.ready += append(&mut self.items, &mut self.spare, &header);
+            }
+            Framing::Raw | Framing::Datagram => {}
         }
         self.open = Some(len);
         self.close_stream_if_done();
@@ -209,7 +234,10 @@ impl OutQueue {
     pub(crate) fn stream_chunk(&mut self, bytes: &[u8]) -> usize {
         let Some(left) = self.open else { return 0 };
         let take = bytes.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        self.ready += append(&mut self.items, &mut self.spare, &bytes[..take]);
+        match &mut self.gathering {
+            Some(gathered) => gathered.extend_from_slice(&bytes[..take]),
+            None => self.ready += append(&mut self.items, &mut self.spare, &bytes[..take]),
+        }
         self.open = Some(left - take as u64);
         self.close_stream_if_done();
         take
@@ -225,7 +253,11 @@ impl OutQueue {
         let bytes = &bytes[..bytes.len().min(usize::try_from(left).unwrap_or(usize::MAX))];
         // Everything queued must fit in the same `writev`, ahead of the chunk, or the chunk
         // could overtake it.
-        if self.lazies > 0 || self.framing == Framing::Datagram || self.items.len() >= MAX_SLICES {
+        if self.lazies > 0
+            || self.framing == Framing::Datagram
+            || self.gathering.is_some()
+            || self.items.len() >= MAX_SLICES
+        {
             return self.stream_chunk(bytes);
         }
         let mut slices = [IoSlice::new(&[]); MAX_SLICES];
@@ -255,6 +287,9 @@ impl OutQueue {
     fn close_stream_if_done(&mut self) {
         if self.open == Some(0) {
             self.open = None;
+            if let Some(whole) = self.gathering.take() {
+                self.ready += put(&mut self.items, &mut self.spare, self.framing, &whole);
+            }
             self.items.append(&mut self.behind);
             self.ready += std::mem::take(&mut self.held);
         }
@@ -363,6 +398,7 @@ impl OutQueue {
         self.items.clear();
         self.behind.clear();
         self.open = None;
+        self.gathering = None;
         self.ready = 0;
         self.held = 0;
         self.lazies = 0;
@@ -399,6 +435,9 @@ fn put(line: &mut VecDeque<Item>, spare: &mut Vec<u8>, framing: Framing, msg: &[
             append(line, spare, &header(msg.len() as u64)) + append(line, spare, msg)
         }
         Framing::Raw => append(line, spare, msg),
+        Framing::WebSocket => {
+            append(line, spare, &ws_header(msg, msg.len() as u64)) + append(line, spare, msg)
+        }
         Framing::Datagram => {
             let mut data = Vec::with_capacity(msg.len() + 1);
             data.push(b'D');
@@ -408,6 +447,18 @@ fn put(line: &mut VecDeque<Item>, spare: &mut Vec<u8>, framing: Framing, msg: &[
             n
         }
     }
+}
+
+/// The header of a WebSocket message of `len` bytes that starts with (or is) `msg`: text if
+/// `msg` is UTF-8 (callers pass the whole message, or a non-UTF-8 byte for binary).
+fn ws_header(msg: &[u8], len: u64) -> Vec<u8> {
+    let opcode = match std::str::from_utf8(msg) {
+        Ok(_) => Opcode::Text,
+        Err(_) => Opcode::Binary,
+    };
+    let mut h = Vec::with_capacity(10);
+    write_header(&mut h, true, opcode, len);
+    h
 }
 
 /// Appends wire bytes to the last block when it is small, else to a new block.

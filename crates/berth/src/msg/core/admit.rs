@@ -10,7 +10,7 @@ use berth_proto::msg::{
 };
 use mio::{Interest, Token};
 
-use super::{Arrival, Client, ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream};
+use super::{Arrival, Client, ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream, WsPeer};
 use crate::msg::directory::Post;
 use crate::msg::outq::{Framing, OutQueue};
 use crate::net::Evented;
@@ -52,6 +52,7 @@ impl Core {
             };
             self.stats.connection();
             let raw = self.listeners[index].endpoint.raw;
+            let websocket = self.listeners[index].endpoint.websocket.is_some();
             if self.clients.len() >= self.config.capacity {
                 self.stats.refused(Refusal::Capacity);
                 if !raw {
@@ -61,21 +62,24 @@ impl Core {
                         "the server holds its limit of {} clients",
                         self.config.capacity
                     );
-                    encode_refusal(Refusal::Capacity, &text, &mut out);
+                    match websocket {
+                        true => out = super::ws::busy(),
+                        false => encode_refusal(Refusal::Capacity, &text, &mut out),
+                    }
                     // Best effort: a fresh socket's buffer takes a short frame whole.
                     let _ = io::Write::write(&mut stream, &out);
                 }
                 continue;
             }
-            let proto = if raw {
-                Proto::Raw
+            let (proto, framing) = if raw {
+                (Proto::Raw, Framing::Raw)
+            } else if websocket {
+                let ws = WsPeer::new(self.config.max_message);
+                (Proto::Ws(Box::new(ws)), Framing::WebSocket)
             } else {
-                Proto::Server(ServerSession::with_names(
-                    self.limit,
-                    self.config.policy.names,
-                ))
+                let session = ServerSession::with_names(self.limit, self.config.policy.names);
+                (Proto::Server(session), Framing::Frames)
             };
-            let framing = if raw { Framing::Raw } else { Framing::Frames };
             let io = Io::Stream {
                 stream,
                 proto,
@@ -239,43 +243,45 @@ impl Core {
             Ok(_) => Ok(()),
             Err(refusal) => Err(refusal),
         };
-        let c = self.get_mut(id).expect("handshake of a live client");
-        let Io::Stream {
-            proto: Proto::Server(session),
-            ..
-        } = &mut c.io
-        else {
-            return;
-        };
-        let mut answer = Vec::new();
         match decision {
             Ok(()) => {
-                session.accept(&mut answer);
-                // In front of anything the application may already have queued for it.
-                c.out.push_wire(&answer);
-                self.dirty.push(id);
+                let c = self.get_mut(id).expect("handshake of a live client");
+                // A WebSocket client is not told (a refused one gets the close).
+                if let Io::Stream {
+                    proto: Proto::Server(session),
+                    ..
+                } = &mut c.io
+                {
+                    let mut answer = Vec::new();
+                    session.accept(&mut answer);
+                    // In front of anything the application may already have queued for it.
+                    c.out.push_wire(&answer);
+                    self.dirty.push(id);
+                }
             }
             Err((r, text)) => {
-                session.refuse(r, &text, &mut answer);
-                c.out.push_wire(&answer);
-                c.phase = Phase::Closing;
-                self.stats.refused(r);
-                self.wheel.disarm(id.key());
-                self.dirty.push(id);
                 log::debug!("client {id} refused: {} {text}", r.code());
+                self.refuse_now(id, r, &text);
+                self.wheel.disarm(id.key());
             }
         }
     }
 
     pub(super) fn refuse_now(&mut self, id: ClientId, why: Refusal, text: &str) {
         let Some(c) = self.get_mut(id) else { return };
-        if let Io::Stream {
-            proto: Proto::Server(session),
-            ..
-        } = &mut c.io
-        {
-            let mut frame = Vec::new();
-            session.refuse(why, text, &mut frame);
+        let mut frame = Vec::new();
+        match &mut c.io {
+            Io::Stream {
+                proto: Proto::Server(session),
+                ..
+            } => session.refuse(why, text, &mut frame),
+            Io::Stream {
+                proto: Proto::Ws(ws),
+                ..
+            } => ws.refuse(why, text, &mut frame),
+            _ => {}
+        }
+        if !frame.is_empty() {
             c.out.push_wire(&frame);
         }
         c.phase = Phase::Closing;

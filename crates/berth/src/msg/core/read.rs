@@ -146,6 +146,10 @@ impl Core {
                         Some(Event::Piece(p)) => p,
                     }
                 }
+                Proto::Ws(_) => {
+                    self.deliver_ws(id, &input[pos..], sink);
+                    break;
+                }
                 Proto::Outbound(decoder) => match decoder.next(&input[pos..]) {
                     Ok((_, None)) => break,
                     Ok((n, Some(p))) => {

@@ -15,14 +15,20 @@ impl Core {
     pub(super) fn end(&mut self, id: ClientId, why: Ending, text: &str) {
         self.drop_hold(id);
         let Some(c) = self.get_mut(id) else { return };
-        if let Io::Stream {
-            proto: Proto::Server(session),
-            ..
-        } = &mut c.io
-        {
-            let mut frame = Vec::new();
-            session.end(why, text, &mut frame);
-            // Queued behind a stream still arriving, if one is open: after its last byte.
+        let mut frame = Vec::new();
+        match &mut c.io {
+            Io::Stream {
+                proto: Proto::Server(session),
+                ..
+            } => session.end(why, text, &mut frame),
+            Io::Stream {
+                proto: Proto::Ws(ws),
+                ..
+            } => ws.end(why, text, &mut frame),
+            _ => {}
+        }
+        // Queued behind a stream still arriving, if one is open: after its last byte.
+        if !frame.is_empty() {
             c.out.push_wire(&frame);
         }
         if why == Ending::TooLarge {
@@ -123,7 +129,10 @@ impl Core {
             return;
         };
         let stall = self.now + self.config.write_timeout;
-        let is_stream = matches!(c.io, Io::Stream { .. });
+        // A client still in its handshake (a WebSocket client being sent its 101) is timed by
+        // the handshake timeout alone: the wheel holds one deadline per client, and the write
+        // timer would put that one off.
+        let is_stream = matches!(c.io, Io::Stream { .. }) && c.phase != Phase::Handshake;
         // A stream client with output waiting has `write_timeout` from its last progress to
         // take some (closing ones too, from the moment they start closing, and for as long as
         // anything is queued). An open client whose queue holds only a stream waiting for its
@@ -139,10 +148,11 @@ impl Core {
                     c.out.refill(low);
                     match c.out.write_to(stream) {
                         Ok(0) => break,
-                        Ok(_) => {
+                        Ok(_) if is_stream => {
                             c.write_due = Some(stall);
                             self.wheel.set(id.key(), earliest(Some(stall), c.read_due));
                         }
+                        Ok(_) => {}
                         Err(e) => {
                             log::debug!("client {id}: write failed: {e}");
                             return self.remove(id);

@@ -1,0 +1,354 @@
+//! WebSocket clients of the message engine (`ws://` listeners, issue 20's `/ws/relay`): a
+//! browser is a named client like any other — its first text message is its name, then
+//! `@NAME text` relays to a `tcp://` client or another browser and back. Refusals and endings
+//! are close frames; bad openings get an HTTP answer. Real sockets on 127.0.0.1, port 0, with
+//! a real WebSocket client (tungstenite) and the framed protocol's wire.
+
+#[path = "support/msgwire.rs"]
+mod msgwire;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use berth::msg::{Endpoint, EngineConfig};
+use msgwire::*;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::stream::MaybeTlsStream;
+use tungstenite::{Message, WebSocket};
+
+type Ws = WebSocket<MaybeTlsStream<TcpStream>>;
+
+fn ws_endpoint() -> Endpoint {
+    Endpoint::parse("ws://127.0.0.1:0").unwrap()
+}
+
+/// An engine with the relay demo on a `tcp://` and a `ws://` listener.
+fn relay(config: EngineConfig) -> (Served, SocketAddr, SocketAddr) {
+    let served = echo(config, &[tcp_endpoint(), ws_endpoint()]);
+    let (tcp, ws) = (addr_of(&served.endpoints[0]), addr_of(&served.endpoints[1]));
+    (served, tcp, ws)
+}
+
+fn open(addr: SocketAddr) -> Ws {
+    let (ws, response) = tungstenite::connect(format!("ws://{addr}/ws/relay")).unwrap();
+    assert_eq!(response.status(), 101);
+    if let MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    ws
+}
+
+/// A browser that has given its name.
+fn named(addr: SocketAddr, name: &str) -> Ws {
+    let mut ws = open(addr);
+    ws.send(Message::text(name)).unwrap();
+    ws
+}
+
+/// The next data message (pings and pongs skipped).
+fn next(ws: &mut Ws) -> Message {
+    loop {
+        match ws.read().unwrap() {
+            Message::Ping(_) | Message::Pong(_) => continue,
+            m => return m,
+        }
+    }
+}
+
+#[track_caller]
+/// The close the server sent: its code and reason.
+fn close_of(ws: &mut Ws) -> (CloseCode, String) {
+    loop {
+        match ws.read() {
+            Ok(Message::Close(Some(f))) => return (f.code, f.reason.to_string()),
+            Ok(Message::Close(None)) => panic!("a close without a code"),
+            Ok(_) => continue,
+            Err(e) => panic!("no close frame: {e}"),
+        }
+    }
+}
+
+/// Sends a raw request and reads the whole answer (the server closes after a refusal).
+fn raw_answer(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn a_browser_and_a_tcp_client_relay_to_each_other_by_name() {
+    let (_served, tcp_addr, ws_addr) = relay(EngineConfig::default());
+    let mut alice = named(ws_addr, "alice");
+    let (mut bob, answer) = hello(tcp(tcp_addr), "bob");
+    assert_eq!(answer, ok());
+
+    alice.send(Message::text("@bob hi bob")).unwrap();
+    assert_eq!(
+        read_frame(&mut bob).unwrap(),
+        Frame::Data(b"@alice hi bob".to_vec())
+    );
+    bob.write_all(&frame(b"@alice hi alice")).unwrap();
+    assert_eq!(next(&mut alice), Message::text("@bob hi alice"));
+
+    // Anything else comes back to its sender, text as text and bytes as binary.
+    alice.send(Message::text("plain")).unwrap();
+    assert_eq!(next(&mut alice), Message::text("plain"));
+    alice.send(Message::binary(vec![0xff, 0xfe, 0])).unwrap();
+    assert_eq!(next(&mut alice), Message::binary(vec![0xff, 0xfe, 0]));
+    alice.send(Message::text("")).unwrap();
+    assert_eq!(next(&mut alice), Message::text(""));
+
+    // An unknown name is said so, as on tcp://.
+    alice.send(Message::text("@nobody hello")).unwrap();
+    assert_eq!(next(&mut alice), Message::text("@! no client named nobody"));
+
+    // Messages sent right behind the name are taken, in order.
+    let mut carol = open(ws_addr);
+    for m in ["carol", "@bob one", "@bob two", "@alice three"] {
+        carol.send(Message::text(m)).unwrap();
+    }
+    assert_eq!(
+        read_frame(&mut bob).unwrap(),
+        Frame::Data(b"@carol one".to_vec())
+    );
+    assert_eq!(
+        read_frame(&mut bob).unwrap(),
+        Frame::Data(b"@carol two".to_vec())
+    );
+    assert_eq!(next(&mut alice), Message::text("@carol three"));
+}
+
+#[test]
+fn large_messages_cross_between_browsers_and_tcp_whole() {
+    let (_served, tcp_addr, ws_addr) = relay(EngineConfig::default());
+    let mut alice = named(ws_addr, "alice");
+    let mut dave = named(ws_addr, "dave");
+    let (mut bob, _) = hello(tcp(tcp_addr), "bob");
+    // A round trip proves both names are in before the relays.
+    dave.send(Message::text("ready")).unwrap();
+    assert_eq!(next(&mut dave), Message::text("ready"));
+    alice.send(Message::text("ready")).unwrap();
+    assert_eq!(next(&mut alice), Message::text("ready"));
+
+    // Text of up to 64 KiB arrives as text; longer is binary (its bytes cannot be checked
+    // before they are sent), in both cases whole and exact.
+    let short = "é".repeat(20_000);
+    alice.send(Message::text(format!("@dave {short}"))).unwrap();
+    assert_eq!(next(&mut dave), Message::text(format!("@alice {short}")));
+    let long = "x".repeat(1 << 20);
+    alice.send(Message::text(format!("@dave {long}"))).unwrap();
+    assert_eq!(
+        next(&mut dave),
+        Message::binary(format!("@alice {long}").into_bytes())
+    );
+
+    // 3 MiB from a framed client to a browser, and back.
+    let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let mut msg = b"@alice ".to_vec();
+    msg.extend_from_slice(&big);
+    bob.write_all(&frame(&msg)).unwrap();
+    let Message::Binary(got) = next(&mut alice) else {
+        panic!("not binary")
+    };
+    assert_eq!(&got[..5], b"@bob ");
+    assert!(got[5..] == big[..], "the payload changed on the way");
+    let mut back = b"@bob ".to_vec();
+    back.extend_from_slice(&big);
+    alice.send(Message::binary(back)).unwrap();
+    let Frame::Data(got) = read_frame(&mut bob).unwrap() else {
+        panic!("not data")
+    };
+    assert_eq!(&got[..7], b"@alice ");
+    assert!(got[7..] == big[..], "the payload changed on the way back");
+}
+
+#[test]
+fn two_browsers_race_for_one_name_and_exactly_one_wins() {
+    let (_served, _, ws_addr) = relay(EngineConfig::default());
+    for round in 0..10 {
+        let name = format!("racer{round}");
+        let mut a = open(ws_addr);
+        let mut b = open(ws_addr);
+        let (ta, tb) = (name.clone(), name.clone());
+        let ha = std::thread::spawn(move || {
+            a.send(Message::text(ta)).unwrap();
+            a.send(Message::text("who")).unwrap();
+            a
+        });
+        let hb = std::thread::spawn(move || {
+            b.send(Message::text(tb)).unwrap();
+            b.send(Message::text("who")).unwrap();
+            b
+        });
+        let mut outcomes = Vec::new();
+        for mut ws in [ha.join().unwrap(), hb.join().unwrap()] {
+            match ws.read().unwrap() {
+                Message::Text(t) => {
+                    assert_eq!(t.as_str(), "who");
+                    outcomes.push("won");
+                }
+                Message::Close(Some(f)) => {
+                    assert_eq!(f.code, CloseCode::Policy);
+                    assert!(f.reason.starts_with("name-taken "), "{}", f.reason);
+                    outcomes.push("refused");
+                }
+                m => panic!("unexpected {m:?}"),
+            }
+        }
+        outcomes.sort();
+        assert_eq!(outcomes, ["refused", "won"], "round {round}");
+    }
+}
+
+#[test]
+fn refusals_and_endings_are_close_frames_with_the_reason() {
+    let config = EngineConfig {
+        max_message: 1000,
+        max_opening: 400,
+        handshake_timeout: Duration::from_millis(300),
+        ..EngineConfig::default()
+    };
+    let (served, _, ws_addr) = relay(config);
+
+    // A first message that is not text is no name.
+    let mut ws = open(ws_addr);
+    ws.send(Message::binary(b"alice".to_vec())).unwrap();
+    let (code, reason) = close_of(&mut ws);
+    assert_eq!(code, CloseCode::Policy);
+    assert!(reason.starts_with("name-invalid "), "{reason}");
+
+    // A name starting `#` is reserved, as on tcp://.
+    let mut ws = named(ws_addr, "#1");
+    let (code, reason) = close_of(&mut ws);
+    assert_eq!(code, CloseCode::Policy);
+    assert!(reason.starts_with("name-invalid"), "{reason}");
+
+    // No name in time.
+    let mut ws = open(ws_addr);
+    let started = Instant::now();
+    let (code, reason) = close_of(&mut ws);
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(code, CloseCode::Policy);
+    assert!(reason.starts_with("timeout "), "{reason}");
+
+    // An opening over `max_opening` (`--ws-max-head`): 431.
+    let long = format!("GET /ws/relay HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(400));
+    assert!(raw_answer(ws_addr, long.as_bytes()).starts_with("HTTP/1.1 431 "));
+
+    // An opening that never ends is cut off at the same time.
+    let mut s = TcpStream::connect(ws_addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /ws/relay HTTP/1.1\r\nHo").unwrap();
+    let started = Instant::now();
+    assert_eq!(s.read(&mut [0; 64]).unwrap(), 0);
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // A message over the engine's limit: 1009.
+    let mut ws = named(ws_addr, "big");
+    ws.send(Message::binary(vec![7; 1001])).unwrap();
+    let (code, _) = close_of(&mut ws);
+    assert_eq!(code, CloseCode::Size);
+
+    // A frame a client may not send (unmasked) is a protocol error: 1002.
+    let mut s = TcpStream::connect(ws_addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        b"GET /ws/relay HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    .unwrap();
+    s.write_all(b"\x81\x03abc").unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
+    assert!(
+        answer
+            .windows(4)
+            .any(|w| w[0] == 0x88 && w[2..4] == 1002u16.to_be_bytes()),
+        "{answer:?}"
+    );
+
+    // Shutting down: 1001 to every browser.
+    let mut ws = named(ws_addr, "last");
+    ws.send(Message::text("in")).unwrap();
+    assert_eq!(next(&mut ws), Message::text("in"));
+    let waiter = std::thread::spawn(move || close_of(&mut ws));
+    drop(served);
+    let (code, reason) = waiter.join().unwrap();
+    assert_eq!(code, CloseCode::Away);
+    assert!(reason.starts_with("shutdown "), "{reason}");
+}
+
+#[test]
+fn bad_openings_get_an_http_answer_and_the_listener_goes_on() {
+    let (_served, _, ws_addr) = relay(EngineConfig::default());
+    let key = "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    let upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\n";
+    let cases = [
+        (
+            format!("GET /elsewhere HTTP/1.1\r\nHost: x\r\n{upgrade}{key}\r\n"),
+            "404",
+        ),
+        (
+            "GET /ws/relay HTTP/1.1\r\nHost: x\r\n\r\n".to_owned(),
+            "426",
+        ),
+        (
+            format!("GET /ws/relay HTTP/1.1\r\n{upgrade}Sec-WebSocket-Version: 8\r\n\r\n"),
+            "426",
+        ),
+        (
+            format!("GET /ws/relay HTTP/1.1\r\n{upgrade}Sec-WebSocket-Version: 13\r\n\r\n"),
+            "400",
+        ),
+        (
+            "\x16\x03\x01\x02\x00 not http at all\r\n\r\n".to_owned(),
+            "400",
+        ),
+        (
+            format!("GET /ws/relay HTTP/1.1\r\nX: {}\r\n", "a".repeat(20_000)),
+            "431",
+        ),
+    ];
+    for (request, status) in cases {
+        let answer = raw_answer(ws_addr, request.as_bytes());
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{status}: {answer}"
+        );
+        assert!(answer.contains("Connection: close"), "{answer}");
+    }
+    // A client that resets in the middle of its opening, or of a frame, costs nothing.
+    let mut s = TcpStream::connect(ws_addr).unwrap();
+    s.write_all(b"GET /ws/relay HTTP/1.1\r\nHo").unwrap();
+    drop(s);
+    let mut ws = named(ws_addr, "still");
+    let mut s = TcpStream::connect(ws_addr).unwrap();
+    s.write_all(format!("GET /ws/relay HTTP/1.1\r\nHost: x\r\n{upgrade}{key}\r\n").as_bytes())
+        .unwrap();
+    s.write_all(b"\x81\x85ab").unwrap();
+    socket2::SockRef::from(&s)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(s);
+    ws.send(Message::text("alive")).unwrap();
+    assert_eq!(next(&mut ws), Message::text("alive"));
+}
+
+#[test]
+fn a_ws_endpoint_is_for_listening_only() {
+    let mut engine = berth::msg::Engine::new(EngineConfig::default()).unwrap();
+    let err = engine
+        .connect(
+            &Endpoint::parse("ws://127.0.0.1:9/ws/relay").unwrap(),
+            "me",
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("for listening"), "{err}");
+}
