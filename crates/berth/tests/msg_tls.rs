@@ -1,7 +1,7 @@
 //! The message engine over TLS (issue 16): a `tls://` listener beside a `tcp://` one, clients
 //! verified against the test's CA, echo of small and held (multi-megabyte) messages, a relay
 //! from a TLS client to a plain one and back, a handshake that never comes refused at the
-//! handshake timeout, and the certificate errors a listener reports.
+//! handshake timeout, the certificate errors a listener reports, and a browser over `wss://`.
 
 #[path = "support/certs.rs"]
 mod certs;
@@ -194,4 +194,38 @@ fn a_transport_rule_tells_tls_from_plain_tcp() {
     assert_eq!(answer, ok());
     let (_, answer) = hello(tls_client(&certs, tls_e), "plain");
     assert!(refused(&answer), "{answer:?}");
+}
+
+#[test]
+fn a_browser_over_wss_relays_with_a_plain_client() {
+    use tungstenite::Message;
+    let certs = Certs::new("msg-wss");
+    let wss = Endpoint::parse(&format!(
+        "wss://127.0.0.1:0/chat?cert={}&key={}",
+        certs.cert.display(),
+        certs.key.display()
+    ))
+    .unwrap();
+    let server = echo(EngineConfig::default(), &[wss, tcp_endpoint()]);
+    let url = server.endpoints[0].to_string();
+    let url = url.split('?').next().unwrap().to_owned();
+    assert!(
+        url.starts_with("wss://127.0.0.1:") && url.ends_with("/chat"),
+        "{url}"
+    );
+    let tls = tls_client(&certs, &server.endpoints[0]);
+    let (mut alice, response) = tungstenite::client(url.as_str(), tls).unwrap();
+    assert_eq!(response.status(), 101);
+    alice.send(Message::text("alice")).unwrap();
+    alice.send(Message::text("in?")).unwrap();
+    assert_eq!(alice.read().unwrap(), Message::text("in?"));
+    let (mut bob, answer) = hello(tcp(addr_of(&server.endpoints[1])), "bob");
+    assert_eq!(answer, ok());
+    bob.write_all(&frame(b"@alice to the browser")).unwrap();
+    assert_eq!(alice.read().unwrap(), Message::text("@bob to the browser"));
+    alice.send(Message::text("@bob encrypted")).unwrap();
+    assert_eq!(
+        read_frame(&mut bob).unwrap(),
+        Frame::Data(b"@alice encrypted".to_vec())
+    );
 }
