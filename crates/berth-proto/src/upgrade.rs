@@ -43,6 +43,15 @@ pub trait Upgraded: Send {
         Some(now + t.idle)
     }
 
+    /// Something outside the connection has news for it: the driver was woken for this
+    /// connection (a session that produces output on its own, an application's messages say,
+    /// calls the waker its creator got, e.g. [`Answer::waker`](crate::http::Answer::waker)).
+    /// Append what to send to `output`. The default has nothing to add.
+    fn wake(&mut self, output: &mut Vec<u8>) -> Flow {
+        let _ = output;
+        Flow::Continue
+    }
+
     /// The deadline passed. The default closes.
     fn handle_timeout(&mut self, now: Instant, output: &mut Vec<u8>) -> Flow {
         let _ = (now, output);
@@ -83,6 +92,17 @@ impl std::fmt::Debug for Switch {
             .finish_non_exhaustive()
     }
 }
+
+/// Two switches are equal only if they hand over the same session.
+impl PartialEq for Switch {
+    fn eq(&self, other: &Self) -> bool {
+        self.protocol == other.protocol
+            && self.headers == other.headers
+            && std::ptr::addr_eq(&*self.session, &*other.session)
+    }
+}
+
+impl Eq for Switch {}
 
 /// The upgraded session [`Step::Upgrade`](crate::http::Step::Upgrade) hands the driver.
 pub struct Handover(pub Box<dyn Upgraded>);

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use berth::drive::{Model, Service};
 use berth::proto::http::{body_stream, Answer, Handled, Handler, Job, Reply, Request, Response};
+use berth::proto::upgrade::{Flow, Switch};
 use server::{ModelServer, Opts};
 
 /// What the producers saw, shared with the tests.
@@ -49,6 +50,8 @@ enum Work {
     Whole,
     /// Drop the answer without answering.
     Drop,
+    /// Switch to the `ticker` protocol, then send `ticks` lines on its own, `pause` apart.
+    Switch { ticks: usize },
     /// Read the request body (streamed, or whole), `pause` between reads; answer its length
     /// and checksum. With `early`, answer before reading any of it.
     Upload {
@@ -84,6 +87,7 @@ fn produce(work: Work, answer: Answer, seen: &Seen) {
             return answer.reply(Reply::new(200, "text/plain", b"whole".to_vec()));
         }
         Work::Drop => return drop(answer),
+        Work::Switch { ticks } => return switch(ticks, answer),
         Work::Upload {
             stream,
             whole,
@@ -168,6 +172,47 @@ fn upload(
     answer.reply(Reply::new(200, "text/plain", summary(len, sum)));
 }
 
+/// The protocol a deferred job switches to: what its job thread puts in `mailbox` goes out
+/// when the connection is woken (`Upgraded::wake`); what the client sends is echoed.
+struct Ticker {
+    mailbox: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl berth::proto::upgrade::Upgraded for Ticker {
+    fn receive(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> Flow {
+        output.extend_from_slice(b"echo:");
+        output.append(input);
+        Flow::Continue
+    }
+
+    fn wake(&mut self, output: &mut Vec<u8>) -> Flow {
+        output.append(&mut self.mailbox.lock().unwrap());
+        Flow::Continue
+    }
+}
+
+/// Answers with a switch, then talks on its own through the connection's waker.
+fn switch(ticks: usize, answer: Answer) {
+    std::thread::sleep(Duration::from_millis(10));
+    let mailbox = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let wake = answer.waker();
+    answer.reply(Reply::switch(Switch {
+        protocol: "ticker",
+        headers: vec![("X-Ticks".into(), ticks.to_string())],
+        session: Box::new(Ticker {
+            mailbox: mailbox.clone(),
+        }),
+    }));
+    for i in 0..ticks {
+        std::thread::sleep(Duration::from_millis(15));
+        mailbox
+            .lock()
+            .unwrap()
+            .extend_from_slice(format!("tick {i}\n").as_bytes());
+        wake();
+    }
+}
+
 /// `len` bytes of the body from offset `from`.
 fn pattern(from: usize, len: usize) -> Vec<u8> {
     (from..from + len).map(|i| (i % 251) as u8).collect()
@@ -216,6 +261,9 @@ impl Handler for StreamsHandler {
             "/whole" => Work::Whole,
             "/upload" => upload_work(req, None, req.body.to_vec()),
             "/drop" => Work::Drop,
+            "/switch" => Work::Switch {
+                ticks: arg("ticks", 3),
+            },
             _ => {
                 res.send(200, "text/plain", b"inline");
                 return Handled::Done;
@@ -588,4 +636,50 @@ fn a_bad_or_stalled_streamed_body_is_aborted_and_the_job_told() {
     });
     assert!(told, "the job of the stalled body was not told");
     srv.stop();
+}
+
+/// A deferred job switches protocols (`Reply::switch`, as an ASGI app's `websocket.accept`
+/// does) and the new protocol then talks on its own, woken from the job's thread, with nothing
+/// from the client to prompt it. The blocking models wait in `read` and have no owner to wake
+/// (their protocols speak when spoken to), so they are not in the list.
+#[test]
+fn a_deferred_job_switches_protocols_and_the_protocol_is_woken_from_outside() {
+    for model in [Model::Evloop, Model::Actor, Model::Prefork] {
+        let (srv, _) = start(model);
+        let mut sock = connect(&srv);
+        sock.write_all(
+            b"GET /switch?ticks=3 HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: ticker\r\n\r\n",
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.ends_with(b"tick 2\n"));
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        assert!(
+            text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+            "{model}: {text}"
+        );
+        assert!(
+            text.contains("\r\nUpgrade: ticker\r\nX-Ticks: 3\r\n"),
+            "{model}: {text}"
+        );
+        assert!(
+            text.ends_with("\r\n\r\ntick 0\ntick 1\ntick 2\n"),
+            "{model}: {text}"
+        );
+        sock.write_all(b"hi").unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.ends_with(b"echo:hi"));
+
+        // Not asked for: the job's switch is refused with a 500, and the connection goes on.
+        let mut sock = connect(&srv);
+        sock.write_all(
+            b"GET /switch HTTP/1.1\r\nHost: t\r\n\r\nGET /inline HTTP/1.1\r\nHost: t\r\n\r\n",
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        read_until(&mut sock, &mut buf, |b| b.ends_with(b"inline"));
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        assert!(text.starts_with("HTTP/1.1 500 "), "{model}: {text}");
+        srv.stop();
+    }
 }

@@ -87,6 +87,8 @@ pub struct Core {
     upgraded: Option<Box<dyn Upgraded>>,
     /// The upgraded protocol said to close, or its peer left.
     over: bool,
+    /// The driver was woken for the upgraded protocol ([`Core::poke`]).
+    woken: bool,
 }
 
 impl Default for Core {
@@ -112,6 +114,7 @@ impl Core {
             session: Session::new(),
             upgraded: None,
             over: false,
+            woken: false,
         }
     }
 
@@ -152,8 +155,16 @@ impl Core {
         self.session.close_after_response();
     }
 
+    /// The driver was woken for this connection: an upgraded protocol is asked for what it
+    /// has to send ([`Upgraded::wake`]) at the next [`Core::process`]. `false` if the
+    /// connection is not upgraded (nothing to do here).
+    pub fn poke(&mut self) -> bool {
+        self.woken = self.upgraded.is_some();
+        self.woken
+    }
+
     /// Input arrived (appended to `input`): HTTP parses and answers what it can; an upgraded
-    /// protocol gets all of it (unless there is none).
+    /// protocol gets all of it (unless there is none), and is woken if it was poked.
     pub fn process<H: Handler>(
         &mut self,
         input: &mut Vec<u8>,
@@ -167,6 +178,10 @@ impl Core {
                 return Action::Close;
             }
             if !input.is_empty() && upgraded.receive(input, output) == Flow::Close {
+                self.over = true;
+                return Action::Close;
+            }
+            if std::mem::take(&mut self.woken) && upgraded.wake(output) == Flow::Close {
                 self.over = true;
                 return Action::Close;
             }
@@ -615,6 +630,57 @@ mod tests {
             p.feed(head.as_bytes(), &mut NoFiles).unwrap();
             let text = String::from_utf8(p.take_written()).unwrap();
             assert!(text.starts_with("HTTP/1.1 400 "), "{head:?}: {text}");
+            assert!(!p.session().is_upgraded());
+        }
+    }
+
+    struct LateUpgrader;
+    struct SwitchJob;
+    impl Job for SwitchJob {
+        fn run(self) -> Reply {
+            Reply::switch(Switch {
+                protocol: "echo",
+                headers: vec![("X-Late".into(), "yes".into())],
+                session: Box::new(Echo),
+            })
+        }
+    }
+    impl Handler for LateUpgrader {
+        type Job = SwitchJob;
+        fn handle(&mut self, _: &Request<'_>, _: &mut Response<'_>) -> Handled<SwitchJob> {
+            Handled::Offload(SwitchJob)
+        }
+    }
+
+    /// A job may switch too (`Reply::switch`): 101 and the handover for a request that asked
+    /// to switch, 500 for one that did not (the job's mistake, never a switch by surprise).
+    #[test]
+    fn a_job_switches_a_request_that_asked_and_only_that() {
+        let asked =
+            "GET /t HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nfirst";
+        let mut p = Pump::new(LateUpgrader, Limits::default(), DATE, false);
+        p.feed(asked.as_bytes(), &mut NoFiles).unwrap();
+        p.feed(b" then more", &mut NoFiles).unwrap();
+        let text = String::from_utf8(p.take_written()).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\r\nUpgrade: echo\r\nX-Late: yes\r\n\r\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("\r\n\r\nfirst then more"), "{text}");
+        assert!(p.session().is_upgraded());
+        for head in [
+            "GET /t HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /t HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n",
+            "HEAD /t HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n",
+        ] {
+            let mut p = Pump::new(LateUpgrader, Limits::default(), DATE, false);
+            p.feed(head.as_bytes(), &mut NoFiles).unwrap();
+            let text = String::from_utf8(p.take_written()).unwrap();
+            assert!(text.starts_with("HTTP/1.1 500 "), "{head:?}: {text}");
             assert!(!p.session().is_upgraded());
         }
     }

@@ -4,6 +4,7 @@
 
 use super::request::Version;
 use super::stream::BodyStream;
+use crate::upgrade::Switch;
 
 /// What a finished [`Job`](super::Job) answers: the session turns it into a full response.
 #[derive(Debug, PartialEq, Eq)]
@@ -22,6 +23,8 @@ pub struct Reply {
     pub body: Vec<u8>,
     /// The rest of the body comes from this stream (see [`Reply::streamed`]).
     pub stream: Option<BodyStream>,
+    /// Switch protocols instead (see [`Reply::switch`]).
+    pub switch: Option<Box<Switch>>,
 }
 
 impl Reply {
@@ -34,6 +37,7 @@ impl Reply {
             fields: Vec::new(),
             body,
             stream: None,
+            switch: None,
         }
     }
 
@@ -45,6 +49,20 @@ impl Reply {
         Reply {
             stream: Some(stream),
             ..Reply::new(status, "", first)
+        }
+    }
+
+    /// A job's answer that switches the connection to another protocol, as
+    /// [`Handled::Upgrade`](super::Handled::Upgrade) does for a handler: for a request that
+    /// asked to switch (HTTP/1.1, `Connection: upgrade`, an `Upgrade` field, no body) the
+    /// session writes `101 Switching Protocols` with the switch's fields and hands its session
+    /// to the driver; for any other the answer is 500 (the job's mistake). The job checks that
+    /// the request named `switch.protocol` (it had the request). This is how an application
+    /// that decides asynchronously (an ASGI app's `websocket.accept`) accepts a WebSocket.
+    pub fn switch(switch: Switch) -> Self {
+        Reply {
+            switch: Some(Box::new(switch)),
+            ..Reply::new(101, "", Vec::new())
         }
     }
 
@@ -106,6 +124,7 @@ impl Reply {
             fields: Vec::new(),
             body: b"server busy: job queue full\n".to_vec(),
             stream: None,
+            switch: None,
         }
     }
 

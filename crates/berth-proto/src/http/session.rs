@@ -181,6 +181,9 @@ enum State {
         keep_alive: bool,
         head_only: bool,
         version: Version,
+        /// The request asked to switch protocols (HTTP/1.1, `Connection: upgrade`, an
+        /// `Upgrade` field, no body): the job may answer with [`Reply::switch`].
+        upgradable: bool,
     },
     /// A response with `Connection: close` was written; nothing more is read.
     Closed,
@@ -581,6 +584,25 @@ impl Session {
         // job's stream is aborted), so the connection cannot go on.
         let keep_alive = keep_alive && self.feed.take().is_none();
         let mut reply = reply;
+        if let Some(switch) = reply.switch.take() {
+            if matches!(
+                self.state,
+                State::Waiting {
+                    upgradable: true,
+                    ..
+                }
+            ) && !head_only
+            {
+                return self.switched(version, *switch, output, cx, handler);
+            }
+            // The job's mistake, not the client's.
+            reply = Reply::new(
+                500,
+                "text/plain",
+                b"the server tried to switch protocols for a request that did not ask to\n"
+                    .to_vec(),
+            );
+        }
         if let Some(stream) = reply.stream.take() {
             return self.stream(
                 reply,
@@ -682,6 +704,7 @@ impl Session {
             keep_alive,
             head_only,
             version,
+            ..
         } = self.state
         else {
             return None;
@@ -937,6 +960,7 @@ impl Session {
                     keep_alive,
                     head_only,
                     version: request.version,
+                    upgradable: asks_upgrade(request) && self.feed.is_none(),
                 };
                 return Some(Step::Offload(job));
             }
@@ -945,6 +969,7 @@ impl Session {
                     keep_alive,
                     head_only,
                     version: request.version,
+                    upgradable: false,
                 };
                 return Some(Step::Open(file));
             }
@@ -990,11 +1015,7 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        let asked = request.version == Version::Http11
-            && request.body.is_empty()
-            && request
-                .header("connection")
-                .is_some_and(|v| list_contains(v, "upgrade"))
+        let asked = asks_upgrade(request)
             && request
                 .header("upgrade")
                 .is_some_and(|v| list_contains(v, switch.protocol));
@@ -1003,6 +1024,18 @@ impl Session {
             let why = reject(400, "this resource must be asked for with an Upgrade");
             return self.refuse(why, head_only, output, cx, handler);
         }
+        self.switched(request.version, switch, output, cx, handler)
+    }
+
+    /// Writes the 101 for `switch` and hands its session over.
+    fn switched<H: Handler>(
+        &mut self,
+        version: Version,
+        switch: Switch,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
         let mut extra: Vec<(&str, &[u8])> = vec![
             ("Connection", b"Upgrade"),
             ("Upgrade", switch.protocol.as_bytes()),
@@ -1019,7 +1052,7 @@ impl Session {
             extra: &extra,
             fields: &[],
             keep_alive: true,
-            version: request.version,
+            version,
             date: cx.date,
         };
         write_head(output, &head, None);
@@ -1209,6 +1242,17 @@ fn parse_head<'h, 'b>(
         version,
         headers: req.headers,
     })
+}
+
+/// The request asks to switch protocols: HTTP/1.1, `Connection: upgrade`, an `Upgrade` field,
+/// no body (RFC 9110 §7.8). Which protocol it names is the handler's to check.
+fn asks_upgrade(request: &Request<'_>) -> bool {
+    request.version == Version::Http11
+        && request.body.is_empty()
+        && request
+            .header("connection")
+            .is_some_and(|v| list_contains(v, "upgrade"))
+        && request.header("upgrade").is_some()
 }
 
 #[cfg(test)]

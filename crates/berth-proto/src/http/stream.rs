@@ -43,8 +43,10 @@ pub trait Respond: Send + Sync {
     /// Whether the connection the answer is for has gone (its peer reset or closed), so that
     /// the work may stop.
     fn cancelled(&self) -> bool;
-    /// A streamed body the connection waits on has more (bytes, or its end): wake the owner
-    /// to pump the connection.
+    /// A streamed body the connection waits on has more (bytes, or its end), or the protocol
+    /// it was switched to has news ([`Upgraded::wake`](crate::upgrade::Upgraded::wake)): wake
+    /// the owner to pump the connection. (The blocking models have no owner to wake: there,
+    /// this does nothing.)
     fn more(&self);
 }
 

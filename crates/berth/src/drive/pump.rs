@@ -241,9 +241,11 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     }
 
     /// The owner was woken for this connection (a streamed body has more, or a job took some
-    /// of the request body it was held back for): the next pump looks at the input again.
+    /// of the request body it was held back for, or an upgraded protocol has news): the next
+    /// pump looks at the input again.
     pub fn poke(&mut self) {
-        if self.core.feeding() {
+        // An upgraded protocol's own news (see `Upgraded::wake`) is taken like input.
+        if self.core.feeding() || self.core.poke() {
             self.unprocessed = true;
         }
     }
