@@ -44,7 +44,10 @@ use berth::proto::http::{
 };
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::asgi_ws::{AsgiWs, Incoming, WsShared};
 use crate::front::{percent_decode, with_app_fields, REFUSAL};
+use berth::proto::upgrade::Switch;
+use berth::proto::ws::handshake;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -61,7 +64,7 @@ create_exception!(
 );
 
 /// What the I/O threads hand the Python loop.
-enum Event {
+pub(crate) enum Event {
     /// A request, and where its answer goes.
     Call(Box<Call>, Answer),
     /// Something changed for request `id`: its streamed response body has room again, its
@@ -71,7 +74,7 @@ enum Event {
 
 /// The queue between berth's loops and the Python loop, and (berth's loops in threads of
 /// their own) the socket that wakes the Python loop when the queue stops being empty.
-struct Bridge {
+pub(crate) struct Bridge {
     tx: Sender<Event>,
     rx: Receiver<Event>,
     /// Written (one byte) to wake the Python loop, which watches the other end; `None` when
@@ -103,7 +106,7 @@ impl Bridge {
         })
     }
 
-    fn post(&self, event: Event) {
+    pub(crate) fn post(&self, event: Event) {
         // The receiver lives as long as the bridge.
         let _ = self.tx.send(event);
         let Some((wake_tx, _)) = &self.wake else {
@@ -119,7 +122,7 @@ impl Bridge {
 }
 
 /// One request, owned, on its way to the loop.
-struct Call {
+pub(crate) struct Call {
     id: u64,
     method: &'static str,
     path: String,
@@ -129,6 +132,16 @@ struct Call {
     body: Vec<u8>,
     /// The body, while it arrives (a request whose body was not all in with its head).
     stream: Option<BodyStream>,
+    /// A WebSocket opening handshake (the `websocket` scope), checked.
+    websocket: Option<WsOffer>,
+}
+
+/// What accepting a WebSocket needs from its opening handshake.
+struct WsOffer {
+    /// `Sec-WebSocket-Accept`.
+    accept: String,
+    /// The subprotocols the client offered, in its order.
+    protocols: Vec<String>,
 }
 
 /// The job an I/O thread starts for each request: posts it to the loop and returns.
@@ -156,15 +169,25 @@ impl Job for AsgiJob {
 }
 
 #[derive(Clone)]
-struct Asgi(Arc<Bridge>);
+struct Asgi {
+    bridge: Arc<Bridge>,
+    /// The model can wake a connection from outside (the WebSocket scope needs it).
+    websocket: bool,
+}
 
-struct AsgiHandler(Arc<Bridge>);
+struct AsgiHandler {
+    bridge: Arc<Bridge>,
+    websocket: bool,
+}
 
 impl Service for Asgi {
     type Handler = AsgiHandler;
 
     fn handler(&self, _thread: usize) -> AsgiHandler {
-        AsgiHandler(self.0.clone())
+        AsgiHandler {
+            bridge: self.bridge.clone(),
+            websocket: self.websocket,
+        }
     }
 
     fn refusal(&self) -> &'static [u8] {
@@ -176,8 +199,25 @@ impl Handler for AsgiHandler {
     type Job = AsgiJob;
     const STREAMS_BODY: bool = true;
 
-    fn handle(&mut self, req: &Request<'_>, _res: &mut Response<'_>) -> Handled<AsgiJob> {
-        self.call(req, None)
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<AsgiJob> {
+        let websocket = match websocket_offer(req) {
+            None => None,
+            Some(_) if !self.websocket => {
+                let why = b"WebSocket needs a model that can wake a connection: evloop or actor\n";
+                res.send(501, "text/plain", why);
+                return Handled::Done;
+            }
+            Some(Err(refused)) => {
+                let extra: &[(&str, &[u8])] = match refused.status {
+                    426 => &[("Sec-WebSocket-Version", b"13")],
+                    _ => &[],
+                };
+                res.send_with(refused.status, "text/plain", extra, refused.why.as_bytes());
+                return Handled::Done;
+            }
+            Some(Ok(offer)) => Some(offer),
+        };
+        self.call(req, None, websocket)
     }
 
     fn handle_streamed(
@@ -186,14 +226,19 @@ impl Handler for AsgiHandler {
         body: BodyStream,
         _res: &mut Response<'_>,
     ) -> Handled<AsgiJob> {
-        self.call(req, Some(body))
+        self.call(req, Some(body), None)
     }
 }
 
 impl AsgiHandler {
-    fn call(&mut self, req: &Request<'_>, stream: Option<BodyStream>) -> Handled<AsgiJob> {
+    fn call(
+        &mut self,
+        req: &Request<'_>,
+        stream: Option<BodyStream>,
+        websocket: Option<WsOffer>,
+    ) -> Handled<AsgiJob> {
         let call = Call {
-            id: self.0.next_id.fetch_add(1, Ordering::Relaxed),
+            id: self.bridge.next_id.fetch_add(1, Ordering::Relaxed),
             method: req.method.as_str(),
             path: req.path.to_owned(),
             query: req.query.unwrap_or("").as_bytes().to_vec(),
@@ -205,12 +250,50 @@ impl AsgiHandler {
                 .collect(),
             body: req.body.to_vec(),
             stream,
+            websocket,
         };
         Handled::Offload(AsgiJob {
             call: Box::new(call),
-            bridge: self.0.clone(),
+            bridge: self.bridge.clone(),
         })
     }
+}
+
+/// A request that asks for a WebSocket (a GET over HTTP/1.1 with `Connection: upgrade` and
+/// `Upgrade: websocket`): its checked offer, or why it is refused. `None`: an HTTP request.
+fn websocket_offer(req: &Request<'_>) -> Option<Result<WsOffer, handshake::Refused>> {
+    let token = |name: &str, token: &str| {
+        req.header(name).is_some_and(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+        })
+    };
+    if req.version != Version::Http11
+        || !token("connection", "upgrade")
+        || !token("upgrade", "websocket")
+    {
+        return None;
+    }
+    let accepted = match handshake::accept(req, &handshake::Offer::default()) {
+        Ok(a) => a,
+        Err(refused) => return Some(Err(refused)),
+    };
+    let accept = accepted
+        .headers
+        .into_iter()
+        .find(|(n, _)| n == "Sec-WebSocket-Accept")
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    let protocols = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("sec-websocket-protocol"))
+        .flat_map(|h| h.value.split(|&b| b == b','))
+        .filter_map(|p| std::str::from_utf8(p.trim_ascii()).ok())
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    Some(Ok(WsOffer { accept, protocols }))
 }
 
 /// Where a response is.
@@ -248,6 +331,27 @@ struct AsgiRequest {
     answer: Option<Answer>,
     progress: Progress,
     bridge: Arc<Bridge>,
+    /// The `websocket` scope's side of things, for a WebSocket request.
+    ws: Option<WsSide>,
+}
+
+/// A WebSocket request's state: its offer until the application accepts, then the mailbox
+/// it shares with the connection and the connection's waker.
+struct WsSide {
+    offer: WsOffer,
+    shared: Arc<WsShared>,
+    /// Wakes the connection to take what the application sent (set by the accept).
+    wake: Option<Box<dyn Fn() + Send + Sync>>,
+    /// Largest message the client may send.
+    max_message: usize,
+}
+
+impl WsSide {
+    fn wake(&self) {
+        if let Some(wake) = &self.wake {
+            wake();
+        }
+    }
 }
 
 #[pymethods]
@@ -354,6 +458,154 @@ impl AsgiRequest {
         }
     }
 
+    /// `websocket.accept`: the 101 with `subprotocol` (one the client offered) and the
+    /// application's `headers`; from then on the connection speaks WebSocket.
+    #[pyo3(signature = (subprotocol=None, headers=None))]
+    fn ws_accept(
+        &mut self,
+        subprotocol: Option<String>,
+        headers: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let ws = self
+            .ws
+            .as_mut()
+            .ok_or_else(|| PyRuntimeError::new_err("websocket.accept for an http scope"))?;
+        if self.answer.is_none() {
+            return Err(PyRuntimeError::new_err(
+                "websocket.accept after the handshake was answered",
+            ));
+        }
+        if let Some(p) = &subprotocol {
+            if !ws.offer.protocols.contains(p) {
+                return Err(PyValueError::new_err(format!(
+                    "subprotocol {p:?} was not offered by the client"
+                )));
+            }
+        }
+        let mut fields = Vec::new();
+        if let Some(headers) = headers {
+            for pair in headers.try_iter()? {
+                let pair = pair?;
+                let name = pair.get_item(0)?;
+                let value = pair.get_item(1)?;
+                let name = std::str::from_utf8(name.downcast::<PyBytes>()?.as_bytes())
+                    .map_err(|_| PyValueError::new_err("a header name is not ASCII"))?
+                    .to_owned();
+                fields.push((name, value.downcast::<PyBytes>()?.as_bytes().to_vec()));
+            }
+        }
+        // The application's fields are checked as any response's are; berth writes the
+        // handshake's own.
+        let checked = with_app_fields(Reply::empty(101), fields)?.fields;
+        let mut headers = vec![("Sec-WebSocket-Accept".to_owned(), ws.offer.accept.clone())];
+        if let Some(p) = subprotocol {
+            headers.push(("Sec-WebSocket-Protocol".to_owned(), p));
+        }
+        for (name, value) in checked {
+            let own = ["sec-websocket-accept", "sec-websocket-protocol", "upgrade"];
+            if own.iter().any(|o| name.eq_ignore_ascii_case(o)) {
+                continue;
+            }
+            let value = String::from_utf8(value)
+                .map_err(|_| PyValueError::new_err(format!("header {name} is not UTF-8")))?;
+            headers.push((name, value));
+        }
+        let answer = self.answer.take().expect("checked above");
+        ws.wake = Some(Box::new(answer.waker()));
+        let session = AsgiWs::new(
+            ws.shared.clone(),
+            self.bridge.clone(),
+            self.id,
+            ws.max_message,
+        );
+        answer.reply(Reply::switch(Switch {
+            protocol: "websocket",
+            headers,
+            session: Box::new(session),
+        }));
+        Ok(())
+    }
+
+    /// `websocket.send`: `data` as a text message (`str`) or a binary one (`bytes`). Returns
+    /// whether more may be sent at once: `False` means wait for this request's room event.
+    /// Raises `ClientDisconnected` once the connection is over (or closed).
+    fn ws_send(&mut self, data: Bound<'_, PyAny>) -> PyResult<bool> {
+        let ws = self.accepted()?;
+        let sent = if let Ok(text) = data.downcast::<pyo3::types::PyString>() {
+            ws.shared.send(Some(&text.to_cow()?), &[])
+        } else {
+            ws.shared.send(None, data.downcast::<PyBytes>()?.as_bytes())
+        };
+        let Ok(room) = sent else {
+            return Err(ClientDisconnected::new_err(
+                "the WebSocket is closed; the message was not sent",
+            ));
+        };
+        ws.wake();
+        Ok(room)
+    }
+
+    /// `websocket.close`: before the accept, the handshake is refused with 403; after it, a
+    /// close frame with `code` and `reason` (cut to fit a close frame).
+    #[pyo3(signature = (code=1000, reason=""))]
+    fn ws_close(&mut self, code: u16, reason: &str) -> PyResult<()> {
+        if self.ws.is_none() {
+            return Err(PyRuntimeError::new_err("websocket.close for an http scope"));
+        }
+        if let Some(answer) = self.answer.take() {
+            answer.reply(Reply::new(
+                403,
+                "text/plain",
+                b"refused by the application\n".to_vec(),
+            ));
+            return Ok(());
+        }
+        if !berth::proto::ws::frame::valid_close_code(code) || (1004..=1006).contains(&code) {
+            return Err(PyValueError::new_err(format!(
+                "{code} is not a close code to send"
+            )));
+        }
+        let ws = self.accepted()?;
+        if ws.shared.close(code, reason) {
+            ws.wake();
+        }
+        Ok(())
+    }
+
+    /// `receive` for the `websocket` scope, after the connect: the next message as
+    /// `("text", str)`, `("bytes", bytes)`, or `("close", code)` once the connection is over;
+    /// `None` if nothing waits (wait for this request's wake event).
+    fn ws_receive<'py>(&mut self, py: Python<'py>) -> PyResult<Option<(&'static str, PyObject)>> {
+        let Some(ws) = &self.ws else {
+            return Err(PyRuntimeError::new_err("not a websocket scope"));
+        };
+        if let Some(answer) = &self.answer {
+            // Not accepted yet: nothing can arrive but the client's departure.
+            return Ok(answer
+                .cancelled()
+                .then(|| {
+                    (
+                        "close",
+                        1006u16.into_pyobject(py).map(|c| c.into_any().unbind()),
+                    )
+                })
+                .map(|(k, v)| v.map(|v| (k, v)))
+                .transpose()?);
+        }
+        let (next, resume) = ws.shared.pop();
+        if resume {
+            ws.wake();
+        }
+        Ok(match next {
+            None => None,
+            Some(Incoming::Text(t)) => Some(("text", t.into_pyobject(py)?.into_any().unbind())),
+            Some(Incoming::Binary(b)) => Some(("bytes", PyBytes::new(py, &b).into_any().unbind())),
+            Some(Incoming::Closed(code)) => {
+                Some(("close", code.into_pyobject(py)?.into_any().unbind()))
+            }
+        })
+    }
+
     /// Whether the request body was cut short (the client left, or sent it malformed or too
     /// slowly): an application that fails then failed for the client's sake.
     fn body_cut(&self) -> bool {
@@ -365,13 +617,19 @@ impl AsgiRequest {
         self.answer.is_none()
     }
 
-    /// Whether the response is complete.
+    /// Whether the response is complete (a WebSocket: closed, by either side).
     fn complete(&self) -> bool {
+        if let Some(ws) = &self.ws {
+            return self.answer.is_none() && (ws.wake.is_none() || ws.shared.finished());
+        }
         matches!(self.progress, Progress::Done)
     }
 
     /// Whether the stream has room (or the client has gone: sending will say so).
     fn has_room(&self) -> bool {
+        if let Some(ws) = &self.ws {
+            return ws.shared.has_room();
+        }
         match &self.progress {
             Progress::Streaming(writer) => !writer.is_full(),
             _ => true,
@@ -382,6 +640,9 @@ impl AsgiRequest {
     fn disconnected(&self) -> bool {
         if self.gone {
             return true;
+        }
+        if let (Some(ws), None) = (&self.ws, &self.answer) {
+            return ws.shared.gone();
         }
         match &self.progress {
             Progress::Streaming(writer) => writer.is_gone(),
@@ -395,6 +656,13 @@ impl AsgiRequest {
     /// without the last chunk, so the client can tell). Returns whether a status was sent.
     #[pyo3(signature = (status=500))]
     fn fail(&mut self, status: u16) -> bool {
+        if let (Some(ws), None) = (&self.ws, &self.answer) {
+            // An accepted WebSocket: closed with 1011 (an unexpected condition).
+            if ws.shared.close(1011, "the application failed") {
+                ws.wake();
+            }
+            return false;
+        }
         let progress = std::mem::replace(&mut self.progress, Progress::Done);
         if let Progress::Streaming(writer) = progress {
             writer.abort();
@@ -437,6 +705,8 @@ pub struct AsgiServer {
     /// Shared by every scope: `("http", ...)` pieces built once.
     server_tuple: Py<PyTuple>,
     asgi_version: Py<PyDict>,
+    /// Largest WebSocket message a client may send.
+    ws_max_message: usize,
 }
 
 #[pymethods]
@@ -444,7 +714,7 @@ impl AsgiServer {
     /// Binds `host:port` and starts berth's I/O threads (`io_threads` event loops of `model`).
     /// Requests wait in the bridge until the loop takes them.
     #[new]
-    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None))]
+    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -455,6 +725,7 @@ impl AsgiServer {
         reuse_port: bool,
         max_body: Option<usize>,
         max_connections: Option<usize>,
+        ws_max_message: usize,
     ) -> PyResult<AsgiServer> {
         let model: Model = model
             .parse()
@@ -478,7 +749,11 @@ impl AsgiServer {
             .map_err(|e| PyOSError::new_err(e.to_string()))?;
         let threads = model != Model::Evloop || io_threads > 1;
         let bridge = Arc::new(Bridge::new(threads).map_err(|e| PyOSError::new_err(e.to_string()))?);
-        let service = Asgi(bridge.clone());
+        let service = Asgi {
+            bridge: bridge.clone(),
+            // The blocking models wait in `read`: nothing could wake them for the app's sends.
+            websocket: matches!(model, Model::Evloop | Model::Actor | Model::Prefork),
+        };
         let (engine, bound) = if threads {
             let (server, bound) = py
                 .allow_threads(|| drive::serve(&settings, service, stats))
@@ -522,6 +797,7 @@ impl AsgiServer {
             port: bound.port(),
             describe,
             asgi_version: asgi_version.unbind(),
+            ws_max_message,
         })
     }
 
@@ -651,6 +927,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl AsgiRequest {
+    /// The WebSocket side of an accepted request.
+    fn accepted(&self) -> PyResult<&WsSide> {
+        match (&self.ws, &self.answer) {
+            (Some(ws), None) if ws.wake.is_some() => Ok(ws),
+            (Some(_), _) => Err(PyRuntimeError::new_err(
+                "a WebSocket message before websocket.accept",
+            )),
+            (None, _) => Err(PyRuntimeError::new_err("not a websocket scope")),
+        }
+    }
+}
+
 impl AsgiServer {
     fn push<'py>(
         &self,
@@ -667,6 +956,12 @@ impl AsgiServer {
                     Some(stream) => (None, Some(stream)),
                     None => (Some(call.body), None),
                 };
+                let ws = call.websocket.map(|offer| WsSide {
+                    offer,
+                    shared: Arc::new(WsShared::default()),
+                    wake: None,
+                    max_message: self.ws_max_message,
+                });
                 let request = AsgiRequest {
                     id: call.id,
                     scope: scope.unbind(),
@@ -677,6 +972,7 @@ impl AsgiServer {
                     answer: Some(answer),
                     progress: Progress::Idle,
                     bridge: self.bridge.clone(),
+                    ws,
                 };
                 out.append(Py::new(py, request)?)
             }
@@ -690,15 +986,22 @@ impl AsgiServer {
         state: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let scope = PyDict::new(py);
-        scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
+        let (kind, scheme) = match &call.websocket {
+            Some(_) => (intern!(py, "websocket"), intern!(py, "ws")),
+            None => (intern!(py, "http"), intern!(py, "http")),
+        };
+        scope.set_item(intern!(py, "type"), kind)?;
         scope.set_item(intern!(py, "asgi"), self.asgi_version.bind(py))?;
         let version = match call.version {
             Version::Http10 => intern!(py, "1.0"),
             Version::Http11 => intern!(py, "1.1"),
         };
         scope.set_item(intern!(py, "http_version"), version)?;
-        scope.set_item(intern!(py, "method"), call.method)?;
-        scope.set_item(intern!(py, "scheme"), intern!(py, "http"))?;
+        match &call.websocket {
+            Some(offer) => scope.set_item(intern!(py, "subprotocols"), &offer.protocols)?,
+            None => scope.set_item(intern!(py, "method"), call.method)?,
+        }
+        scope.set_item(intern!(py, "scheme"), scheme)?;
         scope.set_item(
             intern!(py, "path"),
             String::from_utf8_lossy(&percent_decode(&call.path)),

@@ -13,6 +13,7 @@
 //! finds nothing rather than someone else.
 
 mod asgi;
+mod asgi_ws;
 mod front;
 mod wsgi;
 

@@ -317,3 +317,114 @@ def test_berths_loops_in_threads_of_their_own_serve_the_same(args, events):
         assert proc.wait(15) == 0
     finally:
         helpers.stop(proc)
+
+
+# -- the websocket scope ------------------------------------------------------------------------
+
+websockets = pytest.importorskip("websockets")
+from websockets.sync.client import connect as ws_connect  # noqa: E402
+
+
+def ws_url(port, path):
+    return "ws://127.0.0.1:{}{}".format(port, path)
+
+
+def test_a_starlette_websocket_echoes_text_and_bytes(server, events):
+    proc, port = server
+    with ws_connect(ws_url(port, "/ws/echo"), subprotocols=["other", "chat"],
+                    open_timeout=10) as ws:
+        assert ws.subprotocol == "chat"
+        assert ws.response.headers["x-app"] == "yes"
+        ws.send("hello, berth")
+        assert ws.recv(10) == "hello, berth"
+        big = bytes(range(256)) * 4096
+        ws.send(big)
+        assert ws.recv(10) == big
+        ws.send("é" * 100_000)
+        assert ws.recv(10) == "é" * 100_000
+    # The client's close reaches the app as websocket.disconnect with its code.
+    assert seen(events, "ws disconnected 1000")
+    # HTTP still works beside it.
+    r, body = request(port, "GET", "/hello/world")
+    assert body == b"Hello, World!"
+
+
+def test_the_app_closes_refuses_and_fails_as_the_spec_says(server):
+    proc, port = server
+    with ws_connect(ws_url(port, "/ws/echo"), open_timeout=10) as ws:
+        ws.send("close")
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as e:
+            ws.recv(10)
+        assert e.value.rcvd.code == 4000 and e.value.rcvd.reason == "asked to"
+    # websocket.close before the accept: 403.
+    with pytest.raises(websockets.exceptions.InvalidStatus) as e:
+        ws_connect(ws_url(port, "/ws/refuse"), open_timeout=10)
+    assert e.value.response.status_code == 403
+    # An app that raises after the accept: close 1011.
+    with ws_connect(ws_url(port, "/ws/boom"), open_timeout=10) as ws:
+        ws.send("go")
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as e:
+            ws.recv(10)
+        assert e.value.rcvd.code == 1011
+    # No route: Starlette closes before accepting, which is 403.
+    with pytest.raises(websockets.exceptions.InvalidStatus) as e:
+        ws_connect(ws_url(port, "/ws/nowhere"), open_timeout=10)
+    assert e.value.response.status_code == 403
+    # A bad handshake never reaches the app: 426 for another version, 400 for a bad key.
+    for fields, status in ((b"Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                            426),
+                           (b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: short", 400)):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET /ws/echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+                      b"Upgrade: websocket\r\n" + fields + b"\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 %d " % status)
+
+
+def test_a_slow_websocket_client_holds_the_app_back_and_a_reset_is_seen(server, events):
+    proc, port = server
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    s.sendall(b"GET /ws/echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+              b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 101 ")
+    # "push 2000": 32 MiB the app sends without waiting; the client reads none of it.
+    payload = b"push 2000"
+    mask = b"\x01\x02\x03\x04"
+    s.sendall(bytes([0x81, 0x80 | len(payload)]) + mask
+              + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+    time.sleep(1.5)
+    assert not seen(events, "pushed", timeout=0.1), "the app was not held back"
+    rss = int([l for l in open("/proc/%d/status" % proc.pid) if l.startswith("VmRSS")][0].split()[1])
+    assert rss < 200_000, "the server holds {} KiB".format(rss)
+    # A reset: the app hears the client is gone (1006) and the server goes on.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    s.close()
+    assert seen(events, "ws disconnected 1006")
+    r, body = request(port, "GET", "/hello/world")
+    assert body == b"Hello, World!"
+
+
+@pytest.mark.parametrize("args", [["--io-threads", "2"], ["--model", "actor"]])
+def test_websockets_work_with_berths_loops_in_threads(args):
+    proc, port, line = start("apps.asgi_apps:starlette_app", *args)
+    try:
+        for _ in range(3):
+            with ws_connect(ws_url(port, "/ws/echo"), open_timeout=10) as ws:
+                for i in range(50):
+                    ws.send("m%d" % i)
+                    assert ws.recv(10) == "m%d" % i
+    finally:
+        helpers.stop(proc)
+
+
+def test_a_blocking_model_refuses_websockets_with_501():
+    proc, port, line = start("apps.asgi_apps:starlette_app", "--model", "threaded")
+    try:
+        with pytest.raises(websockets.exceptions.InvalidStatus) as e:
+            ws_connect(ws_url(port, "/ws/echo"), open_timeout=10)
+        assert e.value.response.status_code == 501
+    finally:
+        helpers.stop(proc)

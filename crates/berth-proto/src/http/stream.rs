@@ -74,7 +74,7 @@ impl Answer {
 
     /// A hook that wakes the connection's owner to pump it, as a streamed body's push does:
     /// for a job that holds back its request's body ([`BodyStream::on_room`]).
-    pub fn waker(&self) -> impl Fn() + Send + 'static {
+    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
         let to = self.to.clone();
         move || {
             if let Some(to) = &to {

@@ -50,6 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--app-timeout", type=float, default=60.0,
                     help="ASGI: seconds an application may take to start its response (0: none)")
     ap.add_argument("--max-body", type=int, default=None, help="largest request body, bytes")
+    ap.add_argument("--ws-max-message", type=int, default=16 * 1024 * 1024,
+                    help="ASGI: largest WebSocket message a client may send, bytes")
     args = ap.parse_args(argv)
     if args.workers < 1 or args.threads < 1 or args.io_threads < 1:
         ap.error("--workers, --threads and --io-threads must be at least 1")
@@ -69,7 +71,8 @@ def main(argv=None) -> int:
                                   io_threads=args.io_threads, lifespan=args.lifespan,
                                   shutdown_timeout=args.shutdown_timeout,
                                   app_timeout=args.app_timeout, reuse_port=reuse_port,
-                                  max_body=args.max_body, loop=args.loop)
+                                  max_body=args.max_body, loop=args.loop,
+                                  ws_max_message=args.ws_max_message)
             serve_wsgi(app, args.host, args.port, args.threads, args.model, args.shutdown_timeout,
                        reuse_port, args.max_body)
         except (OSError, ValueError, ImportError) as e:

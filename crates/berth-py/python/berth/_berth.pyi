@@ -67,7 +67,20 @@ class AsgiRequest:
     def has_room(self) -> bool: ...
     def disconnected(self) -> bool: ...
     def fail(self, status: int = ...) -> bool:
-        """The application failed: answers ``status`` if nothing was sent, else cuts the body."""
+        """The application failed: answers ``status`` if nothing was sent, else cuts the body
+        (an accepted WebSocket: closes it with 1011)."""
+    def ws_accept(
+        self, subprotocol: Optional[str] = ..., headers: Optional[Iterable[Tuple[bytes, bytes]]] = ...
+    ) -> None:
+        """``websocket.accept``: 101, then the connection speaks WebSocket."""
+    def ws_send(self, data: Union[str, bytes]) -> bool:
+        """``websocket.send`` (str: text, bytes: binary); False: wait for room. Raises
+        ClientDisconnected once the WebSocket is closed."""
+    def ws_close(self, code: int = ..., reason: str = ...) -> None:
+        """``websocket.close``: 403 before the accept, a close frame after it."""
+    def ws_receive(self) -> Optional[Tuple[str, Union[str, bytes, int]]]:
+        """The next message, ``("text", str)``, ``("bytes", bytes)`` or ``("close", code)``;
+        None: wait for this request's wake event."""
 
 class AsgiServer:
     """berth's HTTP engine, bound and serving, handing requests to a Python loop."""
@@ -83,6 +96,7 @@ class AsgiServer:
         reuse_port: bool = ...,
         max_body: Optional[int] = ...,
         max_connections: Optional[int] = ...,
+        ws_max_message: int = ...,
     ) -> None: ...
     inline: bool
     def describe(self) -> str: ...

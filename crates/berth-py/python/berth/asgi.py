@@ -21,6 +21,14 @@ What the application gets (ASGI 3, HTTP spec 2.4):
   connection read no further than the app takes (a window of 256 KiB); then
   ``http.disconnect`` once the client has gone or the response is complete. A body cut short
   (the client left, or sent it malformed or too slowly) is an ``http.disconnect``.
+- the ``websocket`` scope (``subprotocols``, ``scheme`` ``ws``; the evloop and actor models):
+  ``websocket.connect``, then ``websocket.receive`` (``text`` or ``bytes``) and
+  ``websocket.disconnect`` with the client's code (1006 if it left without a close);
+  ``websocket.accept`` (``subprotocol``, ``headers``) answers 101, ``websocket.close`` before
+  it 403, after it a close frame; ``websocket.send`` waits while the client is slower than the
+  application (256 KiB window), and the client is not read further while the application is
+  behind. An application that fails after the accept closes with 1011; one that returns
+  without closing closes with 1000. Messages over ``ws_max_message`` (16 MiB) close with 1009.
 - ``send``: ``http.response.start`` and ``http.response.body``. A single body message goes out
   whole with a Content-Length; ``more_body`` streams the body (chunked), and ``send`` waits
   while the client is slower than the application (backpressure), raising
@@ -104,6 +112,51 @@ class _Cycle:
             raise RuntimeError("unexpected ASGI message {!r} for an http scope".format(kind))
 
 
+class _WsCycle:
+    """One WebSocket's ``receive`` and ``send`` (the ``websocket`` scope)."""
+
+    __slots__ = ("req", "run", "connected")
+
+    def __init__(self, req, run: "_Runner") -> None:
+        self.req = req
+        self.run = run
+        self.connected = False
+
+    async def receive(self) -> Dict[str, Any]:
+        req = self.req
+        if not self.connected:
+            self.connected = True
+            return {"type": "websocket.connect"}
+        while True:
+            got = req.ws_receive()
+            if got is not None:
+                kind, data = got
+                if kind == "text":
+                    return {"type": "websocket.receive", "text": data}
+                if kind == "bytes":
+                    return {"type": "websocket.receive", "bytes": data}
+                return {"type": "websocket.disconnect", "code": data}
+            # Nothing yet: the client's next message (or its departure) wakes this request.
+            await self.run.wake_wait(req.id)
+
+    async def send(self, message: Dict[str, Any]) -> None:
+        kind = message["type"]
+        req = self.req
+        if kind == "websocket.send":
+            text = message.get("text")
+            data = text if text is not None else message.get("bytes")
+            if data is None:
+                raise ValueError("websocket.send without text or bytes")
+            if not req.ws_send(data):
+                await self.run.room(req)
+        elif kind == "websocket.accept":
+            req.ws_accept(message.get("subprotocol"), message.get("headers"))
+        elif kind == "websocket.close":
+            req.ws_close(message.get("code", 1000), message.get("reason") or "")
+        else:
+            raise RuntimeError("unexpected ASGI message {!r} for a websocket scope".format(kind))
+
+
 class _Runner:
     """The application, the engine, and what is in flight between them."""
 
@@ -151,7 +204,8 @@ class _Runner:
             self.loop.call_soon(self.ready, False)
 
     async def handle(self, req) -> None:
-        cycle = _Cycle(req, self)
+        websocket = req.scope["type"] == "websocket"
+        cycle = _WsCycle(req, self) if websocket else _Cycle(req, self)
         try:
             await self.app(req.scope, cycle.receive, cycle.send)
         except ClientDisconnected:
@@ -164,16 +218,21 @@ class _Runner:
                 # The client left, or its body was cut short: the app's exception (Starlette
                 # raises ClientDisconnect) is the client's doing, not a failure to log.
                 log.debug("%s %s: the client left or its body was cut short",
-                          req.scope["method"], req.scope["path"])
+                          req.scope.get("method", "WEBSOCKET"), req.scope["path"])
                 req.fail(400)
             else:
-                log.exception("the application failed on %s %s", req.scope["method"],
+                log.exception("the application failed on %s %s", req.scope.get("method", "WEBSOCKET"),
                               req.scope["path"])
                 req.fail(500)
         else:
-            if not req.complete():
+            if websocket:
+                if not req.complete():
+                    # Returned without a close: 403 before the accept (the spec's answer to
+                    # an application that did not accept), a close 1000 after it.
+                    req.ws_close(1000, "")
+            elif not req.complete():
                 log.error("the application returned without completing its response to %s %s",
-                          req.scope["method"], req.scope["path"])
+                          req.scope.get("method", "WEBSOCKET"), req.scope["path"])
                 req.fail(500)
         finally:
             self.inflight.pop(req.id, None)
@@ -214,10 +273,11 @@ class _Runner:
         started a response within the timeout; inline, turns berth's loop for its deadlines."""
         if self.server.inline:
             self.ready(False)
-        for rid, fut in list(self.disconnect_waiters.items()):
-            entry = self.inflight.get(rid)
-            if entry is not None and entry[1].disconnected() and not fut.done():
-                fut.set_result(None)
+        for waiters in (self.disconnect_waiters, self.body_waiters):
+            for rid, fut in list(waiters.items()):
+                entry = self.inflight.get(rid)
+                if entry is not None and entry[1].disconnected() and not fut.done():
+                    fut.set_result(None)
         if self.app_timeout > 0:
             limit = self.loop.time() - self.app_timeout
             for task, req, started in list(self.inflight.values()):
@@ -295,7 +355,7 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
           model: str = "evloop", io_threads: int = 1, lifespan: str = "auto",
           shutdown_timeout: float = 30.0, app_timeout: float = 60.0, reuse_port: bool = False,
           max_body: Optional[int] = None, max_connections: Optional[int] = None,
-          loop: str = "auto") -> int:
+          loop: str = "auto", ws_max_message: int = 16 * 1024 * 1024) -> int:
     """Serves the ASGI application ``app`` until SIGTERM or SIGINT, then drains (requests in
     flight are answered, for up to ``shutdown_timeout`` seconds) and runs the lifespan
     shutdown. Prints ``berth listening on http://ADDR (...)`` once serving. Returns the exit
@@ -310,7 +370,8 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
         except LifespanFailed as e:
             print("berth: the application's startup failed: {}".format(e), file=sys.stderr)
             return 1
-        server = AsgiServer(host, port, model, io_threads, reuse_port, max_body, max_connections)
+        server = AsgiServer(host, port, model, io_threads, reuse_port, max_body, max_connections,
+                            ws_max_message)
         runner.server = server
         stop = ev.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -12,7 +12,8 @@ import os
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 
 def record(event: str) -> None:
@@ -97,6 +98,46 @@ async def wait_disconnect(request: Request):
     return PlainTextResponse("gone")
 
 
+async def ws_echo(ws: WebSocket):
+    """Starlette's WebSocket, as its users write it: echoes text and bytes until the client
+    leaves; `close` closes from the server's side with 4000; `push N` sends N messages of
+    16 KiB without waiting for the client (backpressure)."""
+    offered = ws.scope.get("subprotocols", [])
+    await ws.accept(subprotocol="chat" if "chat" in offered else None,
+                    headers=[(b"x-app", b"yes")])
+    try:
+        while True:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                record("ws disconnected %s" % msg.get("code"))
+                return
+            if msg.get("text") is not None:
+                text = msg["text"]
+                if text == "close":
+                    await ws.close(code=4000, reason="asked to")
+                    return
+                if text.startswith("push "):
+                    for i in range(int(text.split()[1])):
+                        await ws.send_bytes(bytes([i % 251]) * 16384)
+                    record("pushed")
+                    continue
+                await ws.send_text(text)
+            else:
+                await ws.send_bytes(msg["bytes"])
+    except WebSocketDisconnect as e:
+        record("ws disconnected %s" % e.code)
+
+
+async def ws_refuse(ws: WebSocket):
+    await ws.close()
+
+
+async def ws_boom(ws: WebSocket):
+    await ws.accept()
+    await ws.receive_text()
+    raise RuntimeError("boom after accept")
+
+
 starlette_app = Starlette(
     routes=[
         Route("/hello/world", hello),
@@ -109,6 +150,9 @@ starlette_app = Starlette(
         Route("/stream", stream),
         Route("/endless", endless),
         Route("/wait-disconnect", wait_disconnect),
+        WebSocketRoute("/ws/echo", ws_echo),
+        WebSocketRoute("/ws/refuse", ws_refuse),
+        WebSocketRoute("/ws/boom", ws_boom),
     ],
     lifespan=lifespan,
 )
