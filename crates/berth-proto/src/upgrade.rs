@@ -31,6 +31,15 @@ pub trait Upgraded: Send {
     /// front), append what to send to `output`.
     fn receive(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> Flow;
 
+    /// [`Upgraded::receive`] for a driver whose output is empty, which lets the protocol answer
+    /// a message with its own bytes without copying them: it may swap `input` and `output`
+    /// (leaving the answer in `output`, and in `input` what is left to read, if anything) and
+    /// return how many bytes at the front of `output` are not to be sent. The default calls
+    /// `receive` and skips nothing.
+    fn receive_in_place(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> (Flow, usize) {
+        (self.receive(input, output), 0)
+    }
+
     /// The peer will send nothing more: append any last words to `output`; the driver writes
     /// them and closes the connection.
     fn peer_closed(&mut self, output: &mut Vec<u8>) {
@@ -68,6 +77,12 @@ impl Upgraded for Echo {
     fn receive(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> Flow {
         output.append(input);
         Flow::Continue
+    }
+
+    fn receive_in_place(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> (Flow, usize) {
+        // Everything read goes back: the buffers change places, nothing is copied.
+        std::mem::swap(input, output);
+        (Flow::Continue, 0)
     }
 }
 

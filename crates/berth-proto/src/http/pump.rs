@@ -172,14 +172,38 @@ impl Core {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Action<H::Job> {
+        self.process_in_place(input, output, &mut 0, cx, handler)
+    }
+
+    /// [`Core::process`] for a driver that can send its output from an offset: with the output
+    /// empty, an upgraded protocol may answer from the input's own buffer
+    /// ([`Upgraded::receive_in_place`]); `skip` is then how many bytes at the front of the
+    /// output are not to be sent (0 otherwise).
+    pub fn process_in_place<H: Handler>(
+        &mut self,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        skip: &mut usize,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Action<H::Job> {
         if let Some(upgraded) = &mut self.upgraded {
             if self.over {
                 input.clear();
                 return Action::Close;
             }
-            if !input.is_empty() && upgraded.receive(input, output) == Flow::Close {
-                self.over = true;
-                return Action::Close;
+            if !input.is_empty() {
+                let flow = if output.is_empty() {
+                    let (flow, k) = upgraded.receive_in_place(input, output);
+                    *skip = k;
+                    flow
+                } else {
+                    upgraded.receive(input, output)
+                };
+                if flow == Flow::Close {
+                    self.over = true;
+                    return Action::Close;
+                }
             }
             if std::mem::take(&mut self.woken) && upgraded.wake(output) == Flow::Close {
                 self.over = true;

@@ -163,18 +163,31 @@ pub fn write_frame(out: &mut Vec<u8>, opcode: Opcode, payload: &[u8]) {
 
 /// Appends the header of an unmasked frame of `len` payload bytes.
 pub fn write_header(out: &mut Vec<u8>, fin: bool, opcode: Opcode, len: u64) {
-    out.push(if fin { 0x80 } else { 0 } | opcode.bits());
-    match len {
-        0..=125 => out.push(len as u8),
+    let (bytes, n) = header_bytes(fin, opcode, len);
+    out.extend_from_slice(&bytes[..n]);
+}
+
+/// The header of an unmasked frame of `len` payload bytes: its bytes, and how many of them.
+pub fn header_bytes(fin: bool, opcode: Opcode, len: u64) -> ([u8; 10], usize) {
+    let mut h = [0u8; 10];
+    h[0] = if fin { 0x80 } else { 0 } | opcode.bits();
+    let n = match len {
+        0..=125 => {
+            h[1] = len as u8;
+            2
+        }
         126..=0xFFFF => {
-            out.push(126);
-            out.extend_from_slice(&(len as u16).to_be_bytes());
+            h[1] = 126;
+            h[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            4
         }
         _ => {
-            out.push(127);
-            out.extend_from_slice(&len.to_be_bytes());
+            h[1] = 127;
+            h[2..10].copy_from_slice(&len.to_be_bytes());
+            10
         }
-    }
+    };
+    (h, n)
 }
 
 /// Appends a close frame with `code` and `reason` (cut to fit 125 bytes).

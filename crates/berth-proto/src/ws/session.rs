@@ -48,21 +48,56 @@ pub enum Message<'a> {
 pub struct Outbox<'a> {
     out: &'a mut Vec<u8>,
     close: &'a mut Option<u16>,
+    /// The message just received, if it lies alone in the input and the output is empty: an
+    /// echo of it is then left where it is (see [`WsSession::receive_in_place`]).
+    candidate: Option<(Opcode, &'a [u8])>,
+    /// `candidate` was echoed and not yet written.
+    echoed: bool,
 }
 
-impl Outbox<'_> {
+impl<'a> Outbox<'a> {
+    fn new(out: &'a mut Vec<u8>, close: &'a mut Option<u16>) -> Self {
+        Outbox {
+            out,
+            close,
+            candidate: None,
+            echoed: false,
+        }
+    }
+
+    /// Writes an echo left in place, so that what follows comes after it.
+    fn settle(&mut self) {
+        if let (true, Some((opcode, data))) = (self.echoed, self.candidate) {
+            frame::write_frame(self.out, opcode, data);
+            self.echoed = false;
+        }
+    }
+
     /// Sends a text message.
     pub fn text(&mut self, text: &str) {
+        self.settle();
         frame::write_frame(self.out, Opcode::Text, text.as_bytes());
     }
 
     /// Sends a binary message.
     pub fn binary(&mut self, data: &[u8]) {
+        self.settle();
         frame::write_frame(self.out, Opcode::Binary, data);
     }
 
     /// Sends `message` back as it came.
     pub fn echo(&mut self, message: Message<'_>) {
+        let bytes = match message {
+            Message::Text(t) => t.as_bytes(),
+            Message::Binary(b) => b,
+        };
+        if let Some((_, data)) = self.candidate {
+            // The message itself, first out: it need not be copied.
+            if !self.echoed && self.out.is_empty() && std::ptr::eq(data, bytes) {
+                self.echoed = true;
+                return;
+            }
+        }
         match message {
             Message::Text(t) => self.text(t),
             Message::Binary(b) => self.binary(b),
@@ -72,6 +107,7 @@ impl Outbox<'_> {
     /// Starts the closing handshake with `code` and `reason`; the connection ends once it is
     /// sent.
     pub fn close(&mut self, code: u16, reason: &str) {
+        self.settle();
         if self.close.is_none() {
             frame::write_close(self.out, code, reason);
             *self.close = Some(code);
@@ -122,6 +158,9 @@ pub struct WsSession<H: WsHandler> {
     closed: Option<u16>,
     /// An idle ping is out and nothing has come since.
     pinged: bool,
+    /// The handler echoed the frame that fills the input (its opcode, its header's length):
+    /// [`WsSession::receive_in_place`] sends it from there.
+    in_place: Option<(Opcode, usize)>,
 }
 
 impl<H: WsHandler> WsSession<H> {
@@ -137,6 +176,7 @@ impl<H: WsHandler> WsSession<H> {
             control: Vec::new(),
             closed: None,
             pinged: false,
+            in_place: None,
         }
     }
 
@@ -282,10 +322,7 @@ impl<H: WsHandler> WsSession<H> {
             Opcode::Text | Opcode::Binary | Opcode::Continuation if header.fin => {
                 let kind = self.message.take();
                 let buf = std::mem::take(&mut self.buf);
-                let mut out = Outbox {
-                    out: output,
-                    close: &mut self.closed,
-                };
+                let mut out = Outbox::new(output, &mut self.closed);
                 match kind {
                     Some(Opcode::Text) => {
                         let Ok(text) = std::str::from_utf8(&buf) else {
@@ -317,6 +354,7 @@ impl<H: WsHandler> WsSession<H> {
         &mut self,
         input: &mut [u8],
         output: &mut Vec<u8>,
+        in_place: bool,
     ) -> Result<(usize, bool), Violation> {
         let mut at = 0;
         loop {
@@ -344,15 +382,17 @@ impl<H: WsHandler> WsSession<H> {
                         self.begin(header)?;
                         self.message = None;
                         self.pinged = false;
+                        // Alone in the input, and nothing to send before it: an echo may stay
+                        // where it is.
+                        let alone = in_place && at == 0 && end == input.len() && output.is_empty();
                         let data = &mut input[at + header.header_len..end];
                         if let Some(key) = header.mask {
                             unmask(data, key, 0);
                         }
+                        let data = &*data;
                         at = end;
-                        let mut out = Outbox {
-                            out: output,
-                            close: &mut self.closed,
-                        };
+                        let mut out = Outbox::new(output, &mut self.closed);
+                        out.candidate = alone.then_some((header.opcode, data));
                         if header.opcode == Opcode::Text {
                             let text = std::str::from_utf8(data).map_err(|_| Violation {
                                 code: 1007,
@@ -361,6 +401,9 @@ impl<H: WsHandler> WsSession<H> {
                             self.handler.message(Message::Text(text), &mut out);
                         } else {
                             self.handler.message(Message::Binary(data), &mut out);
+                        }
+                        if out.echoed {
+                            self.in_place = Some((header.opcode, header.header_len));
                         }
                         if self.closed.is_some() {
                             return Ok((at, false));
@@ -396,26 +439,53 @@ impl<H: WsHandler> WsSession<H> {
     }
 }
 
-impl<H: WsHandler> Upgraded for WsSession<H> {
-    fn receive(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> Flow {
+impl<H: WsHandler> WsSession<H> {
+    /// [`Upgraded::receive`], and when `in_place` (the output is empty) a message the handler
+    /// echoes whole is sent from the input itself: its header is rewritten in front of the
+    /// unmasked payload, the buffers are swapped, and the bytes to skip are returned.
+    fn receive_with(
+        &mut self,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        in_place: bool,
+    ) -> (Flow, usize) {
         if self.closed.is_some() {
             input.clear();
-            return Flow::Close;
+            return (Flow::Close, 0);
         }
-        match self.receive_frames(input, output) {
+        match self.receive_frames(input, output, in_place) {
             Ok((used, going)) => {
-                input.drain(..used);
-                if going {
-                    Flow::Continue
-                } else {
-                    Flow::Close
+                let flow = if going { Flow::Continue } else { Flow::Close };
+                if let Some((opcode, header_len)) = self.in_place.take() {
+                    // The frame was the whole input: the server's header (never longer than
+                    // the client's, which has four bytes of mask more) goes right in front of
+                    // the payload.
+                    let len = (input.len() - header_len) as u64;
+                    let (head, n) = frame::header_bytes(true, opcode, len);
+                    let skip = header_len - n;
+                    input[skip..header_len].copy_from_slice(&head[..n]);
+                    std::mem::swap(input, output);
+                    return (flow, skip);
                 }
+                input.drain(..used);
+                (flow, 0)
             }
             Err(v) => {
                 input.clear();
-                self.fail(v, output)
+                (self.fail(v, output), 0)
             }
         }
+    }
+}
+
+impl<H: WsHandler> Upgraded for WsSession<H> {
+    fn receive(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> Flow {
+        self.receive_with(input, output, false).0
+    }
+
+    fn receive_in_place(&mut self, input: &mut Vec<u8>, output: &mut Vec<u8>) -> (Flow, usize) {
+        let empty = output.is_empty();
+        self.receive_with(input, output, empty)
     }
 
     fn peer_closed(&mut self, _output: &mut Vec<u8>) {
@@ -554,5 +624,75 @@ mod tests {
         let (out, flow) = feed_bytewise(&mut s, &bytes);
         assert_eq!(flow, Flow::Close);
         assert_eq!(&out[2..4], &1009u16.to_be_bytes());
+    }
+
+    /// Echoes a handler sends after (or instead of) the message it got.
+    struct EchoThenText;
+    impl WsHandler for EchoThenText {
+        fn message(&mut self, message: Message<'_>, out: &mut Outbox<'_>) {
+            out.echo(message);
+            out.text("after");
+        }
+    }
+
+    fn server_frame(opcode: Opcode, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::write_frame(&mut out, opcode, payload);
+        out
+    }
+
+    #[test]
+    fn an_echo_of_a_frame_alone_in_the_input_is_sent_from_it_without_a_copy() {
+        for len in [0, 5, 125, 126, 16 * 1024, 65_535, 65_536] {
+            let payload: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let mut input = client_frame(true, 0x2, &payload);
+            let buffer = input.as_ptr();
+            let mut output = Vec::with_capacity(64);
+            let (flow, skip) = session().receive_in_place(&mut input, &mut output);
+            assert_eq!(flow, Flow::Continue);
+            // The input's own buffer, the server's frame in it from `skip` on.
+            assert_eq!(output.as_ptr(), buffer, "{len}");
+            assert_eq!(output[skip..], server_frame(Opcode::Binary, &payload)[..], "{len}");
+            assert!(input.is_empty());
+        }
+        // Text too, checked as UTF-8 first.
+        let mut input = client_frame(true, 0x1, "héllo".as_bytes());
+        let mut output = Vec::new();
+        let (_, skip) = session().receive_in_place(&mut input, &mut output);
+        assert_eq!(output[skip..], server_frame(Opcode::Text, "héllo".as_bytes())[..]);
+        let mut input = client_frame(true, 0x1, b"\xff");
+        let mut output = Vec::new();
+        let (flow, skip) = session().receive_in_place(&mut input, &mut output);
+        assert_eq!((flow, skip), (Flow::Close, 0));
+        assert_eq!((output[0], &output[2..4]), (0x88, &1007u16.to_be_bytes()[..]));
+    }
+
+    #[test]
+    fn an_echo_that_cannot_stay_in_place_is_copied_in_order() {
+        // Another frame behind it in the input: copied, both answered in order.
+        let mut input = client_frame(true, 0x2, b"one");
+        input.extend_from_slice(&client_frame(true, 0x2, b"two"));
+        let mut output = Vec::new();
+        let (_, skip) = session().receive_in_place(&mut input, &mut output);
+        assert_eq!(skip, 0);
+        let mut want = server_frame(Opcode::Binary, b"one");
+        want.extend_from_slice(&server_frame(Opcode::Binary, b"two"));
+        assert_eq!(output, want);
+        // Output already waiting: copied behind it.
+        let mut input = client_frame(true, 0x2, b"one");
+        let mut output = b"before".to_vec();
+        let (_, skip) = session().receive_in_place(&mut input, &mut output);
+        assert_eq!(skip, 0);
+        assert_eq!(output[..6], *b"before");
+        assert_eq!(output[6..], server_frame(Opcode::Binary, b"one")[..]);
+        // The handler sends more after the echo: the echo first.
+        let mut s = WsSession::new(EchoThenText, WsConfig::default());
+        let mut input = client_frame(true, 0x1, b"hi");
+        let mut output = Vec::new();
+        let (_, skip) = s.receive_in_place(&mut input, &mut output);
+        assert_eq!(skip, 0);
+        let mut want = server_frame(Opcode::Text, b"hi");
+        want.extend_from_slice(&server_frame(Opcode::Text, b"after"));
+        assert_eq!(output, want);
     }
 }

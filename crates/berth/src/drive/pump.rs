@@ -447,9 +447,24 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     date: env.date.get(),
                     stream_bodies: !W::BLOCKING,
                 };
-                let action = self
-                    .core
-                    .process(&mut self.input, &mut self.output, &cx, env.handler);
+                // With nothing waiting to be written, an upgraded protocol may answer from the
+                // input's own buffer (a WebSocket echo): the first `skip` bytes are not sent.
+                let mut skip = 0;
+                let action = if self.written == self.output.len() {
+                    self.output.clear();
+                    self.written = 0;
+                    self.core.process_in_place(
+                        &mut self.input,
+                        &mut self.output,
+                        &mut skip,
+                        &cx,
+                        env.handler,
+                    )
+                } else {
+                    self.core
+                        .process(&mut self.input, &mut self.output, &cx, env.handler)
+                };
+                self.written += skip;
                 if let Some(new) = self.after(action) {
                     *handoff = Some(new);
                 }
