@@ -652,19 +652,29 @@ mod tests {
             assert_eq!(flow, Flow::Continue);
             // The input's own buffer, the server's frame in it from `skip` on.
             assert_eq!(output.as_ptr(), buffer, "{len}");
-            assert_eq!(output[skip..], server_frame(Opcode::Binary, &payload)[..], "{len}");
+            assert_eq!(
+                output[skip..],
+                server_frame(Opcode::Binary, &payload)[..],
+                "{len}"
+            );
             assert!(input.is_empty());
         }
         // Text too, checked as UTF-8 first.
         let mut input = client_frame(true, 0x1, "héllo".as_bytes());
         let mut output = Vec::new();
         let (_, skip) = session().receive_in_place(&mut input, &mut output);
-        assert_eq!(output[skip..], server_frame(Opcode::Text, "héllo".as_bytes())[..]);
+        assert_eq!(
+            output[skip..],
+            server_frame(Opcode::Text, "héllo".as_bytes())[..]
+        );
         let mut input = client_frame(true, 0x1, b"\xff");
         let mut output = Vec::new();
         let (flow, skip) = session().receive_in_place(&mut input, &mut output);
         assert_eq!((flow, skip), (Flow::Close, 0));
-        assert_eq!((output[0], &output[2..4]), (0x88, &1007u16.to_be_bytes()[..]));
+        assert_eq!(
+            (output[0], &output[2..4]),
+            (0x88, &1007u16.to_be_bytes()[..])
+        );
     }
 
     #[test]
