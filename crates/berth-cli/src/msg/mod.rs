@@ -133,6 +133,15 @@ pub struct ServeArgs {
     #[arg(short = 'C', long, value_name = "N", default_value = "10000")]
     pub capacity: usize,
 
+    /// Join a cluster of berth nodes through NATS (nats://HOST:PORT, JetStream enabled):
+    /// names are unique across the nodes, and @NAME relays reach clients of other nodes.
+    #[arg(long, value_name = "URL")]
+    pub cluster: Option<String>,
+
+    /// Seconds a node that stops renewing its lease (it died) keeps its names.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs, requires = "cluster")]
+    pub cluster_lease: Duration,
+
     /// Longest opening handshake (HTTP head) of a ws:// client; longer ones are answered 431.
     #[arg(long, value_name = "BYTES", default_value = "16k", value_parser = parse_limit)]
     pub ws_max_head: u64,

@@ -9,7 +9,7 @@ use std::io::Write;
 use berth::app::relay::EchoRelay;
 use berth::drive;
 use berth::drive::signal::Signal;
-use berth::msg::{Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
+use berth::msg::{ClusterConfig, Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth_proto::msg::policy::{parse_name, parse_rule};
 
@@ -85,6 +85,10 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         policy,
         reuse_port: args.reuse_port,
         max_opening: usize::try_from(args.ws_max_head).unwrap_or(usize::MAX),
+        cluster: args.cluster.as_ref().map(|url| ClusterConfig {
+            url: url.clone(),
+            lease: args.cluster_lease,
+        }),
         tls,
         ..defaults
     };

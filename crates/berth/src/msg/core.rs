@@ -109,6 +109,9 @@ pub struct EngineConfig {
     /// The certificate of `tls://` listeners that name none of their own (`--tls-cert`,
     /// `--tls-key`).
     pub tls: Option<crate::net::tls::TlsAcceptor>,
+    /// Join a cluster of servers through NATS (`--cluster`): names are unique across it, and
+    /// relays reach clients of other nodes. Read by [`MsgServer`](super::MsgServer) only.
+    pub cluster: Option<super::ClusterConfig>,
 }
 
 impl Default for EngineConfig {
@@ -130,6 +133,7 @@ impl Default for EngineConfig {
             policy: Policy::default(),
             reuse_port: false,
             tls: None,
+            cluster: None,
         }
     }
 }

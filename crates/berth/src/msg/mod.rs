@@ -14,6 +14,7 @@
 //! - [`Engine`]: the poll loop and the polling API; [`MsgHandler`]: the handler API.
 
 mod client;
+mod cluster;
 mod core;
 mod directory;
 pub mod endpoint;
@@ -24,6 +25,7 @@ mod server;
 mod stats;
 
 pub use self::client::{ClientId, MAX_DATAGRAM_MESSAGE};
+pub use self::cluster::ClusterConfig;
 pub use self::core::{Arrival, EngineConfig};
 pub use self::endpoint::{Address, Endpoint};
 pub use self::engine::{ConnectError, Engine, IoIterationResult};

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::cluster::{Link, Running};
 use super::core::EngineConfig;
 use super::directory::{Directory, Mailboxes};
 use super::endpoint::{Address, Endpoint};
@@ -46,6 +47,8 @@ pub struct MsgServer {
     threads: Vec<JoinHandle<io::Result<()>>>,
     /// The TLS of every `tls://` listener of every thread, each once.
     tls: Vec<TlsAcceptor>,
+    /// The link to the cluster, in one.
+    cluster: Option<Running>,
 }
 
 /// Asks a [`MsgServer`]'s threads to shut down; cheap to clone and to send to another thread
@@ -132,7 +135,21 @@ impl MsgServer {
             }
         }
         let wakers: Vec<_> = engines.iter().map(|e| e.waker()).collect();
-        let mail = (threads > 1).then(|| Mailboxes::new(wakers.clone(), MAILBOX));
+        // In a cluster, the link to NATS: connected now, so that a NATS out of reach is a
+        // startup error with its cause.
+        let (link, link_box) = match &config.cluster {
+            Some(cluster) => {
+                let (link, mailbox) = Link::connect(cluster, directory.clone())?;
+                (Some(link), Some(mailbox))
+            }
+            None => (None, None),
+        };
+        let mail = (threads > 1 || link.is_some())
+            .then(|| Mailboxes::new(wakers.clone(), MAILBOX, link_box));
+        let cluster = match (link, &mail) {
+            (Some(link), Some((boxes, _))) => Some(link.run(boxes.clone())?),
+            _ => None,
+        };
         // Before any thread runs: one that panics asks every other to stop.
         let ctl = Arc::new(Control::default());
         ctl.wake_on_stop(wakers);
@@ -173,6 +190,7 @@ impl MsgServer {
             stopper,
             threads: handles,
             tls,
+            cluster,
         })
     }
 
@@ -210,6 +228,7 @@ impl MsgServer {
     /// panicked; the first error any of them met (a panic included), if one did.
     pub fn join(self) -> io::Result<()> {
         let mut result = Ok(());
+        let cluster = self.cluster;
         for t in self.threads {
             let r = t
                 .join()
@@ -217,6 +236,10 @@ impl MsgServer {
             if result.is_ok() {
                 result = r;
             }
+        }
+        // The engines are done: this node's names leave the cluster.
+        if let Some(link) = cluster {
+            link.stop();
         }
         result
     }

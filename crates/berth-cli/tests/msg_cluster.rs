@@ -1,0 +1,322 @@
+//! `berth msg serve --cluster nats://...` (issue 21): named clients across nodes through a real
+//! nats-server (v2.15.2, JetStream on, started here on 127.0.0.1). alice on node A reaches bob
+//! on node B, in order; a second bob anywhere is refused; a node killed with SIGKILL frees its
+//! names within the lease, one stopped with SIGTERM at once; NATS restarted, the nodes
+//! reconnect and relays resume; a NATS out of reach is a startup error.
+//!
+//! nats-server is found through `BERTH_NATS_SERVER`, on PATH, or in `$(go env GOPATH)/bin`
+//! (`scripts/test` and `.ci/run` install it with `go install`). Every child is stopped by its
+//! guard; every wait is bounded.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{free_port, run_within, Berth};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn nats_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("BERTH_NATS_SERVER") {
+        return PathBuf::from(p);
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("nats-server"))
+        .find(|p| p.exists());
+    let gopath = std::env::var_os("GOPATH")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join("go")))
+        .map(|g| g.join("bin").join("nats-server"));
+    on_path
+        .or(gopath.filter(|p| p.exists()))
+        .expect("nats-server not found: scripts/test installs it (go install github.com/nats-io/nats-server/v2@v2.15.2), or set BERTH_NATS_SERVER")
+}
+
+/// A nats-server with JetStream, on 127.0.0.1, killed when dropped.
+struct Nats {
+    child: Child,
+    port: u16,
+    store: PathBuf,
+}
+
+impl Nats {
+    fn start(tag: &str) -> Nats {
+        let store = std::env::temp_dir().join(format!("berth-nats-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&store);
+        Nats::start_at(free_port(), store)
+    }
+
+    fn start_at(port: u16, store: PathBuf) -> Nats {
+        let child = Command::new(nats_binary())
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(&store)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        let deadline = Instant::now() + LIMIT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nats { child, port, store }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops it (SIGKILL) and starts it again on the same port and store.
+    fn restart(mut self) -> Nats {
+        let (port, store) = (self.port, self.store.clone());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::forget(self);
+        Nats::start_at(port, store)
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.store);
+    }
+}
+
+/// A berth node of the cluster: `msg serve` on a TCP port of its own.
+struct Node {
+    berth: Berth,
+    addr: SocketAddr,
+}
+
+impl Node {
+    fn start(nats: &Nats, lease: &str) -> Node {
+        let mut berth = Berth::spawn(&[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--cluster",
+            &nats.url(),
+            "--cluster-lease",
+            lease,
+        ]);
+        let line = berth.line();
+        let addr = line
+            .trim()
+            .strip_prefix("berth msg listening on tcp://")
+            .unwrap_or_else(|| panic!("startup line: {line:?}"))
+            .parse()
+            .unwrap();
+        Node { berth, addr }
+    }
+}
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u64).to_le_bytes().to_vec();
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The next frame: its length word (control frames have the top bit) and payload.
+fn read_frame(s: &mut TcpStream) -> (u64, Vec<u8>) {
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head).unwrap();
+    let len = u64::from_le_bytes(head);
+    let mut payload = vec![0; (len & !(1 << 63)) as usize];
+    s.read_exact(&mut payload).unwrap();
+    (len, payload)
+}
+
+/// A client named `name`: `Ok` once admitted, `Err` with the refusal's text.
+fn client(addr: SocketAddr, name: &str) -> Result<TcpStream, String> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(&frame(name.as_bytes())).unwrap();
+    match read_frame(&mut s) {
+        (2, ok) if ok == b"OK" => Ok(s),
+        (_, text) => Err(String::from_utf8_lossy(&text).into_owned()),
+    }
+}
+
+/// Sends `@to text` from `from` until it is relayed (the relay answers `@! no client named`
+/// while `to` is not yet known here), then returns.
+fn relay_when_known(from: &mut TcpStream, to: &str, text: &str) {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        from.write_all(&frame(format!("@{to} {text}").as_bytes()))
+            .unwrap();
+        // A relay is not answered; an unknown name is. An echo of an empty message says the
+        // relay went through without waiting out a timeout.
+        from.write_all(&frame(b"")).unwrap();
+        let (_, answer) = read_frame(from);
+        if answer.is_empty() {
+            return;
+        }
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        assert!(answer.starts_with("@! no client named"), "{answer}");
+        let (_, echo) = read_frame(from);
+        assert!(echo.is_empty());
+        assert!(Instant::now() < deadline, "{to} never became known");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn alice_on_one_node_reaches_bob_on_another_in_order_and_a_second_bob_is_refused() {
+    let nats = Nats::start("relay");
+    let (a, b) = (Node::start(&nats, "10"), Node::start(&nats, "10"));
+    let mut bob = client(b.addr, "bob").unwrap();
+    let mut alice = client(a.addr, "alice").unwrap();
+    relay_when_known(&mut alice, "bob", "first");
+    assert_eq!(read_frame(&mut bob).1, b"@alice first");
+    // Ordering per sender and receiver, as within a node.
+    for i in 0..500 {
+        alice
+            .write_all(&frame(format!("@bob {i}").as_bytes()))
+            .unwrap();
+    }
+    for i in 0..500 {
+        assert_eq!(read_frame(&mut bob).1, format!("@alice {i}").as_bytes());
+    }
+    // And back; 64 KiB crosses whole.
+    let big = vec![b'x'; 64 * 1024];
+    let mut msg = b"@alice ".to_vec();
+    msg.extend_from_slice(&big);
+    bob.write_all(&frame(&msg)).unwrap();
+    let (_, got) = read_frame(&mut alice);
+    assert_eq!(&got[..5], b"@bob ");
+    assert!(got[5..] == big[..]);
+    // One live bob in the whole cluster: refused on node A (the replica knows him) as on B.
+    for node in [&a, &b] {
+        let refused = client(node.addr, "bob").unwrap_err();
+        assert!(refused.contains("name-taken"), "{refused}");
+    }
+    // bob leaves: his name is free on every node at once.
+    drop(bob);
+    let deadline = Instant::now() + LIMIT;
+    let mut bob2 = loop {
+        match client(a.addr, "bob") {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("bob's name was not freed: {e}"),
+        }
+    };
+    bob2.write_all(&frame(b"@alice local now")).unwrap();
+    assert_eq!(read_frame(&mut alice).1, b"@bob local now");
+}
+
+#[test]
+fn a_killed_node_frees_its_names_within_the_lease_and_a_stopped_one_at_once() {
+    let nats = Nats::start("lease");
+    let a = Node::start(&nats, "2");
+    let b = Node::start(&nats, "2");
+    let _bob = client(b.addr, "bob").unwrap();
+    let mut alice = client(a.addr, "alice").unwrap();
+    relay_when_known(&mut alice, "bob", "hello");
+    b.berth.signal("KILL");
+    let killed = Instant::now();
+    // Held while the lease runs...
+    let refused = client(a.addr, "bob").unwrap_err();
+    assert!(refused.contains("name-taken"), "{refused}");
+    // ...and free once it has run out (2 s, renewed every third of it).
+    let mut bob = loop {
+        match client(a.addr, "bob") {
+            Ok(s) => break s,
+            Err(_) => {
+                assert!(
+                    killed.elapsed() < Duration::from_secs(8),
+                    "bob's name still held {:?} after his node died",
+                    killed.elapsed()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    assert!(killed.elapsed() >= Duration::from_millis(500));
+    bob.write_all(&frame(b"@alice back")).unwrap();
+    assert_eq!(read_frame(&mut alice).1, b"@bob back");
+
+    // A node stopped gracefully (SIGTERM) releases its names as it goes.
+    let mut c = Node::start(&nats, "30");
+    let _carol = client(c.addr, "carol").unwrap();
+    relay_when_known(&mut alice, "carol", "hi");
+    c.berth.signal("TERM");
+    assert!(c.berth.wait(LIMIT).success());
+    let stopped = Instant::now();
+    let deadline = stopped + LIMIT;
+    while client(a.addr, "carol").is_err() {
+        assert!(Instant::now() < deadline, "carol's name was never freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "freed only after {:?}: the 30 s lease ran out instead of the release",
+        stopped.elapsed()
+    );
+}
+
+#[test]
+fn relays_resume_after_nats_restarts() {
+    let nats = Nats::start("restart");
+    let (a, b) = (Node::start(&nats, "10"), Node::start(&nats, "10"));
+    let mut bob = client(b.addr, "bob").unwrap();
+    let mut alice = client(a.addr, "alice").unwrap();
+    relay_when_known(&mut alice, "bob", "before");
+    assert_eq!(read_frame(&mut bob).1, b"@alice before");
+    let nats = nats.restart();
+    // The nodes reconnect by themselves; a relay sent while they do may be lost, so alice
+    // tries until one arrives, and every one that arrives is whole.
+    let deadline = Instant::now() + LIMIT;
+    bob.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut n = 0;
+    loop {
+        alice
+            .write_all(&frame(format!("@bob after {n}").as_bytes()))
+            .unwrap();
+        let mut head = [0u8; 8];
+        if bob.read_exact(&mut head).is_ok() {
+            let mut payload = vec![0; u64::from_le_bytes(head) as usize];
+            bob.set_read_timeout(Some(LIMIT)).unwrap();
+            bob.read_exact(&mut payload).unwrap();
+            let text = String::from_utf8(payload).unwrap();
+            assert!(text.starts_with("@alice after "), "{text}");
+            break;
+        }
+        n += 1;
+        assert!(Instant::now() < deadline, "relays never resumed");
+    }
+    drop(nats);
+}
+
+#[test]
+fn a_nats_out_of_reach_is_a_startup_error() {
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let (status, _, err) = run_within(
+        &["msg", "serve", "-l", "tcp://127.0.0.1:0", "--cluster", &url],
+        LIMIT,
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot reach NATS"), "{err}");
+    let (status, _, err) = run_within(
+        &[
+            "msg",
+            "serve",
+            "-l",
+            "tcp://127.0.0.1:0",
+            "--cluster-lease",
+            "3",
+        ],
+        LIMIT,
+    );
+    assert_eq!(status.code(), Some(2), "{err}");
+}
