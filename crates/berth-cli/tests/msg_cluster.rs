@@ -320,3 +320,37 @@ fn a_nats_out_of_reach_is_a_startup_error() {
     );
     assert_eq!(status.code(), Some(2), "{err}");
 }
+
+/// Whether a client is still served: an empty message comes back, or the server ends it.
+fn still_served(s: &mut TcpStream) -> bool {
+    s.write_all(&frame(b"")).is_ok() && matches!(read_frame(s), (0, _))
+}
+
+#[test]
+fn two_clients_racing_for_one_name_on_two_nodes_leave_exactly_one_holder() {
+    let nats = Nats::start("race");
+    let (a, b) = (Node::start(&nats, "10"), Node::start(&nats, "10"));
+    for round in 0..10 {
+        let name = format!("racer{round}");
+        let racers: Vec<_> = [a.addr, b.addr]
+            .into_iter()
+            .map(|addr| {
+                let name = name.clone();
+                std::thread::spawn(move || client(addr, &name))
+            })
+            .collect();
+        let mut admitted = Vec::new();
+        for r in racers {
+            match r.join().unwrap() {
+                Ok(s) => admitted.push(s),
+                Err(text) => assert!(text.contains("name-taken"), "{text}"),
+            }
+        }
+        assert!(!admitted.is_empty(), "round {round}: nobody got the name");
+        // Both admitted within the replica's delay: the cluster's create settles it, and the
+        // loser is ended (name-replaced) moments later.
+        std::thread::sleep(Duration::from_millis(300));
+        let served = admitted.iter_mut().map(still_served).filter(|&s| s).count();
+        assert_eq!(served, 1, "round {round}: {} holders", served);
+    }
+}
