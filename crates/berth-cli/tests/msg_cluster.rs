@@ -354,3 +354,39 @@ fn two_clients_racing_for_one_name_on_two_nodes_leave_exactly_one_holder() {
         assert_eq!(served, 1, "round {round}: {} holders", served);
     }
 }
+
+#[test]
+fn msg_bench_relays_within_a_node_and_across_nodes_with_every_message_checked() {
+    let nats = Nats::start("bench");
+    let (a, b) = (Node::start(&nats, "10"), Node::start(&nats, "10"));
+    let (ea, eb) = (format!("tcp://{}", a.addr), format!("tcp://{}", b.addr));
+    for (size, via) in [("64", None), ("64", Some(&eb)), ("64k", Some(&eb))] {
+        let mut args = vec![
+            "msg", "bench", &ea, "--relay", "-s", size, "-c", "4", "-d", "1s", "--json",
+        ];
+        if let Some(via) = via {
+            args.extend(["--relay-via", via.as_str()]);
+        }
+        let (status, out, err) = run_within(&args, LIMIT);
+        assert!(status.success(), "{args:?}: {err}");
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["relay"], true);
+        assert!(report["messages"].as_u64().unwrap() > 0, "{out}");
+        let errors = &report["errors"];
+        let total: u64 = errors
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(total, 0, "{args:?}: {out}");
+    }
+    // Pairs need an even number of connections, and messages room for `@NAME `.
+    for bad in [["-c", "3"], ["-s", "8"]] {
+        let (status, _, err) = run_within(
+            &[&["msg", "bench", &ea, "--relay", "-d", "1s"][..], &bad[..]].concat(),
+            LIMIT,
+        );
+        assert_eq!(status.code(), Some(2), "{bad:?}: {err}");
+    }
+}

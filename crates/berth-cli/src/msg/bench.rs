@@ -3,7 +3,7 @@
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use berth_lab::msgbench::{self, Endpoint, Limit, MsgBenchConfig, Names, Protocol};
+use berth_lab::msgbench::{self, Endpoint, Limit, MsgBenchConfig, Names, Protocol, Relay};
 use clap::{ArgAction, Args};
 
 use crate::args::{parse_duration, usage_error};
@@ -61,6 +61,16 @@ pub struct MsgBenchArgs {
     #[arg(long)]
     pub anonymous: bool,
 
+    /// Relay instead of echo: connections 2k and 2k+1 send to each other by name (@NAME
+    /// text, the relay demo), each message crossing the server once, checked and timed.
+    #[arg(long, conflicts_with_all = ["anonymous", "zmq"])]
+    pub relay: bool,
+
+    /// Relay mode across nodes: the odd connections connect to this endpoint (another node
+    /// of the cluster), the even ones to ENDPOINT.
+    #[arg(long, value_name = "ENDPOINT", conflicts_with_all = ["anonymous", "zmq"])]
+    pub relay_via: Option<String>,
+
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -100,6 +110,16 @@ pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
         Names::Prefix(opts.name_prefix.clone())
     };
     config.progress = !opts.json && berth_lab::bench::BenchConfig::stderr_is_terminal();
+    if opts.relay || opts.relay_via.is_some() {
+        let via = opts
+            .relay_via
+            .as_deref()
+            .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg bench", &err)));
+        config.relay = Some(Relay {
+            via,
+            settle: Duration::from_millis(500),
+        });
+    }
     // Settings the library refuses (a prefix that makes invalid names) are usage errors.
     if let Err(e) = config.check() {
         usage_error("msg bench", &e);

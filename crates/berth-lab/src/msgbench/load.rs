@@ -59,6 +59,28 @@ pub(crate) struct Plan {
     pub timeout: Duration,
     /// What messages carry.
     pub pattern: Pattern,
+    /// Relay mode: connections `2k` and `2k + 1` send to each other by name (see `Spec`), odd
+    /// ones through `peer_endpoint`; nobody sends before all `connections` are in and
+    /// `settle` has passed (so that every name is known, on every node of a cluster).
+    pub relay: bool,
+    /// Where odd connections connect in relay mode (the other node; else `endpoint`).
+    pub peer_endpoint: Endpoint,
+    /// Connections of the whole run (relay mode's barrier).
+    pub connections: usize,
+    /// The pause after every connection is in (relay mode).
+    pub settle: Duration,
+}
+
+/// One connection's part in a run.
+pub(crate) struct Spec {
+    /// Its keyword.
+    pub name: String,
+    /// Relay mode: `@PARTNER ` at the front of every message it sends, and of every message it
+    /// gets (its partner's, whose prefix the server rewrote to the partner's name); so a relayed
+    /// message is checked like an echo. Empty otherwise.
+    pub prefix: Vec<u8>,
+    /// Relay mode: it connects to the peer endpoint.
+    pub peer: bool,
 }
 
 /// State all load threads share with the thread that runs them.
@@ -74,6 +96,8 @@ pub(crate) struct Shared {
     pub payload_bytes: AtomicU64,
     /// Errors so far, likewise.
     pub errors: AtomicU64,
+    /// Connections past their handshake (relay mode's barrier).
+    pub ready: AtomicU64,
 }
 
 /// Starts a non-blocking connect to `endpoint`.
@@ -106,6 +130,12 @@ struct Writing {
 struct Conn {
     /// The bytes this connection sends first (its keyword, or the ZMTP greeting and READY).
     hello: Vec<u8>,
+    /// See [`Spec::prefix`].
+    prefix: Vec<u8>,
+    /// See [`Spec::peer`].
+    peer: bool,
+    /// Counted in `Shared::ready` (once per run, reconnects aside).
+    counted: bool,
     stream: Option<Stream>,
     /// Counts opens, so a caller can tell whether the connection it was serving was replaced
     /// (a failure reopens at once) while it was busy with it.
@@ -152,19 +182,26 @@ struct Loop<'a> {
     tally: MsgTally,
     /// The (messages, payload bytes, errors) counts last added to `shared`.
     published: (u64, u64, u64),
+    /// Relay mode: when this thread saw every connection in; sending starts `settle` later.
+    all_in: Option<Instant>,
+    /// Relay mode: sending has started.
+    started: bool,
 }
 
 /// Runs one connection per name until `shared.stop` is set or the budget is spent.
-pub(crate) fn run(plan: &Plan, shared: &Shared, names: Vec<String>) -> io::Result<MsgTally> {
+pub(crate) fn run(plan: &Plan, shared: &Shared, specs: Vec<Spec>) -> io::Result<MsgTally> {
     let now = Instant::now();
     let mut lp = Loop {
         plan,
         shared,
         poll: Poll::new()?,
-        conns: names
-            .iter()
-            .map(|name| Conn {
-                hello: wire::hello(plan.protocol, name, &plan.endpoint),
+        conns: specs
+            .into_iter()
+            .map(|spec| Conn {
+                hello: wire::hello(plan.protocol, &spec.name, &plan.endpoint),
+                prefix: spec.prefix,
+                peer: spec.peer,
+                counted: false,
                 stream: None,
                 generation: 0,
                 state: State::Idle,
@@ -184,6 +221,8 @@ pub(crate) fn run(plan: &Plan, shared: &Shared, names: Vec<String>) -> io::Resul
         rbuf: vec![0; READ_BUFFER],
         tally: MsgTally::default(),
         published: (0, 0, 0),
+        all_in: None,
+        started: false,
     };
     poll_loop::drive(&mut lp, &shared.stop, &shared.budget)?;
     Ok(lp.tally)
@@ -206,6 +245,15 @@ impl EventLoop for Loop<'_> {
     }
 
     fn tick(&mut self, now: Instant) {
+        if self.plan.relay && !self.started && self.barrier(now) {
+            // The barrier just opened: start every connection that is in.
+            self.started = true;
+            for i in 0..self.conns.len() {
+                if self.conns[i].state == State::Running {
+                    self.send(i, now);
+                }
+            }
+        }
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             let waiting = match c.state {
@@ -283,7 +331,10 @@ impl Loop<'_> {
             return;
         }
         self.conns[i].queued = reserved;
-        let endpoint = &self.plan.endpoint;
+        let endpoint = match self.conns[i].peer {
+            true => &self.plan.peer_endpoint,
+            false => &self.plan.endpoint,
+        };
         let stream = match Stream::open(self.poll.registry(), Token(i), || connect(endpoint)) {
             Ok(s) => s,
             Err(e) => return self.fail(i, Failure::Connect, &e, now),
@@ -344,7 +395,7 @@ impl Loop<'_> {
                 stream.write_some(&c.out[c.out_at..])
             } else if let Some(w) = direct {
                 let left = (plan.size - w.done).min(CHUNK as u64) as usize;
-                stream.write_some(plan.pattern.slice(w.seq, w.done, left))
+                stream.write_some(payload(plan, &c.prefix, w.seq, w.done, left))
             } else {
                 if !self.fill(i, now) {
                     let c = &self.conns[i];
@@ -381,6 +432,8 @@ impl Loop<'_> {
     /// Returns whether there is anything to write.
     fn fill(&mut self, i: usize, now: Instant) -> bool {
         let (plan, shared) = (self.plan, self.shared);
+        // Relay mode: nobody sends before every connection is in (see `Plan::relay`).
+        let open = !plan.relay || self.started;
         let c = &mut self.conns[i];
         c.out.clear();
         c.out_at = 0;
@@ -390,15 +443,15 @@ impl Loop<'_> {
         while c.out.len() < OUT_TARGET {
             if let Some(w) = c.writing.as_mut() {
                 let n = (plan.size - w.done).min((OUT_TARGET - c.out.len()) as u64) as usize;
-                c.out
-                    .extend_from_slice(plan.pattern.slice(w.seq, w.done, n));
-                w.done += n as u64;
+                let part = payload(plan, &c.prefix, w.seq, w.done, n);
+                c.out.extend_from_slice(part);
+                w.done += part.len() as u64;
                 if w.done == plan.size {
                     c.writing = None;
                 }
                 continue;
             }
-            if c.sent_at.len() >= plan.window {
+            if c.sent_at.len() >= plan.window || !open {
                 break;
             }
             if c.queued == 0 {
@@ -458,6 +511,10 @@ impl Loop<'_> {
             }
             // Echoes that completed freed room in the window, or the handshake finished.
             self.send(i, now);
+            if self.plan.relay {
+                // Relays delivered here freed room in the partner's window.
+                self.send(i ^ 1, now);
+            }
             let c = &mut self.conns[i];
             if c.generation != generation || c.stream.is_none() {
                 return;
@@ -471,8 +528,15 @@ impl Loop<'_> {
     /// Acts on everything in `data`. Returns false when the connection failed on it.
     fn consume(&mut self, i: usize, data: &[u8], now: Instant) -> bool {
         let plan = self.plan;
+        // What comes in is an echo of this connection's messages, or (relay mode) its
+        // partner's messages: the sender's queue says which was sent, and when.
+        let src = if plan.relay { i ^ 1 } else { i };
         let mut at = 0;
         loop {
+            let (src_waiting, src_seq) = {
+                let s = &self.conns[src];
+                (!s.sent_at.is_empty(), s.echo_seq())
+            };
             let c = &mut self.conns[i];
             let (n, step) = match c.reader.next(&data[at..]) {
                 Ok(x) => x,
@@ -493,6 +557,9 @@ impl Loop<'_> {
                 In::Ready => {
                     c.state = State::Running;
                     self.tally.handshakes += 1;
+                    if !std::mem::replace(&mut c.counted, true) {
+                        self.shared.ready.fetch_add(1, Relaxed);
+                    }
                     None
                 }
                 In::Refused(text) => Some((Failure::Handshake, text)),
@@ -500,7 +567,7 @@ impl Loop<'_> {
                     Failure::Read,
                     format!("the server ended the connection: {text}"),
                 )),
-                In::Start(_) if c.sent_at.is_empty() => Some((
+                In::Start(_) if !src_waiting => Some((
                     Failure::Protocol,
                     "an echo of a message that was not sent".to_owned(),
                 )),
@@ -512,7 +579,7 @@ impl Loop<'_> {
                     c.echo_at = 0;
                     None
                 }
-                In::Chunk(bytes) => match plan.pattern.mismatch(c.echo_seq(), c.echo_at, bytes) {
+                In::Chunk(bytes) => match mismatch(plan, &c.prefix, src_seq, c.echo_at, bytes) {
                     Some(k) => Some((
                         Failure::Protocol,
                         format!(
@@ -528,8 +595,8 @@ impl Loop<'_> {
                     }
                 },
                 In::End => {
-                    // A Start was checked against `sent_at` being non-empty.
-                    if let Some(began) = c.sent_at.pop_front() {
+                    // A Start was checked against the sender's queue being non-empty.
+                    if let Some(began) = self.conns[src].sent_at.pop_front() {
                         self.tally.echoed(now.duration_since(began));
                     }
                     None
@@ -590,4 +657,47 @@ impl Loop<'_> {
             _ => self.open(i, now),
         }
     }
+}
+
+impl Loop<'_> {
+    /// Relay mode: whether every connection of the run is in and `settle` has passed since
+    /// this thread first saw so.
+    fn barrier(&mut self, now: Instant) -> bool {
+        if self.all_in.is_none() && self.shared.ready.load(Relaxed) >= self.plan.connections as u64
+        {
+            self.all_in = Some(now);
+        }
+        self.all_in.is_some_and(|t| now >= t + self.plan.settle)
+    }
+}
+
+/// The bytes of message `seq` from offset `at` (at most `max`): the relay prefix, then the
+/// pattern.
+fn payload<'a>(plan: &'a Plan, prefix: &'a [u8], seq: u64, at: u64, max: usize) -> &'a [u8] {
+    let plen = prefix.len() as u64;
+    if at < plen {
+        let at = at as usize;
+        &prefix[at..prefix.len().min(at + max)]
+    } else {
+        plan.pattern.slice(seq, at - plen, max)
+    }
+}
+
+/// Where `data`, read at offset `at` of message `seq`, first differs from what was sent.
+fn mismatch(plan: &Plan, prefix: &[u8], seq: u64, at: u64, data: &[u8]) -> Option<usize> {
+    let plen = prefix.len() as u64;
+    let head = if at < plen {
+        let n = ((plen - at) as usize).min(data.len());
+        let want = &prefix[at as usize..at as usize + n];
+        if let Some(k) = data[..n].iter().zip(want).position(|(a, b)| a != b) {
+            return Some(k);
+        }
+        n
+    } else {
+        0
+    };
+    let from = (at + head as u64).saturating_sub(plen);
+    plan.pattern
+        .mismatch(seq, from, &data[head..])
+        .map(|k| head + k)
 }

@@ -117,6 +117,23 @@ pub struct MsgBenchConfig {
     pub names: Names,
     /// Print a progress line to stderr once a second.
     pub progress: bool,
+    /// Relay instead of echo: see [`Relay`].
+    pub relay: Option<Relay>,
+}
+
+/// Relay mode (berth framing, the relay demo's `@NAME text`): connections `2k` and `2k + 1`
+/// are partners, each sending its messages to the other by name (`@PARTNER ` then the pattern,
+/// the message's size in all), so each message crosses the server once, from one client to
+/// another; what a connection receives is its partner's messages, checked byte by byte like
+/// echoes, and timed from its own message of the same number. Nobody sends before every
+/// connection is in and a moment has passed, so that every name is known everywhere.
+#[derive(Debug, Clone)]
+pub struct Relay {
+    /// Where the odd connections connect: another node of a cluster (`--relay-via`), or
+    /// `None` for the same endpoint as the even ones.
+    pub via: Option<Endpoint>,
+    /// The pause once everyone is in.
+    pub settle: Duration,
 }
 
 impl MsgBenchConfig {
@@ -134,6 +151,7 @@ impl MsgBenchConfig {
             timeout: Duration::from_secs(10),
             names: Names::Prefix("bench-".to_owned()),
             progress: false,
+            relay: None,
         }
     }
 
@@ -151,6 +169,23 @@ impl MsgBenchConfig {
                 "a message of {} bytes cannot be framed (the length field allows less than 2^63)",
                 self.size
             ));
+        }
+        if self.relay.is_some() {
+            let Names::Prefix(_) = self.names else {
+                return Err("relay mode needs named connections".to_owned());
+            };
+            if self.protocol != Protocol::Berth {
+                return Err("relay mode speaks berth framing (tcp:// or unix://)".to_owned());
+            }
+            if self.connections % 2 != 0 {
+                return Err("relay mode pairs connections: give an even number".to_owned());
+            }
+            let prefix = self.names.name(self.connections - 1).len() as u64 + 2;
+            if self.size <= prefix {
+                return Err(format!(
+                    "relay messages start with @NAME and a space ({prefix} bytes here): use a size above that"
+                ));
+            }
         }
         if let (Protocol::Berth, Names::Prefix(p)) = (self.protocol, &self.names) {
             // Names grow with the index; the last one is the longest.
@@ -190,12 +225,28 @@ pub fn run(config: &MsgBenchConfig) -> Result<MsgReport, String> {
         window: config.window,
         timeout: config.timeout,
         pattern: Pattern::new(),
+        relay: config.relay.is_some(),
+        peer_endpoint: config
+            .relay
+            .as_ref()
+            .and_then(|r| r.via.clone())
+            .unwrap_or_else(|| config.endpoint.clone()),
+        connections: config.connections,
+        settle: config.relay.as_ref().map_or(Duration::ZERO, |r| r.settle),
     };
     let (duration, count) = match config.limit {
         Limit::Duration(d) => (Some(d), None),
         Limit::Messages(n) => (None, Some(n)),
     };
-    let threads = Threads::new("msgbench", config.threads, config.connections, duration);
+    // Relay mode deals connections out in pairs: partners share a thread, which times each
+    // message from its sender's write to its partner's read.
+    let pairs = config.relay.is_some();
+    let units = if pairs {
+        config.connections / 2
+    } else {
+        config.connections
+    };
+    let threads = Threads::new("msgbench", config.threads, units, duration);
     let shared = load::Shared {
         budget: Budget::new(count),
         ..load::Shared::default()
@@ -220,8 +271,22 @@ pub fn run(config: &MsgBenchConfig) -> Result<MsgReport, String> {
     };
     // Names count across threads: a thread's connections are a range of the run's indices.
     let (tallies, elapsed) = load_threads::run(&threads, &shared.stop, progress, |conns| {
-        let names = conns.map(|i| config.names.name(i)).collect();
-        load::run(&plan, &shared, names)
+        let conns = if pairs {
+            2 * conns.start..2 * conns.end
+        } else {
+            conns
+        };
+        let specs = conns
+            .map(|i| load::Spec {
+                name: config.names.name(i),
+                prefix: match config.relay {
+                    Some(_) => format!("@{} ", config.names.name(i ^ 1)).into_bytes(),
+                    None => Vec::new(),
+                },
+                peer: config.relay.is_some() && i % 2 == 1,
+            })
+            .collect();
+        load::run(&plan, &shared, specs)
     })?;
     let shape = MsgRunShape {
         endpoint: config.endpoint_text.clone(),
@@ -230,6 +295,7 @@ pub fn run(config: &MsgBenchConfig) -> Result<MsgReport, String> {
         connections: config.connections,
         threads: threads.count,
         window: config.window,
+        relay: config.relay.is_some(),
     };
     Ok(MsgReport::new(shape, elapsed, &tallies))
 }

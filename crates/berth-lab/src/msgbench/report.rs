@@ -195,6 +195,8 @@ pub struct MsgRunShape {
     pub threads: usize,
     /// Messages in flight per connection.
     pub window: usize,
+    /// Relay mode: messages went from one client to another (timed one way), not echoed.
+    pub relay: bool,
 }
 
 /// The merged result of a run.
@@ -253,6 +255,7 @@ impl MsgReport {
             "connections": s.connections,
             "threads": s.threads,
             "window": s.window,
+            "relay": s.relay,
             "duration_s": self.secs(),
             "messages": t.messages,
             "msgs_per_sec": self.msgs_per_sec(),
@@ -287,16 +290,20 @@ impl MsgReport {
             "  {} connections, {} threads, window {}, {secs:.2} s",
             s.connections, s.threads, s.window
         );
-        l.write_table(&mut out, "  round trip ms ");
+        let (timed, done) = match s.relay {
+            true => ("  relay ms      ", "relayed"),
+            false => ("  round trip ms ", "echoed"),
+        };
+        l.write_table(&mut out, timed);
         let _ = writeln!(
             out,
-            "  messages     {} echoed in {secs:.2} s, {:.1}/s",
+            "  messages     {} {done} in {secs:.2} s, {:.1}/s",
             t.messages,
             self.msgs_per_sec()
         );
         let _ = writeln!(
             out,
-            "  payload      {:.2} MB echoed and verified, {:.2} MB/s (MB = 10^6 bytes)",
+            "  payload      {:.2} MB {done} and verified, {:.2} MB/s (MB = 10^6 bytes)",
             t.payload_bytes as f64 / 1e6,
             self.mb_per_sec()
         );
@@ -339,6 +346,7 @@ mod tests {
             connections: 2,
             threads: 1,
             window: 16,
+            relay: false,
         }
     }
 
