@@ -5,7 +5,7 @@ evloop, as BENCHMARKS.md reports them.
 Usage: python3 bench/http.py [--berth target/release/berth] [--rounds 2] [--duration 10]
                              [--peers nginx,nginx-deferred,hyper,hyper-mt,uvloop,granian]
                              [--shapes 'keep-alive,pipelined x16,connection per request,reverse']
-       python3 bench/http.py --models [--ab-n 10000]     # every model, ratios to evloop
+       python3 bench/http.py --models [--ab-n 10000] [--model-list evloop,uring]  # ratios to evloop
        python3 bench/http.py --tls [--shapes 'keep-alive,connection per request,file 1m']
 
 Peers (each skipped with a note when its toolchain is missing):
@@ -147,6 +147,8 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--shapes", default="keep-alive,pipelined x16,connection per request,reverse")
     ap.add_argument("--models", action="store_true", help="compare berth's models with each other")
+    ap.add_argument("--model-list", default="single,threaded,forked,prefork,evloop",
+                    help="with --models: which models (evloop is the base)")
     ap.add_argument("--ab-n", type=int, default=20000, help="requests per ab run")
     ap.add_argument("--peers", default="nginx,nginx-deferred,hyper,hyper-mt,uvloop,granian",
                     help="peers to run beside berth (without --models)")
@@ -174,7 +176,7 @@ def main():
         peers, skipped = tls_peers(berth, work)
         return report(args, peers, skipped, work)
     models = {}
-    for model in ("single", "threaded", "forked", "prefork", "evloop"):
+    for model in args.model_list.split(","):
         port = free_port()
         models[model] = ([berth, "serve", "--model", model, "-p", str(port), "-A", "1", "-w", "1"], port)
     py, peers_dir = sys.executable, os.path.join(HERE, "..", "peers")
