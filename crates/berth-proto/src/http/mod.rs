@@ -35,7 +35,7 @@ mod limits;
 pub mod pump;
 pub(crate) mod request;
 pub(crate) mod response;
-mod session;
+pub(crate) mod session;
 pub mod stream;
 
 pub use files::{content_type, BadPath, FileError, FileMeta, FileRequest};

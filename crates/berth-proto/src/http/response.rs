@@ -201,6 +201,30 @@ pub(crate) struct Head<'a> {
     pub date: &'a [u8],
 }
 
+/// Appends the head of `101 Switching Protocols` to `protocol`, with `fields` (the new
+/// protocol's own, e.g. `Sec-WebSocket-Accept`).
+pub(crate) fn write_switching(
+    out: &mut Vec<u8>,
+    protocol: &str,
+    fields: &[(String, String)],
+    version: Version,
+    date: &[u8],
+) {
+    let mut extra: Vec<(&str, &[u8])> =
+        vec![("Connection", b"Upgrade"), ("Upgrade", protocol.as_bytes())];
+    extra.extend(fields.iter().map(|(n, v)| (n.as_str(), v.as_bytes())));
+    let head = Head {
+        status: 101,
+        content_type: "",
+        extra: &extra,
+        fields: &[],
+        keep_alive: true,
+        version,
+        date,
+    };
+    write_head(out, &head, None);
+}
+
 /// Appends a whole response to `out`. With `head_only` (a HEAD request) the body is measured
 /// for Content-Length but not sent.
 pub(crate) fn write_response(out: &mut Vec<u8>, head: &Head<'_>, body: &[u8], head_only: bool) {

@@ -8,7 +8,7 @@ use super::files::{self, FileError, FileMeta, FileRequest};
 use super::framing::{framing, reject, BodyKind, Framing, Reject};
 use super::limits::Limits;
 use super::request::{list_contains, Method, Request, Version};
-use super::response::{write_head, write_response, Head, Reply, Response};
+use super::response::{write_head, write_response, write_switching, Head, Reply, Response};
 use super::stream::{body_stream, Answer, BodyStream, StreamWriter, Taken};
 use crate::upgrade::{Handover, Switch};
 
@@ -1015,11 +1015,7 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        let asked = asks_upgrade(request)
-            && request
-                .header("upgrade")
-                .is_some_and(|v| list_contains(v, switch.protocol));
-        if !asked {
+        if !asks_to_switch(request, switch.protocol) {
             let head_only = request.method == Method::Head;
             let why = reject(400, "this resource must be asked for with an Upgrade");
             return self.refuse(why, head_only, output, cx, handler);
@@ -1036,26 +1032,7 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        let mut extra: Vec<(&str, &[u8])> = vec![
-            ("Connection", b"Upgrade"),
-            ("Upgrade", switch.protocol.as_bytes()),
-        ];
-        extra.extend(
-            switch
-                .headers
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_bytes())),
-        );
-        let head = Head {
-            status: 101,
-            content_type: "",
-            extra: &extra,
-            fields: &[],
-            keep_alive: true,
-            version,
-            date: cx.date,
-        };
-        write_head(output, &head, None);
+        write_switching(output, switch.protocol, &switch.headers, version, cx.date);
         handler.on_response(101);
         self.state = State::Upgraded;
         Step::Upgrade(Handover(switch.session))
@@ -1242,6 +1219,14 @@ fn parse_head<'h, 'b>(
         version,
         headers: req.headers,
     })
+}
+
+/// The request asks to switch to `protocol`: [`asks_upgrade`], and the token in `Upgrade`.
+pub(crate) fn asks_to_switch(request: &Request<'_>, protocol: &str) -> bool {
+    asks_upgrade(request)
+        && request
+            .header("upgrade")
+            .is_some_and(|v| list_contains(v, protocol))
 }
 
 /// The request asks to switch protocols: HTTP/1.1, `Connection: upgrade`, an `Upgrade` field,

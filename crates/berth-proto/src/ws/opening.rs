@@ -8,8 +8,9 @@
 //! [`handshake::accept`] for what RFC 6455 adds.
 
 use super::handshake::{self, Offer};
-use crate::http::request::{list_contains, Method, Request, Version};
-use crate::http::response::{write_response, Head};
+use crate::http::request::{Method, Request, Version};
+use crate::http::response::{write_response, write_switching, Head};
+use crate::http::session::asks_to_switch;
 
 /// Most header fields an opening handshake may have.
 const MAX_FIELDS: usize = 64;
@@ -80,14 +81,7 @@ pub fn open(input: &[u8], path: &str, max_head: usize, offer: &Offer<'_>, date: 
     if request.path != path {
         return refuse(404, "no WebSocket here\n");
     }
-    let asked = request.version == Version::Http11
-        && request
-            .header("connection")
-            .is_some_and(|v| list_contains(v, "upgrade"))
-        && request
-            .header("upgrade")
-            .is_some_and(|v| list_contains(v, "websocket"));
-    if !asked {
+    if !asks_to_switch(&request, "websocket") {
         let why = "a WebSocket: HTTP/1.1 with Connection: upgrade and Upgrade: websocket\n";
         return Opening::Refused {
             status: 426,
@@ -101,25 +95,14 @@ pub fn open(input: &[u8], path: &str, max_head: usize, offer: &Offer<'_>, date: 
     }
     match handshake::accept(&request, offer) {
         Ok(accepted) => {
-            let mut extra: Vec<(&str, &[u8])> =
-                vec![("Connection", b"Upgrade"), ("Upgrade", b"websocket")];
-            extra.extend(
-                accepted
-                    .headers
-                    .iter()
-                    .map(|(n, v)| (n.as_str(), v.as_bytes())),
-            );
             let mut response = Vec::with_capacity(256);
-            let head = Head {
-                status: 101,
-                content_type: "",
-                extra: &extra,
-                fields: &[],
-                keep_alive: true,
-                version: Version::Http11,
+            write_switching(
+                &mut response,
+                "websocket",
+                &accepted.headers,
+                Version::Http11,
                 date,
-            };
-            crate::http::response::write_head(&mut response, &head, None);
+            );
             Opening::Open { consumed, response }
         }
         Err(refused) => Opening::Refused {
