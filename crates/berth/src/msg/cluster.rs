@@ -155,6 +155,7 @@ impl Link {
                         mailboxes,
                         held: HashMap::new(),
                         alive: HashSet::new(),
+                        unreleased: Vec::new(),
                     };
                     runtime.block_on(state.run(ops, relay, events));
                 })
@@ -238,6 +239,9 @@ struct State {
     held: HashMap<Name, (ClientId, u64)>,
     /// Nodes whose key was there at the last look.
     alive: HashSet<String>,
+    /// Releases NATS did not take (it was away): tried again at each renewal, so that a name
+    /// left here is not held for ever in the cluster's eyes.
+    unreleased: Vec<(Name, u64)>,
 }
 
 impl State {
@@ -322,6 +326,12 @@ impl State {
             log::warn!("cluster: cannot renew this node's lease: {e}");
             return;
         }
+        for (name, revision) in std::mem::take(&mut self.unreleased) {
+            // Taken again here meanwhile: it is held, not to be released.
+            if !self.held.contains_key(&name) {
+                self.delete(name, revision).await;
+            }
+        }
         let Ok(keys) = self.nodes.keys().await else {
             return;
         };
@@ -402,9 +412,20 @@ impl State {
 
     async fn release(&mut self, name: &Name) {
         if let Some((_, revision)) = self.held.remove(name) {
-            let k = key(name.as_bytes());
-            if let Err(e) = self.names.delete_expect_revision(k, Some(revision)).await {
-                log::debug!("cluster: releasing {name:?}: {e}");
+            self.delete(name.clone(), revision).await;
+        }
+    }
+
+    /// Deletes a name this node held at `revision` (unless someone took it over since); kept
+    /// for later if NATS cannot be reached.
+    async fn delete(&mut self, name: Name, revision: u64) {
+        let k = key(name.as_bytes());
+        match self.names.delete_expect_revision(k, Some(revision)).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == kv::DeleteErrorKind::WrongLastRevision => {}
+            Err(e) => {
+                log::debug!("cluster: releasing {name:?} later: {e}");
+                self.unreleased.push((name, revision));
             }
         }
     }
@@ -473,6 +494,9 @@ impl State {
             return;
         };
         let mut post = Post::Message(ClientId(0), msg.payload.to_vec());
+        // An engine whose mailbox stays full this long (stuck, or stopped) loses the message
+        // rather than hold up the link, its leases and every other relay.
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(5);
         loop {
             let Some(id) = self.directory.lookup_local(name.as_bytes()) else {
                 log::debug!("cluster: a relay for {name:?}, who left; dropped");
@@ -483,6 +507,12 @@ impl State {
             }
             match self.mailboxes.post(id.thread(), post) {
                 Ok(()) => return,
+                Err(_) if tokio::time::Instant::now() >= give_up => {
+                    log::warn!(
+                        "cluster: a relay for {name:?} dropped: its engine took nothing for 5 s"
+                    );
+                    return;
+                }
                 Err(p) => {
                     // The engine's mailbox is full: wait (NATS holds what follows).
                     post = p;
