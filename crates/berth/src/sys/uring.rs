@@ -27,9 +27,6 @@
 //! refuse to start rather than fail later. `BERTH_URING_UNAVAILABLE=<cause>` in the environment
 //! makes it refuse with that cause: the refusal path is tested through it.
 
-// Until the `uring` model (drive/uring) uses it, only the tests do.
-#![allow(dead_code)]
-
 use std::alloc::{self, Layout};
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -40,7 +37,7 @@ use slab::Slab;
 
 /// The environment variable that makes [`Ring::new`] fail with its value as the cause (tests of
 /// the refusal path; nothing else should set it).
-pub(crate) const FORCE_UNAVAILABLE: &str = "BERTH_URING_UNAVAILABLE";
+pub const FORCE_UNAVAILABLE: &str = "BERTH_URING_UNAVAILABLE";
 
 /// The top byte of a `user_data` says what the operation was; the rest is the caller's tag (or,
 /// for sends, the slot of the buffer).
@@ -94,7 +91,8 @@ pub(crate) enum Completion {
     },
     /// A multishot poll fired (or ended). `more`: it is still armed.
     Polled { tag: u64, more: bool },
-    /// A no-op ended.
+    /// A no-op ended (no-ops are queued by tests only).
+    #[cfg_attr(not(test), allow(dead_code))]
     Nop { tag: u64 },
 }
 
@@ -103,13 +101,6 @@ pub(crate) enum Completion {
 pub(crate) struct Buffer {
     id: u16,
     len: usize,
-}
-
-impl Buffer {
-    /// How many bytes it holds.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
 }
 
 /// One io_uring with its provided buffer ring and its sends in flight.
@@ -276,7 +267,17 @@ impl Ring {
 
     /// Cancels the multishot receive armed with `tag` (it ends with a last completion).
     pub(crate) fn cancel_recv(&mut self, tag: u64) -> io::Result<()> {
-        let entry = opcode::AsyncCancel::new(RECV << KIND_SHIFT | (tag & TAG_MASK))
+        self.cancel(RECV << KIND_SHIFT | (tag & TAG_MASK))
+    }
+
+    /// Cancels the multishot accept armed with `tag`: until it ends, the kernel holds the
+    /// listening socket open, whoever closes its descriptor.
+    pub(crate) fn cancel_accept(&mut self, tag: u64) -> io::Result<()> {
+        self.cancel(ACCEPT << KIND_SHIFT | (tag & TAG_MASK))
+    }
+
+    fn cancel(&mut self, user_data: u64) -> io::Result<()> {
+        let entry = opcode::AsyncCancel::new(user_data)
             .build()
             .user_data(CANCEL << KIND_SHIFT);
         // SAFETY: no pointers in the entry.
@@ -284,6 +285,7 @@ impl Ring {
     }
 
     /// Queues a no-op; it completes as [`Completion::Nop`] with `tag`.
+    #[cfg(test)]
     pub(crate) fn nop(&mut self, tag: u64) -> io::Result<()> {
         let entry = opcode::Nop::new()
             .build()

@@ -1,0 +1,217 @@
+//! [`UringStream`]: a connection of the `uring` model as the session pump sees it, a
+//! non-blocking [`Transport`] over bytes the ring moves. It owns the connection's descriptor
+//! and two user-space queues: received bytes not yet read (filled from completions of the
+//! multishot receive) and bytes written but not yet handed to a send (submitted by the loop
+//! once per turn). Reads and writes never enter the kernel; "would block" means "wait for a
+//! completion", which the loop turns into the readiness flags the pump already understands, so
+//! the pump, TLS and every session run unchanged.
+//!
+//! ```text
+//!   recv CQE ──> rx ──read──> pump ──write──> tx ──(end of turn)──> send SQE (owns the bytes)
+//! ```
+//!
+//! The loop keeps a second handle on the same queues ([`Io`], shared through an `Rc`: one
+//! thread, no lock), because the stream itself may sit inside a TLS layer it cannot reach.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+
+use crate::net::Transport;
+use crate::rt::BufPool;
+
+/// A connection's queues and descriptor, shared by its [`UringStream`] and its loop.
+pub(super) struct Io {
+    /// The socket (non-blocking; only `shutdown` is called on it directly).
+    pub sock: TcpStream,
+    /// Received bytes; those before `rx_at` have been read.
+    pub rx: Vec<u8>,
+    pub rx_at: usize,
+    /// The peer ended its side (a receive returned 0).
+    pub eof: bool,
+    /// A receive or send failed: the next read or write reports it.
+    pub error: Option<io::Error>,
+    /// Written bytes not yet handed to a send.
+    pub tx: Vec<u8>,
+    /// Most bytes `tx` takes before writes would block.
+    pub tx_limit: usize,
+    /// A send is in flight (its buffer is the ring's until it completes).
+    pub sending: bool,
+    /// Our sending side is to be shut once everything written has been sent.
+    pub shut_write: bool,
+}
+
+impl Io {
+    pub fn new(sock: TcpStream, tx_limit: usize) -> Io {
+        Io {
+            sock,
+            rx: Vec::new(),
+            rx_at: 0,
+            eof: false,
+            error: None,
+            tx: Vec::new(),
+            tx_limit,
+            sending: false,
+            shut_write: false,
+        }
+    }
+
+    /// Received bytes not read yet.
+    pub fn unread(&self) -> usize {
+        self.rx.len() - self.rx_at
+    }
+
+    /// Bytes written and not yet sent, or being sent.
+    pub fn unsent(&self) -> bool {
+        self.sending || !self.tx.is_empty()
+    }
+
+    /// Appends received bytes (taking a pooled buffer if none is held).
+    pub fn received(&mut self, bytes: &[u8], pool: &mut BufPool) {
+        if self.rx.capacity() == 0 {
+            self.rx = pool.take();
+        }
+        self.rx.extend_from_slice(bytes);
+    }
+
+    /// Gives back empty buffers, so that an idle connection holds none.
+    pub fn release_buffers(&mut self, pool: &mut BufPool) {
+        if self.unread() == 0 && self.rx.capacity() > 0 {
+            self.rx_at = 0;
+            pool.put(std::mem::take(&mut self.rx));
+        }
+        if self.tx.is_empty() && self.tx.capacity() > 0 {
+            pool.put(std::mem::take(&mut self.tx));
+        }
+    }
+
+    /// Shuts our sending side now if that was asked for and nothing is left to send.
+    pub fn shut_if_sent(&mut self) {
+        if self.shut_write && !self.unsent() {
+            self.shut_write = false;
+            let _ = self.sock.shutdown(Shutdown::Write);
+        }
+    }
+
+    /// Copies unread bytes into `out`; 0 if there are none.
+    fn take(&mut self, out: &mut [u8]) -> usize {
+        let n = out.len().min(self.unread());
+        out[..n].copy_from_slice(&self.rx[self.rx_at..self.rx_at + n]);
+        self.rx_at += n;
+        if self.rx_at == self.rx.len() {
+            self.rx.clear();
+            self.rx_at = 0;
+        }
+        n
+    }
+
+    /// What a read returns when nothing is unread: the error, the end, or "wait".
+    fn nothing_unread(&mut self) -> io::Result<usize> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None if self.eof => Ok(0),
+            None => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+/// The pump's view of a `uring` connection: see the module docs.
+pub struct UringStream {
+    io: Rc<RefCell<Io>>,
+}
+
+impl UringStream {
+    pub(super) fn new(io: Rc<RefCell<Io>>) -> UringStream {
+        UringStream { io }
+    }
+}
+
+impl Read for UringStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut io = self.io.borrow_mut();
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        match io.take(buf) {
+            0 => io.nothing_unread(),
+            n => Ok(n),
+        }
+    }
+}
+
+impl Write for UringStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut io = self.io.borrow_mut();
+        if let Some(e) = io.error.take() {
+            return Err(e);
+        }
+        let room = io.tx_limit.saturating_sub(io.tx.len());
+        if room == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = room.min(buf.len());
+        io.tx.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+
+    /// "Would block" while the queue is full; otherwise what is queued goes with the turn's
+    /// sends, and the pump may go on (it still sees the bytes pending until they are sent).
+    fn flush(&mut self) -> io::Result<()> {
+        let io = self.io.borrow();
+        if io.tx.len() >= io.tx_limit {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(())
+    }
+}
+
+impl Transport for UringStream {
+    fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let mut io = self.io.borrow_mut();
+        let n = (buf.capacity() - buf.len()).min(io.unread());
+        if n == 0 {
+            return io.nothing_unread();
+        }
+        let at = io.rx_at;
+        buf.extend_from_slice(&io.rx[at..at + n]);
+        io.rx_at += n;
+        if io.rx_at == io.rx.len() {
+            io.rx.clear();
+            io.rx_at = 0;
+        }
+        Ok(n)
+    }
+
+    // Files go through the output buffer (read, then written like any output): bounded by one
+    // buffer, and sent by the ring like the rest.
+    fn can_send_file(&self) -> bool {
+        false
+    }
+
+    fn send_file(&mut self, _: &File, _: &mut u64, _: u64) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// After what was written has been sent (the loop does it then).
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        let mut io = self.io.borrow_mut();
+        io.shut_write = true;
+        io.shut_if_sent();
+        Ok(())
+    }
+
+    /// Bytes written are not out until the ring has sent them: the pump waits for the loop's
+    /// "writable" before it calls the connection idle or done.
+    fn has_pending(&self) -> bool {
+        self.io.borrow().unsent()
+    }
+}
+
+impl AsRawFd for UringStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.borrow().sock.as_raw_fd()
+    }
+}
