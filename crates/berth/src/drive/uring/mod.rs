@@ -80,24 +80,24 @@ const TIMER_SLOTS: usize = 1024;
 /// sizes come from [`Common`](super::Common).
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Spare buffers each loop keeps for reuse.
-    pub pooled_buffers: usize,
     /// Submission queue entries of each loop's ring.
-    pub ring_entries: usize,
+    pub ring_entries: u32,
     /// Provided receive buffers of each loop's ring (rounded up to a power of two, at most
     /// 32768), each of the common buffer size: shared by all of the loop's connections.
-    pub recv_buffers: usize,
+    pub recv_buffers: u32,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
-            pooled_buffers: 256,
             ring_entries: 1024,
             recv_buffers: 256,
         }
     }
 }
+
+/// Spare buffers each loop keeps for reuse (as `evloop` keeps by default).
+const POOLED_BUFFERS: usize = 256;
 
 /// What a loop reads, from [`Common`](super::Common) and [`Config`], in one flat struct.
 #[derive(Debug, Clone)]
@@ -116,15 +116,16 @@ struct Flat {
 impl Flat {
     fn new(common: &super::Common, own: &Config) -> Flat {
         let buffers = own.recv_buffers.clamp(1, 32768).next_power_of_two();
+        let entries = own.ring_entries.clamp(8, 32768);
         Flat {
             capacity: common.capacity,
             workers: common.workers,
             queue_capacity: common.queue_capacity,
             limits: common.limits,
             buffer_size: common.buffer_size,
-            pooled_buffers: own.pooled_buffers,
+            pooled_buffers: POOLED_BUFFERS,
             ring: RingConfig {
-                entries: u32::try_from(own.ring_entries.clamp(8, 32768)).unwrap_or(1024),
+                entries,
                 buffers: u16::try_from(buffers).unwrap_or(32768),
                 buffer_size: u32::try_from(common.buffer_size.clamp(512, 1 << 20)).unwrap_or(16384),
             },
@@ -146,8 +147,18 @@ impl Flat {
 
 /// Sets up an io_uring as the loops will, and drops it: whether the model can run here, with
 /// the cause if not.
+///
+/// On a thread of its own: the kernel tears a ring down after its descriptor is closed and
+/// then sends task work to every thread that used it, which interrupts a blocking call of that
+/// thread (a socket read with a timeout fails with `EINTR`). The caller's thread must not be
+/// one of them.
 pub fn check(config: &Config, common: &super::Common) -> io::Result<()> {
-    Ring::new(Flat::new(common, config).ring).map(drop)
+    let ring = Flat::new(common, config).ring;
+    std::thread::scope(|s| {
+        s.spawn(|| Ring::new(ring).map(drop))
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("setting up io_uring panicked")))
+    })
 }
 
 /// Starts one loop per listener (listeners should share a port through `SO_REUSEPORT`) and
@@ -937,16 +948,16 @@ impl super::Driver for Uring {
             long: "ring-entries",
             value_name: "N",
             help: "uring: submission queue entries of each loop's io_uring",
-            get: |c| c.ring_entries,
-            set: |c, v| c.ring_entries = v.get(),
+            get: |c| c.ring_entries as usize,
+            set: |c, v| c.ring_entries = u32::try_from(v.get()).unwrap_or(u32::MAX),
         },
         super::Flag {
             long: "recv-buffers",
             value_name: "N",
             help: "uring: provided receive buffers per loop, shared by its connections (a power \
                    of two, at most 32768)",
-            get: |c| c.recv_buffers,
-            set: |c, v| c.recv_buffers = v.get(),
+            get: |c| c.recv_buffers as usize,
+            set: |c, v| c.recv_buffers = u32::try_from(v.get()).unwrap_or(u32::MAX),
         },
     ];
 
