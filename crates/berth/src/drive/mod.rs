@@ -28,6 +28,7 @@ pub mod clock;
 mod common;
 pub mod daemon;
 pub mod files;
+mod loops;
 mod pump;
 pub mod registry;
 pub mod signal;

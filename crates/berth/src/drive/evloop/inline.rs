@@ -20,6 +20,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Waker};
 
 use super::{Config, EventLoop, Flat, Parts, LISTENER, WAKER};
+use crate::drive::loops::Loop;
 use crate::drive::registry::{bind_one, bind_error};
 use crate::drive::workers::LoopQueue;
 use crate::drive::{Common, Service};

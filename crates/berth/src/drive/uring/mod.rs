@@ -52,8 +52,9 @@ use slab::Slab;
 
 use super::accept;
 use super::clock::DateCache;
-use super::pump::{Conn, Env, Fate};
-use super::workers::{self, Done, LoopConn, LoopQueue, Offloaded, Task};
+use super::loops::{Jobs, Lent, Loop, Shared};
+use super::pump::Conn;
+use super::workers::{self, Done, LoopConn, LoopQueue, Task};
 use super::{Server, Service, Timeouts};
 use crate::net::{Accepted, Acceptor};
 use crate::rt::{BufPool, Control, Wheel};
@@ -694,127 +695,6 @@ impl<H: Handler> UringLoop<H> {
         self.to_send = to_send;
     }
 
-    fn env(&mut self) -> (Env<'_, H>, &mut Slab<Slot>) {
-        let env = Env {
-            handler: &mut self.handler,
-            pool: &mut self.pool,
-            limits: &self.config.limits,
-            date: &mut self.date,
-            max_input: self.max_input,
-            budget: usize::MAX,
-            stats: &self.stats,
-            wind_down: None,
-        };
-        (env, &mut self.slots)
-    }
-
-    fn pump(&mut self, key: usize) {
-        let (mut env, slots) = self.env();
-        let fate = slots[key].conn.pump(&mut env);
-        self.settle(key, fate);
-    }
-
-    fn take_replies(&mut self) {
-        while let Ok((key, done)) = self.replies.try_recv() {
-            let reply = match done {
-                Done::Reply(reply) => Some(reply),
-                Done::Cancelled => None,
-                Done::More => {
-                    if let Some(slot) = self
-                        .slots
-                        .get_mut(key)
-                        .filter(|s| !s.conn.dead && !s.closing)
-                    {
-                        slot.conn.poke();
-                        self.pump(key);
-                    }
-                    continue;
-                }
-            };
-            let Some(slot) = self.slots.get(key) else {
-                debug_assert!(false, "reply for a freed slot");
-                continue;
-            };
-            let (false, Some(reply)) = (slot.conn.dead, reply) else {
-                debug_assert!(slot.conn.dead, "a live connection's job was cancelled");
-                self.release(key);
-                continue;
-            };
-            let (mut env, slots) = self.env();
-            let fate = slots[key].conn.complete(reply, &mut env);
-            self.settle(key, fate);
-        }
-    }
-
-    /// Acts on what a connection's pump decided (as `evloop` does), then queues its bytes.
-    fn settle(&mut self, key: usize, mut fate: Fate<H::Job>) {
-        loop {
-            match fate {
-                Fate::Keep => return self.arm(key),
-                Fate::Close => return self.finish(key),
-                Fate::Again => {
-                    let (mut env, slots) = self.env();
-                    fate = slots[key].conn.pump(&mut env);
-                }
-                Fate::Open(file) => {
-                    let found = self.files.open(&file);
-                    let (mut env, slots) = self.env();
-                    fate = slots[key].conn.file_opened(&file, found, &mut env);
-                }
-                Fate::Offload(job) => {
-                    let reply_to = || LoopConn {
-                        loops: self.loops.clone(),
-                        owner: self.id,
-                        conn: key,
-                    };
-                    match workers::offload(self.queue.as_ref(), job, reply_to, &self.stats) {
-                        Offloaded::Queued => return self.arm(key),
-                        Offloaded::Answer(reply) => {
-                            let (mut env, slots) = self.env();
-                            fate = slots[key].conn.complete(reply, &mut env);
-                        }
-                        Offloaded::Gone => return self.finish(key),
-                    }
-                }
-            }
-        }
-    }
-
-    /// After a pump that keeps the connection: queue its bytes, give back empty buffers, pause
-    /// or resume receiving, and set its deadline.
-    fn arm(&mut self, key: usize) {
-        if self.draining && self.slots[key].conn.is_idle() {
-            return self.finish(key);
-        }
-        self.queue_send(key);
-        let rx_limit = self.config.rx_limit();
-        let slot = &mut self.slots[key];
-        let (unread, ended) = {
-            let mut io = slot.io.borrow_mut();
-            io.release_buffers(&mut self.pool);
-            (io.unread(), io.eof || io.error.is_some())
-        };
-        if unread >= rx_limit && !slot.paused {
-            // Bytes come faster than the session takes them: stop receiving until it catches
-            // up, so that a connection's memory stays bounded.
-            slot.paused = true;
-            if slot.receiving {
-                let t = tag(key, slot.incarnation, slot.arm);
-                slot.receiving = false;
-                let _ = self.ring.cancel_recv(t);
-            }
-        } else if slot.paused && unread == 0 && !ended {
-            slot.paused = false;
-            if !slot.receiving {
-                let _ = self.rearm(key);
-            }
-        }
-        let at = self.slots[key]
-            .conn
-            .deadline(self.now, &self.config.timeouts);
-        self.wheel.set(key, at);
-    }
-
     /// Lists `key` for a send at the end of the turn if it has bytes to send.
     fn queue_send(&mut self, key: usize) {
         let slot = &mut self.slots[key];
@@ -855,29 +735,102 @@ impl<H: Handler> UringLoop<H> {
         }
     }
 
-    /// Expires the connections whose deadline has passed.
-    fn expire_due(&mut self) {
-        let mut due = std::mem::take(&mut self.due);
-        self.wheel.advance(self.now, &mut due);
-        for &key in &due {
-            let Some(slot) = self.slots.get(key) else {
-                continue;
-            };
-            if slot.closing {
-                // Its last bytes did not go within the write timeout.
-                self.release(key);
-                continue;
-            }
-            if slot.conn.dead {
-                continue;
-            }
-            log::debug!("loop {}: connection {key} timed out", self.id);
-            let (mut env, slots) = self.env();
-            let fate = slots[key].conn.expire(&mut env);
-            self.settle(key, fate);
+    /// Frees a slot: its receive cancelled, its descriptor closed (a send still in flight
+    /// keeps the socket open in the kernel until it ends).
+    fn release(&mut self, key: usize) {
+        self.wheel.disarm(key);
+        self.loops[self.id].set_cancelled(key, false);
+        let slot = self.slots.remove(key);
+        if slot.receiving {
+            let _ = self.ring.cancel_recv(tag(key, slot.incarnation, slot.arm));
         }
-        due.clear();
-        self.due = due;
+        let incarnation = &mut self.incarnations[key];
+        *incarnation = incarnation.wrapping_add(1);
+        {
+            let mut io = slot.io.borrow_mut();
+            io.shut_if_sent();
+            io.release_buffers(&mut self.pool);
+        }
+        drop(slot);
+        self.stats.shard(self.id).connection_closed();
+    }
+}
+
+impl<H: Handler> Loop for UringLoop<H> {
+    type H = H;
+    type T = Accepted<UringStream>;
+
+    /// A closing connection has no session left to pump.
+    fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
+        let slot = self.slots.get_mut(key).filter(|s| !s.closing)?;
+        let shared = Shared {
+            handler: &mut self.handler,
+            pool: &mut self.pool,
+            limits: &self.config.limits,
+            date: &mut self.date,
+            max_input: self.max_input,
+            stats: &self.stats,
+        };
+        Some((&mut slot.conn, shared))
+    }
+
+    fn files(&self) -> &super::files::Files {
+        &self.files
+    }
+
+    fn jobs(&self) -> Jobs<'_, H::Job> {
+        Jobs {
+            queue: self.queue.as_ref(),
+            loops: &self.loops,
+            owner: self.id,
+        }
+    }
+
+    fn replies(&self) -> &Receiver<(usize, Done)> {
+        &self.replies
+    }
+
+    fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    fn wheel(&mut self) -> (&mut Wheel, &mut Vec<usize>, Instant) {
+        (&mut self.wheel, &mut self.due, self.now)
+    }
+
+    /// After a pump that keeps the connection: queue its bytes, give back empty buffers, pause
+    /// or resume receiving, and set its deadline.
+    fn arm(&mut self, key: usize) {
+        if self.draining && self.slots[key].conn.is_idle() {
+            return self.finish(key);
+        }
+        self.queue_send(key);
+        let rx_limit = self.config.rx_limit();
+        let slot = &mut self.slots[key];
+        let (unread, ended) = {
+            let mut io = slot.io.borrow_mut();
+            io.release_buffers(&mut self.pool);
+            (io.unread(), io.eof || io.error.is_some())
+        };
+        if unread >= rx_limit && !slot.paused {
+            // Bytes come faster than the session takes them: stop receiving until it catches
+            // up, so that a connection's memory stays bounded.
+            slot.paused = true;
+            if slot.receiving {
+                let t = tag(key, slot.incarnation, slot.arm);
+                slot.receiving = false;
+                let _ = self.ring.cancel_recv(t);
+            }
+        } else if slot.paused && unread == 0 && !ended {
+            slot.paused = false;
+            if !slot.receiving {
+                let _ = self.rearm(key);
+            }
+        }
+        let at = self.slots[key]
+            .conn
+            .deadline(self.now, &self.config.timeouts);
+        self.wheel.set(key, at);
     }
 
     /// Ends a connection: as `evloop` does, or, with bytes still unsent, once they are sent.
@@ -908,24 +861,17 @@ impl<H: Handler> UringLoop<H> {
         self.release(key);
     }
 
-    /// Frees a slot: its receive cancelled, its descriptor closed (a send still in flight
-    /// keeps the socket open in the kernel until it ends).
-    fn release(&mut self, key: usize) {
-        self.wheel.disarm(key);
-        self.loops[self.id].set_cancelled(key, false);
-        let slot = self.slots.remove(key);
-        if slot.receiving {
-            let _ = self.ring.cancel_recv(tag(key, slot.incarnation, slot.arm));
+    fn free(&mut self, key: usize) {
+        self.release(key);
+    }
+
+    /// A closing connection whose last bytes did not go within the write timeout is closed.
+    fn overdue(&mut self, key: usize) -> bool {
+        if self.slots.get(key).is_some_and(|s| s.closing) {
+            self.release(key);
+            return true;
         }
-        let incarnation = &mut self.incarnations[key];
-        *incarnation = incarnation.wrapping_add(1);
-        {
-            let mut io = slot.io.borrow_mut();
-            io.shut_if_sent();
-            io.release_buffers(&mut self.pool);
-        }
-        drop(slot);
-        self.stats.shard(self.id).connection_closed();
+        false
     }
 }
 
