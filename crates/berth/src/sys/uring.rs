@@ -199,10 +199,12 @@ impl Ring {
     }
 
     /// Arms a multishot accept on the listener `fd`; each connection comes back as
-    /// [`Completion::Accepted`] with `tag`, close-on-exec.
+    /// [`Completion::Accepted`] with `tag`, close-on-exec and non-blocking (the ring does not
+    /// need it, but a connection refused at capacity is written and drained with plain calls
+    /// that must not block the loop).
     pub(crate) fn accept_multi(&mut self, fd: RawFd, tag: u64) -> io::Result<()> {
         let entry = opcode::AcceptMulti::new(types::Fd(fd))
-            .flags(libc::SOCK_CLOEXEC)
+            .flags(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
             .build()
             .user_data(ACCEPT << KIND_SHIFT | (tag & TAG_MASK));
         // SAFETY: no pointers in the entry.

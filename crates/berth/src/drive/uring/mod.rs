@@ -504,11 +504,9 @@ impl<H: Handler> UringLoop<H> {
         if self.slots.len() >= self.config.capacity {
             let shard = self.stats.shard(self.id);
             let who = format_args!("loop {}", self.id);
-            let _ = stream.set_nonblocking(true);
             accept::refuse(stream, self.refusal, shard, self.config.capacity, who);
             return;
         }
-        let _ = stream.set_nonblocking(true);
         let io = Rc::new(RefCell::new(Io::new(stream, self.config.tx_limit())));
         let conn = match Conn::accept(UringStream::new(io.clone()), &self.config.transport) {
             Ok(conn) => conn,

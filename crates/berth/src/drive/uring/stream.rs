@@ -215,3 +215,69 @@ impl AsRawFd for UringStream {
         self.io.borrow().sock.as_raw_fd()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The readiness a `UringStream` gives the pump: reads "would block" until a completion
+    //! brings bytes, then report the end or an error once the bytes are read; writes queue up
+    //! to the limit, then "would block" until the loop has sent some.
+
+    use super::*;
+
+    fn stream(tx_limit: usize) -> (UringStream, Rc<RefCell<Io>>, TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (sock, _) = listener.accept().unwrap();
+        let io = Rc::new(RefCell::new(Io::new(sock, tx_limit)));
+        (UringStream::new(io.clone()), io, peer)
+    }
+
+    #[test]
+    fn reads_wait_for_completions_then_see_the_end() {
+        let (mut s, io, _peer) = stream(8);
+        let mut pool = BufPool::new(64, 1, 0);
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            s.read(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        io.borrow_mut().received(b"hello", &mut pool);
+        assert_eq!(s.read(&mut buf).unwrap(), 4);
+        let mut spare = Vec::with_capacity(16);
+        assert_eq!(s.read_spare(&mut spare).unwrap(), 1);
+        assert_eq!(spare, b"o");
+        io.borrow_mut().eof = true;
+        assert_eq!(s.read(&mut buf).unwrap(), 0);
+        io.borrow_mut().error = Some(io::ErrorKind::ConnectionReset.into());
+        assert_eq!(
+            s.read(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::ConnectionReset
+        );
+    }
+
+    #[test]
+    fn writes_queue_up_to_the_limit_and_stay_pending_until_sent() {
+        let (mut s, io, _peer) = stream(8);
+        assert_eq!(s.write(b"0123456789").unwrap(), 8);
+        assert_eq!(
+            s.write(b"x").unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        assert_eq!(s.flush().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert!(s.has_pending());
+        // The loop hands the queue to a send: room again, still pending until it completes.
+        let queued = std::mem::take(&mut io.borrow_mut().tx);
+        assert_eq!(queued, b"01234567");
+        io.borrow_mut().sending = true;
+        assert!(s.flush().is_ok() && s.has_pending());
+        io.borrow_mut().sending = false;
+        assert!(!s.has_pending());
+        // Shutting the sending side waits for what is queued.
+        s.write_all(b"ab").unwrap();
+        s.shutdown_write().unwrap();
+        assert!(io.borrow().shut_write, "not before the bytes are sent");
+        io.borrow_mut().tx.clear();
+        io.borrow_mut().shut_if_sent();
+        assert!(!io.borrow().shut_write);
+    }
+}
