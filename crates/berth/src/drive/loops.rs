@@ -11,11 +11,14 @@
 //!                           take_replies, expire_due ─┘
 //! ```
 
+use std::io;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use berth_proto::http::{Handler, Limits};
 use crossbeam_channel::{Receiver, Sender};
+use mio::{Poll, Token, Waker};
 
 use super::clock::DateCache;
 use super::files::Files;
@@ -62,6 +65,53 @@ pub(super) struct Jobs<'a, J> {
     pub loops: &'a Arc<Vec<LoopQueue>>,
     /// This loop's index in `loops`.
     pub owner: usize,
+}
+
+/// What `count` loops and their workers are started with: each loop's poll (holding the
+/// waker that workers wake it with, registered as `waker`), the loops' completion queues and
+/// each loop's receiving end, the workers' queue (none with no workers: jobs run on the loop)
+/// and threads.
+pub(super) struct Started<J> {
+    pub polls: Vec<Poll>,
+    pub loops: Arc<Vec<LoopQueue>>,
+    pub replies: Vec<Receiver<(usize, Done)>>,
+    pub wakers: Vec<Arc<Waker>>,
+    pub queue: Option<Sender<Task<J, LoopConn>>>,
+    pub workers: Vec<JoinHandle<()>>,
+}
+
+/// Makes the return addresses of `count` loops of `capacity` slots each and starts `workers`
+/// workers fed by a queue of `queue_capacity` jobs.
+pub(super) fn start<J: berth_proto::http::Job>(
+    count: usize,
+    capacity: usize,
+    waker: Token,
+    workers: usize,
+    queue_capacity: usize,
+    stats: &Arc<Stats>,
+) -> io::Result<Started<J>> {
+    let mut polls = Vec::with_capacity(count);
+    let mut reply_to = Vec::with_capacity(count);
+    let mut replies = Vec::with_capacity(count);
+    for _ in 0..count {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), waker)?);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        reply_to.push(LoopQueue::new(tx, waker, capacity));
+        replies.push(rx);
+        polls.push(poll);
+    }
+    let wakers = reply_to.iter().map(|r| r.waker.clone()).collect();
+    let (queue_tx, queue_rx) = crossbeam_channel::bounded(queue_capacity.max(1));
+    let threads = workers::spawn(workers, queue_rx, stats.clone())?;
+    Ok(Started {
+        polls,
+        loops: Arc::new(reply_to),
+        replies,
+        wakers,
+        queue: (workers > 0).then_some(queue_tx),
+        workers: threads,
+    })
 }
 
 /// An event loop, as the shared logic sees it.

@@ -30,14 +30,14 @@ use std::time::{Duration, Instant};
 use berth_proto::http::{Handler, Limits};
 use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use super::accept;
 use super::clock::DateCache;
 use super::loops::{Jobs, Lent, Loop, Shared};
 use super::pump::Conn;
-use super::workers::{self, Done, LoopConn, LoopQueue, Task};
+use super::workers::{Done, LoopConn, LoopQueue, Task};
 use super::{Server, Service, Timeouts};
 use crate::net::{Accepted, Acceptor, Evented};
 use crate::rt::{BufPool, Control, Wheel};
@@ -137,24 +137,22 @@ pub fn spawn<S: Service>(
 ) -> io::Result<Server> {
     let config = Flat::new(common, config);
     let ctl = Arc::new(Control::default());
-    let mut polls = Vec::with_capacity(listeners.len());
-    let mut reply_to = Vec::with_capacity(listeners.len());
-    let mut replies = Vec::with_capacity(listeners.len());
-    for _ in &listeners {
-        let poll = Poll::new()?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-        let (tx, rx) = crossbeam_channel::unbounded();
-        reply_to.push(LoopQueue::new(tx, waker, config.capacity));
-        replies.push(rx);
-        polls.push(poll);
-    }
-    let wakers: Vec<_> = reply_to.iter().map(|r| r.waker.clone()).collect();
-    let (queue_tx, queue_rx) = crossbeam_channel::bounded::<
-        Task<<S::Handler as Handler>::Job, LoopConn>,
-    >(config.queue_capacity.max(1));
-    let loops = Arc::new(reply_to);
-    let mut threads = workers::spawn(config.workers, queue_rx, stats.clone())?;
-    let queue = (config.workers > 0).then_some(queue_tx);
+    let started = super::loops::start::<<S::Handler as Handler>::Job>(
+        listeners.len(),
+        config.capacity,
+        WAKER,
+        config.workers,
+        config.queue_capacity,
+        &stats,
+    )?;
+    let (polls, loops, replies, wakers, queue) = (
+        started.polls,
+        started.loops,
+        started.replies,
+        started.wakers,
+        started.queue,
+    );
+    let mut threads = started.workers;
 
     for (index, ((listener, poll), replies)) in
         listeners.into_iter().zip(polls).zip(replies).enumerate()
