@@ -419,9 +419,11 @@ impl<H: Handler> UringLoop<H> {
         self.submit_sends();
         if let Some(at) = self.accept_retry {
             if self.now >= at && self.listener.is_some() {
-                self.accept_retry = None;
                 let fd = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
-                self.ring.accept_multi(fd, LISTENER_TAG)?;
+                self.accept_retry = match self.ring.accept_multi(fd, LISTENER_TAG) {
+                    Ok(()) => None,
+                    Err(_) => Some(self.now + ACCEPT_RETRY),
+                };
             }
         }
         let timeout = if self.accept_retry.is_some() {
@@ -474,7 +476,10 @@ impl<H: Handler> UringLoop<H> {
                         self.accept_retry = Some(self.now + ACCEPT_RETRY);
                     } else {
                         let fd = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
-                        self.ring.accept_multi(fd, LISTENER_TAG)?;
+                        if let Err(e) = self.ring.accept_multi(fd, LISTENER_TAG) {
+                            log::warn!("loop {}: cannot accept, retrying on a timer: {e}", self.id);
+                            self.accept_retry = Some(self.now + ACCEPT_RETRY);
+                        }
                     }
                 }
             }
@@ -590,21 +595,27 @@ impl<H: Handler> UringLoop<H> {
             return Ok(());
         }
         if rearm && !slot.paused {
-            self.rearm(key)?;
+            self.rearm(key);
         }
         self.slots[key].conn.readable = true;
         self.pump(key);
         Ok(())
     }
 
-    /// Arms a new receive for `key`.
-    fn rearm(&mut self, key: usize) -> io::Result<()> {
+    /// Arms a new receive for `key`. If the ring will not take it, the connection fails (its
+    /// next read says why), rather than wait for bytes that would never be received.
+    fn rearm(&mut self, key: usize) {
         let slot = &mut self.slots[key];
         slot.arm = slot.arm.wrapping_add(1);
-        slot.receiving = true;
         let fd = slot.io.borrow().sock.as_raw_fd();
-        self.ring
-            .recv_multi(fd, tag(key, slot.incarnation, slot.arm))
+        match self.ring.recv_multi(fd, tag(key, slot.incarnation, slot.arm)) {
+            Ok(()) => slot.receiving = true,
+            Err(e) => {
+                log::warn!("loop {}: cannot receive on a connection: {e}", self.id);
+                slot.io.borrow_mut().error.get_or_insert(e);
+                slot.conn.readable = true;
+            }
+        }
     }
 
     fn sent(&mut self, tag: u64, result: io::Result<usize>, mut buf: Vec<u8>) -> io::Result<()> {
@@ -620,7 +631,13 @@ impl<H: Handler> UringLoop<H> {
                 buf.drain(..n);
                 let fd = io.sock.as_raw_fd();
                 drop(io);
-                return self.ring.send(fd, buf, 0, tag);
+                let Err(e) = self.ring.send(fd, buf, 0, tag) else {
+                    return Ok(());
+                };
+                // The ring will not take it: the connection fails.
+                buf = Vec::new();
+                io = slot.io.borrow_mut();
+                io.error.get_or_insert(e);
             }
             Ok(0) if !buf.is_empty() => {
                 io.error.get_or_insert(io::ErrorKind::WriteZero.into());
@@ -821,7 +838,7 @@ impl<H: Handler> Loop for UringLoop<H> {
         } else if slot.paused && unread == 0 && !ended {
             slot.paused = false;
             if !slot.receiving {
-                let _ = self.rearm(key);
+                self.rearm(key);
             }
         }
         let at = self.slots[key]
