@@ -37,11 +37,9 @@ mod stream;
 
 pub use stream::UringStream;
 
-use std::cell::RefCell;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -279,7 +277,6 @@ struct Parts<J> {
 /// state of its operations in the ring.
 struct Slot {
     conn: Conn<Accepted<UringStream>>,
-    io: Rc<RefCell<Io>>,
     /// This slot's incarnation: completions of an earlier connection in the same slot carry
     /// another, and are ignored.
     incarnation: u16,
@@ -511,8 +508,9 @@ impl<H: Handler> UringLoop<H> {
             accept::refuse(stream, self.refusal, shard, self.config.capacity, who);
             return;
         }
-        let io = Rc::new(RefCell::new(Io::new(stream, self.config.tx_limit())));
-        let conn = match Conn::accept(UringStream::new(io.clone()), &self.config.transport) {
+        let fd = stream.as_raw_fd();
+        let io = Io::new(stream, self.config.tx_limit());
+        let conn = match Conn::accept(UringStream::new(io), &self.config.transport) {
             Ok(conn) => conn,
             Err(e) => {
                 log::debug!("loop {}: a connection failed to start: {e}", self.id);
@@ -522,14 +520,12 @@ impl<H: Handler> UringLoop<H> {
         let entry = self.slots.vacant_entry();
         let key = entry.key();
         let incarnation = self.incarnations[key];
-        let fd = io.borrow().sock.as_raw_fd();
         if let Err(e) = self.ring.recv_multi(fd, tag(key, incarnation, 0)) {
             log::warn!("loop {}: cannot receive on a connection: {e}", self.id);
             return;
         }
         entry.insert(Slot {
             conn,
-            io,
             incarnation,
             arm: 0,
             receiving: true,
@@ -572,24 +568,23 @@ impl<H: Handler> UringLoop<H> {
         match result {
             Ok(Some(buf)) => {
                 let pool = &mut self.pool;
-                let io = &slot.io;
-                self.ring
-                    .consume(buf, |bytes| io.borrow_mut().received(bytes, pool));
+                let io = Io::of(&mut slot.conn.stream);
+                self.ring.consume(buf, |bytes| io.received(bytes, pool));
                 rearm = current && !more;
             }
             Ok(None) => {
-                slot.io.borrow_mut().eof = true;
+                Io::of(&mut slot.conn.stream).eof = true;
                 slot.conn.hup = true;
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => rearm = current,
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => return Ok(()),
             Err(e) => {
-                slot.io.borrow_mut().error.get_or_insert(e);
+                Io::of(&mut slot.conn.stream).error.get_or_insert(e);
             }
         }
         if slot.closing || slot.conn.dead {
             // Nobody reads any more: drop what came.
-            let mut io = slot.io.borrow_mut();
+            let io = Io::of(&mut slot.conn.stream);
             io.rx.clear();
             io.rx_at = 0;
             return Ok(());
@@ -607,12 +602,12 @@ impl<H: Handler> UringLoop<H> {
     fn rearm(&mut self, key: usize) {
         let slot = &mut self.slots[key];
         slot.arm = slot.arm.wrapping_add(1);
-        let fd = slot.io.borrow().sock.as_raw_fd();
+        let fd = Io::of_ref(&slot.conn.stream).sock.as_raw_fd();
         match self.ring.recv_multi(fd, tag(key, slot.incarnation, slot.arm)) {
             Ok(()) => slot.receiving = true,
             Err(e) => {
                 log::warn!("loop {}: cannot receive on a connection: {e}", self.id);
-                slot.io.borrow_mut().error.get_or_insert(e);
+                Io::of(&mut slot.conn.stream).error.get_or_insert(e);
                 slot.conn.readable = true;
             }
         }
@@ -624,19 +619,17 @@ impl<H: Handler> UringLoop<H> {
             return Ok(());
         };
         let slot = &mut self.slots[key];
-        let mut io = slot.io.borrow_mut();
+        let io = Io::of(&mut slot.conn.stream);
         match result {
             Ok(n) if n > 0 && n < buf.len() => {
                 // The rest of this buffer first, before anything written since.
                 buf.drain(..n);
                 let fd = io.sock.as_raw_fd();
-                drop(io);
                 let Err(e) = self.ring.send(fd, buf, 0, tag) else {
                     return Ok(());
                 };
                 // The ring will not take it: the connection fails.
                 buf = Vec::new();
-                io = slot.io.borrow_mut();
                 io.error.get_or_insert(e);
             }
             Ok(0) if !buf.is_empty() => {
@@ -660,7 +653,6 @@ impl<H: Handler> UringLoop<H> {
         }
         let more = !io.tx.is_empty();
         io.shut_if_sent();
-        drop(io);
         if more && !slot.queued {
             slot.queued = true;
             self.to_send.push(key);
@@ -690,7 +682,7 @@ impl<H: Handler> UringLoop<H> {
                 continue;
             };
             slot.queued = false;
-            let mut io = slot.io.borrow_mut();
+            let io = Io::of(&mut slot.conn.stream);
             if io.sending || io.tx.is_empty() {
                 continue;
             }
@@ -698,10 +690,8 @@ impl<H: Handler> UringLoop<H> {
             io.sending = true;
             let fd = io.sock.as_raw_fd();
             let t = tag(key, slot.incarnation, 0);
-            drop(io);
             if let Err(e) = self.ring.send(fd, buf, 0, t) {
                 log::warn!("loop {}: cannot submit a send: {e}", self.id);
-                let mut io = slot.io.borrow_mut();
                 io.sending = false;
                 io.error.get_or_insert(e);
             }
@@ -712,7 +702,7 @@ impl<H: Handler> UringLoop<H> {
     /// Lists `key` for a send at the end of the turn if it has bytes to send.
     fn queue_send(&mut self, key: usize) {
         let slot = &mut self.slots[key];
-        if !slot.queued && !slot.io.borrow().tx.is_empty() {
+        if !slot.queued && !Io::of_ref(&slot.conn.stream).tx.is_empty() {
             slot.queued = true;
             self.to_send.push(key);
         }
@@ -754,14 +744,14 @@ impl<H: Handler> UringLoop<H> {
     fn release(&mut self, key: usize) {
         self.wheel.disarm(key);
         self.loops[self.id].set_cancelled(key, false);
-        let slot = self.slots.remove(key);
+        let mut slot = self.slots.remove(key);
         if slot.receiving {
             let _ = self.ring.cancel_recv(tag(key, slot.incarnation, slot.arm));
         }
         let incarnation = &mut self.incarnations[key];
         *incarnation = incarnation.wrapping_add(1);
         {
-            let mut io = slot.io.borrow_mut();
+            let io = Io::of(&mut slot.conn.stream);
             io.shut_if_sent();
             io.release_buffers(&mut self.pool);
         }
@@ -822,7 +812,7 @@ impl<H: Handler> Loop for UringLoop<H> {
         let rx_limit = self.config.rx_limit();
         let slot = &mut self.slots[key];
         let (unread, ended) = {
-            let mut io = slot.io.borrow_mut();
+            let io = Io::of(&mut slot.conn.stream);
             io.release_buffers(&mut self.pool);
             (io.unread(), io.eof || io.error.is_some())
         };
@@ -865,7 +855,7 @@ impl<H: Handler> Loop for UringLoop<H> {
             self.loops[self.id].set_cancelled(key, true);
             return;
         }
-        if slot.io.borrow().unsent() {
+        if Io::of_ref(&slot.conn.stream).unsent() {
             slot.closing = true;
             self.queue_send(key);
             let at = self.now + self.config.timeouts.write;

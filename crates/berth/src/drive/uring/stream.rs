@@ -10,20 +10,19 @@
 //!   recv CQE ──> rx ──read──> pump ──write──> tx ──(end of turn)──> send SQE (owns the bytes)
 //! ```
 //!
-//! The loop keeps a second handle on the same queues ([`Io`], shared through an `Rc`: one
-//! thread, no lock), because the stream itself may sit inside a TLS layer it cannot reach.
+//! The loop reaches the queues ([`Io`]) through the connection's transport, a TLS layer's
+//! included ([`Io::of`]): they live inline in the connection's slot, so a connection costs no
+//! allocation of its own.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::rc::Rc;
 
-use crate::net::Transport;
+use crate::net::{Accepted, Transport};
 use crate::rt::BufPool;
 
-/// A connection's queues and descriptor, shared by its [`UringStream`] and its loop.
+/// A connection's queues and descriptor: its [`UringStream`]'s, reached by its loop too.
 pub(super) struct Io {
     /// The socket (non-blocking; only `shutdown` is called on it directly).
     pub sock: TcpStream,
@@ -56,6 +55,22 @@ impl Io {
             tx_limit,
             sending: false,
             shut_write: false,
+        }
+    }
+
+    /// The queues of the connection served over `stream`.
+    pub fn of(stream: &mut Accepted<UringStream>) -> &mut Io {
+        match stream {
+            Accepted::Plain(s) => &mut s.io,
+            Accepted::Tls(t) => &mut t.get_mut().io,
+        }
+    }
+
+    /// [`Io::of`], to look.
+    pub fn of_ref(stream: &Accepted<UringStream>) -> &Io {
+        match stream {
+            Accepted::Plain(s) => &s.io,
+            Accepted::Tls(t) => &t.get_ref().io,
         }
     }
 
@@ -120,18 +135,18 @@ impl Io {
 
 /// The pump's view of a `uring` connection: see the module docs.
 pub struct UringStream {
-    io: Rc<RefCell<Io>>,
+    io: Io,
 }
 
 impl UringStream {
-    pub(super) fn new(io: Rc<RefCell<Io>>) -> UringStream {
+    pub(super) fn new(io: Io) -> UringStream {
         UringStream { io }
     }
 }
 
 impl Read for UringStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut io = self.io.borrow_mut();
+        let io = &mut self.io;
         if buf.is_empty() {
             return Ok(0);
         }
@@ -144,7 +159,7 @@ impl Read for UringStream {
 
 impl Write for UringStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut io = self.io.borrow_mut();
+        let io = &mut self.io;
         if let Some(e) = io.error.take() {
             return Err(e);
         }
@@ -160,7 +175,7 @@ impl Write for UringStream {
     /// "Would block" while the queue is full; otherwise what is queued goes with the turn's
     /// sends, and the pump may go on (it still sees the bytes pending until they are sent).
     fn flush(&mut self) -> io::Result<()> {
-        let io = self.io.borrow();
+        let io = &self.io;
         if io.tx.len() >= io.tx_limit {
             return Err(io::ErrorKind::WouldBlock.into());
         }
@@ -170,7 +185,7 @@ impl Write for UringStream {
 
 impl Transport for UringStream {
     fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        let mut io = self.io.borrow_mut();
+        let io = &mut self.io;
         let n = (buf.capacity() - buf.len()).min(io.unread());
         if n == 0 {
             return io.nothing_unread();
@@ -197,7 +212,7 @@ impl Transport for UringStream {
 
     /// After what was written has been sent (the loop does it then).
     fn shutdown_write(&mut self) -> io::Result<()> {
-        let mut io = self.io.borrow_mut();
+        let io = &mut self.io;
         io.shut_write = true;
         io.shut_if_sent();
         Ok(())
@@ -206,13 +221,13 @@ impl Transport for UringStream {
     /// Bytes written are not out until the ring has sent them: the pump waits for the loop's
     /// "writable" before it calls the connection idle or done.
     fn has_pending(&self) -> bool {
-        self.io.borrow().unsent()
+        self.io.unsent()
     }
 }
 
 impl AsRawFd for UringStream {
     fn as_raw_fd(&self) -> RawFd {
-        self.io.borrow().sock.as_raw_fd()
+        self.io.sock.as_raw_fd()
     }
 }
 
@@ -224,31 +239,31 @@ mod tests {
 
     use super::*;
 
-    fn stream(tx_limit: usize) -> (UringStream, Rc<RefCell<Io>>, TcpStream) {
+    fn stream(tx_limit: usize) -> (Accepted<UringStream>, TcpStream) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (sock, _) = listener.accept().unwrap();
-        let io = Rc::new(RefCell::new(Io::new(sock, tx_limit)));
-        (UringStream::new(io.clone()), io, peer)
+        let s = Accepted::Plain(UringStream::new(Io::new(sock, tx_limit)));
+        (s, peer)
     }
 
     #[test]
     fn reads_wait_for_completions_then_see_the_end() {
-        let (mut s, io, _peer) = stream(8);
+        let (mut s, _peer) = stream(8);
         let mut pool = BufPool::new(64, 1, 0);
         let mut buf = [0u8; 4];
         assert_eq!(
             s.read(&mut buf).unwrap_err().kind(),
             io::ErrorKind::WouldBlock
         );
-        io.borrow_mut().received(b"hello", &mut pool);
+        Io::of(&mut s).received(b"hello", &mut pool);
         assert_eq!(s.read(&mut buf).unwrap(), 4);
         let mut spare = Vec::with_capacity(16);
         assert_eq!(s.read_spare(&mut spare).unwrap(), 1);
         assert_eq!(spare, b"o");
-        io.borrow_mut().eof = true;
+        Io::of(&mut s).eof = true;
         assert_eq!(s.read(&mut buf).unwrap(), 0);
-        io.borrow_mut().error = Some(io::ErrorKind::ConnectionReset.into());
+        Io::of(&mut s).error = Some(io::ErrorKind::ConnectionReset.into());
         assert_eq!(
             s.read(&mut buf).unwrap_err().kind(),
             io::ErrorKind::ConnectionReset
@@ -257,7 +272,7 @@ mod tests {
 
     #[test]
     fn writes_queue_up_to_the_limit_and_stay_pending_until_sent() {
-        let (mut s, io, _peer) = stream(8);
+        let (mut s, _peer) = stream(8);
         assert_eq!(s.write(b"0123456789").unwrap(), 8);
         assert_eq!(
             s.write(b"x").unwrap_err().kind(),
@@ -266,18 +281,18 @@ mod tests {
         assert_eq!(s.flush().unwrap_err().kind(), io::ErrorKind::WouldBlock);
         assert!(s.has_pending());
         // The loop hands the queue to a send: room again, still pending until it completes.
-        let queued = std::mem::take(&mut io.borrow_mut().tx);
+        let queued = std::mem::take(&mut Io::of(&mut s).tx);
         assert_eq!(queued, b"01234567");
-        io.borrow_mut().sending = true;
+        Io::of(&mut s).sending = true;
         assert!(s.flush().is_ok() && s.has_pending());
-        io.borrow_mut().sending = false;
+        Io::of(&mut s).sending = false;
         assert!(!s.has_pending());
         // Shutting the sending side waits for what is queued.
         s.write_all(b"ab").unwrap();
         s.shutdown_write().unwrap();
-        assert!(io.borrow().shut_write, "not before the bytes are sent");
-        io.borrow_mut().tx.clear();
-        io.borrow_mut().shut_if_sent();
-        assert!(!io.borrow().shut_write);
+        assert!(Io::of_ref(&s).shut_write, "not before the bytes are sent");
+        Io::of(&mut s).tx.clear();
+        Io::of(&mut s).shut_if_sent();
+        assert!(!Io::of_ref(&s).shut_write);
     }
 }
