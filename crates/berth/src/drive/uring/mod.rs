@@ -273,8 +273,8 @@ struct Parts<J> {
     config: Flat,
 }
 
-/// One connection of a loop: what the pump serves, the loop's handle on its queues, and the
-/// state of its operations in the ring.
+/// One connection of a loop: what the pump serves (its queues live in its transport, see
+/// `stream`), and the state of its operations in the ring.
 struct Slot {
     conn: Conn<Accepted<UringStream>>,
     /// This slot's incarnation: completions of an earlier connection in the same slot carry
