@@ -119,6 +119,11 @@ fn actor_drains_on_sigterm() {
 }
 
 #[test]
+fn uring_drains_on_sigterm() {
+    drains("uring", 20);
+}
+
+#[test]
 fn single_finishes_its_request_on_sigterm() {
     let (mut berth, addr) = start(&["--model", "single", "-D", "500"]);
     let mut s = slow_request(addr);

@@ -102,10 +102,11 @@ fn certificate_problems_stop_startup_with_their_cause() {
 
 /// In a model whose workers share the process (evloop), one that forks per connection from
 /// the master (forked), and one whose long-lived worker processes hold their own copy
-/// (prefork: renewed, a new worker before each old one drains).
+/// (prefork: renewed, a new worker before each old one drains); and uring, which shares the
+/// process like evloop.
 #[test]
 fn sighup_reloads_the_certificate_and_a_bad_reload_keeps_the_old() {
-    for model in ["evloop", "forked", "prefork"] {
+    for model in ["evloop", "forked", "prefork", "uring"] {
         reload_in(model);
     }
 }

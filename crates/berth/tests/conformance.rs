@@ -980,8 +980,13 @@ const HUGE_LEN: u64 = 256 * 1024 * 1024;
 impl Site {
     fn new(m: Model, case: &str) -> Site {
         use std::os::unix::fs::symlink;
-        let base =
-            std::env::temp_dir().join(format!("berth-site-{case}-{m}-{}", std::process::id()));
+        // The plain and TLS runs of a case may run at once (`case::uring` sorts next to
+        // `case::tls::uring`): each has its own site.
+        let over = if Opts::new(m).tls { "-tls" } else { "" };
+        let base = std::env::temp_dir().join(format!(
+            "berth-site-{case}-{m}{over}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&base);
         let root = base.join("root");
         for dir in ["empty", "site", "sub"] {

@@ -10,6 +10,7 @@
 //! | [`prefork`] | N processes, each an event loop on its own `SO_REUSEPORT` listener | each process's workers |
 //! | [`evloop`] | `-A` threads, each with its own listener and mio loop | `-w` workers, FIFO queue |
 //! | [`actor`] | an actor per connection, run by `-A` scheduler threads a batch at a time | `-w` workers, FIFO queue |
+//! | [`uring`] | `-A` threads, each with its own listener and io_uring (multishot accept and receive) | `-w` workers, FIFO queue |
 //!
 //! Whatever the model, a connection is served by the one session pump (`pump`: reads, the HTTP
 //! session or what it was upgraded to, writes, file bodies), over the transport its listener
@@ -27,6 +28,7 @@ pub mod clock;
 mod common;
 pub mod daemon;
 pub mod files;
+mod loops;
 mod pump;
 pub mod registry;
 pub mod signal;
@@ -42,6 +44,7 @@ registry::models! {
     prefork::Prefork,
     evloop::Evloop,
     actor::Actor,
+    uring::Uring,
 }
 
 use std::sync::Arc;

@@ -364,6 +364,12 @@ impl<S> TlsStream<S> {
         &self.sock
     }
 
+    /// The socket underneath, to change (a transport that keeps state of its own, as the
+    /// `uring` model's, which its loop fills).
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.sock
+    }
+
     /// The same connection over another type of the same socket (a blocking std socket
     /// made non-blocking and handed to mio, say), with everything it holds.
     pub fn map_socket<T>(self, f: impl FnOnce(S) -> T) -> TlsStream<T> {

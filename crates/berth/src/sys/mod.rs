@@ -18,6 +18,7 @@
 //! | [`signal`] | the termination signals: `pthread_sigmask`, `sigwait`, `sigaction` |
 //! | [`shm`] | a value in an anonymous `MAP_SHARED` mapping, seen by every process forked later |
 //! | [`mem`] | `madvise(MADV_HUGEPAGE)` for a large buffer about to be filled |
+//! | [`uring`] | io_uring (the `io-uring` crate): a ring, its provided buffer ring, sends that own their buffers |
 //!
 //! # The contract
 //!
@@ -63,3 +64,4 @@ pub(crate) mod process;
 pub(crate) mod shm;
 pub(crate) mod signal;
 pub(crate) mod socket;
+pub(crate) mod uring;

@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use berth_proto::http::Handler;
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Waker};
+use mio::{Events, Interest};
 
 use super::{Config, EventLoop, Flat, Parts, LISTENER, WAKER};
+use crate::drive::loops::Loop;
 use crate::drive::registry::{bind_one, bind_error};
-use crate::drive::workers::LoopQueue;
 use crate::drive::{Common, Service};
 use crate::net::BindError;
 use crate::rt::Control;
@@ -49,14 +49,26 @@ impl<H: Handler> Inline<H> {
         let (listener, bound) = bind_one(addr, common)?;
         let make = || -> io::Result<Inline<H>> {
             let config = Flat::new(common, config);
-            let poll = Poll::new()?;
-            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-            let (tx, replies) = crossbeam_channel::unbounded();
-            let loops = Arc::new(vec![LoopQueue::new(tx, waker.clone(), config.capacity)]);
-            let (queue_tx, queue_rx) = crossbeam_channel::bounded(config.queue_capacity.max(1));
+            let started = crate::drive::loops::start::<H::Job>(
+                1,
+                config.capacity,
+                WAKER,
+                config.workers,
+                config.queue_capacity,
+                &stats,
+            )?;
+            let (mut polls, loops, mut replies, queue) = (
+                started.polls,
+                started.loops,
+                started.replies,
+                started.queue,
+            );
+            let (Some(poll), Some(replies)) = (polls.pop(), replies.pop()) else {
+                return Err(io::Error::other("no loop made"));
+            };
+            let waker = loops[0].waker.clone();
             // The workers stop when the queue's last sender (the loop's) is dropped.
-            let _workers = crate::drive::workers::spawn(config.workers, queue_rx, stats.clone())?;
-            let queue = (config.workers > 0).then_some(queue_tx);
+            drop(started.workers);
             listener.set_nonblocking(true)?;
             let mut listener = TcpListener::from_std(listener);
             poll.registry()

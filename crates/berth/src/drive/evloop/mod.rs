@@ -30,15 +30,16 @@ use std::time::{Duration, Instant};
 use berth_proto::http::{Handler, Limits};
 use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use super::accept;
 use super::clock::DateCache;
-use super::pump::{Conn, Env, Fate};
-use super::workers::{self, Done, LoopConn, LoopQueue, Offloaded, Task};
+use super::loops::{Jobs, Lent, Loop, Shared};
+use super::pump::Conn;
+use super::workers::{Done, LoopConn, LoopQueue, Task};
 use super::{Server, Service, Timeouts};
-use crate::net::{Acceptor, Evented};
+use crate::net::{Accepted, Acceptor, Evented};
 use crate::rt::{BufPool, Control, Wheel};
 use crate::stats::Stats;
 
@@ -136,24 +137,22 @@ pub fn spawn<S: Service>(
 ) -> io::Result<Server> {
     let config = Flat::new(common, config);
     let ctl = Arc::new(Control::default());
-    let mut polls = Vec::with_capacity(listeners.len());
-    let mut reply_to = Vec::with_capacity(listeners.len());
-    let mut replies = Vec::with_capacity(listeners.len());
-    for _ in &listeners {
-        let poll = Poll::new()?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-        let (tx, rx) = crossbeam_channel::unbounded();
-        reply_to.push(LoopQueue::new(tx, waker, config.capacity));
-        replies.push(rx);
-        polls.push(poll);
-    }
-    let wakers: Vec<_> = reply_to.iter().map(|r| r.waker.clone()).collect();
-    let (queue_tx, queue_rx) = crossbeam_channel::bounded::<
-        Task<<S::Handler as Handler>::Job, LoopConn>,
-    >(config.queue_capacity.max(1));
-    let loops = Arc::new(reply_to);
-    let mut threads = workers::spawn(config.workers, queue_rx, stats.clone())?;
-    let queue = (config.workers > 0).then_some(queue_tx);
+    let started = super::loops::start::<<S::Handler as Handler>::Job>(
+        listeners.len(),
+        config.capacity,
+        WAKER,
+        config.workers,
+        config.queue_capacity,
+        &stats,
+    )?;
+    let (polls, loops, replies, wakers, queue) = (
+        started.polls,
+        started.loops,
+        started.replies,
+        started.wakers,
+        started.queue,
+    );
+    let mut threads = started.workers;
 
     for (index, ((listener, poll), replies)) in
         listeners.into_iter().zip(polls).zip(replies).enumerate()
@@ -421,93 +420,6 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    fn env(&mut self) -> (Env<'_, H>, &mut Slab<Conn>) {
-        let env = Env {
-            handler: &mut self.handler,
-            pool: &mut self.pool,
-            limits: &self.config.limits,
-            date: &mut self.date,
-            max_input: self.max_input,
-            budget: usize::MAX,
-            stats: &self.stats,
-            wind_down: None,
-        };
-        (env, &mut self.conns)
-    }
-
-    fn pump(&mut self, key: usize) {
-        let (mut env, conns) = self.env();
-        let fate = conns[key].pump(&mut env);
-        self.settle(key, fate);
-    }
-
-    fn take_replies(&mut self) {
-        while let Ok((key, done)) = self.replies.try_recv() {
-            let reply = match done {
-                Done::Reply(reply) => Some(reply),
-                Done::Cancelled => None,
-                // A streamed body has more. Its connection may have ended since (and the slot
-                // been reused: one extra pump is harmless).
-                Done::More => {
-                    if let Some(conn) = self.conns.get_mut(key).filter(|c| !c.dead) {
-                        conn.poke();
-                        self.pump(key);
-                    }
-                    continue;
-                }
-            };
-            let Some(conn) = self.conns.get(key) else {
-                debug_assert!(false, "reply for a freed slot");
-                continue;
-            };
-            // A cancelled job's slot is dead: its reply (none) frees it.
-            let (false, Some(reply)) = (conn.dead, reply) else {
-                debug_assert!(conn.dead, "a live connection's job was cancelled");
-                self.free(key);
-                continue;
-            };
-            let (mut env, conns) = self.env();
-            let fate = conns[key].complete(reply, &mut env);
-            self.settle(key, fate);
-        }
-    }
-
-    /// Acts on what a connection's pump decided.
-    fn settle(&mut self, key: usize, mut fate: Fate<H::Job>) {
-        loop {
-            match fate {
-                Fate::Keep => return self.arm(key),
-                Fate::Close => return self.finish(key),
-                // Not with an unlimited budget; if it ever were, going on is right.
-                Fate::Again => {
-                    let (mut env, conns) = self.env();
-                    fate = conns[key].pump(&mut env);
-                }
-                // Files are opened here, at once: see `drive::conn`.
-                Fate::Open(file) => {
-                    let found = self.files.open(&file);
-                    let (mut env, conns) = self.env();
-                    fate = conns[key].file_opened(&file, found, &mut env);
-                }
-                Fate::Offload(job) => {
-                    let reply_to = || LoopConn {
-                        loops: self.loops.clone(),
-                        owner: self.owner,
-                        conn: key,
-                    };
-                    match workers::offload(self.queue.as_ref(), job, reply_to, &self.stats) {
-                        Offloaded::Queued => return self.arm(key),
-                        Offloaded::Answer(reply) => {
-                            let (mut env, conns) = self.env();
-                            fate = conns[key].complete(reply, &mut env);
-                        }
-                        Offloaded::Gone => return self.finish(key),
-                    }
-                }
-            }
-        }
-    }
-
     /// Starts a drain: close the listener (new connections are refused once every loop has),
     /// and close the connections that are idle; busy ones are closed when they become idle.
     fn begin_drain(&mut self) {
@@ -530,6 +442,48 @@ impl<H: Handler> EventLoop<H> {
             conn.wind_down();
         }
     }
+}
+
+impl<H: Handler> Loop for EventLoop<H> {
+    type H = H;
+    type T = Accepted<mio::net::TcpStream>;
+
+    fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
+        let conn = self.conns.get_mut(key)?;
+        let shared = Shared {
+            handler: &mut self.handler,
+            pool: &mut self.pool,
+            limits: &self.config.limits,
+            date: &mut self.date,
+            max_input: self.max_input,
+            stats: &self.stats,
+        };
+        Some((conn, shared))
+    }
+
+    fn files(&self) -> &super::files::Files {
+        &self.files
+    }
+
+    fn jobs(&self) -> Jobs<'_, H::Job> {
+        Jobs {
+            queue: self.queue.as_ref(),
+            loops: &self.loops,
+            owner: self.owner,
+        }
+    }
+
+    fn replies(&self) -> &Receiver<(usize, Done)> {
+        &self.replies
+    }
+
+    fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    fn wheel(&mut self) -> (&mut Wheel, &mut Vec<usize>, Instant) {
+        (&mut self.wheel, &mut self.due, self.now)
+    }
 
     /// Sets the connection's deadline for what it now waits for.
     fn arm(&mut self, key: usize) {
@@ -538,26 +492,6 @@ impl<H: Handler> EventLoop<H> {
         }
         let at = self.conns[key].deadline(self.now, &self.config.timeouts);
         self.wheel.set(key, at);
-    }
-
-    /// Expires the connections whose deadline has passed.
-    fn expire_due(&mut self) {
-        let mut due = std::mem::take(&mut self.due);
-        self.wheel.advance(self.now, &mut due);
-        for &key in &due {
-            let Some(conn) = self.conns.get(key) else {
-                continue;
-            };
-            if conn.dead {
-                continue;
-            }
-            log::debug!("loop {}: connection {key} timed out", self.id);
-            let (mut env, conns) = self.env();
-            let fate = conns[key].expire(&mut env);
-            self.settle(key, fate);
-        }
-        due.clear();
-        self.due = due;
     }
 
     /// Closes a connection, or marks it dead if a job still refers to its slot.

@@ -1,0 +1,252 @@
+//! What the event-loop models (`evloop`, `uring`) do alike once they know a connection has
+//! something to do, written once: acting on what a pump decided ([`Loop::settle`]: arm its
+//! deadline, close it, open its file, offload its job), taking the replies of finished jobs
+//! ([`Loop::take_replies`]) and expiring connections whose deadline passed
+//! ([`Loop::expire_due`]). A model supplies how it waits and moves bytes, and what arming,
+//! finishing and freeing a connection mean to it.
+//!
+//! ```text
+//!   evloop (mio poll) ─┐                       ┌─> arm / finish / free  (the model's own)
+//!   uring  (ring)     ─┴─> pump ─> Fate ─> settle ─> files.open, workers::offload
+//!                           take_replies, expire_due ─┘
+//! ```
+
+use std::io;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use berth_proto::http::{Handler, Limits};
+use crossbeam_channel::{Receiver, Sender};
+use mio::{Poll, Token, Waker};
+
+use super::clock::DateCache;
+use super::files::Files;
+use super::pump::{Conn, Env, Fate};
+use super::workers::{self, Done, LoopConn, LoopQueue, Offloaded, Task};
+use crate::net::Transport;
+use crate::rt::{BufPool, Wheel};
+use crate::stats::Stats;
+
+/// The state every event loop keeps for its connections' sessions, borrowed apart from the
+/// connections themselves.
+pub(super) struct Shared<'a, H: Handler> {
+    pub handler: &'a mut H,
+    pub pool: &'a mut BufPool,
+    pub limits: &'a Limits,
+    pub date: &'a mut DateCache,
+    pub max_input: usize,
+    pub stats: &'a Arc<Stats>,
+}
+
+impl<H: Handler> Shared<'_, H> {
+    /// What a pump is lent: an unlimited budget (a loop pumps a connection until it would
+    /// block), and no wind-down rule (a drain winds connections down from outside).
+    fn env(&mut self) -> Env<'_, H> {
+        Env {
+            handler: self.handler,
+            pool: self.pool,
+            limits: self.limits,
+            date: self.date,
+            max_input: self.max_input,
+            budget: usize::MAX,
+            stats: self.stats,
+            wind_down: None,
+        }
+    }
+}
+
+/// A connection and the session state, lent together for one pump.
+pub(super) type Lent<'a, T, H> = (&'a mut Conn<T>, Shared<'a, H>);
+
+/// Where a loop's jobs go and their replies come back.
+pub(super) struct Jobs<'a, J> {
+    pub queue: Option<&'a Sender<Task<J, LoopConn>>>,
+    pub loops: &'a Arc<Vec<LoopQueue>>,
+    /// This loop's index in `loops`.
+    pub owner: usize,
+}
+
+/// What `count` loops and their workers are started with: each loop's poll (holding the
+/// waker that workers wake it with, registered as `waker`), the loops' completion queues and
+/// each loop's receiving end, the workers' queue (none with no workers: jobs run on the loop)
+/// and threads.
+pub(super) struct Started<J> {
+    pub polls: Vec<Poll>,
+    pub loops: Arc<Vec<LoopQueue>>,
+    pub replies: Vec<Receiver<(usize, Done)>>,
+    pub wakers: Vec<Arc<Waker>>,
+    pub queue: Option<Sender<Task<J, LoopConn>>>,
+    pub workers: Vec<JoinHandle<()>>,
+}
+
+/// Makes the return addresses of `count` loops of `capacity` slots each and starts `workers`
+/// workers fed by a queue of `queue_capacity` jobs.
+pub(super) fn start<J: berth_proto::http::Job>(
+    count: usize,
+    capacity: usize,
+    waker: Token,
+    workers: usize,
+    queue_capacity: usize,
+    stats: &Arc<Stats>,
+) -> io::Result<Started<J>> {
+    let mut polls = Vec::with_capacity(count);
+    let mut reply_to = Vec::with_capacity(count);
+    let mut replies = Vec::with_capacity(count);
+    for _ in 0..count {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), waker)?);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        reply_to.push(LoopQueue::new(tx, waker, capacity));
+        replies.push(rx);
+        polls.push(poll);
+    }
+    let wakers = reply_to.iter().map(|r| r.waker.clone()).collect();
+    let (queue_tx, queue_rx) = crossbeam_channel::bounded(queue_capacity.max(1));
+    let threads = workers::spawn(workers, queue_rx, stats.clone())?;
+    Ok(Started {
+        polls,
+        loops: Arc::new(reply_to),
+        replies,
+        wakers,
+        queue: (workers > 0).then_some(queue_tx),
+        workers: threads,
+    })
+}
+
+/// An event loop, as the shared logic sees it.
+pub(super) trait Loop {
+    type H: Handler;
+    type T: Transport;
+
+    /// The live connection of slot `key` with the session state, if the slot holds one.
+    fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, Self::H>>;
+    /// Where files are opened.
+    fn files(&self) -> &Files;
+    /// Where jobs go.
+    fn jobs(&self) -> Jobs<'_, <Self::H as Handler>::Job>;
+    fn replies(&self) -> &Receiver<(usize, Done)>;
+    fn stats(&self) -> &Arc<Stats>;
+    /// The connection's deadlines.
+    fn wheel(&mut self) -> (&mut Wheel, &mut Vec<usize>, Instant);
+
+    /// The connection goes on: wait for its next event, with its deadline set.
+    fn arm(&mut self, key: usize);
+    /// The connection is over (it may keep its slot while a job refers to it).
+    fn finish(&mut self, key: usize);
+    /// Frees slot `key` (a dead connection whose job ended).
+    fn free(&mut self, key: usize);
+    /// Slot `key`'s deadline passed: true if the model dealt with it itself (a connection it
+    /// is closing, say), false to expire the session.
+    fn overdue(&mut self, key: usize) -> bool {
+        let _ = key;
+        false
+    }
+
+    /// Pumps the connection of slot `key` and acts on what it decided.
+    fn pump(&mut self, key: usize) {
+        let Some((conn, mut shared)) = self.conn(key) else {
+            return;
+        };
+        let fate = conn.pump(&mut shared.env());
+        self.settle(key, fate);
+    }
+
+    /// Acts on what a connection's pump decided, until it waits or closes.
+    fn settle(&mut self, key: usize, mut fate: Fate<<Self::H as Handler>::Job>) {
+        loop {
+            match fate {
+                Fate::Keep => return self.arm(key),
+                Fate::Close => return self.finish(key),
+                // Not with an unlimited budget; if it ever were, going on is right.
+                Fate::Again => {
+                    let Some((conn, mut shared)) = self.conn(key) else {
+                        return;
+                    };
+                    fate = conn.pump(&mut shared.env());
+                }
+                // Files are opened here, at once: see `drive::pump`.
+                Fate::Open(file) => {
+                    let found = self.files().open(&file);
+                    let Some((conn, mut shared)) = self.conn(key) else {
+                        return;
+                    };
+                    fate = conn.file_opened(&file, found, &mut shared.env());
+                }
+                Fate::Offload(job) => {
+                    let jobs = self.jobs();
+                    let reply_to = || LoopConn {
+                        loops: jobs.loops.clone(),
+                        owner: jobs.owner,
+                        conn: key,
+                    };
+                    match workers::offload(jobs.queue, job, reply_to, self.stats()) {
+                        Offloaded::Queued => return self.arm(key),
+                        Offloaded::Answer(reply) => {
+                            let Some((conn, mut shared)) = self.conn(key) else {
+                                return;
+                            };
+                            fate = conn.complete(reply, &mut shared.env());
+                        }
+                        Offloaded::Gone => return self.finish(key),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands every finished job's reply to its connection (or frees the slot of one whose
+    /// peer has gone).
+    fn take_replies(&mut self) {
+        while let Ok((key, done)) = self.replies().try_recv() {
+            let reply = match done {
+                Done::Reply(reply) => Some(reply),
+                Done::Cancelled => None,
+                // A streamed body has more. Its connection may have ended since (and the slot
+                // been reused: one extra pump is harmless).
+                Done::More => {
+                    if let Some((conn, _)) = self.conn(key).filter(|(c, _)| !c.dead) {
+                        conn.poke();
+                        self.pump(key);
+                    }
+                    continue;
+                }
+            };
+            let Some((conn, mut shared)) = self.conn(key) else {
+                debug_assert!(false, "reply for a freed slot");
+                continue;
+            };
+            // A cancelled job's slot is dead: its reply (none) frees it.
+            let (false, Some(reply)) = (conn.dead, reply) else {
+                debug_assert!(conn.dead, "a live connection's job was cancelled");
+                self.free(key);
+                continue;
+            };
+            let fate = conn.complete(reply, &mut shared.env());
+            self.settle(key, fate);
+        }
+    }
+
+    /// Expires the connections whose deadline has passed.
+    fn expire_due(&mut self) {
+        let (wheel, due, now) = self.wheel();
+        let mut keys = std::mem::take(due);
+        wheel.advance(now, &mut keys);
+        for &key in &keys {
+            if self.overdue(key) {
+                continue;
+            }
+            let Some((conn, mut shared)) = self.conn(key) else {
+                continue;
+            };
+            if conn.dead {
+                continue;
+            }
+            log::debug!("connection {key} timed out");
+            let fate = conn.expire(&mut shared.env());
+            self.settle(key, fate);
+        }
+        keys.clear();
+        *self.wheel().1 = keys;
+    }
+}

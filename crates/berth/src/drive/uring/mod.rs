@@ -1,0 +1,946 @@
+//! `uring`: `evloop` on io_uring (issue 19). `-A` loop threads, each with its own
+//! `SO_REUSEPORT` listener and its own ring; a connection stays on the thread that accepted it,
+//! in a slab of `-C` slots; `-w` workers run slow jobs from one FIFO queue and post the reply
+//! back to the owning loop, as in `evloop` (the same `workers` module and return addresses).
+//!
+//! ```text
+//!  listener 0 ─ loop 0 (ring: multishot accept, multishot recv ─> provided buffers,
+//!                       sends batched per turn; slab of C conns; wheel) ──┐ jobs ┌─ worker 0
+//!  listener 1 ─ loop 1 (ring ...)                                       ──┼─────>├─ worker 1
+//!      ...                        ^  replies + wake (mio Waker, polled by │ FIFO └─ ...
+//!                                 └── the ring: multishot poll)  ─────────┘
+//! ```
+//!
+//! What differs from `evloop` is only how the loop waits and moves bytes:
+//! - One multishot accept per listener; one multishot receive per connection, into a ring of
+//!   provided buffers shared by the loop's connections, so an idle connection holds no receive
+//!   buffer (its received bytes are copied out of the provided buffer into a pooled one, which
+//!   goes back to the pool once read).
+//! - The pump reads and writes a [`UringStream`], user-space queues the ring fills and empties
+//!   (see `stream`); sends are submitted at the end of each turn, together with every other
+//!   submission, in the turn's one `io_uring_enter`, which also waits for the next completion
+//!   or the next tick of the timing wheel.
+//! - Workers wake the loop through a mio `Waker` (an eventfd in an epoll set of its own),
+//!   whose epoll descriptor the ring polls (multishot): `workers` and `Control` stay as they
+//!   are.
+//! - Files are read and sent through the output buffer in bounded chunks (as over TLS): one
+//!   buffer per connection at most, however large the file.
+//!
+//! A connection whose peer leaves while its job runs keeps its slot (marked dead) until the
+//! job ends, as in `evloop`. A connection closed with bytes still unsent keeps its slot until
+//! they are sent (or the write timeout passes), then closes.
+//!
+//! Where io_uring cannot be set up (an old kernel, seccomp, `io_uring_disabled`), starting the
+//! model fails with the cause (`sys::uring::Ring::new`); nothing falls back silently.
+
+mod stream;
+
+pub use stream::UringStream;
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_proto::http::{Handler, Limits};
+use crossbeam_channel::{Receiver, Sender};
+use mio::{Events, Poll, Token};
+use slab::Slab;
+
+use super::accept;
+use super::clock::DateCache;
+use super::loops::{Jobs, Lent, Loop, Shared};
+use super::pump::Conn;
+use super::workers::{Done, LoopConn, LoopQueue, Task};
+use super::{Server, Service, Timeouts};
+use crate::net::{Accepted, Acceptor};
+use crate::rt::{BufPool, Control, Wheel};
+use crate::stats::Stats;
+use crate::sys::uring::{Completion, Ring, RingConfig};
+use stream::Io;
+
+/// The waker's token in its own mio poll (nothing else is registered there).
+const WAKER: Token = Token(0);
+/// Tags of the listener's accept and the waker's poll (their completions are of their own
+/// kinds, so the tags need only differ from nothing).
+const LISTENER_TAG: u64 = 0;
+const WAKER_TAG: u64 = 0;
+/// Within a batch of completions, finished jobs are picked up every this many.
+const REPLY_CHECK_EVERY: usize = 8;
+/// How long a loop waits before arming its accept again after it failed (out of descriptors).
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// Deadlines are kept to this precision: a timeout fires up to this much late, never early.
+const TIMER_RESOLUTION: Duration = Duration::from_millis(100);
+/// Slots of the timing wheel: 1024 x 100 ms covers 102 s per lap.
+const TIMER_SLOTS: usize = 1024;
+
+/// Settings of the `uring` model of its own; capacity, workers, limits, timeouts and buffer
+/// sizes come from [`Common`](super::Common).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Submission queue entries of each loop's ring.
+    pub ring_entries: u32,
+    /// Provided receive buffers of each loop's ring (rounded up to a power of two, at most
+    /// 32768), each of the common buffer size: shared by all of the loop's connections.
+    pub recv_buffers: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            ring_entries: 1024,
+            recv_buffers: 256,
+        }
+    }
+}
+
+/// Spare buffers each loop keeps for reuse (as `evloop` keeps by default).
+const POOLED_BUFFERS: usize = 256;
+
+/// What a loop reads, from [`Common`](super::Common) and [`Config`], in one flat struct.
+#[derive(Debug, Clone)]
+struct Flat {
+    capacity: usize,
+    workers: usize,
+    queue_capacity: usize,
+    limits: Limits,
+    buffer_size: usize,
+    pooled_buffers: usize,
+    ring: RingConfig,
+    timeouts: Timeouts,
+    transport: Acceptor,
+}
+
+impl Flat {
+    fn new(common: &super::Common, own: &Config) -> Flat {
+        let buffers = own.recv_buffers.clamp(1, 32768).next_power_of_two();
+        let entries = own.ring_entries.clamp(8, 32768);
+        Flat {
+            capacity: common.capacity,
+            workers: common.workers,
+            queue_capacity: common.queue_capacity,
+            limits: common.limits,
+            buffer_size: common.buffer_size,
+            pooled_buffers: POOLED_BUFFERS,
+            ring: RingConfig {
+                entries,
+                buffers: u16::try_from(buffers).unwrap_or(32768),
+                buffer_size: u32::try_from(common.buffer_size.clamp(512, 1 << 20)).unwrap_or(16384),
+            },
+            timeouts: common.timeouts,
+            transport: common.listen.transport.clone(),
+        }
+    }
+
+    /// Most bytes a connection queues for sending before its writes would block.
+    fn tx_limit(&self) -> usize {
+        (4 * self.buffer_size).max(64 * 1024)
+    }
+
+    /// Most received bytes a connection holds unread before its receive is paused.
+    fn rx_limit(&self) -> usize {
+        (4 * self.buffer_size).max(64 * 1024)
+    }
+}
+
+/// Sets up an io_uring as the loops will, and drops it: whether the model can run here, with
+/// the cause if not.
+///
+/// On a thread of its own: the kernel tears a ring down after its descriptor is closed and
+/// then sends task work to every thread that used it, which interrupts a blocking call of that
+/// thread (a socket read with a timeout fails with `EINTR`). The caller's thread must not be
+/// one of them.
+pub fn check(config: &Config, common: &super::Common) -> io::Result<()> {
+    let ring = Flat::new(common, config).ring;
+    std::thread::scope(|s| {
+        s.spawn(|| Ring::new(ring).map(drop))
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("setting up io_uring panicked")))
+    })
+}
+
+/// Starts one loop per listener (listeners should share a port through `SO_REUSEPORT`) and
+/// `common.workers` workers. Returns once every loop has set up its ring, or the first
+/// failure to (the others are stopped).
+pub fn spawn<S: Service>(
+    listeners: Vec<TcpListener>,
+    service: S,
+    common: &super::Common,
+    config: &Config,
+    stats: Arc<Stats>,
+) -> io::Result<Server> {
+    let config = Flat::new(common, config);
+    let ctl = Arc::new(Control::default());
+    let started = super::loops::start::<<S::Handler as Handler>::Job>(
+        listeners.len(),
+        config.capacity,
+        WAKER,
+        config.workers,
+        config.queue_capacity,
+        &stats,
+    )?;
+    let (polls, loops, replies, wakers, queue) = (
+        started.polls,
+        started.loops,
+        started.replies,
+        started.wakers,
+        started.queue,
+    );
+    let mut threads = started.workers;
+
+    let (ready_tx, ready_rx) = crossbeam_channel::unbounded::<io::Result<()>>();
+    let count = listeners.len();
+
+    for (index, ((listener, poll), replies)) in
+        listeners.into_iter().zip(polls).zip(replies).enumerate()
+    {
+        listener.set_nonblocking(true)?;
+        let (service, config, stats, ctl) =
+            (service.clone(), config.clone(), stats.clone(), ctl.clone());
+        let queue = queue.clone();
+        let loops = loops.clone();
+        let ready = ready_tx.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("berth-uring-{index}"))
+            .spawn(move || {
+                // The ring is made on its own thread: it is set up for a single issuer.
+                let ring = match Ring::new(config.ring) {
+                    Ok(ring) => ring,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                let parts = Parts {
+                    id: index,
+                    ring,
+                    poll,
+                    listener,
+                    queue,
+                    loops,
+                    replies,
+                    stats,
+                    ctl,
+                    config,
+                };
+                let mut ev = match UringLoop::new(&service, parts) {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                drop(ready);
+                if let Err(e) = ev.run() {
+                    log::error!("uring loop {index} failed: {e}");
+                }
+            })?;
+        threads.push(thread);
+    }
+    drop(ready_tx);
+    drop(queue);
+    let server = Server::new(ctl, threads);
+    server.ctl.wake_on_stop(wakers);
+    for _ in 0..count {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                server.shutdown();
+                return Err(e);
+            }
+            Err(_) => {
+                server.shutdown();
+                return Err(io::Error::other("a uring loop ended while starting"));
+            }
+        }
+    }
+    Ok(server)
+}
+
+/// What a loop is made of, besides its service's handler.
+struct Parts<J> {
+    id: usize,
+    ring: Ring,
+    poll: Poll,
+    listener: TcpListener,
+    queue: Option<Sender<Task<J, LoopConn>>>,
+    loops: Arc<Vec<LoopQueue>>,
+    replies: Receiver<(usize, Done)>,
+    stats: Arc<Stats>,
+    ctl: Arc<Control>,
+    config: Flat,
+}
+
+/// One connection of a loop: what the pump serves (its queues live in its transport, see
+/// `stream`), and the state of its operations in the ring.
+struct Slot {
+    conn: Conn<Accepted<UringStream>>,
+    /// This slot's incarnation: completions of an earlier connection in the same slot carry
+    /// another, and are ignored.
+    incarnation: u16,
+    /// Number of the current receive arming (completions of earlier, cancelled ones carry
+    /// another: their bytes still count, their end does not).
+    arm: u8,
+    /// A receive is armed.
+    receiving: bool,
+    /// Receiving is paused: too many bytes unread.
+    paused: bool,
+    /// Closed as far as the session goes; waits for its last bytes to be sent.
+    closing: bool,
+    /// Listed for a send at the end of the turn.
+    queued: bool,
+}
+
+/// `key`, `incarnation` and receive arming as one ring tag.
+fn tag(key: usize, incarnation: u16, arm: u8) -> u64 {
+    key as u64 | u64::from(incarnation) << 32 | u64::from(arm) << 48
+}
+
+/// The parts of a tag.
+fn untag(tag: u64) -> (usize, u16, u8) {
+    (
+        (tag & 0xffff_ffff) as usize,
+        (tag >> 32) as u16,
+        (tag >> 48) as u8,
+    )
+}
+
+struct UringLoop<H: Handler> {
+    id: usize,
+    ring: Ring,
+    /// Holds the waker only: its epoll descriptor is readable after a wake, which the ring
+    /// polls.
+    poll: Poll,
+    events: Events,
+    /// `None` once a drain has closed it.
+    listener: Option<TcpListener>,
+    /// The accept failed (out of descriptors, say): arm it again at this time.
+    accept_retry: Option<Instant>,
+    draining: bool,
+    slots: Slab<Slot>,
+    /// Per slot key: the incarnation of its next connection.
+    incarnations: Vec<u16>,
+    /// Keys with bytes to send, submitted at the end of the turn.
+    to_send: Vec<usize>,
+    pool: BufPool,
+    date: DateCache,
+    max_input: usize,
+    handler: H,
+    files: super::files::Files,
+    refusal: &'static [u8],
+    wheel: Wheel,
+    due: Vec<usize>,
+    now: Instant,
+    queue: Option<Sender<Task<H::Job, LoopConn>>>,
+    loops: Arc<Vec<LoopQueue>>,
+    replies: Receiver<(usize, Done)>,
+    stats: Arc<Stats>,
+    ctl: Arc<Control>,
+    config: Flat,
+}
+
+impl<H: Handler> UringLoop<H> {
+    fn new<S: Service<Handler = H>>(service: &S, p: Parts<H::Job>) -> io::Result<Self> {
+        let config = p.config;
+        let mut ring = p.ring;
+        ring.accept_multi(p.listener.as_raw_fd(), LISTENER_TAG)?;
+        ring.poll_multi(p.poll.as_raw_fd(), WAKER_TAG)?;
+        ring.submit_and_wait(false, None)?;
+        Ok(UringLoop {
+            files: service.files(),
+            id: p.id,
+            ring,
+            poll: p.poll,
+            events: Events::with_capacity(8),
+            listener: Some(p.listener),
+            accept_retry: None,
+            draining: false,
+            slots: Slab::with_capacity(config.capacity),
+            incarnations: vec![0; config.capacity],
+            to_send: Vec::with_capacity(1024),
+            pool: BufPool::new(
+                config.buffer_size,
+                config.pooled_buffers,
+                config.pooled_buffers / 4,
+            ),
+            date: DateCache::default(),
+            max_input: config.limits.max_header_bytes
+                + config.limits.max_body_bytes
+                + config.buffer_size,
+            handler: service.handler(p.id),
+            refusal: config.transport.refusal(service.refusal()),
+            wheel: Wheel::new(
+                TIMER_RESOLUTION,
+                TIMER_SLOTS,
+                config.capacity,
+                Instant::now(),
+            ),
+            due: Vec::with_capacity(1024),
+            now: Instant::now(),
+            queue: p.queue,
+            loops: p.loops,
+            replies: p.replies,
+            stats: p.stats,
+            ctl: p.ctl,
+            config,
+        })
+    }
+
+    fn run(&mut self) -> io::Result<()> {
+        while self.turn()? {}
+        for key in self.slots.iter().map(|(k, _)| k).collect::<Vec<_>>() {
+            self.release(key);
+        }
+        self.close_listener();
+        // Closing sends and cancellations go out before the ring is dropped.
+        self.ring.submit_and_wait(false, None)
+    }
+
+    /// One round: submit what the last one queued and wait for a completion, the next tick or
+    /// a wake; then take finished jobs, handle completions and expire what is due. False once
+    /// the loop is over: asked to stop, or drained.
+    fn turn(&mut self) -> io::Result<bool> {
+        if self.ctl.stop_now() {
+            return Ok(false);
+        }
+        if self.ctl.draining() {
+            if !self.draining {
+                self.begin_drain();
+            }
+            if self.slots.is_empty() {
+                return Ok(false);
+            }
+        }
+        self.submit_sends();
+        if let Some(at) = self.accept_retry {
+            if self.now >= at && self.listener.is_some() {
+                let fd = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
+                self.accept_retry = match self.ring.accept_multi(fd, LISTENER_TAG) {
+                    Ok(()) => None,
+                    Err(_) => Some(self.now + ACCEPT_RETRY),
+                };
+            }
+        }
+        let timeout = if self.accept_retry.is_some() {
+            Some(ACCEPT_RETRY)
+        } else if !self.slots.is_empty() || self.draining {
+            Some(self.wheel.resolution())
+        } else {
+            None
+        };
+        let wait = self.loops[self.id].about_to_sleep(|| !self.replies.is_empty());
+        let waited = self.ring.submit_and_wait(wait, timeout);
+        self.loops[self.id].awake();
+        waited?;
+        self.date.refresh();
+        self.now = Instant::now();
+        self.take_replies();
+        let mut handled = 0usize;
+        while let Some(c) = self.ring.next() {
+            handled += 1;
+            if handled % REPLY_CHECK_EVERY == 0 {
+                self.take_replies();
+            }
+            self.complete(c)?;
+        }
+        self.expire_due();
+        Ok(true)
+    }
+
+    /// Acts on one completion.
+    fn complete(&mut self, c: Completion) -> io::Result<()> {
+        match c {
+            Completion::Accepted { tag, result, more } => {
+                debug_assert_eq!(tag, LISTENER_TAG);
+                let failed = match result {
+                    Ok(fd) => {
+                        self.accepted(TcpStream::from(fd));
+                        false
+                    }
+                    Err(e) => {
+                        if self.listener.is_some() {
+                            log::warn!("loop {}: accept failed, retrying on a timer: {e}", self.id);
+                        }
+                        true
+                    }
+                };
+                if !more && self.listener.is_some() {
+                    // Ended: armed again at once, or after a pause if it failed (out of
+                    // descriptors, say), as `evloop` retries.
+                    if failed {
+                        self.accept_retry = Some(self.now + ACCEPT_RETRY);
+                    } else {
+                        let fd = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
+                        if let Err(e) = self.ring.accept_multi(fd, LISTENER_TAG) {
+                            log::warn!("loop {}: cannot accept, retrying on a timer: {e}", self.id);
+                            self.accept_retry = Some(self.now + ACCEPT_RETRY);
+                        }
+                    }
+                }
+            }
+            Completion::Polled { tag, more } => {
+                debug_assert_eq!(tag, WAKER_TAG);
+                // Consume the waker's edge so that the next wake makes the descriptor
+                // readable again.
+                let _ = self.poll.poll(&mut self.events, Some(Duration::ZERO));
+                self.take_replies();
+                if !more {
+                    self.ring.poll_multi(self.poll.as_raw_fd(), WAKER_TAG)?;
+                }
+            }
+            Completion::Received { tag, result, more } => self.received(tag, result, more)?,
+            Completion::Sent { tag, result, buf } => self.sent(tag, result, buf)?,
+            Completion::Nop { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn accepted(&mut self, stream: TcpStream) {
+        if self.listener.is_none() {
+            // Accepted while the drain closed the listener: nobody will serve it.
+            return;
+        }
+        if self.slots.len() >= self.config.capacity {
+            let shard = self.stats.shard(self.id);
+            let who = format_args!("loop {}", self.id);
+            accept::refuse(stream, self.refusal, shard, self.config.capacity, who);
+            return;
+        }
+        let fd = stream.as_raw_fd();
+        let io = Io::new(stream, self.config.tx_limit());
+        let conn = match Conn::accept(UringStream::new(io), &self.config.transport) {
+            Ok(conn) => conn,
+            Err(e) => {
+                log::debug!("loop {}: a connection failed to start: {e}", self.id);
+                return;
+            }
+        };
+        let entry = self.slots.vacant_entry();
+        let key = entry.key();
+        let incarnation = self.incarnations[key];
+        if let Err(e) = self.ring.recv_multi(fd, tag(key, incarnation, 0)) {
+            log::warn!("loop {}: cannot receive on a connection: {e}", self.id);
+            return;
+        }
+        entry.insert(Slot {
+            conn,
+            incarnation,
+            arm: 0,
+            receiving: true,
+            paused: false,
+            closing: false,
+            queued: false,
+        });
+        self.stats.shard(self.id).connection_opened();
+        // A new connection waits for its first bytes (or a TLS client hello) under the header
+        // timeout.
+        self.arm(key);
+    }
+
+    /// The live slot `tag` names, if it is still that connection.
+    fn slot_of(&self, tag: u64) -> Option<(usize, u8)> {
+        let (key, incarnation, arm) = untag(tag);
+        let slot = self.slots.get(key)?;
+        (slot.incarnation == incarnation).then_some((key, arm))
+    }
+
+    fn received(
+        &mut self,
+        tag: u64,
+        result: io::Result<Option<crate::sys::uring::Buffer>>,
+        more: bool,
+    ) -> io::Result<()> {
+        let Some((key, arm)) = self.slot_of(tag) else {
+            // An earlier connection's: its bytes have nobody to go to.
+            if let Ok(Some(buf)) = result {
+                self.ring.consume(buf, |_| ());
+            }
+            return Ok(());
+        };
+        let slot = &mut self.slots[key];
+        let current = arm == slot.arm;
+        if current && !more {
+            slot.receiving = false;
+        }
+        let mut rearm = false;
+        match result {
+            Ok(Some(buf)) => {
+                let pool = &mut self.pool;
+                let io = Io::of(&mut slot.conn.stream);
+                self.ring.consume(buf, |bytes| io.received(bytes, pool));
+                rearm = current && !more;
+            }
+            Ok(None) => {
+                Io::of(&mut slot.conn.stream).eof = true;
+                slot.conn.hup = true;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => rearm = current,
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => return Ok(()),
+            Err(e) => {
+                Io::of(&mut slot.conn.stream).error.get_or_insert(e);
+            }
+        }
+        if slot.closing || slot.conn.dead {
+            // Nobody reads any more: drop what came.
+            let io = Io::of(&mut slot.conn.stream);
+            io.rx.clear();
+            io.rx_at = 0;
+            return Ok(());
+        }
+        if rearm && !slot.paused {
+            self.rearm(key);
+        }
+        self.slots[key].conn.readable = true;
+        self.pump(key);
+        Ok(())
+    }
+
+    /// Arms a new receive for `key`. If the ring will not take it, the connection fails (its
+    /// next read says why), rather than wait for bytes that would never be received.
+    fn rearm(&mut self, key: usize) {
+        let slot = &mut self.slots[key];
+        slot.arm = slot.arm.wrapping_add(1);
+        let fd = Io::of_ref(&slot.conn.stream).sock.as_raw_fd();
+        match self.ring.recv_multi(fd, tag(key, slot.incarnation, slot.arm)) {
+            Ok(()) => slot.receiving = true,
+            Err(e) => {
+                log::warn!("loop {}: cannot receive on a connection: {e}", self.id);
+                Io::of(&mut slot.conn.stream).error.get_or_insert(e);
+                slot.conn.readable = true;
+            }
+        }
+    }
+
+    fn sent(&mut self, tag: u64, result: io::Result<usize>, mut buf: Vec<u8>) -> io::Result<()> {
+        let Some((key, _)) = self.slot_of(tag) else {
+            self.pool.put(buf);
+            return Ok(());
+        };
+        let slot = &mut self.slots[key];
+        let io = Io::of(&mut slot.conn.stream);
+        match result {
+            Ok(n) if n > 0 && n < buf.len() => {
+                // The rest of this buffer first, before anything written since.
+                buf.drain(..n);
+                let fd = io.sock.as_raw_fd();
+                let Err(e) = self.ring.send(fd, buf, 0, tag) else {
+                    return Ok(());
+                };
+                // The ring will not take it: the connection fails.
+                buf = Vec::new();
+                io.error.get_or_insert(e);
+            }
+            Ok(0) if !buf.is_empty() => {
+                io.error.get_or_insert(io::ErrorKind::WriteZero.into());
+            }
+            Ok(_) => {}
+            Err(e) => {
+                io.error.get_or_insert(e);
+            }
+        }
+        io.sending = false;
+        buf.clear();
+        if io.tx.capacity() == 0 && io.error.is_none() {
+            io.tx = buf;
+        } else {
+            self.pool.put(buf);
+        }
+        let failed = io.error.is_some();
+        if failed {
+            io.tx.clear();
+        }
+        let more = !io.tx.is_empty();
+        io.shut_if_sent();
+        if more && !slot.queued {
+            slot.queued = true;
+            self.to_send.push(key);
+        }
+        if slot.closing {
+            if !more || failed {
+                self.release(key);
+            }
+            return Ok(());
+        }
+        if slot.conn.dead {
+            return Ok(());
+        }
+        slot.conn.writable = true;
+        if failed {
+            slot.conn.readable = true;
+        }
+        self.pump(key);
+        Ok(())
+    }
+
+    /// Submits a send for every connection that wrote this turn and has none in flight.
+    fn submit_sends(&mut self) {
+        let mut to_send = std::mem::take(&mut self.to_send);
+        for key in to_send.drain(..) {
+            let Some(slot) = self.slots.get_mut(key) else {
+                continue;
+            };
+            slot.queued = false;
+            let io = Io::of(&mut slot.conn.stream);
+            if io.sending || io.tx.is_empty() {
+                continue;
+            }
+            let buf = std::mem::take(&mut io.tx);
+            io.sending = true;
+            let fd = io.sock.as_raw_fd();
+            let t = tag(key, slot.incarnation, 0);
+            if let Err(e) = self.ring.send(fd, buf, 0, t) {
+                log::warn!("loop {}: cannot submit a send: {e}", self.id);
+                io.sending = false;
+                io.error.get_or_insert(e);
+            }
+        }
+        self.to_send = to_send;
+    }
+
+    /// Lists `key` for a send at the end of the turn if it has bytes to send.
+    fn queue_send(&mut self, key: usize) {
+        let slot = &mut self.slots[key];
+        if !slot.queued && !Io::of_ref(&slot.conn.stream).tx.is_empty() {
+            slot.queued = true;
+            self.to_send.push(key);
+        }
+    }
+
+    /// Starts a drain: close the listener, close the idle connections; busy ones are closed
+    /// when they become idle.
+    fn begin_drain(&mut self) {
+        self.draining = true;
+        self.close_listener();
+        let idle: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| !s.closing && s.conn.is_idle())
+            .map(|(k, _)| k)
+            .collect();
+        for key in idle {
+            self.finish(key);
+        }
+        for (_, slot) in self.slots.iter_mut() {
+            slot.conn.wind_down();
+        }
+    }
+
+    /// Stops accepting: the armed accept holds the listening socket open, so it is cancelled
+    /// along with closing the descriptor.
+    fn close_listener(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            let _ = self.ring.cancel_accept(LISTENER_TAG);
+            // Shut it so that the port refuses at once, whatever the kernel still holds.
+            let _ = socket2::SockRef::from(&listener).shutdown(std::net::Shutdown::Both);
+            drop(listener);
+            self.accept_retry = None;
+        }
+    }
+
+    /// Frees a slot: its receive cancelled, its descriptor closed (a send still in flight
+    /// keeps the socket open in the kernel until it ends).
+    fn release(&mut self, key: usize) {
+        self.wheel.disarm(key);
+        self.loops[self.id].set_cancelled(key, false);
+        let mut slot = self.slots.remove(key);
+        if slot.receiving {
+            let _ = self.ring.cancel_recv(tag(key, slot.incarnation, slot.arm));
+        }
+        let incarnation = &mut self.incarnations[key];
+        *incarnation = incarnation.wrapping_add(1);
+        {
+            let io = Io::of(&mut slot.conn.stream);
+            io.shut_if_sent();
+            io.release_buffers(&mut self.pool);
+        }
+        drop(slot);
+        self.stats.shard(self.id).connection_closed();
+    }
+}
+
+impl<H: Handler> Loop for UringLoop<H> {
+    type H = H;
+    type T = Accepted<UringStream>;
+
+    /// A closing connection has no session left to pump.
+    fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
+        let slot = self.slots.get_mut(key).filter(|s| !s.closing)?;
+        let shared = Shared {
+            handler: &mut self.handler,
+            pool: &mut self.pool,
+            limits: &self.config.limits,
+            date: &mut self.date,
+            max_input: self.max_input,
+            stats: &self.stats,
+        };
+        Some((&mut slot.conn, shared))
+    }
+
+    fn files(&self) -> &super::files::Files {
+        &self.files
+    }
+
+    fn jobs(&self) -> Jobs<'_, H::Job> {
+        Jobs {
+            queue: self.queue.as_ref(),
+            loops: &self.loops,
+            owner: self.id,
+        }
+    }
+
+    fn replies(&self) -> &Receiver<(usize, Done)> {
+        &self.replies
+    }
+
+    fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    fn wheel(&mut self) -> (&mut Wheel, &mut Vec<usize>, Instant) {
+        (&mut self.wheel, &mut self.due, self.now)
+    }
+
+    /// After a pump that keeps the connection: queue its bytes, give back empty buffers, pause
+    /// or resume receiving, and set its deadline.
+    fn arm(&mut self, key: usize) {
+        if self.draining && self.slots[key].conn.is_idle() {
+            return self.finish(key);
+        }
+        self.queue_send(key);
+        let rx_limit = self.config.rx_limit();
+        let slot = &mut self.slots[key];
+        let (unread, ended) = {
+            let io = Io::of(&mut slot.conn.stream);
+            io.release_buffers(&mut self.pool);
+            (io.unread(), io.eof || io.error.is_some())
+        };
+        if unread >= rx_limit && !slot.paused {
+            // Bytes come faster than the session takes them: stop receiving until it catches
+            // up, so that a connection's memory stays bounded.
+            slot.paused = true;
+            if slot.receiving {
+                let t = tag(key, slot.incarnation, slot.arm);
+                slot.receiving = false;
+                let _ = self.ring.cancel_recv(t);
+            }
+        } else if slot.paused && unread == 0 && !ended {
+            slot.paused = false;
+            if !slot.receiving {
+                self.rearm(key);
+            }
+        }
+        let at = self.slots[key]
+            .conn
+            .deadline(self.now, &self.config.timeouts);
+        self.wheel.set(key, at);
+    }
+
+    /// Ends a connection: as `evloop` does, or, with bytes still unsent, once they are sent.
+    fn finish(&mut self, key: usize) {
+        let slot = &mut self.slots[key];
+        if slot.conn.dead || slot.closing {
+            return;
+        }
+        slot.conn.shut(&mut self.pool);
+        self.wheel.disarm(key);
+        if slot.conn.job_pending {
+            // The slot stays until the job ends; stop receiving meanwhile.
+            if slot.receiving {
+                slot.receiving = false;
+                let _ = self.ring.cancel_recv(tag(key, slot.incarnation, slot.arm));
+            }
+            slot.conn.dead = true;
+            self.loops[self.id].set_cancelled(key, true);
+            return;
+        }
+        if Io::of_ref(&slot.conn.stream).unsent() {
+            slot.closing = true;
+            self.queue_send(key);
+            let at = self.now + self.config.timeouts.write;
+            self.wheel.set(key, Some(at));
+            return;
+        }
+        self.release(key);
+    }
+
+    fn free(&mut self, key: usize) {
+        self.release(key);
+    }
+
+    /// A closing connection whose last bytes did not go within the write timeout is closed.
+    fn overdue(&mut self, key: usize) -> bool {
+        if self.slots.get(key).is_some_and(|s| s.closing) {
+            self.release(key);
+            return true;
+        }
+        false
+    }
+}
+
+/// The `uring` model in the registry.
+pub struct Uring;
+
+impl super::Driver for Uring {
+    const NAME: &'static str = "uring";
+    const ABOUT: &'static str =
+        "Accept threads with io_uring loops (multishot accept and receive) and a worker pool";
+    const NEEDS: super::Needs = super::Needs {
+        forks: false,
+        children_listen: false,
+        accept_threads: super::AcceptThreads::PerServer,
+        workers: true,
+    };
+    type Config = Config;
+    const FLAGS: &'static [super::Flag<Config>] = &[
+        super::Flag {
+            long: "ring-entries",
+            value_name: "N",
+            help: "uring: submission queue entries of each loop's io_uring",
+            get: |c| c.ring_entries as usize,
+            set: |c, v| c.ring_entries = u32::try_from(v.get()).unwrap_or(u32::MAX),
+        },
+        super::Flag {
+            long: "recv-buffers",
+            value_name: "N",
+            help: "uring: provided receive buffers per loop, shared by its connections (a power \
+                   of two, at most 32768)",
+            get: |c| c.recv_buffers as usize,
+            set: |c, v| c.recv_buffers = u32::try_from(v.get()).unwrap_or(u32::MAX),
+        },
+    ];
+
+    fn shards(common: &super::Common, _: &Config) -> usize {
+        common.accept_threads
+    }
+
+    fn listeners(common: &super::Common, _: &Config) -> usize {
+        common.accept_threads
+    }
+
+    fn describe(common: &super::Common, _: &Config) -> String {
+        use super::registry::count;
+        format!(
+            "{}, {}, capacity {} per thread",
+            count(common.accept_threads, "io_uring loop"),
+            count(common.workers, "worker"),
+            common.capacity
+        )
+    }
+
+    fn spawn<S: Service>(
+        addr: SocketAddr,
+        common: &super::Common,
+        config: &Config,
+        service: S,
+        stats: Arc<Stats>,
+    ) -> Result<(Server, SocketAddr), crate::net::BindError> {
+        use super::registry::{bind_each, bind_error};
+        // Refuse before binding: where io_uring cannot run, nothing is left listening.
+        check(config, common).map_err(bind_error(addr))?;
+        let (listeners, bound) = bind_each(addr, common.accept_threads, common)?;
+        let server = spawn(listeners, service, common, config, stats).map_err(bind_error(addr))?;
+        Ok((server, bound))
+    }
+}
