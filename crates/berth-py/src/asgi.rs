@@ -752,7 +752,10 @@ impl AsgiServer {
         let service = Asgi {
             bridge: bridge.clone(),
             // The blocking models wait in `read`: nothing could wake them for the app's sends.
-            websocket: matches!(model, Model::Evloop | Model::Actor | Model::Prefork),
+            websocket: matches!(
+                model,
+                Model::Evloop | Model::Actor | Model::Prefork | Model::Uring
+            ),
         };
         let (engine, bound) = if threads {
             let (server, bound) = py

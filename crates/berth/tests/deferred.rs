@@ -644,7 +644,7 @@ fn a_bad_or_stalled_streamed_body_is_aborted_and_the_job_told() {
 /// (their protocols speak when spoken to), so they are not in the list.
 #[test]
 fn a_deferred_job_switches_protocols_and_the_protocol_is_woken_from_outside() {
-    for model in [Model::Evloop, Model::Actor, Model::Prefork] {
+    for model in [Model::Evloop, Model::Actor, Model::Prefork, Model::Uring] {
         let (srv, _) = start(model);
         let mut sock = connect(&srv);
         sock.write_all(
