@@ -1,57 +1,25 @@
-//! Memory held by idle keep-alive connections in the `evloop` driver, measured as this
-//! process's RSS. One test in its own binary, so no other test allocates meanwhile.
+//! Memory held by idle keep-alive connections in the `evloop` driver: the process's RSS and
+//! the bytes its heap holds, per connection (`support/idle.rs`). One test in its own binary,
+//! so no other test allocates meanwhile.
 
 #[path = "support/server.rs"]
 mod server;
+#[path = "support/idle.rs"]
+mod idle;
 
-use std::io::{Read, Write};
-use std::time::Duration;
+use server::Opts;
 
-use server::{get_request, Opts};
-
-/// Resident set size of this process, in bytes.
-fn rss_bytes() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kb * 1024
-}
+#[global_allocator]
+static ALLOC: idle::Counting = idle::Counting;
 
 #[test]
 fn an_idle_keep_alive_connection_holds_no_buffers() {
     // Counts, not speed: 1,000 connections that made one request and went idle may add at most
     // 1 KiB of server memory each (nginx takes about 530 bytes; a pooled 16 KiB read buffer per
-    // connection would show as 16 MiB here).
+    // connection would show as 16 MiB here), and hold nothing on the heap: the slab of slots
+    // is allocated up front, and buffers go back to the pool.
     let srv = Opts::evloop().capacity(4096).start();
-    let addr = srv.addr;
-    let mut warm: Vec<std::net::TcpStream> = Vec::new();
-    let open = |n: usize, into: &mut Vec<std::net::TcpStream>| {
-        for _ in 0..n {
-            let mut s = std::net::TcpStream::connect(addr).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s.write_all(get_request("/").as_bytes()).unwrap();
-            let mut buf = [0u8; 512];
-            let n = s.read(&mut buf).unwrap();
-            assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-            into.push(s);
-        }
-    };
-    // Warm up allocator arenas and the slab's first pages.
-    open(200, &mut warm);
-    let before = rss_bytes();
-    let mut idle = Vec::new();
-    open(1000, &mut idle);
-    assert!(server::wait_for(Duration::from_secs(5), || srv
-        .snapshot()
-        .connections_open
-        == 1200));
-    let per_conn = rss_bytes().saturating_sub(before) / 1000;
-    println!("{per_conn} bytes per idle connection");
-    assert!(
-        per_conn <= 1024,
-        "{per_conn} bytes of server memory per idle connection"
-    );
+    let cost = idle::cost_of_idle(&srv, 200, 1000);
+    assert!(cost.rss <= 1024, "{} bytes of RSS per idle connection", cost.rss);
+    assert!(cost.heap <= 16, "{} heap bytes per idle connection", cost.heap);
 }

@@ -22,39 +22,120 @@ use std::os::fd::{AsRawFd, RawFd};
 use crate::net::{Accepted, Transport};
 use crate::rt::BufPool;
 
-/// A connection's queues and descriptor: its [`UringStream`]'s, reached by its loop too.
+/// A connection's descriptor and state, reached by its loop too: the stream's, and the
+/// loop's bookkeeping of the connection's operations in the ring. Its queues are boxed and
+/// attached only while it has bytes (or an error) in them, and its flags are bits: an idle
+/// connection's state is two words, so that a `uring` slot is no bigger than an `evloop` one
+/// (a unit test of the model checks it). The loop keeps detached queues for the next busy
+/// connection ([`Spares`]).
 pub(super) struct Io {
     /// The socket (non-blocking; only `shutdown` is called on it directly).
     pub sock: TcpStream,
-    /// Received bytes; those before `rx_at` have been read.
-    pub rx: Vec<u8>,
-    pub rx_at: usize,
-    /// The peer ended its side (a receive returned 0).
-    pub eof: bool,
-    /// A receive or send failed: the next read or write reports it.
-    pub error: Option<io::Error>,
-    /// Written bytes not yet handed to a send.
-    pub tx: Vec<u8>,
-    /// Most bytes `tx` takes before writes would block.
-    pub tx_limit: usize,
-    /// A send is in flight (its buffer is the ring's until it completes).
-    pub sending: bool,
-    /// Our sending side is to be shut once everything written has been sent.
-    pub shut_write: bool,
+    /// This connection's incarnation of its slot: completions of an earlier connection in the
+    /// same slot carry another, and are ignored.
+    pub incarnation: u16,
+    /// Number of the current receive arming (completions of earlier, cancelled ones carry
+    /// another: their bytes still count, their end does not).
+    pub arm: u8,
+    /// Bits, read and set through the accessors below.
+    flags: u8,
+    queues: Option<Box<Queues>>,
 }
 
-impl Io {
-    pub fn new(sock: TcpStream, tx_limit: usize) -> Io {
-        Io {
-            sock,
+/// A flag of [`Io`], read with `$get` and set with `$set`.
+macro_rules! flags {
+    ($($bit:literal $get:ident $set:ident: $doc:literal)*) => {
+        impl Io {
+            $(
+                #[doc = $doc]
+                pub fn $get(&self) -> bool {
+                    self.flags & (1 << $bit) != 0
+                }
+
+                pub fn $set(&mut self, on: bool) {
+                    if on {
+                        self.flags |= 1 << $bit;
+                    } else {
+                        self.flags &= !(1 << $bit);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+flags! {
+    0 eof set_eof: "The peer ended its side (a receive returned 0)."
+    1 sending set_sending: "A send is in flight (its buffer is the ring's until it completes)."
+    2 shut_write set_shut_write:
+        "Our sending side is to be shut once everything written has been sent."
+    3 receiving set_receiving: "A receive is armed."
+    4 paused set_paused: "Receiving is paused: too many bytes unread."
+    5 closing set_closing:
+        "Closed as far as the session goes; waits for its last bytes to be sent."
+    6 listed set_listed: "Listed for a send at the end of the loop's turn."
+}
+
+/// The bytes of a busy connection: see [`Io`].
+pub(super) struct Queues {
+    /// Received bytes; those before `rx_at` have been read.
+    rx: Vec<u8>,
+    rx_at: usize,
+    /// Written bytes not yet handed to a send.
+    tx: Vec<u8>,
+    /// Most bytes `tx` takes before writes would block.
+    tx_limit: usize,
+    /// A receive or send failed: the next read or write reports it.
+    error: Option<io::Error>,
+}
+
+impl Queues {
+    fn new(tx_limit: usize) -> Box<Queues> {
+        Box::new(Queues {
             rx: Vec::new(),
             rx_at: 0,
-            eof: false,
-            error: None,
             tx: Vec::new(),
             tx_limit,
-            sending: false,
-            shut_write: false,
+            error: None,
+        })
+    }
+
+    fn unread(&self) -> usize {
+        self.rx.len() - self.rx_at
+    }
+}
+
+/// A loop's detached [`Queues`], holding no buffers, for its connections to take when they
+/// get busy: a steady stream of requests allocates none.
+pub(super) struct Spares {
+    free: Vec<Box<Queues>>,
+    max_free: usize,
+    tx_limit: usize,
+}
+
+impl Spares {
+    /// Queues whose writes take up to `tx_limit` bytes; at most `max_free` kept spare.
+    pub fn new(tx_limit: usize, max_free: usize) -> Spares {
+        Spares {
+            free: Vec::with_capacity(max_free),
+            max_free,
+            tx_limit,
+        }
+    }
+}
+
+/// The least a connection's output queue takes (a loop's limit is at least this).
+pub(super) const MIN_TX_LIMIT: usize = 64 * 1024;
+
+impl Io {
+    /// A connection in the slot's `incarnation`.
+    pub fn new(sock: TcpStream, incarnation: u16) -> Io {
+        Io {
+            sock,
+            incarnation,
+            arm: 0,
+            flags: 0,
+            queues: None,
         }
     }
 
@@ -74,60 +155,134 @@ impl Io {
         }
     }
 
+    /// Attaches queues (a spare's if there is one) unless some are attached.
+    pub fn attach(&mut self, spares: &mut Spares) -> &mut Queues {
+        self.queues
+            .get_or_insert_with(|| spares.free.pop().unwrap_or_else(|| Queues::new(spares.tx_limit)))
+    }
+
+    /// The attached queues, attaching fresh ones if none are. The loop attaches them before it
+    /// lends the connection to a pump; this is for a write that would come otherwise.
+    fn queues(&mut self) -> &mut Queues {
+        self.queues.get_or_insert_with(|| Queues::new(MIN_TX_LIMIT))
+    }
+
     /// Received bytes not read yet.
     pub fn unread(&self) -> usize {
-        self.rx.len() - self.rx_at
+        self.queues.as_ref().map_or(0, |q| q.unread())
+    }
+
+    /// Bytes written and not yet handed to a send.
+    pub fn queued(&self) -> usize {
+        self.queues.as_ref().map_or(0, |q| q.tx.len())
     }
 
     /// Bytes written and not yet sent, or being sent.
     pub fn unsent(&self) -> bool {
-        self.sending || !self.tx.is_empty()
+        self.sending() || self.queued() > 0
+    }
+
+    /// A receive or send failed and no read or write has reported it yet.
+    pub fn failed(&self) -> bool {
+        self.queues.as_ref().is_some_and(|q| q.error.is_some())
+    }
+
+    /// Records that a receive or send failed (the first failure is the one reported).
+    pub fn fail(&mut self, e: io::Error, spares: &mut Spares) {
+        self.attach(spares).error.get_or_insert(e);
     }
 
     /// Appends received bytes (taking a pooled buffer if none is held).
-    pub fn received(&mut self, bytes: &[u8], pool: &mut BufPool) {
-        if self.rx.capacity() == 0 {
-            self.rx = pool.take();
+    pub fn received(&mut self, bytes: &[u8], spares: &mut Spares, pool: &mut BufPool) {
+        let q = self.attach(spares);
+        if q.rx.capacity() == 0 {
+            q.rx = pool.take();
         }
-        self.rx.extend_from_slice(bytes);
+        q.rx.extend_from_slice(bytes);
     }
 
-    /// Gives back empty buffers, so that an idle connection holds none.
-    pub fn release_buffers(&mut self, pool: &mut BufPool) {
-        if self.unread() == 0 && self.rx.capacity() > 0 {
-            self.rx_at = 0;
-            pool.put(std::mem::take(&mut self.rx));
+    /// Forgets the bytes received and not read (nobody will read them).
+    pub fn drop_unread(&mut self) {
+        if let Some(q) = &mut self.queues {
+            q.rx.clear();
+            q.rx_at = 0;
         }
-        if self.tx.is_empty() && self.tx.capacity() > 0 {
-            pool.put(std::mem::take(&mut self.tx));
+    }
+
+    /// Forgets the bytes written and not yet handed to a send (the connection failed).
+    pub fn drop_queued(&mut self) {
+        if let Some(q) = &mut self.queues {
+            q.tx.clear();
+        }
+    }
+
+    /// The bytes written so far, for a send, leaving the output queue empty (and its buffer
+    /// with the send).
+    pub fn take_queued(&mut self) -> Vec<u8> {
+        self.queues
+            .as_mut()
+            .map_or_else(Vec::new, |q| std::mem::take(&mut q.tx))
+    }
+
+    /// A send's buffer back, emptied: kept as the output queue's if it has none (and the
+    /// connection has not failed), else returned to `pool`.
+    pub fn sent_buffer(&mut self, mut buf: Vec<u8>, pool: &mut BufPool) {
+        buf.clear();
+        match &mut self.queues {
+            Some(q) if q.tx.capacity() == 0 && q.error.is_none() => q.tx = buf,
+            _ => pool.put(buf),
+        }
+    }
+
+    /// Gives back empty buffers, and the queues once they hold nothing, so that an idle
+    /// connection holds neither.
+    pub fn release_buffers(&mut self, spares: &mut Spares, pool: &mut BufPool) {
+        let Some(q) = &mut self.queues else {
+            return;
+        };
+        if q.unread() == 0 && q.rx.capacity() > 0 {
+            q.rx_at = 0;
+            pool.put(std::mem::take(&mut q.rx));
+        }
+        if q.tx.is_empty() && q.tx.capacity() > 0 {
+            pool.put(std::mem::take(&mut q.tx));
+        }
+        if q.rx.capacity() == 0 && q.tx.capacity() == 0 && q.error.is_none() {
+            let q = self.queues.take().expect("queues attached");
+            if spares.free.len() < spares.max_free {
+                spares.free.push(q);
+            }
         }
     }
 
     /// Shuts our sending side now if that was asked for and nothing is left to send.
     pub fn shut_if_sent(&mut self) {
-        if self.shut_write && !self.unsent() {
-            self.shut_write = false;
+        if self.shut_write() && !self.unsent() {
+            self.set_shut_write(false);
             let _ = self.sock.shutdown(Shutdown::Write);
         }
     }
 
     /// Copies unread bytes into `out`; 0 if there are none.
     fn take(&mut self, out: &mut [u8]) -> usize {
-        let n = out.len().min(self.unread());
-        out[..n].copy_from_slice(&self.rx[self.rx_at..self.rx_at + n]);
-        self.rx_at += n;
-        if self.rx_at == self.rx.len() {
-            self.rx.clear();
-            self.rx_at = 0;
+        let Some(q) = &mut self.queues else {
+            return 0;
+        };
+        let n = out.len().min(q.unread());
+        out[..n].copy_from_slice(&q.rx[q.rx_at..q.rx_at + n]);
+        q.rx_at += n;
+        if q.rx_at == q.rx.len() {
+            q.rx.clear();
+            q.rx_at = 0;
         }
         n
     }
 
     /// What a read returns when nothing is unread: the error, the end, or "wait".
     fn nothing_unread(&mut self) -> io::Result<usize> {
-        match self.error.take() {
+        match self.queues.as_mut().and_then(|q| q.error.take()) {
             Some(e) => Err(e),
-            None if self.eof => Ok(0),
+            None if self.eof() => Ok(0),
             None => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
@@ -159,27 +314,26 @@ impl Read for UringStream {
 
 impl Write for UringStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let io = &mut self.io;
-        if let Some(e) = io.error.take() {
+        let q = self.io.queues();
+        if let Some(e) = q.error.take() {
             return Err(e);
         }
-        let room = io.tx_limit.saturating_sub(io.tx.len());
+        let room = q.tx_limit.saturating_sub(q.tx.len());
         if room == 0 && !buf.is_empty() {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         let n = room.min(buf.len());
-        io.tx.extend_from_slice(&buf[..n]);
+        q.tx.extend_from_slice(&buf[..n]);
         Ok(n)
     }
 
     /// "Would block" while the queue is full; otherwise what is queued goes with the turn's
     /// sends, and the pump may go on (it still sees the bytes pending until they are sent).
     fn flush(&mut self) -> io::Result<()> {
-        let io = &self.io;
-        if io.tx.len() >= io.tx_limit {
-            return Err(io::ErrorKind::WouldBlock.into());
+        match &self.io.queues {
+            Some(q) if q.tx.len() >= q.tx_limit => Err(io::ErrorKind::WouldBlock.into()),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -187,15 +341,14 @@ impl Transport for UringStream {
     fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         let io = &mut self.io;
         let n = (buf.capacity() - buf.len()).min(io.unread());
-        if n == 0 {
+        let Some(q) = io.queues.as_mut().filter(|_| n > 0) else {
             return io.nothing_unread();
-        }
-        let at = io.rx_at;
-        buf.extend_from_slice(&io.rx[at..at + n]);
-        io.rx_at += n;
-        if io.rx_at == io.rx.len() {
-            io.rx.clear();
-            io.rx_at = 0;
+        };
+        buf.extend_from_slice(&q.rx[q.rx_at..q.rx_at + n]);
+        q.rx_at += n;
+        if q.rx_at == q.rx.len() {
+            q.rx.clear();
+            q.rx_at = 0;
         }
         Ok(n)
     }
@@ -213,7 +366,7 @@ impl Transport for UringStream {
     /// After what was written has been sent (the loop does it then).
     fn shutdown_write(&mut self) -> io::Result<()> {
         let io = &mut self.io;
-        io.shut_write = true;
+        io.set_shut_write(true);
         io.shut_if_sent();
         Ok(())
     }
@@ -235,35 +388,35 @@ impl AsRawFd for UringStream {
 mod tests {
     //! The readiness a `UringStream` gives the pump: reads "would block" until a completion
     //! brings bytes, then report the end or an error once the bytes are read; writes queue up
-    //! to the limit, then "would block" until the loop has sent some.
+    //! to the limit, then "would block" until the loop has sent some. And what an idle
+    //! connection holds: no buffers, no queues.
 
     use super::*;
 
-    fn stream(tx_limit: usize) -> (Accepted<UringStream>, TcpStream) {
+    fn stream() -> (Accepted<UringStream>, TcpStream) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (sock, _) = listener.accept().unwrap();
-        let s = Accepted::Plain(UringStream::new(Io::new(sock, tx_limit)));
-        (s, peer)
+        (Accepted::Plain(UringStream::new(Io::new(sock, 0))), peer)
     }
 
     #[test]
     fn reads_wait_for_completions_then_see_the_end() {
-        let (mut s, _peer) = stream(8);
-        let mut pool = BufPool::new(64, 1, 0);
+        let (mut s, _peer) = stream();
+        let (mut spares, mut pool) = (Spares::new(8, 4), BufPool::new(64, 1, 0));
         let mut buf = [0u8; 4];
         assert_eq!(
             s.read(&mut buf).unwrap_err().kind(),
             io::ErrorKind::WouldBlock
         );
-        Io::of(&mut s).received(b"hello", &mut pool);
+        Io::of(&mut s).received(b"hello", &mut spares, &mut pool);
         assert_eq!(s.read(&mut buf).unwrap(), 4);
         let mut spare = Vec::with_capacity(16);
         assert_eq!(s.read_spare(&mut spare).unwrap(), 1);
         assert_eq!(spare, b"o");
-        Io::of(&mut s).eof = true;
+        Io::of(&mut s).set_eof(true);
         assert_eq!(s.read(&mut buf).unwrap(), 0);
-        Io::of(&mut s).error = Some(io::ErrorKind::ConnectionReset.into());
+        Io::of(&mut s).fail(io::ErrorKind::ConnectionReset.into(), &mut spares);
         assert_eq!(
             s.read(&mut buf).unwrap_err().kind(),
             io::ErrorKind::ConnectionReset
@@ -272,7 +425,9 @@ mod tests {
 
     #[test]
     fn writes_queue_up_to_the_limit_and_stay_pending_until_sent() {
-        let (mut s, _peer) = stream(8);
+        let (mut s, _peer) = stream();
+        let (mut spares, mut pool) = (Spares::new(8, 4), BufPool::new(64, 4, 0));
+        Io::of(&mut s).attach(&mut spares);
         assert_eq!(s.write(b"0123456789").unwrap(), 8);
         assert_eq!(
             s.write(b"x").unwrap_err().kind(),
@@ -281,18 +436,46 @@ mod tests {
         assert_eq!(s.flush().unwrap_err().kind(), io::ErrorKind::WouldBlock);
         assert!(s.has_pending());
         // The loop hands the queue to a send: room again, still pending until it completes.
-        let queued = std::mem::take(&mut Io::of(&mut s).tx);
+        let queued = Io::of(&mut s).take_queued();
         assert_eq!(queued, b"01234567");
-        Io::of(&mut s).sending = true;
+        Io::of(&mut s).set_sending(true);
         assert!(s.flush().is_ok() && s.has_pending());
-        Io::of(&mut s).sending = false;
+        Io::of(&mut s).set_sending(false);
+        Io::of(&mut s).sent_buffer(queued, &mut pool);
         assert!(!s.has_pending());
         // Shutting the sending side waits for what is queued.
         s.write_all(b"ab").unwrap();
         s.shutdown_write().unwrap();
-        assert!(Io::of_ref(&s).shut_write, "not before the bytes are sent");
-        Io::of(&mut s).tx.clear();
+        assert!(Io::of_ref(&s).shut_write(), "not before the bytes are sent");
+        Io::of(&mut s).drop_queued();
         Io::of(&mut s).shut_if_sent();
-        assert!(!Io::of_ref(&s).shut_write);
+        assert!(!Io::of_ref(&s).shut_write());
+    }
+
+    #[test]
+    fn an_idle_connection_gives_back_its_buffers_and_queues() {
+        let (mut s, _peer) = stream();
+        let (mut spares, mut pool) = (Spares::new(8, 4), BufPool::new(64, 4, 0));
+        Io::of(&mut s).received(b"GET", &mut spares, &mut pool);
+        s.write_all(b"ok").unwrap();
+        let io = Io::of(&mut s);
+        io.release_buffers(&mut spares, &mut pool);
+        assert!(io.queues.is_some(), "bytes unread and unsent: kept");
+        io.drop_unread();
+        io.drop_queued();
+        io.release_buffers(&mut spares, &mut pool);
+        assert!(io.queues.is_none());
+        assert_eq!(spares.free.len(), 1);
+        // An error is kept until a read or write reports it.
+        io.fail(io::ErrorKind::BrokenPipe.into(), &mut spares);
+        assert!(spares.free.is_empty(), "the spare taken");
+        io.release_buffers(&mut spares, &mut pool);
+        assert!(io.failed());
+        assert_eq!(
+            s.write(b"x").unwrap_err().kind(),
+            io::ErrorKind::BrokenPipe
+        );
+        Io::of(&mut s).release_buffers(&mut spares, &mut pool);
+        assert!(Io::of_ref(&s).queues.is_none());
     }
 }
