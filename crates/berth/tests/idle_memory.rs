@@ -2,10 +2,10 @@
 //! the bytes its heap holds, per connection (`support/idle.rs`). One test in its own binary,
 //! so no other test allocates meanwhile.
 
-#[path = "support/server.rs"]
-mod server;
 #[path = "support/idle.rs"]
 mod idle;
+#[path = "support/server.rs"]
+mod server;
 
 use server::Opts;
 
@@ -20,6 +20,14 @@ fn an_idle_keep_alive_connection_holds_no_buffers() {
     // is allocated up front, and buffers go back to the pool.
     let srv = Opts::evloop().capacity(4096).start();
     let cost = idle::cost_of_idle(&srv, 200, 1000);
-    assert!(cost.rss <= 1024, "{} bytes of RSS per idle connection", cost.rss);
-    assert!(cost.heap <= 16, "{} heap bytes per idle connection", cost.heap);
+    assert!(
+        cost.rss <= 1024,
+        "{} bytes of RSS per idle connection",
+        cost.rss
+    );
+    assert!(
+        cost.heap <= 16,
+        "{} heap bytes per idle connection",
+        cost.heap
+    );
 }

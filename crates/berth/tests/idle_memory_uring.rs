@@ -5,10 +5,10 @@
 //! than an `evloop` one (`drive::uring`'s unit test). One test in its own binary, so no other
 //! test allocates meanwhile.
 
-#[path = "support/server.rs"]
-mod server;
 #[path = "support/idle.rs"]
 mod idle;
+#[path = "support/server.rs"]
+mod server;
 
 use berth::drive::Model;
 use server::Opts;
@@ -23,6 +23,14 @@ fn an_idle_uring_connection_holds_no_buffers() {
     // the loop's 256 are all touched once 256 requests have come (a fixed 4 MiB per loop, not
     // a cost per connection).
     let cost = idle::cost_of_idle(&srv, 300, 1000);
-    assert!(cost.rss <= 1024, "{} bytes of RSS per idle connection", cost.rss);
-    assert!(cost.heap <= 16, "{} heap bytes per idle connection", cost.heap);
+    assert!(
+        cost.rss <= 1024,
+        "{} bytes of RSS per idle connection",
+        cost.rss
+    );
+    assert!(
+        cost.heap <= 16,
+        "{} heap bytes per idle connection",
+        cost.heap
+    );
 }

@@ -3,7 +3,8 @@
 //! deadline, close it, open its file, offload its job), taking the replies of finished jobs
 //! ([`Loop::take_replies`]) and expiring connections whose deadline passed
 //! ([`Loop::expire_due`]). A model supplies how it waits and moves bytes, and what arming,
-//! finishing and freeing a connection mean to it.
+//! finishing and freeing a connection mean to it; the state the shared logic works on (the
+//! handler, buffers, deadlines, where jobs go) is one [`State`] each model embeds.
 //!
 //! ```text
 //!   evloop (mio poll) ─┐                       ┌─> arm / finish / free  (the model's own)
@@ -14,7 +15,7 @@
 use std::io;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use berth_proto::http::{Handler, Limits};
 use crossbeam_channel::{Receiver, Sender};
@@ -24,9 +25,122 @@ use super::clock::DateCache;
 use super::files::Files;
 use super::pump::{Conn, Env, Fate};
 use super::workers::{self, Done, LoopConn, LoopQueue, Offloaded, Task};
-use crate::net::Transport;
+use super::Service;
+use crate::net::{Acceptor, Transport};
 use crate::rt::{BufPool, Wheel};
 use crate::stats::Stats;
+
+/// Deadlines are kept to this precision: a timeout fires up to this much late, never early.
+pub(super) const TIMER_RESOLUTION: Duration = Duration::from_millis(100);
+/// Slots of the timing wheel: 1024 x 100 ms covers 102 s per lap.
+pub(super) const TIMER_SLOTS: usize = 1024;
+/// Within a long batch of events, finished jobs are picked up every this many.
+pub(super) const REPLY_CHECK_EVERY: usize = 8;
+/// How long a loop waits before accepting again after accepting failed (out of descriptors).
+pub(super) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// Who a loop is and where its jobs go and come back: what `spawn` hands each loop thread.
+pub(super) struct Wiring<J> {
+    /// Thread number: for the handler, the stats shard and log lines.
+    pub id: usize,
+    /// Index among the loops started together: where workers post this loop's replies.
+    pub owner: usize,
+    pub queue: Option<Sender<Task<J, LoopConn>>>,
+    pub loops: Arc<Vec<LoopQueue>>,
+    pub replies: Receiver<(usize, Done)>,
+    pub stats: Arc<Stats>,
+}
+
+/// The settings a [`State`] is made with.
+pub(super) struct Sizes<'a> {
+    /// Most connections (timing-wheel keys).
+    pub capacity: usize,
+    pub limits: Limits,
+    /// Size of each pooled buffer.
+    pub buffer_size: usize,
+    /// Spare buffers kept for reuse.
+    pub pooled_buffers: usize,
+    /// What connections are served over (for the refusal at capacity).
+    pub transport: &'a Acceptor,
+}
+
+/// What an event loop keeps besides its connections and how it waits: the session state lent
+/// to pumps, the deadlines, and where jobs go and come back. The shared logic reaches it
+/// through [`Loop::state`].
+pub(super) struct State<H: Handler> {
+    pub id: usize,
+    pub owner: usize,
+    pub handler: H,
+    pub pool: BufPool,
+    pub date: DateCache,
+    pub limits: Limits,
+    /// Most bytes a connection's input may hold (head, body and a buffer of slack).
+    pub max_input: usize,
+    /// Where file answers are opened.
+    pub files: Files,
+    /// What a connection refused at capacity is told.
+    pub refusal: &'static [u8],
+    /// Connection deadlines.
+    pub wheel: Wheel,
+    /// Scratch for the keys the wheel hands back, kept to avoid allocating per tick.
+    pub due: Vec<usize>,
+    /// The time read once per loop turn, for every deadline set in it.
+    pub now: Instant,
+    pub queue: Option<Sender<Task<H::Job, LoopConn>>>,
+    /// Every loop's completion queue: the return address of this loop's jobs.
+    pub loops: Arc<Vec<LoopQueue>>,
+    pub replies: Receiver<(usize, Done)>,
+    pub stats: Arc<Stats>,
+}
+
+impl<H: Handler> State<H> {
+    /// The state of a loop serving `service`, made on the thread that will run it (a handler
+    /// may be tied to it).
+    pub fn new<S: Service<Handler = H>>(service: &S, w: Wiring<H::Job>, sizes: Sizes<'_>) -> Self {
+        State {
+            id: w.id,
+            owner: w.owner,
+            handler: service.handler(w.id),
+            pool: BufPool::new(
+                sizes.buffer_size,
+                sizes.pooled_buffers,
+                sizes.pooled_buffers / 4,
+            ),
+            date: DateCache::default(),
+            limits: sizes.limits,
+            max_input: sizes.limits.max_header_bytes
+                + sizes.limits.max_body_bytes
+                + sizes.buffer_size,
+            files: service.files(),
+            refusal: sizes.transport.refusal(service.refusal()),
+            wheel: Wheel::new(
+                TIMER_RESOLUTION,
+                TIMER_SLOTS,
+                sizes.capacity,
+                Instant::now(),
+            ),
+            due: Vec::with_capacity(1024),
+            now: Instant::now(),
+            queue: w.queue,
+            loops: w.loops,
+            replies: w.replies,
+            stats: w.stats,
+        }
+    }
+
+    /// `conn` lent with the session state, for one pump.
+    pub fn lend<'a, T>(&'a mut self, conn: &'a mut Conn<T>) -> Lent<'a, T, H> {
+        let shared = Shared {
+            handler: &mut self.handler,
+            pool: &mut self.pool,
+            limits: &self.limits,
+            date: &mut self.date,
+            max_input: self.max_input,
+            stats: &self.stats,
+        };
+        (conn, shared)
+    }
+}
 
 /// The state every event loop keeps for its connections' sessions, borrowed apart from the
 /// connections themselves.
@@ -58,14 +172,6 @@ impl<H: Handler> Shared<'_, H> {
 
 /// A connection and the session state, lent together for one pump.
 pub(super) type Lent<'a, T, H> = (&'a mut Conn<T>, Shared<'a, H>);
-
-/// Where a loop's jobs go and their replies come back.
-pub(super) struct Jobs<'a, J> {
-    pub queue: Option<&'a Sender<Task<J, LoopConn>>>,
-    pub loops: &'a Arc<Vec<LoopQueue>>,
-    /// This loop's index in `loops`.
-    pub owner: usize,
-}
 
 /// What `count` loops and their workers are started with: each loop's poll (holding the
 /// waker that workers wake it with, registered as `waker`), the loops' completion queues and
@@ -119,16 +225,11 @@ pub(super) trait Loop {
     type H: Handler;
     type T: Transport;
 
-    /// The live connection of slot `key` with the session state, if the slot holds one.
+    /// The live connection of slot `key` with the session state ([`State::lend`]), if the
+    /// slot holds one.
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, Self::H>>;
-    /// Where files are opened.
-    fn files(&self) -> &Files;
-    /// Where jobs go.
-    fn jobs(&self) -> Jobs<'_, <Self::H as Handler>::Job>;
-    fn replies(&self) -> &Receiver<(usize, Done)>;
-    fn stats(&self) -> &Arc<Stats>;
-    /// The connection's deadlines.
-    fn wheel(&mut self) -> (&mut Wheel, &mut Vec<usize>, Instant);
+    /// The loop's [`State`].
+    fn state(&mut self) -> &mut State<Self::H>;
 
     /// The connection goes on: wait for its next event, with its deadline set.
     fn arm(&mut self, key: usize);
@@ -167,20 +268,20 @@ pub(super) trait Loop {
                 }
                 // Files are opened here, at once: see `drive::pump`.
                 Fate::Open(file) => {
-                    let found = self.files().open(&file);
+                    let found = self.state().files.open(&file);
                     let Some((conn, mut shared)) = self.conn(key) else {
                         return;
                     };
                     fate = conn.file_opened(&file, found, &mut shared.env());
                 }
                 Fate::Offload(job) => {
-                    let jobs = self.jobs();
+                    let st = self.state();
                     let reply_to = || LoopConn {
-                        loops: jobs.loops.clone(),
-                        owner: jobs.owner,
+                        loops: st.loops.clone(),
+                        owner: st.owner,
                         conn: key,
                     };
-                    match workers::offload(jobs.queue, job, reply_to, self.stats()) {
+                    match workers::offload(st.queue.as_ref(), job, reply_to, &st.stats) {
                         Offloaded::Queued => return self.arm(key),
                         Offloaded::Answer(reply) => {
                             let Some((conn, mut shared)) = self.conn(key) else {
@@ -198,7 +299,7 @@ pub(super) trait Loop {
     /// Hands every finished job's reply to its connection (or frees the slot of one whose
     /// peer has gone).
     fn take_replies(&mut self) {
-        while let Ok((key, done)) = self.replies().try_recv() {
+        while let Ok((key, done)) = self.state().replies.try_recv() {
             let reply = match done {
                 Done::Reply(reply) => Some(reply),
                 Done::Cancelled => None,
@@ -229,9 +330,9 @@ pub(super) trait Loop {
 
     /// Expires the connections whose deadline has passed.
     fn expire_due(&mut self) {
-        let (wheel, due, now) = self.wheel();
-        let mut keys = std::mem::take(due);
-        wheel.advance(now, &mut keys);
+        let st = self.state();
+        let mut keys = std::mem::take(&mut st.due);
+        st.wheel.advance(st.now, &mut keys);
         for &key in &keys {
             if self.overdue(key) {
                 continue;
@@ -247,6 +348,6 @@ pub(super) trait Loop {
             self.settle(key, fate);
         }
         keys.clear();
-        *self.wheel().1 = keys;
+        self.state().due = keys;
     }
 }

@@ -2,8 +2,8 @@
 //! own event loop must share the thread (a Python asyncio loop serving ASGI apps). The caller
 //! watches [`Inline::fd`] (the loop's epoll descriptor, readable when the loop has work:
 //! socket readiness, a finished job, a stop) in its own poll, and calls [`Inline::turn`] when
-//! it is readable and now and then for the deadlines (the timing wheel's resolution is
-//! [`TIMER_RESOLUTION`](super::TIMER_RESOLUTION)).
+//! it is readable and now and then for the deadlines (the timing wheel's resolution, 100 ms:
+//! `drive::loops::TIMER_RESOLUTION`).
 //!
 //! Deferred jobs started by the handler may be answered on the same thread (the embedder's
 //! loop answers them between turns): an answer given while the loop is between turns wakes
@@ -20,7 +20,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest};
 
 use super::{Config, EventLoop, Flat, Parts, LISTENER, WAKER};
-use crate::drive::loops::Loop;
+use crate::drive::loops::{Loop, Wiring};
 use crate::drive::registry::{bind_one, bind_error};
 use crate::drive::{Common, Service};
 use crate::net::BindError;
@@ -75,15 +75,18 @@ impl<H: Handler> Inline<H> {
                 .register(&mut listener, LISTENER, Interest::READABLE)?;
             let ctl = Arc::new(Control::default());
             ctl.wake_on_stop([waker]);
-            let parts = Parts {
+            let wiring = Wiring {
                 id: config.first_thread,
                 owner: 0,
-                poll,
-                listener,
                 queue,
                 loops,
                 replies,
                 stats,
+            };
+            let parts = Parts {
+                wiring,
+                poll,
+                listener,
                 ctl: ctl.clone(),
                 config,
             };
@@ -117,8 +120,8 @@ impl<H: Handler> Inline<H> {
             return Ok(false);
         }
         // Answers that came in during the turn are written now rather than after a wake-up.
-        let loops = self.ev.loops.clone();
-        while !loops[self.ev.owner].about_to_sleep(|| !self.ev.replies.is_empty()) {
+        let loops = self.ev.state.loops.clone();
+        while !loops[self.ev.state.owner].about_to_sleep(|| !self.ev.state.replies.is_empty()) {
             self.ev.take_replies();
         }
         Ok(true)

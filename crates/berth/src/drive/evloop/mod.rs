@@ -28,32 +28,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::http::{Handler, Limits};
-use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use super::accept;
-use super::clock::DateCache;
-use super::loops::{Jobs, Lent, Loop, Shared};
+use super::loops::{Lent, Loop, Sizes, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
-use super::workers::{Done, LoopConn, LoopQueue, Task};
 use super::{Server, Service, Timeouts};
 use crate::net::{Accepted, Acceptor, Evented};
-use crate::rt::{BufPool, Control, Wheel};
+use crate::rt::Control;
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
-/// Within a batch of readiness events (or of accepted connections), finished jobs are picked up
-/// every this many.
-const REPLY_CHECK_EVERY: usize = 8;
-/// How often a loop retries `accept` after running out of descriptors.
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
-/// Deadlines are kept to this precision: a timeout fires up to this much late, never early.
-const TIMER_RESOLUTION: Duration = Duration::from_millis(100);
-/// Slots of the timing wheel: 1024 x 100 ms covers 102 s per lap; longer deadlines go round.
-const TIMER_SLOTS: usize = 1024;
 
 /// Settings of the `evloop` model of its own; capacity, workers, limits, timeouts and buffer
 /// sizes come from [`Common`](super::Common).
@@ -169,15 +157,18 @@ pub fn spawn<S: Service>(
         let thread = std::thread::Builder::new()
             .name(format!("berth-loop-{id}"))
             .spawn(move || {
-                let parts = Parts {
+                let wiring = Wiring {
                     id,
                     owner: index,
-                    poll,
-                    listener,
                     queue,
                     loops,
                     replies,
                     stats,
+                };
+                let parts = Parts {
+                    wiring,
+                    poll,
+                    listener,
                     ctl,
                     config,
                 };
@@ -195,51 +186,26 @@ pub fn spawn<S: Service>(
 
 /// What a loop is made of, besides its service's handler.
 struct Parts<J> {
-    id: usize,
-    owner: usize,
+    wiring: Wiring<J>,
     poll: Poll,
     listener: TcpListener,
-    queue: Option<Sender<Task<J, LoopConn>>>,
-    loops: Arc<Vec<LoopQueue>>,
-    replies: Receiver<(usize, Done)>,
-    stats: Arc<Stats>,
     ctl: Arc<Control>,
     config: Flat,
 }
 
 struct EventLoop<H: Handler> {
-    /// Thread number for the handler, the stats shard and log lines.
-    id: usize,
-    /// Index of this loop among the ones `spawn` started: where workers post its replies.
-    owner: usize,
+    /// The handler, buffers, deadlines and return addresses (see `loops`).
+    state: State<H>,
     poll: Poll,
     /// `None` once a drain has closed it.
     listener: Option<TcpListener>,
     /// A drain is under way: no new connections, idle ones closed, busy ones closed once idle.
     draining: bool,
     conns: Slab<Conn>,
-    pool: BufPool,
-    date: DateCache,
-    max_input: usize,
-    handler: H,
-    /// Where file answers are opened.
-    files: super::files::Files,
-    refusal: &'static [u8],
     /// Accepting failed for want of descriptors (EMFILE/ENFILE) or memory. The listener is
     /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
     /// timer until accepting works again (nginx does the same).
     accept_paused: bool,
-    /// Connection deadlines.
-    wheel: Wheel,
-    /// Scratch for the keys the wheel hands back, kept to avoid allocating per tick.
-    due: Vec<usize>,
-    /// The time read once per loop iteration, for every deadline set in it.
-    now: Instant,
-    queue: Option<Sender<Task<H::Job, LoopConn>>>,
-    /// Every loop's completion queue: the return address of this loop's jobs.
-    loops: Arc<Vec<LoopQueue>>,
-    replies: Receiver<(usize, Done)>,
-    stats: Arc<Stats>,
     ctl: Arc<Control>,
     config: Flat,
 }
@@ -248,38 +214,20 @@ impl<H: Handler> EventLoop<H> {
     /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
     fn new<S: Service<Handler = H>>(service: &S, p: Parts<H::Job>) -> Self {
         let config = p.config;
+        let sizes = Sizes {
+            capacity: config.capacity,
+            limits: config.limits,
+            buffer_size: config.buffer_size,
+            pooled_buffers: config.pooled_buffers,
+            transport: &config.transport,
+        };
         EventLoop {
-            files: service.files(),
-            id: p.id,
-            owner: p.owner,
+            state: State::new(service, p.wiring, sizes),
             poll: p.poll,
             listener: Some(p.listener),
             draining: false,
             conns: Slab::with_capacity(config.capacity),
-            pool: BufPool::new(
-                config.buffer_size,
-                config.pooled_buffers,
-                config.pooled_buffers / 4,
-            ),
-            date: DateCache::default(),
-            max_input: config.limits.max_header_bytes
-                + config.limits.max_body_bytes
-                + config.buffer_size,
-            handler: service.handler(p.id),
-            refusal: config.transport.refusal(service.refusal()),
             accept_paused: false,
-            wheel: Wheel::new(
-                TIMER_RESOLUTION,
-                TIMER_SLOTS,
-                config.capacity,
-                Instant::now(),
-            ),
-            due: Vec::with_capacity(1024),
-            now: Instant::now(),
-            queue: p.queue,
-            loops: p.loops,
-            replies: p.replies,
-            stats: p.stats,
             ctl: p.ctl,
             config,
         }
@@ -319,25 +267,25 @@ impl<H: Handler> EventLoop<H> {
             } else if self.accept_paused {
                 Some(ACCEPT_RETRY)
             } else if !self.conns.is_empty() {
-                Some(self.wheel.resolution())
+                Some(self.state.wheel.resolution())
             } else {
                 None
             };
-            let queue = &self.loops[self.owner];
-            let timeout = if queue.about_to_sleep(|| !self.replies.is_empty()) {
+            let queue = &self.state.loops[self.state.owner];
+            let timeout = if queue.about_to_sleep(|| !self.state.replies.is_empty()) {
                 timeout
             } else {
                 Some(Duration::ZERO)
             };
             let polled = self.poll.poll(events, timeout);
-            self.loops[self.owner].awake();
+            self.state.loops[self.state.owner].awake();
             match polled {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(true),
                 Err(e) => return Err(e),
             }
-            self.date.refresh();
-            self.now = Instant::now();
+            self.state.date.refresh();
+            self.state.now = Instant::now();
             if self.accept_paused {
                 self.accept();
             }
@@ -384,13 +332,13 @@ impl<H: Handler> EventLoop<H> {
             let Some(listener) = &self.listener else {
                 return;
             };
-            let who = format_args!("loop {}", self.id);
+            let who = format_args!("loop {}", self.state.id);
             let Some(stream) = accept::next(listener, &mut self.accept_paused, who) else {
                 return;
             };
             if self.conns.len() >= self.config.capacity {
-                let shard = self.stats.shard(self.id);
-                accept::refuse(stream, self.refusal, shard, self.config.capacity, who);
+                let shard = self.state.stats.shard(self.state.id);
+                accept::refuse(stream, self.state.refusal, shard, self.config.capacity, who);
                 continue;
             }
             let entry = self.conns.vacant_entry();
@@ -398,7 +346,7 @@ impl<H: Handler> EventLoop<H> {
             let mut conn = match Conn::accept(stream, &self.config.transport) {
                 Ok(conn) => conn,
                 Err(e) => {
-                    log::debug!("loop {}: a connection failed to start: {e}", self.id);
+                    log::debug!("loop {}: a connection failed to start: {e}", self.state.id);
                     continue;
                 }
             };
@@ -408,11 +356,11 @@ impl<H: Handler> EventLoop<H> {
                 .registry()
                 .register(conn.stream.source(), Token(key), interest)
             {
-                log::warn!("loop {}: cannot register a connection: {e}", self.id);
+                log::warn!("loop {}: cannot register a connection: {e}", self.state.id);
                 continue;
             }
             entry.insert(conn);
-            self.stats.shard(self.id).connection_opened();
+            self.state.stats.shard(self.state.id).connection_opened();
             if self.config.read_on_accept {
                 self.conns[key].readable = true;
                 self.pump(key);
@@ -450,39 +398,11 @@ impl<H: Handler> Loop for EventLoop<H> {
 
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
         let conn = self.conns.get_mut(key)?;
-        let shared = Shared {
-            handler: &mut self.handler,
-            pool: &mut self.pool,
-            limits: &self.config.limits,
-            date: &mut self.date,
-            max_input: self.max_input,
-            stats: &self.stats,
-        };
-        Some((conn, shared))
+        Some(self.state.lend(conn))
     }
 
-    fn files(&self) -> &super::files::Files {
-        &self.files
-    }
-
-    fn jobs(&self) -> Jobs<'_, H::Job> {
-        Jobs {
-            queue: self.queue.as_ref(),
-            loops: &self.loops,
-            owner: self.owner,
-        }
-    }
-
-    fn replies(&self) -> &Receiver<(usize, Done)> {
-        &self.replies
-    }
-
-    fn stats(&self) -> &Arc<Stats> {
-        &self.stats
-    }
-
-    fn wheel(&mut self) -> (&mut Wheel, &mut Vec<usize>, Instant) {
-        (&mut self.wheel, &mut self.due, self.now)
+    fn state(&mut self) -> &mut State<H> {
+        &mut self.state
     }
 
     /// Sets the connection's deadline for what it now waits for.
@@ -490,8 +410,8 @@ impl<H: Handler> Loop for EventLoop<H> {
         if self.draining && self.conns[key].is_idle() {
             return self.finish(key);
         }
-        let at = self.conns[key].deadline(self.now, &self.config.timeouts);
-        self.wheel.set(key, at);
+        let at = self.conns[key].deadline(self.state.now, &self.config.timeouts);
+        self.state.wheel.set(key, at);
     }
 
     /// Closes a connection, or marks it dead if a job still refers to its slot.
@@ -500,14 +420,14 @@ impl<H: Handler> Loop for EventLoop<H> {
         if conn.dead {
             return;
         }
-        conn.shut(&mut self.pool);
-        self.wheel.disarm(key);
+        conn.shut(&mut self.state.pool);
+        self.state.wheel.disarm(key);
         if conn.job_pending {
             // The socket stays open until the job ends; stop hearing about it meanwhile. A job
             // still queued is dropped unrun when a worker takes it, which frees the slot then.
             let _ = self.poll.registry().deregister(conn.stream.source());
             conn.dead = true;
-            self.loops[self.owner].set_cancelled(key, true);
+            self.state.loops[self.state.owner].set_cancelled(key, true);
         } else {
             // Closing the descriptor removes it from the epoll set; no deregister call needed.
             self.free(key);
@@ -515,10 +435,10 @@ impl<H: Handler> Loop for EventLoop<H> {
     }
 
     fn free(&mut self, key: usize) {
-        self.wheel.disarm(key);
-        self.loops[self.owner].set_cancelled(key, false);
+        self.state.wheel.disarm(key);
+        self.state.loops[self.state.owner].set_cancelled(key, false);
         drop(self.conns.remove(key));
-        self.stats.shard(self.id).connection_closed();
+        self.state.stats.shard(self.state.id).connection_closed();
     }
 }
 

@@ -44,18 +44,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::http::{Handler, Limits};
-use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token};
 use slab::Slab;
 
 use super::accept;
-use super::clock::DateCache;
-use super::loops::{Jobs, Lent, Loop, Shared};
+use super::loops::{Lent, Loop, Sizes, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
-use super::workers::{Done, LoopConn, LoopQueue, Task};
 use super::{Server, Service, Timeouts};
 use crate::net::{Accepted, Acceptor};
-use crate::rt::{BufPool, Control, Wheel};
+use crate::rt::Control;
 use crate::stats::Stats;
 use crate::sys::uring::{Completion, Ring, RingConfig};
 use stream::{Io, Spares};
@@ -66,14 +63,6 @@ const WAKER: Token = Token(0);
 /// kinds, so the tags need only differ from nothing).
 const LISTENER_TAG: u64 = 0;
 const WAKER_TAG: u64 = 0;
-/// Within a batch of completions, finished jobs are picked up every this many.
-const REPLY_CHECK_EVERY: usize = 8;
-/// How long a loop waits before arming its accept again after it failed (out of descriptors).
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
-/// Deadlines are kept to this precision: a timeout fires up to this much late, never early.
-const TIMER_RESOLUTION: Duration = Duration::from_millis(100);
-/// Slots of the timing wheel: 1024 x 100 ms covers 102 s per lap.
-const TIMER_SLOTS: usize = 1024;
 
 /// Settings of the `uring` model of its own; capacity, workers, limits, timeouts and buffer
 /// sizes come from [`Common`](super::Common).
@@ -212,15 +201,19 @@ pub fn spawn<S: Service>(
                         return;
                     }
                 };
-                let parts = Parts {
+                let wiring = Wiring {
                     id: index,
-                    ring,
-                    poll,
-                    listener,
+                    owner: index,
                     queue,
                     loops,
                     replies,
                     stats,
+                };
+                let parts = Parts {
+                    wiring,
+                    ring,
+                    poll,
+                    listener,
                     ctl,
                     config,
                 };
@@ -261,14 +254,10 @@ pub fn spawn<S: Service>(
 
 /// What a loop is made of, besides its service's handler.
 struct Parts<J> {
-    id: usize,
+    wiring: Wiring<J>,
     ring: Ring,
     poll: Poll,
     listener: TcpListener,
-    queue: Option<Sender<Task<J, LoopConn>>>,
-    loops: Arc<Vec<LoopQueue>>,
-    replies: Receiver<(usize, Done)>,
-    stats: Arc<Stats>,
     ctl: Arc<Control>,
     config: Flat,
 }
@@ -311,7 +300,8 @@ fn untag(tag: u64) -> (usize, u16, u8) {
 }
 
 struct UringLoop<H: Handler> {
-    id: usize,
+    /// The handler, buffers, deadlines and return addresses (see `loops`).
+    state: State<H>,
     ring: Ring,
     /// Holds the waker only: its epoll descriptor is readable after a wake, which the ring
     /// polls.
@@ -327,21 +317,8 @@ struct UringLoop<H: Handler> {
     incarnations: Vec<u16>,
     /// Keys with bytes to send, submitted at the end of the turn.
     to_send: Vec<usize>,
-    pool: BufPool,
     /// Queues of connections gone idle, for the next to get busy.
     spares: Spares,
-    date: DateCache,
-    max_input: usize,
-    handler: H,
-    files: super::files::Files,
-    refusal: &'static [u8],
-    wheel: Wheel,
-    due: Vec<usize>,
-    now: Instant,
-    queue: Option<Sender<Task<H::Job, LoopConn>>>,
-    loops: Arc<Vec<LoopQueue>>,
-    replies: Receiver<(usize, Done)>,
-    stats: Arc<Stats>,
     ctl: Arc<Control>,
     config: Flat,
 }
@@ -353,9 +330,15 @@ impl<H: Handler> UringLoop<H> {
         ring.accept_multi(p.listener.as_raw_fd(), LISTENER_TAG)?;
         ring.poll_multi(p.poll.as_raw_fd(), WAKER_TAG)?;
         ring.submit_and_wait(false, None)?;
+        let sizes = Sizes {
+            capacity: config.capacity,
+            limits: config.limits,
+            buffer_size: config.buffer_size,
+            pooled_buffers: config.pooled_buffers,
+            transport: &config.transport,
+        };
         Ok(UringLoop {
-            files: service.files(),
-            id: p.id,
+            state: State::new(service, p.wiring, sizes),
             ring,
             poll: p.poll,
             events: Events::with_capacity(8),
@@ -365,30 +348,7 @@ impl<H: Handler> UringLoop<H> {
             slots: Slab::with_capacity(config.capacity),
             incarnations: vec![0; config.capacity],
             to_send: Vec::with_capacity(1024),
-            pool: BufPool::new(
-                config.buffer_size,
-                config.pooled_buffers,
-                config.pooled_buffers / 4,
-            ),
             spares: Spares::new(config.tx_limit(), config.pooled_buffers),
-            date: DateCache::default(),
-            max_input: config.limits.max_header_bytes
-                + config.limits.max_body_bytes
-                + config.buffer_size,
-            handler: service.handler(p.id),
-            refusal: config.transport.refusal(service.refusal()),
-            wheel: Wheel::new(
-                TIMER_RESOLUTION,
-                TIMER_SLOTS,
-                config.capacity,
-                Instant::now(),
-            ),
-            due: Vec::with_capacity(1024),
-            now: Instant::now(),
-            queue: p.queue,
-            loops: p.loops,
-            replies: p.replies,
-            stats: p.stats,
             ctl: p.ctl,
             config,
         })
@@ -421,27 +381,27 @@ impl<H: Handler> UringLoop<H> {
         }
         self.submit_sends();
         if let Some(at) = self.accept_retry {
-            if self.now >= at && self.listener.is_some() {
+            if self.state.now >= at && self.listener.is_some() {
                 let fd = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
                 self.accept_retry = match self.ring.accept_multi(fd, LISTENER_TAG) {
                     Ok(()) => None,
-                    Err(_) => Some(self.now + ACCEPT_RETRY),
+                    Err(_) => Some(self.state.now + ACCEPT_RETRY),
                 };
             }
         }
         let timeout = if self.accept_retry.is_some() {
             Some(ACCEPT_RETRY)
         } else if !self.slots.is_empty() || self.draining {
-            Some(self.wheel.resolution())
+            Some(self.state.wheel.resolution())
         } else {
             None
         };
-        let wait = self.loops[self.id].about_to_sleep(|| !self.replies.is_empty());
+        let wait = self.state.loops[self.state.id].about_to_sleep(|| !self.state.replies.is_empty());
         let waited = self.ring.submit_and_wait(wait, timeout);
-        self.loops[self.id].awake();
+        self.state.loops[self.state.id].awake();
         waited?;
-        self.date.refresh();
-        self.now = Instant::now();
+        self.state.date.refresh();
+        self.state.now = Instant::now();
         self.take_replies();
         let mut handled = 0usize;
         while let Some(c) = self.ring.next() {
@@ -467,7 +427,7 @@ impl<H: Handler> UringLoop<H> {
                     }
                     Err(e) => {
                         if self.listener.is_some() {
-                            log::warn!("loop {}: accept failed, retrying on a timer: {e}", self.id);
+                            log::warn!("loop {}: accept failed, retrying on a timer: {e}", self.state.id);
                         }
                         true
                     }
@@ -476,12 +436,12 @@ impl<H: Handler> UringLoop<H> {
                     // Ended: armed again at once, or after a pause if it failed (out of
                     // descriptors, say), as `evloop` retries.
                     if failed {
-                        self.accept_retry = Some(self.now + ACCEPT_RETRY);
+                        self.accept_retry = Some(self.state.now + ACCEPT_RETRY);
                     } else {
                         let fd = self.listener.as_ref().map_or(-1, |l| l.as_raw_fd());
                         if let Err(e) = self.ring.accept_multi(fd, LISTENER_TAG) {
-                            log::warn!("loop {}: cannot accept, retrying on a timer: {e}", self.id);
-                            self.accept_retry = Some(self.now + ACCEPT_RETRY);
+                            log::warn!("loop {}: cannot accept, retrying on a timer: {e}", self.state.id);
+                            self.accept_retry = Some(self.state.now + ACCEPT_RETRY);
                         }
                     }
                 }
@@ -509,9 +469,9 @@ impl<H: Handler> UringLoop<H> {
             return;
         }
         if self.slots.len() >= self.config.capacity {
-            let shard = self.stats.shard(self.id);
-            let who = format_args!("loop {}", self.id);
-            accept::refuse(stream, self.refusal, shard, self.config.capacity, who);
+            let shard = self.state.stats.shard(self.state.id);
+            let who = format_args!("loop {}", self.state.id);
+            accept::refuse(stream, self.state.refusal, shard, self.config.capacity, who);
             return;
         }
         let fd = stream.as_raw_fd();
@@ -521,18 +481,18 @@ impl<H: Handler> UringLoop<H> {
         let conn = match Conn::accept(UringStream::new(io), &self.config.transport) {
             Ok(conn) => conn,
             Err(e) => {
-                log::debug!("loop {}: a connection failed to start: {e}", self.id);
+                log::debug!("loop {}: a connection failed to start: {e}", self.state.id);
                 return;
             }
         };
         if let Err(e) = self.ring.recv_multi(fd, tag(key, incarnation, 0)) {
-            log::warn!("loop {}: cannot receive on a connection: {e}", self.id);
+            log::warn!("loop {}: cannot receive on a connection: {e}", self.state.id);
             return;
         }
         let mut slot = Slot { conn };
         slot.io().set_receiving(true);
         self.slots.insert(slot);
-        self.stats.shard(self.id).connection_opened();
+        self.state.stats.shard(self.state.id).connection_opened();
         // A new connection waits for its first bytes (or a TLS client hello) under the header
         // timeout.
         self.arm(key);
@@ -566,7 +526,7 @@ impl<H: Handler> UringLoop<H> {
         let mut rearm = false;
         match result {
             Ok(Some(buf)) => {
-                let (spares, pool) = (&mut self.spares, &mut self.pool);
+                let (spares, pool) = (&mut self.spares, &mut self.state.pool);
                 let io = slot.io();
                 self.ring.consume(buf, |bytes| io.received(bytes, spares, pool));
                 rearm = current && !more;
@@ -602,7 +562,7 @@ impl<H: Handler> UringLoop<H> {
         match self.ring.recv_multi(fd, slot.recv_tag(key)) {
             Ok(()) => slot.io().set_receiving(true),
             Err(e) => {
-                log::warn!("loop {}: cannot receive on a connection: {e}", self.id);
+                log::warn!("loop {}: cannot receive on a connection: {e}", self.state.id);
                 slot.io().fail(e, &mut self.spares);
                 slot.conn.readable = true;
             }
@@ -611,7 +571,7 @@ impl<H: Handler> UringLoop<H> {
 
     fn sent(&mut self, tag: u64, result: io::Result<usize>, mut buf: Vec<u8>) -> io::Result<()> {
         let Some((key, _)) = self.slot_of(tag) else {
-            self.pool.put(buf);
+            self.state.pool.put(buf);
             return Ok(());
         };
         let slot = &mut self.slots[key];
@@ -633,7 +593,7 @@ impl<H: Handler> UringLoop<H> {
             Err(e) => io.fail(e, &mut self.spares),
         }
         io.set_sending(false);
-        io.sent_buffer(buf, &mut self.pool);
+        io.sent_buffer(buf, &mut self.state.pool);
         let failed = io.failed();
         if failed {
             io.drop_queued();
@@ -678,7 +638,7 @@ impl<H: Handler> UringLoop<H> {
             let fd = io.sock.as_raw_fd();
             let t = tag(key, io.incarnation, 0);
             if let Err(e) = self.ring.send(fd, buf, 0, t) {
-                log::warn!("loop {}: cannot submit a send: {e}", self.id);
+                log::warn!("loop {}: cannot submit a send: {e}", self.state.id);
                 io.set_sending(false);
                 io.fail(e, &mut self.spares);
             }
@@ -729,8 +689,8 @@ impl<H: Handler> UringLoop<H> {
     /// Frees a slot: its receive cancelled, its descriptor closed (a send still in flight
     /// keeps the socket open in the kernel until it ends).
     fn release(&mut self, key: usize) {
-        self.wheel.disarm(key);
-        self.loops[self.id].set_cancelled(key, false);
+        self.state.wheel.disarm(key);
+        self.state.loops[self.state.id].set_cancelled(key, false);
         let mut slot = self.slots.remove(key);
         if slot.io_ref().receiving() {
             let _ = self.ring.cancel_recv(slot.recv_tag(key));
@@ -740,10 +700,10 @@ impl<H: Handler> UringLoop<H> {
         {
             let io = slot.io();
             io.shut_if_sent();
-            io.release_buffers(&mut self.spares, &mut self.pool);
+            io.release_buffers(&mut self.spares, &mut self.state.pool);
         }
         drop(slot);
-        self.stats.shard(self.id).connection_closed();
+        self.state.stats.shard(self.state.id).connection_closed();
     }
 }
 
@@ -756,39 +716,11 @@ impl<H: Handler> Loop for UringLoop<H> {
         let slot = self.slots.get_mut(key).filter(|s| !s.io_ref().closing())?;
         // Whatever the pump writes has somewhere to go (given back once it is idle: `arm`).
         slot.io().attach(&mut self.spares);
-        let shared = Shared {
-            handler: &mut self.handler,
-            pool: &mut self.pool,
-            limits: &self.config.limits,
-            date: &mut self.date,
-            max_input: self.max_input,
-            stats: &self.stats,
-        };
-        Some((&mut slot.conn, shared))
+        Some(self.state.lend(&mut slot.conn))
     }
 
-    fn files(&self) -> &super::files::Files {
-        &self.files
-    }
-
-    fn jobs(&self) -> Jobs<'_, H::Job> {
-        Jobs {
-            queue: self.queue.as_ref(),
-            loops: &self.loops,
-            owner: self.id,
-        }
-    }
-
-    fn replies(&self) -> &Receiver<(usize, Done)> {
-        &self.replies
-    }
-
-    fn stats(&self) -> &Arc<Stats> {
-        &self.stats
-    }
-
-    fn wheel(&mut self) -> (&mut Wheel, &mut Vec<usize>, Instant) {
-        (&mut self.wheel, &mut self.due, self.now)
+    fn state(&mut self) -> &mut State<H> {
+        &mut self.state
     }
 
     /// After a pump that keeps the connection: queue its bytes, give back empty buffers, pause
@@ -802,7 +734,7 @@ impl<H: Handler> Loop for UringLoop<H> {
         let slot = &mut self.slots[key];
         let (unread, ended) = {
             let io = slot.io();
-            io.release_buffers(&mut self.spares, &mut self.pool);
+            io.release_buffers(&mut self.spares, &mut self.state.pool);
             (io.unread(), io.eof() || io.failed())
         };
         if unread >= rx_limit && !slot.io_ref().paused() {
@@ -821,8 +753,8 @@ impl<H: Handler> Loop for UringLoop<H> {
         }
         let at = self.slots[key]
             .conn
-            .deadline(self.now, &self.config.timeouts);
-        self.wheel.set(key, at);
+            .deadline(self.state.now, &self.config.timeouts);
+        self.state.wheel.set(key, at);
     }
 
     /// Ends a connection: as `evloop` does, or, with bytes still unsent, once they are sent.
@@ -831,8 +763,8 @@ impl<H: Handler> Loop for UringLoop<H> {
         if slot.conn.dead || slot.io_ref().closing() {
             return;
         }
-        slot.conn.shut(&mut self.pool);
-        self.wheel.disarm(key);
+        slot.conn.shut(&mut self.state.pool);
+        self.state.wheel.disarm(key);
         if slot.conn.job_pending {
             // The slot stays until the job ends; stop receiving meanwhile.
             if slot.io_ref().receiving() {
@@ -840,14 +772,14 @@ impl<H: Handler> Loop for UringLoop<H> {
                 let _ = self.ring.cancel_recv(slot.recv_tag(key));
             }
             slot.conn.dead = true;
-            self.loops[self.id].set_cancelled(key, true);
+            self.state.loops[self.state.id].set_cancelled(key, true);
             return;
         }
         if slot.io_ref().unsent() {
             slot.io().set_closing(true);
             self.queue_send(key);
-            let at = self.now + self.config.timeouts.write;
-            self.wheel.set(key, Some(at));
+            let at = self.state.now + self.config.timeouts.write;
+            self.state.wheel.set(key, Some(at));
             return;
         }
         self.release(key);

@@ -108,6 +108,8 @@ impl Queues {
 /// A loop's detached [`Queues`], holding no buffers, for its connections to take when they
 /// get busy: a steady stream of requests allocates none.
 pub(super) struct Spares {
+    // Boxed: a spare moves into a connection and back whole, never reallocated.
+    #[allow(clippy::vec_box)]
     free: Vec<Box<Queues>>,
     max_free: usize,
     tx_limit: usize,
@@ -344,6 +346,12 @@ impl Transport for UringStream {
         let Some(q) = io.queues.as_mut().filter(|_| n > 0) else {
             return io.nothing_unread();
         };
+        if buf.is_empty() && q.rx_at == 0 && n == q.rx.len() && q.rx.capacity() >= buf.capacity() {
+            // Everything unread fits, and the reader has nothing: hand it the buffer rather
+            // than copy (its empty one goes back to the pool with the queue's).
+            std::mem::swap(buf, &mut q.rx);
+            return Ok(n);
+        }
         buf.extend_from_slice(&q.rx[q.rx_at..q.rx_at + n]);
         q.rx_at += n;
         if q.rx_at == q.rx.len() {
@@ -414,6 +422,16 @@ mod tests {
         let mut spare = Vec::with_capacity(16);
         assert_eq!(s.read_spare(&mut spare).unwrap(), 1);
         assert_eq!(spare, b"o");
+        // An empty reader is handed the buffer whole when everything unread fits in it.
+        Io::of(&mut s).received(b"GET / HTTP/1.1", &mut spares, &mut pool);
+        let mut input = Vec::with_capacity(64);
+        assert_eq!(s.read_spare(&mut input).unwrap(), 14);
+        assert_eq!(input, b"GET / HTTP/1.1");
+        assert!(input.capacity() >= 64);
+        assert_eq!(
+            s.read_spare(&mut input).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
         Io::of(&mut s).set_eof(true);
         assert_eq!(s.read(&mut buf).unwrap(), 0);
         Io::of(&mut s).fail(io::ErrorKind::ConnectionReset.into(), &mut spares);
