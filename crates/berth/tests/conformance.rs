@@ -167,6 +167,7 @@ berth::with_models!(conformance! {
     files_refuse_symlinks_out;
     files_directories;
     files_large_file_whole_and_pipelined;
+    files_slow_reader_gets_every_byte;
     files_half_closed_clients_are_closed;
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
@@ -1030,7 +1031,12 @@ impl Drop for Site {
 
 /// The content of `data.bin`: no period that divides a chunk, so a misplaced chunk shows.
 fn data() -> Vec<u8> {
-    (0..DATA_LEN).map(|i| (i * 7 % 251) as u8).collect()
+    pattern(DATA_LEN)
+}
+
+/// `len` bytes of `data.bin`'s pattern.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 % 251) as u8).collect()
 }
 
 /// `GET` with extra header lines (each ending in CRLF).
@@ -1369,6 +1375,35 @@ fn files_large_file_whole_and_pipelined(m: Model) {
     let last = c.read_response();
     assert_eq!((last.text(), last.closes()), (HELLO_FILE, true), "{m}");
     c.expect_closed();
+}
+
+/// A reader with a small receive window that stalls first, then reads a little at a time:
+/// the server finds the socket full again and again (`uring` polls the ring for room, the
+/// readiness models wait for their writable event) and the file still arrives whole, in order,
+/// with the response pipelined behind it. The file is larger than the most a socket's send
+/// buffer grows to here (4 MiB, `net.ipv4.tcp_wmem`), so it cannot all be handed over at once.
+fn files_slow_reader_gets_every_byte(m: Model) {
+    const LEN: usize = 8 * 1024 * 1024 + 17;
+    let site = Site::new(m, "slowreader");
+    std::fs::write(site.root().join("big.bin"), pattern(LEN)).unwrap();
+    let srv = site.serve(m);
+    let mut c = Client::from_stream(server::connect(srv.addr));
+    socket2::SockRef::from(c.stream.socket())
+        .set_recv_buffer_size(64 * 1024)
+        .unwrap();
+    let mut both = get_request("/files/big.bin");
+    both.push_str(&get_request("/hello/world"));
+    c.send(both.as_bytes());
+    thread::sleep(Duration::from_millis(300));
+    for _ in 0..8 {
+        c.read_some();
+        thread::sleep(Duration::from_millis(20));
+    }
+    let r = c.read_response();
+    assert_eq!(r.status, 200, "{m}");
+    assert_eq!(r.body.len(), LEN, "{m}");
+    assert!(r.body == pattern(LEN), "{m}: the bytes differ");
+    assert_eq!(c.read_response().text(), HELLO, "{m}");
 }
 
 /// Clients that send a `/files` request, shut their writing side (FIN), read the whole

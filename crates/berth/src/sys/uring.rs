@@ -5,7 +5,7 @@
 //! model's business, `drive::uring`).
 //!
 //! ```text
-//!   drive::uring ── accept_multi / recv_multi / send(Vec) / poll_multi / cancel ──> SQ
+//!   drive::uring ── accept_multi / recv_multi / send(Vec) / poll_* / cancel ──────> SQ
 //!        ^                                                                          │ one
 //!        └── Completion (Accepted fd | Received bytes (copied out) | Sent Vec back) <── CQ  enter
 //! ```
@@ -51,6 +51,7 @@ const SEND: u64 = 3;
 const POLL: u64 = 4;
 const CANCEL: u64 = 5;
 const NOP: u64 = 6;
+const WRITABLE: u64 = 7;
 
 /// The buffer group id of the provided buffer ring (one per ring).
 const GROUP: u16 = 0;
@@ -91,6 +92,9 @@ pub(crate) enum Completion {
     },
     /// A multishot poll fired (or ended). `more`: it is still armed.
     Polled { tag: u64, more: bool },
+    /// A descriptor polled with [`Ring::poll_writable`] has room to write (or failed: the
+    /// write that follows says how).
+    Writable { tag: u64 },
     /// A no-op ended (no-ops are queued by tests only).
     #[cfg_attr(not(test), allow(dead_code))]
     Nop { tag: u64 },
@@ -267,6 +271,17 @@ impl Ring {
         Ok(())
     }
 
+    /// Polls `fd` once for room to write; it comes back as [`Completion::Writable`] with `tag`.
+    pub(crate) fn poll_writable(&mut self, fd: RawFd, tag: u64) -> io::Result<()> {
+        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32)
+            .build()
+            .user_data(WRITABLE << KIND_SHIFT | (tag & TAG_MASK));
+        // SAFETY: no pointers in the entry.
+        unsafe { self.push(entry)? };
+        self.live += 1;
+        Ok(())
+    }
+
     /// Cancels the multishot receive armed with `tag` (it ends with a last completion).
     pub(crate) fn cancel_recv(&mut self, tag: u64) -> io::Result<()> {
         self.cancel(RECV << KIND_SHIFT | (tag & TAG_MASK))
@@ -384,6 +399,7 @@ impl Ring {
                     }
                 }
                 POLL => Completion::Polled { tag, more },
+                WRITABLE => Completion::Writable { tag },
                 NOP => Completion::Nop { tag },
                 _ => continue,
             });

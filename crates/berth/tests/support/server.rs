@@ -603,6 +603,11 @@ impl<S: Read + Write> Client<S> {
         self.read_response()
     }
 
+    /// Reads once (at most 16 KiB), keeping the bytes for the next response: a slow reader.
+    pub fn read_some(&mut self) {
+        self.fill().unwrap_or_else(|e| panic!("reading: {e}"));
+    }
+
     /// Reads one response to a request that was not HEAD.
     pub fn read_response(&mut self) -> Response {
         self.try_read_response(false)

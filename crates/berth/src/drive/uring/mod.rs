@@ -23,8 +23,12 @@
 //! - Workers wake the loop through a mio `Waker` (an eventfd in an epoll set of its own),
 //!   whose epoll descriptor the ring polls (multishot): `workers` and `Control` stay as they
 //!   are.
-//! - Files are read and sent through the output buffer in bounded chunks (as over TLS): one
-//!   buffer per connection at most, however large the file.
+//! - Files go with `sendfile(2)` on the socket itself, once everything queued before them has
+//!   been sent, as in `evloop`; when the socket is full the ring polls it for room (one-shot
+//!   `POLLOUT`), and its completion pumps the connection again. Over TLS they are read and
+//!   sent through the output buffer in bounded chunks. Why not the ring's own `splice`: from
+//!   a regular file it cannot be done without blocking, so io_uring hands each one to its
+//!   worker threads (io-wq), a thread hop per chunk where `sendfile` is one call.
 //!
 //! A connection whose peer leaves while its job runs keeps its slot (marked dead) until the
 //! job ends, as in `evloop`. A connection closed with bytes still unsent keeps its slot until
@@ -458,6 +462,15 @@ impl<H: Handler> UringLoop<H> {
             }
             Completion::Received { tag, result, more } => self.received(tag, result, more)?,
             Completion::Sent { tag, result, buf } => self.sent(tag, result, buf)?,
+            Completion::Writable { tag } => {
+                if let Some((key, _)) = self.slot_of(tag) {
+                    let slot = &mut self.slots[key];
+                    if !slot.conn.dead && !slot.io_ref().closing() {
+                        slot.conn.writable = true;
+                        self.pump(key);
+                    }
+                }
+            }
             Completion::Nop { .. } => {}
         }
         Ok(())
@@ -655,6 +668,21 @@ impl<H: Handler> UringLoop<H> {
         }
     }
 
+    /// Polls for room in the socket if a file's bytes wait for it (see `stream`). If the ring
+    /// will not take the poll, the connection fails; its write deadline closes it.
+    fn poll_room(&mut self, key: usize) {
+        let io = self.slots[key].io();
+        if !io.wants_room() {
+            return;
+        }
+        io.set_wants_room(false);
+        let t = tag(key, io.incarnation, 0);
+        if let Err(e) = self.ring.poll_writable(io.sock.as_raw_fd(), t) {
+            log::warn!("loop {}: cannot poll a connection: {e}", self.state.id);
+            io.fail(e, &mut self.spares);
+        }
+    }
+
     /// Starts a drain: close the listener, close the idle connections; busy ones are closed
     /// when they become idle.
     fn begin_drain(&mut self) {
@@ -730,6 +758,7 @@ impl<H: Handler> Loop for UringLoop<H> {
             return self.finish(key);
         }
         self.queue_send(key);
+        self.poll_room(key);
         let rx_limit = self.config.rx_limit();
         let slot = &mut self.slots[key];
         let (unread, ended) = {

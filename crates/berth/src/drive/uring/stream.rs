@@ -74,6 +74,8 @@ flags! {
     5 closing set_closing:
         "Closed as far as the session goes; waits for its last bytes to be sent."
     6 listed set_listed: "Listed for a send at the end of the loop's turn."
+    7 wants_room set_wants_room:
+        "A file's bytes wait for room in the socket: the loop polls for it, then pumps."
 }
 
 /// The bytes of a busy connection: see [`Io`].
@@ -361,14 +363,30 @@ impl Transport for UringStream {
         Ok(n)
     }
 
-    // Files go through the output buffer (read, then written like any output): bounded by one
-    // buffer, and sent by the ring like the rest.
+    /// Files go from the page cache with `sendfile(2)`, as on a plain socket: io_uring has no
+    /// sendfile, and reading them through a buffer cost 2.5-3x the CPU per byte
+    /// (`BENCHMARKS.md`, issue 19).
     fn can_send_file(&self) -> bool {
-        false
+        true
     }
 
-    fn send_file(&mut self, _: &File, _: &mut u64, _: u64) -> io::Result<usize> {
-        Err(io::ErrorKind::Unsupported.into())
+    /// Called on the socket itself, so only once everything written before has been sent
+    /// (until then "would block": the send's completion wakes the pump). A full socket is
+    /// "would block" too, and the loop polls the ring for room ([`Io::wants_room`]).
+    fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
+        let io = &mut self.io;
+        if let Some(e) = io.queues.as_mut().and_then(|q| q.error.take()) {
+            return Err(e);
+        }
+        if io.unsent() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let count = usize::try_from(len).unwrap_or(usize::MAX);
+        let sent = crate::sys::fs::sendfile(&io.sock, file, offset, count);
+        if matches!(&sent, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            io.set_wants_room(true);
+        }
+        sent
     }
 
     /// After what was written has been sent (the loop does it then).
