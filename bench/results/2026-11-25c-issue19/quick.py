@@ -11,7 +11,7 @@ def cpu():
         t += int(f[11]) + int(f[12])
     return t / os.sysconf("SC_CLK_TCK")
 c0 = cpu()
-out = subprocess.run(["taskset","-c","1","wrk"]+wrkargs+[f"-d{dur}s","http://127.0.0.1:18080/hello/world"] + (["-s", os.environ["LUA"]] if "LUA" in os.environ else []), capture_output=True, text=True).stdout
+out = subprocess.run(["taskset","-c","1","wrk"]+wrkargs+[f"-d{dur}s","http://127.0.0.1:18080" + os.environ.get("PATHQ", "/hello/world")] + (["-s", os.environ["LUA"]] if "LUA" in os.environ else []), capture_output=True, text=True).stdout
 c1 = cpu()
 srv.terminate(); srv.wait()
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
