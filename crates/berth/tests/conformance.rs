@@ -168,6 +168,7 @@ berth::with_models!(conformance! {
     files_directories;
     files_large_file_whole_and_pipelined;
     files_slow_reader_gets_every_byte;
+    files_reset_while_waiting_for_room;
     files_half_closed_clients_are_closed;
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
@@ -1404,6 +1405,47 @@ fn files_slow_reader_gets_every_byte(m: Model) {
     assert_eq!(r.body.len(), LEN, "{m}");
     assert!(r.body == pattern(LEN), "{m}: the bytes differ");
     assert_eq!(c.read_response().text(), HELLO, "{m}");
+}
+
+/// Clients that reset while the server waits for room in their sockets (a file larger than
+/// the send buffer, not read): each is closed when the reset arrives, long before the write
+/// timeout (60 s here), and a reader that comes after is served whole. (`single` serves one
+/// connection at a time: one client.)
+fn files_reset_while_waiting_for_room(m: Model) {
+    const LEN: usize = 8 * 1024 * 1024 + 17;
+    let clients_n = if m == Model::Single { 1 } else { 4 };
+    let site = Site::new(m, "resetroom");
+    std::fs::write(site.root().join("big.bin"), pattern(LEN)).unwrap();
+    let srv = Opts::new(m)
+        .files(site.root())
+        .timeouts(berth::drive::Timeouts {
+            write: Duration::from_secs(60),
+            ..Default::default()
+        })
+        .start();
+    let mut clients = Vec::new();
+    for _ in 0..clients_n {
+        let mut c = Client::from_stream(server::connect(srv.addr));
+        socket2::SockRef::from(c.stream.socket())
+            .set_recv_buffer_size(64 * 1024)
+            .unwrap();
+        c.send(get_request("/files/big.bin").as_bytes());
+        clients.push(c);
+    }
+    srv.wait_stats("the clients to be served", |s| {
+        s.connections_total >= clients_n as u64
+    });
+    thread::sleep(Duration::from_millis(300));
+    for c in clients {
+        c.leave(true);
+    }
+    srv.wait_stats("the reset connections to be closed", |s| {
+        s.connections_open == 0
+    });
+    let mut c = srv.client();
+    let r = c.get("/files/big.bin");
+    assert_eq!(r.body.len(), LEN, "{m}");
+    assert!(r.body == pattern(LEN), "{m}: the bytes differ");
 }
 
 /// Clients that send a `/files` request, shut their writing side (FIN), read the whole
