@@ -236,7 +236,7 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 pub struct Session {
     state: State,
     /// A request body going to its job as it arrives ([`Handler::STREAMS_BODY`]).
-    feed: Option<Feed>,
+    feed: Option<Box<Feed>>,
     /// The driver asked for the connection to end after the next response.
     wind_down: bool,
     /// When the first byte of the request now being read arrived: the header timeout runs
@@ -830,12 +830,14 @@ impl Session {
             _ => BodyState::Chunked(Chunked::new(0)),
         };
         // Even an answer given at once must not leave the body to be read as requests.
-        self.feed = Some(Feed {
+        // Boxed: only a request whose body a job streams has one, and inline it would make
+        // every idle connection that much bigger.
+        self.feed = Some(Box::new(Feed {
             writer,
             body,
             total: 0,
             discard: false,
-        });
+        }));
         if framing.expect_continue {
             output.extend_from_slice(CONTINUE);
         }
