@@ -1,57 +1,27 @@
-//! The `evloop` driver serves keep-alive requests without touching the allocator in steady
-//! state (DESIGN §2: "no allocation per connection or per request in steady state").
+//! The `evloop` and `uring` drivers serve keep-alive requests without touching the allocator
+//! in steady state (DESIGN §2: "no allocation per connection or per request in steady state").
 //!
-//! A counting global allocator wraps the system one. After a warm-up, 10,000 keep-alive
+//! A counting global allocator (`support/counting.rs`) wraps the system one. After a warm-up, 10,000 keep-alive
 //! `GET /hello/world` requests go over one connection with a client that itself allocates
 //! nothing (a fixed request, a fixed read buffer, Content-Length parsed by hand), and the count
 //! must not move; then 500 short connections (one request each) must not move it either. A
 //! `/stats` request in between proves the counter sees the server's threads. This binary holds
 //! a single test so that no other test thread allocates while it counts.
 
+#[path = "support/counting.rs"]
+mod counting;
 #[path = "support/server.rs"]
 mod server;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use berth::drive::Model;
+use counting::allocations;
 use server::Opts;
 
-/// Counts every allocation (`alloc`, `alloc_zeroed`, `realloc`) made by any thread.
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so it upholds
-// `GlobalAlloc`'s contract exactly as `System` does; counting has no effect on the memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        // SAFETY: forwarded unchanged; the caller upholds `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged; the caller upholds `dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const REQUEST: &[u8] = b"GET /hello/world HTTP/1.1\r\nHost: alloc\r\n\r\n";
 const BODY: &[u8] = b"Hello, World!";
@@ -127,7 +97,14 @@ fn complete_response(bytes: &[u8]) -> Option<usize> {
 
 #[test]
 fn steady_state_does_not_allocate() {
-    let srv = Opts::evloop().accept_threads(1).workers(1).start();
+    // One model after the other, in one test: no other test thread allocates meanwhile.
+    for model in [Model::Evloop, Model::Uring] {
+        steady_state(model);
+    }
+}
+
+fn steady_state(model: Model) {
+    let srv = Opts::new(model).accept_threads(1).workers(1).start();
     let mut stream = server::connect(srv.addr);
     let mut buf = [0u8; 4096];
 
@@ -139,7 +116,7 @@ fn steady_state_does_not_allocate() {
     }
 
     // The counter sees the server's allocations: `/stats` builds its text in a new String.
-    let start = ALLOCATIONS.load(Relaxed);
+    let start = allocations();
     assert!(
         exchange_with(
             &mut stream,
@@ -150,7 +127,7 @@ fn steady_state_does_not_allocate() {
         "GET /stats failed"
     );
     assert!(
-        ALLOCATIONS.load(Relaxed) > start,
+        allocations() > start,
         "the counting allocator did not see the server allocate"
     );
     assert!(
@@ -158,7 +135,7 @@ fn steady_state_does_not_allocate() {
         "request after /stats failed"
     );
 
-    let before = ALLOCATIONS.load(Relaxed);
+    let before = allocations();
     let mut failed_at = None;
     for i in 0..10_000u32 {
         if !exchange(&mut stream, &mut buf) {
@@ -166,13 +143,13 @@ fn steady_state_does_not_allocate() {
             break;
         }
     }
-    let after = ALLOCATIONS.load(Relaxed);
+    let after = allocations();
 
     assert_eq!(failed_at, None, "a request in the counted window failed");
     assert_eq!(
         after - before,
         0,
-        "{} allocations during 10,000 keep-alive requests",
+        "{model}: {} allocations during 10,000 keep-alive requests",
         after - before
     );
     // New connections do not allocate either (the slab is preallocated and buffers pooled):
@@ -181,7 +158,7 @@ fn steady_state_does_not_allocate() {
         let ok = connect_bounded(srv.addr).is_some_and(|mut conn| exchange(&mut conn, &mut buf));
         assert!(ok, "warm-up connection {i} failed");
     }
-    let before = ALLOCATIONS.load(Relaxed);
+    let before = allocations();
     let mut failed_at = None;
     for i in 0..500u32 {
         let ok = connect_bounded(srv.addr).is_some_and(|mut conn| exchange(&mut conn, &mut buf));
@@ -190,12 +167,12 @@ fn steady_state_does_not_allocate() {
             break;
         }
     }
-    let after = ALLOCATIONS.load(Relaxed);
+    let after = allocations();
     assert_eq!(failed_at, None, "a connection in the counted window failed");
     assert_eq!(
         after - before,
         0,
-        "{} allocations during 500 short connections",
+        "{model}: {} allocations during 500 short connections",
         after - before
     );
 

@@ -2,6 +2,8 @@
 //! the bytes its heap holds, per connection (`support/idle.rs`). One test in its own binary,
 //! so no other test allocates meanwhile.
 
+#[path = "support/counting.rs"]
+mod counting;
 #[path = "support/idle.rs"]
 mod idle;
 #[path = "support/server.rs"]
@@ -10,7 +12,7 @@ mod server;
 use server::Opts;
 
 #[global_allocator]
-static ALLOC: idle::Counting = idle::Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 #[test]
 fn an_idle_keep_alive_connection_holds_no_buffers() {

@@ -5,6 +5,8 @@
 //! than an `evloop` one (`drive::uring`'s unit test). One test in its own binary, so no other
 //! test allocates meanwhile.
 
+#[path = "support/counting.rs"]
+mod counting;
 #[path = "support/idle.rs"]
 mod idle;
 #[path = "support/server.rs"]
@@ -14,7 +16,7 @@ use berth::drive::Model;
 use server::Opts;
 
 #[global_allocator]
-static ALLOC: idle::Counting = idle::Counting;
+static ALLOC: counting::Counting = counting::Counting;
 
 #[test]
 fn an_idle_uring_connection_holds_no_buffers() {

@@ -1,41 +1,14 @@
 //! Measures what idle keep-alive connections cost a server running in this process, two ways:
 //! the process's resident set (what the kernel charges: slots, pages touched) and the bytes
-//! its heap holds, counted by [`Counting`], which the test binary installs as its global
-//! allocator. A binary using this should hold one test, so nothing else allocates meanwhile.
+//! its heap holds, counted by `support/counting.rs`, which the test binary installs as its
+//! global allocator. A binary using this should hold one test, so nothing else allocates meanwhile.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
+use super::counting;
 use super::server::{self, get_request, ModelServer};
-
-/// The system allocator, counting the bytes allocated and not yet freed.
-pub struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; only a counter is added.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.realloc(ptr, layout, new) }
-    }
-}
 
 /// Resident set size of this process, in bytes.
 fn rss_bytes() -> isize {
@@ -75,13 +48,13 @@ pub fn cost_of_idle(srv: &ModelServer, warm: usize, n: usize) -> Cost {
     open(srv.addr, warm, &mut warmed);
     // Room for the clients' sockets up front: their list is not the server's memory.
     let mut idle = Vec::with_capacity(n);
-    let (rss, heap) = (rss_bytes(), LIVE.load(Ordering::Relaxed));
+    let (rss, heap) = (rss_bytes(), counting::live_bytes());
     open(srv.addr, n, &mut idle);
     let open_now = || srv.snapshot().connections_open == (warm + n) as u64;
     assert!(server::wait_for(Duration::from_secs(5), open_now));
     let cost = Cost {
         rss: (rss_bytes() - rss) / n as isize,
-        heap: (LIVE.load(Ordering::Relaxed) - heap) / n as isize,
+        heap: (counting::live_bytes() - heap) / n as isize,
     };
     println!("per idle connection: {cost:?}");
     cost

@@ -743,7 +743,7 @@ impl<H: Handler> Loop for UringLoop<H> {
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
         let slot = self.slots.get_mut(key).filter(|s| !s.io_ref().closing())?;
         // Whatever the pump writes has somewhere to go (given back once it is idle: `arm`).
-        slot.io().attach(&mut self.spares);
+        slot.io().attach(&mut self.spares, &mut self.state.pool);
         Some(self.state.lend(&mut slot.conn))
     }
 

@@ -159,8 +159,18 @@ impl Io {
         }
     }
 
-    /// Attaches queues (a spare's if there is one) unless some are attached.
-    pub fn attach(&mut self, spares: &mut Spares) -> &mut Queues {
+    /// Attaches queues (a spare's if there is one) unless some are attached, with an output
+    /// buffer from `pool` for the pump to write into: a pooled buffer, so that writing a
+    /// response allocates nothing.
+    pub fn attach(&mut self, spares: &mut Spares, pool: &mut BufPool) {
+        let q = self.queues_from(spares);
+        if q.tx.capacity() == 0 {
+            q.tx = pool.take();
+        }
+    }
+
+    /// The attached queues, attaching a spare (or new) one if none are.
+    fn queues_from(&mut self, spares: &mut Spares) -> &mut Queues {
         self.queues
             .get_or_insert_with(|| spares.free.pop().unwrap_or_else(|| Queues::new(spares.tx_limit)))
     }
@@ -193,12 +203,12 @@ impl Io {
 
     /// Records that a receive or send failed (the first failure is the one reported).
     pub fn fail(&mut self, e: io::Error, spares: &mut Spares) {
-        self.attach(spares).error.get_or_insert(e);
+        self.queues_from(spares).error.get_or_insert(e);
     }
 
     /// Appends received bytes (taking a pooled buffer if none is held).
     pub fn received(&mut self, bytes: &[u8], spares: &mut Spares, pool: &mut BufPool) {
-        let q = self.attach(spares);
+        let q = self.queues_from(spares);
         if q.rx.capacity() == 0 {
             q.rx = pool.take();
         }
@@ -463,7 +473,7 @@ mod tests {
     fn writes_queue_up_to_the_limit_and_stay_pending_until_sent() {
         let (mut s, _peer) = stream();
         let (mut spares, mut pool) = (Spares::new(8, 4), BufPool::new(64, 4, 0));
-        Io::of(&mut s).attach(&mut spares);
+        Io::of(&mut s).attach(&mut spares, &mut pool);
         assert_eq!(s.write(b"0123456789").unwrap(), 8);
         assert_eq!(
             s.write(b"x").unwrap_err().kind(),
