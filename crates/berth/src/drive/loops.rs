@@ -52,16 +52,30 @@ pub(super) struct Wiring<J> {
 }
 
 /// The settings a [`State`] is made with.
-pub(super) struct Sizes<'a> {
+#[derive(Debug, Clone)]
+pub(super) struct Sizes {
     /// Most connections (timing-wheel keys).
-    pub capacity: usize,
-    pub limits: Limits,
+    capacity: usize,
+    limits: Limits,
     /// Size of each pooled buffer.
-    pub buffer_size: usize,
+    buffer_size: usize,
     /// Spare buffers kept for reuse.
-    pub pooled_buffers: usize,
+    pooled_buffers: usize,
     /// What connections are served over (for the refusal at capacity).
-    pub transport: &'a Acceptor,
+    transport: Acceptor,
+}
+
+impl Sizes {
+    /// A loop's, from the common settings and the spare buffers it keeps.
+    pub fn new(common: &super::Common, pooled_buffers: usize) -> Sizes {
+        Sizes {
+            capacity: common.capacity,
+            limits: common.limits,
+            buffer_size: common.buffer_size,
+            pooled_buffers,
+            transport: common.listen.transport.clone(),
+        }
+    }
 }
 
 /// What an event loop keeps besides its connections and how it waits: the session state lent
@@ -96,7 +110,7 @@ pub(super) struct State<H: Handler> {
 impl<H: Handler> State<H> {
     /// The state of a loop serving `service`, made on the thread that will run it (a handler
     /// may be tied to it).
-    pub fn new<S: Service<Handler = H>>(service: &S, w: Wiring<H::Job>, sizes: Sizes<'_>) -> Self {
+    pub fn new<S: Service<Handler = H>>(service: &S, w: Wiring<H::Job>, sizes: &Sizes) -> Self {
         State {
             id: w.id,
             owner: w.owner,

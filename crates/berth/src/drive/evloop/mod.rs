@@ -27,7 +27,7 @@ use std::net::TcpListener as StdListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_proto::http::{Handler, Limits};
+use berth_proto::http::Handler;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
@@ -70,6 +70,8 @@ impl Default for Config {
 /// side in one flat struct.
 #[derive(Debug, Clone)]
 struct Flat {
+    /// What the loop's `State` is made with.
+    sizes: Sizes,
     /// Most simultaneous connections per accept thread (`-C`); the slab is preallocated to it.
     capacity: usize,
     /// Worker threads for offloaded jobs (`-w`). With 0, jobs run on the loop thread.
@@ -77,12 +79,6 @@ struct Flat {
     /// Jobs that may wait for a worker (`--queue-capacity`); a job beyond it is answered 503
     /// with `Retry-After` at once.
     queue_capacity: usize,
-    /// Request limits.
-    limits: Limits,
-    /// Size of each pooled read/write buffer.
-    buffer_size: usize,
-    /// Spare buffers each loop keeps for reuse.
-    pooled_buffers: usize,
     /// Readiness events taken from the kernel per poll.
     events: usize,
     /// Read a new connection at once instead of waiting for its first readiness event
@@ -99,12 +95,10 @@ struct Flat {
 impl Flat {
     fn new(common: &super::Common, own: &Config) -> Flat {
         Flat {
+            sizes: Sizes::new(common, own.pooled_buffers),
             capacity: common.capacity,
             workers: common.workers,
             queue_capacity: common.queue_capacity,
-            limits: common.limits,
-            buffer_size: common.buffer_size,
-            pooled_buffers: own.pooled_buffers,
             events: own.events,
             read_on_accept: common.read_on_accept,
             first_thread: own.first_thread,
@@ -214,15 +208,8 @@ impl<H: Handler> EventLoop<H> {
     /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
     fn new<S: Service<Handler = H>>(service: &S, p: Parts<H::Job>) -> Self {
         let config = p.config;
-        let sizes = Sizes {
-            capacity: config.capacity,
-            limits: config.limits,
-            buffer_size: config.buffer_size,
-            pooled_buffers: config.pooled_buffers,
-            transport: &config.transport,
-        };
         EventLoop {
-            state: State::new(service, p.wiring, sizes),
+            state: State::new(service, p.wiring, &config.sizes),
             poll: p.poll,
             listener: Some(p.listener),
             draining: false,

@@ -47,7 +47,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_proto::http::{Handler, Limits};
+use berth_proto::http::Handler;
 use mio::{Events, Poll, Token};
 use slab::Slab;
 
@@ -94,10 +94,11 @@ const POOLED_BUFFERS: usize = 256;
 /// What a loop reads, from [`Common`](super::Common) and [`Config`], in one flat struct.
 #[derive(Debug, Clone)]
 struct Flat {
+    /// What the loop's `State` is made with.
+    sizes: Sizes,
     capacity: usize,
     workers: usize,
     queue_capacity: usize,
-    limits: Limits,
     buffer_size: usize,
     pooled_buffers: usize,
     ring: RingConfig,
@@ -110,10 +111,10 @@ impl Flat {
         let buffers = own.recv_buffers.clamp(1, 32768).next_power_of_two();
         let entries = own.ring_entries.clamp(8, 32768);
         Flat {
+            sizes: Sizes::new(common, POOLED_BUFFERS),
             capacity: common.capacity,
             workers: common.workers,
             queue_capacity: common.queue_capacity,
-            limits: common.limits,
             buffer_size: common.buffer_size,
             pooled_buffers: POOLED_BUFFERS,
             ring: RingConfig {
@@ -334,15 +335,8 @@ impl<H: Handler> UringLoop<H> {
         ring.accept_multi(p.listener.as_raw_fd(), LISTENER_TAG)?;
         ring.poll_multi(p.poll.as_raw_fd(), WAKER_TAG)?;
         ring.submit_and_wait(false, None)?;
-        let sizes = Sizes {
-            capacity: config.capacity,
-            limits: config.limits,
-            buffer_size: config.buffer_size,
-            pooled_buffers: config.pooled_buffers,
-            transport: &config.transport,
-        };
         Ok(UringLoop {
-            state: State::new(service, p.wiring, sizes),
+            state: State::new(service, p.wiring, &config.sizes),
             ring,
             poll: p.poll,
             events: Events::with_capacity(8),

@@ -382,7 +382,7 @@ impl Transport for UringStream {
 
     /// Called on the socket itself, so only once everything written before has been sent
     /// (until then "would block": the send's completion wakes the pump). A full socket is
-    /// "would block" too, and the loop polls the ring for room ([`Io::wants_room`]).
+    /// "would block" too, and the loop polls the ring for room (`Io::wants_room`).
     fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
         let io = &mut self.io;
         if let Some(e) = io.queues.as_mut().and_then(|q| q.error.take()) {
