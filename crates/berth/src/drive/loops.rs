@@ -200,16 +200,15 @@ pub(super) struct Started<J> {
     pub workers: Vec<JoinHandle<()>>,
 }
 
-/// Makes the return addresses of `count` loops of `capacity` slots each and starts `workers`
-/// workers fed by a queue of `queue_capacity` jobs.
+/// Makes the return addresses of `count` loops of `common.capacity` slots each and starts
+/// `common.workers` workers fed by a queue of `common.queue_capacity` jobs.
 pub(super) fn start<J: berth_proto::http::Job>(
     count: usize,
-    capacity: usize,
+    common: &super::Common,
     waker: Token,
-    workers: usize,
-    queue_capacity: usize,
     stats: &Arc<Stats>,
 ) -> io::Result<Started<J>> {
+    let (capacity, workers) = (common.capacity, common.workers);
     let mut polls = Vec::with_capacity(count);
     let mut reply_to = Vec::with_capacity(count);
     let mut replies = Vec::with_capacity(count);
@@ -222,7 +221,7 @@ pub(super) fn start<J: berth_proto::http::Job>(
         polls.push(poll);
     }
     let wakers = reply_to.iter().map(|r| r.waker.clone()).collect();
-    let (queue_tx, queue_rx) = crossbeam_channel::bounded(queue_capacity.max(1));
+    let (queue_tx, queue_rx) = crossbeam_channel::bounded(common.queue_capacity.max(1));
     let threads = workers::spawn(workers, queue_rx, stats.clone())?;
     Ok(Started {
         polls,

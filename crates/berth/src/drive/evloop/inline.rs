@@ -20,7 +20,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest};
 
 use super::{Config, EventLoop, Flat, Parts, LISTENER, WAKER};
-use crate::drive::loops::{Loop, Wiring};
+use crate::drive::loops::{Loop, Started, Wiring};
 use crate::drive::registry::{bind_one, bind_error};
 use crate::drive::{Common, Service};
 use crate::net::BindError;
@@ -49,26 +49,20 @@ impl<H: Handler> Inline<H> {
         let (listener, bound) = bind_one(addr, common)?;
         let make = || -> io::Result<Inline<H>> {
             let config = Flat::new(common, config);
-            let started = crate::drive::loops::start::<H::Job>(
-                1,
-                config.capacity,
-                WAKER,
-                config.workers,
-                config.queue_capacity,
-                &stats,
-            )?;
-            let (mut polls, loops, mut replies, queue) = (
-                started.polls,
-                started.loops,
-                started.replies,
-                started.queue,
-            );
+            let Started {
+                mut polls,
+                loops,
+                mut replies,
+                queue,
+                workers,
+                ..
+            } = crate::drive::loops::start::<H::Job>(1, common, WAKER, &stats)?;
             let (Some(poll), Some(replies)) = (polls.pop(), replies.pop()) else {
                 return Err(io::Error::other("no loop made"));
             };
             let waker = loops[0].waker.clone();
             // The workers stop when the queue's last sender (the loop's) is dropped.
-            drop(started.workers);
+            drop(workers);
             listener.set_nonblocking(true)?;
             let mut listener = TcpListener::from_std(listener);
             poll.registry()

@@ -33,7 +33,7 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use super::accept;
-use super::loops::{Lent, Loop, Sizes, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
+use super::loops::{Lent, Loop, Sizes, Started, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
 use super::{Server, Service, Timeouts};
 use crate::net::{Accepted, Acceptor, Evented};
@@ -74,11 +74,6 @@ struct Flat {
     sizes: Sizes,
     /// Most simultaneous connections per accept thread (`-C`); the slab is preallocated to it.
     capacity: usize,
-    /// Worker threads for offloaded jobs (`-w`). With 0, jobs run on the loop thread.
-    workers: usize,
-    /// Jobs that may wait for a worker (`--queue-capacity`); a job beyond it is answered 503
-    /// with `Retry-After` at once.
-    queue_capacity: usize,
     /// Readiness events taken from the kernel per poll.
     events: usize,
     /// Read a new connection at once instead of waiting for its first readiness event
@@ -97,8 +92,6 @@ impl Flat {
         Flat {
             sizes: Sizes::new(common, own.pooled_buffers),
             capacity: common.capacity,
-            workers: common.workers,
-            queue_capacity: common.queue_capacity,
             events: own.events,
             read_on_accept: common.read_on_accept,
             first_thread: own.first_thread,
@@ -119,22 +112,14 @@ pub fn spawn<S: Service>(
 ) -> io::Result<Server> {
     let config = Flat::new(common, config);
     let ctl = Arc::new(Control::default());
-    let started = super::loops::start::<<S::Handler as Handler>::Job>(
-        listeners.len(),
-        config.capacity,
-        WAKER,
-        config.workers,
-        config.queue_capacity,
-        &stats,
-    )?;
-    let (polls, loops, replies, wakers, queue) = (
-        started.polls,
-        started.loops,
-        started.replies,
-        started.wakers,
-        started.queue,
-    );
-    let mut threads = started.workers;
+    let Started {
+        polls,
+        loops,
+        replies,
+        wakers,
+        queue,
+        workers: mut threads,
+    } = super::loops::start::<<S::Handler as Handler>::Job>(listeners.len(), common, WAKER, &stats)?;
 
     for (index, ((listener, poll), replies)) in
         listeners.into_iter().zip(polls).zip(replies).enumerate()

@@ -52,7 +52,7 @@ use mio::{Events, Poll, Token};
 use slab::Slab;
 
 use super::accept;
-use super::loops::{Lent, Loop, Sizes, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
+use super::loops::{Lent, Loop, Sizes, Started, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
 use super::{Server, Service, Timeouts};
 use crate::net::{Accepted, Acceptor};
@@ -97,8 +97,6 @@ struct Flat {
     /// What the loop's `State` is made with.
     sizes: Sizes,
     capacity: usize,
-    workers: usize,
-    queue_capacity: usize,
     buffer_size: usize,
     pooled_buffers: usize,
     ring: RingConfig,
@@ -113,8 +111,6 @@ impl Flat {
         Flat {
             sizes: Sizes::new(common, POOLED_BUFFERS),
             capacity: common.capacity,
-            workers: common.workers,
-            queue_capacity: common.queue_capacity,
             buffer_size: common.buffer_size,
             pooled_buffers: POOLED_BUFFERS,
             ring: RingConfig {
@@ -166,22 +162,14 @@ pub fn spawn<S: Service>(
 ) -> io::Result<Server> {
     let config = Flat::new(common, config);
     let ctl = Arc::new(Control::default());
-    let started = super::loops::start::<<S::Handler as Handler>::Job>(
-        listeners.len(),
-        config.capacity,
-        WAKER,
-        config.workers,
-        config.queue_capacity,
-        &stats,
-    )?;
-    let (polls, loops, replies, wakers, queue) = (
-        started.polls,
-        started.loops,
-        started.replies,
-        started.wakers,
-        started.queue,
-    );
-    let mut threads = started.workers;
+    let Started {
+        polls,
+        loops,
+        replies,
+        wakers,
+        queue,
+        workers: mut threads,
+    } = super::loops::start::<<S::Handler as Handler>::Job>(listeners.len(), common, WAKER, &stats)?;
 
     let (ready_tx, ready_rx) = crossbeam_channel::unbounded::<io::Result<()>>();
     let count = listeners.len();
