@@ -117,11 +117,11 @@ pub struct BenchArgs {
 /// Options of `berth lab`.
 #[derive(Debug, Args)]
 pub struct LabArgs {
-    /// Short runs (1 s each, no warm-up): the whole lab in under two minutes.
+    /// Short runs (0.75 s each, no warm-up): the whole lab in under two minutes.
     #[arg(long)]
     pub quick: bool,
 
-    /// Seconds per measured run [default: 10, or 1 with --quick].
+    /// Seconds per measured run [default: 10, or 0.75 with --quick].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
 

@@ -17,9 +17,13 @@ pub fn run(opts: LabArgs) -> Result<(), String> {
         usage_error("lab", &format!("no peers directory at {}", peers.display()));
     }
     let config = LabConfig {
-        duration: opts
-            .duration
-            .unwrap_or(Duration::from_secs(if opts.quick { 1 } else { 10 })),
+        duration: opts.duration.unwrap_or(if opts.quick {
+            // About a hundred runs (fifteen servers, eight to fourteen shapes each) and
+            // their starts and stops fit two minutes with runs this short.
+            Duration::from_millis(750)
+        } else {
+            Duration::from_secs(10)
+        }),
         warmup: opts.warmup.unwrap_or(if opts.quick {
             Duration::ZERO
         } else {
