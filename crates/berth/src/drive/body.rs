@@ -186,6 +186,7 @@ mod tests {
         fn shutdown_write(&mut self) -> io::Result<()> {
             Ok(())
         }
+        fn abort(&mut self) {}
     }
 
     fn scratch_file(name: &str, data: &[u8]) -> (std::path::PathBuf, File) {

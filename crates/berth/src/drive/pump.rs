@@ -286,7 +286,12 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// progress is answered 408 first (an upgraded protocol decides for itself).
     pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) -> Fate<H::Job> {
         self.timed_out = false;
-        if self.out_pending() || self.core.is_closed() {
+        if self.out_pending() {
+            // The peer took nothing for the write timeout: give it up (see `Transport::abort`).
+            self.stream.abort();
+            return Fate::Close;
+        }
+        if self.core.is_closed() {
             return Fate::Close;
         }
         self.ensure_output(env.pool);
@@ -677,8 +682,13 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         Ok(())
     }
 
-    /// Records the error that ends the connection; false, for `run` to return.
+    /// Records the error that ends the connection; false, for `run` to return. A blocking
+    /// write that timed out gives the connection up with bytes unsent: it is aborted (see
+    /// `Transport::abort`); reads that time out never come here.
     fn fail(&mut self, e: io::Error) -> bool {
+        if W::BLOCKING && matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+            self.stream.abort();
+        }
         self.error = Some(e);
         false
     }
@@ -706,7 +716,15 @@ impl<T: Transport> Conn<T, Readiness> {
     /// destroy the response before the peer reads it. A connection whose last read drained the
     /// socket and whose input was all consumed closes at once (nginx's lingering heuristic).
     /// (The blocking models linger with a timeout instead: `blocking::linger_close`.)
-    pub fn shut(&mut self, pool: &mut BufPool) {
+    ///
+    /// A connection ended with bytes still unsent (the pump gave up on it: its write timeout
+    /// passed, its peer failed, the server stops) is aborted instead ([`Transport::abort`]):
+    /// its close is a reset, so the kernel keeps nothing of it. Returns whether it was.
+    pub fn shut(&mut self, pool: &mut BufPool) -> bool {
+        let abandoned = self.out_pending();
+        if abandoned {
+            self.stream.abort();
+        }
         let unread = self.readable || !self.input.is_empty();
         self.opened = None;
         self.body = None;
@@ -714,8 +732,8 @@ impl<T: Transport> Conn<T, Readiness> {
         self.output.clear();
         self.written = 0;
         self.release_idle_buffers(pool);
-        if !unread || self.peer_closed {
-            return;
+        if abandoned || !unread || self.peer_closed {
+            return abandoned;
         }
         let _ = self.stream.shutdown_write();
         // What has arrived, up to a byte budget (not a count of reads: a TLS read gives one
@@ -728,6 +746,7 @@ impl<T: Transport> Conn<T, Readiness> {
                 _ => break,
             }
         }
+        false
     }
 }
 
@@ -843,7 +862,7 @@ mod tests {
                 other => panic!("unexpected {other:?}"),
             }
         }
-        conn.shut(&mut pool);
+        let _ = conn.shut(&mut pool);
     }
 
     /// The blocking models' way: `serve_connection` until it returns.

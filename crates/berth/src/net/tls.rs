@@ -582,6 +582,10 @@ impl<S: Transport> Transport for TlsStream<S> {
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.take(buf, true)
     }
+
+    fn abort(&mut self) {
+        self.sock.abort()
+    }
 }
 
 impl<S: Evented> Evented for TlsStream<S> {

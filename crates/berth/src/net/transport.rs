@@ -83,6 +83,13 @@ pub trait Transport: Read + Write {
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write(buf)
     }
+
+    /// The connection is being given up with bytes the peer has not taken (it stopped
+    /// reading and the write timeout passed, or the server stops): its close becomes a reset
+    /// (`SO_LINGER` 0). Otherwise the kernel keeps the socket as an orphan, retrying into a
+    /// closed window with its send buffer full, for minutes after the descriptor is gone. A
+    /// peer that stalled a transfer gets a reset, as nginx's `reset_timedout_connection` does.
+    fn abort(&mut self);
 }
 
 /// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
@@ -119,8 +126,17 @@ macro_rules! plain_socket {
             fn shutdown_write(&mut self) -> io::Result<()> {
                 self.shutdown(Shutdown::Write)
             }
+            fn abort(&mut self) {
+                reset_on_close(&*self);
+            }
         }
     )*};
+}
+
+/// Makes closing `socket` a reset ([`Transport::abort`]). A UNIX socket frees its buffers on
+/// close anyway; the option is harmless there.
+pub(crate) fn reset_on_close(socket: &impl std::os::fd::AsFd) {
+    let _ = socket2::SockRef::from(socket).set_linger(Some(Duration::ZERO));
 }
 
 plain_socket!(
@@ -235,6 +251,9 @@ impl Transport for Stream {
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
         either!(self, s => s.write_last(buf))
     }
+    fn abort(&mut self) {
+        either!(self, s => s.abort())
+    }
 }
 
 impl Evented for Stream {
@@ -272,6 +291,9 @@ impl<T: Transport> Transport for NoSendFile<T> {
     }
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.0.shutdown_write()
+    }
+    fn abort(&mut self) {
+        self.0.abort()
     }
 }
 
@@ -410,6 +432,9 @@ impl<S: Transport> Transport for Accepted<S> {
     #[inline]
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
         accepted!(self, s => s.write_last(buf))
+    }
+    fn abort(&mut self) {
+        accepted!(self, s => s.abort())
     }
 }
 

@@ -293,6 +293,18 @@ impl Ring {
         self.cancel(ACCEPT << KIND_SHIFT | (tag & TAG_MASK))
     }
 
+    /// Cancels every operation on `fd` (receive, sends, polls) and submits the cancellation
+    /// at once, so that it reaches the kernel while `fd` still names the socket: the caller is
+    /// about to close it.
+    pub(crate) fn cancel_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        let entry = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
+            .build()
+            .user_data(CANCEL << KIND_SHIFT);
+        // SAFETY: no pointers in the entry.
+        unsafe { self.push(entry)? };
+        self.ring.submit().map(|_| ())
+    }
+
     fn cancel(&mut self, user_data: u64) -> io::Result<()> {
         let entry = opcode::AsyncCancel::new(user_data)
             .build()

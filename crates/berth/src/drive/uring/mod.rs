@@ -696,13 +696,22 @@ impl<H: Handler> UringLoop<H> {
         }
     }
 
-    /// Frees a slot: its receive cancelled, its descriptor closed (a send still in flight
-    /// keeps the socket open in the kernel until it ends).
+    /// Frees a slot: its receive cancelled, its descriptor closed. An operation the ring still
+    /// holds on the socket (a send, a poll for room: the pump waits for it while `writable` is
+    /// false) keeps the socket alive in the kernel whoever closes the descriptor, until it
+    /// ends; a peer that never reads would hold it for ever. So such operations are cancelled,
+    /// and the cancellation submitted before the descriptor is closed (the kernel finds them
+    /// by the open file).
     fn release(&mut self, key: usize) {
         self.state.wheel.disarm(key);
         self.state.loops[self.state.id].set_cancelled(key, false);
         let mut slot = self.slots.remove(key);
-        if slot.io_ref().receiving() {
+        if slot.io_ref().sending() || !slot.conn.writable {
+            let fd = slot.io_ref().sock.as_raw_fd();
+            if let Err(e) = self.ring.cancel_fd(fd) {
+                log::warn!("loop {}: cannot cancel a connection's sends: {e}", self.state.id);
+            }
+        } else if slot.io_ref().receiving() {
             let _ = self.ring.cancel_recv(slot.recv_tag(key));
         }
         let incarnation = &mut self.incarnations[key];
@@ -774,7 +783,7 @@ impl<H: Handler> Loop for UringLoop<H> {
         if slot.conn.dead || slot.io_ref().closing() {
             return;
         }
-        slot.conn.shut(&mut self.state.pool);
+        let abandoned = slot.conn.shut(&mut self.state.pool);
         self.state.wheel.disarm(key);
         if slot.conn.job_pending {
             // The slot stays until the job ends; stop receiving meanwhile.
@@ -786,7 +795,7 @@ impl<H: Handler> Loop for UringLoop<H> {
             self.state.loops[self.state.id].set_cancelled(key, true);
             return;
         }
-        if slot.io_ref().unsent() {
+        if slot.io_ref().unsent() && !abandoned {
             slot.io().set_closing(true);
             self.queue_send(key);
             let at = self.state.now + self.config.timeouts.write;
@@ -800,9 +809,10 @@ impl<H: Handler> Loop for UringLoop<H> {
         self.release(key);
     }
 
-    /// A closing connection whose last bytes did not go within the write timeout is closed.
+    /// A closing connection whose last bytes did not go within the write timeout is aborted.
     fn overdue(&mut self, key: usize) -> bool {
         if self.slots.get(key).is_some_and(|s| s.io_ref().closing()) {
+            crate::net::transport::reset_on_close(&self.slots[key].io_ref().sock);
             self.release(key);
             return true;
         }

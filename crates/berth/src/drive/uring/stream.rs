@@ -407,6 +407,12 @@ impl Transport for UringStream {
         Ok(())
     }
 
+    /// The socket's close becomes a reset; what the ring still holds of it (a send, a poll
+    /// for room) the loop cancels when it frees the slot (`UringLoop::release`).
+    fn abort(&mut self) {
+        crate::net::transport::reset_on_close(&self.io.sock);
+    }
+
     /// Bytes written are not out until the ring has sent them: the pump waits for the loop's
     /// "writable" before it calls the connection idle or done.
     fn has_pending(&self) -> bool {
