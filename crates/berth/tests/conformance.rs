@@ -169,6 +169,7 @@ berth::with_models!(conformance! {
     files_large_file_whole_and_pipelined;
     files_slow_reader_gets_every_byte;
     files_reset_while_waiting_for_room;
+    files_write_timeout_resets_stalled_readers;
     files_half_closed_clients_are_closed;
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
@@ -1445,6 +1446,59 @@ fn files_reset_while_waiting_for_room(m: Model) {
     let mut c = srv.client();
     let r = c.get("/files/big.bin");
     assert_eq!(r.body.len(), LEN, "{m}");
+    assert!(r.body == pattern(LEN), "{m}: the bytes differ");
+}
+
+/// Issue 29: clients that ask for a file larger than their socket and the server's send
+/// buffer together, and never read, are given up at the write timeout, and their sockets with
+/// them: each client sees a reset without reading a byte. Before, under `uring` a send or a
+/// poll left in the ring kept every such socket ESTABLISHED after its descriptor was closed,
+/// and the other models left orphans retrying into a closed window with full send buffers
+/// (hundreds of MB of TCP memory for 200 clients), which the client never heard of.
+fn files_write_timeout_resets_stalled_readers(m: Model) {
+    const LEN: usize = 8 * 1024 * 1024;
+    let clients_n = if m == Model::Single { 1 } else { 8 };
+    let site = Site::new(m, "stalled");
+    std::fs::write(site.root().join("big.bin"), pattern(LEN)).unwrap();
+    let srv = Opts::new(m)
+        .files(site.root())
+        .timeouts(berth::drive::Timeouts {
+            write: Duration::from_secs(1),
+            ..Default::default()
+        })
+        .start();
+    let mut clients = Vec::new();
+    for _ in 0..clients_n {
+        let mut c = Client::from_stream(server::connect(srv.addr));
+        socket2::SockRef::from(c.stream.socket())
+            .set_recv_buffer_size(4096)
+            .unwrap();
+        c.send(get_request("/files/big.bin").as_bytes());
+        clients.push(c);
+    }
+    srv.wait_stats("the stalled connections to be given up", |s| {
+        s.connections_total >= clients_n as u64 && s.connections_open == 0
+    });
+    for (i, c) in clients.iter().enumerate() {
+        let mut error = None;
+        let reset = server::wait_for(Duration::from_secs(10), || {
+            error = c.stream.socket().take_error().unwrap();
+            error.is_some()
+        });
+        assert!(
+            reset,
+            "{m}: client {i} never heard that its connection ended"
+        );
+        let e = error.unwrap();
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::ConnectionReset,
+            "{m}: client {i}: {e}"
+        );
+    }
+    // The server is still whole: a reader that comes after gets the file.
+    let mut c = srv.client();
+    let r = c.get("/files/big.bin");
     assert!(r.body == pattern(LEN), "{m}: the bytes differ");
 }
 

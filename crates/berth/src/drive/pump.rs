@@ -686,7 +686,12 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// write that timed out gives the connection up with bytes unsent: it is aborted (see
     /// `Transport::abort`); reads that time out never come here.
     fn fail(&mut self, e: io::Error) -> bool {
-        if W::BLOCKING && matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+        if W::BLOCKING
+            && matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            )
+        {
             self.stream.abort();
         }
         self.error = Some(e);
