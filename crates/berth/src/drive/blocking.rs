@@ -7,9 +7,10 @@
 //! here is what only a blocking model does: waiting. Before each read the session's deadline
 //! becomes the socket's `SO_RCVTIMEO` (a read that waits it out expires the connection: 408, or
 //! a silent close); `SO_SNDTIMEO` bounds every write, so a peer that stops reading ends its
-//! connection. Between requests the model's own rule may let the connection go (`single`: when
-//! another client waits, which it also watches for while this one idles; `forked`: when told to
-//! stop).
+//! connection (`stall`: once the peer has taken nothing for the timeout, however the waiting
+//! was split across calls). Between requests the model's own rule may let the connection go
+//! (`single`: when another client waits, which it also watches for while this one idles;
+//! `forked`: when told to stop).
 //!
 //! A job (`Fate::Offload`) runs inline: in these models the connection's own thread or process
 //! is the worker, which is exactly seed 000's point of comparison. A job whose client has
@@ -29,6 +30,7 @@ use berth_proto::http::{Handler, Limits};
 use super::clock::DateCache;
 use super::files::Files;
 use super::pump::{Blocks, Conn, Env, Fate};
+use super::stall::Stalls;
 use super::Timeouts;
 use crate::net::{Acceptor, Blocking};
 use crate::rt::{BufPool, Control, StopKind};
@@ -94,6 +96,9 @@ pub(crate) fn serve_connection<H: Handler, S: Blocking>(
     should_yield: impl Fn() -> bool,
     rival: Option<&TcpListener>,
 ) -> io::Result<()> {
+    // Writes end once the peer stalls for the write timeout, however the kernel split the
+    // waiting (see `stall`).
+    let socket = Stalls::new(socket, config.timeouts.write)?;
     serve(
         Conn::accept(socket, acceptor)?,
         serving,
@@ -118,7 +123,6 @@ fn serve<H: Handler, T: Blocking>(
         stats,
     } = serving;
     let t = config.timeouts;
-    conn.stream.set_write_timeout(Some(t.write))?;
     conn.body_wait = t.write;
     // The read timeout in force (`None`: not set yet), changed only when the phase calls for
     // another one.

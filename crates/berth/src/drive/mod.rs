@@ -32,6 +32,7 @@ mod loops;
 mod pump;
 pub mod registry;
 pub mod signal;
+mod stall;
 mod workers;
 
 // The model registry: one line per model, `module::DriverType`, in the order tables list them.

@@ -92,9 +92,20 @@ pub(crate) fn peer_reset(fd: &impl AsRawFd) -> bool {
 /// Waits up to `timeout` for `fd` to become readable. A signal that interrupts the wait
 /// (`EINTR`) is `Ok(false)`: nothing became readable.
 pub(crate) fn poll_readable(fd: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
+    poll_one(fd, libc::POLLIN, timeout)
+}
+
+/// Waits up to `timeout` for `fd` to have room to write (or an error or hang-up, which the
+/// write then reports). A signal that interrupts the wait is `Ok(false)`.
+pub(crate) fn poll_writable(fd: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
+    poll_one(fd, libc::POLLOUT, timeout)
+}
+
+/// Waits up to `timeout` for `events` on `fd`: whether any came.
+fn poll_one(fd: &impl AsRawFd, events: libc::c_short, timeout: Duration) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     // SAFETY: `pfd` is one valid pollfd and we pass a count of 1.
