@@ -419,6 +419,17 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 // Done, socket full, or budget spent: each is settled at the top.
                 continue;
             }
+            // An upgraded protocol hears that its peer left once it has taken everything the
+            // peer sent before leaving: its last words may answer those bytes.
+            if self.peer_closed
+                && self.core.is_upgraded()
+                && !self.unprocessed
+                && !self.core.is_closed()
+            {
+                self.ensure_output(env.pool);
+                self.core.peer_closed(&mut self.output);
+                continue;
+            }
             let out_pending = self.out_pending();
             let finished = self.core.is_closed()
                 || (!self.core.is_upgraded()
@@ -508,15 +519,9 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 }
                 env.budget -= 1;
                 match self.stream.read_spare(&mut self.input) {
-                    Ok(0) => {
-                        self.peer_closed = true;
-                        // An upgraded protocol's last words, then the connection ends (see
-                        // `Upgraded`); HTTP closes once what was received is answered.
-                        if self.core.is_upgraded() {
-                            self.ensure_output(env.pool);
-                            self.core.peer_closed(&mut self.output);
-                        }
-                    }
+                    // An upgraded protocol is told above, once its input is taken, and has
+                    // its last words; HTTP closes once what was received is answered.
+                    Ok(0) => self.peer_closed = true,
                     Ok(_) => {
                         self.unprocessed = true;
                         // Blocking: one read per request of the owner's. Readiness: a read that
@@ -559,11 +564,17 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
     /// Whether the session may be shown input now without the output growing past its bound:
     /// HTTP writes below the high-water mark; an upgraded protocol (which has none) only into
-    /// an empty buffer.
+    /// an empty buffer, and only once what it wrote before has left the transport too. A
+    /// transport that takes bytes ahead of the socket (`uring`'s queue, TLS records) would
+    /// otherwise let a peer that sends and never reads pile up answers there (a ping flood:
+    /// megabytes of pongs per connection); this way it meets the write timeout holding one
+    /// batch of them.
     fn room_for_output(&self, limits: &Limits) -> bool {
+        if self.core.is_upgraded() {
+            return self.output.is_empty() && !self.stream.has_pending();
+        }
         // An empty buffer is always below the mark, even a mark of 0.
-        self.output.is_empty()
-            || (!self.core.is_upgraded() && self.output.len() < limits.output_high_water)
+        self.output.is_empty() || self.output.len() < limits.output_high_water
     }
 
     /// Records what an action asks of the connection; returns work to hand out.

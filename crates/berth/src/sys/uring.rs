@@ -116,6 +116,24 @@ pub(crate) struct Ring {
     /// Operations in flight whose last completion has not come (a multishot one counts once):
     /// what a drop waits for.
     live: usize,
+    /// Receives are armed with a byte limit ([`Ring::recv_multi`]), until the kernel refuses one.
+    recv_limit: bool,
+}
+
+/// `entry` with its `optlen` set: the field io-uring's `RecvMulti` does not expose, a
+/// multishot receive's total byte limit (Linux 6.17). The layout is the kernel's ABI:
+/// `struct io_uring_sqe` is 64 bytes, and `optlen` (in a union with `splice_fd_in` and
+/// `file_index`) is the `u32` at byte 44.
+fn with_optlen(entry: squeue::Entry, optlen: u32) -> squeue::Entry {
+    const OPTLEN_AT: usize = 44;
+    const _: () = assert!(std::mem::size_of::<squeue::Entry>() == 64);
+    // SAFETY: `Entry` is `#[repr(C)]` around the 64-byte `io_uring_sqe` (asserted above), made
+    // of plain integers and unions of them, so any 64 bytes are a valid value and its bytes
+    // may be read as an array.
+    let mut raw: [u8; 64] = unsafe { std::mem::transmute(entry) };
+    raw[OPTLEN_AT..OPTLEN_AT + 4].copy_from_slice(&optlen.to_ne_bytes());
+    // SAFETY: as above, in the other direction; only `optlen` changed.
+    unsafe { std::mem::transmute::<[u8; 64], squeue::Entry>(raw) }
 }
 
 impl Ring {
@@ -185,6 +203,7 @@ impl Ring {
             bufs,
             sends: Slab::new(),
             live: 0,
+            recv_limit: true,
         })
     }
 
@@ -218,11 +237,28 @@ impl Ring {
     }
 
     /// Arms a multishot receive on `fd` into the provided buffers; bytes come back as
-    /// [`Completion::Received`] with `tag`.
-    pub(crate) fn recv_multi(&mut self, fd: RawFd, tag: u64) -> io::Result<()> {
-        let entry = opcode::RecvMulti::new(types::Fd(fd), GROUP)
+    /// [`Completion::Received`] with `tag`. It ends (a completion without `more`) before it
+    /// has received more than `limit` bytes, where the kernel can (Linux 6.17: the receive's `optlen`, see
+    /// [`Ring::drop_recv_limit`]): cancelling a multishot receive does not stop it while a
+    /// flood keeps it busy (the kernel finds it between polls: ENOENT), so without a limit a
+    /// connection whose reading is paused would go on taking whatever the provided buffers
+    /// hold, megabytes at a time.
+    pub(crate) fn recv_multi(&mut self, fd: RawFd, tag: u64, limit: u32) -> io::Result<()> {
+        // The kernel checks the total after each receive, so the last one may take a whole
+        // receive's worth past it: with both the total and each receive (`len`, Linux 6.11)
+        // at half of `limit`, no more than `limit` bytes come in all (for a `limit` of 2 or
+        // more).
+        let half = (limit / 2).max(1);
+        let mut recv = opcode::RecvMulti::new(types::Fd(fd), GROUP);
+        if self.recv_limit {
+            recv = recv.len(half);
+        }
+        let mut entry = recv
             .build()
             .user_data(RECV << KIND_SHIFT | (tag & TAG_MASK));
+        if self.recv_limit {
+            entry = with_optlen(entry, half);
+        }
         // SAFETY: the only memory is the provided buffer ring, which outlives every operation
         // (see `Drop`).
         unsafe { self.push(entry)? };
@@ -282,9 +318,20 @@ impl Ring {
         Ok(())
     }
 
+    /// The kernel refused a receive's limits (EINVAL: older than 6.17): receives are armed
+    /// without one from now on, and the caller arms again. False if they already were.
+    pub(crate) fn drop_recv_limit(&mut self) -> bool {
+        std::mem::replace(&mut self.recv_limit, false)
+    }
+
     /// Cancels the multishot receive armed with `tag` (it ends with a last completion).
     pub(crate) fn cancel_recv(&mut self, tag: u64) -> io::Result<()> {
         self.cancel(RECV << KIND_SHIFT | (tag & TAG_MASK))
+    }
+
+    /// Completions ready now (more may arrive while they are taken).
+    pub(crate) fn ready(&mut self) -> usize {
+        self.ring.completion().len()
     }
 
     /// Cancels the multishot accept armed with `tag`: until it ends, the kernel holds the
@@ -645,7 +692,7 @@ mod tests {
         else {
             panic!("no connection");
         };
-        r.recv_multi(fd.as_raw_fd(), 7).unwrap();
+        r.recv_multi(fd.as_raw_fd(), 7, 1 << 20).unwrap();
         let sent: Vec<u8> = (0..100u8).collect();
         client.write_all(&sent).unwrap();
         let mut got = Vec::new();
@@ -658,7 +705,7 @@ mod tests {
                 } => {
                     r.consume(buf, |b| got.extend_from_slice(b));
                     if !more {
-                        r.recv_multi(fd.as_raw_fd(), 7).unwrap();
+                        r.recv_multi(fd.as_raw_fd(), 7, 1 << 20).unwrap();
                     }
                 }
                 // Out of buffers (100 bytes, 4 of 16): the receive ends; consumed buffers are
@@ -668,7 +715,7 @@ mod tests {
                     result: Err(e),
                     more: false,
                 } if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    r.recv_multi(fd.as_raw_fd(), 7).unwrap()
+                    r.recv_multi(fd.as_raw_fd(), 7, 1 << 20).unwrap()
                 }
                 other => panic!("{other:?}"),
             }
@@ -697,7 +744,7 @@ mod tests {
                     result: Ok(None), ..
                 } => break,
                 Completion::Received { more: false, .. } => {
-                    r.recv_multi(fd.as_raw_fd(), 7).unwrap()
+                    r.recv_multi(fd.as_raw_fd(), 7, 1 << 20).unwrap()
                 }
                 other => panic!("{other:?}"),
             }

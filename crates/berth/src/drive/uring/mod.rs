@@ -128,9 +128,13 @@ impl Flat {
         (4 * self.buffer_size).max(64 * 1024)
     }
 
-    /// Most received bytes a connection holds unread before its receive is paused.
+    /// Most received bytes a connection holds unread before its receive is paused; also the
+    /// byte limit of each receive it arms. One buffer: what `evloop` holds of a connection's
+    /// input in user space (the rest waits in the kernel's socket buffer, as it does here once
+    /// the receive is paused), so a peer that sends and never reads costs one buffer here (issue 29: a ping flood cost megabytes per connection). Where the kernel limits
+    /// receives (`Ring::recv_multi`), nothing more is received than this.
     fn rx_limit(&self) -> usize {
-        (4 * self.buffer_size).max(64 * 1024)
+        self.buffer_size
     }
 }
 
@@ -389,9 +393,14 @@ impl<H: Handler> UringLoop<H> {
         self.state.date.refresh();
         self.state.now = Instant::now();
         self.take_replies();
-        let mut handled = 0usize;
-        while let Some(c) = self.ring.next() {
-            handled += 1;
+        // The completions there now, not those that arrive meanwhile: a peer that floods
+        // would keep the loop here, and the cancellations, sends and timers of this turn
+        // (submitted at the next) would wait behind it.
+        let ready = self.ring.ready();
+        for handled in 1..=ready {
+            let Some(c) = self.ring.next() else {
+                break;
+            };
             if handled % REPLY_CHECK_EVERY == 0 {
                 self.take_replies();
             }
@@ -480,7 +489,8 @@ impl<H: Handler> UringLoop<H> {
                 return;
             }
         };
-        if let Err(e) = self.ring.recv_multi(fd, tag(key, incarnation, 0)) {
+        let limit = u32::try_from(self.config.rx_limit()).unwrap_or(u32::MAX);
+        if let Err(e) = self.ring.recv_multi(fd, tag(key, incarnation, 0), limit) {
             log::warn!("loop {}: cannot receive on a connection: {e}", self.state.id);
             return;
         }
@@ -532,6 +542,15 @@ impl<H: Handler> UringLoop<H> {
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => rearm = current,
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => return Ok(()),
+            // A kernel that does not know a receive's byte limit: without one from now on.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.ring.drop_recv_limit() => {
+                log::info!(
+                    "loop {}: this kernel cannot limit a multishot receive (Linux 6.17 can): \
+                     a paused connection may take up to the provided buffers' bytes",
+                    self.state.id
+                );
+                rearm = current;
+            }
             Err(e) => slot.io().fail(e, &mut self.spares),
         }
         if slot.io_ref().closing() || slot.conn.dead {
@@ -540,7 +559,13 @@ impl<H: Handler> UringLoop<H> {
             return Ok(());
         }
         if rearm && !slot.io_ref().paused() {
-            self.rearm(key);
+            if slot.io_ref().unread() >= self.config.rx_limit() {
+                // The receive ended at its limit with all of it unread: resume once it is read
+                // (`arm`).
+                slot.io().set_paused(true);
+            } else {
+                self.rearm(key);
+            }
         }
         self.slots[key].conn.readable = true;
         self.pump(key);
@@ -554,7 +579,10 @@ impl<H: Handler> UringLoop<H> {
         let io = slot.io();
         io.arm = io.arm.wrapping_add(1);
         let fd = io.sock.as_raw_fd();
-        match self.ring.recv_multi(fd, slot.recv_tag(key)) {
+        // No more than the connection may hold unread (see `Ring::recv_multi`).
+        let limit = self.config.rx_limit().saturating_sub(io.unread());
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        match self.ring.recv_multi(fd, slot.recv_tag(key), limit) {
             Ok(()) => slot.io().set_receiving(true),
             Err(e) => {
                 log::warn!("loop {}: cannot receive on a connection: {e}", self.state.id);

@@ -206,12 +206,21 @@ impl Io {
         self.queues_from(spares).error.get_or_insert(e);
     }
 
-    /// Appends received bytes (taking a pooled buffer if none is held).
+    /// Appends received bytes (taking a pooled buffer if none is held). Bytes already read
+    /// are dropped from the front first: a reader that takes a little at a time while more
+    /// keeps coming (a session that can answer nothing until its peer reads) would otherwise
+    /// grow the queue by everything received, read or not, and never empty it.
     pub fn received(&mut self, bytes: &[u8], spares: &mut Spares, pool: &mut BufPool) {
         let q = self.queues_from(spares);
         if q.rx.capacity() == 0 {
             q.rx = pool.take();
         }
+        if q.rx_at > 0 {
+            q.rx.drain(..q.rx_at);
+            q.rx_at = 0;
+        }
+        // No doubling past what is held: the receive limit bounds it already.
+        q.rx.reserve_exact(bytes.len());
         q.rx.extend_from_slice(bytes);
     }
 
