@@ -175,6 +175,7 @@ berth::with_models!(conformance! {
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
     upgrade_hands_the_connection_to_another_protocol;
+    websocket_ping_flood_meets_the_write_timeout;
     upgraded_tunnel_outlives_waiting_clients;
     capacity_refusal_is_heard_not_reset;
 });
@@ -1647,6 +1648,53 @@ fn files_without_root_are_404(m: Model) {
     assert_eq!(c.get("/files/hello.txt").status, 404, "{m}");
     assert_eq!(c.get("/files/").status, 404, "{m}");
     assert_eq!(c.get("/hello/world").text(), HELLO, "{m}");
+}
+
+/// Issue 29: a WebSocket client that floods pings and never reads its pongs meets the write
+/// timeout: once its answers stop leaving, the server stops taking its pings (it holds one
+/// batch of pongs, see `flood_memory.rs`) and ends the connection at the timeout with a reset.
+fn websocket_ping_flood_meets_the_write_timeout(m: Model) {
+    let srv = Opts::new(m)
+        .timeouts(berth::drive::Timeouts {
+            write: Duration::from_secs(1),
+            ..Default::default()
+        })
+        .start();
+    let mut c = Client::from_stream(server::connect(srv.addr));
+    socket2::SockRef::from(c.stream.socket())
+        .set_recv_buffer_size(4096)
+        .unwrap();
+    c.send(
+        b"GET /ws/echo HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    );
+    let mut ping = vec![0x89, 0x80 | 125, 1, 2, 3, 4];
+    ping.extend([0u8; 125]);
+    // Pings until a write cannot finish (the server stopped reading), then nothing: a write
+    // cut short would leave half a frame, which the server would answer as a breach.
+    c.stream
+        .socket()
+        .set_write_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let burst = ping.repeat(32);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.stream.write_all(&burst).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "{m}: the server never stopped taking pings"
+        );
+    }
+    let mut error = None;
+    let ended = server::wait_for(Duration::from_secs(10), || {
+        error = c.stream.socket().take_error().unwrap();
+        error.is_some()
+    });
+    assert!(ended, "{m}: the flooding client was never let go");
+    let e = error.unwrap();
+    assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{m}: {e}");
+    srv.wait_stats("the flooding connection to be closed", |s| {
+        s.connections_open == 0
+    });
 }
 
 /// The protocol seam (issue 13): `GET /echo` with `Upgrade: echo` gets 101, and from then on
