@@ -664,3 +664,42 @@ fn a_browser_on_a_ws_listener_relays_with_a_tcp_client() {
     let _ = alice.read_to_end(&mut close);
     assert_eq!(&close[..4], b"\x88\x21\x03\xe9", "{close:?}");
 }
+
+/// Issue 29, the attack byte for byte, against `berth msg serve` with its defaults: an
+/// anonymous client sends a length field of 2^63 - 1, then `@victim x`, then nothing. The
+/// victim got the header and 15 bytes, and every later message to it waited behind that frame
+/// for ever. Now a relay over `--max-held` reaches only a receiver whose rule takes streamed
+/// messages (`streams=SIZE`): the attacker is told no, and the victim never sees the frame.
+#[test]
+fn a_stranger_cannot_block_a_named_clients_messages() {
+    let server = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let addr = server.addr();
+    let mut victim = client(addr, "victim");
+    let mut attacker = client(addr, "");
+    attacker.write_all(&(u64::MAX >> 1).to_le_bytes()).unwrap();
+    attacker.write_all(b"@victim x").unwrap();
+    // The attacker is told why, in a message, and may go on (its bytes are dropped).
+    let (len, notice) = read_frame(&mut attacker);
+    assert_eq!(len & (1 << 63), 0, "a message, not the end");
+    let notice = String::from_utf8_lossy(&notice).into_owned();
+    assert!(
+        notice.starts_with("@! a message of ") && notice.contains("victim takes no streamed"),
+        "{notice}"
+    );
+    let mut friend = client(addr, "friend");
+    friend.write_all(&frame(b"@victim hello")).unwrap();
+    // The friend's message is the first thing the victim gets (read the length alone first:
+    // the attack's would be 2^63 bytes).
+    let mut head = [0u8; 8];
+    victim.read_exact(&mut head).unwrap();
+    assert_eq!(u64::from_le_bytes(head), 13, "the victim got a frame of {head:?}");
+    let mut text = [0u8; 13];
+    victim.read_exact(&mut text).unwrap();
+    assert_eq!(&text, b"@friend hello");
+    // And so it goes on: a second message to the victim arrives too.
+    friend.write_all(&frame(b"@victim again")).unwrap();
+    assert_eq!(read_frame(&mut victim), (13, b"@friend again".to_vec()));
+    drop(attacker);
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "{err}");
+}
