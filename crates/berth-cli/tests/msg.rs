@@ -274,10 +274,12 @@ fn two_processes_share_one_port_with_reuse_port() {
     );
 }
 
+/// Bob's rule takes streamed messages this big (issue 29: without one, a relay over
+/// `--max-held` to him would be refused).
 #[test]
 fn a_1_gib_message_is_relayed_in_bounded_server_memory() {
     const SIZE: u64 = 1 << 30;
-    let server = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let server = Server::start(&["--listen", "tcp://127.0.0.1:0", "--rule", "bob:streams=2g"]);
     let addr = server.addr();
     let mut bob = client(addr, "bob");
     let mut alice = client(addr, "alice");

@@ -79,6 +79,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         udp_idle: args.udp_idle,
         write_timeout: args.write_timeout,
         read_timeout: args.read_timeout,
+        stall_timeout: args.stall_timeout,
         max_held: args.max_held,
         max_held_total: args.max_held_total,
         out_high: usize::try_from(args.out_high).unwrap_or(usize::MAX),
