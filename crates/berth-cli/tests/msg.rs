@@ -380,6 +380,23 @@ fn bad_endpoints_rules_and_sizes_are_usage_errors() {
             "--rule",
             "svc:name-taken=sometimes",
         ],
+        // Issue 29's settings: a size above zero, a time above zero.
+        &[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--rule",
+            "bulk:streams=0",
+        ],
+        &[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--stall-timeout",
+            "0",
+        ],
         &["msg", "send", "tcp://127.0.0.1:1"],
         &["msg", "send", "carrier-pigeon://x", "m"],
     ] {
@@ -704,4 +721,97 @@ fn a_stranger_cannot_block_a_named_clients_messages() {
     drop(attacker);
     let (code, err) = server.stop();
     assert_eq!(code, 0, "{err}");
+}
+
+/// Open descriptors of process `pid`.
+fn fds_of(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+}
+
+/// Issue 29 attacked again from outside, several at once, against `--stall-timeout` and a
+/// receiver whose rule takes streams (`--rule victim:streams=1m`): one stalls mid-header, one
+/// sends the 2^63 - 1 attack, two stall after part of a stream the victim takes (only one can
+/// be open: the other waits behind it), and one after part of a held message. The victim gets
+/// each cut stream completed, then a friend's message, and the server's descriptors come back
+/// to where they were once the attackers are gone.
+#[test]
+fn several_attackers_at_once_cannot_stop_a_receiver() {
+    let server = Server::start(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--max-held",
+        "64k",
+        "--stall-timeout",
+        "0.3",
+        "--rule",
+        "victim:streams=1m",
+    ]);
+    let addr = server.addr();
+    let pid = server.berth.pid();
+    let mut victim = client(addr, "victim");
+    let before = fds_of(pid);
+
+    let mut attackers = Vec::new();
+    let mut mid_header = client(addr, "");
+    mid_header.write_all(&[1, 2, 3, 4]).unwrap();
+    attackers.push(mid_header);
+    let mut huge = client(addr, "");
+    huge.write_all(&(u64::MAX >> 1).to_le_bytes()).unwrap();
+    huge.write_all(b"@victim x").unwrap();
+    attackers.push(huge);
+    for i in 0..2 {
+        let mut s = client(addr, &format!("s{i}"));
+        s.write_all(&500_000u64.to_le_bytes()).unwrap();
+        s.write_all(b"@victim partial").unwrap();
+        attackers.push(s);
+    }
+    let mut holder = client(addr, "holder");
+    holder.write_all(&60_000u64.to_le_bytes()).unwrap();
+    holder.write_all(b"@victim held").unwrap();
+    attackers.push(holder);
+
+    // The first stream opened: its frame, completed with zeros when its sender stalled.
+    let mut cut = 0;
+    let mut got = Vec::new();
+    while got.is_empty() {
+        let (len, payload) = read_frame(&mut victim);
+        assert_eq!(len & (1 << 63), 0);
+        let text = String::from_utf8_lossy(&payload[..payload.len().min(80)]).into_owned();
+        if text.starts_with("@s") {
+            assert_eq!(len, 500_000 - 8 + 4);
+            assert!(payload[4..].starts_with(b"partial"));
+            assert!(payload[11..].iter().all(|&b| b == 0));
+            cut += 1;
+        } else if text.starts_with("@! the message of 499996 bytes from @s") {
+            got.push(text);
+        } else {
+            panic!("unexpected: {text}");
+        }
+    }
+    assert_eq!(cut, 1);
+    // Of the two streamers, one fed the stream and was ended; the other was refused (the
+    // victim was busy, and its message over --max-held) rather than queued behind.
+    let mut told: Vec<String> = attackers[2..4]
+        .iter_mut()
+        .map(|s| String::from_utf8_lossy(&read_frame(s).1).into_owned())
+        .collect();
+    told.sort();
+    assert!(told[0].starts_with("@! the target is receiving"), "{told:?}");
+    assert!(told[1].starts_with("error read-timeout sent nothing"), "{told:?}");
+    let mut friend = client(addr, "friend");
+    friend.write_all(&frame(b"@victim hello")).unwrap();
+    let (_, payload) = read_frame(&mut victim);
+    assert_eq!(payload, b"@friend hello");
+
+    drop(attackers);
+    drop(friend);
+    // Every attacker's descriptor is closed (lingering ones within the 2 s linger).
+    assert!(
+        common::wait_for(LIMIT, || fds_of(pid) <= before),
+        "{} descriptors, {before} before",
+        fds_of(pid)
+    );
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("stall-timeout 1 streams-cut 1"), "{err}");
 }
