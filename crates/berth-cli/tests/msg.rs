@@ -711,7 +711,11 @@ fn a_stranger_cannot_block_a_named_clients_messages() {
     // the attack's would be 2^63 bytes).
     let mut head = [0u8; 8];
     victim.read_exact(&mut head).unwrap();
-    assert_eq!(u64::from_le_bytes(head), 13, "the victim got a frame of {head:?}");
+    assert_eq!(
+        u64::from_le_bytes(head),
+        13,
+        "the victim got a frame of {head:?}"
+    );
     let mut text = [0u8; 13];
     victim.read_exact(&mut text).unwrap();
     assert_eq!(&text, b"@friend hello");
@@ -725,7 +729,9 @@ fn a_stranger_cannot_block_a_named_clients_messages() {
 
 /// Open descriptors of process `pid`.
 fn fds_of(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
 }
 
 /// Issue 29 attacked again from outside, several at once, against `--stall-timeout` and a
@@ -796,8 +802,14 @@ fn several_attackers_at_once_cannot_stop_a_receiver() {
         .map(|s| String::from_utf8_lossy(&read_frame(s).1).into_owned())
         .collect();
     told.sort();
-    assert!(told[0].starts_with("@! the target is receiving"), "{told:?}");
-    assert!(told[1].starts_with("error read-timeout sent nothing"), "{told:?}");
+    assert!(
+        told[0].starts_with("@! the target is receiving"),
+        "{told:?}"
+    );
+    assert!(
+        told[1].starts_with("error read-timeout sent nothing"),
+        "{told:?}"
+    );
     let mut friend = client(addr, "friend");
     friend.write_all(&frame(b"@victim hello")).unwrap();
     let (_, payload) = read_frame(&mut victim);

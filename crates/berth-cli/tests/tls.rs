@@ -411,7 +411,11 @@ fn sighup_reads_the_client_ca_again() {
     for _ in 0..20 {
         assert_eq!(as_new(), Ok("OK".into()));
         let old_answer = as_old();
-        assert_ne!(old_answer, Ok("OK".into()), "the old CA still binds the name");
+        assert_ne!(
+            old_answer,
+            Ok("OK".into()),
+            "the old CA still binds the name"
+        );
     }
 
     // A client CA that cannot be read: nothing is reloaded (not the renewed certificate
@@ -428,8 +432,9 @@ fn sighup_reads_the_client_ca_again() {
         "{err}"
     );
     assert!(
-        err.contains("SIGHUP received: nothing reloaded, every tls:// listener keeps the files it had")
-            && err.contains("no certificate in it"),
+        err.contains(
+            "SIGHUP received: nothing reloaded, every tls:// listener keeps the files it had"
+        ) && err.contains("no certificate in it"),
         "{err}"
     );
 }

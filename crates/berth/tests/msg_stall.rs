@@ -69,7 +69,10 @@ fn start(len: u64, head: &[u8]) -> Vec<u8> {
 /// (its sender told why), and to one whose rule takes less; it streams to one that takes it.
 #[test]
 fn a_relay_over_max_held_streams_only_to_a_receiver_that_takes_it() {
-    let server = echo(config(&["bulk:streams=64k", "small:streams=2k"]), &[tcp_endpoint()]);
+    let server = echo(
+        config(&["bulk:streams=64k", "small:streams=2k"]),
+        &[tcp_endpoint()],
+    );
     let addr = addr_of(&server.endpoints[0]);
     let mut plain = named(addr, "plain");
     let mut bulk = named(addr, "bulk");
@@ -165,7 +168,10 @@ fn either_end_of_a_stream_may_leave_without_costing_the_other_its_connection() {
     assert_eq!(&got[..7], b"@tx abc");
     assert!(got[7..].iter().all(|&b| b == 0));
     let notice = text(read_frame(&mut rx).unwrap());
-    assert!(notice.starts_with("@! the message of 50000 bytes from @tx was cut short"), "{notice}");
+    assert!(
+        notice.starts_with("@! the message of 50000 bytes from @tx was cut short"),
+        "{notice}"
+    );
     rx.write_all(&frame(b"still here")).unwrap();
     assert_eq!(text(read_frame(&mut rx).unwrap()), "still here");
 
@@ -206,7 +212,11 @@ fn stalled_holders_cannot_keep_the_held_budget_from_others() {
     msg.resize(300_000, b'o');
     honest.write_all(&frame(&msg)).unwrap();
     let got = text(read_frame(&mut victim).unwrap());
-    assert!(got.starts_with("@honest ooo") && got.len() == 300_000, "{}", got.len());
+    assert!(
+        got.starts_with("@honest ooo") && got.len() == 300_000,
+        "{}",
+        got.len()
+    );
     // The holders that held the budget up while others waited were ended (two or three of
     // them, as their timers fell); any other is still waiting for its own bytes, and is told
     // `incomplete` when it gives up.
@@ -215,12 +225,18 @@ fn stalled_holders_cannot_keep_the_held_budget_from_others() {
         h.shutdown(std::net::Shutdown::Write).unwrap();
         match read_frame(h).unwrap() {
             Frame::Control(t) if t.starts_with("error read-timeout") => {
-                assert!(t.contains("other clients wait for the held budget of"), "{t}");
+                assert!(
+                    t.contains("other clients wait for the held budget of"),
+                    "{t}"
+                );
                 stalled += 1;
             }
             Frame::Control(t) if t.starts_with("error incomplete") => incomplete += 1,
             other => panic!("{other:?}"),
         }
     }
-    assert!(stalled >= 2 && stalled + incomplete == 3, "{stalled} {incomplete}");
+    assert!(
+        stalled >= 2 && stalled + incomplete == 3,
+        "{stalled} {incomplete}"
+    );
 }

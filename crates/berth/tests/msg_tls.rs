@@ -226,14 +226,11 @@ fn a_reload_reads_the_client_ca_again_in_every_thread_or_keeps_every_old_file() 
     };
     config.tls = Some(berth::net::tls::TlsAcceptor::new(settings).unwrap());
     let shared = Endpoint::parse("tls://127.0.0.1:0").unwrap();
-    let server = berth::msg::MsgServer::spawn(
-        &[own, shared],
-        config,
-        2,
-        Duration::from_secs(1),
-        |_| berth::app::relay::EchoRelay::new(1 << 20),
-    )
-    .unwrap();
+    let server =
+        berth::msg::MsgServer::spawn(&[own, shared], config, 2, Duration::from_secs(1), |_| {
+            berth::app::relay::EchoRelay::new(1 << 20)
+        })
+        .unwrap();
     let reloader = server.tls_reloader();
     let admitted = || Ok(ok());
     for e in &server.endpoints {
@@ -264,7 +261,9 @@ fn a_reload_reads_the_client_ca_again_in_every_thread_or_keeps_every_old_file() 
     std::fs::write(&ca_file, "not a certificate").unwrap();
     let errors = reloader.reload().unwrap_err();
     assert!(
-        errors.iter().all(|e| e.to_string().contains("no certificate in it")),
+        errors
+            .iter()
+            .all(|e| e.to_string().contains("no certificate in it")),
         "{errors:?}"
     );
     for _ in 0..10 {

@@ -543,7 +543,12 @@ mod tests {
         let (_, rule) = parse_rule("svc:transport=tcp,streams=64k,from=::1").unwrap();
         assert_eq!(rule.streams, Some(64 << 10));
         assert_eq!(rule.transports, [Transport::Tcp]);
-        for bad in ["x:streams=0", "x:streams=lots", "x:streams=", "x:streams=9999999999g"] {
+        for bad in [
+            "x:streams=0",
+            "x:streams=lots",
+            "x:streams=",
+            "x:streams=9999999999g",
+        ] {
             let e = parse_rule(bad).unwrap_err();
             assert!(e.contains("streams is a size above zero"), "{bad}: {e}");
         }

@@ -77,7 +77,10 @@ where
 }
 
 enum Item {
-    Bytes { data: Vec<u8>, pos: usize },
+    Bytes {
+        data: Vec<u8>,
+        pos: usize,
+    },
     Lazy(Box<dyn Produce>),
     /// This many zero bytes, drawn like a lazy sequence: the rest of a stream that was cut.
     Fill(u64),
