@@ -827,3 +827,14 @@ fn several_attackers_at_once_cannot_stop_a_receiver() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("stall-timeout 1 streams-cut 1"), "{err}");
 }
+
+/// Issue 29's settings are options of `msg serve`, with their defaults in the help.
+#[test]
+fn the_stall_timeout_and_streams_rule_are_documented_options() {
+    let (status, out, err) = berth(&["msg", "serve", "--help"]);
+    assert!(status.success(), "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("--stall-timeout <SECS>"), "{out}");
+    assert!(flat.contains("[default: 30]"), "{out}");
+    assert!(flat.contains("bulk:streams=1g"), "{out}");
+}

@@ -524,6 +524,10 @@ impl Core {
     /// none). Were it opened, that sender could stop halfway and leave `id` inside a frame,
     /// every later message to it waiting behind.
     pub(crate) fn stream_refusal(&self, id: ClientId, len: u64) -> Option<u64> {
+        if self.is_remote(id) {
+            // Nothing streams across threads (`queue` refuses it); the caller sends whole.
+            return None;
+        }
         let src = self.source.filter(|&s| s != id)?;
         if !self.get(src).is_some_and(|s| s.arriving) {
             // Whole at hand (held, or all in this read): it cannot stop halfway.
