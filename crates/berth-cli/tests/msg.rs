@@ -274,10 +274,12 @@ fn two_processes_share_one_port_with_reuse_port() {
     );
 }
 
+/// Bob's rule takes streamed messages this big (issue 29: without one, a relay over
+/// `--max-held` to him would be refused).
 #[test]
 fn a_1_gib_message_is_relayed_in_bounded_server_memory() {
     const SIZE: u64 = 1 << 30;
-    let server = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let server = Server::start(&["--listen", "tcp://127.0.0.1:0", "--rule", "bob:streams=2g"]);
     let addr = server.addr();
     let mut bob = client(addr, "bob");
     let mut alice = client(addr, "alice");
@@ -377,6 +379,23 @@ fn bad_endpoints_rules_and_sizes_are_usage_errors() {
             "tcp://127.0.0.1:0",
             "--rule",
             "svc:name-taken=sometimes",
+        ],
+        // Issue 29's settings: a size above zero, a time above zero.
+        &[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--rule",
+            "bulk:streams=0",
+        ],
+        &[
+            "msg",
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--stall-timeout",
+            "0",
         ],
         &["msg", "send", "tcp://127.0.0.1:1"],
         &["msg", "send", "carrier-pigeon://x", "m"],
@@ -663,4 +682,159 @@ fn a_browser_on_a_ws_listener_relays_with_a_tcp_client() {
     let mut close = Vec::new();
     let _ = alice.read_to_end(&mut close);
     assert_eq!(&close[..4], b"\x88\x21\x03\xe9", "{close:?}");
+}
+
+/// Issue 29, the attack byte for byte, against `berth msg serve` with its defaults: an
+/// anonymous client sends a length field of 2^63 - 1, then `@victim x`, then nothing. The
+/// victim got the header and 15 bytes, and every later message to it waited behind that frame
+/// for ever. Now a relay over `--max-held` reaches only a receiver whose rule takes streamed
+/// messages (`streams=SIZE`): the attacker is told no, and the victim never sees the frame.
+#[test]
+fn a_stranger_cannot_block_a_named_clients_messages() {
+    let server = Server::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let addr = server.addr();
+    let mut victim = client(addr, "victim");
+    let mut attacker = client(addr, "");
+    attacker.write_all(&(u64::MAX >> 1).to_le_bytes()).unwrap();
+    attacker.write_all(b"@victim x").unwrap();
+    // The attacker is told why, in a message, and may go on (its bytes are dropped).
+    let (len, notice) = read_frame(&mut attacker);
+    assert_eq!(len & (1 << 63), 0, "a message, not the end");
+    let notice = String::from_utf8_lossy(&notice).into_owned();
+    assert!(
+        notice.starts_with("@! a message of ") && notice.contains("victim takes no streamed"),
+        "{notice}"
+    );
+    let mut friend = client(addr, "friend");
+    friend.write_all(&frame(b"@victim hello")).unwrap();
+    // The friend's message is the first thing the victim gets (read the length alone first:
+    // the attack's would be 2^63 bytes).
+    let mut head = [0u8; 8];
+    victim.read_exact(&mut head).unwrap();
+    assert_eq!(
+        u64::from_le_bytes(head),
+        13,
+        "the victim got a frame of {head:?}"
+    );
+    let mut text = [0u8; 13];
+    victim.read_exact(&mut text).unwrap();
+    assert_eq!(&text, b"@friend hello");
+    // And so it goes on: a second message to the victim arrives too.
+    friend.write_all(&frame(b"@victim again")).unwrap();
+    assert_eq!(read_frame(&mut victim), (13, b"@friend again".to_vec()));
+    drop(attacker);
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Open descriptors of process `pid`.
+fn fds_of(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// Issue 29 attacked again from outside, several at once, against `--stall-timeout` and a
+/// receiver whose rule takes streams (`--rule victim:streams=1m`): one stalls mid-header, one
+/// sends the 2^63 - 1 attack, two stall after part of a stream the victim takes (only one can
+/// be open: the other waits behind it), and one after part of a held message. The victim gets
+/// each cut stream completed, then a friend's message, and the server's descriptors come back
+/// to where they were once the attackers are gone.
+#[test]
+fn several_attackers_at_once_cannot_stop_a_receiver() {
+    let server = Server::start(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--max-held",
+        "64k",
+        "--stall-timeout",
+        "0.3",
+        "--rule",
+        "victim:streams=1m",
+    ]);
+    let addr = server.addr();
+    let pid = server.berth.pid();
+    let mut victim = client(addr, "victim");
+    let before = fds_of(pid);
+
+    let mut attackers = Vec::new();
+    let mut mid_header = client(addr, "");
+    mid_header.write_all(&[1, 2, 3, 4]).unwrap();
+    attackers.push(mid_header);
+    let mut huge = client(addr, "");
+    huge.write_all(&(u64::MAX >> 1).to_le_bytes()).unwrap();
+    huge.write_all(b"@victim x").unwrap();
+    attackers.push(huge);
+    for i in 0..2 {
+        let mut s = client(addr, &format!("s{i}"));
+        s.write_all(&500_000u64.to_le_bytes()).unwrap();
+        s.write_all(b"@victim partial").unwrap();
+        attackers.push(s);
+    }
+    let mut holder = client(addr, "holder");
+    holder.write_all(&60_000u64.to_le_bytes()).unwrap();
+    holder.write_all(b"@victim held").unwrap();
+    attackers.push(holder);
+
+    // The first stream opened: its frame, completed with zeros when its sender stalled.
+    let mut cut = 0;
+    let mut got = Vec::new();
+    while got.is_empty() {
+        let (len, payload) = read_frame(&mut victim);
+        assert_eq!(len & (1 << 63), 0);
+        let text = String::from_utf8_lossy(&payload[..payload.len().min(80)]).into_owned();
+        if text.starts_with("@s") {
+            assert_eq!(len, 500_000 - 8 + 4);
+            assert!(payload[4..].starts_with(b"partial"));
+            assert!(payload[11..].iter().all(|&b| b == 0));
+            cut += 1;
+        } else if text.starts_with("@! the message of 499996 bytes from @s") {
+            got.push(text);
+        } else {
+            panic!("unexpected: {text}");
+        }
+    }
+    assert_eq!(cut, 1);
+    // Of the two streamers, one fed the stream and was ended; the other was refused (the
+    // victim was busy, and its message over --max-held) rather than queued behind.
+    let mut told: Vec<String> = attackers[2..4]
+        .iter_mut()
+        .map(|s| String::from_utf8_lossy(&read_frame(s).1).into_owned())
+        .collect();
+    told.sort();
+    assert!(
+        told[0].starts_with("@! the target is receiving"),
+        "{told:?}"
+    );
+    assert!(
+        told[1].starts_with("error read-timeout sent nothing"),
+        "{told:?}"
+    );
+    let mut friend = client(addr, "friend");
+    friend.write_all(&frame(b"@victim hello")).unwrap();
+    let (_, payload) = read_frame(&mut victim);
+    assert_eq!(payload, b"@friend hello");
+
+    drop(attackers);
+    drop(friend);
+    // Every attacker's descriptor is closed (lingering ones within the 2 s linger).
+    assert!(
+        common::wait_for(LIMIT, || fds_of(pid) <= before),
+        "{} descriptors, {before} before",
+        fds_of(pid)
+    );
+    let (code, err) = server.stop();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("stall-timeout 1 streams-cut 1"), "{err}");
+}
+
+/// Issue 29's settings are options of `msg serve`, with their defaults in the help.
+#[test]
+fn the_stall_timeout_and_streams_rule_are_documented_options() {
+    let (status, out, err) = berth(&["msg", "serve", "--help"]);
+    assert!(status.success(), "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("--stall-timeout <SECS>"), "{out}");
+    assert!(flat.contains("[default: 30]"), "{out}");
+    assert!(flat.contains("bulk:streams=1g"), "{out}");
 }

@@ -320,9 +320,121 @@ fn sighup_reloads_the_certificates_of_msg_listeners() {
     server.signal("TERM");
     let (status, _, err) = server.finish(LIMIT);
     assert!(status.success(), "{err}");
-    assert!(err.contains("certificate reloaded from"), "{err}");
     assert!(
-        err.contains("not reloaded, the one in use stays") && err.contains("no private key"),
+        err.contains("SIGHUP received: read again and in use for new connections: certificate"),
+        "{err}"
+    );
+    assert!(
+        err.contains("nothing reloaded, every tls:// listener keeps the files it had")
+            && err.contains("no private key"),
+        "{err}"
+    );
+}
+
+/// Claims `name` on the msg tls:// listener at `endpoint` presenting `cert` and `key` (the
+/// server verified against `server_ca`): the server's answer (`OK`, or a refusal's control
+/// payload), or the TLS error that ended the connection (a client certificate the server does
+/// not trust ends the handshake with an alert).
+fn msg_hello_as(
+    server_ca: &std::path::Path,
+    endpoint: &str,
+    (cert, key): (&std::path::Path, &std::path::Path),
+    name: &str,
+) -> Result<String, String> {
+    let place = endpoint.strip_prefix("tls://").unwrap();
+    let addr: SocketAddr = place.split('?').next().unwrap().parse().unwrap();
+    let connector = TlsConnector::with_identity(Some(server_ca), &[], cert, key).unwrap();
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut tls = connector.connect("127.0.0.1", sock).unwrap();
+    tls.complete_handshake().map_err(|e| e.to_string())?;
+    let mut keyword = (name.len() as u64).to_le_bytes().to_vec();
+    keyword.extend_from_slice(name.as_bytes());
+    tls.write_all(&keyword).map_err(|e| e.to_string())?;
+    let mut head = [0u8; 8];
+    tls.read_exact(&mut head).map_err(|e| e.to_string())?;
+    let mut payload = vec![0u8; (u64::from_le_bytes(head) & !(1 << 63)) as usize];
+    tls.read_exact(&mut payload).map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&payload).into_owned())
+}
+
+/// Issue 29: SIGHUP did not read `--client-ca` again. After the CA file was replaced and
+/// SIGHUP sent, a certificate from the old CA still got the name bound to it (`NAME:cert`),
+/// and one from the new CA did not, while the log said "certificate reloaded". Now every file
+/// of a tls:// listener is read again, in every engine thread; a reload with a bad file keeps
+/// the whole old set, and the log names the files and the cause.
+#[test]
+fn sighup_reads_the_client_ca_again() {
+    let old = Certs::new("cli-client-ca-old");
+    let new = Certs::new("cli-client-ca-new");
+    let ca_file = old.path("client-ca.pem");
+    std::fs::copy(&old.ca, &ca_file).unwrap();
+    let old_admin = (old.path("admin.pem"), old.path("admin.key"));
+    old.issue("admin", &old_admin.0, &old_admin.1, None);
+    let new_admin = (new.path("admin.pem"), new.path("admin.key"));
+    new.issue("admin", &new_admin.0, &new_admin.1, None);
+    let mut server = Berth::spawn(&[
+        "msg",
+        "serve",
+        "-A",
+        "2",
+        "--listen",
+        "tls://127.0.0.1:0",
+        "--tls-cert",
+        old.cert.to_str().unwrap(),
+        "--tls-key",
+        old.key.to_str().unwrap(),
+        "--client-ca",
+        ca_file.to_str().unwrap(),
+        "--rule",
+        "admin:cert",
+    ]);
+    let line = server.line();
+    let endpoint = line
+        .trim()
+        .strip_prefix("berth msg listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    let as_old = || msg_hello_as(&old.ca, &endpoint, (&old_admin.0, &old_admin.1), "admin");
+    let as_new = || msg_hello_as(&old.ca, &endpoint, (&new_admin.0, &new_admin.1), "admin");
+    assert_eq!(as_old(), Ok("OK".into()));
+    assert_ne!(as_new(), Ok("OK".into()));
+
+    std::fs::copy(&new.ca, &ca_file).unwrap();
+    server.signal("HUP");
+    assert!(
+        common::wait_for(LIMIT, || as_new() == Ok("OK".into())),
+        "a certificate of the new client CA was not taken after SIGHUP: {:?}",
+        as_new()
+    );
+    // In every engine thread, for every new connection.
+    for _ in 0..20 {
+        assert_eq!(as_new(), Ok("OK".into()));
+        let old_answer = as_old();
+        assert_ne!(
+            old_answer,
+            Ok("OK".into()),
+            "the old CA still binds the name"
+        );
+    }
+
+    // A client CA that cannot be read: nothing is reloaded (not the renewed certificate
+    // either), and the log says which file and why.
+    old.issue("renewed", &old.cert, &old.key, None);
+    std::fs::write(&ca_file, "not a certificate").unwrap();
+    server.signal("HUP");
+    server.signal("TERM");
+    let (status, _, err) = server.finish(LIMIT);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("SIGHUP received: read again")
+            && err.contains(&format!("client CA {}", ca_file.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "SIGHUP received: nothing reloaded, every tls:// listener keeps the files it had"
+        ) && err.contains("no certificate in it"),
         "{err}"
     );
 }

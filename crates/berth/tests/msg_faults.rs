@@ -452,10 +452,13 @@ fn a_sender_stalled_mid_message_does_not_hold_up_the_shutdown() {
 
 fn stalled_sender_at_shutdown(streamed: bool) {
     let grace = Duration::from_secs(2);
-    let config = EngineConfig {
+    let mut config = EngineConfig {
         max_held: if streamed { 1024 } else { 64 << 20 },
         ..EngineConfig::default()
     };
+    // The sink takes streamed messages (issue 29: else a relay over `max_held` is refused).
+    let (name, rule) = berth_proto::msg::policy::parse_rule("sink:streams=2m").unwrap();
+    config.policy.rules.insert(name, rule);
     let server = MsgServer::spawn(&[tcp_endpoint()], config, 1, grace, |_| {
         EchoRelay::new(64 << 20)
     })

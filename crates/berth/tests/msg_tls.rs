@@ -171,6 +171,114 @@ fn a_cert_rule_admits_a_name_only_with_a_certificate_naming_it() {
     assert_eq!(answer, ok());
 }
 
+/// Claims `name` over TLS presenting `identity` (certificate and key files), the server
+/// verified against `server_ca`: the answer, or the TLS error that ended the connection (a
+/// client certificate the server does not trust ends the handshake with an alert).
+fn hello_as(
+    server_ca: &std::path::Path,
+    e: &Endpoint,
+    identity: &(std::path::PathBuf, std::path::PathBuf),
+    name: &str,
+) -> Result<Frame, String> {
+    let sock = tcp(addr_of(e));
+    let mut tls = TlsConnector::with_identity(Some(server_ca), &[], &identity.0, &identity.1)
+        .unwrap()
+        .connect("127.0.0.1", sock)
+        .unwrap();
+    tls.complete_handshake().map_err(|e| e.to_string())?;
+    tls.write_all(&frame(name.as_bytes()))
+        .map_err(|e| e.to_string())?;
+    let answer = read_frame(&mut tls).map_err(|e| e.to_string())?;
+    Ok(answer)
+}
+
+/// Issue 29: a reload read the certificate and key again but never the client CA, which was
+/// built once into the listener's configuration. Now every file is read again into a new
+/// configuration, for every engine thread (two here, each with an acceptor of its own for the
+/// listener naming its files, and one shared for `--tls-cert`); and when any file of any
+/// listener fails, nothing changes anywhere: not the CA, not a certificate renewed beside it.
+#[test]
+fn a_reload_reads_the_client_ca_again_in_every_thread_or_keeps_every_old_file() {
+    let old = Certs::new("msg-reload-ca-old");
+    let new = Certs::new("msg-reload-ca-new");
+    let ca_file = old.path("client-ca.pem");
+    std::fs::copy(&old.ca, &ca_file).unwrap();
+    let old_admin = (old.path("admin.pem"), old.path("admin.key"));
+    old.issue("admin", &old_admin.0, &old_admin.1, None);
+    let new_admin = (new.path("admin.pem"), new.path("admin.key"));
+    new.issue("admin", &new_admin.0, &new_admin.1, None);
+    let (own_cert, own_key) = (old.path("own.pem"), old.path("own.key"));
+    old.issue("own", &own_cert, &own_key, None);
+    let own = Endpoint::parse(&format!(
+        "tls://127.0.0.1:0?cert={}&key={}&client-ca={}",
+        own_cert.display(),
+        own_key.display(),
+        ca_file.display()
+    ))
+    .unwrap();
+    let mut config = EngineConfig::default();
+    let (name, rule) = berth_proto::msg::policy::parse_rule("admin:cert").unwrap();
+    config.policy.rules.insert(name, rule);
+    let settings = berth::net::tls::TlsSettings {
+        alpn: Vec::new(),
+        client_ca: Some(ca_file.clone()),
+        ..berth::net::tls::TlsSettings::http(&old.cert, &old.key)
+    };
+    config.tls = Some(berth::net::tls::TlsAcceptor::new(settings).unwrap());
+    let shared = Endpoint::parse("tls://127.0.0.1:0").unwrap();
+    let server =
+        berth::msg::MsgServer::spawn(&[own, shared], config, 2, Duration::from_secs(1), |_| {
+            berth::app::relay::EchoRelay::new(1 << 20)
+        })
+        .unwrap();
+    let reloader = server.tls_reloader();
+    let admitted = || Ok(ok());
+    for e in &server.endpoints {
+        assert_eq!(hello_as(&old.ca, e, &old_admin, "admin"), admitted());
+        assert_ne!(hello_as(&old.ca, e, &new_admin, "admin"), admitted());
+    }
+
+    std::fs::copy(&new.ca, &ca_file).unwrap();
+    let files = reloader.reload().unwrap();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(
+        files
+            .iter()
+            .all(|f| f.contains(&format!("client CA {}", ca_file.display()))),
+        "{files:?}"
+    );
+    // Whichever thread takes the connection.
+    for _ in 0..10 {
+        for e in &server.endpoints {
+            assert_eq!(hello_as(&old.ca, e, &new_admin, "admin"), admitted());
+            assert_ne!(hello_as(&old.ca, e, &old_admin, "admin"), admitted());
+        }
+    }
+
+    // Renewed certificates beside a CA file that is no certificate: nothing changes.
+    old.issue("renewed", &old.cert, &old.key, None);
+    old.issue("own-renewed", &own_cert, &own_key, None);
+    std::fs::write(&ca_file, "not a certificate").unwrap();
+    let errors = reloader.reload().unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.to_string().contains("no certificate in it")),
+        "{errors:?}"
+    );
+    for _ in 0..10 {
+        for (e, cn) in server.endpoints.iter().zip(["own", "server"]) {
+            assert_eq!(hello_as(&old.ca, e, &new_admin, "admin"), admitted());
+            let mut plain = tls_client(&old, e);
+            assert_eq!(plain.peer_common_name().as_deref(), Some(cn));
+            plain.write_all(&frame(b"")).unwrap();
+            assert_eq!(read_frame(&mut plain).unwrap(), ok());
+        }
+    }
+    server.stop();
+    server.join().unwrap();
+}
+
 /// `transport=tls` names the tls:// listener: a name with that rule is admitted over TLS and
 /// refused over plain TCP on the same server; `transport=tcp` is plain TCP only.
 #[test]

@@ -55,7 +55,8 @@ pub struct ServeArgs {
     #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", required = true)]
     pub listen: Vec<String>,
 
-    /// A rule for a name (repeatable), e.g. admin:transport=unix or svc:from=127.0.0.0/8.
+    /// A rule for a name (repeatable), e.g. admin:transport=unix or svc:from=127.0.0.0/8;
+    /// bulk:streams=1g lets messages over --max-held from others stream to it, up to 1g.
     /// NAME as for --expect (a colon in it is \x3a).
     #[arg(long = "rule", value_name = "NAME:CONSTRAINTS")]
     pub rules: Vec<String>,
@@ -96,7 +97,9 @@ pub struct ServeArgs {
 
     /// Largest message received whole before it is answered or relayed (so a client that
     /// sends a whole message before it reads gets its answer), and held whole for a target
-    /// busy receiving another; bigger ones stream through as they arrive.
+    /// busy receiving another; bigger ones stream through as they arrive: echoed, or relayed
+    /// to a client whose rule takes them (NAME:streams=SIZE); relayed to any other client they
+    /// are refused with an `@!` message.
     #[arg(long, value_name = "BYTES", default_value = "64m", value_parser = parse_limit)]
     pub max_held: u64,
 
@@ -110,6 +113,13 @@ pub struct ServeArgs {
     /// `error read-timeout` [default: never, as FI-ASockIOCore].
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub read_timeout: Option<Duration>,
+
+    /// Seconds a client may send nothing in the middle of a message that others wait on (one
+    /// streaming to another client, or one held whole while others wait for the held budget)
+    /// before it is ended with `error read-timeout`; a stream it fed is completed with zero
+    /// bytes so that its receiver's framing survives.
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
+    pub stall_timeout: Duration,
 
     /// Certificate (PEM) of tls:// endpoints that name none with ?cert=. Needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -254,25 +264,10 @@ pub struct ListenArgs {
 }
 
 /// A byte count: `1000`, `64k`, `1m`, `1g` (k, m, g are powers of 1024; a trailing `b` or
-/// `ib` is allowed: `64MiB`). Zero is a valid message size.
+/// `ib` is allowed: `64MiB`). Zero is a valid message size. The one size syntax of berth's
+/// command line, shared with `--rule NAME:streams=SIZE`.
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
-    let lower = s.to_ascii_lowercase();
-    let t = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
-    let (digits, shift) = match t.as_bytes().last() {
-        Some(b'k') => (&t[..t.len() - 1], 10),
-        Some(b'm') => (&t[..t.len() - 1], 20),
-        Some(b'g') => (&t[..t.len() - 1], 30),
-        _ => (t, 0),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .filter(|&n| n < 1 << 63)
-        .ok_or_else(|| format!("'{s}' is not a size (e.g. 64, 1k, 64k, 1m, 8760000, 64m, 1g)"))
+    berth_proto::msg::policy::parse_size(s)
 }
 
 /// Most `--max-name` allows: names are held whole from the handshake on, and a relay target

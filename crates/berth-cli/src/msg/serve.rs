@@ -1,8 +1,8 @@
 //! `berth msg serve`: the echo and relay demo on every endpoint given, served by `-A` engine
 //! threads, until SIGINT or SIGTERM. Processes can also share a TCP or UDP port with
 //! `--reuse-port` (SO_REUSEPORT), as seed 003's "multiple instances" do; without it a port
-//! another process listens on is refused. SIGHUP reads the tls:// listeners' certificates
-//! again.
+//! another process listens on is refused. SIGHUP reads every file of the tls:// listeners
+//! again (certificate chain, key, client CA), all or nothing.
 
 use std::io::Write;
 
@@ -79,6 +79,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         udp_idle: args.udp_idle,
         write_timeout: args.write_timeout,
         read_timeout: args.read_timeout,
+        stall_timeout: args.stall_timeout,
         max_held: args.max_held,
         max_held_total: args.max_held_total,
         out_high: usize::try_from(args.out_high).unwrap_or(usize::MAX),
@@ -130,23 +131,26 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     result.map_err(|e| e.to_string())
 }
 
-/// SIGHUP: the certificates of the tls:// listeners are read again; new connections get them.
-/// A reload that fails keeps the certificate in use and says why.
+/// SIGHUP: every file of the tls:// listeners (certificate chain, key, client CA) is read
+/// again, in every engine thread; new connections get them. A reload where any file fails
+/// keeps every listener's old set and says why.
 fn reload(reloader: &TlsReloader) {
-    let results = reloader.reload();
-    if results.is_empty() {
-        log::info!("SIGHUP received: nothing to reload (no tls:// listener)");
-    }
-    for (cert, result) in results {
-        match result {
-            Ok(()) => log::info!(
-                "SIGHUP received: certificate reloaded from {}",
-                cert.display()
-            ),
-            Err(e) => log::warn!(
-                "SIGHUP received: certificate of {} not reloaded, the one in use stays: {e}",
-                cert.display()
-            ),
+    match reloader.reload() {
+        Ok(sets) if sets.is_empty() => {
+            log::info!("SIGHUP received: nothing to reload (no tls:// listener)");
+        }
+        Ok(sets) => {
+            for files in sets {
+                log::info!("SIGHUP received: read again and in use for new connections: {files}");
+            }
+        }
+        Err(errors) => {
+            for e in errors {
+                log::warn!("SIGHUP received: {e}");
+            }
+            log::warn!(
+                "SIGHUP received: nothing reloaded, every tls:// listener keeps the files it had"
+            );
         }
     }
 }

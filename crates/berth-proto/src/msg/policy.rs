@@ -57,6 +57,13 @@ pub struct Rule {
     pub name_taken: Option<NameTaken>,
     /// The client must present a TLS certificate whose common name is this name (`cert`).
     pub cert: bool,
+    /// Most bytes of a message streamed to this name from another client's message while that
+    /// message is still arriving (`streams=SIZE`; issue 29). Without it (`None`) no such stream
+    /// is opened to it: a sender that stops halfway would leave it inside a frame that can
+    /// never end. A receiver that takes them gets a stream its sender abandons completed with
+    /// zero bytes up to its announced length, so this is also the most such filler it can be
+    /// sent for one message.
+    pub streams: Option<u64>,
 }
 
 /// What happens when a client claims a name a live connection holds.
@@ -91,6 +98,28 @@ pub fn parse_name(s: &str, rule: NameRule) -> Result<Name, String> {
     rule.check(name.as_bytes())
         .map_err(|why| format!("{name:?} is not a valid client name: {why}"))?;
     Ok(name)
+}
+
+/// A byte count as every size on berth's command line is written: `1000`, `64k`, `1m`, `1g`
+/// (k, m, g are powers of 1024; a trailing `b` or `ib` is allowed: `64MiB`), below 2^63.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let lower = s.to_ascii_lowercase();
+    let t = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, shift) = match t.as_bytes().last() {
+        Some(b'k') => (&t[..t.len() - 1], 10),
+        Some(b'm') => (&t[..t.len() - 1], 20),
+        Some(b'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n < 1 << 63)
+        .ok_or_else(|| format!("'{s}' is not a size (e.g. 64, 1k, 64k, 1m, 8760000, 64m, 1g)"))
 }
 
 /// A rule as written on the command line: `NAME:transport=unix,from=127.0.0.0/8`. `NAME` is
@@ -128,6 +157,16 @@ pub fn parse_rule(s: &str) -> Result<(Name, Rule), String> {
             "transport" => rule.transports.push(Transport::parse(value).ok_or_else(|| {
                 format!("rule {s:?}: unknown transport {value:?} (tcp, tls, udp or unix)")
             })?),
+            "streams" => {
+                rule.streams = Some(
+                    parse_size(value)
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| {
+                            format!("rule {s:?}: streams is a size above zero (64k, 1g), not {value:?}")
+                        })?,
+                )
+            }
             "name-taken" => {
                 rule.name_taken = Some(NameTaken::parse(value).ok_or_else(|| {
                     format!("rule {s:?}: name-taken is refuse or replace, not {value:?}")
@@ -143,12 +182,16 @@ pub fn parse_rule(s: &str) -> Result<(Name, Rule), String> {
             ),
             _ => {
                 return Err(format!(
-                    "rule {s:?}: unknown constraint {key:?} (transport, from, name-taken, cert)"
+                    "rule {s:?}: unknown constraint {key:?} (transport, from, name-taken, cert, streams)"
                 ))
             }
         }
     }
-    if rule.transports.is_empty() && rule.from.is_empty() && rule.name_taken.is_none() && !rule.cert
+    if rule.transports.is_empty()
+        && rule.from.is_empty()
+        && rule.name_taken.is_none()
+        && !rule.cert
+        && rule.streams.is_none()
     {
         return Err(format!("rule {s:?}: no constraint given"));
     }
@@ -224,6 +267,12 @@ impl Policy {
             .get(name)
             .and_then(|r| r.name_taken)
             .unwrap_or(self.name_taken)
+    }
+
+    /// Most bytes a message still arriving from another client may be streamed to `name` in
+    /// (its rule's `streams=`); 0 without one.
+    pub fn streams_to(&self, name: &[u8]) -> u64 {
+        self.rules.get(name).and_then(|r| r.streams).unwrap_or(0)
     }
 
     /// [`Policy::admit`] on a listener with stricter settings of its own (they add to the
@@ -478,5 +527,32 @@ mod tests {
         p.name_taken = NameTaken::Replace;
         assert!(p.admit(&named("other"), UNIX, taken).is_ok());
         assert!(parse_rule("svc:name-taken=maybe").is_err());
+    }
+
+    /// Issue 29: streamed messages from others reach a name only when its rule says how big
+    /// (`streams=SIZE`, in the command line's size syntax); it is no constraint on admission.
+    #[test]
+    fn streams_are_taken_only_where_a_rule_says_how_many_bytes() {
+        let (name, rule) = parse_rule("bulk:streams=1g").unwrap();
+        assert_eq!(rule.streams, Some(1 << 30));
+        let mut p = Policy::default();
+        p.rules.insert(name, rule);
+        assert_eq!(p.streams_to(b"bulk"), 1 << 30);
+        assert_eq!(p.streams_to(b"other"), 0);
+        assert!(p.admit(&named("bulk"), UNIX, |_: &Name| false).is_ok());
+        let (_, rule) = parse_rule("svc:transport=tcp,streams=64k,from=::1").unwrap();
+        assert_eq!(rule.streams, Some(64 << 10));
+        assert_eq!(rule.transports, [Transport::Tcp]);
+        for bad in [
+            "x:streams=0",
+            "x:streams=lots",
+            "x:streams=",
+            "x:streams=9999999999g",
+        ] {
+            let e = parse_rule(bad).unwrap_err();
+            assert!(e.contains("streams is a size above zero"), "{bad}: {e}");
+        }
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert!(parse_size("1.5m").is_err());
     }
 }

@@ -16,6 +16,12 @@
 //! passes through as it arrives, so a 1 GiB message crosses the server in bounded memory. A
 //! target already receiving another streamed message gets this one whole, queued behind it, if
 //! it is at most `hold_limit` bytes.
+//!
+//! A message over `hold_limit` streams to another client only if that client's rule takes it
+//! (`NAME:streams=SIZE`); otherwise its sender is answered `@!` (issue 29: a sender that stopped
+//! halfway left its receiver inside a frame for ever). If a stream's sender stops before its
+//! last byte anyway, the engine completes the frame with zeros and the receiver gets an `@!`
+//! message saying so, right behind it.
 
 use std::collections::HashMap;
 
@@ -33,8 +39,8 @@ fn prefix_max(max_name: usize) -> u64 {
 enum Incoming {
     /// Reading the first bytes to decide (`head` is empty until a read leaves it undecided).
     Head { len: u64, head: Vec<u8> },
-    /// Streaming to `to`.
-    Pass { to: ClientId },
+    /// Streaming `len` bytes to `to`.
+    Pass { to: ClientId, len: u64 },
     /// `to` is busy with another stream: assemble, then queue whole.
     Hold { to: ClientId, buf: Vec<u8> },
     /// Nowhere: the target is unknown or gone.
@@ -74,7 +80,7 @@ impl EchoRelay {
             .then(|| head.iter().position(|&b| b == b' '))
             .flatten()
             .filter(|&space| space > 1 && Name::is_escaped_text(&head[1..space]));
-        let (to, prefix, body) = match relay {
+        let (to, prefix, body, name) = match relay {
             Some(space) => {
                 let name = Name::unescape(&head[1..space]);
                 match out.client(&name) {
@@ -84,7 +90,7 @@ impl EchoRelay {
                             Some(n) => format!("@{n} "),
                             None => format!("@{from} "),
                         };
-                        (to, sender.into_bytes(), &head[space + 1..])
+                        (to, sender.into_bytes(), &head[space + 1..], name)
                     }
                     None => {
                         out.send(from, format!("@! no client named {name}").as_bytes());
@@ -92,7 +98,7 @@ impl EchoRelay {
                     }
                 }
             }
-            None => (from, Vec::new(), head),
+            None => (from, Vec::new(), head, Name::from("")),
         };
         let dropped = (head.len() - body.len()) as u64;
         let total = len - dropped + prefix.len() as u64;
@@ -108,7 +114,23 @@ impl EchoRelay {
         if out.open_stream(to, total) {
             out.stream_chunk(to, &prefix);
             out.stream_chunk(to, body);
-            return Incoming::Pass { to };
+            return Incoming::Pass { to, len: total };
+        }
+        if let Some(limit) = out.stream_refusal(to, total) {
+            // Issue 29: over what is held whole, and the target did not say it takes streams
+            // this big; streamed, a sender that stops halfway would leave it inside the frame.
+            let text = match limit {
+                0 => format!(
+                    "@! a message of {total} bytes is over what the server holds whole ({}), \
+                     and {name} takes no streamed messages",
+                    self.hold_limit
+                ),
+                limit => format!(
+                    "@! a message of {total} bytes is over what {name} takes streamed ({limit})"
+                ),
+            };
+            out.send(from, text.as_bytes());
+            return Incoming::Drop;
         }
         if total > self.hold_limit {
             let text = "@! the target is receiving another large message; try again";
@@ -155,7 +177,7 @@ impl EchoRelay {
                     self.incoming.insert(from, next);
                     bytes = rest;
                 }
-                Incoming::Pass { to } => {
+                Incoming::Pass { to, .. } => {
                     if !out.stream_chunk(*to, bytes) {
                         *state = Incoming::Drop;
                     }
@@ -214,12 +236,21 @@ impl MsgHandler for EchoRelay {
         }
     }
 
-    fn on_connection_lost(&mut self, client: ClientId, _: Option<&Name>, out: &mut Out<'_>) {
-        // A message it was streaming to someone will never be finished: that stream cannot be
-        // resumed, so its receiver is closed (it sees the connection end mid-message).
-        if let Some(Incoming::Pass { to }) = self.incoming.remove(&client) {
+    fn on_connection_lost(&mut self, client: ClientId, name: Option<&Name>, out: &mut Out<'_>) {
+        // A message it was streaming to someone will never be finished: the engine completed
+        // it with zeros (so the receiver's framing survives); the receiver is told which one,
+        // right behind it.
+        if let Some(Incoming::Pass { to, len }) = self.incoming.remove(&client) {
             if to != client {
-                out.close(to);
+                let sender = match name {
+                    Some(n) => format!("@{n}"),
+                    None => format!("@{client}"),
+                };
+                let text = format!(
+                    "@! the message of {len} bytes from {sender} was cut short: its sender \
+                     stopped before the end, and the bytes it did not send came as zeros"
+                );
+                out.send(to, text.as_bytes());
             }
         }
     }

@@ -149,10 +149,12 @@ pub(crate) struct Client {
     /// When it is dropped for taking none of the output that waits on its reader
     /// (`write_timeout` after the last progress), while such output waits.
     pub(crate) write_due: Option<Instant>,
-    /// When it is dropped for sending nothing more of the message it is in the middle of
-    /// (`read_timeout`). Pushed back lazily: a read only moves this, and the timer, when it
-    /// fires, looks here before it drops anyone.
+    /// While it is in the middle of a message: when its timer next looks at how long it has
+    /// sent nothing (`read_timeout`, `stall_timeout`). Set when a message starts, never moved
+    /// by a read: the timer, when it fires, reads `input_at` before it ends anyone.
     pub(crate) read_due: Option<Instant>,
+    /// Its last read with bytes in the middle of a message (or when reading it resumed).
+    pub(crate) input_at: Instant,
     pub(crate) peer: Peer,
     /// The name it registered under (`None`: anonymous, raw, or not yet known); for a server
     /// we connected to, its endpoint.
@@ -181,6 +183,10 @@ pub(crate) struct Client {
     pub(crate) waiters: Vec<ClientId>,
     /// The client this one's current message is streaming to, while that stream is open.
     pub(crate) feeding: Option<ClientId>,
+    /// Its current message goes to the application in pieces as it arrives (it was neither
+    /// held whole nor all in one read): a stream it opens to another client depends on its
+    /// sending the rest (issue 29).
+    pub(crate) arriving: bool,
     /// Output was queued since the last drained report.
     pub(crate) owes_drain: bool,
 }
@@ -200,6 +206,7 @@ impl Client {
             admitted: false,
             write_due: None,
             read_due: None,
+            input_at: Instant::now(),
             peer,
             name: None,
             listener,
@@ -215,6 +222,7 @@ impl Client {
             paused: false,
             waiters: Vec::new(),
             feeding: None,
+            arriving: false,
             owes_drain: false,
         }
     }

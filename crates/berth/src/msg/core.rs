@@ -91,6 +91,11 @@ pub struct EngineConfig {
     /// `read-timeout` error frame (`None`, the default: never, as FI-ASockIOCore). A client
     /// the engine itself is not reading (backpressure) is never timed out for it.
     pub read_timeout: Option<Duration>,
+    /// The same for a client whose unfinished message others wait on (`--stall-timeout`,
+    /// default 30 s; issue 29): one feeding a stream to another client, or one holding part
+    /// of the held budget that another client waits for. Its stall would stop them too, so it
+    /// is ended whatever `read_timeout` says, and a stream it fed is completed with zeros.
+    pub stall_timeout: Duration,
     /// A queue above this many bytes pauses whoever feeds it.
     pub out_high: usize,
     /// Unread whole messages above this many bytes pause reading from their client.
@@ -126,6 +131,7 @@ impl Default for EngineConfig {
             udp_idle: Duration::from_secs(60),
             write_timeout: Duration::from_secs(60),
             read_timeout: None,
+            stall_timeout: Duration::from_secs(30),
             out_high: 1 << 20,
             inbox_high: 8 << 20,
             buffer_size: 64 * 1024,
@@ -512,8 +518,34 @@ impl Core {
         self.queue(id, false, |q, _| q.push_lazy(producer))
     }
 
-    /// Opens a streamed message to `id`; `false` if it is gone or already receiving one.
+    /// Why a stream of `len` bytes to `id` may not be opened whatever its queue (issue 29):
+    /// `Some(limit)` when the message being delivered is still arriving from another client
+    /// and `id` takes streams from others only up to `limit` bytes (its rule's `streams=`; 0:
+    /// none). Were it opened, that sender could stop halfway and leave `id` inside a frame,
+    /// every later message to it waiting behind.
+    pub(crate) fn stream_refusal(&self, id: ClientId, len: u64) -> Option<u64> {
+        if self.is_remote(id) {
+            // Nothing streams across threads (`queue` refuses it); the caller sends whole.
+            return None;
+        }
+        let src = self.source.filter(|&s| s != id)?;
+        if !self.get(src).is_some_and(|s| s.arriving) {
+            // Whole at hand (held, or all in this read): it cannot stop halfway.
+            return None;
+        }
+        let limit = self
+            .get(id)
+            .and_then(|c| c.name.as_ref())
+            .map_or(0, |n| self.config.policy.streams_to(n.as_bytes()));
+        (len > limit).then_some(limit)
+    }
+
+    /// Opens a streamed message to `id`; `false` if it is gone, already receiving one, or
+    /// does not take this one ([`Core::stream_refusal`]).
     pub(crate) fn open_stream(&mut self, id: ClientId, len: u64) -> bool {
+        if self.stream_refusal(id, len).is_some() {
+            return false;
+        }
         let (mut opened, mut open) = (false, false);
         let known = self.queue(id, true, |q, _| {
             opened = q.open_stream(len);
@@ -533,8 +565,15 @@ impl Core {
         }
     }
 
-    /// More of the streamed message open to `id`.
+    /// More of the streamed message open to `id`. `false` if `id` is gone, or if the client
+    /// being delivered no longer feeds a stream to `id` (its stream was cut: the bytes would
+    /// land in whatever `id` receives next).
     pub(crate) fn stream_chunk(&mut self, id: ClientId, bytes: &[u8]) -> bool {
+        if let Some(src) = self.source.and_then(|s| self.get(s)) {
+            if src.feeding != Some(id) {
+                return bytes.is_empty();
+            }
+        }
         let mut ended = false;
         let known = self.queue(id, true, |q, io| {
             match io {
@@ -562,6 +601,10 @@ impl Core {
         if self.is_remote(id) {
             self.post(Post::Close(id), id);
             return;
+        }
+        if self.get(id).is_some_and(|c| c.phase == Phase::Open) {
+            // It will not be read again: a message it streams to someone cannot be finished.
+            self.cut_feed(id, "its connection is closing");
         }
         let Some(c) = self.get_mut(id) else { return };
         if c.phase == Phase::Open {

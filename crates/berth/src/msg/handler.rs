@@ -91,13 +91,25 @@ impl Out<'_> {
     }
 
     /// Starts a message of `len` bytes to `to`, to be filled by [`Out::stream_chunk`]. `false`
-    /// if `to` is gone or is already receiving a streamed message (send it whole instead, or
-    /// wait). Whole messages sent to `to` meanwhile wait until the stream is complete.
+    /// if `to` is gone, is already receiving a streamed message (send it whole instead, or
+    /// wait), or does not take this one ([`Out::stream_refusal`]). Whole messages sent to `to`
+    /// meanwhile wait until the stream is complete. A stream fed by a client that stalls or
+    /// leaves before its last byte is completed with zero bytes by the engine.
     pub fn open_stream(&mut self, to: ClientId, len: u64) -> bool {
         self.core.open_stream(to, len)
     }
 
-    /// More bytes of the message streaming to `to`. `false` if `to` is gone.
+    /// Why [`Out::open_stream`] would refuse a stream of `len` bytes to `to` whatever `to`'s
+    /// queue holds: `Some(limit)` when the message being delivered is still arriving from
+    /// another client and `to` takes such streams only up to `limit` bytes (its rule's
+    /// `streams=`, 0 without one). Such a sender could stop halfway and leave `to` inside a
+    /// frame (issue 29); send the message whole instead, or refuse it.
+    pub fn stream_refusal(&self, to: ClientId, len: u64) -> Option<u64> {
+        self.core.stream_refusal(to, len)
+    }
+
+    /// More bytes of the message streaming to `to`. `false` if `to` is gone, or if the
+    /// stream was cut (its sender stalled or is ending: see `--stall-timeout`).
     pub fn stream_chunk(&mut self, to: ClientId, bytes: &[u8]) -> bool {
         self.core.stream_chunk(to, bytes)
     }

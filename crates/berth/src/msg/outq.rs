@@ -77,9 +77,17 @@ where
 }
 
 enum Item {
-    Bytes { data: Vec<u8>, pos: usize },
+    Bytes {
+        data: Vec<u8>,
+        pos: usize,
+    },
     Lazy(Box<dyn Produce>),
+    /// This many zero bytes, drawn like a lazy sequence: the rest of a stream that was cut.
+    Fill(u64),
 }
+
+/// What a fill is drawn from, [`PRODUCE_BUDGET`] bytes at a time.
+static ZEROS: [u8; PRODUCE_BUDGET] = [0; PRODUCE_BUDGET];
 
 /// The queue.
 pub(crate) struct OutQueue {
@@ -284,6 +292,26 @@ impl OutQueue {
         bytes.len()
     }
 
+    /// Ends the open stream early, its sender being unable to finish it (issue 29): the rest
+    /// of its announced length is zero bytes, drawn as the queue drains (never held in
+    /// memory), so that the receiver's framing survives; what waited behind the stream follows
+    /// it. Returns the bytes filled (0: no stream was open).
+    pub(crate) fn cut_stream(&mut self) -> u64 {
+        let Some(left) = self.open else { return 0 };
+        match &mut self.gathering {
+            // At most `WS_ASSEMBLE` bytes in all.
+            Some(gathered) => gathered.resize(gathered.len() + left as usize, 0),
+            None if left > 0 => {
+                self.lazies += 1;
+                self.items.push_back(Item::Fill(left));
+            }
+            None => {}
+        }
+        self.open = Some(0);
+        self.close_stream_if_done();
+        left
+    }
+
     fn close_stream_if_done(&mut self) {
         if self.open == Some(0) {
             self.open = None;
@@ -304,15 +332,20 @@ impl OutQueue {
                     ahead += data.len() - pos;
                     false
                 }
-                Item::Lazy(_) => true,
+                Item::Lazy(_) | Item::Fill(_) => true,
             }) else {
                 return;
             };
             if ahead >= low {
                 return;
             }
-            let Some(Item::Lazy(mut producer)) = self.items.remove(at) else {
-                unreachable!("position found a lazy item");
+            let mut producer = match self.items.remove(at) {
+                Some(Item::Lazy(producer)) => producer,
+                Some(Item::Fill(left)) => {
+                    self.fill_at(at, left);
+                    continue;
+                }
+                _ => unreachable!("position found a lazy item"),
             };
             let mut made = VecDeque::new();
             let mut spare = std::mem::take(&mut self.spare);
@@ -336,6 +369,22 @@ impl OutQueue {
                 // A sequence that yields nothing yet says it has more: ask again next time.
                 return;
             }
+        }
+    }
+
+    /// Draws one budget of zeros from a fill at `at` (taken out of the queue), putting the
+    /// rest of it back behind them.
+    fn fill_at(&mut self, at: usize, left: u64) {
+        let n = left.min(PRODUCE_BUDGET as u64) as usize;
+        let mut made = VecDeque::new();
+        self.ready += append(&mut made, &mut self.spare, &ZEROS[..n]);
+        if left > n as u64 {
+            made.push_back(Item::Fill(left - n as u64));
+        } else {
+            self.lazies -= 1;
+        }
+        for (i, item) in made.into_iter().enumerate() {
+            self.items.insert(at + i, item);
         }
     }
 

@@ -32,7 +32,7 @@ use super::endpoint::{Address, Endpoint};
 use super::engine::Engine;
 use super::handler::MsgHandler;
 use super::stats::MsgStats;
-use crate::net::tls::{TlsAcceptor, TlsError};
+use crate::net::tls::{TlsAcceptor, TlsError, TlsLoaded, TlsSettings};
 use crate::rt::Control;
 
 /// Posts each engine's mailbox holds before senders wait.
@@ -245,28 +245,47 @@ impl MsgServer {
     }
 }
 
-/// Reloads the certificates of a [`MsgServer`]'s `tls://` listeners ([`MsgServer::tls_reloader`]).
+/// Reloads the TLS files of a [`MsgServer`]'s `tls://` listeners ([`MsgServer::tls_reloader`]).
 #[derive(Clone)]
 pub struct TlsReloader {
     tls: Vec<TlsAcceptor>,
 }
 
 impl TlsReloader {
-    /// Reads the certificate and key files of every `tls://` listener again (SIGHUP in
-    /// `berth msg serve`): new handshakes get them, clients already connected keep theirs. A
-    /// listener whose files fail keeps the certificate it has. One result per certificate
-    /// file, named by it; none when no listener speaks TLS.
-    pub fn reload(&self) -> Vec<(std::path::PathBuf, Result<(), TlsError>)> {
-        let mut done: Vec<(std::path::PathBuf, Result<(), TlsError>)> = Vec::new();
+    /// Reads every file of every `tls://` listener again (SIGHUP in `berth msg serve`): the
+    /// certificate chain, the key and the client CA, for every engine thread. All or nothing:
+    /// each set of files is read once and built into a configuration, and only when every one
+    /// of them loaded are they all put in use (new handshakes get them; clients already
+    /// connected keep the names they were admitted under). On any error nothing changes.
+    ///
+    /// `Ok`: the files read, one entry (a [`TlsSettings::files`] line) per set, none when no
+    /// listener speaks TLS. `Err`: why each set that failed did.
+    ///
+    /// [`TlsSettings::files`]: crate::net::tls::TlsSettings::files
+    pub fn reload(&self) -> Result<Vec<String>, Vec<TlsError>> {
+        // Engine threads each build their own acceptor for a listener naming its own files:
+        // the same files are read once, so every thread gets the same bytes even if a file
+        // is being replaced meanwhile.
+        let mut sets: Vec<(&TlsSettings, Result<TlsLoaded, TlsError>)> = Vec::new();
         for acceptor in &self.tls {
-            let result = acceptor.reload();
-            let cert = acceptor.settings().cert.clone();
-            // Each engine thread has an acceptor of its own for an endpoint naming its own
-            // files: all are reloaded, one line per file is enough.
-            if !done.iter().any(|(c, _)| *c == cert) {
-                done.push((cert, result));
+            if !sets.iter().any(|(s, _)| *s == acceptor.settings()) {
+                sets.push((acceptor.settings(), acceptor.load()));
             }
         }
-        done
+        let failed: Vec<TlsError> = sets
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().err().cloned())
+            .collect();
+        if !failed.is_empty() {
+            return Err(failed);
+        }
+        for acceptor in &self.tls {
+            let (_, loaded) = sets
+                .iter()
+                .find(|(s, _)| *s == acceptor.settings())
+                .expect("every acceptor's files were loaded");
+            acceptor.install(loaded.as_ref().expect("none failed"));
+        }
+        Ok(sets.iter().map(|(s, _)| s.files()).collect())
     }
 }

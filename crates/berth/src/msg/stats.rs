@@ -18,6 +18,8 @@ pub struct MsgStats {
     udp_dropped: AtomicU64,
     write_timeouts: AtomicU64,
     read_timeouts: AtomicU64,
+    stall_timeouts: AtomicU64,
+    streams_cut: AtomicU64,
     held_peak: AtomicU64,
 }
 
@@ -44,6 +46,11 @@ pub struct MsgCounts {
     pub write_timeouts: u64,
     /// Clients ended for stopping in the middle of a message for `--read-timeout`.
     pub read_timeouts: u64,
+    /// Clients ended for stopping, for `--stall-timeout`, in the middle of a message others
+    /// waited on.
+    pub stall_timeouts: u64,
+    /// Streamed messages completed with zeros because their sender could not finish them.
+    pub streams_cut: u64,
     /// The most bytes one engine thread has held at once for whole-message receipt (messages
     /// being received whole, and the answers of delivered ones still queued).
     pub held_peak: u64,
@@ -89,6 +96,12 @@ impl MsgStats {
     pub(crate) fn read_timeout(&self) {
         self.read_timeouts.fetch_add(1, Relaxed);
     }
+    pub(crate) fn stall_timeout(&self) {
+        self.stall_timeouts.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn stream_cut(&self) {
+        self.streams_cut.fetch_add(1, Relaxed);
+    }
     pub(crate) fn held(&self, bytes: u64) {
         self.held_peak.fetch_max(bytes, Relaxed);
     }
@@ -110,6 +123,8 @@ impl MsgStats {
             udp_dropped: self.udp_dropped.load(Relaxed),
             write_timeouts: self.write_timeouts.load(Relaxed),
             read_timeouts: self.read_timeouts.load(Relaxed),
+            stall_timeouts: self.stall_timeouts.load(Relaxed),
+            streams_cut: self.streams_cut.load(Relaxed),
             held_peak: self.held_peak.load(Relaxed),
         }
     }
@@ -120,7 +135,8 @@ impl std::fmt::Display for MsgCounts {
         write!(
             f,
             "connections {} admitted {} disconnected {} too-large {} messages {} bytes {} \
-             udp-dropped {} write-timeout {} read-timeout {} held-peak {}",
+             udp-dropped {} write-timeout {} read-timeout {} stall-timeout {} streams-cut {} \
+             held-peak {}",
             self.connections,
             self.admitted,
             self.disconnected,
@@ -130,6 +146,8 @@ impl std::fmt::Display for MsgCounts {
             self.udp_dropped,
             self.write_timeouts,
             self.read_timeouts,
+            self.stall_timeouts,
+            self.streams_cut,
             self.held_peak
         )?;
         for (code, n) in self.refused.iter().filter(|(_, n)| *n > 0) {

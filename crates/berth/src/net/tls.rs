@@ -6,7 +6,10 @@
 //!   with a clear error for each way they can be wrong (missing, unreadable, no certificate, no
 //!   key, a key that does not match, expired or not yet valid), TLS 1.2 and 1.3, ALPN, session
 //!   resumption by tickets and by a bounded server-side cache, and [`TlsAcceptor::reload`]
-//!   (SIGHUP): new handshakes get the new certificate, and a reload that fails keeps the old.
+//!   (SIGHUP): every file (chain, key, client CA) is read again into a new configuration that
+//!   new handshakes get whole, and a reload that fails keeps the old one whole. A server with
+//!   several acceptors [`TlsAcceptor::load`]s them all before it [`TlsAcceptor::install`]s
+//!   any. Sessions from before a reload are not resumed after it.
 //! - [`TlsStream`]: one connection. It reads and writes plaintext like a socket, moving TLS
 //!   records to and from the socket underneath as it goes, blocking or not as that socket is.
 //! - [`TlsConnector`]: the client side, for `berth msg send tls://` and `berth bench https://`,
@@ -36,7 +39,7 @@ use super::transport::{Blocking, Evented, Transport};
 const BUFFER_LIMIT: usize = 64 * 1024;
 
 /// What a TLS listener serves.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
     /// PEM file with the certificate, then its chain.
     pub cert: PathBuf,
@@ -64,6 +67,20 @@ impl TlsSettings {
             tickets: true,
             client_ca: None,
         }
+    }
+
+    /// Every file these settings read, named for a log line: `certificate F, key F` and,
+    /// with one, `client CA F`.
+    pub fn files(&self) -> String {
+        let mut files = format!(
+            "certificate {}, key {}",
+            self.cert.display(),
+            self.key.display()
+        );
+        if let Some(ca) = &self.client_ca {
+            files.push_str(&format!(", client CA {}", ca.display()));
+        }
+        files
     }
 }
 
@@ -175,22 +192,64 @@ fn load_certified(settings: &TlsSettings) -> Result<CertifiedKey, TlsError> {
     })
 }
 
-/// The certificate handshakes get: swapped whole on a reload, read once per handshake.
+/// The certificate of one built configuration (fixed: a reload builds a new configuration).
 #[derive(Debug)]
-struct CurrentCert(RwLock<Arc<CertifiedKey>>);
+struct FixedCert(Arc<CertifiedKey>);
 
-impl ResolvesServerCert for CurrentCert {
+impl ResolvesServerCert for FixedCert {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.read().unwrap_or_else(|e| e.into_inner()).clone())
+        Some(self.0.clone())
     }
 }
 
+/// Builds a whole server configuration from the files `settings` names: certificate chain,
+/// key and client CA, each read now. Nothing of an earlier configuration is kept, not even
+/// the session cache and ticket key: a session resumed from before a reload would carry a
+/// client identity that the new client CA may no longer vouch for.
+fn build(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TlsError> {
+    let certified = Arc::new(load_certified(settings)?);
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError(format!("TLS versions: {e}")))?;
+    let builder = match &settings.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let roots = Arc::new(roots_from(path)?);
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
+                    .allow_unauthenticated()
+                    .build()
+                    .map_err(|e| TlsError(format!("{}: {e}", path.display())))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(FixedCert(certified)));
+    config.alpn_protocols = settings.alpn.clone();
+    config.session_storage = ServerSessionMemoryCache::new(settings.session_cache.max(1));
+    if settings.tickets {
+        config.ticketer = rustls::crypto::ring::Ticketer::new()
+            .map_err(|e| TlsError(format!("session tickets: {e}")))?;
+    }
+    Ok(Arc::new(config))
+}
+
+/// A configuration read from a listener's files by [`TlsAcceptor::load`], not yet in use:
+/// a server with several listeners (or several engine threads) loads every one first and
+/// installs them only if all loaded, so that a reload is all or nothing.
+#[derive(Clone)]
+pub struct TlsLoaded(Arc<ServerConfig>);
+
 /// A server's TLS: makes a [`TlsStream`] of each accepted socket. Cloning shares it (and its
 /// reloads).
+///
+/// Every file it uses (certificate chain, key, client CA) goes into one [`ServerConfig`],
+/// which a reload replaces whole: issue 29 found the client CA built once into the
+/// configuration while a reload swapped only the certificate, so a replaced CA file was never
+/// read again.
 #[derive(Clone)]
 pub struct TlsAcceptor {
-    config: Arc<ServerConfig>,
-    current: Arc<CurrentCert>,
+    /// The configuration new handshakes get, replaced whole by a reload.
+    live: Arc<RwLock<Arc<ServerConfig>>>,
     settings: Arc<TlsSettings>,
 }
 
@@ -205,56 +264,44 @@ impl std::fmt::Debug for TlsAcceptor {
 /// Two acceptors are the same when they share one configuration (clones of each other).
 impl PartialEq for TlsAcceptor {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.config, &other.config)
+        Arc::ptr_eq(&self.live, &other.live)
     }
 }
 
 impl Eq for TlsAcceptor {}
 
 impl TlsAcceptor {
-    /// Reads the certificate and key; any problem with them is the error.
+    /// Reads the certificate, key and client CA; any problem with them is the error.
     pub fn new(settings: TlsSettings) -> Result<TlsAcceptor, TlsError> {
-        let current = Arc::new(CurrentCert(RwLock::new(Arc::new(load_certified(
-            &settings,
-        )?))));
-        let builder = ServerConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| TlsError(format!("TLS versions: {e}")))?;
-        let builder = match &settings.client_ca {
-            None => builder.with_no_client_auth(),
-            Some(path) => {
-                let roots = Arc::new(roots_from(path)?);
-                let verifier =
-                    rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
-                        .allow_unauthenticated()
-                        .build()
-                        .map_err(|e| TlsError(format!("{}: {e}", path.display())))?;
-                builder.with_client_cert_verifier(verifier)
-            }
-        };
-        let mut config = builder.with_cert_resolver(current.clone());
-        config.alpn_protocols = settings.alpn.clone();
-        config.session_storage = ServerSessionMemoryCache::new(settings.session_cache.max(1));
-        if settings.tickets {
-            config.ticketer = rustls::crypto::ring::Ticketer::new()
-                .map_err(|e| TlsError(format!("session tickets: {e}")))?;
-        }
+        let config = build(&settings)?;
         Ok(TlsAcceptor {
-            config: Arc::new(config),
-            current,
+            live: Arc::new(RwLock::new(config)),
             settings: Arc::new(settings),
         })
     }
 
-    /// Reads the certificate and key files again. New handshakes get them; on any error the
-    /// certificate in use stays, and the error says why.
+    /// Reads every file again (certificate chain, key, client CA) into a configuration of
+    /// its own, without putting it in use ([`TlsAcceptor::install`] does).
+    pub fn load(&self) -> Result<TlsLoaded, TlsError> {
+        build(&self.settings).map(TlsLoaded)
+    }
+
+    /// Puts a loaded configuration in use: new handshakes get it, connections already made
+    /// keep what they were made with.
+    pub fn install(&self, loaded: &TlsLoaded) {
+        *self.live.write().unwrap_or_else(|e| e.into_inner()) = loaded.0.clone();
+    }
+
+    /// Reads every file again and puts them in use together ([`TlsAcceptor::load`], then
+    /// [`TlsAcceptor::install`]); on any error everything in use stays, and the error says
+    /// why.
     pub fn reload(&self) -> Result<(), TlsError> {
-        let fresh = load_certified(&self.settings)?;
-        *self.current.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+        let loaded = self.load()?;
+        self.install(&loaded);
         Ok(())
     }
 
-    /// The certificate files.
+    /// The files.
     pub fn settings(&self) -> &TlsSettings {
         &self.settings
     }
@@ -262,7 +309,8 @@ impl TlsAcceptor {
     /// Starts the server side of TLS on an accepted socket. The handshake happens as the
     /// stream is read.
     pub fn accept<S>(&self, sock: S) -> io::Result<TlsStream<S>> {
-        let mut conn = ServerConnection::new(self.config.clone()).map_err(io::Error::other)?;
+        let config = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut conn = ServerConnection::new(config).map_err(io::Error::other)?;
         conn.set_buffer_limit(Some(BUFFER_LIMIT));
         Ok(TlsStream {
             sock,

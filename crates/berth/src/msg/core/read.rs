@@ -60,9 +60,7 @@ impl Core {
                 Ok(_) => {
                     self.deliver(id, &buf, sink);
                     self.pool.put(buf);
-                    if let Some(timeout) = self.config.read_timeout {
-                        self.note_input(id, timeout);
-                    }
+                    self.note_input(id);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     *readable = false;
@@ -217,9 +215,19 @@ impl Core {
             if !here && !streamed {
                 return self.begin_hold(id, len);
             }
+            if let Some(c) = self.get_mut(id) {
+                c.arriving = !here;
+            }
         }
         if streams {
-            return sink.piece(self, id, piece);
+            let end = matches!(piece, Piece::End);
+            sink.piece(self, id, piece);
+            if end {
+                if let Some(c) = self.get_mut(id) {
+                    c.arriving = false;
+                }
+            }
+            return;
         }
         let c = self.get_mut(id).expect("delivering to a live client");
         match piece {

@@ -2,7 +2,7 @@
 //! control frame, lingering closes, removal, shutdown, and the timers that expire them.
 
 use std::io::{self, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use berth_proto::msg::{Ending, Name, Refusal};
 
@@ -14,6 +14,7 @@ impl Core {
     /// Ends an admitted client with a control frame after its queued output.
     pub(super) fn end(&mut self, id: ClientId, why: Ending, text: &str) {
         self.drop_hold(id);
+        self.cut_feed(id, text);
         let Some(c) = self.get_mut(id) else { return };
         let mut frame = Vec::new();
         match &mut c.io {
@@ -298,11 +299,11 @@ impl Core {
         }
     }
 
-    /// An open stream client's timer fired: its write deadline, its read deadline, or one of
-    /// them moved later since the timer was set.
+    /// An open stream client's timer fired: its write deadline, the look at a message it is
+    /// in the middle of, or one of them moved later since the timer was set.
     fn stream_timer(&mut self, id: ClientId) {
         let now = self.now;
-        let (read_timeout, write_timeout) = (self.config.read_timeout, self.config.write_timeout);
+        let (write_timeout, first) = (self.config.write_timeout, self.first_look());
         let Some(c) = self.get_mut(id) else { return };
         if c.write_due.is_some_and(|due| due <= now) {
             // Its socket takes nothing, so no frame can tell it why: the log does.
@@ -316,15 +317,16 @@ impl Core {
             self.stats.write_timeout();
             return self.remove(id);
         }
-        if let (Some(due), Some(timeout)) = (c.read_due, read_timeout) {
+        if c.read_due.is_some_and(|due| due <= now) {
             if !c.mid_message() {
                 c.read_due = None;
             } else if c.paused {
                 // The engine is not reading it (backpressure, or its turn for the held
                 // budget): not its stall. The time starts again when reading does.
-                c.read_due = Some(now + timeout);
-            } else if due <= now {
-                return self.read_timed_out(id, timeout);
+                c.input_at = now;
+                c.read_due = Some(now + first);
+            } else {
+                return self.look_at_silence(id);
             }
         }
         let c = self.get_mut(id).expect("checked above");
@@ -332,37 +334,103 @@ impl Core {
         self.wheel.set(id.key(), at);
     }
 
+    /// How long after its last bytes a client in the middle of a message is first looked at:
+    /// the shorter of the two timeouts that may end it.
+    fn first_look(&self) -> Duration {
+        let stall = self.config.stall_timeout;
+        self.config.read_timeout.map_or(stall, |t| t.min(stall))
+    }
+
+    /// A client in the middle of a message has sent nothing since `input_at`: ended if that is
+    /// `read_timeout`, or `stall_timeout` while others wait on the message; else looked at
+    /// again when the next of them could be due.
+    fn look_at_silence(&mut self, id: ClientId) {
+        let now = self.now;
+        let (read_timeout, stall) = (self.config.read_timeout, self.config.stall_timeout);
+        let Some(c) = self.get(id) else { return };
+        let silent = now.saturating_duration_since(c.input_at);
+        if let Some(timeout) = read_timeout.filter(|&t| silent >= t) {
+            let text = format!("sent nothing for {timeout:?} in the middle of a message");
+            return self.timed_out(id, &text, "--read-timeout");
+        }
+        if silent >= stall {
+            if let Some(whom) = self.waiting_on(id) {
+                let text = format!(
+                    "sent nothing for {stall:?} in the middle of a message {whom} waits on"
+                );
+                return self.timed_out(id, &text, "--stall-timeout");
+            }
+        }
+        // Nobody waits on it yet, or a timeout is still to come: look again then (and, past
+        // the stall timeout, every stall timeout, in case someone starts waiting).
+        let input_at = c.input_at;
+        let next = [read_timeout, Some(stall)]
+            .into_iter()
+            .flatten()
+            .map(|t| input_at + t)
+            .filter(|&at| at > now)
+            .min()
+            .unwrap_or(now + stall);
+        let c = self.get_mut(id).expect("checked above");
+        c.read_due = Some(next);
+        let at = earliest(c.write_due, c.read_due);
+        self.wheel.set(id.key(), at);
+    }
+
+    /// Whom a client's unfinished message holds up, if anyone: another client its message is
+    /// streaming to (inside that frame until the last byte), or clients waiting for the held
+    /// budget its message has a share of.
+    fn waiting_on(&self, id: ClientId) -> Option<&'static str> {
+        let c = self.get(id)?;
+        let feeds_another = c
+            .feeding
+            .filter(|&to| to != id)
+            .and_then(|to| self.get(to))
+            .is_some_and(|to| to.out.stream_open());
+        if feeds_another {
+            return Some("another client is receiving");
+        }
+        let holds_budget = c.hold.is_some_and(|h| h.reserved) && !self.held_waiters.is_empty();
+        holds_budget.then_some("other clients wait for the held budget of")
+    }
+
     /// Ends a client that stopped in the middle of a message: the `read-timeout` error frame
     /// after its queued output, unless a message to it is itself unfinished (a frame would land
     /// inside it), when it is closed without one.
-    fn read_timed_out(&mut self, id: ClientId, timeout: std::time::Duration) {
+    fn timed_out(&mut self, id: ClientId, text: &str, flag: &str) {
         let Some(c) = self.get(id) else { return };
-        let text = format!("sent nothing for {timeout:?} in the middle of a message");
         log::info!(
-            "client {id} ({}) {text}: ended (--read-timeout)",
+            "client {id} ({}) {text}: ended ({flag})",
             display_name(c.name.as_ref())
         );
-        self.stats.read_timeout();
+        if flag == "--stall-timeout" {
+            self.stats.stall_timeout();
+        } else {
+            self.stats.read_timeout();
+        }
         if c.out.stream_open() {
             self.drop_hold(id);
+            self.cut_feed(id, text);
             self.close(id);
         } else {
-            self.end(id, Ending::ReadTimeout, &text);
+            self.end(id, Ending::ReadTimeout, text);
         }
     }
 
-    /// The client read bytes: its read deadline moves while it is in the middle of a message
-    /// (only the field, unless no timer was set: the timer checks the field when it fires).
-    pub(super) fn note_input(&mut self, id: ClientId, timeout: std::time::Duration) {
+    /// The client read bytes: in the middle of a message, its last input moves (and its timer
+    /// is set if none was: the timer reads `input_at` when it fires); at a message boundary the
+    /// look is off.
+    pub(super) fn note_input(&mut self, id: ClientId) {
         let now = self.now;
+        let first = self.first_look();
         let Some(c) = self.get_mut(id) else { return };
         if c.phase != Phase::Open {
             return;
         }
         if c.mid_message() {
-            let unset = c.read_due.is_none();
-            c.read_due = Some(now + timeout);
-            if unset {
+            c.input_at = now;
+            if c.read_due.is_none() {
+                c.read_due = Some(now + first);
                 let at = earliest(c.write_due, c.read_due);
                 self.wheel.set(id.key(), at);
             }
@@ -372,12 +440,39 @@ impl Core {
         }
     }
 
+    /// `id` can no longer finish the message it is streaming to another client (it is ending,
+    /// gone, or stalled): that stream is completed with zero bytes up to its announced length
+    /// (drawn as the receiver's queue drains, never held), so that the receiver's framing
+    /// survives and what waits behind the stream moves (issue 29). The receiver's application
+    /// (the demo relay) tells it when it hears that `id` is gone.
+    pub(super) fn cut_feed(&mut self, id: ClientId, why: &str) {
+        let Some(c) = self.get_mut(id) else { return };
+        let Some(to) = c.feeding.take().filter(|&to| to != id) else {
+            return;
+        };
+        let Some(r) = self.get_mut(to).filter(|r| r.phase == Phase::Open) else {
+            return;
+        };
+        let filled = r.out.cut_stream();
+        if filled == 0 {
+            return;
+        }
+        log::info!(
+            "client {to} ({}): the message streaming to it from {id} was cut, {why}; its last \
+             {filled} bytes are sent as zeros",
+            display_name(r.name.as_ref())
+        );
+        self.stats.stream_cut();
+        self.dirty.push(to);
+    }
+
     /// Frees a client now; an admitted one is reported lost.
     pub(crate) fn remove(&mut self, id: ClientId) {
         if self.get(id).is_none() {
             return;
         }
         self.drop_hold(id);
+        self.cut_feed(id, "its connection ended");
         self.forget_name(id);
         let key = id.key();
         self.wheel.disarm(key);
