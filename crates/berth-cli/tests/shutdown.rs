@@ -146,3 +146,61 @@ fn a_second_signal_stops_at_once() {
     assert_eq!(code, Some(1));
     assert!(started.elapsed() < Duration::from_secs(3));
 }
+
+/// Issue 29: at SIGTERM every open `/ws/echo` WebSocket gets a close with 1001 (going away),
+/// and once the clients have answered it the server exits, long before its shutdown timeout
+/// (30 s here). Before, the clients got no close frame, only the end of the stream when the
+/// timeout ran out.
+fn websockets_hear_going_away(model: &str) {
+    let (mut berth, addr) = start(&["--model", model, "--shutdown-timeout", "30"]);
+    let n = if model == "single" { 1 } else { 20 };
+    let mut clients: Vec<TcpStream> = (0..n)
+        .map(|_| {
+            let mut s = connect(addr);
+            s.write_all(
+                b"GET /ws/echo HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n\
+                  Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+                  Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+            )
+            .unwrap();
+            assert_eq!(status_line(&mut s), "HTTP/1.1 101 Switching Protocols");
+            s
+        })
+        .collect();
+    berth.signal("TERM");
+    for (i, s) in clients.iter_mut().enumerate() {
+        let mut head = [0u8; 4];
+        s.read_exact(&mut head)
+            .unwrap_or_else(|e| panic!("{model}: client {i} got no close frame: {e}"));
+        assert_eq!(
+            head[0], 0x88,
+            "{model}: client {i}: not a close frame: {head:?}"
+        );
+        let code = u16::from_be_bytes([head[2], head[3]]);
+        assert_eq!(code, 1001, "{model}: client {i}");
+        let mut reason = vec![0u8; usize::from(head[1] & 0x7f) - 2];
+        s.read_exact(&mut reason).unwrap();
+        // The client answers with its own close (masked, echoing the code).
+        s.write_all(&[0x88, 0x82, 0, 0, 0, 0, head[2], head[3]])
+            .unwrap();
+    }
+    assert_eq!(
+        berth.wait(Duration::from_secs(10)).code(),
+        Some(0),
+        "{model}: the server did not exit once its WebSockets closed"
+    );
+}
+
+/// One test per model of the registry.
+macro_rules! per_model {
+    ([$($module:ident $driver:ident),+] $d:tt) => {$(
+        #[test]
+        fn $module() {
+            super::websockets_hear_going_away(berth::drive::Model::$driver.name());
+        }
+    )+};
+}
+
+mod websockets_hear_going_away {
+    berth::with_models!(per_model! { ($) });
+}

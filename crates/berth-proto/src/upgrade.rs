@@ -61,6 +61,16 @@ pub trait Upgraded: Send {
         Flow::Continue
     }
 
+    /// The server is shutting down (a drain): append to `output` whatever tells the peer so
+    /// (WebSocket: a close with 1001), and say whether the connection ends once it is out
+    /// (`Close`) or waits for the peer's answer (`Continue`, until it comes or the deadline of
+    /// [`Upgraded::poll_timeout`]). Asked once. The default says nothing and carries on, as
+    /// a raw tunnel has no way to say it (the drain's deadline ends it).
+    fn going_away(&mut self, output: &mut Vec<u8>) -> Flow {
+        let _ = output;
+        Flow::Continue
+    }
+
     /// The deadline passed. The default closes.
     fn handle_timeout(&mut self, now: Instant, output: &mut Vec<u8>) -> Flow {
         let _ = (now, output);

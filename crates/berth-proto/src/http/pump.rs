@@ -89,6 +89,19 @@ pub struct Core {
     over: bool,
     /// The driver was woken for the upgraded protocol ([`Core::poke`]).
     woken: bool,
+    /// Whether the upgraded protocol was told the server is going away.
+    leaving: Leaving,
+}
+
+/// A drain, as an upgraded protocol hears of it ([`Upgraded::going_away`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leaving {
+    /// No drain.
+    Staying,
+    /// A drain began; the protocol hears of it at the next [`Core::process`].
+    Asked,
+    /// The protocol was told.
+    Told,
 }
 
 impl Default for Core {
@@ -115,6 +128,7 @@ impl Core {
             upgraded: None,
             over: false,
             woken: false,
+            leaving: Leaving::Staying,
         }
     }
 
@@ -149,10 +163,20 @@ impl Core {
         self.upgraded.is_none() && self.session.phase(input) == Phase::Idle
     }
 
-    /// Makes the response now in the making the connection's last (see
-    /// [`Session::close_after_response`]).
-    pub fn close_after_response(&mut self) {
-        self.session.close_after_response();
+    /// The server is going away: HTTP makes the response now in the making the connection's
+    /// last (see [`Session::close_after_response`]); an upgraded protocol is told at the next
+    /// [`Core::process`] ([`Upgraded::going_away`]), once. True if the caller should call
+    /// `process` for that (the first time, for an upgraded connection).
+    pub fn close_after_response(&mut self) -> bool {
+        if self.upgraded.is_none() {
+            self.session.close_after_response();
+            return false;
+        }
+        if self.leaving != Leaving::Staying || self.over {
+            return false;
+        }
+        self.leaving = Leaving::Asked;
+        true
     }
 
     /// The driver was woken for this connection: an upgraded protocol is asked for what it
@@ -208,6 +232,13 @@ impl Core {
             if std::mem::take(&mut self.woken) && upgraded.wake(output) == Flow::Close {
                 self.over = true;
                 return Action::Close;
+            }
+            if self.leaving == Leaving::Asked {
+                self.leaving = Leaving::Told;
+                if upgraded.going_away(output) == Flow::Close {
+                    self.over = true;
+                    return Action::Close;
+                }
             }
             return Action::Read;
         }

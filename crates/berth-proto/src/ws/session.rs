@@ -161,6 +161,8 @@ pub struct WsSession<H: WsHandler> {
     /// The handler echoed the frame that fills the input (its opcode, its header's length):
     /// [`WsSession::receive_in_place`] sends it from there.
     in_place: Option<(Opcode, usize)>,
+    /// The handler was told the connection is ending ([`WsHandler::closed`], once).
+    ended: bool,
 }
 
 impl<H: WsHandler> WsSession<H> {
@@ -177,6 +179,7 @@ impl<H: WsHandler> WsSession<H> {
             closed: None,
             pinged: false,
             in_place: None,
+            ended: false,
         }
     }
 
@@ -197,6 +200,14 @@ impl<H: WsHandler> WsSession<H> {
         true
     }
 
+    /// Tells the handler the connection is ending, the first time only (a close that was
+    /// answered, a breach, the peer's leaving and a timeout may follow one another).
+    fn ended(&mut self, code: Option<u16>) {
+        if !std::mem::replace(&mut self.ended, true) {
+            self.handler.closed(code);
+        }
+    }
+
     /// Whether a close was sent: the connection is ending.
     pub fn is_closing(&self) -> bool {
         self.closed.is_some()
@@ -208,7 +219,7 @@ impl<H: WsHandler> WsSession<H> {
             frame::write_close(output, v.code, v.why);
             self.closed = Some(v.code);
         }
-        self.handler.closed(None);
+        self.ended(None);
         Flow::Close
     }
 
@@ -316,7 +327,7 @@ impl<H: WsHandler> WsSession<H> {
                     }
                     self.closed = Some(code.unwrap_or(1005));
                 }
-                self.handler.closed(code);
+                self.ended(code);
                 return Ok(false);
             }
             Opcode::Text | Opcode::Binary | Opcode::Continuation if header.fin => {
@@ -491,11 +502,26 @@ impl<H: WsHandler> Upgraded for WsSession<H> {
     fn peer_closed(&mut self, _output: &mut Vec<u8>) {
         // The TCP connection ended without a closing handshake (1006 in the peer's terms,
         // which is never sent).
-        self.handler.closed(None);
+        self.ended(None);
     }
 
+    /// Idle: the idle timeout. After our close: the write timeout, for the peer to answer it
+    /// (RFC 6455 §7.1.1: the server closes the TCP connection if it does not).
     fn poll_timeout(&mut self, now: Instant, t: &Timeouts) -> Option<Instant> {
-        Some(now + t.idle)
+        match self.closed {
+            Some(_) => Some(now + t.write.min(t.idle)),
+            None => Some(now + t.idle),
+        }
+    }
+
+    /// The server is shutting down: a close with 1001 ("going away", RFC 6455 §7.4.1), the
+    /// handler told (with 1001, as an application hears a peer's close), and the connection
+    /// kept for the peer's answering close, which ends it.
+    fn going_away(&mut self, output: &mut Vec<u8>) -> Flow {
+        if self.close(1001, "server shutting down", output) {
+            self.ended(Some(1001));
+        }
+        Flow::Continue
     }
 
     fn handle_timeout(&mut self, _now: Instant, output: &mut Vec<u8>) -> Flow {
@@ -510,7 +536,7 @@ impl<H: WsHandler> Upgraded for WsSession<H> {
         }
         frame::write_close(output, 1001, "idle");
         self.closed = Some(1001);
-        self.handler.closed(None);
+        self.ended(None);
         Flow::Close
     }
 }
@@ -614,6 +640,36 @@ mod tests {
         out.clear();
         assert_eq!(s.handle_timeout(now, &mut out), Flow::Close);
         assert_eq!(&out[..4], &[0x88, 6, 0x03, 0xE9]);
+    }
+
+    /// Counts what a handler is told of the connection's end.
+    #[derive(Default)]
+    struct Ends(Vec<Option<u16>>);
+    impl WsHandler for Ends {
+        fn message(&mut self, _: Message<'_>, _: &mut Outbox<'_>) {}
+        fn closed(&mut self, code: Option<u16>) {
+            self.0.push(code);
+        }
+    }
+
+    /// Issue 29: a drain says 1001 once, tells the handler once, waits for the peer's close,
+    /// and whatever ends the connection after that is not told again.
+    #[test]
+    fn going_away_closes_with_1001_and_tells_the_handler_once() {
+        let mut s = WsSession::new(Ends::default(), WsConfig::default());
+        let mut out = Vec::new();
+        assert_eq!(s.going_away(&mut out), Flow::Continue);
+        assert_eq!(&out[..4], &[0x88, out[1], 0x03, 0xE9]);
+        assert_eq!(&out[4..], b"server shutting down");
+        out.clear();
+        assert_eq!(s.going_away(&mut out), Flow::Continue);
+        assert!(out.is_empty(), "a second drain says nothing");
+        // The peer answers with its close: the connection ends.
+        let mut input = client_frame(true, 8, &1001u16.to_be_bytes());
+        assert_eq!(s.receive(&mut input, &mut out), Flow::Close);
+        s.peer_closed(&mut out);
+        assert_eq!(s.handler_mut().0, [Some(1001)]);
+        assert!(out.is_empty());
     }
 
     #[test]

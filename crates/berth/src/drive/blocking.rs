@@ -81,6 +81,9 @@ pub(crate) struct Serving<'a, H> {
     pub files: &'a Files,
     pub date: &'a mut DateCache,
     pub stats: &'a Stats,
+    /// Whether the server is shutting down: an upgraded connection is told (a WebSocket's
+    /// close 1001), whatever `should_yield` says of HTTP connections.
+    pub going: &'a dyn Fn() -> bool,
 }
 
 /// Serves `socket`, accepted on a listener whose transport choice is `acceptor`, until the peer
@@ -121,6 +124,7 @@ fn serve<H: Handler, T: Blocking>(
         files,
         date,
         stats,
+        going,
     } = serving;
     let t = config.timeouts;
     conn.body_wait = t.write;
@@ -141,6 +145,7 @@ fn serve<H: Handler, T: Blocking>(
                 budget: usize::MAX,
                 stats,
                 wind_down: Some(&should_yield),
+                going: Some(going),
             }
         };
     }

@@ -109,6 +109,10 @@ pub fn spawn<S: Service>(
                                         files: &files,
                                         date: &mut date,
                                         stats: &stats,
+                                        going: &|| {
+                                            terminated
+                                                .load(std::sync::atomic::Ordering::Acquire)
+                                        },
                                     };
                                     blocking::serve_connection(
                                         stream,

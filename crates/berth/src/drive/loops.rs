@@ -180,6 +180,7 @@ impl<H: Handler> Shared<'_, H> {
             budget: usize::MAX,
             stats: self.stats,
             wind_down: None,
+            going: None,
         }
     }
 }

@@ -91,6 +91,10 @@ pub(super) struct Env<'a, H: Handler> {
     /// another client waits, `forked` when told to stop); the event-loop models wind down from
     /// outside ([`Conn::wind_down`]) and pass `None`.
     pub wind_down: Option<&'a dyn Fn() -> bool>,
+    /// Blocking: whether the server is shutting down, for an upgraded connection to be told
+    /// ([`Conn::wind_down`]: a WebSocket's close 1001). The event-loop models tell their
+    /// connections from outside and pass `None`.
+    pub going: Option<&'a dyn Fn() -> bool>,
 }
 
 /// What a connection needs after [`Conn::pump`].
@@ -250,9 +254,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         }
     }
 
-    /// Makes the response now in the making the connection's last (`Connection: close`).
-    pub fn wind_down(&mut self) {
-        self.core.close_after_response();
+    /// The server is going away: the response now in the making is the connection's last
+    /// (`Connection: close`); an upgraded protocol is told at the next pump, which the caller
+    /// should run soon when this returns true (a WebSocket says 1001 there).
+    pub fn wind_down(&mut self) -> bool {
+        let tell = self.core.close_after_response();
+        if tell {
+            self.unprocessed = true;
+        }
+        tell
     }
 
     /// Nothing in flight: no job, no output waiting, no request begun, no transport handshake
@@ -417,6 +427,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     return self.fail(e);
                 }
                 // Done, socket full, or budget spent: each is settled at the top.
+                continue;
+            }
+            // Blocking: a drain reaches an upgraded connection through the model's rule (its
+            // thread is on it, not on a loop that could tell it).
+            if W::BLOCKING
+                && self.core.is_upgraded()
+                && env.going.is_some_and(|going| going())
+                && self.wind_down()
+            {
                 continue;
             }
             // An upgraded protocol hears that its peer left once it has taken everything the
@@ -861,6 +880,7 @@ mod tests {
                 budget: usize::MAX,
                 stats: &stats,
                 wind_down: None,
+                going: None,
             };
             // As if every poll said "ready": a call that finds nothing clears the flag.
             conn.readable = true;
@@ -894,6 +914,7 @@ mod tests {
             files,
             date: &mut date,
             stats: &stats,
+            going: &|| false,
         };
         let config = ConnConfig::default();
         blocking::serve_connection(wrap(s), &Acceptor::Plain, serving, &config, || false, None)

@@ -45,6 +45,7 @@ pub fn spawn<S: Service>(
                         files: &files,
                         date: &mut date,
                         stats: &stats,
+                        going: &|| ctl.stopping(),
                     };
                     if let Err(e) = blocking::serve_connection(
                         stream,

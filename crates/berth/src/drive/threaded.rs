@@ -62,12 +62,13 @@ pub fn spawn<S: Service>(
                     }
                     serial = serial.wrapping_add(1);
                     let id = serial;
-                    let (service, conn_stats, active, live_now, transport) = (
+                    let (service, conn_stats, active, live_now, transport, going) = (
                         service.clone(),
                         stats.clone(),
                         active.clone(),
                         live.clone(),
                         transport.clone(),
+                        ctl.clone(),
                     );
                     live.fetch_add(1, Ordering::AcqRel);
                     let spawned = std::thread::Builder::new()
@@ -84,6 +85,7 @@ pub fn spawn<S: Service>(
                                 files: &files,
                                 date: &mut date,
                                 stats: &conn_stats,
+                                going: &|| going.stopping(),
                             };
                             if let Err(e) = blocking::serve_connection(
                                 stream,

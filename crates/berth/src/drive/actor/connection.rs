@@ -140,6 +140,7 @@ where
             budget: BUDGET,
             stats: &shared.stats,
             wind_down: None,
+            going: None,
         };
         let fate = match msg {
             ConnMsg::Ready {
@@ -170,8 +171,12 @@ where
             }
             ConnMsg::Drain => {
                 self.draining = true;
-                self.conn.wind_down();
-                Fate::Keep
+                // An upgraded protocol is told now (a WebSocket's close 1001).
+                if self.conn.wind_down() {
+                    self.conn.pump(&mut env)
+                } else {
+                    Fate::Keep
+                }
             }
             ConnMsg::Shutdown => Fate::Close,
         };
@@ -232,6 +237,7 @@ where
                         budget: BUDGET,
                         stats: &shared.stats,
                         wind_down: None,
+            going: None,
                     };
                     self.conn.complete(reply, &mut env)
                 }

@@ -357,9 +357,15 @@ impl<H: Handler> EventLoop<H> {
         for key in idle {
             self.finish(key);
         }
-        // The rest are told, in the response they are waiting for, that it is the last.
-        for (_, conn) in self.conns.iter_mut() {
-            conn.wind_down();
+        // The rest are told, in the response they are waiting for, that it is the last; an
+        // upgraded protocol is told now (a WebSocket's close 1001).
+        let told: Vec<usize> = self
+            .conns
+            .iter_mut()
+            .filter_map(|(key, conn)| conn.wind_down().then_some(key))
+            .collect();
+        for key in told {
+            self.pump(key);
         }
     }
 }

@@ -707,8 +707,15 @@ impl<H: Handler> UringLoop<H> {
         for key in idle {
             self.finish(key);
         }
-        for (_, slot) in self.slots.iter_mut() {
-            slot.conn.wind_down();
+        // An upgraded protocol is told now (a WebSocket's close 1001).
+        let told: Vec<usize> = self
+            .slots
+            .iter_mut()
+            .filter(|(_, s)| !s.io_ref().closing())
+            .filter_map(|(key, slot)| slot.conn.wind_down().then_some(key))
+            .collect();
+        for key in told {
+            self.pump(key);
         }
     }
 
