@@ -171,6 +171,7 @@ berth::with_models!(conformance! {
     files_reset_while_waiting_for_room;
     files_write_timeout_resets_stalled_readers;
     files_stalled_download_ends_at_the_write_timeout;
+    files_slow_reader_outlives_the_write_timeout;
     files_half_closed_clients_are_closed;
     files_stalled_reader_pins_no_memory;
     files_without_root_are_404;
@@ -1539,6 +1540,58 @@ fn files_stalled_download_ends_at_the_write_timeout(m: Model) {
     assert!(
         took <= 2 * WRITE,
         "{m}: a stalled download ended {took:?} after its request, past twice the write timeout"
+    );
+}
+
+/// The other side of the two cases above: a reader that keeps reading, slowly, is never cut
+/// off, however long its download takes past the write timeout (1 s here; the download takes
+/// several). The server's writes to it are short or wait for room every time; what counts is
+/// that the peer takes bytes.
+fn files_slow_reader_outlives_the_write_timeout(m: Model) {
+    const LEN: usize = 1024 * 1024;
+    let site = Site::new(m, "slowhonest");
+    std::fs::write(site.root().join("big.bin"), pattern(LEN)).unwrap();
+    let srv = Opts::new(m)
+        .files(site.root())
+        .timeouts(berth::drive::Timeouts {
+            write: Duration::from_secs(1),
+            ..Default::default()
+        })
+        .start();
+    let mut c = Client::from_stream(server::connect(srv.addr));
+    socket2::SockRef::from(c.stream.socket())
+        .set_recv_buffer_size(16 * 1024)
+        .unwrap();
+    c.send(get_request("/files/big.bin").as_bytes());
+    // About 400 KB/s: the download takes two and a half write timeouts or so.
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    while got.len() < LEN + 100 {
+        match c.stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!(
+                "{m}: the slow reader was cut off after {} bytes: {e}",
+                got.len()
+            ),
+        }
+        thread::sleep(Duration::from_millis(20));
+        let head_end = got.windows(4).position(|w| w == b"\r\n\r\n");
+        if head_end.is_some_and(|h| got.len() >= h + 4 + LEN) {
+            break;
+        }
+    }
+    let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(
+        got.len() - head_end,
+        LEN,
+        "{m}: the slow reader got a short file"
+    );
+    assert!(got[head_end..] == pattern(LEN)[..], "{m}: the bytes differ");
+    assert!(
+        started.elapsed() > Duration::from_millis(1500),
+        "{m}: the reader was not slow enough to test anything"
     );
 }
 
