@@ -204,3 +204,78 @@ macro_rules! per_model {
 mod websockets_hear_going_away {
     berth::with_models!(per_model! { ($) });
 }
+
+/// Issue 29 (found attacking the write-timeout fix): downloads stalled by clients that never
+/// read are still in flight at the shutdown deadline (1 s here; the write timeout is 60 s).
+/// At the deadline each is given up with a reset and the server exits. Before, `single` sat
+/// in its blocked write until the write timeout, and `threaded`, `forked`, `prefork` and
+/// `uring` left each socket to the kernel as an orphan retrying into a closed window with its
+/// send buffer full, the client never told.
+fn stalled_downloads_are_reset_at_the_deadline(model: &str) {
+    let root = std::env::temp_dir().join(format!("berth-stalled-{model}-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("big.bin"), vec![7u8; 8 << 20]).unwrap();
+    let root_arg = root.to_str().unwrap().to_owned();
+    let (mut berth, addr) = start(&[
+        "--model",
+        model,
+        "--root",
+        &root_arg,
+        "--write-timeout",
+        "60",
+        "--shutdown-timeout",
+        "1",
+    ]);
+    let clients: Vec<TcpStream> = (0..10)
+        .map(|_| {
+            let s = TcpStream::connect(addr).unwrap();
+            socket2::SockRef::from(&s)
+                .set_recv_buffer_size(4096)
+                .unwrap();
+            (&s).write_all(b"GET /files/big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    berth.signal("TERM");
+    assert_eq!(
+        berth.wait(Duration::from_secs(10)).code(),
+        Some(0),
+        "{model}: the server did not exit at its deadline"
+    );
+    for (i, s) in clients.iter().enumerate() {
+        let mut error = None;
+        let told = common::wait_for(Duration::from_secs(5), || {
+            error = s.take_error().unwrap();
+            error.is_some()
+        });
+        assert!(
+            told,
+            "{model}: client {i} never heard that its download ended"
+        );
+        let e = error.unwrap();
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset,
+            "{model}: client {i}: {e}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// One test per model of the registry.
+macro_rules! per_model_stalled {
+    ([$($module:ident $driver:ident),+] $d:tt) => {$(
+        #[test]
+        fn $module() {
+            super::stalled_downloads_are_reset_at_the_deadline(
+                berth::drive::Model::$driver.name(),
+            );
+        }
+    )+};
+}
+
+mod stalled_downloads_are_reset_at_the_deadline {
+    berth::with_models!(per_model_stalled! { ($) });
+}

@@ -361,6 +361,10 @@ impl Active {
             .unwrap_or_else(|e| e.into_inner())
             .iter()
         {
+            if kind == StopKind::Now {
+                // Given up, bytes unsent or not: a reset, not an orphan (`Transport::abort`).
+                crate::net::transport::reset_on_close(s);
+            }
             let _ = s.shutdown(how);
         }
     }

@@ -92,7 +92,7 @@ pub fn spawn<S: Service>(
                             let keep = [stream.as_raw_fd(), files.descriptor().unwrap_or(-1)];
                             process::close_inherited(&keep);
                             // SIGTERM from a draining parent: finish the request in flight, then go.
-                            let Ok(terminated) = signal::interrupt_on_termination() else {
+                            let Ok(terminated) = signal::interrupt_on_termination(&stream) else {
                                 process::exit_child(70);
                             };
                             // The same when the server dies without a word (SIGKILL): the

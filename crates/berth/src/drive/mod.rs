@@ -138,6 +138,12 @@ impl Server {
         self.ctl.renew();
     }
 
+    /// What stops it from another thread ([`Control::shutdown`]) while this one waits in
+    /// [`Server::join`].
+    pub(crate) fn stopper(&self) -> Arc<Control> {
+        self.ctl.clone()
+    }
+
     /// Waits until every thread has stopped.
     pub fn join(mut self) {
         for t in self.threads.drain(..) {

@@ -185,10 +185,20 @@ pub fn spawn<S: Service>(
                 let retiring = supervise(&mut children, &ctl, &start);
                 let mut pids: Vec<_> = children.iter().filter_map(|c| c.pid).collect();
                 pids.extend(retiring);
-                // SIGTERM makes each child drain; a drain here gives them until its deadline.
+                // SIGTERM makes each child drain; a drain here gives them until its deadline,
+                // then a second SIGTERM stops them at once: their connections are closed by
+                // their loops (reset, with bytes unsent) rather than left to the kernel as
+                // orphans by a SIGKILL. SIGKILL is for a child that does not stop after that.
                 let grace = match ctl.deadline() {
                     Some(deadline) => {
-                        deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1)
+                        for &pid in &pids {
+                            process::kill(pid, libc::SIGTERM);
+                        }
+                        while !pids.is_empty() && Instant::now() < deadline {
+                            pids.retain(|&pid| process::try_reap(pid).is_none());
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        Duration::from_secs(1)
                     }
                     None => config.stop_grace,
                 };
@@ -368,6 +378,15 @@ fn run_child<S: Service>(
     ready.say();
     let _ = signal::wait_for_termination();
     server.drain(config.drain_timeout);
+    // A second one (the master's, once its own deadline has passed) stops at once.
+    let stop = server.stopper();
+    let _ = std::thread::Builder::new()
+        .name("berth-stop".into())
+        .spawn(move || {
+            if signal::wait_for_termination().is_ok() {
+                stop.shutdown();
+            }
+        });
     server.join();
     process::exit_child(0)
 }

@@ -102,11 +102,26 @@ impl Control {
     }
 
     /// Asks every thread to drain: take nothing new, finish what is in flight, and stop
-    /// everything once `timeout` has passed.
-    pub(crate) fn drain(&self, timeout: Duration) {
+    /// everything once `timeout` has passed. At the deadline the stop is asked for like any
+    /// other ([`Control::shutdown`]: polls woken, hooks run with [`StopKind::Now`]), so that a
+    /// thread blocked on a connection that never finishes (a peer that stopped reading, in a
+    /// blocking model) is woken too, not only threads that look at [`Control::stop_now`].
+    pub(crate) fn drain(self: &Arc<Self>, timeout: Duration) {
         *lock(&self.deadline) = Some(Instant::now() + timeout);
         self.drain.store(true, Ordering::Release);
         self.notify(StopKind::Drain);
+        let ctl = Arc::downgrade(self);
+        let _ = std::thread::Builder::new()
+            .name("berth-deadline".into())
+            .spawn(move || {
+                std::thread::sleep(timeout);
+                // Gone: the server stopped before its deadline.
+                if let Some(ctl) = ctl.upgrade() {
+                    if !ctl.stop.load(Ordering::Acquire) {
+                        ctl.shutdown();
+                    }
+                }
+            });
     }
 
     fn notify(&self, kind: StopKind) {
@@ -126,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_drain_stops_accepting_and_becomes_a_stop_at_its_deadline() {
-        let ctl = Control::default();
+        let ctl = Arc::new(Control::default());
         assert!(!ctl.stopping() && !ctl.stop_now() && ctl.deadline().is_none());
         ctl.drain(Duration::from_millis(30));
         assert!(ctl.stopping() && ctl.draining());

@@ -122,15 +122,54 @@ pub fn wait_for_signal_within(timeout: std::time::Duration) -> io::Result<Option
 
 static TERMINATION_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-extern "C" fn note_termination(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    TERMINATION_SEEN.store(true, std::sync::atomic::Ordering::Release);
+/// The connection of the child that [`interrupt_on_termination`] was called in (-1: none).
+static CONNECTION: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// SIGTERMs seen by that child: the server sends one when its drain begins and one when its
+/// deadline passes (a terminal's SIGINT to the whole group is not one of them).
+static TERMS_SEEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn note_termination(sig: libc::c_int) {
+    use std::sync::atomic::Ordering;
+    // Only atomics, setsockopt and _exit: async-signal-safe.
+    TERMINATION_SEEN.store(true, Ordering::Release);
+    if sig != libc::SIGTERM || TERMS_SEEN.fetch_add(1, Ordering::AcqRel) == 0 {
+        return;
+    }
+    // The second SIGTERM: the server's deadline passed. The connection is given up at once, with a
+    // reset (SO_LINGER 0, as `Transport::abort`), rather than left to the kernel as an orphan
+    // when the server kills this process.
+    let fd = CONNECTION.load(Ordering::Acquire);
+    if fd >= 0 {
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: setsockopt on a descriptor of this process with a live linger value and its
+        // size; _exit ends the process without running anything that is not signal-safe.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            );
+        }
+    }
+    // SAFETY: see above.
+    unsafe { libc::_exit(0) }
 }
 
-/// For a single-threaded child serving one blocking connection: SIGTERM (and SIGINT) no longer
-/// kill it but set the returned flag and interrupt a blocked `read` (no `SA_RESTART`), so the
-/// child can finish the request in flight and leave once idle. Unblocks the signals too.
-pub(crate) fn interrupt_on_termination() -> io::Result<&'static std::sync::atomic::AtomicBool> {
+/// For a single-threaded child serving one blocking connection, `connection`: SIGTERM (and
+/// SIGINT) no longer kill it but set the returned flag and interrupt a blocked `read` (no
+/// `SA_RESTART`), so the child can finish the request in flight and leave once idle. A second
+/// SIGTERM (the server's drain deadline passed) resets the connection and exits at once. Unblocks
+/// the signals too.
+pub(crate) fn interrupt_on_termination(
+    connection: &impl std::os::fd::AsRawFd,
+) -> io::Result<&'static std::sync::atomic::AtomicBool> {
+    CONNECTION.store(connection.as_raw_fd(), std::sync::atomic::Ordering::Release);
     for sig in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: a zeroed sigaction is valid; we set a handler that only stores to an atomic,
         // with an empty mask and no SA_RESTART, and pass valid pointers.

@@ -456,8 +456,9 @@ impl<H: Handler> UringLoop<H> {
             Completion::Writable { tag } => {
                 if let Some((key, _)) = self.slot_of(tag) {
                     let slot = &mut self.slots[key];
+                    // The poll is over, whoever is left to hear of it (see `release`).
+                    slot.conn.writable = true;
                     if !slot.conn.dead && !slot.io_ref().closing() {
-                        slot.conn.writable = true;
                         self.pump(key);
                     }
                 }
@@ -628,6 +629,8 @@ impl<H: Handler> UringLoop<H> {
             self.to_send.push(key);
         }
         if io.closing() {
+            // This send is over: nothing of ours is in the ring unless `more` goes next.
+            slot.conn.writable = true;
             if !more || failed {
                 self.release(key);
             }
@@ -742,6 +745,9 @@ impl<H: Handler> UringLoop<H> {
         self.state.loops[self.state.id].set_cancelled(key, false);
         let mut slot = self.slots.remove(key);
         if slot.io_ref().sending() || !slot.conn.writable {
+            // Bytes unsent, given up on (a write timeout, the server stopping): a reset, not
+            // an orphan (`Transport::abort`).
+            crate::net::transport::reset_on_close(&slot.io_ref().sock);
             let fd = slot.io_ref().sock.as_raw_fd();
             if let Err(e) = self.ring.cancel_fd(fd) {
                 log::warn!("loop {}: cannot cancel a connection's sends: {e}", self.state.id);
