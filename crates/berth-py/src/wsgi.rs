@@ -103,11 +103,21 @@ impl Call {
         env.set_item("SERVER_NAME", &self.app.server_name)?;
         env.set_item("SERVER_PORT", &self.app.server_port)?;
         env.set_item("SERVER_PROTOCOL", "HTTP/1.1")?;
+        // The body is whole in memory, its chunked coding (if any) undone by berth: the app
+        // is told its length, whatever framed it on the wire. Flask (werkzeug) and Django read
+        // `wsgi.input` only as far as CONTENT_LENGTH says (werkzeug reads a body with
+        // `Transfer-Encoding: chunked` only under `wsgi.input_terminated`), so without it a
+        // chunked body reached them empty. The request's own Content-Length and
+        // Transfer-Encoding fields describe the wire, not what `wsgi.input` holds: left out.
+        let mut framed = false;
         for (name, value) in &self.headers {
             let value: String = value.iter().map(|&b| b as char).collect();
             let key = match name.to_ascii_lowercase().as_str() {
                 "content-type" => "CONTENT_TYPE".to_owned(),
-                "content-length" => "CONTENT_LENGTH".to_owned(),
+                "content-length" | "transfer-encoding" => {
+                    framed = true;
+                    continue;
+                }
                 _ => format!("HTTP_{}", name.to_ascii_uppercase().replace('-', "_")),
             };
             // Repeated fields are joined with a comma, as RFC 9110 allows.
@@ -122,7 +132,12 @@ impl Call {
             .app
             .bytes_io
             .call1(py, (PyBytes::new(py, &self.body),))?;
+        if framed || !self.body.is_empty() {
+            env.set_item("CONTENT_LENGTH", self.body.len().to_string())?;
+        }
         env.set_item("wsgi.input", input)?;
+        // The stream ends where the body does (an extension gunicorn and werkzeug share).
+        env.set_item("wsgi.input_terminated", true)?;
         env.set_item("wsgi.errors", self.app.stderr.clone_ref(py))?;
         env.set_item("wsgi.version", (1, 0))?;
         env.set_item("wsgi.url_scheme", "http")?;
