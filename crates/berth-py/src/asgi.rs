@@ -23,10 +23,12 @@
 //!
 //! A response is held until its first body message, so that the everyday one-body response
 //! goes out whole with a Content-Length; a body with `more_body` becomes a streamed reply
-//! (chunked), with the stream's window as backpressure: `send` then waits for room, which the
+//! (chunked, or held to the app's own `content-length`), with the stream's window as
+//! backpressure: `send` then waits for room, which the
 //! I/O thread announces through the bridge ([`Event::Room`]). An application that fails before
 //! its response started costs a 500; one that fails mid-body aborts the connection, so the
-//! client can tell the body is cut short.
+//! client can tell the body is cut short. So does a body that does not fit the length the app
+//! declared (see [`front::whole_reply`](crate::front::whole_reply)).
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;

@@ -2,8 +2,9 @@
 //! worker pool (`workers` threads), which takes the GIL, calls the application, and turns what
 //! it returns into berth's reply; the I/O threads parse, time out, limit and write without ever
 //! touching Python. An application that raises costs its own request (500, the traceback
-//! printed), never the server. berth's limits, timeouts and graceful shutdown apply as to any
-//! service.
+//! printed), never the server; one whose body does not fit the Content-Length it declared
+//! costs its connection (see [`front::whole_reply`]). berth's limits, timeouts and graceful
+//! shutdown apply as to any service.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -268,11 +268,12 @@ class Supervisor:
             return
         if pid == 0:
             os._exit(self.worker(ready_r, ready_w, old))
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
         os.close(ready_w)
         slot.pid, slot.ready_fd, slot.serving = pid, ready_r, False
         slot.started = time.monotonic()
         self.selector.register(ready_r, selectors.EVENT_READ, slot)
+        # Only now: a stop (or the worker's death) handled at the unblock finds it recorded.
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     def worker(self, ready_r: int, ready_w: int, mask) -> int:
         """In the forked worker: the parent's signal handling undone, then the server, on a

@@ -30,9 +30,13 @@ What the application gets (ASGI 3, HTTP spec 2.4):
   behind. An application that fails after the accept closes with 1011; one that returns
   without closing closes with 1000. Messages over ``ws_max_message`` (16 MiB) close with 1009.
 - ``send``: ``http.response.start`` and ``http.response.body``. A single body message goes out
-  whole with a Content-Length; ``more_body`` streams the body (chunked), and ``send`` waits
-  while the client is slower than the application (backpressure), raising
-  ``ClientDisconnected`` (an ``OSError``) once the client has gone.
+  whole with a Content-Length; ``more_body`` streams the body (chunked, or unframed under the
+  application's own ``content-length``), and ``send`` waits while the client is slower than the
+  application (backpressure), raising ``ClientDisconnected`` (an ``OSError``) once the client
+  has gone. A body that does not fit the ``content-length`` the application declared is its
+  error, as in uvicorn: the client gets the declared header, the bytes sent up to that length,
+  then the connection closed (an incomplete read, never a response rewritten to fit), and
+  ``send`` raises ``RuntimeError`` (logged with the application's other failures).
 
 An application that raises before its response started costs its request a 500; one that fails
 mid-body has its connection closed without the final chunk, so the client can tell. One that
