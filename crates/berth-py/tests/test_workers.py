@@ -284,9 +284,10 @@ def test_a_worker_that_cannot_start_stops_the_server_with_its_cause():
 
 
 def test_usage_errors_exit_2_with_one_line():
-    for args in (["--workers", "0"], ["--workers", "x"]):
-        r = subprocess.run([sys.executable, "-m", "berth", "apps.asgi_apps:raw", *args],
+    for args in (["--workers", "0"], ["--workers", "x"], ["--port", "70000"], []):
+        r = subprocess.run([sys.executable, "-m", "berth", *(["apps.asgi_apps:raw"] if args else []), *args],
                            cwd=HERE, capture_output=True, text=True, timeout=WAIT)
         assert r.returncode == 2, r.stderr
         assert "Traceback" not in r.stderr
-        assert r.stderr.strip().splitlines()[-1].startswith("python -m berth: error:"), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stderr.startswith("python -m berth: error:"), r.stderr

@@ -13,9 +13,9 @@ and graceful shutdown (SIGTERM or SIGINT: requests in flight are answered) apply
 With ``--workers`` above 1 this process binds the port (refused, before any worker starts, if
 another server listens there), forks the workers, which share it, and supervises them as
 gunicorn's and uvicorn's users expect: a worker that dies is logged with its cause and replaced
-(at once if it had lived a while, else after a back-off that doubles, up to 5 s, while it keeps
-dying young, so that a crashing application cannot make a fork loop); the port takes
-connections meanwhile. A worker that fails to start (it exits with an error before serving)
+(at once if it had lived 10 s, else after a back-off that doubles, 0.2 s, 0.4 s, ... up to 5 s,
+while it keeps dying young, so that a crashing application cannot make a fork loop); the port
+takes connections meanwhile. A worker that fails to start (it exits with an error before serving)
 stops the server: exit 1, with the worker's own message. SIGTERM or SIGINT drains the live
 workers and exits 0. A worker whose parent is killed outright drains and exits too.
 """
@@ -101,6 +101,7 @@ class Supervisor:
         self.shutdown_timeout = shutdown_timeout
         self.parent = os.getpid()
         self.selector = selectors.DefaultSelector()
+        self.stop_asked = False
         self.stopping = False
         self.stop_deadline = None
         self.code = 0
@@ -150,6 +151,9 @@ class Supervisor:
             else:
                 self.heard(key.data)
         self.reap()
+        if self.stop_asked:
+            self.stop_asked = False
+            self.stop()
         now = time.monotonic()
         if self.stopping:
             if self.stop_deadline is not None and now >= self.stop_deadline:
@@ -224,7 +228,9 @@ class Supervisor:
         slot.restart_at = now + delay
 
     def on_stop(self, signum, _frame) -> None:
-        self.stop()
+        # Only noted: the loop, woken by the signal's byte, stops between two of its steps
+        # (a handler runs between any two bytecodes, e.g. between a restart's check and fork).
+        self.stop_asked = True
 
     def stop(self) -> None:
         """Drains the live workers (SIGTERM); no more restarts. The port closes with the
@@ -249,6 +255,8 @@ class Supervisor:
     # -- a worker ------------------------------------------------------------------------------
 
     def spawn(self, slot: Slot) -> None:
+        if self.stopping or self.stop_asked:
+            return
         ready_r, ready_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -308,9 +316,16 @@ class Supervisor:
         return code
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's, but a usage error is one line (exit 2), not the whole usage first."""
+
+    def error(self, message):
+        self.exit(2, "{0}: error: {1} (usage: {0} --help)\n".format(self.prog, message))
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m berth", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="python -m berth", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("app", metavar="MODULE:APP")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--app-dir", default=".", help="where MODULE is looked for (default: here)")
