@@ -74,10 +74,15 @@ class Workers:
         threading.Thread(target=self._pump, args=(self.proc.stderr, self.err.append),
                          daemon=True).start()
         self.port = None
-        for _ in range(workers):
-            self.listening()
-        self.pids = await_("%d workers" % workers,
-                           lambda: len(children(self.proc.pid)) == workers and children(self.proc.pid))
+        try:
+            for _ in range(workers):
+                self.listening()
+            self.pids = await_("%d workers" % workers,
+                               lambda: len(children(self.proc.pid)) == workers
+                               and children(self.proc.pid))
+        except BaseException:
+            self.stop()
+            raise
 
     @staticmethod
     def _pump(stream, put):
@@ -109,9 +114,14 @@ class Workers:
         return children(self.proc.pid)
 
     def stop(self):
+        """Ends the server and its workers (SIGTERM, then SIGKILL for what is left)."""
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(WAIT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 @pytest.fixture
