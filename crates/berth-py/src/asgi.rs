@@ -23,13 +23,14 @@
 //!
 //! A response is held until its first body message, so that the everyday one-body response
 //! goes out whole with a Content-Length; a body with `more_body` becomes a streamed reply
-//! (chunked), with the stream's window as backpressure: `send` then waits for room, which the
+//! (chunked, or held to the app's own `content-length`), with the stream's window as
+//! backpressure: `send` then waits for room, which the
 //! I/O thread announces through the bridge ([`Event::Room`]). An application that fails before
 //! its response started costs a 500; one that fails mid-body aborts the connection, so the
-//! client can tell the body is cut short.
+//! client can tell the body is cut short. So does a body that does not fit the length the app
+//! declared (see [`front::whole_reply`](crate::front::whole_reply)).
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,7 +46,9 @@ use berth::proto::http::{
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::asgi_ws::{AsgiWs, Incoming, WsShared};
-use crate::front::{percent_decode, with_app_fields, REFUSAL};
+use crate::front::{
+    declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields, REFUSAL,
+};
 use berth::proto::upgrade::Switch;
 use berth::proto::ws::handshake;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
@@ -305,10 +308,20 @@ enum Progress {
         status: u16,
         fields: Vec<(String, Vec<u8>)>,
     },
-    /// A streamed body is going out.
-    Streaming(StreamWriter),
+    /// A streamed body is going out; `held` to the length the application declared, if it did
+    /// (and the request is not a HEAD, whose body is not sent).
+    Streaming {
+        writer: StreamWriter,
+        held: Option<Held>,
+    },
     /// The response is complete (or abandoned).
     Done,
+}
+
+/// A streamed body's declared length, and how much of it the application has sent.
+struct Held {
+    length: u64,
+    sent: u64,
 }
 
 /// One request as the Python loop sees it: its scope, its body, and the two halves of its
@@ -328,6 +341,8 @@ struct AsgiRequest {
     body_cut: bool,
     /// A send found the client gone.
     gone: bool,
+    /// A HEAD request: its response's body is not sent, so a declared length is not held to.
+    head: bool,
     answer: Option<Answer>,
     progress: Progress,
     bridge: Arc<Bridge>,
@@ -410,8 +425,12 @@ impl AsgiRequest {
 
     /// `http.response.body`. Returns whether the body may go on at once: `False` means the
     /// stream is full, wait for this request's room event before the next body message.
-    /// Raises `ClientDisconnected` if the client has gone while the body streams.
-    fn body(&mut self, body: &[u8], more: bool) -> PyResult<bool> {
+    /// Raises `ClientDisconnected` if the client has gone while the body streams. A body that
+    /// does not fit the `content-length` the application declared is its error, as in uvicorn:
+    /// the client gets the declared header, the bytes sent up to that length, then the
+    /// connection closed (an incomplete read, never a response rewritten to fit); the send
+    /// raises `RuntimeError`, which the server logs with the application's other failures.
+    fn body(&mut self, py: Python<'_>, body: &[u8], more: bool) -> PyResult<bool> {
         match std::mem::replace(&mut self.progress, Progress::Done) {
             Progress::Idle => {
                 self.progress = Progress::Idle;
@@ -423,33 +442,58 @@ impl AsgiRequest {
                 "http.response.body after the response was complete",
             )),
             Progress::Started { status, fields } if !more => {
-                let reply = with_app_fields(Reply::new(status, "", body.to_vec()), fields)?;
+                let (reply, misfit) = whole_reply(status, &fields, body.to_vec(), self.head)?;
                 if let Some(answer) = self.answer.take() {
                     answer.reply(reply);
                 }
-                Ok(true)
+                match misfit {
+                    Some((sent, declared)) => Err(self.misfit(py, sent, declared)),
+                    None => Ok(true),
+                }
             }
             Progress::Started { status, fields } => {
+                let declared = declared_length(fields.iter().map(|(n, v)| (n, v)))?
+                    .filter(|_| has_body(status));
                 let (writer, stream) = body_stream();
                 let (bridge, id) = (self.bridge.clone(), self.id);
                 writer.on_room(move || bridge.post(Event::Wake(id)));
-                let reply =
-                    with_app_fields(Reply::streamed(status, body.to_vec(), stream), fields)?;
+                let mut reply = Reply::streamed(status, body.to_vec(), stream);
+                if let Some(length) = declared {
+                    reply = reply.with_length(length);
+                }
+                let reply = with_app_fields(reply, fields)?;
                 if let Some(answer) = self.answer.take() {
                     answer.reply(reply);
                 }
-                self.progress = Progress::Streaming(writer);
+                let held = declared.filter(|_| !self.head).map(|length| Held {
+                    length,
+                    sent: body.len() as u64,
+                });
+                if let Some(h) = held.as_ref().filter(|h| h.sent > h.length) {
+                    // Past the length already: the session sent what fits and no more.
+                    return Err(self.misfit(py, h.sent, h.length));
+                }
+                self.progress = Progress::Streaming { writer, held };
                 Ok(true)
             }
-            Progress::Streaming(writer) => {
+            Progress::Streaming { writer, mut held } => {
                 let Ok(room) = writer.push(body.to_vec()) else {
                     self.gone = true;
                     return Err(ClientDisconnected::new_err(
                         "the client has gone; the body was not sent",
                     ));
                 };
+                if let Some(h) = &mut held {
+                    h.sent += body.len() as u64;
+                    if h.sent > h.length || (!more && h.sent < h.length) {
+                        // What was pushed goes out up to the length; then the connection
+                        // closes.
+                        writer.abort();
+                        return Err(self.misfit(py, h.sent, h.length));
+                    }
+                }
                 if more {
-                    self.progress = Progress::Streaming(writer);
+                    self.progress = Progress::Streaming { writer, held };
                 } else {
                     writer.end();
                 }
@@ -631,7 +675,7 @@ impl AsgiRequest {
             return ws.shared.has_room();
         }
         match &self.progress {
-            Progress::Streaming(writer) => !writer.is_full(),
+            Progress::Streaming { writer, .. } => !writer.is_full(),
             _ => true,
         }
     }
@@ -645,7 +689,7 @@ impl AsgiRequest {
             return ws.shared.gone();
         }
         match &self.progress {
-            Progress::Streaming(writer) => writer.is_gone(),
+            Progress::Streaming { writer, .. } => writer.is_gone(),
             Progress::Done => false,
             _ => self.answer.as_ref().is_some_and(|a| a.cancelled()),
         }
@@ -664,7 +708,7 @@ impl AsgiRequest {
             return false;
         }
         let progress = std::mem::replace(&mut self.progress, Progress::Done);
-        if let Progress::Streaming(writer) = progress {
+        if let Progress::Streaming { writer, .. } = progress {
             writer.abort();
             return false;
         }
@@ -714,7 +758,9 @@ impl AsgiServer {
     /// Binds `host:port` and starts berth's I/O threads (`io_threads` event loops of `model`).
     /// Requests wait in the bridge until the loop takes them.
     #[new]
-    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024))]
+    /// `fd`: a listening socket to serve instead of binding `host:port` (`python -m berth
+    /// --workers`: the parent's), taken over (closed when done).
+    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024, fd=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -726,18 +772,19 @@ impl AsgiServer {
         max_body: Option<usize>,
         max_connections: Option<usize>,
         ws_max_message: usize,
+        fd: Option<i32>,
     ) -> PyResult<AsgiServer> {
+        let inherited = fd.map(crate::workers::inherited).transpose()?;
         let model: Model = model
             .parse()
             .map_err(|_| PyValueError::new_err(format!("no model {model:?}")))?;
-        let addr: SocketAddr = format!("{host}:{port}")
-            .parse()
-            .map_err(|_| PyValueError::new_err(format!("not an address: {host}:{port}")))?;
+        let addr = crate::workers::address(host, port)?;
         let mut settings = Settings::new(model, addr);
         settings.common.accept_threads = io_threads.max(1);
         // Every ASGI job is deferred: none needs a worker thread.
         settings.common.workers = 0;
         settings.common.listen.exclusive = !reuse_port;
+        settings.common.listen.inherited = inherited;
         if let Some(max) = max_body {
             settings.common.limits.max_body_bytes = max;
         }
@@ -931,6 +978,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl AsgiRequest {
+    /// The error an application made by sending `sent` bytes of a body it declared `declared`
+    /// bytes long.
+    fn misfit(&self, py: Python<'_>, sent: u64, declared: u64) -> PyErr {
+        let scope = self.scope.bind(py);
+        let field = |key: &str| -> String {
+            scope
+                .get_item(key)
+                .ok()
+                .flatten()
+                .and_then(|v| v.extract().ok())
+                .unwrap_or_default()
+        };
+        PyRuntimeError::new_err(misfit(&field("method"), &field("path"), sent, declared))
+    }
+
     /// The WebSocket side of an accepted request.
     fn accepted(&self) -> PyResult<&WsSide> {
         match (&self.ws, &self.answer) {
@@ -972,6 +1034,7 @@ impl AsgiServer {
                     stream,
                     body_cut: false,
                     gone: false,
+                    head: call.method == "HEAD",
                     answer: Some(answer),
                     progress: Progress::Idle,
                     bridge: self.bridge.clone(),

@@ -1,8 +1,8 @@
-//! What the WSGI and ASGI fronts share: the answer at capacity, the request path decoded, and
-//! an application's header fields turned into berth's reply (dropping the ones berth writes
-//! itself).
+//! What the WSGI and ASGI fronts share: the answer at capacity, the request path decoded, an
+//! application's header fields turned into berth's reply (dropping the ones berth writes
+//! itself), and the body length an application declares held to.
 
-use berth::proto::http::Reply;
+use berth::proto::http::{body_stream, Reply};
 use pyo3::exceptions::PyValueError;
 use pyo3::PyResult;
 
@@ -57,4 +57,91 @@ pub fn with_app_fields<N: AsRef<str>, V: AsRef<[u8]>>(
         })?;
     }
     Ok(reply)
+}
+
+/// The body length an application declared in its own `Content-Length` field(s), if any.
+/// Repeated fields (or a list in one) must agree; a value that is not a length is a
+/// `ValueError`.
+pub fn declared_length<N: AsRef<str>, V: AsRef<[u8]>>(
+    fields: impl IntoIterator<Item = (N, V)>,
+) -> PyResult<Option<u64>> {
+    let mut declared = None;
+    for (name, value) in fields {
+        if !name.as_ref().eq_ignore_ascii_case("content-length") {
+            continue;
+        }
+        for item in value.as_ref().split(|&b| b == b',') {
+            let item = item.trim_ascii();
+            let length = std::str::from_utf8(item)
+                .ok()
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "Content-Length {:?} is not a length",
+                        String::from_utf8_lossy(value.as_ref())
+                    ))
+                })?;
+            if declared.is_some_and(|d| d != length) {
+                return Err(PyValueError::new_err("Content-Length fields that disagree"));
+            }
+            declared = Some(length);
+        }
+    }
+    Ok(declared)
+}
+
+/// Whether a response of `status` has a body at all (RFC 9110: not 1xx, 204, 304): one
+/// without has nothing to hold to a declared length.
+pub fn has_body(status: u16) -> bool {
+    !matches!(status, 100..=199 | 204 | 304)
+}
+
+/// What an application did wrong when its body does not fit the length it declared: the
+/// message logged (WSGI) or raised in the application (ASGI, as uvicorn does).
+pub fn misfit(method: &str, path: &str, sent: u64, declared: u64) -> String {
+    let (how, then) = if sent < declared {
+        ("shorter", "the connection is closed after the bytes sent")
+    } else {
+        (
+            "longer",
+            "nothing past it is sent and the connection is closed",
+        )
+    };
+    format!(
+        "the response to {method} {path} is {how} than its Content-Length \
+         ({sent} bytes sent, {declared} declared): {then}"
+    )
+}
+
+/// A whole response body (`status`, the application's `fields`) as berth's reply, held to the
+/// length the application declared, if it did. A body that fits, or a response without a
+/// body, goes out as any other. A HEAD request gets the declared length in its head. A body
+/// that does not fit is the application's error (the second value: `(sent, declared)`): the
+/// head still says the declared length (never one rewritten to fit), the bytes sent follow, up
+/// to it, and the connection is closed after them, so that the client sees an incomplete read
+/// rather than a complete response of another length.
+pub fn whole_reply(
+    status: u16,
+    fields: &[(String, Vec<u8>)],
+    body: Vec<u8>,
+    head: bool,
+) -> PyResult<(Reply, Option<(u64, u64)>)> {
+    let declared =
+        declared_length(fields.iter().map(|(n, v)| (n, v)))?.filter(|_| has_body(status));
+    let sent = body.len() as u64;
+    let reply = match declared {
+        Some(length) if head || sent != length => {
+            let (writer, stream) = body_stream();
+            // Nothing more comes: the session holds the first bytes to the length.
+            writer.end();
+            Reply::streamed(status, body, stream).with_length(length)
+        }
+        _ => Reply::new(status, "", body),
+    };
+    let misfit = declared.filter(|&d| !head && d != sent).map(|d| (sent, d));
+    Ok((
+        with_app_fields(reply, fields.iter().map(|(n, v)| (n, v)))?,
+        misfit,
+    ))
 }

@@ -15,6 +15,7 @@
 mod asgi;
 mod asgi_ws;
 mod front;
+mod workers;
 mod wsgi;
 
 use std::sync::Mutex;
@@ -227,6 +228,8 @@ impl Core {
 fn _berth(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     m.add_function(wrap_pyfunction!(wsgi::serve_wsgi, m)?)?;
+    m.add_function(wrap_pyfunction!(workers::listen_shared, m)?)?;
+    m.add_function(wrap_pyfunction!(workers::follow_parent, m)?)?;
     asgi::register(m)?;
     Ok(())
 }

@@ -2,10 +2,10 @@
 //! worker pool (`workers` threads), which takes the GIL, calls the application, and turns what
 //! it returns into berth's reply; the I/O threads parse, time out, limit and write without ever
 //! touching Python. An application that raises costs its own request (500, the traceback
-//! printed), never the server. berth's limits, timeouts and graceful shutdown apply as to any
-//! service.
+//! printed), never the server; one whose body does not fit the Content-Length it declared
+//! costs its connection (see [`front::whole_reply`]). berth's limits, timeouts and graceful
+//! shutdown apply as to any service.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,9 +13,10 @@ use berth::drive::{self, Model, Service, Settings};
 use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response};
 use pyo3::exceptions::{PyOSError, PyValueError};
 
-use crate::front::{percent_decode, with_app_fields, REFUSAL};
+use crate::front::{self, percent_decode, whole_reply, REFUSAL};
+use crate::workers;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 /// The application and what every environ shares.
 struct App {
@@ -103,11 +104,21 @@ impl Call {
         env.set_item("SERVER_NAME", &self.app.server_name)?;
         env.set_item("SERVER_PORT", &self.app.server_port)?;
         env.set_item("SERVER_PROTOCOL", "HTTP/1.1")?;
+        // The body is whole in memory, its chunked coding (if any) undone by berth: the app
+        // is told its length, whatever framed it on the wire. Flask (werkzeug) and Django read
+        // `wsgi.input` only as far as CONTENT_LENGTH says (werkzeug reads a body with
+        // `Transfer-Encoding: chunked` only under `wsgi.input_terminated`), so without it a
+        // chunked body reached them empty. The request's own Content-Length and
+        // Transfer-Encoding fields describe the wire, not what `wsgi.input` holds: left out.
+        let mut framed = false;
         for (name, value) in &self.headers {
             let value: String = value.iter().map(|&b| b as char).collect();
             let key = match name.to_ascii_lowercase().as_str() {
                 "content-type" => "CONTENT_TYPE".to_owned(),
-                "content-length" => "CONTENT_LENGTH".to_owned(),
+                "content-length" | "transfer-encoding" => {
+                    framed = true;
+                    continue;
+                }
                 _ => format!("HTTP_{}", name.to_ascii_uppercase().replace('-', "_")),
             };
             // Repeated fields are joined with a comma, as RFC 9110 allows.
@@ -122,7 +133,12 @@ impl Call {
             .app
             .bytes_io
             .call1(py, (PyBytes::new(py, &self.body),))?;
+        if framed || !self.body.is_empty() {
+            env.set_item("CONTENT_LENGTH", self.body.len().to_string())?;
+        }
         env.set_item("wsgi.input", input)?;
+        // The stream ends where the body does (an extension gunicorn and werkzeug share).
+        env.set_item("wsgi.input_terminated", true)?;
         env.set_item("wsgi.errors", self.app.stderr.clone_ref(py))?;
         env.set_item("wsgi.version", (1, 0))?;
         env.set_item("wsgi.url_scheme", "http")?;
@@ -160,10 +176,20 @@ impl Call {
             .and_then(|c| c.parse().ok())
             .filter(|c| (100..1000).contains(c))
             .ok_or_else(|| PyValueError::new_err(format!("bad status {status:?}")))?;
-        let reply = with_app_fields(
-            Reply::new(code, "", body),
-            headers.iter().map(|(n, v)| (n, v.as_bytes())),
-        )?;
+        let fields: Vec<(String, Vec<u8>)> = headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_bytes().to_vec()))
+            .collect();
+        let (reply, misfit) = whole_reply(code, &fields, body, self.method == "HEAD")?;
+        if let Some((sent, declared)) = misfit {
+            // The application's error, logged as its exceptions are; the client sees it too
+            // (an incomplete response).
+            let line = format!(
+                "berth: {}\n",
+                front::misfit(self.method, &self.path, sent, declared)
+            );
+            self.app.stderr.call_method1(py, "write", (line,))?;
+        }
         Ok(reply)
     }
 }
@@ -206,9 +232,11 @@ impl StartResponse {
 
 /// Serves the WSGI application `app` on `host:port` with berth's `model`, `workers` worker
 /// threads running the application, until SIGINT or SIGTERM; then drains for up to
-/// `shutdown_timeout` seconds. Prints `berth listening on http://ADDR (...)` once serving.
+/// `shutdown_timeout` seconds. Prints `berth listening on http://ADDR (...)` once serving, then
+/// calls `ready`, if given. `fd`: a listening socket to serve instead of binding `host:port`
+/// (`python -m berth --workers`: the parent's), taken over (closed when done).
 #[pyfunction]
-#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false, max_body=None))]
+#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false, max_body=None, fd=None, ready=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_wsgi(
     py: Python<'_>,
@@ -220,13 +248,14 @@ pub fn serve_wsgi(
     shutdown_timeout: f64,
     reuse_port: bool,
     max_body: Option<usize>,
+    fd: Option<i32>,
+    ready: Option<Py<PyAny>>,
 ) -> PyResult<()> {
+    let inherited = fd.map(workers::inherited).transpose()?;
     let model: Model = model
         .parse()
         .map_err(|_| PyValueError::new_err(format!("no model {model:?}")))?;
-    let addr: SocketAddr = format!("{host}:{port}")
-        .parse()
-        .map_err(|_| PyValueError::new_err(format!("not an address: {host}:{port}")))?;
+    let addr = workers::address(host, port)?;
     let grace = Duration::try_from_secs_f64(shutdown_timeout)
         .map_err(|_| PyValueError::new_err("shutdown_timeout is not a number of seconds"))?;
     // Before berth's threads start, so that they inherit the blocked mask and the signals
@@ -235,6 +264,7 @@ pub fn serve_wsgi(
     let mut settings = Settings::new(model, addr);
     settings.common.workers = workers.max(1);
     settings.common.listen.exclusive = !reuse_port;
+    settings.common.listen.inherited = inherited;
     if let Some(max) = max_body {
         settings.common.limits.max_body_bytes = max;
     }
@@ -260,13 +290,21 @@ pub fn serve_wsgi(
     let (server, bound) = py
         .allow_threads(|| drive::serve(&settings, service, stats))
         .map_err(|e| PyOSError::new_err(e.to_string()))?;
+    // berth serves copies of an inherited socket: this one closes now, so that the port closes
+    // with berth's copies when it drains.
+    settings.common.listen.inherited = None;
     let line = format!(
         "berth listening on http://{bound} (model {model}, {}, WSGI)",
         settings.describe()
     );
-    py.import("builtins")?
-        .getattr("print")?
-        .call((line,), Some(&[("flush", true)].into_py_dict(py)?))?;
+    // One write, so that the lines of processes sharing stdout (--workers) never interleave
+    // (print() writes the line and its end apart when Python's output is unbuffered).
+    let stdout = py.import("sys")?.getattr("stdout")?;
+    stdout.call_method1("write", (line + "\n",))?;
+    stdout.call_method0("flush")?;
+    if let Some(ready) = ready {
+        ready.call0(py)?;
+    }
     py.allow_threads(|| {
         let _ = drive::signal::wait_for_termination();
         server.drain(grace);

@@ -1,11 +1,14 @@
 """WSGI apps on berth's HTTP engine (``python -m berth MODULE:APP --interface wsgi``), over real
 sockets with Python's http.client: a Flask app with seed 004's routes runs unchanged; an app
-that raises costs its own request (500) and the server goes on; SIGTERM drains and exits 0."""
+that raises costs its own request (500) and the server goes on; SIGTERM drains and exits 0;
+a chunked request body reaches Flask and Django whole."""
 
 import http.client
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -81,5 +84,75 @@ def test_usage_errors_and_a_missing_app():
     assert r.returncode == 2 and "at least 1" in r.stderr
     r = run("apps.flask_app:nothing", "--port", "0")
     assert r.returncode == 1 and "cannot load" in r.stderr
-    r = run("apps.flask_app:app", "--workers", "2", "--port", "0")
-    assert r.returncode == 2
+    r = run("apps.flask_app:app", "--port", "70000")
+    assert r.returncode == 2 and "--port" in r.stderr
+
+
+def chunked_post(port, path, chunks):
+    """POSTs ``chunks`` with http.client's chunked coding (an iterable body, no length): the
+    response and its body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", path, body=iter(chunks), encode_chunked=True,
+                 headers={"Transfer-Encoding": "chunked",
+                          "Content-Type": "application/octet-stream"})
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r, data
+
+
+# Issue 29: berth set neither CONTENT_LENGTH nor wsgi.input_terminated for a chunked body, so
+# Flask (werkzeug) and Django read 0 bytes of it.
+BIG = [bytes([i % 251]) * 997 for i in range(300)]
+
+
+def test_a_chunked_request_body_reaches_flask_whole(server):
+    _, port = server
+    r, body = chunked_post(port, "/echo", [b"hel", b"lo"])
+    assert (r.status, body) == (200, b"hello")
+    r, body = chunked_post(port, "/echo", BIG)
+    assert (r.status, body) == (200, b"".join(BIG))
+    r, body = chunked_post(port, "/echo", [])
+    assert (r.status, body) == (200, b"")
+    # The same with a Content-Length, as before.
+    r, body = request(port, "POST", "/echo", b"hello", {"Content-Type": "application/octet-stream"})
+    assert (r.status, body) == (200, b"hello")
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="no curl")
+def test_curls_chunked_upload_reaches_flask(server):
+    _, port = server
+    out = subprocess.run(
+        ["curl", "-sS", "--max-time", "10", "-H", "Transfer-Encoding: chunked",
+         "-H", "Content-Type: application/octet-stream", "--data-binary", "hello",
+         "http://127.0.0.1:%d/echo" % port],
+        capture_output=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == b"hello"
+
+
+def test_a_chunked_request_body_reaches_django_whole():
+    pytest.importorskip("django")
+    proc, port, _ = helpers.start("apps.django_app:application", "--interface", "wsgi")
+    try:
+        r, body = chunked_post(port, "/echo", [b"hel", b"lo"])
+        assert (r.status, body) == (200, b"hello")
+        r, body = chunked_post(port, "/echo", BIG)
+        assert (r.status, body) == (200, b"".join(BIG))
+        # A raw chunked request, pipelined behind another on one connection.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+                         b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
+                         b"Connection: close\r\n\r\nfg")
+            data = b""
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        first, second = data.split(b"HTTP/1.1 200", 2)[1:]
+        assert first.endswith(b"\r\n\r\nabcde"), data
+        assert second.endswith(b"\r\n\r\nfg"), data
+    finally:
+        helpers.stop(proc)

@@ -739,4 +739,55 @@ mod tests {
             assert!(!p.session().is_upgraded());
         }
     }
+
+    /// A job whose streamed reply declares its length: `/N/TEXT` answers TEXT (its first byte
+    /// as the reply's first bytes, the rest pushed) with length N.
+    struct Sized;
+    struct SizedJob(u64, Vec<u8>);
+    impl Job for SizedJob {
+        fn run(self) -> Reply {
+            let (writer, stream) = crate::http::body_stream();
+            let (first, rest) = self.1.split_at(self.1.len().min(1));
+            writer.push(rest.to_vec()).unwrap();
+            writer.end();
+            Reply::streamed(200, first.to_vec(), stream).with_length(self.0)
+        }
+    }
+    impl Handler for Sized {
+        type Job = SizedJob;
+        fn handle(&mut self, req: &Request<'_>, _: &mut Response<'_>) -> Handled<SizedJob> {
+            let mut parts = req.path.trim_start_matches('/').splitn(2, '/');
+            let length = parts.next().unwrap().parse().unwrap();
+            Handled::Offload(SizedJob(
+                length,
+                parts.next().unwrap_or("").as_bytes().to_vec(),
+            ))
+        }
+    }
+
+    /// A declared length is the head's Content-Length (no chunked coding) and the connection
+    /// goes on; a HEAD gets the head alone; a body that ends short of it is a violation (the
+    /// driver closes the connection) after the head and the bytes sent.
+    #[test]
+    fn a_streamed_reply_of_a_declared_length() {
+        let mut p = Pump::new(Sized, Limits::default(), DATE, false);
+        p.feed(b"GET /5/hello HTTP/1.1\r\nHost: x\r\n\r\nHEAD /100/hello HTTP/1.1\r\nHost: x\r\n\r\nGET /2/hi HTTP/1.0\r\n\r\n", &mut NoFiles).unwrap();
+        let text = String::from_utf8(p.take_written()).unwrap();
+        let answers: Vec<_> = text.split("HTTP/1.1 200 OK\r\n").skip(1).collect();
+        assert_eq!(answers.len(), 3, "{text}");
+        assert!(answers[0].contains("\r\nContent-Length: 5\r\n"), "{text}");
+        assert!(answers[0].ends_with("\r\n\r\nhello"), "{text}");
+        assert!(answers[1].contains("\r\nContent-Length: 100\r\n"), "{text}");
+        assert!(answers[1].ends_with("\r\n\r\n"), "{text}");
+        assert!(answers[2].contains("\r\nContent-Length: 2\r\n"), "{text}");
+        assert!(answers[2].ends_with("\r\n\r\nhi"), "{text}");
+        assert!(!text.contains("chunked"), "{text}");
+        let mut p = Pump::new(Sized, Limits::default(), DATE, false);
+        assert!(p
+            .feed(b"GET /100/hello HTTP/1.1\r\nHost: x\r\n\r\n", &mut NoFiles)
+            .is_err());
+        let text = String::from_utf8(p.take_written()).unwrap();
+        assert!(text.contains("\r\nContent-Length: 100\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\nhello"), "{text}");
+    }
 }

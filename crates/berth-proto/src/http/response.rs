@@ -25,6 +25,8 @@ pub struct Reply {
     pub stream: Option<BodyStream>,
     /// Switch protocols instead (see [`Reply::switch`]).
     pub switch: Option<Box<Switch>>,
+    /// A streamed body's length, declared by its producer (see [`Reply::with_length`]).
+    pub length: Option<u64>,
 }
 
 impl Reply {
@@ -38,6 +40,7 @@ impl Reply {
             body,
             stream: None,
             switch: None,
+            length: None,
         }
     }
 
@@ -92,6 +95,19 @@ impl Reply {
         Ok(self)
     }
 
+    /// Declares the length of a streamed reply's body (its first bytes included), as an
+    /// application that sets its own `Content-Length` does: the head says `Content-Length:
+    /// length` instead of `Transfer-Encoding: chunked`, the body goes unframed, and the
+    /// connection may be kept alive. The body must be exactly that long: bytes past it are not
+    /// sent, and a stream that ends short of it (or past it, or aborts) closes the connection
+    /// after the bytes sent, so that the client can tell the body is incomplete. A HEAD request
+    /// gets the head with the declared length; a status without a body (1xx, 204, 304), the
+    /// head alone. A reply without a stream ignores it.
+    pub fn with_length(mut self, length: u64) -> Self {
+        self.length = Some(length);
+        self
+    }
+
     /// A reply with an empty body.
     pub fn empty(status: u16) -> Self {
         Reply::new(status, "text/plain", Vec::new())
@@ -125,6 +141,7 @@ impl Reply {
             body: b"server busy: job queue full\n".to_vec(),
             stream: None,
             switch: None,
+            length: None,
         }
     }
 

@@ -620,9 +620,11 @@ impl Session {
     }
 
     /// Writes the head of a streamed reply and its first bytes, and says [`Step::Stream`]: the
-    /// rest comes from `stream`. HTTP/1.1 gets `Transfer-Encoding: chunked`; HTTP/1.0 has no
-    /// chunked coding, so its body ends with the connection. A status that has no body (1xx,
-    /// 204, 304) or a HEAD request gets none: the stream is drained and dropped.
+    /// rest comes from `stream`. A declared length ([`Reply::with_length`]) is the head's
+    /// `Content-Length`, held to by the stream; without one HTTP/1.1 gets `Transfer-Encoding:
+    /// chunked`, and HTTP/1.0, which has no chunked coding, a body that ends with the
+    /// connection. A status that has no body (1xx, 204, 304) or a HEAD request gets none: the
+    /// stream is drained and dropped.
     fn stream<H: Handler>(
         &mut self,
         mut reply: Reply,
@@ -633,16 +635,24 @@ impl Session {
         handler: &mut H,
     ) -> Step<H::Job> {
         let bodiless = matches!(reply.status, 100..=199 | 204 | 304);
-        let chunked = version == Version::Http11 && !bodiless;
-        let keep_alive = keep_alive && (chunked || bodiless);
+        // A declared length frames the body itself (`Reply::with_length`).
+        let sized = reply.length.filter(|_| !bodiless);
+        let chunked = version == Version::Http11 && !bodiless && sized.is_none();
+        let keep_alive = keep_alive && (chunked || bodiless || sized.is_some());
         if chunked {
             reply
                 .fields
                 .push(("Transfer-Encoding".to_owned(), b"chunked".to_vec()));
         }
         let head = reply.head(keep_alive, version, cx.date);
-        write_head(output, &head, None);
+        write_head(output, &head, sized);
         let discard = head_only || bodiless;
+        if let (Some(length), false) = (sized, discard) {
+            // The stream sends what the first bytes leave of the length, and no more.
+            let first = reply.body.len() as u64;
+            reply.body.truncate(length.min(first) as usize);
+            stream.declare(length.saturating_sub(first), first > length);
+        }
         if !discard && !reply.body.is_empty() {
             if chunked {
                 super::chunked::write_chunk(output, &reply.body);

@@ -158,10 +158,23 @@ struct State {
     parked: bool,
     /// The producer was told the stream is full and waits for room.
     full: bool,
+    /// A declared length's bytes not yet taken ([`Reply::with_length`]): the body must end
+    /// exactly there.
+    left: Option<u64>,
     /// Called when the consumer is parked and the producer pushes or ends.
     wake: Option<Box<dyn Fn() + Send>>,
     /// Called when a full stream has room again, or the consumer goes.
     room: Option<Box<dyn Fn() + Send>>,
+}
+
+impl State {
+    /// The body went past its declared length: it ends unfinished, nothing more sent.
+    fn cut(&mut self) {
+        self.ended = true;
+        self.aborted = true;
+        self.chunks.clear();
+        self.queued = 0;
+    }
 }
 
 struct Shared {
@@ -312,6 +325,17 @@ impl BodyStream {
         self.0.lock().room = Some(Box::new(hook));
     }
 
+    /// Holds the body to a declared length: `left` more bytes, none past them. `over`: the
+    /// reply's first bytes already went past it. A body that ends at another length ends
+    /// [`Taken::Aborted`] once what it may send is out.
+    pub(crate) fn declare(&self, left: u64, over: bool) {
+        let mut s = self.0.lock();
+        s.left = Some(left);
+        if over {
+            s.cut();
+        }
+    }
+
     /// The next bytes pushed (up to about `max`, whole chunks; the first always), for a
     /// consumer that takes them as they are (an application reading a request body).
     pub fn pop(&self, max: usize) -> Popped {
@@ -377,11 +401,19 @@ impl BodyStream {
             if moved > 0 && moved + chunk.len() > max {
                 break;
             }
-            let chunk = s.chunks.pop_front().unwrap_or_default();
+            let mut chunk = s.chunks.pop_front().unwrap_or_default();
             moved += chunk.len();
             s.queued -= chunk.len();
             if discard {
                 continue;
+            }
+            if let Some(left) = s.left {
+                // Past the declared length: what fits is sent, the rest never is.
+                if chunk.len() as u64 > left {
+                    chunk.truncate(left as usize);
+                    s.cut();
+                }
+                s.left = Some(left - chunk.len() as u64);
             }
             if chunked {
                 super::chunked::write_chunk(out, &chunk);
@@ -397,6 +429,10 @@ impl BodyStream {
         }
         if moved > 0 {
             return Taken::Bytes(moved);
+        }
+        if s.ended && s.left.is_some_and(|left| left > 0) {
+            // Ended short of the declared length: the body cannot be completed.
+            s.aborted = true;
         }
         if s.aborted {
             return Taken::Aborted;
@@ -558,5 +594,55 @@ mod tests {
             stream.take(&mut out, 1024, false, false, None),
             Taken::Aborted
         );
+    }
+
+    /// A declared length holds the body to it: exact, it ends; short, or past it, it ends
+    /// aborted once what may be sent is out, and nothing past the length is sent.
+    #[test]
+    fn a_declared_length_is_held_to() {
+        let take =
+            |stream: &BodyStream, out: &mut Vec<u8>| stream.take(out, 1 << 20, false, false, None);
+        // Exact.
+        let (writer, stream) = body_stream();
+        stream.declare(5, false);
+        writer.push(b"hel".to_vec()).unwrap();
+        writer.push(b"lo".to_vec()).unwrap();
+        writer.end();
+        let mut out = Vec::new();
+        assert_eq!(take(&stream, &mut out), Taken::Bytes(5));
+        assert_eq!(take(&stream, &mut out), Taken::Ended);
+        assert_eq!(out, b"hello");
+        // Short.
+        let (writer, stream) = body_stream();
+        stream.declare(100, false);
+        writer.push(b"hello".to_vec()).unwrap();
+        writer.end();
+        let mut out = Vec::new();
+        assert_eq!(take(&stream, &mut out), Taken::Bytes(5));
+        assert_eq!(take(&stream, &mut out), Taken::Aborted);
+        assert_eq!(out, b"hello");
+        // Past it: cut at the length, in one take or across several.
+        let (writer, stream) = body_stream();
+        stream.declare(3, false);
+        writer.push(b"he".to_vec()).unwrap();
+        writer.push(b"llo".to_vec()).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(take(&stream, &mut out), Taken::Bytes(5));
+        assert_eq!(take(&stream, &mut out), Taken::Aborted);
+        assert_eq!(out, b"hel");
+        let (writer, stream) = body_stream();
+        stream.declare(2, false);
+        writer.push(b"he".to_vec()).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(take(&stream, &mut out), Taken::Bytes(2));
+        writer.push(b"llo".to_vec()).unwrap();
+        writer.end();
+        take(&stream, &mut out);
+        assert_eq!(take(&stream, &mut out), Taken::Aborted);
+        assert_eq!(out, b"he");
+        // The first bytes were already past it.
+        let (_writer, stream) = body_stream();
+        stream.declare(0, true);
+        assert_eq!(take(&stream, &mut Vec::new()), Taken::Aborted);
     }
 }

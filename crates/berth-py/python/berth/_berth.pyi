@@ -1,7 +1,7 @@
 """Types of the extension module ``berth._berth`` (berth's message engine, and the engine
 halves of the WSGI and ASGI servers)."""
 
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 class Core:
     """berth's message engine: listeners, named clients, whole messages, the polling API."""
@@ -42,8 +42,19 @@ def serve_wsgi(
     shutdown_timeout: float = ...,
     reuse_port: bool = ...,
     max_body: Optional[int] = ...,
+    fd: Optional[int] = ...,
+    ready: Optional[Callable[[], object]] = ...,
 ) -> None:
-    """Serves a WSGI application on berth's HTTP engine until SIGINT or SIGTERM, then drains."""
+    """Serves a WSGI application on berth's HTTP engine until SIGINT or SIGTERM, then drains.
+    ``fd``: a listening socket to serve instead of binding (taken over); ``ready``: called once
+    serving."""
+
+def listen_shared(host: str, port: int) -> Tuple[int, str, int]:
+    """Binds and listens on ``host:port`` without SO_REUSEPORT, for ``--workers`` to share:
+    the descriptor (the caller's), and the address bound. ``OSError`` if anything listens there."""
+
+def follow_parent(parent: int) -> bool:
+    """Asks for SIGTERM when the parent dies; False if ``parent`` is already gone."""
 
 class ClientDisconnected(OSError):
     """The client has gone: what is sent is not delivered."""
@@ -97,6 +108,7 @@ class AsgiServer:
         max_body: Optional[int] = ...,
         max_connections: Optional[int] = ...,
         ws_max_message: int = ...,
+        fd: Optional[int] = ...,
     ) -> None: ...
     inline: bool
     def describe(self) -> str: ...

@@ -30,9 +30,13 @@ What the application gets (ASGI 3, HTTP spec 2.4):
   behind. An application that fails after the accept closes with 1011; one that returns
   without closing closes with 1000. Messages over ``ws_max_message`` (16 MiB) close with 1009.
 - ``send``: ``http.response.start`` and ``http.response.body``. A single body message goes out
-  whole with a Content-Length; ``more_body`` streams the body (chunked), and ``send`` waits
-  while the client is slower than the application (backpressure), raising
-  ``ClientDisconnected`` (an ``OSError``) once the client has gone.
+  whole with a Content-Length; ``more_body`` streams the body (chunked, or unframed under the
+  application's own ``content-length``), and ``send`` waits while the client is slower than the
+  application (backpressure), raising ``ClientDisconnected`` (an ``OSError``) once the client
+  has gone. A body that does not fit the ``content-length`` the application declared is its
+  error, as in uvicorn: the client gets the declared header, the bytes sent up to that length,
+  then the connection closed (an incomplete read, never a response rewritten to fit), and
+  ``send`` raises ``RuntimeError`` (logged with the application's other failures).
 
 An application that raises before its response started costs its request a 500; one that fails
 mid-body has its connection closed without the final chunk, so the client can tell. One that
@@ -355,11 +359,14 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
           model: str = "evloop", io_threads: int = 1, lifespan: str = "auto",
           shutdown_timeout: float = 30.0, app_timeout: float = 60.0, reuse_port: bool = False,
           max_body: Optional[int] = None, max_connections: Optional[int] = None,
-          loop: str = "auto", ws_max_message: int = 16 * 1024 * 1024) -> int:
+          loop: str = "auto", ws_max_message: int = 16 * 1024 * 1024,
+          fd: Optional[int] = None, ready: Optional[Callable[[], None]] = None) -> int:
     """Serves the ASGI application ``app`` until SIGTERM or SIGINT, then drains (requests in
     flight are answered, for up to ``shutdown_timeout`` seconds) and runs the lifespan
-    shutdown. Prints ``berth listening on http://ADDR (...)`` once serving. Returns the exit
-    code: 0, or 1 if the lifespan startup failed."""
+    shutdown. Prints ``berth listening on http://ADDR (...)`` once serving, then calls
+    ``ready``, if given. ``fd``: a listening socket to serve instead of binding ``host:port``
+    (``--workers``: the parent's), taken over (closed when done). Returns the exit code: 0, or
+    1 if the lifespan startup failed."""
     ev = new_loop(loop)
     asyncio.set_event_loop(ev)
     runner = _Runner(app, ev, app_timeout)
@@ -371,7 +378,7 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
             print("berth: the application's startup failed: {}".format(e), file=sys.stderr)
             return 1
         server = AsgiServer(host, port, model, io_threads, reuse_port, max_body, max_connections,
-                            ws_max_message)
+                            ws_max_message, fd)
         runner.server = server
         stop = ev.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -382,6 +389,8 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
         sys.stdout.write("berth listening on http://{}:{} ({}, ASGI on {})\n".format(
             server.host, server.port, server.describe(), type(ev).__module__.split(".")[0]))
         sys.stdout.flush()
+        if ready is not None:
+            ready()
         runner.ready(False)
         await stop
         # The loop keeps answering while the engine drains.

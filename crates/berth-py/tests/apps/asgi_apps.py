@@ -204,3 +204,21 @@ async def raw(scope, receive, send):
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"Hello, World!"})
+
+
+async def declared(scope, receive, send):
+    """Responses whose ``content-length`` the app declares itself, right or wrong (issue 29):
+    ``/exact`` (5 bytes, as declared), ``/short`` (5 of 100), ``/long`` (5 of 3), and the same
+    sent in two body messages under ``/streamed/...``."""
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    streamed = path.startswith("/streamed/")
+    length = {"exact": b"5", "short": b"100", "long": b"3"}[path.rsplit("/", 1)[1]]
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", length)]})
+    if streamed:
+        await send({"type": "http.response.body", "body": b"hel", "more_body": True})
+        await send({"type": "http.response.body", "body": b"lo"})
+    else:
+        await send({"type": "http.response.body", "body": b"hello"})

@@ -27,3 +27,9 @@ def headers():
     response.headers["X-Berth-Test"] = "yes"
     response.set_cookie("a", "1")
     return response
+
+
+@app.post("/echo")
+def echo():
+    # request.data: the raw body (for a content type that is not a form), as Flask users read it.
+    return request.data, 200, {"Content-Type": "application/octet-stream"}

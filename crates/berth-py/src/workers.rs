@@ -1,0 +1,86 @@
+//! What `python -m berth --workers N` needs from Rust: the port, bound once by the parent and
+//! shared by its workers, and a worker's tie to its parent.
+//!
+//! The parent binds the listening socket itself, *without* `SO_REUSEPORT`: the kernel refuses
+//! that bind while any other socket listens on the address (another berth, whose listeners have
+//! `SO_REUSEPORT`, included), and while it is held no socket can join the port (`SO_REUSEPORT`
+//! needs every listener on the port to have it). So a port another server holds is refused
+//! before any worker starts, and two servers can never split one port's requests. The workers
+//! inherit the socket across `fork` and serve it (berth's `ListenConfig::inherited`: one accept
+//! queue for all, as gunicorn's and uvicorn's workers share theirs); the parent keeps it open,
+//! so the port takes connections while a worker is replaced, even while none is alive.
+
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::sync::Arc;
+
+use berth::net::{bind_tcp, ListenConfig};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+/// Binds and listens on `host:port` for workers to share (see the module docs). Returns the
+/// socket's descriptor (the caller owns it) and the address bound (port 0: the one chosen).
+/// `OSError` with berth's wording (`address 127.0.0.1:9000 already in use`) if it cannot.
+#[pyfunction]
+pub fn listen_shared(host: &str, port: u16) -> PyResult<(i32, String, u16)> {
+    let addr = address(host, port)?;
+    let config = ListenConfig {
+        reuse_port: false,
+        ..ListenConfig::default()
+    };
+    let mut listeners = bind_tcp(addr, 1, config).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let listener = listeners.remove(0);
+    let bound = listener
+        .local_addr()
+        .map_err(|e| PyOSError::new_err(e.to_string()))?;
+    Ok((listener.into_raw_fd(), bound.ip().to_string(), bound.port()))
+}
+
+/// Asks the kernel for SIGTERM when the parent (the process that forked this one, `parent`)
+/// dies, so that a worker whose parent was killed outright drains and exits instead of holding
+/// the port for nobody. False if the parent is already gone.
+#[pyfunction]
+pub fn follow_parent(parent: i32) -> PyResult<bool> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number by value and touches no memory of
+    // ours; the unused arguments are zero as the man page asks.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGTERM as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    if rc == -1 {
+        return Err(PyOSError::new_err(
+            std::io::Error::last_os_error().to_string(),
+        ));
+    }
+    // SAFETY: getppid has no preconditions and cannot fail.
+    Ok(unsafe { libc::getppid() } == parent)
+}
+
+/// `host:port` as an address, or a `ValueError`.
+pub fn address(host: &str, port: u16) -> PyResult<SocketAddr> {
+    let text = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    text.parse()
+        .map_err(|_| PyValueError::new_err(format!("not an address: {host}:{port}")))
+}
+
+/// The listening socket `fd` a parent bound for its workers ([`listen_shared`]), taken over:
+/// from here it is closed when berth is done with it (a drain closes the port once every
+/// worker's copy is closed).
+pub fn inherited(fd: i32) -> PyResult<Arc<socket2::Socket>> {
+    if fd < 0 {
+        return Err(PyValueError::new_err(format!("not a descriptor: {fd}")));
+    }
+    // SAFETY: the caller hands over a descriptor it owns and will not use again (Python's
+    // `socket.detach()`).
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(Arc::new(socket2::Socket::from(owned)))
+}

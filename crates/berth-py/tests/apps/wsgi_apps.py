@@ -1,0 +1,9 @@
+"""Bare WSGI callables for the tests (no framework between the app and the server)."""
+
+
+def declared(environ, start_response):
+    """Responses whose Content-Length the app declares itself, right or wrong (issue 29):
+    ``/exact`` (5 bytes, as declared), ``/short`` (5 of 100), ``/long`` (5 of 3)."""
+    length = {"/exact": "5", "/short": "100", "/long": "3"}[environ["PATH_INFO"]]
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", length)])
+    return [b"hel", b"lo"]
