@@ -240,6 +240,15 @@ impl Upgraded for AsgiWs {
         self.session.poll_timeout(now, t)
     }
 
+    /// The server is shutting down: the client gets a close with 1001, the application a
+    /// `websocket.disconnect` with 1001 (the session tells the handler), and the connection
+    /// waits for the client's answering close.
+    fn going_away(&mut self, output: &mut Vec<u8>) -> Flow {
+        let flow = self.session.going_away(output);
+        self.tell();
+        flow
+    }
+
     fn handle_timeout(&mut self, now: Instant, output: &mut Vec<u8>) -> Flow {
         let flow = self.session.handle_timeout(now, output);
         if flow == Flow::Close {

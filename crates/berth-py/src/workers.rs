@@ -11,7 +11,7 @@
 //! so the port takes connections while a worker is replaced, even while none is alive.
 
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::IntoRawFd;
 use std::sync::Arc;
 
 use berth::net::{bind_tcp, ListenConfig};
@@ -41,24 +41,8 @@ pub fn listen_shared(host: &str, port: u16) -> PyResult<(i32, String, u16)> {
 /// the port for nobody. False if the parent is already gone.
 #[pyfunction]
 pub fn follow_parent(parent: i32) -> PyResult<bool> {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number by value and touches no memory of
-    // ours; the unused arguments are zero as the man page asks.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGTERM as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    if rc == -1 {
-        return Err(PyOSError::new_err(
-            std::io::Error::last_os_error().to_string(),
-        ));
-    }
-    // SAFETY: getppid has no preconditions and cannot fail.
-    Ok(unsafe { libc::getppid() } == parent)
+    berth::drive::signal::terminate_with_parent(parent)
+        .map_err(|e| PyOSError::new_err(e.to_string()))
 }
 
 /// `host:port` as an address, or a `ValueError`.
@@ -76,11 +60,6 @@ pub fn address(host: &str, port: u16) -> PyResult<SocketAddr> {
 /// from here it is closed when berth is done with it (a drain closes the port once every
 /// worker's copy is closed).
 pub fn inherited(fd: i32) -> PyResult<Arc<socket2::Socket>> {
-    if fd < 0 {
-        return Err(PyValueError::new_err(format!("not a descriptor: {fd}")));
-    }
-    // SAFETY: the caller hands over a descriptor it owns and will not use again (Python's
-    // `socket.detach()`).
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    Ok(Arc::new(socket2::Socket::from(owned)))
+    berth::net::activation::inherited_listener(fd)
+        .map_err(|e| PyValueError::new_err(format!("descriptor {fd}: {e}")))
 }

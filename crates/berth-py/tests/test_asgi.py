@@ -349,6 +349,29 @@ def test_a_starlette_websocket_echoes_text_and_bytes(server, events):
     assert body == b"Hello, World!"
 
 
+def test_sigterm_closes_websockets_with_1001_and_the_app_hears_it(events):
+    """Issue 29: at the drain each open WebSocket gets a close with 1001, the application a
+    websocket.disconnect with 1001, and the server exits as soon as the clients answer, not at
+    its shutdown timeout (120 s here, far past the wait below)."""
+    proc, port, _ = start("apps.asgi_apps:starlette_app", "--shutdown-timeout", "120",
+                          env={"BERTH_TEST_EVENTS": str(events)})
+    try:
+        clients = [ws_connect(ws_url(port, "/ws/echo"), open_timeout=10) for _ in range(5)]
+        for ws in clients:
+            ws.send("ping?")
+            assert ws.recv(10) == "ping?"
+        proc.send_signal(signal.SIGTERM)
+        for ws in clients:
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as e:
+                ws.recv(10)
+            assert e.value.rcvd is not None and e.value.rcvd.code == 1001
+            ws.close()
+        assert proc.wait(30) == 0
+        assert events.read_text().split("\n").count("ws disconnected 1001") == 5
+    finally:
+        helpers.stop(proc)
+
+
 def test_the_app_closes_refuses_and_fails_as_the_spec_says(server):
     proc, port = server
     with ws_connect(ws_url(port, "/ws/echo"), open_timeout=10) as ws:

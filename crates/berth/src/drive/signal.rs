@@ -11,3 +11,10 @@ pub use crate::sys::signal::{
 };
 
 pub(crate) use crate::sys::signal::interrupt_on_termination;
+
+/// Asks the kernel for SIGTERM when the parent process (`parent`, the one that forked this
+/// one) dies, so that a worker whose supervisor was killed outright drains and exits instead of
+/// holding the port for nobody. False if the parent is already gone.
+pub fn terminate_with_parent(parent: i32) -> std::io::Result<bool> {
+    crate::sys::process::terminate_with_parent(parent)
+}

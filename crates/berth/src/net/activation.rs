@@ -54,6 +54,16 @@ pub fn listen_fds() -> io::Result<Vec<Arc<Socket>>> {
         .collect()
 }
 
+/// Takes over the listening socket `fd` this process inherited from the one that forked it
+/// (a supervisor that bound the port once for all its workers, as `python -m berth --workers`
+/// does): checked to be open and listening, marked close-on-exec. The caller owns `fd` and
+/// hands it over; it is closed when the returned socket is.
+pub fn inherited_listener(fd: i32) -> io::Result<Arc<Socket>> {
+    let socket = Socket::from(crate::sys::fd::adopt_inherited(fd)?);
+    check_listening(&socket)?;
+    Ok(Arc::new(socket))
+}
+
 /// A passed descriptor must be a listening TCP socket: a unit with `ListenDatagram=`, or a
 /// socket that was never `listen`ed, is a configuration mistake to name at startup.
 fn check_listening(socket: &Socket) -> io::Result<()> {

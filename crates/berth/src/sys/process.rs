@@ -42,6 +42,12 @@ pub(crate) fn follow_parent(parent: libc::pid_t, sig: libc::c_int) -> io::Result
     Ok(unsafe { libc::getppid() } == parent)
 }
 
+/// [`follow_parent`] with SIGTERM: a worker process that should drain and exit when its
+/// supervisor dies.
+pub(crate) fn terminate_with_parent(parent: libc::pid_t) -> io::Result<bool> {
+    follow_parent(parent, libc::SIGTERM)
+}
+
 /// This process's id (taken in a parent before a fork, for [`follow_parent`]).
 pub(crate) fn pid() -> libc::pid_t {
     std::process::id() as libc::pid_t
