@@ -5,6 +5,7 @@ drain; streamed bodies arrive whole, held back by a slow reader without loss; an
 raises costs its own request, one that never answers is answered 504; a client that leaves is
 seen by the app (http.disconnect, and a stream that stops); bad input is answered 400."""
 
+import contextlib
 import http.client
 import json
 import os
@@ -356,7 +357,9 @@ def test_sigterm_closes_websockets_with_1001_and_the_app_hears_it(events):
     proc, port, _ = start("apps.asgi_apps:starlette_app", "--shutdown-timeout", "120",
                           env={"BERTH_TEST_EVENTS": str(events)})
     try:
-        clients = [ws_connect(ws_url(port, "/ws/echo"), open_timeout=10) for _ in range(5)]
+        opened = contextlib.ExitStack()
+        clients = [opened.enter_context(ws_connect(ws_url(port, "/ws/echo"), open_timeout=10))
+                   for _ in range(5)]
         for ws in clients:
             ws.send("ping?")
             assert ws.recv(10) == "ping?"
@@ -368,6 +371,7 @@ def test_sigterm_closes_websockets_with_1001_and_the_app_hears_it(events):
             ws.close()
         assert proc.wait(30) == 0
         assert events.read_text().split("\n").count("ws disconnected 1001") == 5
+        opened.close()
     finally:
         helpers.stop(proc)
 

@@ -411,7 +411,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         loop {
             if self.writable && (self.written < self.output.len() || self.stream.has_pending()) {
                 if let Err(e) = self.flush() {
-                    return self.fail(e);
+                    return self.write_failed(e);
                 }
             }
             if self.writable
@@ -423,8 +423,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     self.cut_short = true;
                     return true;
                 }
+                // A file's bytes go to the transport; a streamed body's come from the
+                // application, whose failure is not the peer's.
+                let to_peer = self.body.as_ref().is_some_and(|b| !b.is_buffered());
                 if let Err(e) = self.send_body(&mut env.budget, env.pool) {
-                    return self.fail(e);
+                    return if to_peer {
+                        self.write_failed(e)
+                    } else {
+                        self.fail(e)
+                    };
                 }
                 // Done, socket full, or budget spent: each is settled at the top.
                 continue;
@@ -712,10 +719,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         Ok(())
     }
 
-    /// Records the error that ends the connection; false, for `run` to return. A blocking
-    /// write that timed out gives the connection up with bytes unsent: it is aborted (see
-    /// `Transport::abort`); reads that time out never come here.
+    /// Records the error that ends the connection; false, for `run` to return.
     fn fail(&mut self, e: io::Error) -> bool {
+        self.error = Some(e);
+        false
+    }
+
+    /// [`Conn::fail`] for a write to the transport. A blocking one that timed out gives the
+    /// connection up with bytes the peer did not take: it is aborted (`Transport::abort`).
+    fn write_failed(&mut self, e: io::Error) -> bool {
         if W::BLOCKING
             && matches!(
                 e.kind(),
@@ -724,8 +736,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         {
             self.stream.abort();
         }
-        self.error = Some(e);
-        false
+        self.fail(e)
     }
 
     fn ensure_output(&mut self, pool: &mut BufPool) {
@@ -752,11 +763,16 @@ impl<T: Transport> Conn<T, Readiness> {
     /// socket and whose input was all consumed closes at once (nginx's lingering heuristic).
     /// (The blocking models linger with a timeout instead: `blocking::linger_close`.)
     ///
-    /// A connection ended with bytes still unsent (the pump gave up on it: its write timeout
-    /// passed, its peer failed, the server stops) is aborted instead ([`Transport::abort`]):
-    /// its close is a reset, so the kernel keeps nothing of it. Returns whether it was.
+    /// A connection ended with bytes still waiting for its peer to take them (the pump gave
+    /// up on it: its write timeout passed, its peer failed, the server stops) is aborted
+    /// instead ([`Transport::abort`]): its close is a reset, so the kernel keeps nothing of
+    /// it. Not one whose own side failed (an application that broke off its streamed body):
+    /// what was sent is the peer's, and a FIN behind it lets the peer read it. Returns whether
+    /// it was aborted.
     pub fn shut(&mut self, pool: &mut BufPool) -> bool {
-        let abandoned = self.out_pending();
+        let abandoned = self.written < self.output.len()
+            || self.stream.has_pending()
+            || self.body.as_ref().is_some_and(|b| !b.is_buffered());
         if abandoned {
             self.stream.abort();
         }
