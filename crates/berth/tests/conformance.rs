@@ -1411,6 +1411,43 @@ fn files_slow_reader_gets_every_byte(m: Model) {
     assert_eq!(c.read_response().text(), HELLO, "{m}");
 }
 
+/// A server of `m` whose `/files/big.bin` is `len` bytes of [`pattern`], with the write
+/// timeout `write`, and the site it serves (keep it for as long as the server).
+fn big_file_server(m: Model, case: &str, len: usize, write: Duration) -> (Site, ModelServer) {
+    let site = Site::new(m, case);
+    std::fs::write(site.root().join("big.bin"), pattern(len)).unwrap();
+    let srv = Opts::new(m)
+        .files(site.root())
+        .timeouts(berth::drive::Timeouts {
+            write,
+            ..Default::default()
+        })
+        .start();
+    (site, srv)
+}
+
+/// A client with a receive buffer of `rcvbuf` bytes that has asked for `/files/big.bin`.
+fn big_file_reader(addr: SocketAddr, rcvbuf: usize) -> Client {
+    let mut c = Client::from_stream(server::connect(addr));
+    socket2::SockRef::from(c.stream.socket())
+        .set_recv_buffer_size(rcvbuf)
+        .unwrap();
+    c.send(get_request("/files/big.bin").as_bytes());
+    c
+}
+
+/// Waits up to `within` for the server to reset `c`'s connection (the client reads nothing).
+fn wait_reset(c: &Client, within: Duration, what: &str) {
+    let mut error = None;
+    let told = server::wait_for(within, || {
+        error = c.stream.socket().take_error().unwrap();
+        error.is_some()
+    });
+    assert!(told, "{what}: never heard that its connection ended");
+    let e = error.unwrap();
+    assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{what}: {e}");
+}
+
 /// Clients that reset while the server waits for room in their sockets (a file larger than
 /// the send buffer, not read): each is closed when the reset arrives, long before the write
 /// timeout (60 s here), and a reader that comes after is served whole. (`single` serves one
@@ -1418,24 +1455,10 @@ fn files_slow_reader_gets_every_byte(m: Model) {
 fn files_reset_while_waiting_for_room(m: Model) {
     const LEN: usize = 8 * 1024 * 1024 + 17;
     let clients_n = if m == Model::Single { 1 } else { 4 };
-    let site = Site::new(m, "resetroom");
-    std::fs::write(site.root().join("big.bin"), pattern(LEN)).unwrap();
-    let srv = Opts::new(m)
-        .files(site.root())
-        .timeouts(berth::drive::Timeouts {
-            write: Duration::from_secs(60),
-            ..Default::default()
-        })
-        .start();
-    let mut clients = Vec::new();
-    for _ in 0..clients_n {
-        let mut c = Client::from_stream(server::connect(srv.addr));
-        socket2::SockRef::from(c.stream.socket())
-            .set_recv_buffer_size(64 * 1024)
-            .unwrap();
-        c.send(get_request("/files/big.bin").as_bytes());
-        clients.push(c);
-    }
+    let (_site, srv) = big_file_server(m, "resetroom", LEN, Duration::from_secs(60));
+    let clients: Vec<Client> = (0..clients_n)
+        .map(|_| big_file_reader(srv.addr, 64 * 1024))
+        .collect();
     srv.wait_stats("the clients to be served", |s| {
         s.connections_total >= clients_n as u64
     });
@@ -1461,43 +1484,15 @@ fn files_reset_while_waiting_for_room(m: Model) {
 fn files_write_timeout_resets_stalled_readers(m: Model) {
     const LEN: usize = 8 * 1024 * 1024;
     let clients_n = if m == Model::Single { 1 } else { 8 };
-    let site = Site::new(m, "stalled");
-    std::fs::write(site.root().join("big.bin"), pattern(LEN)).unwrap();
-    let srv = Opts::new(m)
-        .files(site.root())
-        .timeouts(berth::drive::Timeouts {
-            write: Duration::from_secs(1),
-            ..Default::default()
-        })
-        .start();
-    let mut clients = Vec::new();
-    for _ in 0..clients_n {
-        let mut c = Client::from_stream(server::connect(srv.addr));
-        socket2::SockRef::from(c.stream.socket())
-            .set_recv_buffer_size(4096)
-            .unwrap();
-        c.send(get_request("/files/big.bin").as_bytes());
-        clients.push(c);
-    }
+    let (_site, srv) = big_file_server(m, "stalled", LEN, Duration::from_secs(1));
+    let clients: Vec<Client> = (0..clients_n)
+        .map(|_| big_file_reader(srv.addr, 4096))
+        .collect();
     srv.wait_stats("the stalled connections to be given up", |s| {
         s.connections_total >= clients_n as u64 && s.connections_open == 0
     });
     for (i, c) in clients.iter().enumerate() {
-        let mut error = None;
-        let reset = server::wait_for(Duration::from_secs(10), || {
-            error = c.stream.socket().take_error().unwrap();
-            error.is_some()
-        });
-        assert!(
-            reset,
-            "{m}: client {i} never heard that its connection ended"
-        );
-        let e = error.unwrap();
-        assert_eq!(
-            e.kind(),
-            io::ErrorKind::ConnectionReset,
-            "{m}: client {i}: {e}"
-        );
+        wait_reset(c, Duration::from_secs(10), &format!("{m}: client {i}"));
     }
     // The server is still whole: a reader that comes after gets the file.
     let mut c = srv.client();
@@ -1514,29 +1509,11 @@ fn files_write_timeout_resets_stalled_readers(m: Model) {
 fn files_stalled_download_ends_at_the_write_timeout(m: Model) {
     const LEN: usize = 8 * 1024 * 1024;
     const WRITE: Duration = Duration::from_secs(2);
-    let site = Site::new(m, "stalltime");
-    std::fs::write(site.root().join("big.bin"), pattern(LEN)).unwrap();
-    let srv = Opts::new(m)
-        .files(site.root())
-        .timeouts(berth::drive::Timeouts {
-            write: WRITE,
-            ..Default::default()
-        })
-        .start();
-    let mut c = Client::from_stream(server::connect(srv.addr));
-    socket2::SockRef::from(c.stream.socket())
-        .set_recv_buffer_size(4096)
-        .unwrap();
-    c.send(get_request("/files/big.bin").as_bytes());
+    let (_site, srv) = big_file_server(m, "stalltime", LEN, WRITE);
+    let c = big_file_reader(srv.addr, 4096);
     let sent = Instant::now();
-    let mut error = None;
-    server::wait_for(4 * WRITE, || {
-        error = c.stream.socket().take_error().unwrap();
-        error.is_some()
-    });
+    wait_reset(&c, 4 * WRITE, &format!("{m}: the stalled download"));
     let took = sent.elapsed();
-    let e = error.unwrap_or_else(|| panic!("{m}: the stalled download outlived {:?}", 4 * WRITE));
-    assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{m}: {e}");
     assert!(
         took <= 2 * WRITE,
         "{m}: a stalled download ended {took:?} after its request, past twice the write timeout"
@@ -1549,20 +1526,8 @@ fn files_stalled_download_ends_at_the_write_timeout(m: Model) {
 /// that the peer takes bytes.
 fn files_slow_reader_outlives_the_write_timeout(m: Model) {
     const LEN: usize = 1024 * 1024;
-    let site = Site::new(m, "slowhonest");
-    std::fs::write(site.root().join("big.bin"), pattern(LEN)).unwrap();
-    let srv = Opts::new(m)
-        .files(site.root())
-        .timeouts(berth::drive::Timeouts {
-            write: Duration::from_secs(1),
-            ..Default::default()
-        })
-        .start();
-    let mut c = Client::from_stream(server::connect(srv.addr));
-    socket2::SockRef::from(c.stream.socket())
-        .set_recv_buffer_size(16 * 1024)
-        .unwrap();
-    c.send(get_request("/files/big.bin").as_bytes());
+    let (_site, srv) = big_file_server(m, "slowhonest", LEN, Duration::from_secs(1));
+    let mut c = big_file_reader(srv.addr, 16 * 1024);
     // About 400 KB/s: the download takes two and a half write timeouts or so.
     let started = Instant::now();
     let mut got = Vec::new();

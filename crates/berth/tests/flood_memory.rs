@@ -15,6 +15,10 @@
 
 #[path = "support/counting.rs"]
 mod counting;
+// Only its `rss_bytes` here.
+#[allow(dead_code)]
+#[path = "support/idle.rs"]
+mod idle;
 #[path = "support/server.rs"]
 mod server;
 
@@ -51,17 +55,6 @@ fn ping() -> Vec<u8> {
     let mut f = vec![0x89, 0x80 | 125, 1, 2, 3, 4];
     f.extend(std::iter::repeat_n(0u8, 125));
     f
-}
-
-/// Resident set size of this process, in bytes.
-fn rss_bytes() -> isize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb: isize = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kb * 1024
 }
 
 /// Upgrades a connection to `/ws/echo` (not reading the 101: this client reads nothing), with
@@ -134,11 +127,11 @@ fn flood(m: Model) {
         .map(|_| flooder(srv.addr))
         .collect();
     flood_until_stalled(&warm, &format!("{m} warm-up"));
-    let (rss, heap) = (rss_bytes(), counting::live_bytes());
+    let (rss, heap) = (idle::rss_bytes(), counting::live_bytes());
     let clients: Vec<TcpStream> = (0..n).map(|_| flooder(srv.addr)).collect();
     flood_until_stalled(&clients, &m.to_string());
     let per_heap = (counting::live_bytes() - heap) / n as isize;
-    let per_rss = (rss_bytes() - rss) / n as isize;
+    let per_rss = (idle::rss_bytes() - rss) / n as isize;
     println!("{m}: per flooding connection: heap {per_heap} bytes, RSS {per_rss} bytes");
     assert!(
         per_heap <= BOUND,

@@ -11,7 +11,7 @@ use super::counting;
 use super::server::{self, get_request, ModelServer};
 
 /// Resident set size of this process, in bytes.
-fn rss_bytes() -> isize {
+pub fn rss_bytes() -> isize {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let kb: isize = status
         .lines()
