@@ -116,8 +116,35 @@ pub(crate) struct Ring {
     /// Operations in flight whose last completion has not come (a multishot one counts once):
     /// what a drop waits for.
     live: usize,
-    /// Receives are armed with a byte limit ([`Ring::recv_multi`]), until the kernel refuses one.
+    /// Receives are armed with a byte limit ([`Ring::recv_multi`]): on Linux 6.17 and later,
+    /// until the kernel refuses one (a kernel that says it is newer but lacks the limit).
     recv_limit: bool,
+}
+
+/// Whether the running kernel's release (`uname -r`) is at least `major.minor`. Where the
+/// release cannot be read or parsed, false: a feature is only used where it is known to be.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    // SAFETY: utsname is plain bytes; all zeroes is a valid value, and uname fills it.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `uts` is a live utsname for the call to fill.
+    if unsafe { libc::uname(&mut uts) } != 0 {
+        return false;
+    }
+    let release: Vec<u8> = uts
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    let release = String::from_utf8_lossy(&release);
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let (Some(Ok(have_major)), Some(Ok(have_minor))) = (
+        parts.next().map(str::parse::<u32>),
+        parts.next().map(str::parse::<u32>),
+    ) else {
+        return false;
+    };
+    (have_major, have_minor) >= (major, minor)
 }
 
 /// `entry` with its `optlen` set: the field io-uring's `RecvMulti` does not expose, a
@@ -203,7 +230,7 @@ impl Ring {
             bufs,
             sends: Slab::new(),
             live: 0,
-            recv_limit: true,
+            recv_limit: kernel_at_least(6, 17),
         })
     }
 
@@ -667,6 +694,15 @@ mod tests {
             }
         }
         panic!("no completion");
+    }
+
+    #[test]
+    fn the_kernel_release_is_read() {
+        assert!(
+            kernel_at_least(3, 0),
+            "this runs on io_uring, so on 5.1 at least"
+        );
+        assert!(!kernel_at_least(999, 0));
     }
 
     #[test]

@@ -34,6 +34,12 @@
 //! job ends, as in `evloop`. A connection closed with bytes still unsent keeps its slot until
 //! they are sent (or the write timeout passes), then closes.
 //!
+//! A connection's receive is armed with a byte limit (Linux 6.17's multishot receive limit):
+//! one buffer at most is received ahead of what the session has read, and a peer that sends
+//! and never reads costs one buffer (`flood_memory.rs`). Cancelling a multishot receive does not
+//! stop one that a flood keeps busy, so on older kernels a paused connection may take up to the
+//! provided buffers' bytes before the cancellation lands.
+//!
 //! Where io_uring cannot be set up (an old kernel, seccomp, `io_uring_disabled`), starting the
 //! model fails with the cause (`sys::uring::Ring::new`); nothing falls back silently.
 
