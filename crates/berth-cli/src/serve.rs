@@ -254,15 +254,31 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some((plain, _)) = &plain {
         plain.drain(args.shutdown_timeout);
     }
-    std::thread::spawn(|| {
+    // A second signal stops at once: the server closes every connection itself (resetting
+    // those with bytes still waiting for their peer, rather than leaving them to the kernel as
+    // orphans), then the process exits 1; if that takes longer than a moment, it exits anyway.
+    let stops: Vec<_> = std::iter::once(server.stop_handle())
+        .chain(plain.as_ref().map(|(p, _)| p.stop_handle()))
+        .collect();
+    let stopped_at_once = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stopped_at_once.clone();
+    std::thread::spawn(move || {
         if let Ok(again) = drive::signal::wait_for_termination() {
             log::warn!("{again:?} received again: stopping now");
+            flag.store(true, std::sync::atomic::Ordering::Release);
+            for stop in &stops {
+                stop.stop();
+            }
+            std::thread::sleep(std::time::Duration::from_secs(2));
             std::process::exit(1);
         }
     });
     server.join();
     if let Some((plain, _)) = plain {
         plain.join();
+    }
+    if stopped_at_once.load(std::sync::atomic::Ordering::Acquire) {
+        return Err("stopped at once by a second signal: requests in flight were cut off".into());
     }
     log::info!("stopped");
     // The pid file goes with the daemon handle.

@@ -212,11 +212,45 @@ mod websockets_hear_going_away {
 /// `uring` left each socket to the kernel as an orphan retrying into a closed window with its
 /// send buffer full, the client never told.
 fn stalled_downloads_are_reset_at_the_deadline(model: &str) {
-    let root = std::env::temp_dir().join(format!("berth-stalled-{model}-{}", std::process::id()));
+    let (mut berth, clients, root) = stalled_downloads(model, "1");
+    berth.signal("TERM");
+    assert_eq!(
+        berth.wait(Duration::from_secs(10)).code(),
+        Some(0),
+        "{model}: the server did not exit at its deadline"
+    );
+    all_reset(model, &clients);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The same downloads, and a second signal during the drain (shutdown timeout 60 s): the
+/// server stops at once, exit 1, and its connections are reset, not left to the kernel when
+/// the process exits.
+fn stalled_downloads_are_reset_by_a_second_signal(model: &str) {
+    let (mut berth, clients, root) = stalled_downloads(model, "60");
+    berth.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    berth.signal("INT");
+    assert_eq!(
+        berth.wait(Duration::from_secs(10)).code(),
+        Some(1),
+        "{model}: a second signal did not stop the server"
+    );
+    all_reset(model, &clients);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A server of `model` with the shutdown timeout `shutdown` (seconds) and ten clients that
+/// asked it for an 8 MiB file and read nothing; the files' directory.
+fn stalled_downloads(model: &str, shutdown: &str) -> (Berth, Vec<TcpStream>, std::path::PathBuf) {
+    let root = std::env::temp_dir().join(format!(
+        "berth-stalled-{model}-{shutdown}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("big.bin"), vec![7u8; 8 << 20]).unwrap();
     let root_arg = root.to_str().unwrap().to_owned();
-    let (mut berth, addr) = start(&[
+    let (berth, addr) = start(&[
         "--model",
         model,
         "--root",
@@ -224,7 +258,7 @@ fn stalled_downloads_are_reset_at_the_deadline(model: &str) {
         "--write-timeout",
         "60",
         "--shutdown-timeout",
-        "1",
+        shutdown,
     ]);
     let clients: Vec<TcpStream> = (0..10)
         .map(|_| {
@@ -238,12 +272,11 @@ fn stalled_downloads_are_reset_at_the_deadline(model: &str) {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    berth.signal("TERM");
-    assert_eq!(
-        berth.wait(Duration::from_secs(10)).code(),
-        Some(0),
-        "{model}: the server did not exit at its deadline"
-    );
+    (berth, clients, root)
+}
+
+/// Every client sees its connection reset (it reads nothing).
+fn all_reset(model: &str, clients: &[TcpStream]) {
     for (i, s) in clients.iter().enumerate() {
         let mut error = None;
         let told = common::wait_for(Duration::from_secs(5), || {
@@ -261,7 +294,6 @@ fn stalled_downloads_are_reset_at_the_deadline(model: &str) {
             "{model}: client {i}: {e}"
         );
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// One test per model of the registry.
@@ -278,4 +310,20 @@ macro_rules! per_model_stalled {
 
 mod stalled_downloads_are_reset_at_the_deadline {
     berth::with_models!(per_model_stalled! { ($) });
+}
+
+/// One test per model of the registry.
+macro_rules! per_model_second_signal {
+    ([$($module:ident $driver:ident),+] $d:tt) => {$(
+        #[test]
+        fn $module() {
+            super::stalled_downloads_are_reset_by_a_second_signal(
+                berth::drive::Model::$driver.name(),
+            );
+        }
+    )+};
+}
+
+mod stalled_downloads_are_reset_by_a_second_signal {
+    berth::with_models!(per_model_second_signal! { ($) });
 }

@@ -144,11 +144,35 @@ impl Server {
         self.ctl.clone()
     }
 
+    /// A handle that stops the server now from any thread ([`Server::shutdown`]) while another
+    /// waits in [`Server::join`]: a second signal during a drain, say.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(self.ctl.clone())
+    }
+
     /// Waits until every thread has stopped.
     pub fn join(mut self) {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+/// Stops a [`Server`] now, from any thread ([`Server::stop_handle`]).
+#[derive(Clone)]
+pub struct StopHandle(Arc<Control>);
+
+impl StopHandle {
+    /// As [`Server::shutdown`]: every connection is closed now, reset where bytes were still
+    /// waiting for the peer.
+    pub fn stop(&self) {
+        self.0.shutdown();
+    }
+}
+
+impl std::fmt::Debug for StopHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopHandle")
     }
 }
 
