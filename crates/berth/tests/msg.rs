@@ -792,6 +792,27 @@ fn connections_are_decided_raw_or_framed_one_by_one() {
     assert_eq!(read_frame(&mut later).unwrap(), ok());
 }
 
+/// A client that sends its last message and closes is reported readable and gone in one
+/// round, and its message can still be taken in that round (issue 30: it was dropped with the
+/// client, so a request sent just before a close went unanswered and unread).
+#[test]
+fn the_last_message_of_a_client_that_left_can_be_read() {
+    let mut engine = Engine::new(EngineConfig::default()).unwrap();
+    let addr = addr_of(&engine.listen(&tcp_endpoint()).unwrap());
+    let mut s = tcp(addr);
+    s.write_all(&frame(b"leaving")).unwrap();
+    s.write_all(&frame(b"last words")).unwrap();
+    drop(s);
+    let mut got = Vec::new();
+    iterate_until(&mut engine, |r, engine| {
+        for &id in &r.clients_have_data_to_read {
+            got.extend(engine.messages(id));
+        }
+        !r.clients_with_disconnected_connection.is_empty()
+    });
+    assert_eq!(got, vec![b"last words".to_vec()]);
+}
+
 #[test]
 fn a_client_that_takes_no_output_is_dropped_at_the_write_timeout() {
     let config = EngineConfig {

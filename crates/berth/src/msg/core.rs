@@ -282,6 +282,10 @@ pub(crate) struct Core {
     /// Connections accepted on framed stream listeners wait for [`Core::decide_framing`] (framed or
     /// raw) instead of starting their handshake (see `decide_framing`).
     pub(crate) deciding: bool,
+    /// The unread messages of clients that left during this round of the polling API (a
+    /// client that sends its last message and closes is reported readable and gone at once):
+    /// taken by [`Core::take_inbox`], dropped when the next round begins.
+    pub(crate) left_inboxes: Vec<(ClientId, VecDeque<Vec<u8>>)>,
     /// Connections accepted while deciding, not yet handed to the application.
     pub(crate) undecided: Vec<ClientId>,
 }
@@ -320,6 +324,7 @@ impl Core {
             ended_all: false,
             deciding: false,
             undecided: Vec::new(),
+            left_inboxes: Vec::new(),
         }
     }
 
@@ -646,7 +651,9 @@ impl Core {
     /// Takes the unread whole messages of `id`, and reads it again if it was paused for them.
     pub(crate) fn take_inbox(&mut self, id: ClientId) -> VecDeque<Vec<u8>> {
         let Some(c) = self.get_mut(id) else {
-            return VecDeque::new();
+            // Gone in this round with messages unread: they are still the application's.
+            let at = self.left_inboxes.iter().position(|(gone, _)| *gone == id);
+            return at.map_or_else(VecDeque::new, |i| self.left_inboxes.swap_remove(i).1);
         };
         c.inbox_bytes = 0;
         let inbox = std::mem::take(&mut c.inbox);

@@ -347,6 +347,8 @@ impl Engine {
     /// Runs one round of I/O: waits up to `timeout` (`None`: until something happens) for
     /// readiness, reads, writes, times out, and reports what happened.
     pub fn io_iteration(&mut self, timeout: Option<Duration>) -> io::Result<IoIterationResult> {
+        // Messages of clients that left in the last round were the last round's to take.
+        self.core.left_inboxes.clear();
         let mut collector = std::mem::take(&mut self.collector);
         self.core.settle(&mut collector);
         let timeout = if collector.result.is_empty() {
