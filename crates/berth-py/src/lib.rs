@@ -22,9 +22,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use berth::msg::{ClientId, ConnectError, Endpoint, Engine, EngineConfig, Name};
-use pyo3::exceptions::{PyConnectionError, PyOSError, PyValueError};
+use pyo3::exceptions::{PyConnectionError, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator};
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyIterator, PyList, PyTuple};
 
 /// Seconds from Python as a duration; negative or not finite is a `ValueError`.
 fn seconds(s: f64, what: &str) -> PyResult<Duration> {
@@ -57,12 +58,14 @@ impl Core {
 struct Drawn(Py<PyIterator>);
 
 impl Iterator for Drawn {
-    type Item = Vec<u8>;
+    type Item = PyBackedBytes;
 
-    fn next(&mut self) -> Option<Vec<u8>> {
+    fn next(&mut self) -> Option<PyBackedBytes> {
         Python::with_gil(|py| {
             let item = self.0.bind(py).clone().next()?;
-            match item.and_then(|i| i.extract::<Vec<u8>>()) {
+            // `bytes` is borrowed as it is (extracting a `Vec<u8>` went through the sequence
+            // protocol, an int object per byte: a 1 MiB message cost 10x its send_message).
+            match item.and_then(|i| i.extract::<PyBackedBytes>()) {
                 Ok(bytes) => Some(bytes),
                 Err(e) => {
                     e.write_unraisable(py, None);
@@ -73,18 +76,70 @@ impl Iterator for Drawn {
     }
 }
 
+impl Core {
+    /// Queues every item of a list or tuple now; a `TypeError` (and nothing queued) if any
+    /// is not bytes-like.
+    fn send_now<'py>(
+        &mut self,
+        id: ClientId,
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+    ) -> PyResult<bool> {
+        let mut held = Vec::new();
+        for item in items {
+            held.push(item);
+        }
+        let mut views = Vec::with_capacity(held.len());
+        for item in &held {
+            views.push(item.extract::<PyBackedBytes>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "send_messages: a message must be bytes, not {}",
+                    item.get_type()
+                        .name()
+                        .map_or_else(|_| "?".into(), |n| n.to_string())
+                ))
+            })?);
+        }
+        let engine = self.engine();
+        for view in views {
+            if !engine.send_message(id, &view) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
 #[pymethods]
 impl Core {
     /// A new engine. `max_message`: largest message delivered whole, in bytes (default:
-    /// berth's, 64 MiB); `expected_only`: refuse clients whose name was not expected.
+    /// berth's, 64 MiB); `expected_only`: refuse clients whose name was not expected;
+    /// `reuse_port`: share TCP and UDP ports with other processes (`SO_REUSEPORT`, no check
+    /// that the port is free); `nodelay`: `TCP_NODELAY` on TCP connections (default on);
+    /// `buffer_size`: bytes per socket read (default berth's, 64 KiB).
     #[new]
-    #[pyo3(signature = (*, max_message=None, expected_only=false))]
-    fn new(max_message: Option<u64>, expected_only: bool) -> PyResult<Core> {
+    #[pyo3(signature = (*, max_message=None, expected_only=false, reuse_port=false, nodelay=true, buffer_size=None))]
+    fn new(
+        max_message: Option<u64>,
+        expected_only: bool,
+        reuse_port: bool,
+        nodelay: bool,
+        buffer_size: Option<usize>,
+    ) -> PyResult<Core> {
         let mut config = EngineConfig::default();
         if let Some(max) = max_message {
             config.max_message = max;
         }
+        if let Some(size) = buffer_size {
+            if !(1024..=(64 << 20)).contains(&size) {
+                return Err(PyValueError::new_err(format!(
+                    "buffer_size: {size} is not between 1 KiB and 64 MiB"
+                )));
+            }
+            config.buffer_size = size;
+        }
         config.policy.expected_only = expected_only;
+        config.reuse_port = reuse_port;
+        config.nodelay = nodelay;
         let engine = Engine::new(config).map_err(|e| PyOSError::new_err(e.to_string()))?;
         Ok(Core {
             engine: Mutex::new(engine),
@@ -176,13 +231,51 @@ impl Core {
         self.engine().send_message(ClientId::from_raw(client), data)
     }
 
-    /// Queues the messages of an iterable to `client`, drawn lazily as its queue drains;
-    /// false if the client is gone.
+    /// Queues the messages of an iterable to `client`; false if the client is gone. A list or
+    /// a tuple is taken now, as it is at this call (the caller may clear or refill it right
+    /// after, as FI-ASockIOCore's programs do); any other iterable (a generator) is drawn
+    /// lazily as the client's queue drains. An item that is not bytes-like is a `TypeError`
+    /// for a list or tuple (nothing of it is queued); for a lazy one it ends the sequence.
     fn send_messages(&mut self, client: u64, messages: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let id = ClientId::from_raw(client);
+        if let Ok(list) = messages.downcast::<PyList>() {
+            return self.send_now(id, list.iter());
+        }
+        if let Ok(tuple) = messages.downcast::<PyTuple>() {
+            return self.send_now(id, tuple.iter());
+        }
         let it = messages.try_iter()?.unbind();
-        Ok(self
-            .engine()
-            .send_messages(ClientId::from_raw(client), Drawn(it)))
+        Ok(self.engine().send_messages(id, Drawn(it)))
+    }
+
+    /// From now on (`on`), connections accepted on framed listeners wait for `decide`: each
+    /// is listed once by `undecided`, and is not read until decided.
+    fn deciding(&mut self, on: bool) {
+        self.engine().deciding(on);
+    }
+
+    /// The connections accepted since the last call that wait for `decide`.
+    fn undecided(&mut self) -> Vec<u64> {
+        self.engine()
+            .undecided()
+            .into_iter()
+            .map(ClientId::to_raw)
+            .collect()
+    }
+
+    /// Decides how an undecided connection is read: `raw` (admitted now, among the next
+    /// round's unknown clients; bytes as they come, output unframed) or framed (its keyword
+    /// handshake starts). False if it is gone. `close` refuses one.
+    fn decide(&mut self, client: u64, raw: bool) -> bool {
+        self.engine().decide(ClientId::from_raw(client), raw)
+    }
+
+    /// `(host, port)` of a TCP, TLS or UDP client's peer; `None` for a UNIX socket's, or a
+    /// client that is gone.
+    fn peer(&self, client: u64) -> Option<(String, u16)> {
+        self.shared()
+            .peer_addr(ClientId::from_raw(client))
+            .map(|a| (a.ip().to_string(), a.port()))
     }
 
     /// Closes `client` once its queued output is written.

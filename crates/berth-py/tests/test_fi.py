@@ -52,15 +52,19 @@ def wire_client(port: int, keyword: bytes) -> socket.socket:
     return s
 
 
-def next_unknown(core: ASockIOCore) -> int:
-    """Polls `core` until a client is admitted under a name nobody expected; its id."""
+def next_expected(core: ASockIOCore) -> int:
+    """Polls `core` until an expected client connects; its id."""
     deadline = time.time() + WAIT
     while time.time() < deadline:
-        unknown = core.io_iteration(0.05).newly_connected_unknown_clients
-        if unknown:
-            (client_id,) = unknown
+        connected = core.io_iteration(0.05).newly_connected_expected_clients
+        if connected:
+            (client_id,) = connected
             return client_id
-    raise AssertionError("no client was admitted")
+    raise AssertionError("no client connected")
+
+
+def expect(core: ASockIOCore, keyword: bytes) -> int:
+    return core.add_client(Client(ConnectionSettings(ConnectionDirectionRole.client, keyword=keyword)))
 
 
 def port_of(core: ASockIOCore) -> int:
@@ -126,11 +130,6 @@ def test_fi_echo_program_serves_fi_wire_clients():
         big = bytes(range(256)) * 4096  # 1 MiB, received whole then echoed
         bob.sendall(frame(big))
         assert read_frame(bob) == ("data", big)
-        # An unexpected keyword is admitted as an unknown client (FI's default).
-        carol = wire_client(port_of(server.core), b"carol")
-        carol.sendall(frame(b"hi"))
-        assert read_frame(carol) == ("data", b"hi")
-        assert wait_until(lambda: len(server.unknown) == 1)
         alice.close()
         assert wait_until(lambda: server.ids[b"alice"] in server.gone)
 
@@ -159,9 +158,10 @@ def test_send_messages_draws_a_generator_lazily():
     gate = ConnectionSettings(ConnectionDirectionRole.client, ("127.0.0.1", 0))
     core = ASockIOCore({gate})
     core.listen()
+    expect(core, b"sink")
     sink = wire_connect(port_of(core), b"sink")
     sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sink_id = next_unknown(core)
+    sink_id = next_expected(core)
     assert read_frame(sink) == ("data", b"OK")
     drawn = []
 
@@ -186,8 +186,9 @@ def test_a_generator_that_raises_costs_only_its_sequence():
     gate = ConnectionSettings(ConnectionDirectionRole.client, ("127.0.0.1", 0))
     core = ASockIOCore({gate})
     core.listen()
+    expect(core, b"peer")
     peer = wire_connect(port_of(core), b"peer")
-    peer_id = next_unknown(core)
+    peer_id = next_expected(core)
     assert read_frame(peer) == ("data", b"OK")
 
     def broken():
@@ -275,31 +276,85 @@ def closed(s: socket.socket) -> bool:
         return True
 
 
+class AllRaw:
+    def __call__(self, core, connection):
+        return True
+
+
+class RawReverser(InlineProcessor):
+    """The inheritance style over raw connections: each read's bytes, reversed."""
+
+    def on__data_received(self, data: bytes):
+        if data == b"boom":
+            raise RuntimeError("a bug in the application")
+        if data == b"bye":
+            self.output_messages.append(b"ciao")
+            self.mark__socket_as_ready_to_be_closed(True)
+            return
+        self.output_messages.append(data[::-1])
+
+    def on__connection_lost(self):
+        LOST.append(self.client_id)
+
+
 def test_inline_processors_serve_unknown_clients_and_a_failing_one_costs_only_its_connection():
+    """FI's rule: class_for_unknown_clients_inline_processing serves unknown clients (raw
+    connections, by the raw checker); set_inline_processor_for_client serves a named one."""
     gate = ConnectionSettings(ConnectionDirectionRole.client, ("127.0.0.1", 0))
     core = ASockIOCore({gate})
-    core.class_for_unknown_clients_inline_processing = Reverser
+    core.class_for_unknown_clients_inline_processing = RawReverser
+    core.raw_checker_for_new_incoming_connections = AllRaw()
+    core.unknown_clients_are_allowed = True
     core.listen()
+    core.need_to_auto_check_incoming_raw_connection = True
     stop = threading.Event()
     t = threading.Thread(target=run_core, args=(core, stop), daemon=True)
     t.start()
     try:
         port = port_of(core)
-        ann = wire_client(port, b"ann")
-        ben = wire_client(port, b"ben")
-        ann.sendall(frame(b"hello") + frame(b"world"))
-        assert read_frame(ann) == ("data", b"olleh")
-        assert read_frame(ann) == ("data", b"dlrow")
+        ann = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        ben = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        ann.sendall(b"hello")
+        assert read_exact(ann, 5) == b"olleh"
         # Ben's processor raises: Ben's connection ends, Ann is still served.
-        ben.sendall(frame(b"boom"))
+        ben.sendall(b"boom")
         assert closed(ben)
-        ann.sendall(frame(b"abc"))
-        assert read_frame(ann) == ("data", b"cba")
-        # Marked ready to be closed: the answer is written, then the connection closes.
-        ann.sendall(frame(b"bye"))
-        assert read_frame(ann) == ("data", b"ciao ann")
+        ann.sendall(b"abc")
+        assert read_exact(ann, 3) == b"cba"
+        # Marked ready to be closed: the answer is written, then the connection closes, and
+        # the processor hears of it.
+        ann.sendall(b"bye")
+        assert read_exact(ann, 4) == b"ciao"
         assert closed(ann)
-        assert wait_until(lambda: b"ann" in LOST)
+        assert wait_until(lambda: len(LOST) == 1)
+    finally:
+        stop.set()
+        t.join(WAIT)
+        core.close(0.5)
+
+
+def test_a_named_client_gets_its_inline_processor_from_the_program():
+    gate = ConnectionSettings(ConnectionDirectionRole.client, ("127.0.0.1", 0))
+    core = ASockIOCore({gate})
+    core.listen()
+    dan_id = expect(core, b"dan")
+    dan = wire_connect(port_of(core), b"dan")
+    assert next_expected(core) == dan_id
+    core.set_inline_processor_for_client(dan_id, Reverser)
+    stop = threading.Event()
+    t = threading.Thread(target=run_core, args=(core, stop), daemon=True)
+    t.start()
+    try:
+        assert read_frame(dan) == ("data", b"OK")
+        dan.sendall(frame(b"hello") + frame(b"world"))
+        assert read_frame(dan) == ("data", b"olleh")
+        assert read_frame(dan) == ("data", b"dlrow")
+        dan.sendall(frame(b"bye"))
+        assert read_frame(dan) == ("data", b"ciao dan")
+        assert closed(dan)
+        # FI's rule: a client served by an inline processor is removed when it leaves.
+        assert wait_until(lambda: b"dan" in LOST)
+        assert wait_until(lambda: dan_id not in core._expected_clients)
     finally:
         stop.set()
         t.join(WAIT)

@@ -6,7 +6,17 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 class Core:
     """berth's message engine: listeners, named clients, whole messages, the polling API."""
 
-    def __init__(self, *, max_message: Optional[int] = ..., expected_only: bool = ...) -> None: ...
+    def __init__(
+        self,
+        *,
+        max_message: Optional[int] = ...,
+        expected_only: bool = ...,
+        reuse_port: bool = ...,
+        nodelay: bool = ...,
+        buffer_size: Optional[int] = ...,
+    ) -> None:
+        """``reuse_port``: share ports with other processes (SO_REUSEPORT); ``nodelay``:
+        TCP_NODELAY on TCP connections; ``buffer_size``: bytes per socket read (1 KiB-64 MiB)."""
     def listen(self, endpoint: str) -> str:
         """Listens on ``tcp://HOST:PORT`` (or unix://, udp://, tls://); the bound endpoint."""
     def expect(self, name: bytes) -> None:
@@ -23,7 +33,17 @@ class Core:
     def send_message(self, client: int, data: bytes) -> bool:
         """Queues one message; False if the client is gone."""
     def send_messages(self, client: int, messages: Iterable[bytes]) -> bool:
-        """Queues messages drawn lazily from an iterable; False if the client is gone."""
+        """Queues messages: a list or tuple taken at the call (``TypeError`` if an item is not
+        bytes), any other iterable drawn lazily as the queue drains; False if the client is gone."""
+    def deciding(self, on: bool) -> None:
+        """From now on, connections accepted on framed listeners wait for ``decide``."""
+    def undecided(self) -> List[int]:
+        """The connections accepted since the last call that wait for ``decide``."""
+    def decide(self, client: int, raw: bool) -> bool:
+        """Raw (admitted now, bytes as they come, output unframed) or framed (handshake);
+        False if it is gone. ``close`` refuses one."""
+    def peer(self, client: int) -> Optional[Tuple[str, int]]:
+        """``(host, port)`` of a TCP, TLS or UDP client's peer; None for UNIX sockets."""
     def close(self, client: int) -> None:
         """Closes ``client`` once its queued output is written."""
     def name(self, client: int) -> Optional[bytes]: ...

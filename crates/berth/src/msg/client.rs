@@ -86,8 +86,11 @@ impl fmt::Display for ClientId {
 pub(crate) enum Proto {
     /// A client of ours, speaking the framed protocol (keyword first).
     Server(ServerSession),
-    /// A raw listener's client: bytes as they come.
+    /// A raw listener's client, or one decided raw: bytes as they come.
     Raw,
+    /// Accepted while the application decides per connection (`Engine::deciding`): not read
+    /// until it is decided framed ([`Proto::Server`]) or raw ([`Proto::Raw`]).
+    Undecided,
     /// A server we connected to (client mode): frames, and control frames from it.
     Outbound(FrameDecoder),
     /// A WebSocket client (`ws://`): the opening handshake, then a message per WebSocket

@@ -111,6 +111,9 @@ pub struct EngineConfig {
     /// port another process listens on is refused; the threads of one server share theirs
     /// either way.
     pub reuse_port: bool,
+    /// Set `TCP_NODELAY` on TCP connections, accepted and made (the default; off: Nagle's
+    /// algorithm gathers small writes, as a socket does by default).
+    pub nodelay: bool,
     /// The certificate of `tls://` listeners that name none of their own (`--tls-cert`,
     /// `--tls-key`).
     pub tls: Option<crate::net::tls::TlsAcceptor>,
@@ -138,6 +141,7 @@ impl Default for EngineConfig {
             max_opening: 16 * 1024,
             policy: Policy::default(),
             reuse_port: false,
+            nodelay: true,
             tls: None,
             cluster: None,
         }
@@ -275,6 +279,15 @@ pub(crate) struct Core {
     quiet: bool,
     /// Every stream client has been ended with the `shutdown` frame.
     ended_all: bool,
+    /// Connections accepted on framed stream listeners wait for [`Core::decide_framing`] (framed or
+    /// raw) instead of starting their handshake (see `decide_framing`).
+    pub(crate) deciding: bool,
+    /// The unread messages of clients that left during this round of the polling API (a
+    /// client that sends its last message and closes is reported readable and gone at once):
+    /// taken by [`Core::take_inbox`], dropped when the next round begins.
+    pub(crate) left_inboxes: Vec<(ClientId, VecDeque<Vec<u8>>)>,
+    /// Connections accepted while deciding, not yet handed to the application.
+    pub(crate) undecided: Vec<ClientId>,
 }
 
 impl Core {
@@ -309,6 +322,9 @@ impl Core {
             stopping: false,
             quiet: false,
             ended_all: false,
+            deciding: false,
+            undecided: Vec::new(),
+            left_inboxes: Vec::new(),
         }
     }
 
@@ -602,6 +618,18 @@ impl Core {
             self.post(Post::Close(id), id);
             return;
         }
+        if self.get(id).is_some_and(|c| {
+            matches!(
+                c.io,
+                Io::Stream {
+                    proto: Proto::Undecided,
+                    ..
+                }
+            )
+        }) {
+            // Refused before anything was said to it, or read from it.
+            return self.remove(id);
+        }
         if self.get(id).is_some_and(|c| c.phase == Phase::Open) {
             // It will not be read again: a message it streams to someone cannot be finished.
             self.cut_feed(id, "its connection is closing");
@@ -623,7 +651,9 @@ impl Core {
     /// Takes the unread whole messages of `id`, and reads it again if it was paused for them.
     pub(crate) fn take_inbox(&mut self, id: ClientId) -> VecDeque<Vec<u8>> {
         let Some(c) = self.get_mut(id) else {
-            return VecDeque::new();
+            // Gone in this round with messages unread: they are still the application's.
+            let at = self.left_inboxes.iter().position(|(gone, _)| *gone == id);
+            return at.map_or_else(VecDeque::new, |i| self.left_inboxes.swap_remove(i).1);
         };
         c.inbox_bytes = 0;
         let inbox = std::mem::take(&mut c.inbox);

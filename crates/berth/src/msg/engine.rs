@@ -188,6 +188,7 @@ impl Engine {
                 // SO_REUSEPORT always, so the engine threads of a server share the port.
                 let config = ListenConfig {
                     exclusive,
+                    nodelay: self.core.config.nodelay,
                     ..ListenConfig::default()
                 };
                 let l = bind_tcp(*addr, 1, config)
@@ -280,7 +281,7 @@ impl Engine {
                 }
                 .map_err(|e| ConnectError::Protocol(format!("TLS: {e}")))?;
                 let s = StdTcpStream::connect_timeout(addr, timeout)?;
-                s.set_nodelay(true)?;
+                s.set_nodelay(self.core.config.nodelay)?;
                 s.set_read_timeout(Some(timeout))?;
                 s.set_write_timeout(Some(timeout))?;
                 let mut tls = connector.connect(&files.host, s)?;
@@ -298,7 +299,7 @@ impl Engine {
             }
             Address::Tcp(addr) => {
                 let mut s = StdTcpStream::connect_timeout(addr, timeout)?;
-                s.set_nodelay(true)?;
+                s.set_nodelay(self.core.config.nodelay)?;
                 handshake(&mut s, name, timeout)?;
                 s.set_nonblocking(true)?;
                 let peer = Peer {
@@ -346,6 +347,8 @@ impl Engine {
     /// Runs one round of I/O: waits up to `timeout` (`None`: until something happens) for
     /// readiness, reads, writes, times out, and reports what happened.
     pub fn io_iteration(&mut self, timeout: Option<Duration>) -> io::Result<IoIterationResult> {
+        // Messages of clients that left in the last round were the last round's to take.
+        self.core.left_inboxes.clear();
         let mut collector = std::mem::take(&mut self.collector);
         self.core.settle(&mut collector);
         let timeout = if collector.result.is_empty() {
@@ -391,6 +394,34 @@ impl Engine {
         self.core.expire(&mut self.due);
         self.core.settle(sink);
         Ok(())
+    }
+
+    /// From now on (`on`), connections accepted on framed TCP, TLS and UNIX listeners wait
+    /// for the application to decide, per connection, how they are read ([`Engine::decide`]):
+    /// each is listed once by [`Engine::undecided`] and is not read until decided. Its
+    /// handshake timeout runs from its accept, through the decision. (FI-ASockIOCore's
+    /// `raw_checker_for_new_incoming_connections`; raw and WebSocket listeners are not asked.)
+    pub fn deciding(&mut self, on: bool) {
+        self.core.deciding = on;
+    }
+
+    /// Takes the connections accepted since the last call that wait for [`Engine::decide`].
+    pub fn undecided(&mut self) -> Vec<ClientId> {
+        std::mem::take(&mut self.core.undecided)
+    }
+
+    /// Decides how an undecided connection is read: `raw`, it is admitted at once (reported
+    /// among the newly connected unknown clients, anonymous) and its bytes are messages as
+    /// they come, its output unframed; else it starts the keyword handshake as on any framed
+    /// listener. `false` if it is gone (closed, timed out) or not undecided. To refuse one,
+    /// [`Engine::close`] it.
+    pub fn decide(&mut self, client: ClientId, raw: bool) -> bool {
+        self.core.decide_framing(client, raw)
+    }
+
+    /// The address of a TCP, TLS or UDP client's peer (`None` for UNIX sockets).
+    pub fn peer_addr(&self, client: ClientId) -> Option<std::net::SocketAddr> {
+        self.core.peer_addr(client)
     }
 
     /// Expects a client named `name` from now on (as `--expect` does at startup): when it
@@ -567,5 +598,60 @@ impl SetTimeout for StdUnixStream {
     fn set_timeouts(&mut self, t: Option<Duration>) -> io::Result<()> {
         self.set_read_timeout(t)?;
         self.set_write_timeout(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::client::{Io, Stream};
+
+    /// `EngineConfig::nodelay` reaches the sockets: accepted connections inherit it from the
+    /// listener, and a connection made in client mode gets it too (issue 30: FI-ASockIOCore's
+    /// `use_nodelay_inet`, off by default there).
+    #[test]
+    fn nodelay_follows_the_config() {
+        for nodelay in [true, false] {
+            let config = EngineConfig {
+                nodelay,
+                ..EngineConfig::default()
+            };
+            let mut server = Engine::new(config.clone()).unwrap();
+            let at = server
+                .listen(&Endpoint::parse("tcp://127.0.0.1:0").unwrap())
+                .unwrap();
+            let mut client = Engine::new(config).unwrap();
+            let waiter = std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                loop {
+                    let r = server
+                        .io_iteration(Some(Duration::from_millis(20)))
+                        .unwrap();
+                    if !r.newly_connected_unknown_clients.is_empty() || Instant::now() > deadline {
+                        return server;
+                    }
+                }
+            });
+            let id = client.connect(&at, "n", Duration::from_secs(10)).unwrap();
+            let server = waiter.join().unwrap();
+            let nodelay_of = |engine: &Engine, key: usize| match &engine.core.clients[key].io {
+                Io::Stream {
+                    stream: Stream::Tcp(s),
+                    ..
+                } => s.nodelay().unwrap(),
+                _ => panic!("not a TCP client"),
+            };
+            let (key, _) = server.core.clients.iter().next().expect("accepted");
+            assert_eq!(
+                nodelay_of(&server, key),
+                nodelay,
+                "accepted, nodelay {nodelay}"
+            );
+            assert_eq!(
+                nodelay_of(&client, id.key()),
+                nodelay,
+                "made, nodelay {nodelay}"
+            );
+        }
     }
 }

@@ -71,8 +71,11 @@ impl Core {
                 }
                 continue;
             }
+            let undecided = self.deciding && !raw && !websocket;
             let (proto, framing) = if raw {
                 (Proto::Raw, Framing::Raw)
+            } else if undecided {
+                (Proto::Undecided, Framing::Frames)
             } else if websocket {
                 let ws = WsPeer::new(self.config.max_message);
                 (Proto::Ws(Box::new(ws)), Framing::WebSocket)
@@ -92,9 +95,57 @@ impl Core {
             if raw {
                 self.admit(id, None, Arrival::Anonymous);
             } else {
+                // An undecided connection has the handshake's time for its decision and its
+                // keyword together.
                 let at = self.now + self.config.handshake_timeout;
                 self.wheel.set(id.key(), Some(at));
+                if undecided {
+                    self.undecided.push(id);
+                }
             }
+        }
+    }
+
+    /// Decides how an undecided connection is read: raw (admitted at once, anonymous, its
+    /// bytes delivered as they come and its output unframed) or framed (its handshake starts).
+    /// `false` if it is gone or was not undecided.
+    pub(crate) fn decide_framing(&mut self, id: ClientId, raw: bool) -> bool {
+        let limit = self.limit;
+        let names = self.config.policy.names;
+        let Some(c) = self.get_mut(id) else {
+            return false;
+        };
+        let Io::Stream { proto, .. } = &mut c.io else {
+            return false;
+        };
+        if c.phase != Phase::Handshake || !matches!(proto, Proto::Undecided) {
+            return false;
+        }
+        if raw {
+            *proto = Proto::Raw;
+            c.out = OutQueue::new(Framing::Raw);
+            self.admit(id, None, Arrival::Anonymous);
+        } else {
+            *proto = Proto::Server(ServerSession::with_names(limit, names));
+        }
+        // What it sent while undecided is read now.
+        self.resumed.push(id);
+        true
+    }
+
+    /// The address of a TCP (or TLS) client's peer.
+    pub(crate) fn peer_addr(&self, id: ClientId) -> Option<std::net::SocketAddr> {
+        match &self.get(id)?.io {
+            Io::Stream {
+                stream: Stream::Tcp(s),
+                ..
+            } => s.peer_addr().ok(),
+            Io::Stream {
+                stream: Stream::Tls(s),
+                ..
+            } => s.get_ref().peer_addr().ok(),
+            Io::Udp { addr, .. } => Some(*addr),
+            _ => None,
         }
     }
 

@@ -33,14 +33,16 @@ impl Core {
             }
             let Io::Stream {
                 stream,
+                proto,
                 hup,
                 readable,
-                ..
             } = &mut c.io
             else {
                 return;
             };
-            if !*readable || *hup {
+            if !*readable || *hup || matches!(proto, Proto::Undecided) {
+                // (An undecided connection is read once decided: its first bytes say nothing
+                // until the application has said how to read them.)
                 return;
             }
             if c.hold.is_some_and(|h| !h.reserved) {
@@ -148,6 +150,8 @@ impl Core {
                     self.deliver_ws(id, &input[pos..], sink);
                     break;
                 }
+                // Never read (see `pump`).
+                Proto::Undecided => break,
                 Proto::Outbound(decoder) => match decoder.next(&input[pos..]) {
                     Ok((_, None)) => break,
                     Ok((n, Some(p))) => {

@@ -486,6 +486,9 @@ impl Core {
                 self.resumed.push(w);
             }
         }
+        if c.admitted && !c.inbox.is_empty() {
+            self.left_inboxes.push((id, c.inbox));
+        }
         if c.admitted {
             log::debug!("client {id} gone: {}", Shown(c.name.as_ref()));
             self.stats.disconnected();
