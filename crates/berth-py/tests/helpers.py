@@ -1,8 +1,9 @@
-"""What the WSGI and ASGI tests share: starting `python -m berth` on a free port and asking it
-something with http.client."""
+"""What the tests share: starting `python -m berth` on a free port and asking it something with
+http.client; FI's framing for the berth.fi tests."""
 
 import http.client
 import os
+import struct
 import subprocess
 import sys
 
@@ -37,3 +38,18 @@ def request(port, method, path, body=None, headers=None):
     data = r.read()
     conn.close()
     return r, data
+
+
+# --- FI's wire: an 8-byte little-endian length, then the payload -------------------------------
+def frame(payload: bytes) -> bytes:
+    return struct.pack("<Q", len(payload)) + payload
+
+
+def read_exact(s, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed after {} of {} bytes".format(len(out), n))
+        out += chunk
+    return out

@@ -13,24 +13,12 @@ import pytest
 # The only line an FI program changes:
 from berth.fi import ASockIOCore, Client, ConnectionDirectionRole, ConnectionSettings, SimpleNetworkError
 
+from helpers import frame, read_exact  # noqa: E402
+
 WAIT = 10.0
 
 
 # --- an FI-wire client: 8-byte little-endian length, keyword, b"OK" --------------------------
-def frame(payload: bytes) -> bytes:
-    return struct.pack("<Q", len(payload)) + payload
-
-
-def read_exact(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed after {} of {} bytes".format(len(out), n))
-        out += chunk
-    return out
-
-
 def read_frame(s: socket.socket):
     (length,) = struct.unpack("<Q", read_exact(s, 8))
     control = bool(length >> 63)

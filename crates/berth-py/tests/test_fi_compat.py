@@ -17,21 +17,9 @@ import berth.fi
 from berth import fi
 from berth.fi import ASockIOCore, Client, ConnectionDirectionRole, ConnectionSettings, InlineProcessor, SimpleNetworkError
 
+from helpers import frame, read_exact  # noqa: E402
+
 WAIT = 10.0
-
-
-def frame(payload: bytes) -> bytes:
-    return struct.pack("<Q", len(payload)) + payload
-
-
-def read_exact(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed after {} of {} bytes".format(len(out), n))
-        out += chunk
-    return out
 
 
 def read_frame(s: socket.socket) -> bytes:
