@@ -240,3 +240,33 @@ fn stalled_holders_cannot_keep_the_held_budget_from_others() {
         "{stalled} {incomplete}"
     );
 }
+
+/// Found when the attack test failed under load: a second sender refused because the receiver
+/// was already taking a stream was marked as feeding that stream all the same, so when it
+/// left it cut the *first* sender's stream, and the receiver was never told whose message had
+/// been cut. A refused sender that leaves must not touch a stream it never fed.
+#[test]
+fn a_refused_second_streamer_leaving_does_not_cut_the_first() {
+    let server = echo(config(&["rx:streams=1m"]), &[tcp_endpoint()]);
+    let addr = addr_of(&server.endpoints[0]);
+    let mut rx = named(addr, "rx");
+    let mut first = named(addr, "first");
+    first.write_all(&start(50_000, b"@rx abc")).unwrap();
+    let len = read_head(&mut rx);
+    let mut second = named(addr, "second");
+    second.write_all(&start(50_000, b"@rx xyz")).unwrap();
+    // Time for the server to take the second's start and find `rx` busy (this handler gives
+    // no answer to wait for); then the second leaves.
+    std::thread::sleep(Duration::from_millis(300));
+    drop(second);
+    // The first sender's stream goes on, whole, and the receiver gets every byte of it.
+    first.write_all(&vec![b'q'; 50_000 - 7]).unwrap();
+    let got = read_n(&mut rx, len as usize);
+    assert_eq!(&got[..9], b"@first ab");
+    assert!(
+        got[9..].iter().all(|&b| b == b'q' || b == b'c'),
+        "the first sender's stream was cut (zeros in it)"
+    );
+    rx.write_all(&frame(b"still here")).unwrap();
+    assert_eq!(text(read_frame(&mut rx).unwrap()), "still here");
+}

@@ -567,7 +567,10 @@ impl Core {
             opened = q.open_stream(len);
             open = q.stream_open();
         });
-        if known && open {
+        // Only a stream this call opened is fed by the source: when `id` is already receiving
+        // another client's stream, the source is refused and feeds nothing (marking it would
+        // let its stall or departure cut the other client's stream).
+        if known && opened && open {
             self.note_feeding(Some(id));
         }
         known && opened
