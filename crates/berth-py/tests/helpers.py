@@ -53,3 +53,13 @@ def read_exact(s, n: int) -> bytes:
             raise ConnectionError("closed after {} of {} bytes".format(len(out), n))
         out += chunk
     return out
+
+
+def read_to_end(s) -> bytes:
+    """Reads from socket ``s`` until its peer closes it."""
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return out
+        out += chunk

@@ -41,12 +41,7 @@ def raw_exchange(port, head):
     """Sends ``head`` on a connection of its own and reads until the server closes it."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(head)
-        data = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
+        return helpers.read_to_end(sock)
 
 
 def paths(kind, name):

@@ -17,7 +17,7 @@ import berth.fi
 from berth import fi
 from berth.fi import ASockIOCore, Client, ConnectionDirectionRole, ConnectionSettings, InlineProcessor, SimpleNetworkError
 
-from helpers import frame, read_exact  # noqa: E402
+from helpers import frame, read_exact, read_to_end  # noqa: E402
 
 WAIT = 10.0
 
@@ -25,15 +25,6 @@ WAIT = 10.0
 def read_frame(s: socket.socket) -> bytes:
     (length,) = struct.unpack("<Q", read_exact(s, 8))
     return read_exact(s, length)
-
-
-def read_to_end(s: socket.socket) -> bytes:
-    out = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            return out
-        out += chunk
 
 
 def read_until_closed(s: socket.socket) -> bytes:
