@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::msg::{FrameDecoder, Name, Peer, Piece, Policy};
+use bytes::Bytes;
 use mio::net::{TcpListener, UdpSocket, UnixListener};
 use mio::{Interest, Registry, Token};
 use slab::Slab;
@@ -495,11 +496,7 @@ impl Core {
     }
 
     pub(crate) fn send(&mut self, id: ClientId, msg: &[u8]) -> bool {
-        if msg.len() as u64 > id.max_message() {
-            log::debug!(
-                "client {id}: a message of {} bytes fits no datagram",
-                msg.len()
-            );
+        if !self.fits(id, msg.len()) {
             return false;
         }
         if self.is_remote(id) {
@@ -509,17 +506,34 @@ impl Core {
     }
 
     pub(crate) fn send_owned(&mut self, id: ClientId, msg: Vec<u8>) -> bool {
-        if msg.len() as u64 > id.max_message() {
-            log::debug!(
-                "client {id}: a message of {} bytes fits no datagram",
-                msg.len()
-            );
+        if !self.fits(id, msg.len()) {
             return false;
         }
         if self.is_remote(id) {
             return self.post(Post::Message(id, msg), id);
         }
         self.queue(id, false, |q, _| q.push_owned(msg))
+    }
+
+    /// [`Core::send`] of a message whose memory stays its owner's until written (a local
+    /// client's queue writes it from there; another thread's gets a copy).
+    pub(crate) fn send_shared(&mut self, id: ClientId, msg: Bytes) -> bool {
+        if !self.fits(id, msg.len()) {
+            return false;
+        }
+        if self.is_remote(id) {
+            return self.post(Post::Message(id, msg.to_vec()), id);
+        }
+        self.queue(id, false, |q, _| q.push_shared(msg))
+    }
+
+    /// Whether a message of `len` bytes can go to `id` at all (a datagram client's is bounded).
+    fn fits(&self, id: ClientId, len: usize) -> bool {
+        if len as u64 > id.max_message() {
+            log::debug!("client {id}: a message of {len} bytes fits no datagram");
+            return false;
+        }
+        true
     }
 
     /// Queues a sequence to be drawn lazily (local clients only: a sequence does not cross
