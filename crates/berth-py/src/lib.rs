@@ -23,7 +23,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use berth::msg::{ClientId, ConnectError, Endpoint, Engine, EngineConfig, Name};
-use bytes::Bytes;
 use pyo3::exceptions::{PyConnectionError, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -103,7 +102,7 @@ impl Core {
         }
         let engine = self.engine();
         for view in views {
-            if !engine.send_shared(id, Bytes::from_owner(view)) {
+            if !engine.send_shared(id, view) {
                 return Ok(false);
             }
         }
@@ -233,7 +232,7 @@ impl Core {
     /// (a `bytearray` is copied, since it may change).
     fn send_message(&mut self, client: u64, data: PyBackedBytes) -> bool {
         self.engine()
-            .send_shared(ClientId::from_raw(client), Bytes::from_owner(data))
+            .send_shared(ClientId::from_raw(client), data)
     }
 
     /// Queues the messages of an iterable to `client`; false if the client is gone. A list or

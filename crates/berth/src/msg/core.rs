@@ -36,7 +36,7 @@ use slab::Slab;
 use super::client::{Client, ClientId, Io, Phase, Proto, Stream};
 use super::directory::{Directory, Mailboxes, Post};
 use super::endpoint::Endpoint;
-use super::outq::{Framing, IterProducer, OutQueue, Produce};
+use super::outq::{Framing, IterProducer, OutQueue, Produce, SHARE_FROM};
 use super::stats::MsgStats;
 use crate::rt::{BufPool, Wheel};
 
@@ -515,15 +515,24 @@ impl Core {
         self.queue(id, false, |q, _| q.push_owned(msg))
     }
 
-    /// [`Core::send`] of a message whose memory stays its owner's until written (a local
-    /// client's queue writes it from there; another thread's gets a copy).
-    pub(crate) fn send_shared(&mut self, id: ClientId, msg: Bytes) -> bool {
-        if !self.fits(id, msg.len()) {
+    /// [`Core::send`] of a message whose memory stays its owner's until written: a large one
+    /// goes to a local client's queue as it is (another thread's gets a copy); a small one is
+    /// copied into the queue's blocks at once, as any message is.
+    pub(crate) fn send_shared<T>(&mut self, id: ClientId, msg: T) -> bool
+    where
+        T: AsRef<[u8]> + Send + 'static,
+    {
+        let bytes = msg.as_ref();
+        if !self.fits(id, bytes.len()) {
             return false;
         }
         if self.is_remote(id) {
-            return self.post(Post::Message(id, msg.to_vec()), id);
+            return self.post(Post::Message(id, bytes.to_vec()), id);
         }
+        if bytes.len() < SHARE_FROM {
+            return self.queue(id, false, |q, _| q.push_message(bytes));
+        }
+        let msg = Bytes::from_owner(msg);
         self.queue(id, false, |q, _| q.push_shared(msg))
     }
 

@@ -335,9 +335,12 @@ impl Engine {
 
     /// Queues one message whose memory stays with its owner until it is written: a message of
     /// 16 KiB or more goes to the socket from where it lies, without being copied into the
-    /// queue (a binding passes its language's immutable byte strings this way). `false` if
-    /// the client is gone.
-    pub fn send_shared(&mut self, client: ClientId, msg: bytes::Bytes) -> bool {
+    /// queue, and `msg` is dropped once the socket has taken it (a binding passes its
+    /// language's immutable byte strings this way). `false` if the client is gone.
+    pub fn send_shared<T>(&mut self, client: ClientId, msg: T) -> bool
+    where
+        T: AsRef<[u8]> + Send + 'static,
+    {
         self.core.send_shared(client, msg)
     }
 

@@ -20,6 +20,9 @@ use berth_proto::ws::frame::{write_header, Opcode};
 
 /// Messages at least this long get a block of their own instead of being copied into one.
 const OWN_BLOCK: usize = 16 * 1024;
+/// Messages whose memory stays their owner's ([`OutQueue::push_shared`]) are written from it
+/// from this size up; smaller ones are cheaper copied into a block with their neighbours.
+pub(crate) const SHARE_FROM: usize = OWN_BLOCK;
 /// Written-out blocks from this size up are offered back to the engine for reuse.
 pub(crate) const RECYCLE_FROM: usize = 1 << 20;
 /// Most slices per `writev`.
@@ -214,7 +217,7 @@ impl OutQueue {
     /// Queues one whole message whose memory stays its owner's: a large one is written from
     /// there (no copy), a small one is copied into a block like any other.
     pub(crate) fn push_shared(&mut self, msg: Bytes) {
-        if msg.len() < OWN_BLOCK || self.framing == Framing::Datagram {
+        if msg.len() < SHARE_FROM || self.framing == Framing::Datagram {
             return self.push_message(&msg);
         }
         let framing = self.framing;
