@@ -210,8 +210,8 @@ pub(crate) enum ListenSock {
 pub(crate) struct Listener {
     pub(crate) endpoint: Endpoint,
     pub(crate) sock: ListenSock,
-    /// TLS for the connections it accepts (`tls://`).
-    pub(crate) tls: Option<crate::net::tls::TlsAcceptor>,
+    /// What its connections are served over: TLS for `tls://` (and `wss://`), else plain.
+    pub(crate) transport: crate::net::Acceptor,
     /// UDP: registered peers by address.
     udp_peers: HashMap<SocketAddr, usize>,
     /// UDP: clients whose datagrams wait for the socket to take more.
@@ -221,7 +221,7 @@ pub(crate) struct Listener {
 impl Listener {
     pub(crate) fn new(endpoint: Endpoint, sock: ListenSock) -> Listener {
         Listener {
-            tls: None,
+            transport: crate::net::Acceptor::Plain,
             endpoint,
             sock,
             udp_peers: HashMap::new(),

@@ -34,7 +34,7 @@ use super::core::{Arrival, Core, EngineConfig, ListenSock, Listener, Note, Sink}
 use super::endpoint::{Address, Endpoint};
 use super::stats::MsgStats;
 use crate::net::tls::{TlsAcceptor, TlsConnector, TlsSettings, TlsStream};
-use crate::net::{bind_tcp, bind_udp, bind_unix, ListenConfig};
+use crate::net::{bind_tcp, bind_udp, bind_unix, Acceptor, ListenConfig, Socket};
 
 const WAKER: Token = Token(usize::MAX);
 
@@ -205,10 +205,9 @@ impl Engine {
             }
         };
         let mut listener = Listener::new(bound.clone(), sock);
-        listener.tls = match &endpoint.tls {
-            None => None,
-            Some(files) => Some(self.tls_for(files)?),
-        };
+        if let Some(files) = &endpoint.tls {
+            listener.transport = Acceptor::Tls(self.tls_for(files)?);
+        }
         self.core.add_listener(listener)?;
         Ok(bound)
     }
@@ -219,7 +218,10 @@ impl Engine {
         self.core
             .listeners
             .iter()
-            .filter_map(|l| l.tls.clone())
+            .filter_map(|l| match &l.transport {
+                Acceptor::Tls(tls) => Some(tls.clone()),
+                Acceptor::Plain => None,
+            })
             .collect()
     }
 
@@ -293,7 +295,9 @@ impl Engine {
                     ip: Some(addr.ip()),
                 };
                 (
-                    Stream::Tls(Box::new(tls.map_socket(TcpStream::from_std))),
+                    Stream::Tls(Box::new(
+                        tls.map_socket(|s| Socket::Tcp(TcpStream::from_std(s))),
+                    )),
                     peer,
                 )
             }
@@ -306,7 +310,7 @@ impl Engine {
                     transport: Transport::Tcp,
                     ip: Some(addr.ip()),
                 };
-                (Stream::Tcp(TcpStream::from_std(s)), peer)
+                (Stream::Plain(Socket::Tcp(TcpStream::from_std(s))), peer)
             }
             Address::Unix(path) => {
                 let mut s = StdUnixStream::connect(path)?;
@@ -316,7 +320,7 @@ impl Engine {
                     transport: Transport::Unix,
                     ip: None,
                 };
-                (Stream::Unix(UnixStream::from_std(s)), peer)
+                (Stream::Plain(Socket::Unix(UnixStream::from_std(s))), peer)
             }
             Address::Udp(_) => {
                 return Err(ConnectError::Protocol(
@@ -647,7 +651,7 @@ mod tests {
             let server = waiter.join().unwrap();
             let nodelay_of = |engine: &Engine, key: usize| match &engine.core.clients[key].io {
                 Io::Stream {
-                    stream: Stream::Tcp(s),
+                    stream: Stream::Plain(Socket::Tcp(s)),
                     ..
                 } => s.nodelay().unwrap(),
                 _ => panic!("not a TCP client"),
