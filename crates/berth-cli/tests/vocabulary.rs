@@ -642,3 +642,46 @@ fn msg_serve_runs_as_a_daemon() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn msg_serve_serves_a_socket_passed_by_systemd() {
+    // Python passes berth a listening socket as systemd does: descriptor 3, LISTEN_PID
+    // (berth's own: Python execs it) and LISTEN_FDS=1. The tcp:// endpoint given names another
+    // port: the passed socket wins.
+    let script = r#"
+import os, socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(128)
+print("port", s.getsockname()[1], flush=True)
+if s.fileno() != 3:
+    os.dup2(s.fileno(), 3)
+os.set_inheritable(3, True)
+os.environ["LISTEN_PID"] = str(os.getpid())
+os.environ["LISTEN_FDS"] = "1"
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, BIN, "msg", "serve", "-A", "2"])
+        .args(["-l", "tcp://127.0.0.1:1", "-l", "tcp://127.0.0.1:0"]);
+    let mut berth = Berth::spawn_command(&mut cmd);
+    let port = berth.line();
+    let port = port
+        .strip_prefix("port ")
+        .unwrap_or_else(|| panic!("{port}"));
+    let line = berth.line();
+    let endpoints: Vec<&str> = line
+        .strip_prefix("berth msg listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .split(' ')
+        .collect();
+    assert_eq!(endpoints[0], format!("tcp://127.0.0.1:{port}"), "{line}");
+    for endpoint in endpoints {
+        let (status, out, err) = run(&["msg", "send", endpoint, "hi"]);
+        assert!(status.success(), "{endpoint}: {err}");
+        assert_eq!(out, "hi\n");
+    }
+    berth.signal("TERM");
+    assert!(berth.wait(LIMIT).success());
+}

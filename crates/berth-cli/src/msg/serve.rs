@@ -10,6 +10,7 @@ use std::num::NonZeroUsize;
 use berth::app::relay::EchoRelay;
 use berth::drive;
 use berth::msg::{ClusterConfig, Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
+use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth_proto::msg::policy::{parse_name, parse_rule};
 
@@ -21,12 +22,29 @@ use crate::lifecycle;
 pub fn run(args: ServeArgs) -> Result<(), String> {
     // Before any thread starts, so that every thread inherits the blocked mask.
     drive::signal::block_termination().map_err(|e| e.to_string())?;
+    // A listening socket a service manager passed (systemd's socket activation), taken before
+    // any thread starts: the first TCP endpoint listens on it.
+    let mut inherited = activation::listen_fds()
+        .map_err(|e| format!("socket activation: {e}"))?
+        .into_iter();
+    let passed = inherited.next();
+    if inherited.len() > 0 {
+        log::warn!(
+            "socket activation passed {} listening socket(s) more than msg serve uses (one, \
+             for the first tcp:// endpoint): not used",
+            inherited.len()
+        );
+    }
 
     let endpoints: Vec<Endpoint> = args
         .listen
         .iter()
         .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg serve", &err)))
         .collect();
+    let tcp = |e: &Endpoint| matches!(e.address, berth::msg::Address::Tcp(_));
+    if passed.is_some() && !endpoints.iter().any(tcp) {
+        log::warn!("socket activation passed a listening socket, and no tcp:// endpoint takes it");
+    }
     let names = NameRule {
         max: args.max_name,
         strict: args.strict_names,
@@ -83,6 +101,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
             lease: args.cluster_lease,
         }),
         tls,
+        inherited: passed,
         ..defaults
     };
 
