@@ -340,6 +340,17 @@ impl Engine {
         self.core.send(client, msg)
     }
 
+    /// Queues one message whose memory stays with its owner until it is written: a message of
+    /// 16 KiB or more goes to the socket from where it lies, without being copied into the
+    /// queue, and `msg` is dropped once the socket has taken it (a binding passes its
+    /// language's immutable byte strings this way). `false` if the client is gone.
+    pub fn send_shared<T>(&mut self, client: ClientId, msg: T) -> bool
+    where
+        T: AsRef<[u8]> + Send + 'static,
+    {
+        self.core.send_shared(client, msg)
+    }
+
     /// Queues a sequence of messages to `client`, drawn lazily as its queue drains: a million
     /// messages are never in memory at once. `false` if the client is gone.
     pub fn send_messages<I>(&mut self, client: ClientId, messages: I) -> bool
