@@ -247,11 +247,16 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
     let certificate = |cert: &Path, key: &Path| {
         TlsAcceptor::new(TlsSettings::http(cert, key)).map_err(|e| format!("TLS: {e}"))
     };
-    let default_tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(certificate(cert, key)?),
-        _ => None,
+    // --tls-cert and --tls-key: read once, for --host/--port or every tls:// without files.
+    let mut default_tls: Option<TlsAcceptor> = None;
+    let default = |default_tls: &mut Option<TlsAcceptor>| -> Result<_, String> {
+        if let (None, Some(cert), Some(key)) = (&*default_tls, &args.tls_cert, &args.tls_key) {
+            *default_tls = Some(certificate(cert, key)?);
+        }
+        Ok(default_tls.clone())
     };
     if args.listen.is_empty() {
+        let tls = default(&mut default_tls)?;
         let addr = match (args.host.as_str(), args.port)
             .to_socket_addrs()
             .map(|mut a| a.next())
@@ -266,10 +271,14 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
                 ),
             ),
         };
-        return Ok(vec![Listener {
-            addr,
-            tls: default_tls,
-        }]);
+        return Ok(vec![Listener { addr, tls }]);
+    }
+    if args.tls_cert.is_some() && !args.listen.iter().any(|l| l.starts_with("tls://")) {
+        usage_error(
+            "serve",
+            "--tls-cert is for tls:// listeners, and no --listen is one (write tls://HOST:PORT \
+             for HTTPS)",
+        );
     }
     let mut listeners = Vec::new();
     for text in &args.listen {
@@ -289,10 +298,13 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
         }
         let tls = match endpoint.tls.as_ref() {
             None => None,
-            Some(files) => match (&files.cert, &files.key, &default_tls) {
-                (Some(cert), Some(key), _) => Some(certificate(cert, key)?),
-                (None, None, Some(tls)) => Some(tls.clone()),
-                _ => bad("tls:// needs ?cert=FILE&key=FILE, or --tls-cert and --tls-key"),
+            Some(files) => match (&files.cert, &files.key) {
+                (Some(cert), Some(key)) => Some(certificate(cert, key)?),
+                (None, None) => match default(&mut default_tls)? {
+                    Some(tls) => Some(tls),
+                    None => bad("tls:// needs ?cert=FILE&key=FILE, or --tls-cert and --tls-key"),
+                },
+                _ => bad("tls:// needs both ?cert=FILE and key=FILE"),
             },
         };
         let addr = match endpoint.address {

@@ -4,6 +4,8 @@
 //! listeners are addresses; logs are filtered as `RUST_LOG` says and the access log is written
 //! in the formats operators' tools read.
 
+#[path = "../../berth/tests/support/certs.rs"]
+mod certs;
 mod common;
 
 use std::collections::BTreeMap;
@@ -415,6 +417,17 @@ fn serve_listens_on_every_listen_address() {
     // --host/--port is its short form; both at once is a usage error.
     let (status, _, err) = run(&["serve", "--listen", "tcp://127.0.0.1:0", "-p", "1"]);
     assert_eq!(status.code(), Some(2), "{err}");
+    // A certificate no listener takes is a mistake.
+    let (status, _, err) = run(&[
+        "serve",
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--tls-cert",
+        "c.pem",
+        "--tls-key",
+        "k.pem",
+    ]);
+    assert_eq!(status.code(), Some(2), "{err}");
     // What msg serve's endpoints have and HTTP does not is refused.
     for bad in [
         "udp://127.0.0.1:0",
@@ -681,6 +694,64 @@ os.execv(sys.argv[1], sys.argv[1:])
         let (status, out, err) = run(&["msg", "send", endpoint, "hi"]);
         assert!(status.success(), "{endpoint}: {err}");
         assert_eq!(out, "hi\n");
+    }
+    berth.signal("TERM");
+    assert!(berth.wait(LIMIT).success());
+}
+
+/// `curl ARGS`, which the test needs: a missing curl fails it.
+fn curl(args: &[&str]) -> String {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20"])
+        .args(args)
+        .output()
+        .expect("curl is needed by this test (install curl)");
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn serve_listens_on_tls_addresses_with_their_own_or_the_default_certificate() {
+    let certs = certs::Certs::new("vocab-listen");
+    let (cert, key, ca) = (
+        certs.cert.to_str().unwrap(),
+        certs.key.to_str().unwrap(),
+        certs.ca.to_str().unwrap(),
+    );
+    let own = format!("tls://127.0.0.1:0?cert={cert}&key={key}");
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "-A",
+        "1",
+        "-l",
+        &own,
+        "-l",
+        "tls://127.0.0.1:0",
+        "-l",
+        "tcp://127.0.0.1:0",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+    ]);
+    let line = berth.line();
+    let urls: Vec<&str> = line
+        .split_whitespace()
+        .filter(|w| w.starts_with("http://") || w.starts_with("https://"))
+        .collect();
+    assert_eq!(urls.len(), 3, "{line}");
+    assert!(
+        urls[0].starts_with("https://") && urls[1].starts_with("https://"),
+        "{line}"
+    );
+    assert!(urls[2].starts_with("http://"), "{line}");
+    for url in urls {
+        let body = curl(&["--cacert", ca, &format!("{url}/hello/world")]);
+        assert_eq!(body, "Hello, World!", "{url}");
     }
     berth.signal("TERM");
     assert!(berth.wait(LIMIT).success());
