@@ -121,6 +121,11 @@ pub struct EngineConfig {
     /// Join a cluster of servers through NATS (`--cluster`): names are unique across it, and
     /// relays reach clients of other nodes. Read by [`MsgServer`](super::MsgServer) only.
     pub cluster: Option<super::ClusterConfig>,
+    /// A listening TCP socket a service manager passed (socket activation,
+    /// [`activation::listen_fds`](crate::net::activation::listen_fds)): the first TCP
+    /// endpoint (`tcp://`, `tls://`, `ws://`, `wss://`) listens on it instead of binding its
+    /// address, in every thread of a [`MsgServer`](super::MsgServer).
+    pub inherited: Option<std::sync::Arc<socket2::Socket>>,
 }
 
 impl Default for EngineConfig {
@@ -145,6 +150,7 @@ impl Default for EngineConfig {
             nodelay: true,
             tls: None,
             cluster: None,
+            inherited: None,
         }
     }
 }

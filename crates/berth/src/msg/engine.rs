@@ -185,10 +185,17 @@ impl Engine {
         let mut bound = endpoint.clone();
         let sock = match &endpoint.address {
             Address::Tcp(addr) => {
+                // The first TCP endpoint takes a socket the service manager passed.
+                let first_tcp = !self
+                    .core
+                    .listeners
+                    .iter()
+                    .any(|l| matches!(l.endpoint.address, Address::Tcp(_)));
                 // SO_REUSEPORT always, so the engine threads of a server share the port.
                 let config = ListenConfig {
                     exclusive,
                     nodelay: self.core.config.nodelay,
+                    inherited: self.core.config.inherited.clone().filter(|_| first_tcp),
                     ..ListenConfig::default()
                 };
                 let l = bind_tcp(*addr, 1, config)
