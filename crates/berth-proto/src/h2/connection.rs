@@ -396,7 +396,12 @@ impl Connection {
         let result = self.read_frames(now, input, &mut used, output, cx, handler);
         input.drain(..used);
         match result {
-            Err(fail) => return self.fail(fail, input, output),
+            Err(fail) => {
+                // Answers already made go out first, as far as the windows allow: the
+                // client is told as much as it asked for before the error.
+                self.send_data(output, cx);
+                return self.fail(fail, input, output);
+            }
             Ok(Some((stream, job))) => return Step::Offload { stream, job },
             Ok(None) => {}
         }

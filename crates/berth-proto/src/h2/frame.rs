@@ -567,8 +567,8 @@ mod tests {
                 flow: 6
             })
         );
-        // Pad length equal to the rest: too long (§6.1).
-        let bytes = frame(kind::DATA, flag::PADDED, 1, b"\x03abc");
+        // A pad length as long as the whole payload: too long (§6.1).
+        let bytes = frame(kind::DATA, flag::PADDED, 1, b"\x04abc");
         assert_eq!(code(parse(&bytes)), (ErrorCode::PROTOCOL_ERROR, None));
         let bytes = frame(kind::DATA, 0, 0, b"abc");
         assert_eq!(code(parse(&bytes)), (ErrorCode::PROTOCOL_ERROR, None));
