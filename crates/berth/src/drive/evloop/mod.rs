@@ -424,33 +424,30 @@ impl<H: Handler> Loop for EventLoop<H> {
 pub struct Evloop;
 
 impl super::Driver for Evloop {
-    const NAME: &'static str = "evloop";
-    const ABOUT: &'static str = "Accept threads with event loops and a worker pool";
-    const NEEDS: super::Needs = super::Needs {
-        forks: false,
-        children_listen: false,
-        accept_threads: super::AcceptThreads::PerServer,
-        workers: true,
+    const INFO: super::Info = super::Info {
+        name: "evloop",
+        about: "Accept threads with event loops and a worker pool",
+        needs: super::Needs {
+            forks: false,
+            children_listen: false,
+            accept_threads: super::AcceptThreads::PerServer,
+            workers: true,
+        },
+        caps: super::Caps::READINESS,
+        flags: &[],
+        shards: |common, _| common.accept_threads,
+        listeners: |common, _| common.accept_threads,
+        describe: |common, _| {
+            use super::registry::count;
+            format!(
+                "{}, {}, capacity {} per thread",
+                count(common.accept_threads, "accept thread"),
+                count(common.workers, "worker"),
+                common.capacity
+            )
+        },
     };
     type Config = Config;
-
-    fn shards(common: &super::Common, _: &Config) -> usize {
-        common.accept_threads
-    }
-
-    fn listeners(common: &super::Common, _: &Config) -> usize {
-        common.accept_threads
-    }
-
-    fn describe(common: &super::Common, _: &Config) -> String {
-        use super::registry::count;
-        format!(
-            "{}, {}, capacity {} per thread",
-            count(common.accept_threads, "accept thread"),
-            count(common.workers, "worker"),
-            common.capacity
-        )
-    }
 
     fn spawn<S: Service>(
         addr: std::net::SocketAddr,

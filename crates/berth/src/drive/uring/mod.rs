@@ -871,51 +871,47 @@ impl<H: Handler> Loop for UringLoop<H> {
 pub struct Uring;
 
 impl super::Driver for Uring {
-    const NAME: &'static str = "uring";
-    const ABOUT: &'static str =
-        "Accept threads with io_uring loops (multishot accept and receive) and a worker pool";
-    const NEEDS: super::Needs = super::Needs {
-        forks: false,
-        children_listen: false,
-        accept_threads: super::AcceptThreads::PerServer,
-        workers: true,
+    const INFO: super::Info = super::Info {
+        name: "uring",
+        about: "Accept threads with io_uring loops (multishot accept and receive) and a worker \
+                pool",
+        needs: super::Needs {
+            forks: false,
+            children_listen: false,
+            accept_threads: super::AcceptThreads::PerServer,
+            workers: true,
+        },
+        caps: super::Caps::READINESS,
+        flags: &[
+            super::Flag {
+                long: "ring-entries",
+                value_name: "N",
+                help: "uring: submission queue entries of each loop's io_uring",
+                get: |m| m.uring.ring_entries as usize,
+                set: |m, v| m.uring.ring_entries = u32::try_from(v.get()).unwrap_or(u32::MAX),
+            },
+            super::Flag {
+                long: "recv-buffers",
+                value_name: "N",
+                help: "uring: provided receive buffers per loop, shared by its connections (a \
+                       power of two, at most 32768)",
+                get: |m| m.uring.recv_buffers as usize,
+                set: |m, v| m.uring.recv_buffers = u32::try_from(v.get()).unwrap_or(u32::MAX),
+            },
+        ],
+        shards: |common, _| common.accept_threads,
+        listeners: |common, _| common.accept_threads,
+        describe: |common, _| {
+            use super::registry::count;
+            format!(
+                "{}, {}, capacity {} per thread",
+                count(common.accept_threads, "io_uring loop"),
+                count(common.workers, "worker"),
+                common.capacity
+            )
+        },
     };
     type Config = Config;
-    const FLAGS: &'static [super::Flag<Config>] = &[
-        super::Flag {
-            long: "ring-entries",
-            value_name: "N",
-            help: "uring: submission queue entries of each loop's io_uring",
-            get: |c| c.ring_entries as usize,
-            set: |c, v| c.ring_entries = u32::try_from(v.get()).unwrap_or(u32::MAX),
-        },
-        super::Flag {
-            long: "recv-buffers",
-            value_name: "N",
-            help: "uring: provided receive buffers per loop, shared by its connections (a power \
-                   of two, at most 32768)",
-            get: |c| c.recv_buffers as usize,
-            set: |c, v| c.recv_buffers = u32::try_from(v.get()).unwrap_or(u32::MAX),
-        },
-    ];
-
-    fn shards(common: &super::Common, _: &Config) -> usize {
-        common.accept_threads
-    }
-
-    fn listeners(common: &super::Common, _: &Config) -> usize {
-        common.accept_threads
-    }
-
-    fn describe(common: &super::Common, _: &Config) -> String {
-        use super::registry::count;
-        format!(
-            "{}, {}, capacity {} per thread",
-            count(common.accept_threads, "io_uring loop"),
-            count(common.workers, "worker"),
-            common.capacity
-        )
-    }
 
     fn spawn<S: Service>(
         addr: SocketAddr,
