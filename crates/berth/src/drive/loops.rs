@@ -320,7 +320,7 @@ pub(super) trait Loop {
                 // A streamed body has more. Its connection may have ended since (and the slot
                 // been reused: one extra pump is harmless).
                 Done::More => {
-                    if let Some((conn, _)) = self.conn(key).filter(|(c, _)| !c.dead) {
+                    if let Some((conn, _)) = self.conn(key).filter(|(c, _)| !c.is_orphan()) {
                         conn.poke();
                         self.pump(key);
                     }
@@ -332,8 +332,8 @@ pub(super) trait Loop {
                 continue;
             };
             // A cancelled job's slot is dead: its reply (none) frees it.
-            let (false, Some(reply)) = (conn.dead, reply) else {
-                debug_assert!(conn.dead, "a live connection's job was cancelled");
+            let (false, Some(reply)) = (conn.is_orphan(), reply) else {
+                debug_assert!(conn.is_orphan(), "a live connection's job was cancelled");
                 self.free(key);
                 continue;
             };
@@ -354,7 +354,7 @@ pub(super) trait Loop {
             let Some((conn, mut shared)) = self.conn(key) else {
                 continue;
             };
-            if conn.dead {
+            if conn.is_orphan() {
                 continue;
             }
             log::debug!("connection {key} timed out");

@@ -276,14 +276,14 @@ impl<H: Handler> EventLoop<H> {
                         let Some(conn) = self.conns.get_mut(key) else {
                             continue;
                         };
-                        if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            conn.readable = true;
+                        if event.is_readable() {
+                            conn.mark_readable();
                         }
                         if event.is_read_closed() || event.is_error() {
-                            conn.hup = true;
+                            conn.mark_peer_fin();
                         }
                         if event.is_writable() || event.is_write_closed() {
-                            conn.writable = true;
+                            conn.mark_writable();
                         }
                         self.pump(key);
                     }
@@ -334,7 +334,7 @@ impl<H: Handler> EventLoop<H> {
             entry.insert(conn);
             self.state.stats.shard(self.state.id).connection_opened();
             if self.config.read_on_accept {
-                self.conns[key].readable = true;
+                self.conns[key].mark_readable();
                 self.pump(key);
             }
         }
@@ -395,16 +395,16 @@ impl<H: Handler> Loop for EventLoop<H> {
     /// Closes a connection, or marks it dead if a job still refers to its slot.
     fn finish(&mut self, key: usize) {
         let conn = &mut self.conns[key];
-        if conn.dead {
+        if conn.is_orphan() {
             return;
         }
         conn.shut(&mut self.state.pool);
         self.state.wheel.disarm(key);
-        if conn.job_pending {
+        if conn.work_out() {
             // The socket stays open until the job ends; stop hearing about it meanwhile. A job
             // still queued is dropped unrun when a worker takes it, which frees the slot then.
             let _ = self.poll.registry().deregister(conn.stream.source());
-            conn.dead = true;
+            conn.orphan();
             self.state.loops[self.state.owner].set_cancelled(key, true);
         } else {
             // Closing the descriptor removes it from the epoll set; no deregister call needed.

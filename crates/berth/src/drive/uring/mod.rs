@@ -463,8 +463,8 @@ impl<H: Handler> UringLoop<H> {
                 if let Some((key, _)) = self.slot_of(tag) {
                     let slot = &mut self.slots[key];
                     // The poll is over, whoever is left to hear of it (see `release`).
-                    slot.conn.writable = true;
-                    if !slot.conn.dead && !slot.io_ref().closing() {
+                    slot.conn.mark_writable();
+                    if !slot.conn.is_orphan() && !slot.io_ref().closing() {
                         self.pump(key);
                     }
                 }
@@ -545,7 +545,7 @@ impl<H: Handler> UringLoop<H> {
             }
             Ok(None) => {
                 slot.io().set_eof(true);
-                slot.conn.hup = true;
+                slot.conn.mark_peer_fin();
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => rearm = current,
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => return Ok(()),
@@ -560,7 +560,7 @@ impl<H: Handler> UringLoop<H> {
             }
             Err(e) => slot.io().fail(e, &mut self.spares),
         }
-        if slot.io_ref().closing() || slot.conn.dead {
+        if slot.io_ref().closing() || slot.conn.is_orphan() {
             // Nobody reads any more: drop what came.
             slot.io().drop_unread();
             return Ok(());
@@ -574,7 +574,7 @@ impl<H: Handler> UringLoop<H> {
                 self.rearm(key);
             }
         }
-        self.slots[key].conn.readable = true;
+        self.slots[key].conn.mark_readable();
         self.pump(key);
         Ok(())
     }
@@ -594,7 +594,7 @@ impl<H: Handler> UringLoop<H> {
             Err(e) => {
                 log::warn!("loop {}: cannot receive on a connection: {e}", self.state.id);
                 slot.io().fail(e, &mut self.spares);
-                slot.conn.readable = true;
+                slot.conn.mark_readable();
             }
         }
     }
@@ -636,18 +636,18 @@ impl<H: Handler> UringLoop<H> {
         }
         if io.closing() {
             // This send is over: nothing of ours is in the ring unless `more` goes next.
-            slot.conn.writable = true;
+            slot.conn.mark_writable();
             if !more || failed {
                 self.release(key);
             }
             return Ok(());
         }
-        if slot.conn.dead {
+        if slot.conn.is_orphan() {
             return Ok(());
         }
-        slot.conn.writable = true;
+        slot.conn.mark_writable();
         if failed {
-            slot.conn.readable = true;
+            slot.conn.mark_readable();
         }
         self.pump(key);
         Ok(())
@@ -750,7 +750,7 @@ impl<H: Handler> UringLoop<H> {
         self.state.wheel.disarm(key);
         self.state.loops[self.state.id].set_cancelled(key, false);
         let mut slot = self.slots.remove(key);
-        if slot.io_ref().sending() || !slot.conn.writable {
+        if slot.io_ref().sending() || !slot.conn.is_writable() {
             // Bytes unsent, given up on (a write timeout, the server stopping): a reset, not
             // an orphan (`Transport::abort`).
             crate::net::transport::reset_on_close(&slot.io_ref().sock);
@@ -827,18 +827,18 @@ impl<H: Handler> Loop for UringLoop<H> {
     /// Ends a connection: as `evloop` does, or, with bytes still unsent, once they are sent.
     fn finish(&mut self, key: usize) {
         let slot = &mut self.slots[key];
-        if slot.conn.dead || slot.io_ref().closing() {
+        if slot.conn.is_orphan() || slot.io_ref().closing() {
             return;
         }
         let abandoned = slot.conn.shut(&mut self.state.pool);
         self.state.wheel.disarm(key);
-        if slot.conn.job_pending {
+        if slot.conn.work_out() {
             // The slot stays until the job ends; stop receiving meanwhile.
             if slot.io_ref().receiving() {
                 slot.io().set_receiving(false);
                 let _ = self.ring.cancel_recv(slot.recv_tag(key));
             }
-            slot.conn.dead = true;
+            slot.conn.orphan();
             self.state.loops[self.state.id].set_cancelled(key, true);
             return;
         }
