@@ -206,7 +206,7 @@ impl Handler for AsgiHandler {
         let websocket = match websocket_offer(req) {
             None => None,
             Some(_) if !self.websocket => {
-                let why = b"WebSocket needs a model that can wake a connection: evloop or actor\n";
+                let why = b"WebSocket needs a model that can wake a connection (not a blocking one)\n";
                 res.send(501, "text/plain", why);
                 return Handled::Done;
             }
@@ -798,11 +798,9 @@ impl AsgiServer {
         let bridge = Arc::new(Bridge::new(threads).map_err(|e| PyOSError::new_err(e.to_string()))?);
         let service = Asgi {
             bridge: bridge.clone(),
-            // The blocking models wait in `read`: nothing could wake them for the app's sends.
-            websocket: matches!(
-                model,
-                Model::Evloop | Model::Actor | Model::Prefork | Model::Uring
-            ),
+            // The app's sends wake the connection from the bridge's thread: a model that waits
+            // in `read` (a blocking one) could not be woken for them.
+            websocket: model.caps().wakes_upgraded,
         };
         let (engine, bound) = if threads {
             let (server, bound) = py

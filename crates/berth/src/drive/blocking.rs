@@ -194,7 +194,7 @@ fn serve<H: Handler, T: Blocking>(
                         }
                     }
                 }
-                conn.readable = true;
+                conn.mark_readable();
                 conn.pump(&mut lend!())
             }
             // Not with an unlimited budget; if it ever were, going on is right.

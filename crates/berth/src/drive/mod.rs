@@ -56,7 +56,7 @@ use berth_proto::http::Handler;
 use crate::rt::Control;
 
 pub use common::Common;
-pub use registry::{serve, AcceptThreads, Driver, Flag, FlagInfo, Needs, Settings};
+pub use registry::{serve, AcceptThreads, Caps, Driver, Flag, FlagInfo, Info, Needs, Settings};
 
 /// How long a connection may take at each stage; the rules that apply the values are the
 /// HTTP session's (`Session::poll_timeout`), so every model times connections alike.

@@ -148,9 +148,15 @@ where
                 writable,
                 hup,
             } => {
-                self.conn.readable |= readable;
-                self.conn.writable |= writable;
-                self.conn.hup |= hup;
+                if readable {
+                    self.conn.mark_readable();
+                }
+                if writable {
+                    self.conn.mark_writable();
+                }
+                if hup {
+                    self.conn.mark_peer_fin();
+                }
                 self.conn.pump(&mut env)
             }
             ConnMsg::Continue => self.conn.pump(&mut env),
