@@ -108,9 +108,12 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let (grace, hold, max_name) = (args.stop.shutdown_timeout, args.max_held, args.max_name);
     // Detach now: every flag has been checked, and no thread has been started yet.
     let mut daemon = lifecycle::detach(&args.daemon).map_err(|e| e.to_string())?;
-    // One engine thread unless asked: a client's relays to clients of other threads cross a
-    // mailbox, and a streamed relay of 1 GiB (tests/msg.rs) does not finish across threads yet.
-    let threads = args.accept.accept_threads.map_or(1, NonZeroUsize::get);
+    // As serve: one engine thread per core unless asked (relays between clients of different
+    // threads stream and are held back as within one: tests/msg.rs, berth's msg_threads.rs).
+    let threads = args
+        .accept
+        .accept_threads
+        .map_or_else(crate::args::cores, NonZeroUsize::get);
     let server = MsgServer::spawn(&endpoints, config, threads, grace, move |_| {
         EchoRelay::new(hold).with_max_name(max_name)
     })
