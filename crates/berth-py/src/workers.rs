@@ -41,7 +41,7 @@ pub fn listen_shared(host: &str, port: u16) -> PyResult<(i32, String, u16)> {
 /// the port for nobody. False if the parent is already gone.
 #[pyfunction]
 pub fn follow_parent(parent: i32) -> PyResult<bool> {
-    berth::drive::signal::terminate_with_parent(parent)
+    berth::process::signal::terminate_with_parent(parent)
         .map_err(|e| PyOSError::new_err(e.to_string()))
 }
 

@@ -260,7 +260,7 @@ pub fn serve_wsgi(
         .map_err(|_| PyValueError::new_err("shutdown_timeout is not a number of seconds"))?;
     // Before berth's threads start, so that they inherit the blocked mask and the signals
     // come to the wait below.
-    drive::signal::block_termination().map_err(|e| PyOSError::new_err(e.to_string()))?;
+    berth::process::signal::block_termination().map_err(|e| PyOSError::new_err(e.to_string()))?;
     let mut settings = Settings::new(model, addr);
     settings.common.workers = workers.max(1);
     settings.common.listen.exclusive = !reuse_port;
@@ -306,7 +306,7 @@ pub fn serve_wsgi(
         ready.call0(py)?;
     }
     py.allow_threads(|| {
-        let _ = drive::signal::wait_for_termination();
+        let _ = berth::process::signal::wait_for_termination();
         server.drain(grace);
         server.join();
     });

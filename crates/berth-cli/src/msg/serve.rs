@@ -8,7 +8,6 @@
 use std::num::NonZeroUsize;
 
 use berth::app::relay::EchoRelay;
-use berth::drive;
 use berth::msg::{ClusterConfig, Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
 use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
@@ -21,7 +20,7 @@ use crate::lifecycle;
 /// Serves until stopped.
 pub fn run(args: ServeArgs) -> Result<(), String> {
     // Before any thread starts, so that every thread inherits the blocked mask.
-    drive::signal::block_termination().map_err(|e| e.to_string())?;
+    berth::process::signal::block_termination().map_err(|e| e.to_string())?;
     // A listening socket a service manager passed (systemd's socket activation), taken before
     // any thread starts: the first TCP endpoint listens on it.
     let mut inherited = activation::listen_fds()
@@ -143,7 +142,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         }
         log::info!("{signal:?} received: telling clients and closing (up to {grace:?})");
         stopper.stop();
-        if let Ok(again) = drive::signal::wait_for_termination() {
+        if let Ok(again) = berth::process::signal::wait_for_termination() {
             log::warn!("{again:?} received again: stopping now");
             std::process::exit(1);
         }

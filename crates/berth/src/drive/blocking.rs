@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 
 use berth_proto::http::{Handler, Limits};
 
-use super::clock::DateCache;
-use super::files::Files;
 use super::pump::{Blocks, Conn, Env, Fate};
 use super::stall::Stalls;
 use super::Timeouts;
+use crate::files::Files;
 use crate::net::{Acceptor, Blocking};
+use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, StopKind};
 use crate::stats::Stats;
 use crate::sys::io::{peer_reset, poll_either, poll_readable, Ready};

@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::blocking::{self, ConnConfig};
-use super::clock::DateCache;
-use super::{signal, Server, Service};
+use crate::rt::DateCache;
+use super::{Server, Service};
+use crate::process::signal;
 use crate::net::Acceptor;
 use crate::rt::Control;
 use crate::stats::Stats;

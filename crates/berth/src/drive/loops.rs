@@ -21,12 +21,12 @@ use berth_proto::http::{Handler, Limits};
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Poll, Token, Waker};
 
-use super::clock::DateCache;
-use super::files::Files;
 use super::pump::{Conn, Env, Fate};
 use super::workers::{self, Done, LoopConn, LoopQueue, Offloaded, Task};
 use super::{Server, Service, Timeouts};
+use crate::files::Files;
 use crate::net::{Acceptor, Transport};
+use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, Wheel};
 use crate::stats::Stats;
 

@@ -24,14 +24,10 @@
 mod accept;
 pub mod blocking;
 mod body;
-pub mod clock;
 mod common;
-pub mod daemon;
-pub mod files;
 mod loops;
 mod pump;
 pub mod registry;
-pub mod signal;
 mod stall;
 mod workers;
 
@@ -99,8 +95,8 @@ pub trait Service: Clone + Send + Sync + 'static {
 
     /// Where the files of [`Handled::File`](berth_proto::http::Handled::File) answers are
     /// opened. The default has no root: every file request is answered 404.
-    fn files(&self) -> files::Files {
-        files::Files::none()
+    fn files(&self) -> crate::files::Files {
+        crate::files::Files::none()
     }
 }
 

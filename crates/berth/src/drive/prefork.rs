@@ -14,7 +14,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{evloop, signal, Common, Server, Service};
+use super::{evloop, Common, Server, Service};
+use crate::process::signal;
 use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 use crate::rt::Control;
 use crate::stats::Stats;

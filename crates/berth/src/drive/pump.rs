@@ -44,11 +44,11 @@ use berth_proto::http::pump::{Action, Core};
 use berth_proto::http::{Context, FileError, FileRequest, Handler, Limits, Reply};
 
 use super::body::{Body, Sent};
-use super::clock::DateCache;
-use super::files::OpenFile;
 use super::Timeouts;
+use crate::files::OpenFile;
 use crate::net::{Acceptor, Stream, Transport};
 use crate::rt::BufPool;
+use crate::rt::DateCache;
 use crate::stats::Stats;
 
 /// How a pumped connection's I/O waits (see the module docs): each question the loop asks
@@ -1022,7 +1022,8 @@ mod tests {
     use super::*;
     use crate::app::{Demo, DemoConfig};
     use crate::drive::blocking::{self, ConnConfig, Serving};
-    use crate::drive::{files::Files, Service};
+    use crate::drive::Service;
+    use crate::files::Files;
     use crate::net::transport::NoSendFile;
     use crate::net::{Blocking, Evented};
     use crate::stats::Stats;

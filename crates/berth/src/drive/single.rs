@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use super::blocking::{self, has_pending_input, Active, ConnConfig};
-use super::clock::DateCache;
+use crate::rt::DateCache;
 use super::{Server, Service};
 use crate::net::Acceptor;
 use crate::rt::Control;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::blocking::{self, Active, ConnConfig};
-use super::clock::DateCache;
+use crate::rt::DateCache;
 use super::{Server, Service};
 use crate::net::Acceptor;
 use crate::rt::{Control, StopKind};

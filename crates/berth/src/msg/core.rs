@@ -259,6 +259,8 @@ pub(crate) struct Core {
     pub(crate) config: EngineConfig,
     wheel: Wheel,
     pool: BufPool,
+    /// The `Date` of WebSocket handshake answers, formatted once a second.
+    date: crate::rt::DateCache,
     scratch: Vec<u8>,
     pub(crate) now: Instant,
     /// Clients whose output to try writing.
@@ -314,6 +316,7 @@ impl Core {
             outbox_waiters: Vec::new(),
             wheel: Wheel::new(Duration::from_millis(100), 1024, config.capacity, now),
             pool: BufPool::new(config.buffer_size, 64, 4),
+            date: crate::rt::DateCache::default(),
             scratch: Vec::with_capacity(MAX_DATAGRAM + 1),
             now,
             dirty: Vec::new(),

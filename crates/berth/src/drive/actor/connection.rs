@@ -16,9 +16,9 @@ use berth_proto::http::{FileError, FileRequest, Handler, Limits, Reply};
 use crossbeam_channel::Sender;
 
 use super::runtime::{Actor, Addr, Context};
-use crate::drive::clock::DateCache;
+use crate::rt::DateCache;
 use crate::drive::pump::{Conn, Env, Fate};
-use crate::drive::files::OpenFile;
+use crate::files::OpenFile;
 use crate::drive::workers::{self, Offloaded, ReplyTo, Task};
 use crate::drive::Timeouts;
 use crate::rt::BufPool;

@@ -42,7 +42,7 @@ use self::connection::{ConnActor, ConnMsg, Shared};
 use self::files::FilesActor;
 use self::runtime::{Addr, Runtime, Spawner};
 use super::accept;
-use super::clock::DateCache;
+use crate::rt::DateCache;
 use super::pump::Conn;
 use super::workers;
 use super::{Server, Service, Timeouts};
