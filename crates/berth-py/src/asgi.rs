@@ -1059,6 +1059,7 @@ impl AsgiServer {
         let version = match call.version {
             Version::Http10 => intern!(py, "1.0"),
             Version::Http11 => intern!(py, "1.1"),
+            Version::Http2 => intern!(py, "2"),
         };
         scope.set_item(intern!(py, "http_version"), version)?;
         match &call.websocket {

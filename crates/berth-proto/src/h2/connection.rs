@@ -214,7 +214,10 @@ pub struct Connection {
     acked: bool,
     decoder: Decoder,
     streams: BTreeMap<u32, Stream>,
-    /// The highest stream id the client opened.
+    /// The highest stream id the client used: ids at or below it are no longer idle (§5.1.1).
+    highest: u32,
+    /// The highest stream id berth took up (served, refused or reset): what GOAWAY names.
+    /// After a GOAWAY it no longer moves: later streams are ignored (§6.8).
     last_stream: u32,
     /// Streams closed after END_STREAM both ways (late HEADERS: STREAM_CLOSED).
     closed: VecDeque<u32>,
@@ -274,6 +277,7 @@ impl Connection {
             started: false,
             acked: false,
             streams: BTreeMap::new(),
+            highest: 0,
             last_stream: 0,
             closed: VecDeque::new(),
             reset: VecDeque::new(),
@@ -313,6 +317,25 @@ impl Connection {
     /// True once the connection is over (its last output written, it is to be closed).
     pub fn is_closed(&self) -> bool {
         self.phase == Phase::Closed
+    }
+
+    /// Bytes the connection holds for its streams: request bodies being buffered, answers
+    /// waiting for window, a header block being received. Bounded by the settings: each body
+    /// by [`Limits::max_body_bytes`](crate::http::Limits::max_body_bytes), each answer by what
+    /// one reply or one take of a streamed one carries, the block by twice
+    /// [`H2Config::max_header_list_size`].
+    pub fn buffered(&self) -> usize {
+        let streams: usize = self
+            .streams
+            .values()
+            .map(|s| s.body.len() + s.out.len())
+            .sum();
+        streams + self.block.as_ref().map_or(0, |b| b.buf.len())
+    }
+
+    /// The HPACK dynamic table's size in bytes (at most [`H2Config::header_table_size`]).
+    pub fn table_size(&self) -> usize {
+        self.decoder.table_size()
     }
 
     /// Jobs out for this connection's streams.
@@ -388,9 +411,8 @@ impl Connection {
         if !self.started {
             self.start(output);
         }
-        if self.drain && !self.goaway_sent {
-            self.goaway_sent = true;
-            frame::write_goaway(output, self.last_stream, ErrorCode::NO_ERROR, b"");
+        if self.drain {
+            self.goaway_now(output);
         }
         let mut used = 0;
         let result = self.read_frames(now, input, &mut used, output, cx, handler);
@@ -416,6 +438,9 @@ impl Connection {
             return Step::Close;
         }
         if (self.goaway_sent || self.peer_gone) && self.streams.is_empty() {
+            // RFC 9113 §6.8: an endpoint should send GOAWAY before it closes, even after the
+            // peer's.
+            self.goaway_now(output);
             self.phase = Phase::Closed;
             return Step::Close;
         }
@@ -423,6 +448,14 @@ impl Connection {
             Step::Flush
         } else {
             Step::Read
+        }
+    }
+
+    /// Writes the GOAWAY of a drain (NO_ERROR, the last stream taken up), once.
+    fn goaway_now(&mut self, output: &mut Vec<u8>) {
+        if !self.goaway_sent {
+            self.goaway_sent = true;
+            frame::write_goaway(output, self.last_stream, ErrorCode::NO_ERROR, b"");
         }
     }
 
@@ -630,6 +663,11 @@ impl Connection {
         }
     }
 
+    /// A stream the client opened after berth's GOAWAY: its frames are dropped (§6.8).
+    fn ignored(&self, id: u32) -> bool {
+        self.goaway_sent && id > self.last_stream
+    }
+
     /// Counts a frame that carries nothing (or resets the count).
     fn count_empty(&mut self, empty: bool) -> Result<(), Fail> {
         if !empty {
@@ -707,13 +745,13 @@ impl Connection {
         self.conn_grant += flow;
         self.count_empty(data.is_empty() && !end_stream)?;
         let Some(s) = self.streams.get_mut(&id) else {
-            if id > self.last_stream {
+            if id > self.highest {
                 return Err(Fail::Conn(
                     ErrorCode::PROTOCOL_ERROR,
                     "DATA on an idle stream",
                 ));
             }
-            if !self.reset.contains(&id) {
+            if !self.ignored(id) && !self.reset.contains(&id) {
                 self.reset_stream(id, ErrorCode::STREAM_CLOSED, output)?;
             }
             return Ok(None);
@@ -740,33 +778,44 @@ impl Connection {
             self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
             return Ok(None);
         }
-        if let Some(feed) = &s.feed {
+        // Past the limit (streamed or not): the body is dropped from here on, whatever waits
+        // for it is told, and the client is answered 413 at once, not after it sent the rest.
+        let too_large = !s.discard && s.received > cx.limits.max_body_bytes as u64;
+        if too_large {
+            s.discard = true;
+            s.body = Vec::new();
+            s.head = None;
+            if let Some(feed) = s.feed.take() {
+                feed.abort();
+            }
+        }
+        if s.discard {
+            s.grant += data.len() as u32;
+        } else if let Some(feed) = &s.feed {
             if !data.is_empty() && feed.push(data.to_vec()).is_err() {
                 // The job stopped reading: the rest is dropped, and granted at once.
                 s.feed = None;
                 s.discard = true;
-            }
-            if s.discard {
                 s.grant += data.len() as u32;
             } else {
+                // Granted as the job takes it (grant_windows).
                 s.held += data.len() as u32;
             }
         } else {
             // Buffered whole for the handler: taking it into the body is consuming it.
             s.grant += data.len() as u32;
-            if !s.discard {
-                if s.body.len() + data.len() > cx.limits.max_body_bytes {
-                    s.discard = true;
-                    s.body = Vec::new();
-                } else {
-                    s.body.extend_from_slice(data);
-                }
-            }
+            s.body.extend_from_slice(data);
+        }
+        let answered = matches!(s.answer, Answer::Sending | Answer::Done);
+        if end_stream {
+            s.recv_closed = true;
+        }
+        if too_large && !answered {
+            self.answer_status(id, 413, "request body too large", output, handler);
         }
         if !end_stream {
             return Ok(None);
         }
-        s.recv_closed = true;
         self.end_of_body(id, output, cx, handler)
     }
 
@@ -826,14 +875,16 @@ impl Connection {
             } else {
                 BlockFor::Trailers
             }
-        } else if id > self.last_stream {
-            self.last_stream = id;
+        } else if id > self.highest {
+            self.highest = id;
             if self.goaway_sent {
+                // §6.8: past the GOAWAY's last stream, the client retries elsewhere.
                 BlockFor::Ignore
             } else {
+                self.last_stream = id;
                 BlockFor::Request { self_dependent }
             }
-        } else if self.reset.contains(&id) {
+        } else if self.ignored(id) || self.reset.contains(&id) {
             BlockFor::Ignore
         } else if self.closed.contains(&id) {
             BlockFor::Gone(ErrorCode::STREAM_CLOSED)
@@ -926,9 +977,11 @@ impl Connection {
     ) -> Result<Option<(u32, H::Job)>, Fail> {
         self.counts.streams += 1;
         if self.counts.streams >= u64::from(self.config.max_streams_per_connection) && !self.drain {
-            // This stream is the last served: GOAWAY with its id at the next process.
+            // This stream is the last served: GOAWAY with its id now, so that no stream read
+            // after it in the same input is served past the budget.
             self.drain = true;
             self.counts.exhausted = 1;
+            self.goaway_now(output);
         }
         if self_dependent {
             self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
@@ -961,6 +1014,8 @@ impl Connection {
                 return Ok(None);
             }
         };
+        let mark = (self.local_window() / 2).max(1) as usize;
+        let waker = self.waker.clone();
         let Some(s) = self.streams.get_mut(&id) else {
             return Ok(None);
         };
@@ -983,6 +1038,13 @@ impl Connection {
         }
         if H::STREAMS_BODY && cx.stream_bodies {
             let (writer, stream) = crate::http::body_stream();
+            // The stream window is granted back only for what the job took: the stream is
+            // full (its room hook runs, waking the driver) at half a window, the batch
+            // grant_windows sends.
+            writer.full_at(mark);
+            if let Some(wake) = waker {
+                writer.on_room(move || wake());
+            }
             s.feed = Some(writer);
             return Ok(self.dispatch(id, &head, &[], Some(stream), output, cx, handler));
         }
@@ -1015,7 +1077,7 @@ impl Connection {
             date: cx.date,
             keep_alive: true,
             head_only,
-            version: Version::Http11,
+            version: Version::Http2,
             sent: None,
         };
         let handled = head.with_request(body, |req| match stream {
@@ -1236,7 +1298,7 @@ impl Connection {
     }
 
     fn on_rst(&mut self, now: Instant, id: u32) -> Result<(), Fail> {
-        if id > self.last_stream {
+        if id > self.highest {
             return Err(Fail::Conn(
                 ErrorCode::PROTOCOL_ERROR,
                 "RST_STREAM on an idle stream",
@@ -1355,7 +1417,7 @@ impl Connection {
             }
             return Ok(());
         }
-        if id > self.last_stream {
+        if id > self.highest {
             return Err(Fail::Conn(
                 ErrorCode::PROTOCOL_ERROR,
                 "WINDOW_UPDATE on an idle stream",
@@ -1381,10 +1443,16 @@ impl Connection {
     fn grant_windows(&mut self, output: &mut Vec<u8>) {
         let half = (self.local_window() / 2).max(1) as u32;
         for (&id, s) in self.streams.iter_mut() {
-            if s.held > 0 && s.feed.as_ref().is_some_and(|f| !f.is_full()) {
-                // The job has room: what it was given is taken.
-                s.grant += s.held;
-                s.held = 0;
+            if s.held > 0 {
+                // What the job took of what it was given is consumed (all of it once the
+                // stream is gone: the job dropped it, or the body was refused).
+                let queued = s
+                    .feed
+                    .as_ref()
+                    .map_or(0, |f| f.queued())
+                    .min(s.held as usize);
+                s.grant += s.held - queued as u32;
+                s.held = queued as u32;
             }
             if s.grant >= half && !s.recv_closed && !s.reset {
                 frame::write_window_update(output, id, s.grant);
@@ -1405,6 +1473,7 @@ impl Connection {
     fn send_data(&mut self, output: &mut Vec<u8>, cx: &Context<'_>) -> bool {
         let high = cx.limits.output_high_water.max(1);
         let mut stalled = false;
+        let mut sent = false;
         loop {
             let mut progress = false;
             let ids: Vec<u32> = self
@@ -1418,6 +1487,7 @@ impl Connection {
             }
             for id in ids {
                 if output.len() >= high {
+                    self.stall_since = None;
                     return true;
                 }
                 let Some(s) = self.streams.get_mut(&id) else {
@@ -1466,6 +1536,7 @@ impl Connection {
                 let end = n == left && s.out_end;
                 frame::write_data(output, id, &s.out[s.out_pos..s.out_pos + n], end);
                 self.data_frames_sent += 1;
+                sent = true;
                 s.out_pos += n;
                 s.send_window -= n as i64;
                 self.send_window -= n as i64;
@@ -1479,7 +1550,9 @@ impl Connection {
                 break;
             }
         }
-        if !stalled {
+        if !stalled || sent {
+            // The write timeout runs from when the windows stopped all progress, not from the
+            // first stall: a long answer to a client that keeps opening its window lives.
             self.stall_since = None;
         }
         self.stalled = stalled;
@@ -1511,10 +1584,11 @@ fn is_connection_specific(name: &str) -> bool {
 impl Connection {
     /// When [`Connection::expire`] is due if nothing happens first (see
     /// [`Session::poll_timeout`](crate::http::Session::poll_timeout) for the rules' names):
-    /// the write timeout while output waits or a response waits for a window the client does
-    /// not open; the header timeout from the first byte of the preface or of a header block
-    /// until it is complete; the body timeout while a request body is arriving; nothing while
-    /// only jobs are out; else the idle timeout.
+    /// the write timeout while output waits or a response waits for a window the client does not
+    /// open (counted from the last DATA sent); the header timeout from the first byte of the
+    /// preface, of a header block or of any frame other than DATA until it is complete; the
+    /// body timeout while a request body is arriving; nothing while only jobs (or streamed
+    /// answers' producers) are awaited; else the idle timeout.
     pub fn poll_timeout(
         &mut self,
         input: &[u8],
@@ -1526,6 +1600,16 @@ impl Connection {
             return Some(now + t.write);
         }
         if matches!(self.phase, Phase::Preface | Phase::Settings) || self.block.is_some() {
+            return Some(*self.head_since.get_or_insert(now) + t.header);
+        }
+        // A frame cut short in the input (`process` takes every whole one): a DATA frame is
+        // body arriving; any other is held to the header timeout from its first byte, so that
+        // a frame dribbled a byte at a time cannot hold the connection forever.
+        if !input.is_empty() {
+            let data = Header::parse(input).is_some_and(|h| h.kind == frame::kind::DATA);
+            if data {
+                return Some(now + t.body);
+            }
             return Some(*self.head_since.get_or_insert(now) + t.header);
         }
         self.head_since = None;
@@ -1542,14 +1626,13 @@ impl Connection {
         if !self.streams.is_empty() {
             return None;
         }
-        let _ = input;
         Some(now + t.idle)
     }
 
     /// The deadline of [`Connection::poll_timeout`] passed. A preface or header block that
     /// never completed, a body that stopped arriving or an idle connection: GOAWAY and close
-    /// (bodies that stopped are answered 408 first); a response whose window never opened:
-    /// close. Jobs are not timed.
+    /// (bodies that stopped are answered 408 first); a response whose window stayed shut
+    /// past the write timeout: GOAWAY and close. Jobs are not timed.
     pub fn expire<H: Handler>(
         &mut self,
         now: Instant,
@@ -1558,11 +1641,13 @@ impl Connection {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        let _ = (now, cx);
+        let _ = now;
         if self.phase == Phase::Closed {
             return Step::Close;
         }
         if self.stalled {
+            // The client left a window shut past the write timeout: told, and closed.
+            frame::write_goaway(output, self.last_stream, ErrorCode::NO_ERROR, b"timeout");
             self.close_all();
             input.clear();
             return Step::Close;
@@ -1586,6 +1671,8 @@ impl Connection {
                     handler,
                 );
             }
+            // The 408s go out whole, as far as the windows allow, before the GOAWAY.
+            self.send_data(output, cx);
         }
         if self.started {
             frame::write_goaway(output, self.last_stream, ErrorCode::NO_ERROR, b"timeout");

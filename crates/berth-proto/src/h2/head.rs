@@ -51,9 +51,7 @@ impl ReqHead {
             target: &self.target,
             path,
             query,
-            // berth's `Version` has no HTTP/2 yet: handlers see a request that keeps its
-            // connection, which is what HTTP/1.1 means to them (see the module docs).
-            version: Version::Http11,
+            version: Version::Http2,
             headers: &headers,
             body,
         };
@@ -241,6 +239,7 @@ mod tests {
         .unwrap();
         head.with_request(b"", |req| {
             assert_eq!(req.method, Method::Get);
+            assert_eq!(req.version, Version::Http2);
             assert_eq!(req.path, "/a");
             assert_eq!(req.query, Some("b=1"));
             assert_eq!(req.header("host"), Some(&b"example.com"[..]));

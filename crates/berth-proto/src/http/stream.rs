@@ -161,6 +161,8 @@ struct State {
     /// A declared length's bytes not yet taken ([`Reply::with_length`]): the body must end
     /// exactly there.
     left: Option<u64>,
+    /// Queued bytes at which the stream is full, if not [`WINDOW`] ([`StreamWriter::full_at`]).
+    mark: Option<usize>,
     /// Called when the consumer is parked and the producer pushes or ends.
     wake: Option<Box<dyn Fn() + Send>>,
     /// Called when a full stream has room again, or the consumer goes.
@@ -168,6 +170,11 @@ struct State {
 }
 
 impl State {
+    /// Queued bytes at which the stream is full.
+    fn mark(&self) -> usize {
+        self.mark.unwrap_or(WINDOW)
+    }
+
     /// The body went past its declared length: it ends unfinished, nothing more sent.
     fn cut(&mut self) {
         self.ended = true;
@@ -235,7 +242,7 @@ impl StreamWriter {
             s.chunks.push_back(bytes);
             self.wake(&mut s);
         }
-        let room = s.queued < WINDOW;
+        let room = s.queued < s.mark();
         s.full = !room;
         Ok(room)
     }
@@ -260,6 +267,19 @@ impl StreamWriter {
         }
     }
 
+    /// Makes the stream full at `mark` queued bytes (at least 1) instead of [`WINDOW`]: for
+    /// a producer whose own peer is held to a smaller window, so that the room hook runs as
+    /// soon as the consumer has taken enough to be worth letting the peer send again (an
+    /// HTTP/2 request body, whose stream window is granted only as the application takes it).
+    pub fn full_at(&self, mark: usize) {
+        self.0.lock().mark = Some(mark.max(1));
+    }
+
+    /// Bytes pushed that the consumer has not taken yet.
+    pub fn queued(&self) -> usize {
+        self.0.lock().queued
+    }
+
     /// Whether the connection has gone.
     pub fn is_gone(&self) -> bool {
         self.0.lock().abandoned
@@ -268,7 +288,7 @@ impl StreamWriter {
     /// Whether the stream is full: the producer should wait for room.
     pub fn is_full(&self) -> bool {
         let s = self.0.lock();
-        s.queued >= WINDOW && !s.abandoned
+        s.queued >= s.mark() && !s.abandoned
     }
 
     /// Runs `hook` (on the consumer's thread) whenever a full stream has room again, and once
@@ -353,7 +373,7 @@ impl BodyStream {
                 data.extend_from_slice(&chunk);
             }
         }
-        if s.full && s.queued < WINDOW {
+        if s.full && s.queued < s.mark() {
             s.full = false;
             if let Some(room) = &s.room {
                 room();
@@ -421,7 +441,7 @@ impl BodyStream {
                 out.extend_from_slice(&chunk);
             }
         }
-        if s.full && s.queued < WINDOW {
+        if s.full && s.queued < s.mark() {
             s.full = false;
             if let Some(room) = &s.room {
                 room();

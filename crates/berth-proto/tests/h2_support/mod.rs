@@ -3,13 +3,18 @@
 //! demo application's routes the vectors use.
 #![allow(dead_code)]
 
+pub mod vectors;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::h2::frame::{self, kind, ErrorCode, Header, HEADER_LEN};
 use berth_proto::h2::hpack::{self, Decoder, ListLimits};
 use berth_proto::h2::{Connection, H2Config, Step};
 use berth_proto::http::{
-    body_stream, Context, Handled, Handler, Job, Limits, Reply, Request, Response,
+    body_stream, BodyStream, Context, Handled, Handler, Job, Limits, Popped, Reply, Request,
+    Response, Timeouts,
 };
 
 pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
@@ -22,6 +27,9 @@ pub struct Demo;
 pub enum TestJob {
     Empty,
     Streamed(usize),
+    /// A request body streamed to the job ([`Sink`]): it takes what has come and answers
+    /// `200 taken=<bytes> <end|aborted|more>`.
+    Sink(BodyStream),
 }
 
 impl Job for TestJob {
@@ -34,7 +42,43 @@ impl Job for TestJob {
                 writer.end();
                 Reply::streamed(200, b"first".to_vec(), stream)
             }
+            TestJob::Sink(stream) => {
+                let mut taken = 0;
+                let how = loop {
+                    match stream.pop(1 << 20) {
+                        Popped::Data(d) => taken += d.len(),
+                        Popped::Ended => break "end",
+                        Popped::Aborted => break "aborted",
+                        Popped::Empty => break "more",
+                    }
+                };
+                Reply::new(
+                    200,
+                    "text/plain",
+                    format!("taken={taken} {how}").into_bytes(),
+                )
+            }
         }
+    }
+}
+
+/// [`Demo`]'s routes, and request bodies streamed to a job ([`TestJob::Sink`]) where the
+/// driver allows it.
+pub struct Sink;
+
+impl Handler for Sink {
+    type Job = TestJob;
+    const STREAMS_BODY: bool = true;
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<TestJob> {
+        Demo.handle(req, res)
+    }
+    fn handle_streamed(
+        &mut self,
+        _req: &Request<'_>,
+        body: BodyStream,
+        _res: &mut Response<'_>,
+    ) -> Handled<TestJob> {
+        Handled::Offload(TestJob::Sink(body))
     }
 }
 
@@ -199,31 +243,51 @@ pub fn hear(mut out: &[u8]) -> Heard {
 }
 
 /// A server connection driven in memory, with a manual clock.
-pub struct Server {
+pub struct Server<H: Handler = Demo> {
     pub conn: Connection,
-    pub handler: Demo,
+    pub handler: H,
     pub limits: Limits,
+    pub timeouts: Timeouts,
+    /// What [`Context::stream_bodies`] says.
+    pub stream_bodies: bool,
     pub input: Vec<u8>,
     pub output: Vec<u8>,
     pub now: Instant,
-    pub held: Vec<(u32, TestJob)>,
+    pub held: Vec<(u32, H::Job)>,
     /// Hold jobs until [`Server::finish`].
     pub hold: bool,
     pub closed: bool,
+    /// Times the connection's waker was called.
+    pub wakes: Arc<AtomicUsize>,
 }
 
-impl Server {
+impl Server<Demo> {
     pub fn new(config: H2Config) -> Self {
+        Server::with(config, Demo)
+    }
+}
+
+impl<H: Handler> Server<H> {
+    pub fn with(config: H2Config, handler: H) -> Self {
+        let mut conn = Connection::new(config);
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        conn.set_waker(Arc::new(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        }));
         Server {
-            conn: Connection::new(config),
-            handler: Demo,
+            conn,
+            handler,
             limits: Limits::default(),
+            timeouts: Timeouts::default(),
+            stream_bodies: false,
             input: Vec::new(),
             output: Vec::new(),
             now: Instant::now(),
             held: Vec::new(),
             hold: true,
             closed: false,
+            wakes,
         }
     }
 
@@ -234,13 +298,12 @@ impl Server {
         Context {
             limits,
             date: DATE,
-            stream_bodies: false,
+            stream_bodies: self.stream_bodies,
         }
     }
 
     /// Runs the connection on what it has, as a driver would.
-    fn drive(&mut self, mut step: Step<TestJob>) {
-        let cx = self.cx();
+    fn drive(&mut self, mut step: Step<H::Job>) {
         let mut spins = 0;
         loop {
             spins += 1;
@@ -251,24 +314,10 @@ impl Server {
                     return;
                 }
                 Step::Read => return,
-                Step::Flush => {
-                    // The output is "written": it stays in `output`, which the test reads
-                    // whole; the high-water mark is about the driver's buffer, so the
-                    // connection is shown an empty one.
-                    let mut out = std::mem::take(&mut self.output);
-                    step = self.conn.process(
-                        self.now,
-                        &mut self.input,
-                        &mut self.output,
-                        &cx,
-                        &mut self.handler,
-                    );
-                    out.append(&mut self.output);
-                    self.output = out;
-                    if matches!(step, Step::Flush) && self.input.is_empty() {
-                        // Nothing more to read and still full: output only; go on.
-                    }
-                }
+                // The output is "written": it stays in `output`, which the test reads whole;
+                // the high-water mark is about the driver's buffer, so the connection is
+                // shown an empty one (`process` does).
+                Step::Flush => step = self.process(),
                 Step::Offload { stream, job } => {
                     if self.hold {
                         self.held.push((stream, job));
@@ -282,7 +331,7 @@ impl Server {
         }
     }
 
-    fn process(&mut self) -> Step<TestJob> {
+    fn process(&mut self) -> Step<H::Job> {
         let cx = self.cx();
         let mut out = Vec::new();
         let step = self
@@ -292,7 +341,7 @@ impl Server {
         step
     }
 
-    fn complete(&mut self, stream: u32, reply: Reply) -> Step<TestJob> {
+    fn complete(&mut self, stream: u32, reply: Reply) -> Step<H::Job> {
         let cx = self.cx();
         let mut out = Vec::new();
         let step = self.conn.complete(
@@ -318,6 +367,30 @@ impl Server {
         self.drive(step);
     }
 
+    /// The driver was woken (a producer pushed, a job took body): `process` with no new input.
+    pub fn pump(&mut self) {
+        self.feed(&[]);
+    }
+
+    /// A job's reply comes, as a driver would pass it.
+    pub fn reply(&mut self, stream: u32, reply: Reply) {
+        if self.closed {
+            return;
+        }
+        let step = self.complete(stream, reply);
+        self.drive(step);
+    }
+
+    /// Takes the held job of `stream`.
+    pub fn take_job(&mut self, stream: u32) -> H::Job {
+        let at = self
+            .held
+            .iter()
+            .position(|(s, _)| *s == stream)
+            .unwrap_or_else(|| panic!("no job held for stream {stream}"));
+        self.held.remove(at).1
+    }
+
     /// All input is in: runs held jobs.
     pub fn finish(&mut self) {
         self.hold = false;
@@ -331,12 +404,18 @@ impl Server {
         }
     }
 
-    /// The deadline passes: expire, as a driver would.
+    /// The deadline [`Connection::poll_timeout`] gives now (the output is written).
+    pub fn deadline(&mut self) -> Option<Instant> {
+        self.conn
+            .poll_timeout(&self.input, false, self.now, &self.timeouts)
+    }
+
+    /// Time passes; if the deadline passes, expire, as a driver would. Returns the deadline
+    /// that was in force.
     pub fn advance(&mut self, by: Duration) -> Option<Instant> {
-        let t = berth_proto::http::Timeouts::default();
-        let deadline = self.conn.poll_timeout(&self.input, false, self.now, &t);
+        let deadline = self.deadline();
         self.now += by;
-        if deadline.is_some_and(|d| d <= self.now) {
+        if deadline.is_some_and(|d| d <= self.now) && !self.closed {
             let cx = self.cx();
             let mut out = Vec::new();
             let step =
@@ -346,6 +425,11 @@ impl Server {
             self.drive(step);
         }
         deadline
+    }
+
+    /// What the server said so far.
+    pub fn heard(&self) -> Heard {
+        hear(&self.output)
     }
 }
 
