@@ -157,7 +157,7 @@ impl Job for AsgiJob {
     const DEFERRED: bool = true;
 
     fn run(self) -> Reply {
-        berth::proto::http::run_here(self)
+        berth::drive::blocking::run_here(self)
     }
 
     fn start(self, answer: Answer) {

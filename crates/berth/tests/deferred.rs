@@ -104,7 +104,7 @@ impl Job for Deferred {
     const DEFERRED: bool = true;
 
     fn run(self) -> Reply {
-        berth::proto::http::run_here(self)
+        berth::drive::blocking::run_here(self)
     }
 
     fn start(self, answer: Answer) {
@@ -180,15 +180,21 @@ fn upload(
     stream.on_room(answer.waker());
     let (mut len, mut sum) = (0usize, 0u64);
     let mut out = Vec::new();
+    // This thread parks while the body has nothing new, woken by the stream's data hook.
+    let me = std::thread::current();
+    stream.on_data(move || me.unpark());
     loop {
         out.clear();
-        match stream.take(
-            &mut out,
-            1 << 20,
-            false,
-            false,
-            Some(Duration::from_secs(20)),
-        ) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let taken = loop {
+            match stream.take(&mut out, 1 << 20, false, false) {
+                berth::proto::http::Taken::Empty if Instant::now() < deadline => {
+                    std::thread::park_timeout(deadline - Instant::now());
+                }
+                taken => break taken,
+            }
+        };
+        match taken {
             berth::proto::http::Taken::Bytes(_) => {
                 len += out.len();
                 sum += out.iter().map(|&b| b as u64).sum::<u64>();

@@ -1497,7 +1497,7 @@ impl Connection {
                     s.out.clear();
                     s.out_pos = 0;
                     if let Some(src) = &s.source {
-                        match src.take(&mut s.out, TAKE, false, s.head_only, None) {
+                        match src.take(&mut s.out, TAKE, false, s.head_only) {
                             Taken::Bytes(_) | Taken::Empty => {}
                             Taken::Ended => {
                                 s.source = None;

@@ -69,13 +69,11 @@ pub(crate) fn run_job<J: berth_proto::http::Job>(
     stats.job_started();
     // A deferred job (answered by another thread) is waited for here: only the models that run
     // jobs inline call this with one (the event loops start them, see `workers::offload`).
-    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        berth_proto::http::run_here(job)
-    }))
-    .unwrap_or_else(|_| {
-        log::debug!("a job panicked; answered 500");
-        berth_proto::http::Reply::failed()
-    });
+    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| blocking::run_here(job)))
+        .unwrap_or_else(|_| {
+            log::debug!("a job panicked; answered 500");
+            berth_proto::http::Reply::failed()
+        });
     stats.job_finished();
     reply
 }
