@@ -1,11 +1,11 @@
 //! Streamed response bodies, and answers that come later from elsewhere.
 //!
-//! A [`Job`] usually runs on a worker and returns its [`Reply`] whole. Two things
+//! A [`Job`](super::Job) usually runs on a worker and returns its [`Reply`] whole. Two things
 //! that does not cover, which an application running on another thread's event loop (a Python
 //! ASGI app, say) needs:
 //!
-//! - **Deferred answers.** A job whose [`Job::DEFERRED`] is true is not
-//!   given a worker: the model calls [`Job::start`] on its own thread with an
+//! - **Deferred answers.** A job whose [`Job::DEFERRED`](super::Job::DEFERRED) is true is not
+//!   given a worker: the model calls [`Job::start`](super::Job::start) on its own thread with an
 //!   [`Answer`], and the job hands its request to whoever will answer it and returns at once.
 //!   The answer comes back through [`Answer::reply`], from any thread; the connection waits
 //!   meanwhile, costing no thread. An answer dropped without a reply is answered 500, so a
