@@ -137,6 +137,8 @@ pub(crate) struct Call {
     stream: Option<BodyStream>,
     /// A WebSocket opening handshake (the `websocket` scope), checked.
     websocket: Option<WsOffer>,
+    /// The client's address: the scope's `client`, where the connection has one.
+    peer: Option<std::net::SocketAddr>,
 }
 
 /// What accepting a WebSocket needs from its opening handshake.
@@ -206,7 +208,8 @@ impl Handler for AsgiHandler {
         let websocket = match websocket_offer(req) {
             None => None,
             Some(_) if !self.websocket => {
-                let why = b"WebSocket needs a model that can wake a connection (not a blocking one)\n";
+                let why =
+                    b"WebSocket needs a model that can wake a connection (not a blocking one)\n";
                 res.send(501, "text/plain", why);
                 return Handled::Done;
             }
@@ -254,6 +257,7 @@ impl AsgiHandler {
             body: req.body.to_vec(),
             stream,
             websocket,
+            peer: req.peer,
         };
         Handled::Offload(AsgiJob {
             call: Box::new(call),
@@ -1083,7 +1087,12 @@ impl AsgiServer {
         }
         scope.set_item(intern!(py, "headers"), headers)?;
         scope.set_item(intern!(py, "server"), self.server_tuple.bind(py))?;
-        scope.set_item(intern!(py, "client"), py.None())?;
+        match call.peer {
+            Some(peer) => {
+                scope.set_item(intern!(py, "client"), (peer.ip().to_string(), peer.port()))?
+            }
+            None => scope.set_item(intern!(py, "client"), py.None())?,
+        }
         if let Some(state) = state {
             scope.set_item(intern!(py, "state"), state.copy()?)?;
         }

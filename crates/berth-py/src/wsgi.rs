@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth::drive::{self, Model, Service, Settings};
-use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response};
+use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response, Version};
 use pyo3::exceptions::{PyOSError, PyValueError};
 
 use crate::front::{self, percent_decode, whole_reply, REFUSAL};
@@ -55,6 +55,9 @@ struct Call {
     query: String,
     headers: Vec<(String, Vec<u8>)>,
     body: Vec<u8>,
+    version: Version,
+    /// The client's address (`REMOTE_ADDR`, `REMOTE_PORT`), where the connection has one.
+    peer: Option<std::net::SocketAddr>,
 }
 
 impl Handler for WsgiHandler {
@@ -72,6 +75,8 @@ impl Handler for WsgiHandler {
                 .map(|h| (h.name.to_owned(), h.value.to_vec()))
                 .collect(),
             body: req.body.to_vec(),
+            version: req.version,
+            peer: req.peer,
         })
     }
 }
@@ -103,7 +108,16 @@ impl Call {
         env.set_item("QUERY_STRING", &self.query)?;
         env.set_item("SERVER_NAME", &self.app.server_name)?;
         env.set_item("SERVER_PORT", &self.app.server_port)?;
-        env.set_item("SERVER_PROTOCOL", "HTTP/1.1")?;
+        let protocol = match self.version {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2",
+        };
+        env.set_item("SERVER_PROTOCOL", protocol)?;
+        if let Some(peer) = self.peer {
+            env.set_item("REMOTE_ADDR", peer.ip().to_string())?;
+            env.set_item("REMOTE_PORT", peer.port().to_string())?;
+        }
         // The body is whole in memory, its chunked coding (if any) undone by berth: the app
         // is told its length, whatever framed it on the wire. Flask (werkzeug) and Django read
         // `wsgi.input` only as far as CONTENT_LENGTH says (werkzeug reads a body with

@@ -455,3 +455,16 @@ def test_a_blocking_model_refuses_websockets_with_501():
         assert e.value.response.status_code == 501
     finally:
         helpers.stop(proc)
+
+
+def test_the_clients_address_reaches_the_scope(server):
+    """The scope's ``client`` is the connection's peer (Starlette's request.client), as every
+    ASGI server fills it."""
+    _, port = server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /client HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = helpers.read_to_end(s)
+        mine = s.getsockname()[1]
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), answer
+    assert json.loads(body) == {"host": "127.0.0.1", "port": mine}

@@ -156,3 +156,16 @@ def test_a_chunked_request_body_reaches_django_whole():
         assert second.endswith(b"\r\n\r\nfg"), data
     finally:
         helpers.stop(proc)
+
+
+def test_the_clients_address_reaches_flask(server):
+    """REMOTE_ADDR and REMOTE_PORT are the connection's peer (Flask's request.remote_addr), as
+    every WSGI server fills them; SERVER_PROTOCOL is the request's version."""
+    _, port = server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /client HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = helpers.read_to_end(s)
+        mine = s.getsockname()[1]
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), answer
+    assert json.loads(body) == {"addr": "127.0.0.1", "port": str(mine), "protocol": "HTTP/1.1"}

@@ -233,6 +233,7 @@ mod tests {
         version: Version::Http11,
         headers: &[],
         body: b"",
+        peer: None,
     };
 
     fn req(path: &str) -> FileRequest {

@@ -207,6 +207,8 @@ struct Rates {
 /// One HTTP/2 connection's server state. See the [module docs](self) for the call order.
 pub struct Connection {
     config: H2Config,
+    /// The client's address, for each request ([`Request::peer`]).
+    peer: Option<std::net::SocketAddr>,
     phase: Phase,
     /// Our SETTINGS were written.
     started: bool,
@@ -268,9 +270,16 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
+    /// The address of the connection's peer, which every request of it carries
+    /// ([`Request::peer`](crate::http::Request::peer)).
+    pub fn set_peer(&mut self, peer: Option<std::net::SocketAddr>) {
+        self.peer = peer;
+    }
+
     /// A connection at its start, before the client's preface.
     pub fn new(config: H2Config) -> Self {
         Connection {
+            peer: None,
             decoder: Decoder::new(config.header_table_size as usize),
             config,
             phase: Phase::Preface,
@@ -1080,7 +1089,7 @@ impl Connection {
             version: Version::Http2,
             sent: None,
         };
-        let handled = head.with_request(body, |req| match stream {
+        let handled = head.with_request(body, self.peer, |req| match stream {
             Some(stream) => handler.handle_streamed(req, stream, &mut res),
             None => handler.handle(req, &mut res),
         });

@@ -36,7 +36,12 @@ impl ReqHead {
     }
 
     /// Calls `f` with the [`Request`] this head and `body` make.
-    pub fn with_request<R>(&self, body: &[u8], f: impl FnOnce(&Request<'_>) -> R) -> R {
+    pub fn with_request<R>(
+        &self,
+        body: &[u8],
+        peer: Option<std::net::SocketAddr>,
+        f: impl FnOnce(&Request<'_>) -> R,
+    ) -> R {
         let headers: Vec<httparse::Header<'_>> = self
             .fields
             .iter()
@@ -54,6 +59,7 @@ impl ReqHead {
             version: Version::Http2,
             headers: &headers,
             body,
+            peer,
         };
         f(&req)
     }
@@ -237,7 +243,7 @@ mod tests {
             &Limits::default(),
         )
         .unwrap();
-        head.with_request(b"", |req| {
+        head.with_request(b"", None, |req| {
             assert_eq!(req.method, Method::Get);
             assert_eq!(req.version, Version::Http2);
             assert_eq!(req.path, "/a");

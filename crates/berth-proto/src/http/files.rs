@@ -512,6 +512,7 @@ mod tests {
             version: Version::Http11,
             headers: &hs,
             body: b"",
+            peer: None,
         };
         FileRequest::parse(&req, "f").unwrap()
     }
@@ -565,6 +566,7 @@ mod tests {
                 version: Version::Http11,
                 headers: &[],
                 body: b"",
+                peer: None,
             };
             FileRequest::parse(&req, rel).unwrap()
         };

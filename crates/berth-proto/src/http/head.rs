@@ -3,6 +3,7 @@
 //! protocols.
 
 use std::mem::MaybeUninit;
+use std::net::SocketAddr;
 
 use super::framing::{reject, Reject};
 use super::limits::Limits;
@@ -91,7 +92,7 @@ pub(super) struct ParsedHead<'h, 'b> {
 }
 
 impl<'h, 'b> ParsedHead<'h, 'b> {
-    pub(super) fn into_request(self, body: &'b [u8]) -> Request<'h>
+    pub(super) fn into_request(self, body: &'b [u8], peer: Option<SocketAddr>) -> Request<'h>
     where
         'b: 'h,
     {
@@ -122,6 +123,7 @@ impl<'h, 'b> ParsedHead<'h, 'b> {
             version: self.version,
             headers: self.headers,
             body,
+            peer,
         }
     }
 }

@@ -130,6 +130,12 @@ impl Core {
         }
     }
 
+    /// Tells the session its peer's address, which every request carries
+    /// ([`Request::peer`](super::Request::peer)); drivers call it once, at accept.
+    pub fn set_peer(&mut self, peer: Option<std::net::SocketAddr>) {
+        self.session.set_peer(peer);
+    }
+
     /// The HTTP session (done with the connection once it was handed over).
     pub fn session(&self) -> &Session {
         &self.session

@@ -88,6 +88,10 @@ pub struct Request<'a> {
     pub headers: &'a [httparse::Header<'a>],
     /// The complete body (chunked transfer coding already removed).
     pub body: &'a [u8],
+    /// The address of the connection's peer, when the driver knows it (TCP and TLS over
+    /// TCP; `None` over a UNIX socket or in memory): the access log's client, WSGI's
+    /// `REMOTE_ADDR`, ASGI's `client`.
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 impl<'a> Request<'a> {

@@ -160,6 +160,8 @@ pub struct Session {
     /// When the first byte of the request now being read arrived: the header timeout runs
     /// from here, however slowly the rest trickles in.
     request_since: Option<Instant>,
+    /// The client's address, given to each request ([`Request::peer`]).
+    peer: Option<std::net::SocketAddr>,
 }
 
 /// How long a connection may take at each stage before it is given up on. The values are the
@@ -203,7 +205,14 @@ impl Session {
             feed: None,
             wind_down: false,
             request_since: None,
+            peer: None,
         }
+    }
+
+    /// The address of the connection's peer, which every request of it carries
+    /// ([`Request::peer`]): the driver says it once, when the connection is accepted.
+    pub fn set_peer(&mut self, peer: Option<std::net::SocketAddr>) {
+        self.peer = peer;
     }
 
     /// Makes the next response carry `Connection: close` and end the connection, whatever the
@@ -696,7 +705,7 @@ impl Session {
             }
             _ => return Ok(HeadOutcome::Body { head_len, framing }),
         }
-        let request = head.into_request(&[]);
+        let request = head.into_request(&[], self.peer);
         let step = self.answer(&request, framing.keep_alive, output, cx, handler);
         Ok(HeadOutcome::Answered {
             len: head_len,
@@ -727,7 +736,7 @@ impl Session {
                 return Some(self.refuse(r, head_only, output, cx, handler));
             }
         };
-        let request = head.into_request(&bytes[head_len..body_end]);
+        let request = head.into_request(&bytes[head_len..body_end], self.peer);
         self.answer(&request, framing.keep_alive, output, cx, handler)
     }
 
@@ -750,7 +759,7 @@ impl Session {
                 return Some(self.refuse(r, head_only, output, cx, handler));
             }
         };
-        let request = parsed.into_request(&[]);
+        let request = parsed.into_request(&[], self.peer);
         let (writer, stream) = body_stream();
         let body = match framing.body {
             // Fixed lengths were checked against max_body, so they fit.

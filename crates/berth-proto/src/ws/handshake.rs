@@ -122,6 +122,7 @@ mod tests {
             version: Version::Http11,
             headers,
             body: b"",
+            peer: None,
         }
     }
 

@@ -77,6 +77,7 @@ pub fn open(input: &[u8], path: &str, max_head: usize, offer: &Offer<'_>, date: 
         },
         headers: parsed.headers,
         body: &[],
+        peer: None,
     };
     if request.path != path {
         return refuse(404, "no WebSocket here\n");

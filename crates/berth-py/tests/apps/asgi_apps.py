@@ -55,6 +55,12 @@ async def upload(request: Request):
     return PlainTextResponse("received %d" % total)
 
 
+async def client(request: Request):
+    # Where a Starlette or FastAPI user reads the client's address: request.client.
+    addr = request.client
+    return JSONResponse(None if addr is None else {"host": addr.host, "port": addr.port})
+
+
 async def state(request: Request):
     return PlainTextResponse(request.state.started)
 
@@ -144,6 +150,7 @@ starlette_app = Starlette(
         Route("/reverse", reverse, methods=["POST"]),
         Route("/echo", echo, methods=["GET", "POST"]),
         Route("/state", state),
+        Route("/client", client),
         Route("/upload", upload, methods=["POST"]),
         Route("/boom", boom),
         Route("/never", never),

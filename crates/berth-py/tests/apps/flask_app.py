@@ -29,6 +29,13 @@ def headers():
     return response
 
 
+@app.get("/client")
+def client():
+    # Where a Flask user reads the client's address: request.remote_addr (REMOTE_ADDR).
+    return jsonify({"addr": request.remote_addr, "port": request.environ.get("REMOTE_PORT"),
+                    "protocol": request.environ.get("SERVER_PROTOCOL")})
+
+
 @app.post("/echo")
 def echo():
     # request.data: the raw body (for a content type that is not a form), as Flask users read it.

@@ -8,8 +8,8 @@
 //! the request's parts would be.
 //!
 //! Known only where the handler sees it: the body's size is that of the answers the handler
-//! writes ( `-` for files and answers the session writes); the client's address is `-` (the
-//! handler API does not carry it yet).
+//! writes (`-` for files and answers the session writes); the client's address is the
+//! request's peer (`-` over a UNIX socket, and for answers the session writes).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -88,6 +88,7 @@ impl Pending {
         text(&mut self.agent, req.header("user-agent"));
         self.started = Instant::now();
         self.body = None;
+        self.addr = req.peer;
     }
 
     /// The handler answered with a body of `len` bytes (none are sent for HEAD).
@@ -112,7 +113,7 @@ impl Pending {
     /// The line for a response with `status`, written at `now`.
     fn line(&self, status: u16, now: SystemTime) -> String {
         let open = self.open;
-        let addr = self.addr.map(|a| a.ip().to_string());
+        let addr = self.addr.filter(|_| open).map(|a| a.ip().to_string());
         let bytes = self.body.filter(|_| open);
         let seconds = open.then(|| self.started.elapsed().as_secs_f64());
         let protocol = match self.version {
@@ -267,6 +268,7 @@ mod tests {
             version: Version::Http11,
             headers: &[],
             body: b"",
+            peer: None,
         }
     }
 

@@ -342,7 +342,9 @@ impl<S: Transport, W: Waits> Conn<Stream<S>, W> {
     /// every model turns an accepted socket into what it serves, so that a new transport is a
     /// new [`Acceptor`] variant and no model changes.
     pub fn accept(socket: S, acceptor: &Acceptor) -> io::Result<Self> {
-        Ok(Conn::new(acceptor.accept(socket)?))
+        let mut conn = Conn::new(acceptor.accept(socket)?);
+        conn.core.set_peer(conn.stream.peer());
+        Ok(conn)
     }
 }
 

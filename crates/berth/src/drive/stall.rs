@@ -205,6 +205,9 @@ impl<S: Blocking> Transport for Stalls<S> {
     fn abort(&mut self) {
         self.sock.abort()
     }
+    fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.sock.peer()
+    }
 }
 
 impl<S: Blocking> AsRawFd for Stalls<S> {

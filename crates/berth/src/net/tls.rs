@@ -634,6 +634,9 @@ impl<S: Transport> Transport for TlsStream<S> {
     fn abort(&mut self) {
         self.sock.abort()
     }
+    fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.sock.peer()
+    }
 }
 
 impl<S: Evented> Evented for TlsStream<S> {

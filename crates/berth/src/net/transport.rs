@@ -90,6 +90,12 @@ pub trait Transport: Read + Write {
     /// closed window with its send buffer full, for minutes after the descriptor is gone. A
     /// peer that stalled a transfer gets a reset, as nginx's `reset_timedout_connection` does.
     fn abort(&mut self);
+
+    /// The peer's address, if the socket has one (TCP; not a UNIX socket): what the requests
+    /// of the connection carry as their client. Asked once per connection.
+    fn peer(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
 }
 
 /// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
@@ -128,6 +134,9 @@ macro_rules! plain_socket {
             }
             fn abort(&mut self) {
                 reset_on_close(&*self);
+            }
+            fn peer(&self) -> Option<std::net::SocketAddr> {
+                socket2::SockRef::from(self).peer_addr().ok()?.as_socket()
             }
         }
     )*};
@@ -254,6 +263,9 @@ impl Transport for Socket {
     fn abort(&mut self) {
         either!(self, s => s.abort())
     }
+    fn peer(&self) -> Option<std::net::SocketAddr> {
+        either!(self, s => s.peer())
+    }
 }
 
 impl Evented for Socket {
@@ -294,6 +306,9 @@ impl<T: Transport> Transport for NoSendFile<T> {
     }
     fn abort(&mut self) {
         self.0.abort()
+    }
+    fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.0.peer()
     }
 }
 
@@ -466,6 +481,9 @@ impl<S: Transport> Transport for Stream<S> {
     }
     fn abort(&mut self) {
         stream!(self, s => s.abort())
+    }
+    fn peer(&self) -> Option<std::net::SocketAddr> {
+        stream!(self, s => s.peer())
     }
 }
 

@@ -416,6 +416,10 @@ impl Transport for UringStream {
         crate::net::transport::reset_on_close(&self.io.sock);
     }
 
+    fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.io.sock.peer_addr().ok()
+    }
+
     /// Bytes written are not out until the ring has sent them: the pump waits for the loop's
     /// "writable" before it calls the connection idle or done.
     fn has_pending(&self) -> bool {
