@@ -38,7 +38,7 @@ use super::loops::{
 };
 use super::pump::Conn;
 use super::{Server, Service};
-use crate::net::{Accepted, Evented};
+use crate::net::{Evented, Stream};
 use crate::rt::Control;
 use crate::stats::Stats;
 
@@ -308,7 +308,7 @@ impl<H: Handler> EventLoop<H> {
 
 impl<H: Handler> Loop for EventLoop<H> {
     type H = H;
-    type T = Accepted<mio::net::TcpStream>;
+    type T = Stream<mio::net::TcpStream>;
 
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
         let conn = self.conns.get_mut(key)?;

@@ -61,7 +61,7 @@ use super::accept;
 use super::loops::{Lent, Loop, LoopConfig, Parts, Runs, State, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
 use super::{Server, Service};
-use crate::net::Accepted;
+use crate::net::Stream;
 use crate::rt::Control;
 use crate::stats::Stats;
 use crate::sys::uring::{Completion, Ring, RingConfig};
@@ -160,7 +160,7 @@ pub fn spawn<S: Service>(
 /// operations in the ring live in its transport ([`Io`]), packed, so that a slot is no bigger
 /// than an `evloop` one.
 struct Slot {
-    conn: Conn<Accepted<UringStream>>,
+    conn: Conn<Stream<UringStream>>,
 }
 
 impl Slot {
@@ -678,7 +678,7 @@ impl<H: Handler> UringLoop<H> {
 
 impl<H: Handler> Loop for UringLoop<H> {
     type H = H;
-    type T = Accepted<UringStream>;
+    type T = Stream<UringStream>;
 
     /// A closing connection has no session left to pump.
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
