@@ -109,8 +109,8 @@ fn flood_until_stalled(clients: &[TcpStream], what: &str) {
 fn flood(m: Model) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const WARM: usize = 8;
-    let n = if m == Model::Single { 1 } else { 24 };
-    if matches!(m, Model::Forked | Model::Prefork) {
+    let n = if m.caps().concurrent { 24 } else { 1 };
+    if m.needs().forks {
         eprintln!("{m}: served from child processes; see the module docs");
         return;
     }
@@ -123,7 +123,7 @@ fn flood(m: Model) {
         .start();
     // Warm-up (`single` serves one connection at a time: none): pools, arenas and, under
     // `uring`, the loop's provided buffers, a fixed cost per loop.
-    let warm: Vec<TcpStream> = (0..if m == Model::Single { 0 } else { WARM })
+    let warm: Vec<TcpStream> = (0..if m.caps().concurrent { WARM } else { 0 })
         .map(|_| flooder(srv.addr))
         .collect();
     flood_until_stalled(&warm, &format!("{m} warm-up"));

@@ -26,7 +26,7 @@ pub(super) fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<
     let start = from.saturating_sub(3);
     let mut line_start_seen = from > 0 && buf[..start].contains(&b'\n');
     let mut i = start;
-    while let Some(off) = buf[i..].iter().position(|&b| b == b'\n') {
+    while let Some(off) = super::framing::find_byte(&buf[i..], b'\n') {
         let lf = i + off;
         if lf == 0 || buf[lf - 1] != b'\r' {
             return Err(reject(400, "bare LF in request head"));
@@ -53,7 +53,7 @@ pub(super) fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<
 /// version as the highest it supports (RFC 9110 §2.5). Another well-formed major version gets
 /// 505; a malformed request-line is left for the parser, which refuses it with 400.
 pub(super) fn normalize_version(head: &mut [u8]) -> Result<(), Reject> {
-    let Some(line_end) = head.iter().position(|&b| b == b'\r') else {
+    let Some(line_end) = super::framing::find_byte(head, b'\r') else {
         return Ok(());
     };
     // Nearly every request says HTTP/1.1 or HTTP/1.0: nothing to look at then.
