@@ -16,8 +16,6 @@
 //! that process. Each test has its own server, and every socket has timeouts and every wait a
 //! deadline, so a failing test fails instead of hanging.
 
-#[path = "support/procs.rs"]
-mod procs;
 #[path = "support/server.rs"]
 mod server;
 #[path = "support/vectors.rs"]
@@ -31,6 +29,7 @@ use std::time::{Duration, Instant};
 use berth::drive::Model;
 use berth::proto::http::Limits;
 
+use berth_testkit::{procs, read_until, ReadEnd};
 use server::{
     get_request, is_reset, metric, post_request, stats_text, Client, ModelServer, Opts, Stream,
 };
@@ -243,52 +242,6 @@ const QUIET: Duration = Duration::from_millis(100);
 
 /// How long a case may take to get its expected responses (only spent when it fails).
 const CASE_DEADLINE: Duration = Duration::from_secs(5);
-
-/// What a read loop ended with.
-#[derive(Debug, PartialEq, Eq)]
-enum ReadEnd {
-    /// The condition held.
-    Done,
-    /// The server closed the connection (EOF or reset).
-    Closed,
-    /// The deadline passed.
-    TimedOut,
-}
-
-/// Reads into `out` until `done(out)` holds, the server closes, or `within` passes.
-fn read_until(
-    stream: &mut Stream,
-    out: &mut Vec<u8>,
-    within: Duration,
-    done: impl Fn(&[u8]) -> bool,
-) -> Result<ReadEnd, String> {
-    let deadline = Instant::now() + within;
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        if done(out) {
-            return Ok(ReadEnd::Done);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Ok(ReadEnd::TimedOut);
-        }
-        stream
-            .set_read_timeout(Some(left.min(Duration::from_millis(50))))
-            .map_err(|e| e.to_string())?;
-        match stream.read(&mut chunk) {
-            Ok(0) => return Ok(ReadEnd::Closed),
-            Ok(n) => out.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_reset(&e) => return Ok(ReadEnd::Closed),
-            Err(e) => return Err(format!("read: {e}")),
-        }
-    }
-}
 
 /// Runs `case` one `way` against the server at `addr`.
 fn run_vector(addr: SocketAddr, case: &Case, way: Way) -> Result<(), String> {

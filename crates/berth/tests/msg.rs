@@ -13,9 +13,7 @@ use berth::app::relay::EchoRelay;
 use berth::msg::{ClientId, Endpoint, Engine, EngineConfig, IoIterationResult, MsgHandler, Out};
 use berth_proto::msg::policy::parse_rule;
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-use msgwire::*;
+use berth_testkit::msg::*;
 
 /// Runs `io_iteration` until `done` says the gathered sets are complete.
 fn iterate_until(

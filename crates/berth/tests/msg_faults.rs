@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use berth::app::relay::EchoRelay;
 use berth::msg::{ClientId, EngineConfig, MsgHandler, MsgServer, Out};
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-use msgwire::*;
+use berth_testkit::msg::*;
 
 /// `senders` clients each relay `count` messages of `size` bytes to one client named `sink`,
 /// which reads as fast as it can; returns what the sink got, by sender, in order.

@@ -4,15 +4,12 @@
 //! are close frames; bad openings get an HTTP answer. Real sockets on 127.0.0.1, port 0, with
 //! a real WebSocket client (tungstenite) and the framed protocol's wire.
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use berth::msg::{Endpoint, EngineConfig};
-use msgwire::*;
+use berth_testkit::msg::*;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};

@@ -7,8 +7,6 @@
 //! "our children that did not exist before it started". Tests here take [`LOCK`] so that no
 //! other test's children are mistaken for theirs.
 
-#[path = "support/procs.rs"]
-mod procs;
 #[path = "support/server.rs"]
 mod server;
 
@@ -20,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use berth::drive::{Model, Settings};
 
-use procs::{children_of, exists, my_pid, proc_stat, Proc};
+use berth_testkit::procs::{children_of, exists, my_pid, proc_stat, Proc};
 use server::{is_reset, listeners_on, wait_for, Client, ModelServer, Opts, WAIT_TIMEOUT};
 
 /// Held by every test: each one owns all new children of the process while it runs.
