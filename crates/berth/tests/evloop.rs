@@ -108,22 +108,29 @@ fn hundred_concurrent_slow_requests_with_ten_workers() {
 // 4. A peer leaving while its job runs -----------------------------------------------------------
 
 fn peer_leaves_during_slow_job(reset: bool) {
-    let slow = Duration::from_millis(300);
+    let slow = Duration::from_secs(1);
     let srv = Opts::evloop().workers(1).slow(slow).start();
     let mut c = srv.client();
     c.send(get_request("/test/slow").as_bytes());
     srv.wait_stats("the job to start", |s| s.jobs_running == 1);
     c.leave(reset);
-    let left = Instant::now();
-    // The slot outlives the peer while the job runs ...
-    thread::sleep(Duration::from_millis(20));
-    let s = srv.snapshot();
-    if left.elapsed() < slow / 2 {
-        assert_eq!(
-            s.connections_open, 1,
-            "slot freed under a running job: {s:?}"
-        );
-    }
+    // The slot outlives the peer while the job runs: no snapshot, from the peer's leaving
+    // until the job is done, shows the job unfinished and the slot free ...
+    let running = std::cell::Cell::new(0);
+    let s = srv.wait_stats("the job to finish", |s| {
+        if s.jobs_done == 0 {
+            running.set(running.get() + 1);
+            assert_eq!(
+                s.connections_open, 1,
+                "slot freed under a running job: {s:?}"
+            );
+        }
+        s.jobs_done == 1
+    });
+    eprintln!(
+        "{} snapshot(s) while the job ran; then {s:?}",
+        running.get()
+    );
     // ... and is freed once the job is done.
     let s = srv.wait_stats("the slot to be freed", |s| {
         s.jobs_done == 1 && s.connections_open == 0
@@ -341,10 +348,9 @@ fn slow_requests_answered_inline_without_workers() {
         .slow(Duration::from_secs(30))
         .start();
     // With no worker, /test/slow is answered at once, like a fast one (seed 001's -w 0).
-    let started = Instant::now();
+    // (Slept inline, the answer would come after 30 s, past the client's read timeout.)
     let r = srv.client().get("/test/slow");
     assert_eq!(r.status, 200);
-    assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(srv.snapshot().jobs_done, 0);
 }
 
