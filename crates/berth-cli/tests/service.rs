@@ -147,10 +147,7 @@ os.execv(sys.argv[3], sys.argv[3:])
 
 #[test]
 fn a_socket_passed_by_systemd_is_served_in_every_model() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("python3 is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("python3");
     for model in Model::ALL.map(Model::name) {
         // -p names another port: the passed socket wins.
         let (mut berth, port) = activated(&["serve", "--model", model, "-p", "1"], true, true);
@@ -171,10 +168,7 @@ fn a_socket_passed_by_systemd_is_served_in_every_model() {
 
 #[test]
 fn passed_descriptors_that_are_not_for_berth_or_not_listening() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("python3 is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("python3");
     // Meant for another process (LISTEN_PID is not berth's): berth binds its own port.
     let free = common::free_port().to_string();
     let (mut berth, port) = activated(&["serve", "-p", &free], true, false);

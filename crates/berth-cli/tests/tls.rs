@@ -147,10 +147,7 @@ fn reload_in(model: &str) {
 
 #[test]
 fn curl_gets_its_answer_over_tls_1_2_and_1_3() {
-    if Command::new("curl").arg("--version").output().is_err() {
-        eprintln!("curl is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("curl");
     let certs = Certs::new("cli-curl");
     let (mut berth, addr) = serve(&certs, "evloop");
     let url = format!("https://127.0.0.1:{}/hello/world", addr.port());
@@ -429,10 +426,7 @@ fn sighup_reads_the_client_ca_again() {
 /// and then a clean end, in every model.
 #[test]
 fn a_closing_response_ends_with_close_notify() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("python3 is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("python3");
     let certs = Certs::new("cli-close-notify");
     let script = r#"
 import socket, ssl, sys
@@ -588,14 +582,8 @@ fn bench_measures_https() {
 /// ("BEGIN RSA PRIVATE KEY") form, made by `openssl`, served and verified by Python's `ssl`.
 #[test]
 fn rsa_keys_in_pkcs8_and_pkcs1_are_served() {
-    let have = |tool: &str| {
-        Command::new(tool).arg("--version").output().is_ok()
-            || Command::new(tool).arg("version").output().is_ok()
-    };
-    if !have("openssl") || !have("python3") {
-        eprintln!("openssl or python3 is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("openssl");
+    berth_testkit::require("python3");
     let certs = Certs::new("cli-rsa");
     let (cert, pkcs8, pkcs1) = (
         certs.path("rsa.pem"),

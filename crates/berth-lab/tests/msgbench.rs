@@ -1,7 +1,7 @@
 //! `berth_lab::msgbench` against real sockets on 127.0.0.1 and a UNIX socket: an in-test echo
 //! server speaking berth's framing on std threads (which can also refuse, corrupt, shorten or
-//! withhold its echoes), the Python asyncio peer when python3 is present, and the pyzmq ROUTER
-//! peer when pyzmq is importable (each skipped with a printed note otherwise).
+//! withhold its echoes), the Python asyncio peer, and the pyzmq ROUTER peer (a Python or a
+//! pyzmq that is missing fails its test; `scripts/test` installs pyzmq into target/py-venv).
 //!
 //! Every server listens on port 0 and the port is read back; every wait has a deadline.
 
@@ -270,26 +270,17 @@ fn peers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers")
 }
 
-/// Whether `python3 -c CODE` runs and exits 0.
-fn python_can(code: &str) -> bool {
-    Command::new("python3")
-        .args(["-c", code])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Starts `peers/SCRIPT --port 0` and reads the port from its `... listening on HOST:PORT`.
-fn start_peer(script: &str) -> Peer {
-    let mut child = Command::new("python3")
+/// Starts `peers/SCRIPT --port 0` with `python` and reads the port from its `... listening on
+/// HOST:PORT`.
+fn start_peer(python: &Path, script: &str) -> Peer {
+    let mut child = Command::new(python)
         .arg(peers_dir().join(script))
         .args(["--port", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("spawn python3");
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", python.display()));
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
@@ -325,20 +316,15 @@ fn run_shapes(protocol: Protocol, port: u16) {
 
 #[test]
 fn python_asyncio_peer() {
-    if !python_can("import asyncio") {
-        eprintln!("python_asyncio_peer: skipped, python3 is not installed");
-        return;
-    }
-    let peer = start_peer("msg_asyncio_echo.py");
+    let python = berth_testkit::require_python_module("asyncio");
+    let peer = start_peer(&python, "msg_asyncio_echo.py");
     run_shapes(Protocol::Berth, peer.port);
 }
 
+/// pyzmq is installed into `target/py-venv` by `scripts/test` (and so by `.ci/run`).
 #[test]
 fn pyzmq_router_peer() {
-    if !python_can("import zmq") {
-        eprintln!("pyzmq_router_peer: skipped, pyzmq is not importable (pip install pyzmq)");
-        return;
-    }
-    let peer = start_peer("zmq_router_echo.py");
+    let python = berth_testkit::require_python_module("zmq");
+    let peer = start_peer(&python, "zmq_router_echo.py");
     run_shapes(Protocol::Zmq, peer.port);
 }

@@ -1,5 +1,5 @@
 //! The `evloop` driver over real sockets on 127.0.0.1, with real clients: raw `TcpStream`s,
-//! `ureq`, `curl` and Python's `http.client` (the last two skipped with a note when absent).
+//! `ureq`, `curl` and Python's `http.client` (a missing curl or python3 fails its test).
 //!
 //! What every model must do (keep-alive, pipelining in order, chunked bodies, smuggling
 //! refused, the FIFO worker queue, shutdown) is checked for `evloop` too by `conformance.rs`;
@@ -391,22 +391,6 @@ fn ureq_client() {
     assert_eq!(srv.snapshot().connections_total, 1);
 }
 
-/// Fails the test unless `program --version` runs: a client the test needs is part of the
-/// test, and `.ci/run` installs it (curl) where a fresh machine lacks it. A missing one never
-/// passes green with a note.
-fn require(program: &str) {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "{program} is needed by this test and is not on PATH (.ci/run installs it)"
-    );
-}
-
 /// Runs a command with a deadline; returns (status code, stdout, stderr).
 fn run_bounded(cmd: &mut Command, limit: Duration) -> (Option<i32>, String, String) {
     let mut child = cmd
@@ -434,7 +418,7 @@ fn run_bounded(cmd: &mut Command, limit: Duration) -> (Option<i32>, String, Stri
 
 #[test]
 fn curl_client_with_expect_100_continue() {
-    require("curl");
+    berth_testkit::require("curl");
     let srv = Opts::evloop().start();
     let url = format!("http://{}", srv.addr);
     let (code, out, err) = run_bounded(
@@ -487,7 +471,7 @@ fn curl_client_with_expect_100_continue() {
 
 #[test]
 fn python_http_client() {
-    require("python3");
+    berth_testkit::require("python3");
     let srv = Opts::evloop().start();
     let script = r#"
 import http.client, json, sys

@@ -82,14 +82,6 @@ fn still_serves(srv: &ModelServer, what: &str) {
     assert_eq!(r.status, 200, "{what}: not serving any more");
 }
 
-fn has_openssl() -> bool {
-    let ok = Command::new("openssl").arg("version").output().is_ok();
-    if !ok {
-        eprintln!("openssl is not installed: skipped");
-    }
-    ok
-}
-
 /// `openssl s_client ARGS` with `stdin` written to it; its stdout and stderr together.
 fn s_client(addr: SocketAddr, args: &[&str], stdin: &[u8]) -> String {
     let mut child = Command::new("openssl")
@@ -119,9 +111,7 @@ fn s_client(addr: SocketAddr, args: &[&str], stdin: &[u8]) -> String {
 
 #[test]
 fn openssl_s_client_gets_its_answer_over_tls_1_3_and_1_2() {
-    if !has_openssl() {
-        return;
-    }
+    berth_testkit::require("openssl");
     every_model(|m| {
         let srv = https(m);
         let ca = server::test_tls().certs.ca.to_str().unwrap();
@@ -142,9 +132,7 @@ fn openssl_s_client_gets_its_answer_over_tls_1_3_and_1_2() {
 
 #[test]
 fn a_client_offering_only_tls_1_1_is_refused_with_an_alert() {
-    if !has_openssl() {
-        return;
-    }
+    berth_testkit::require("openssl");
     every_model(|m| {
         let srv = https(m);
         // SECLEVEL=0, or OpenSSL 3 would not even offer TLS 1.1.
