@@ -139,12 +139,11 @@ fn send_exits_0_when_every_message_was_delivered() {
     assert_eq!(status.code(), Some(0), "{out}{err}");
     assert_eq!((out.as_str(), err.as_str()), ("hello\n", ""));
     assert_eq!(read_frame_raw(&mut bob).1, b"@alice hi");
-    // Only relays: done as soon as the server has routed them, not after --wait.
-    let t = Instant::now();
-    let (status, out, err) = berth(&["msg", "send", &tcp, "@bob one", "@bob two", "-w", "30s"]);
+    // Only relays: done as soon as the server has routed them, not after --wait (an hour: a
+    // send that waited for it would not end within the run's deadline).
+    let (status, out, err) = berth(&["msg", "send", &tcp, "@bob one", "@bob two", "-w", "3600s"]);
     assert_eq!(status.code(), Some(0), "{out}{err}");
     assert_eq!(out, "");
-    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     for text in [" one", " two"] {
         let got = String::from_utf8(read_frame_raw(&mut bob).1).unwrap();
         // An anonymous sender appears as `#SLOT.GENERATION`.

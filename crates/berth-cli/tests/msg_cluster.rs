@@ -211,13 +211,14 @@ fn a_killed_node_frees_its_names_within_the_lease_and_a_stopped_one_at_once() {
     // Held while the lease runs...
     let refused = client(a.addr, "bob").unwrap_err();
     assert!(refused.contains("name-taken"), "{refused}");
-    // ...and free once it has run out (2 s, renewed every third of it).
+    // ...and free once it has run out (2 s, renewed every third of it); a name never freed
+    // fails at the test's deadline.
     let mut bob = loop {
         match client(a.addr, "bob") {
             Ok(s) => break s,
             Err(_) => {
                 assert!(
-                    killed.elapsed() < Duration::from_secs(8),
+                    killed.elapsed() < LIMIT,
                     "bob's name still held {:?} after his node died",
                     killed.elapsed()
                 );
@@ -229,23 +230,21 @@ fn a_killed_node_frees_its_names_within_the_lease_and_a_stopped_one_at_once() {
     bob.write_all(&frame(b"@alice back")).unwrap();
     assert_eq!(read_frame_raw(&mut alice).1, b"@bob back");
 
-    // A node stopped gracefully (SIGTERM) releases its names as it goes.
-    let mut c = Node::start(&nats, "30");
+    // A node stopped gracefully (SIGTERM) releases its names as it goes: its lease is an hour,
+    // so only the release can free the name within the test's deadline.
+    let mut c = Node::start(&nats, "3600");
     let _carol = client(c.addr, "carol").unwrap();
     relay_when_known(&mut alice, "carol", "hi");
     c.berth.signal("TERM");
     assert!(c.berth.wait(LIMIT).success());
-    let stopped = Instant::now();
-    let deadline = stopped + LIMIT;
+    let deadline = Instant::now() + LIMIT;
     while client(a.addr, "carol").is_err() {
-        assert!(Instant::now() < deadline, "carol's name was never freed");
+        assert!(
+            Instant::now() < deadline,
+            "carol's name was not released (her node's lease is an hour)"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        stopped.elapsed() < Duration::from_secs(10),
-        "freed only after {:?}: the 30 s lease ran out instead of the release",
-        stopped.elapsed()
-    );
 }
 
 #[test]

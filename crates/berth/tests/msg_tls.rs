@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use berth::msg::{Endpoint, Engine, EngineConfig};
 use berth::net::tls::{TlsConnector, TlsStream};
@@ -71,16 +71,26 @@ fn a_tls_handshake_that_never_comes_is_refused_at_the_handshake_timeout() {
     };
     let server = echo(config, &[tls_endpoint(&certs)]);
     let mut silent = tcp(addr_of(&server.endpoints[0]));
-    let started = Instant::now();
     let mut buf = [0u8; 64];
-    // Closed (whatever it tried to say, no plaintext refusal can reach a TLS-less client).
+    // Closed by the server (whatever it tried to say, no plaintext refusal can reach a
+    // TLS-less client), not given up on by the client's read timeout (10 s, 20 times the
+    // handshake timeout).
     loop {
         match silent.read(&mut buf) {
-            Ok(0) | Err(_) => break,
+            Ok(0) => break,
             Ok(_) => {}
+            Err(e) => {
+                assert!(
+                    !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ),
+                    "the server did not close a handshake that never came: {e}"
+                );
+                break;
+            }
         }
     }
-    assert!(started.elapsed() < Duration::from_secs(5));
     // Others are still served.
     let (_c, answer) = hello(tls_client(&certs, &server.endpoints[0]), "after");
     assert_eq!(answer, ok());
