@@ -1,13 +1,58 @@
-//! Command-line flags. Each flag documents itself; `--help` is generated from these docs. The
-//! serve options keep seed 001's names and short forms (`-v -d -p -A -C -w -D`).
+//! Command-line flags. Each flag documents itself; `--help` is generated from these docs,
+//! grouped by heading. The serve options keep seed 001's names and short forms
+//! (`-v -d -p -A -C -w -D`), and every subcommand shares one vocabulary: a flag name, its unit
+//! syntax ([`crate::units`]) and its default mean the same in `serve` and `msg serve`, and a
+//! short flag means the same in every subcommand that has it. Older spellings are rewritten
+//! before parsing, each with a note ([`crate::spellings`]).
 
 use std::num::NonZeroUsize;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use berth::drive::{Model, ModelConfigs};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
-use clap::{Arg, ArgAction, Args, CommandFactory, Parser, Subcommand};
+use clap::{Arg, ArgAction, Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+use crate::units;
+
+/// Headings of `--help`, shared by the subcommands.
+pub mod heading {
+    /// Where and how to listen.
+    pub const LISTEN: &str = "Listening";
+    /// Model, threads and connection caps.
+    pub const THREADS: &str = "Model, threads and capacity";
+    /// Sizes the server accepts.
+    pub const LIMITS: &str = "Limits";
+    /// Timeouts.
+    pub const TIMEOUTS: &str = "Timeouts";
+    /// Certificates.
+    pub const TLS: &str = "TLS";
+    /// Stopping.
+    pub const SHUTDOWN: &str = "Shutdown";
+    /// Running in the background.
+    pub const PROCESS: &str = "Process";
+    /// Logs.
+    pub const LOGGING: &str = "Logging";
+    /// What the demo application does.
+    pub const APP: &str = "Application";
+    /// Names and their rules (msg).
+    pub const NAMES: &str = "Names";
+    /// The load a generator makes.
+    pub const LOAD: &str = "Load";
+    /// How a request or message is made.
+    pub const REQUEST: &str = "Request";
+    /// What is printed.
+    pub const OUTPUT: &str = "Output";
+}
+
+/// Default of `--write-timeout`, in `serve` and `msg serve`: nginx's `send_timeout`.
+pub const WRITE_TIMEOUT: &str = "60s";
+/// Default of `--shutdown-timeout`, in `serve` and `msg serve`: gunicorn's `--graceful-timeout`
+/// and Kubernetes' termination grace period.
+pub const SHUTDOWN_TIMEOUT: &str = "30s";
+/// Default of `-C`/`--accept-capacity`, in `serve` and `msg serve`.
+pub const ACCEPT_CAPACITY: &str = "100000";
 
 /// berth: a socket server core that runs every classic concurrency model over the same
 /// protocols, and measures them.
@@ -16,12 +61,17 @@ use clap::{Arg, ArgAction, Args, CommandFactory, Parser, Subcommand};
     name = "berth",
     version,
     arg_required_else_help = true,
-    disable_help_flag = true
+    disable_help_flag = true,
+    disable_help_subcommand = false
 )]
 pub struct Cli {
-    /// Print help.
+    /// Print help (of the subcommand it follows).
     #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help, global = true)]
     help: Option<bool>,
+
+    /// Logging, the same for every subcommand.
+    #[command(flatten)]
+    pub log: LogArgs,
 
     #[command(subcommand)]
     pub command: Command,
@@ -32,7 +82,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve HTTP/1.1 (the demo routes) until stopped.
     #[command(disable_help_flag = true)]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Load-test an HTTP/1.1 server: keep-alive like wrk, or a connection per request like ab.
     #[command(disable_help_flag = true)]
     Bench(BenchArgs),
@@ -45,6 +95,97 @@ pub enum Command {
     Msg(crate::msg::MsgArgs),
 }
 
+/// `-v` and `--log-level`, global: given before or after the subcommand.
+#[derive(Debug, Args)]
+#[command(next_help_heading = heading::LOGGING)]
+pub struct LogArgs {
+    /// Debug output (to stderr): the same as --log-level debug.
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
+
+    /// What to log: a level (error, warn, info, debug, trace, off) or filters as RUST_LOG takes
+    /// them, e.g. info,berth::msg=debug or warn,access=info [default: $RUST_LOG, else info].
+    #[arg(long, value_name = "FILTER", global = true, conflicts_with = "verbose", value_parser = crate::logging::check)]
+    pub log_level: Option<String>,
+}
+
+impl LogArgs {
+    /// The filter to log with: `--log-level`, `-v`, `$RUST_LOG`, else `info`.
+    pub fn filter(&self) -> String {
+        match (&self.log_level, self.verbose) {
+            (Some(filter), _) => filter.clone(),
+            (None, true) => "debug".to_owned(),
+            (None, false) => std::env::var("RUST_LOG")
+                .ok()
+                .filter(|f| !f.trim().is_empty())
+                .unwrap_or_else(|| "info".to_owned()),
+        }
+    }
+}
+
+/// `-d` and what goes with it, for `serve` and `msg serve`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = heading::PROCESS)]
+pub struct DaemonArgs {
+    /// Detach from the terminal and run in the background. The command returns once the
+    /// server is up (printing the startup line) or failed (printing the cause, exit 1).
+    #[arg(short = 'd', long)]
+    pub daemonize: bool,
+
+    /// With -d: write the daemon's pid here; removed on a clean exit.
+    #[arg(long, value_name = "PATH", requires = "daemonize")]
+    pub pid_file: Option<PathBuf>,
+
+    /// With -d: append the daemon's log (stdout and stderr) here [default: discarded].
+    #[arg(long, value_name = "PATH", requires = "daemonize")]
+    pub log_file: Option<PathBuf>,
+}
+
+/// How a server stops, for `serve` and `msg serve`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = heading::SHUTDOWN)]
+pub struct StopArgs {
+    /// How long a graceful shutdown (first SIGTERM or SIGINT) lets work in flight finish:
+    /// requests answered (serve), queued output delivered (msg serve). A second signal stops
+    /// at once.
+    #[arg(long, value_name = "DURATION", default_value = SHUTDOWN_TIMEOUT, value_parser = units::duration)]
+    pub shutdown_timeout: Duration,
+
+    /// Time between the first SIGTERM or SIGINT and the drain, during which the server goes on
+    /// serving as before (the service manager is told STOPPING=1 at once; serve's /healthz
+    /// answers 503), so that a load balancer takes it out of rotation before it stops
+    /// accepting. 0: drain at once.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = units::duration_or_zero)]
+    pub drain_delay: Duration,
+}
+
+/// Accept threads and the connection cap, for `serve` and `msg serve`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = heading::THREADS)]
+pub struct AcceptArgs {
+    /// Accept threads, each with its own listener (SO_REUSEPORT) and event loop. serve's actor
+    /// model: the scheduler threads; msg serve: UNIX and UDP listeners are served by the first,
+    /// names are shared by all [default: serve, number of CPU cores (prefork: 1 per process);
+    /// msg serve, 1].
+    #[arg(short = 'A', long, value_name = "N")]
+    pub accept_threads: Option<NonZeroUsize>,
+
+    /// Most connections at once per accept thread (serve's actor model: in all); more are
+    /// refused (HTTP 503; msg: an `error capacity` frame).
+    #[arg(short = 'C', long, value_name = "N", default_value = ACCEPT_CAPACITY)]
+    pub accept_capacity: NonZeroUsize,
+}
+
+/// The number of CPU cores this process may run on.
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(NonZeroUsize::get)
+        .unwrap_or(1)
+}
+
+/// How long a load generator runs, for `bench` and `msg bench`.
+pub const BENCH_DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
 /// Options of `berth bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -52,23 +193,23 @@ pub struct BenchArgs {
     pub url: String,
 
     /// Concurrent connections.
-    #[arg(short = 'c', long, value_name = "N", default_value = "10")]
+    #[arg(short = 'c', long, value_name = "N", default_value = "10", help_heading = heading::LOAD)]
     pub connections: NonZeroUsize,
 
     /// Load threads, each with its own event loop (at most one per connection).
-    #[arg(short = 't', long, value_name = "N", default_value = "2")]
+    #[arg(short = 't', long, value_name = "N", default_value = "2", help_heading = heading::LOAD)]
     pub threads: NonZeroUsize,
 
-    /// How long to run: 10, 10s, 500ms, 2m [default: 10s unless -n is given].
-    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
+    /// How long to run: 10 (seconds), 10s, 500ms, 2m [default: 10s unless -n is given].
+    #[arg(long, value_name = "DURATION", value_parser = units::duration, conflicts_with = "requests", help_heading = heading::LOAD)]
     pub duration: Option<Duration>,
 
     /// Stop after this many requests instead of after a duration.
-    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = heading::LOAD)]
     pub requests: Option<u64>,
 
     /// Open a new connection for every request (ab's default) instead of keeping them.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::LOAD)]
     pub no_keepalive: bool,
 
     /// Requests written back to back on a connection before reading the answers.
@@ -76,42 +217,39 @@ pub struct BenchArgs {
         long,
         value_name = "N",
         default_value = "1",
-        conflicts_with = "no_keepalive"
+        conflicts_with = "no_keepalive",
+        help_heading = heading::LOAD
     )]
     pub pipeline: NonZeroUsize,
 
+    /// Longest wait for a response before it counts as a timeout error.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::LOAD)]
+    pub timeout: Duration,
+
     /// Request method.
-    #[arg(short = 'm', long, value_name = "METHOD", default_value = "GET")]
+    #[arg(long, value_name = "METHOD", default_value = "GET", help_heading = heading::REQUEST)]
     pub method: String,
 
     /// Send this file's contents as the request body.
-    #[arg(long, value_name = "FILE", conflicts_with = "body_string")]
-    pub body: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE", conflicts_with = "body_string", help_heading = heading::REQUEST)]
+    pub body: Option<PathBuf>,
 
     /// Send this string as the request body.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", help_heading = heading::REQUEST)]
     pub body_string: Option<String>,
 
     /// Add a header field, e.g. -H 'Content-Type: application/json' (repeatable).
-    #[arg(short = 'H', long = "header", value_name = "'NAME: VALUE'", value_parser = parse_header)]
+    #[arg(short = 'H', long = "header", value_name = "'NAME: VALUE'", value_parser = parse_header, help_heading = heading::REQUEST)]
     pub headers: Vec<(String, String)>,
-
-    /// Longest wait for a response before it counts as a timeout error.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
-    pub timeout: Duration,
 
     /// https:// only: verify the server's certificate against this CA (PEM). Without it the
     /// certificate is not checked, as wrk does not.
-    #[arg(long, value_name = "FILE")]
-    pub ca: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE", help_heading = heading::REQUEST)]
+    pub ca: Option<PathBuf>,
 
     /// Print the report as JSON instead of a table.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OUTPUT)]
     pub json: bool,
-
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
 }
 
 /// Options of `berth lab`.
@@ -121,17 +259,17 @@ pub struct LabArgs {
     #[arg(long)]
     pub quick: bool,
 
-    /// Seconds per measured run [default: 10, or 0.75 with --quick].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    /// How long each measured run lasts [default: 10s, or 750ms with --quick].
+    #[arg(long, value_name = "DURATION", value_parser = units::duration)]
     pub duration: Option<Duration>,
 
     /// Untimed load before each measured run [default: 1s, or none with --quick].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_or_zero)]
+    #[arg(long, value_name = "DURATION", value_parser = units::duration_or_zero)]
     pub warmup: Option<Duration>,
 
     /// Where lab.json, lab.svg and the servers' logs go.
     #[arg(long, value_name = "DIR", default_value = "target/lab")]
-    pub out: std::path::PathBuf,
+    pub out: PathBuf,
 
     /// Only these servers and/or shapes, comma-separated (e.g. evloop,nginx,hello).
     #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
@@ -139,164 +277,176 @@ pub struct LabArgs {
 
     /// Directory of the peers' sources [default: ./peers, or the one in berth's source tree].
     #[arg(long, value_name = "DIR")]
-    pub peers: Option<std::path::PathBuf>,
+    pub peers: Option<PathBuf>,
+}
 
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
+/// What the `--http-port` listener does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HttpMode {
+    /// Redirect every request to https (308, the same host and target).
+    Redirect,
+    /// Serve the same application unencrypted.
+    Serve,
+}
+
+/// How `--access-log` writes a response's line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessLogFormat {
+    /// nginx's `combined` (Apache's too), with the request's duration in seconds added last:
+    /// ADDR - - [TIME] "REQUEST" STATUS BYTES "REFERER" "USER-AGENT" SECONDS
+    Combined,
+    /// The Common Log Format: ADDR - - [TIME] "REQUEST" STATUS BYTES
+    Common,
+    /// One JSON object per line: time, addr, method, target, protocol, status, bytes,
+    /// duration_ms, referer, user_agent.
+    Json,
+    /// berth's former line: `GET /path -> 200`.
+    Short,
+}
+
+impl From<AccessLogFormat> for berth::app::AccessLog {
+    fn from(format: AccessLogFormat) -> Self {
+        match format {
+            AccessLogFormat::Combined => berth::app::AccessLog::Combined,
+            AccessLogFormat::Common => berth::app::AccessLog::Common,
+            AccessLogFormat::Json => berth::app::AccessLog::Json,
+            AccessLogFormat::Short => berth::app::AccessLog::Short,
+        }
+    }
 }
 
 /// Options of `berth serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Concurrency model. Seed 000's `-type s|t|f` (and `-types`, `-typet`, `-typef`) and
-    /// `-port N` spellings work too.
-    #[arg(short = 'm', long, value_parser = model_parser(), default_value = Model::DEFAULT.name())]
-    pub model: Model,
+    /// Where to listen (repeatable): tcp://HOST:PORT, tls://HOST:PORT[?cert=FILE&key=FILE]
+    /// (or --tls-cert and --tls-key), unix:///PATH. Each listener is served by its own
+    /// threads of the chosen model. Without it: --host and --port.
+    #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", conflicts_with_all = ["host", "port"], help_heading = heading::LISTEN)]
+    pub listen: Vec<String>,
 
-    /// Log one line per response (request line and status), at info level.
-    #[arg(long)]
-    pub access_log: bool,
-
-    /// Generate debug output (to stderr).
-    #[arg(short = 'v', long)]
-    pub verbose: bool,
-
-    /// Detach from the terminal and run in the background. The command returns once the
-    /// server is up (printing the startup line) or failed (printing the cause, exit 1).
-    #[arg(short = 'd', long)]
-    pub daemonize: bool,
-
-    /// With -d: write the daemon's pid here; removed on a clean exit.
-    #[arg(long, value_name = "PATH", requires = "daemonize")]
-    pub pid_file: Option<std::path::PathBuf>,
-
-    /// With -d: append the daemon's log (stdout and stderr) here [default: discarded].
-    #[arg(long, value_name = "PATH", requires = "daemonize")]
-    pub log_file: Option<std::path::PathBuf>,
-
-    /// Listen port; 0 picks a free one (the startup line says which).
-    #[arg(short = 'p', long, default_value_t = 9000)]
+    /// Listen port (the short form of --listen tcp://HOST:PORT); 0 picks a free one (the
+    /// startup line says which).
+    #[arg(short = 'p', long, default_value_t = 9000, help_heading = heading::LISTEN)]
     pub port: u16,
 
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
+    /// Address to listen on (the short form of --listen tcp://HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1", help_heading = heading::LISTEN)]
     pub host: String,
-
-    /// Number of accept threads, each with its own listener and event loop; in the actor model,
-    /// scheduler threads running the actors [default: number of CPU cores].
-    #[arg(short = 'A', long, value_name = "N")]
-    pub accept_threads: Option<NonZeroUsize>,
-
-    /// Maximum number of simultaneous connections per accept thread (in the actor model, in
-    /// all); more are refused (503).
-    #[arg(short = 'C', long, value_name = "N", default_value = "100000")]
-    pub accept_capacity: NonZeroUsize,
-
-    /// Worker threads for slow jobs [default: the number of accept threads]. With 0, a slow
-    /// request is answered at once, like a fast one.
-    #[arg(short = 'w', long, value_name = "N", allow_negative_numbers = true)]
-    pub worker_threads: Option<usize>,
-
-    /// Each model's own flags (`--max-threads`, `--processes`, ...), from the model registry.
-    #[command(flatten)]
-    pub model_flags: ModelFlags,
-
-    /// Jobs that may wait for a worker; a slow request that finds the queue full is answered 503
-    /// with `Retry-After` at once.
-    #[arg(long, value_name = "N", default_value = "10000")]
-    pub queue_capacity: NonZeroUsize,
-
-    /// Directory served under `/files/` [default: ./public if it exists; otherwise `/files/`
-    /// answers 404]. Nothing outside it is served, symlinks included.
-    #[arg(long, value_name = "DIR")]
-    pub root: Option<std::path::PathBuf>,
-
-    /// Largest WebSocket message (`/ws/echo`) in bytes, its fragments together; beyond it the
-    /// connection is closed with 1009.
-    #[arg(long, value_name = "BYTES", default_value = "16777216")]
-    pub ws_max_message: NonZeroUsize,
-
-    /// Slow task delay in milliseconds (`/test/slow`).
-    #[arg(short = 'D', long, value_name = "MS", default_value_t = 30)]
-    pub slow_duration: u64,
-
-    /// Largest request head (request line and header fields) in bytes; beyond it: 431.
-    #[arg(long, value_name = "BYTES", default_value = "16384")]
-    pub max_header_size: NonZeroUsize,
-
-    /// Largest number of header fields in a request (at most 256); beyond it: 431.
-    #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub max_headers: u16,
-
-    /// Longest request-target in bytes; beyond it: 414.
-    #[arg(long, value_name = "BYTES", default_value = "8192")]
-    pub max_uri_size: NonZeroUsize,
-
-    /// Largest request body in bytes; beyond it: 413.
-    #[arg(long, value_name = "BYTES", default_value = "1048576")]
-    pub max_body_size: usize,
-
-    /// Seconds from a request's first byte until its head must be complete; then 408.
-    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
-    pub header_timeout: Duration,
-
-    /// Longest silence, in seconds, while a request body arrives; then 408.
-    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
-    pub body_timeout: Duration,
-
-    /// Seconds a keep-alive connection may sit idle between requests before it is closed.
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
-    pub idle_timeout: Duration,
-
-    /// Seconds a response may make no progress (peer not reading) before the connection closes.
-    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
-    pub write_timeout: Duration,
-
-    /// Seconds a graceful shutdown (first SIGTERM or SIGINT) lets requests in flight finish;
-    /// a second signal stops at once.
-    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
-    pub shutdown_timeout: Duration,
-
-    /// Seconds between the first SIGTERM or SIGINT and the drain: /healthz answers 503 at
-    /// once while everything else is served as before, so that a load balancer's health check
-    /// takes this server out of rotation before it stops accepting. 0: drain at once.
-    #[arg(long, value_name = "SECS", default_value = "0", value_parser = parse_secs_or_zero)]
-    pub drain_delay: Duration,
 
     /// Share the port with another process that listens on it with SO_REUSEPORT (another berth
     /// of the same user: the old server of a zero-downtime restart). Without it a port anyone
     /// else listens on is refused ("already in use", exit 1); berth's own threads and processes
     /// share their port either way.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::LISTEN)]
     pub reuse_port: bool,
+
+    /// Listen backlog (pending connections the kernel queues per listener).
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..), help_heading = heading::LISTEN)]
+    pub backlog: i32,
+
+    /// Concurrency model. Seed 000's `-type s|t|f` (and `-types`, `-typet`, `-typef`) and
+    /// `-port N` spellings work too.
+    #[arg(short = 'm', long, value_parser = model_parser(), default_value = Model::DEFAULT.name(), help_heading = heading::THREADS)]
+    pub model: Model,
+
+    #[command(flatten)]
+    pub accept: AcceptArgs,
+
+    /// Worker threads for slow jobs [default: the number of accept threads]. With 0, a slow
+    /// request is answered at once, like a fast one.
+    #[arg(short = 'w', long, value_name = "N", allow_negative_numbers = true, help_heading = heading::THREADS)]
+    pub worker_threads: Option<usize>,
+
+    /// Jobs that may wait for a worker; a slow request that finds the queue full is answered 503
+    /// with `Retry-After` at once.
+    #[arg(long, value_name = "N", default_value = "10000", help_heading = heading::THREADS)]
+    pub queue_capacity: NonZeroUsize,
+
+    /// Each model's own flags (`--max-threads`, `--processes`, ...), from the model registry.
+    #[command(flatten)]
+    pub model_flags: ModelFlags,
+
+    /// Largest request head (request line and header fields); beyond it: 431.
+    #[arg(long, value_name = "SIZE", default_value = "16k", value_parser = units::limit_usize, help_heading = heading::LIMITS)]
+    pub max_header_size: NonZeroUsize,
+
+    /// Largest number of header fields in a request (at most 256); beyond it: 431.
+    #[arg(long, value_name = "N", default_value = "64", value_parser = clap::value_parser!(u16).range(1..=256), help_heading = heading::LIMITS)]
+    pub max_headers: u16,
+
+    /// Longest request-target; beyond it: 414.
+    #[arg(long, value_name = "SIZE", default_value = "8k", value_parser = units::limit_usize, help_heading = heading::LIMITS)]
+    pub max_uri_size: NonZeroUsize,
+
+    /// Largest request body; beyond it: 413. `--max-body`, as `python -m berth` says, works
+    /// too.
+    #[arg(long, visible_alias = "max-body", value_name = "SIZE", default_value = "1m", value_parser = units::size_usize, help_heading = heading::LIMITS)]
+    pub max_body_size: usize,
+
+    /// Largest WebSocket message (`/ws/echo`), its fragments together; beyond it the
+    /// connection is closed with 1009.
+    #[arg(long, value_name = "SIZE", default_value = "16m", value_parser = units::limit_usize, help_heading = heading::LIMITS)]
+    pub ws_max_message: NonZeroUsize,
+
+    /// From a request's first byte until its head must be complete; then 408.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
+    pub header_timeout: Duration,
+
+    /// Longest silence while a request body arrives; then 408.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
+    pub body_timeout: Duration,
+
+    /// How long a keep-alive connection may sit idle between requests before it is closed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
+    pub idle_timeout: Duration,
+
+    /// How long a response may make no progress (the peer not reading) before the connection
+    /// is closed.
+    #[arg(long, value_name = "DURATION", default_value = WRITE_TIMEOUT, value_parser = units::duration, help_heading = heading::TIMEOUTS)]
+    pub write_timeout: Duration,
 
     /// Serve HTTPS with this certificate (PEM, the chain after it). Needs --tls-key. SIGHUP
     /// reads both files again (new connections get the new certificate).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    pub tls_cert: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE", requires = "tls_key", help_heading = heading::TLS)]
+    pub tls_cert: Option<PathBuf>,
 
     /// The private key of --tls-cert (PEM: PKCS#8, RSA or EC).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub tls_key: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE", requires = "tls_cert", help_heading = heading::TLS)]
+    pub tls_key: Option<PathBuf>,
 
     /// With --tls-cert: also listen for plain HTTP on this port, answering as --http-mode
     /// says.
-    #[arg(long, value_name = "PORT", requires = "tls_cert")]
+    #[arg(long, value_name = "PORT", requires = "tls_cert", help_heading = heading::TLS)]
     pub http_port: Option<u16>,
 
-    /// What the --http-port listener does: redirect every request to https (308, the same
-    /// host and target), or serve the same application unencrypted.
-    #[arg(long, value_name = "MODE", default_value = "redirect", value_parser = ["redirect", "serve"], requires = "http_port")]
-    pub http_mode: String,
+    /// What the --http-port listener does.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = HttpMode::Redirect, requires = "http_port", help_heading = heading::TLS)]
+    pub http_mode: HttpMode,
 
-    /// Listen backlog (pending connections the kernel queues per listener).
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..))]
-    pub backlog: i32,
+    #[command(flatten)]
+    pub stop: StopArgs,
 
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
+
+    /// Log one line per response, at info level with target `access` (on stderr, or the
+    /// --log-file of -d), in the --access-log-format.
+    #[arg(long, help_heading = heading::LOGGING)]
+    pub access_log: bool,
+
+    /// How --access-log writes its lines; giving it turns the access log on [default:
+    /// combined].
+    #[arg(long, value_name = "FORMAT", value_enum, help_heading = heading::LOGGING)]
+    pub access_log_format: Option<AccessLogFormat>,
+
+    /// Directory served under `/files/` [default: ./public if it exists; otherwise `/files/`
+    /// answers 404]. Nothing outside it is served, symlinks included.
+    #[arg(long, value_name = "DIR", help_heading = heading::APP)]
+    pub root: Option<PathBuf>,
+
+    /// How long `/test/slow` waits: 30ms, 1s; a bare number is milliseconds (seed 001).
+    #[arg(short = 'D', long, value_name = "DURATION", default_value = "30", value_parser = units::slow_duration, help_heading = heading::APP)]
+    pub slow_duration: Duration,
 }
 
 /// Prints a parse error followed by the usage of the command it concerns, and exits with 2
@@ -313,19 +463,10 @@ pub fn exit_with_usage(err: clap::Error, argv: &[String]) -> ! {
     let rendered = err.render().to_string();
     eprint!("{rendered}");
     if !rendered.contains("Usage:") {
-        let mut cmd = Cli::command();
-        // The arguments as parsed (seed 000's spellings already rewritten, `serve` implied).
-        let sub = argv
-            .get(1)
-            .and_then(|name| cmd.find_subcommand_mut(name).cloned());
-        let usage = match sub {
-            Some(sub) => {
-                let name = format!("berth {}", sub.get_name());
-                sub.bin_name(name).render_usage()
-            }
-            None => cmd.render_usage(),
-        };
-        eprintln!("\n{usage}");
+        // The arguments as parsed (seed 000's spellings already rewritten, `serve` implied):
+        // the usage of the innermost subcommand named (`msg serve`'s, not `msg`'s).
+        let (cmd, name) = innermost(argv.iter().skip(1).map(String::as_str));
+        eprintln!("\n{}", cmd.bin_name(name).render_usage());
     }
     std::process::exit(2);
 }
@@ -387,7 +528,8 @@ impl Args for ModelFlags {
                     .value_name(flag.value_name)
                     .help(help)
                     .default_value(flag.default.to_string())
-                    .value_parser(clap::value_parser!(NonZeroUsize)),
+                    .value_parser(clap::value_parser!(NonZeroUsize))
+                    .help_heading(heading::THREADS),
             )
         })
     }
@@ -397,128 +539,32 @@ impl Args for ModelFlags {
     }
 }
 
+/// The innermost subcommand `words` name, walking from `berth` (options and their values
+/// are skipped: only a word naming a subcommand of the one reached so far descends), and its
+/// full name (`berth msg serve`).
+pub fn innermost<'a>(words: impl IntoIterator<Item = &'a str>) -> (clap::Command, String) {
+    let mut cmd = Cli::command();
+    let mut name = String::from("berth");
+    for word in words {
+        if word == "--" {
+            break;
+        }
+        if let Some(found) = cmd.find_subcommand(word).cloned() {
+            cmd = found;
+            name.push(' ');
+            name.push_str(word);
+        }
+    }
+    (cmd, name)
+}
+
 /// Prints `msg` as an error of subcommand `sub` (`"serve"`, or nested: `"msg send"`), then
 /// its usage, and exits with 2.
 pub fn usage_error(sub: &str, msg: &str) -> ! {
-    let mut cmd = Cli::command();
-    let mut name = String::from("berth");
-    for part in sub.split_whitespace() {
-        match cmd.find_subcommand(part).cloned() {
-            Some(found) => {
-                cmd = found;
-                name.push(' ');
-                name.push_str(part);
-            }
-            None => break,
-        }
-    }
+    let (cmd, name) = innermost(sub.split_whitespace());
     cmd.bin_name(name)
         .error(ErrorKind::ValueValidation, msg)
         .exit()
-}
-
-/// Rewrites seed 000's single-dash spellings into berth's flags: `-type s|t|f` and
-/// `-types/-typet/-typef` become `--model single|threaded|forked`; `-port N` and `-portN` become
-/// `--port N`. Arguments given that way without `serve` (`berth -type s`) imply `serve`.
-pub fn seed_spellings(args: Vec<String>) -> Vec<String> {
-    let model_of = |t: &str| match t {
-        "s" => Some("single"),
-        "t" => Some("threaded"),
-        "f" => Some("forked"),
-        _ => None,
-    };
-    let mut out = Vec::with_capacity(args.len() + 1);
-    let mut it = args.into_iter();
-    out.extend(it.next());
-    let rest: Vec<String> = it.collect();
-    if rest
-        .first()
-        .is_some_and(|a| a.starts_with("-type") || a.starts_with("-port"))
-    {
-        out.push("serve".to_owned());
-    }
-    // The seed's spellings belong to serving; other subcommands get their arguments untouched.
-    if rest
-        .first()
-        .is_some_and(|a| matches!(a.as_str(), "bench" | "lab" | "msg"))
-    {
-        out.extend(rest);
-        return out;
-    }
-    let mut rest = rest.into_iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "-type" => match rest.next() {
-                Some(t) => match model_of(&t) {
-                    Some(m) => out.extend(["--model".to_owned(), m.to_owned()]),
-                    None => usage_error(
-                        "serve",
-                        &format!("invalid value '{t}' for '-type': expected s, t or f"),
-                    ),
-                },
-                None => usage_error("serve", "a value is required for '-type': s, t or f"),
-            },
-            "-types" | "-typet" | "-typef" => out.extend([
-                "--model".to_owned(),
-                model_of(&arg[5..]).unwrap_or("single").to_owned(),
-            ]),
-            "-port" => match rest.next() {
-                Some(p) => out.extend(["--port".to_owned(), p]),
-                None => usage_error("serve", "a value is required for '-port'"),
-            },
-            a if a.starts_with("-port")
-                && a[5..].bytes().all(|b| b.is_ascii_digit())
-                && a.len() > 5 =>
-            {
-                out.extend(["--port".to_owned(), a[5..].to_owned()])
-            }
-            _ => out.push(arg),
-        }
-    }
-    out
-}
-
-/// A positive number of seconds, fractions allowed (`0.5`).
-pub(crate) fn parse_secs(s: &str) -> Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(secs) if secs > 0.0 && secs <= 1e6 => Ok(Duration::from_secs_f64(secs)),
-        _ => Err(format!(
-            "'{s}' is not a number of seconds between 0 and 1000000 (e.g. 10 or 0.5)"
-        )),
-    }
-}
-
-/// Like [`parse_secs`], but 0 is allowed (e.g. no delay).
-pub(crate) fn parse_secs_or_zero(s: &str) -> Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(0.0) => Ok(Duration::ZERO),
-        _ => parse_secs(s),
-    }
-}
-
-/// A duration: plain seconds (`10`, `0.5`) or with a unit (`500ms`, `10s`, `2m`), above 0.
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    match parse_duration_or_zero(s)? {
-        Duration::ZERO => Err(format!("'{s}' must be more than zero")),
-        d => Ok(d),
-    }
-}
-
-/// Like [`parse_duration`], but 0 is allowed (e.g. no warm-up).
-fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
-    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    match number.parse::<f64>() {
-        Ok(v) if (0.0..=1e6).contains(&(v * scale)) => Ok(Duration::from_secs_f64(v * scale)),
-        _ => Err(format!("'{s}' is not a duration (e.g. 10, 10s, 500ms, 2m)")),
-    }
 }
 
 /// `Name: value` for `-H`.

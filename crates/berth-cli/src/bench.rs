@@ -1,10 +1,8 @@
 //! `berth bench`: turns the options into a [`BenchConfig`], runs it, prints the report.
 
-use std::time::Duration;
-
 use berth_lab::bench::{self, BenchConfig, Limit, RequestSpec, Target};
 
-use crate::args::{usage_error, BenchArgs};
+use crate::args::{usage_error, BenchArgs, BENCH_DEFAULT_DURATION};
 
 /// Runs the load and prints the table (or JSON) on stdout.
 pub fn run(opts: BenchArgs) -> Result<(), String> {
@@ -31,7 +29,7 @@ pub fn run(opts: BenchArgs) -> Result<(), String> {
         threads: opts.threads.get(),
         limit: match (opts.requests, opts.duration) {
             (Some(n), _) => Limit::Requests(n),
-            (None, d) => Limit::Duration(d.unwrap_or(Duration::from_secs(10))),
+            (None, d) => Limit::Duration(d.unwrap_or(BENCH_DEFAULT_DURATION)),
         },
         keep_alive: !opts.no_keepalive,
         pipeline: opts.pipeline.get(),

@@ -1,64 +1,49 @@
-//! `berth serve`: settings from flags, the chosen model, and the startup line.
+//! `berth serve`: settings from flags, the chosen model on every listener, and the startup
+//! line.
 
-use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use berth::app::redirect::HttpsRedirect;
 use berth::app::{Demo, DemoConfig};
 use berth::drive::files::Files;
-use berth::drive::signal::Signal;
-use berth::drive::{self, Common, Settings};
+use berth::drive::{self, Common, Server, Settings};
+use berth::msg::{Address, Endpoint};
 use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth::net::{Acceptor, ListenConfig};
+use berth::stats::Stats;
 use berth_proto::http::Limits;
 
-use crate::args::{usage_error, ServeArgs};
+use crate::args::{usage_error, AccessLogFormat, HttpMode, ServeArgs};
+use crate::lifecycle;
+
+/// One `--listen` (or `--host`/`--port`): where, and whether over TLS.
+struct Listener {
+    /// A TCP address.
+    addr: SocketAddr,
+    /// HTTPS with this certificate.
+    tls: Option<TlsAcceptor>,
+}
 
 pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Before any thread starts, so that every thread inherits the blocked mask.
     drive::signal::block_termination()?;
     // Listening sockets a service manager passed (systemd's socket activation), taken before
-    // any thread starts: the first is the server's, a second the --http-port listener's.
+    // any thread starts: one per listener in order, then the --http-port listener's.
     let mut inherited = activation::listen_fds()
         .map_err(|e| format!("socket activation: {e}"))?
         .into_iter();
 
-    let level = if args.verbose {
-        log::LevelFilter::Debug
-    } else {
-        log::LevelFilter::Info
-    };
-    // A panic (in a job, say) is reported once, through the log, and costs only its request.
-    std::panic::set_hook(Box::new(|info| log::error!("panic: {info}")));
-    env_logger::Builder::new()
-        .filter_level(level)
-        .target(env_logger::Target::Stderr)
-        .init();
-
-    let addr: SocketAddr = match (args.host.as_str(), args.port)
-        .to_socket_addrs()
-        .map(|mut a| a.next())
-    {
-        Ok(Some(addr)) => addr,
-        _ => usage_error(
-            "serve",
-            &format!(
-                "invalid value '{}' for '--host': not an address or a resolvable name",
-                args.host
-            ),
-        ),
-    };
+    let listeners = listeners(&args)?;
     let model = args.model;
     let needs = model.needs();
-    let accept_threads = args.accept_threads.map(|n| n.get()).unwrap_or_else(|| {
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        needs.accept_threads.default_count(cores)
-    });
+    let accept_threads = args
+        .accept
+        .accept_threads
+        .map(|n| n.get())
+        .unwrap_or_else(|| needs.accept_threads.default_count(crate::args::cores()));
     let workers = args.worker_threads.unwrap_or(accept_threads);
     let limits = Limits {
         max_header_bytes: args.max_header_size.get(),
@@ -67,28 +52,18 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_body_bytes: args.max_body_size,
         ..Limits::default()
     };
-    // Certificate problems are runtime failures with their cause (exit 1), found before
-    // anything starts.
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            Some(TlsAcceptor::new(TlsSettings::http(cert, key)).map_err(|e| format!("TLS: {e}"))?)
-        }
-        _ => None,
-    };
-    let mut settings = Settings::new(model, addr);
+    let mut settings = Settings::new(model, listeners[0].addr);
     settings.common = Common {
         listen: ListenConfig {
             backlog: args.backlog,
             // HTTP clients speak first: let the kernel hand over connections with their request.
             defer_accept_secs: 1,
             exclusive: !args.reuse_port,
-            transport: tls.clone().map_or(Acceptor::Plain, Acceptor::Tls),
-            inherited: inherited.next(),
             ..ListenConfig::default()
         },
         read_on_accept: true,
         accept_threads,
-        capacity: args.accept_capacity.get(),
+        capacity: args.accept.accept_capacity.get(),
         workers,
         queue_capacity: args.queue_capacity.get(),
         limits,
@@ -102,12 +77,11 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     settings.models = args.model_flags.configs;
 
-    let stats = settings.new_stats()?;
     // Only models with a worker pool can offload; elsewhere a slow request waits on its own
     // thread.
     let offload_slow = !needs.workers || workers > 0;
     let app = DemoConfig {
-        slow_duration: Duration::from_millis(args.slow_duration),
+        slow_duration: args.slow_duration,
         offload_slow,
         ws: berth::proto::ws::WsConfig {
             max_message: args.ws_max_message.get(),
@@ -124,57 +98,70 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         None if Path::new("public").is_dir() => Files::new("public")?,
         None => Files::none(),
     };
+    let access_log = match (args.access_log, args.access_log_format) {
+        (_, Some(format)) => Some(format.into()),
+        (true, None) => Some(AccessLogFormat::Combined.into()),
+        (false, None) => None,
+    };
     // Detach now: every flag has been checked (usage errors reached the terminal), and no
     // thread has been started yet (fork keeps only the calling one).
-    let mut daemon = match args.daemonize {
-        true => Some(drive::daemon::daemonize(
-            args.pid_file.as_deref(),
-            args.log_file.as_deref(),
-        )?),
-        false => None,
-    };
-    let demo = |stats: &std::sync::Arc<berth::stats::Stats>| {
+    let mut daemon = lifecycle::detach(&args.daemon)?;
+    let demo = |stats: &Arc<Stats>| {
         Demo::new(app.clone(), stats.clone())
-            .with_access_log(args.access_log)
+            .with_access_log(access_log)
             .with_files(files.clone())
     };
     // Kept to announce a drain: /healthz reads it in every process of the server.
-    let mut health = vec![stats.clone()];
-    let (server, bound) = match drive::serve(&settings, demo(&stats), stats) {
-        Ok(started) => started,
-        Err(e) => {
-            if let Some(d) = &mut daemon {
-                d.failed(&e.to_string());
-            }
-            return Err(e.into());
-        }
-    };
+    let mut health = Vec::new();
+    let mut servers: Vec<Server> = Vec::new();
+    let mut urls = Vec::new();
+    for listener in &listeners {
+        let mut one = settings.clone();
+        one.addr = listener.addr;
+        one.common.listen.transport = listener.tls.clone().map_or(Acceptor::Plain, Acceptor::Tls);
+        one.common.listen.inherited = inherited.next();
+        let stats = one.new_stats()?;
+        health.push(stats.clone());
+        let (server, bound) = drive::serve(&one, demo(&stats), stats)
+            .map_err(|e| lifecycle::failed(&mut daemon, e))?;
+        let scheme = if listener.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        urls.push(format!("{scheme}://{bound}"));
+        servers.push(server);
+    }
 
-    // The plain-HTTP listener beside HTTPS (`--http-port`): the same model and limits.
-    let plain = match args.http_port {
-        None => None,
-        Some(port) => {
-            let mut plain = settings.clone();
-            plain.addr.set_port(port);
-            plain.common.listen.transport = Acceptor::Plain;
-            plain.common.listen.inherited = inherited.next();
-            let stats = plain.new_stats()?;
-            health.push(stats.clone());
-            let started = match args.http_mode.as_str() {
-                "serve" => drive::serve(&plain, demo(&stats), stats),
-                _ => drive::serve(&plain, HttpsRedirect { port: bound.port() }, stats),
-            };
-            match started {
-                Ok((server, at)) => Some((server, at)),
-                Err(e) => {
-                    if let Some(d) = &mut daemon {
-                        d.failed(&e.to_string());
-                    }
-                    return Err(e.into());
-                }
-            }
-        }
-    };
+    // The plain-HTTP listener beside HTTPS (`--http-port`): the same model and limits, on the
+    // host of the first HTTPS listener.
+    let mut plain_note = None;
+    if let Some(port) = args.http_port {
+        let https = listeners.iter().zip(&urls).find(|(l, _)| l.tls.is_some());
+        let (https, url) = https.expect("clap: --http-port requires --tls-cert");
+        let tls_port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let mut plain = settings.clone();
+        plain.addr = SocketAddr::new(https.addr.ip(), port);
+        plain.common.listen.transport = Acceptor::Plain;
+        plain.common.listen.inherited = inherited.next();
+        let stats = plain.new_stats()?;
+        health.push(stats.clone());
+        let started = match args.http_mode {
+            HttpMode::Serve => drive::serve(&plain, demo(&stats), stats),
+            HttpMode::Redirect => drive::serve(&plain, HttpsRedirect { port: tls_port }, stats),
+        };
+        let (server, at) = started.map_err(|e| lifecycle::failed(&mut daemon, e))?;
+        let what = match args.http_mode {
+            HttpMode::Serve => "serves the same",
+            HttpMode::Redirect => "redirects to https",
+        };
+        plain_note = Some(format!("; plain http on {at} {what}"));
+        servers.push(server);
+    }
     let shape = settings.describe();
     if files.root().is_none() {
         // Said at startup, where whoever started berth is looking (info, not a warning:
@@ -186,81 +173,48 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if inherited.len() > 0 {
         log::warn!(
-            "socket activation passed {} listening socket(s) more than berth uses (one, and one \
-             for --http-port): not used",
+            "socket activation passed {} listening socket(s) more than berth uses (one per \
+             listener, and one for --http-port): not used",
             inherited.len()
         );
     }
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut line = format!("berth listening on {scheme}://{bound} (model {model}, {shape})");
-    if let Some((_, at)) = &plain {
-        let what = match args.http_mode.as_str() {
-            "serve" => "serves the same",
-            _ => "redirects to https",
-        };
-        line.push_str(&format!("; plain http on {at} {what}"));
-    }
-    match &mut daemon {
-        Some(d) => {
-            log::info!("{line}");
-            d.ready(&line);
-        }
-        None => {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{line}")?;
-            out.flush()?;
-        }
-    }
-    tell_manager(&format!(
-        "READY=1\nMAINPID={}\nSTATUS={line}",
-        std::process::id()
-    ));
-    let signal = loop {
-        match drive::signal::wait_for_signal()? {
-            Signal::Stop(signal) => break signal,
-            Signal::Reload => {
-                tell_manager("RELOADING=1");
-                if reload(tls.as_ref()) {
-                    server.renew_workers();
-                }
-                tell_manager("READY=1");
+    let mut line = format!(
+        "berth listening on {} (model {model}, {shape})",
+        urls.join(" ")
+    );
+    line.push_str(plain_note.as_deref().unwrap_or_default());
+    lifecycle::ready(&mut daemon, &line)?;
+
+    let tls: Vec<TlsAcceptor> = listeners.iter().filter_map(|l| l.tls.clone()).collect();
+    let reload_all = || {
+        if reload(&tls) {
+            for server in &servers {
+                server.renew_workers();
             }
         }
     };
-    tell_manager("STOPPING=1");
+    let signal = lifecycle::wait_for_stop(reload_all)?;
     for stats in &health {
         stats.set_draining();
     }
-    if !args.drain_delay.is_zero() {
-        log::info!(
-            "{signal:?} received: /healthz answers 503; serving on for {:?} before the drain (a second signal drains at once)",
-            args.drain_delay
-        );
-        let until = std::time::Instant::now() + args.drain_delay;
-        loop {
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match drive::signal::wait_for_signal_within(left)? {
-                Some(Signal::Stop(_)) => break,
-                Some(Signal::Reload) if reload(tls.as_ref()) => server.renew_workers(),
-                Some(Signal::Reload) | None => {}
-            }
-        }
-    }
-    log::info!("{signal:?} received: finishing requests in flight (up to {:?}); a second signal stops at once", args.shutdown_timeout);
-    server.drain(args.shutdown_timeout);
-    if let Some((plain, _)) = &plain {
-        plain.drain(args.shutdown_timeout);
+    lifecycle::drain_delay(
+        args.stop.drain_delay,
+        signal,
+        "/healthz answers 503",
+        reload_all,
+    )?;
+    let timeout = args.stop.shutdown_timeout;
+    log::info!(
+        "{signal:?} received: finishing requests in flight (up to {timeout:?}); a second signal stops at once"
+    );
+    for server in &servers {
+        server.drain(timeout);
     }
     // A second signal stops at once: the server closes every connection itself (resetting
     // those with bytes still waiting for their peer, rather than leaving them to the kernel as
     // orphans), then the process exits 1; if that takes longer than a moment, it exits anyway.
-    let stops: Vec<_> = std::iter::once(server.stop_handle())
-        .chain(plain.as_ref().map(|(p, _)| p.stop_handle()))
-        .collect();
-    let stopped_at_once = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stops: Vec<_> = servers.iter().map(Server::stop_handle).collect();
+    let stopped_at_once = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stopped_at_once.clone();
     std::thread::spawn(move || {
         if let Ok(again) = drive::signal::wait_for_termination() {
@@ -273,9 +227,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             std::process::exit(1);
         }
     });
-    server.join();
-    if let Some((plain, _)) = plain {
-        plain.join();
+    for server in servers {
+        server.join();
     }
     if stopped_at_once.load(std::sync::atomic::Ordering::Acquire) {
         return Err("stopped at once by a second signal: requests in flight were cut off".into());
@@ -286,35 +239,120 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// SIGHUP: the certificate and key are read again; new connections get them. A reload that
-/// fails keeps the certificate in use and says why.
-/// Whether anything was reloaded.
-fn reload(tls: Option<&TlsAcceptor>) -> bool {
-    let Some(tls) = tls else {
-        log::info!("SIGHUP received: nothing to reload (no --tls-cert)");
-        return false;
+/// The listeners asked for: every `--listen` (endpoints as `msg serve` takes them, parsed by
+/// the same [`Endpoint::parse`]), or `--host`/`--port` (HTTPS with `--tls-cert`). Mistakes
+/// are usage errors; certificate problems runtime failures with their cause (exit 1), found
+/// before anything starts.
+fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
+    let certificate = |cert: &Path, key: &Path| {
+        TlsAcceptor::new(TlsSettings::http(cert, key)).map_err(|e| format!("TLS: {e}"))
     };
-    let files = tls.settings();
-    match tls.reload() {
-        Ok(()) => {
-            log::info!(
-                "SIGHUP received: certificate reloaded from {} and {}",
-                files.cert.display(),
-                files.key.display()
-            );
-            true
+    // --tls-cert and --tls-key: read once, for --host/--port or every tls:// without files.
+    let mut default_tls: Option<TlsAcceptor> = None;
+    let default = |default_tls: &mut Option<TlsAcceptor>| -> Result<_, String> {
+        if let (None, Some(cert), Some(key)) = (&*default_tls, &args.tls_cert, &args.tls_key) {
+            *default_tls = Some(certificate(cert, key)?);
         }
-        Err(e) => {
-            log::warn!("SIGHUP received: certificate not reloaded, the one in use stays: {e}");
-            false
-        }
+        Ok(default_tls.clone())
+    };
+    if args.listen.is_empty() {
+        let tls = default(&mut default_tls)?;
+        let addr = match (args.host.as_str(), args.port)
+            .to_socket_addrs()
+            .map(|mut a| a.next())
+        {
+            Ok(Some(addr)) => addr,
+            _ => usage_error(
+                "serve",
+                &format!(
+                    "invalid value '{}' for '--host': not an address or a resolvable name (a \
+                     UNIX socket is --listen unix:///PATH)",
+                    args.host
+                ),
+            ),
+        };
+        return Ok(vec![Listener { addr, tls }]);
     }
+    if args.tls_cert.is_some() && !args.listen.iter().any(|l| l.starts_with("tls://")) {
+        usage_error(
+            "serve",
+            "--tls-cert is for tls:// listeners, and no --listen is one (write tls://HOST:PORT \
+             for HTTPS)",
+        );
+    }
+    let mut listeners = Vec::new();
+    for text in &args.listen {
+        let bad = |why: &str| -> ! {
+            usage_error(
+                "serve",
+                &format!("invalid value '{text}' for '--listen': {why}"),
+            )
+        };
+        let endpoint = Endpoint::parse(text).unwrap_or_else(|e| bad(&e));
+        if endpoint.websocket.is_some()
+            || endpoint.raw
+            || endpoint.no_anonymous
+            || endpoint.expected_only
+        {
+            bad("ws://, wss:// and the options ?raw, ?anonymous, ?expected-only are msg serve's; serve takes tcp://, tls:// and unix://");
+        }
+        let tls = match endpoint.tls.as_ref() {
+            None => None,
+            Some(files) => match (&files.cert, &files.key) {
+                (Some(cert), Some(key)) => Some(certificate(cert, key)?),
+                (None, None) => match default(&mut default_tls)? {
+                    Some(tls) => Some(tls),
+                    None => bad("tls:// needs ?cert=FILE&key=FILE, or --tls-cert and --tls-key"),
+                },
+                _ => bad("tls:// needs both ?cert=FILE and key=FILE"),
+            },
+        };
+        let addr = match endpoint.address {
+            Address::Tcp(addr) => addr,
+            Address::Unix(path) => return unix(path),
+            Address::Udp(_) => bad("HTTP is served over tcp://, tls:// and unix://, not udp://"),
+        };
+        listeners.push(Listener { addr, tls });
+    }
+    Ok(listeners)
 }
 
-/// Tells a service manager that asked (`Type=notify`: `$NOTIFY_SOCKET`) about a change of
-/// state; a failure to tell is logged, never fatal.
-fn tell_manager(state: &str) {
-    if let Err(e) = activation::notify(state) {
-        log::warn!("cannot notify the service manager ($NOTIFY_SOCKET): {e}");
+/// `--listen unix:///PATH`.
+fn unix(path: PathBuf) -> Result<Vec<Listener>, String> {
+    usage_error(
+        "serve",
+        &format!(
+            "invalid value 'unix://{}' for '--listen': the HTTP models accept TCP connections \
+             only (msg serve takes unix://)",
+            path.display()
+        ),
+    )
+}
+
+/// SIGHUP: the certificates and keys are read again; new connections get them. A reload that
+/// fails keeps the certificate in use and says why.
+/// Whether anything was reloaded.
+fn reload(tls: &[TlsAcceptor]) -> bool {
+    if tls.is_empty() {
+        log::info!("SIGHUP received: nothing to reload (no --tls-cert, no tls:// listener)");
+        return false;
     }
+    let mut any = false;
+    for tls in tls {
+        let files = tls.settings();
+        match tls.reload() {
+            Ok(()) => {
+                log::info!(
+                    "SIGHUP received: certificate reloaded from {} and {}",
+                    files.cert.display(),
+                    files.key.display()
+                );
+                any = true;
+            }
+            Err(e) => {
+                log::warn!("SIGHUP received: certificate not reloaded, the one in use stays: {e}");
+            }
+        }
+    }
+    any
 }

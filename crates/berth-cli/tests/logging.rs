@@ -1,5 +1,6 @@
 //! Logging of the `berth` binary: quiet per request by default, one line per response with
-//! `--access-log`, debug lines with `-v`.
+//! `--access-log` (nginx's combined format by default; the other formats and the filters of
+//! `--log-level` and `RUST_LOG` are in tests/vocabulary.rs), debug lines with `-v`.
 
 mod common;
 
@@ -32,8 +33,15 @@ fn log_of(flags: &[&str]) -> String {
 #[test]
 fn access_log_has_a_line_per_response() {
     let log = log_of(&["--access-log"]);
-    assert!(log.contains("GET /hello/world -> 200"), "{log}");
+    assert!(
+        log.contains("\"GET /hello/world HTTP/1.1\" 200 13 "),
+        "{log}"
+    );
     // The malformed request never reached the app: logged without a request line.
+    assert!(log.contains("\"-\" 400 - "), "{log}");
+    // berth's former line, on request.
+    let log = log_of(&["--access-log-format", "short"]);
+    assert!(log.contains("GET /hello/world -> 200"), "{log}");
     assert!(log.contains("- -> 400"), "{log}");
 }
 
@@ -41,7 +49,7 @@ fn access_log_has_a_line_per_response() {
 fn nothing_per_request_by_default() {
     let log = log_of(&[]);
     assert!(!log.contains("/hello/world"), "{log}");
-    assert!(!log.contains("-> 200"), "{log}");
+    assert!(!log.contains("-> 200") && !log.contains("\" 200 "), "{log}");
 }
 
 #[test]

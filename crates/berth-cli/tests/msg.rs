@@ -108,13 +108,13 @@ fn send_and_listen_through_the_relay_demo() {
     // so alice sends only once a probe got through).
     let deadline = Instant::now() + LIMIT;
     loop {
-        let (_, probe, _) = berth(&["msg", "send", &tcp, "@bob ?", "-w", "300ms"]);
+        let (_, probe, _) = berth(&["msg", "send", &tcp, "@bob ?", "--wait", "300ms"]);
         if !probe.starts_with("@! no client") {
             break;
         }
         assert!(Instant::now() < deadline, "bob never registered");
     }
-    let (status, out, err) = berth(&["msg", "send", &tcp, "-n", "alice", "@bob hi"]);
+    let (status, out, err) = berth(&["msg", "send", &tcp, "--name", "alice", "@bob hi"]);
     assert!(status.success(), "{status:?}: {out}{err}");
     // Bob got the one probe that reached him (from an anonymous sender), then alice's.
     let probe = listener.line();
@@ -141,7 +141,9 @@ fn send_exits_0_when_every_message_was_delivered() {
     assert_eq!(read_frame_raw(&mut bob).1, b"@alice hi");
     // Only relays: done as soon as the server has routed them, not after --wait (an hour: a
     // send that waited for it would not end within the run's deadline).
-    let (status, out, err) = berth(&["msg", "send", &tcp, "@bob one", "@bob two", "-w", "3600s"]);
+    let (status, out, err) = berth(&[
+        "msg", "send", &tcp, "@bob one", "@bob two", "--wait", "3600s",
+    ]);
     assert_eq!(status.code(), Some(0), "{out}{err}");
     assert_eq!(out, "");
     for text in [" one", " two"] {
@@ -165,7 +167,7 @@ fn send_exits_0_when_every_message_was_delivered() {
         &tcp,
         "--answers",
         "3",
-        "-w",
+        "--wait",
         "300ms",
         "a",
         "b",
@@ -189,7 +191,7 @@ fn send_help_and_endpoint_errors_are_its_own() {
         assert_eq!(status.code(), Some(2), "{endpoint}: {err}");
         assert!(err.contains("Usage: berth msg send "), "{endpoint}: {err}");
     }
-    let (status, _, err) = berth(&["msg", "listen", "udp://127.0.0.1:9100", "-n", "a"]);
+    let (status, _, err) = berth(&["msg", "listen", "udp://127.0.0.1:9100", "--name", "a"]);
     assert_eq!(status.code(), Some(2), "{err}");
     assert!(err.contains("Usage: berth msg listen "), "{err}");
     let (status, _, err) = berth(&["msg", "serve", "--listen", "nope://x"]);
@@ -535,7 +537,7 @@ fn names_are_bytes_on_the_command_line_too() {
     let (mut bin, answer) = hello_bytes(server.addr(), b"\xff\xfe");
     assert_eq!(answer, b"OK");
     // `msg send --name` takes the escaped form, and so does the relay's target.
-    let (status, out, err) = berth(&["msg", "send", &tcp, "-n", "a\\x20b", "@\\xff\\xfe hi"]);
+    let (status, out, err) = berth(&["msg", "send", &tcp, "--name", "a\\x20b", "@\\xff\\xfe hi"]);
     assert_eq!(status.code(), Some(0), "{out}{err}");
     assert_eq!(read_frame_raw(&mut bin).1, b"@a\\x20b hi");
     let (code, err) = server.stop();
@@ -818,7 +820,7 @@ fn the_stall_timeout_and_streams_rule_are_documented_options() {
     let (status, out, err) = berth(&["msg", "serve", "--help"]);
     assert!(status.success(), "{err}");
     let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(flat.contains("--stall-timeout <SECS>"), "{out}");
-    assert!(flat.contains("[default: 30]"), "{out}");
+    assert!(flat.contains("--stall-timeout <DURATION>"), "{out}");
+    assert!(flat.contains("[default: 30s]"), "{out}");
     assert!(flat.contains("bulk:streams=1g"), "{out}");
 }

@@ -1,5 +1,5 @@
 //! The mio plumbing under both load generators' threads: the loop that polls for events, ticks
-//! between them and stops when the run is over ([`drive`]), the socket a connection owns ([`Stream`], TCP or UNIX),
+//! between them and stops when the run is over ([`drive`]), the stream a connection owns ([`Stream`], berth's own, over TCP or UNIX),
 //! starting and completing a non-blocking connect, single reads and writes that tell "would
 //! block" apart from failure, and what edge-triggered events said about the read side
 //! ([`ReadSide`]). What a connection sends and how it checks the answers is each
@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use berth::net::tls::{TlsConnector, TlsStream};
-use berth::net::{Evented, Transport};
-use mio::event::{Event, Source};
+use berth::net::tls::TlsConnector;
+use berth::net::{Evented, Socket};
+use mio::event::Event;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Events, Interest, Poll, Registry, Token};
 
@@ -73,104 +73,98 @@ pub(crate) fn drive(lp: &mut impl EventLoop, stop: &AtomicBool, budget: &Budget)
     }
 }
 
-/// A TCP or UNIX stream socket, or TLS over TCP (`berth bench https://`).
-pub(crate) enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-    Tls(Box<TlsStream<TcpStream>>),
+/// A load connection's transport: berth's one stream type ([`berth::net::Stream`]) over a TCP
+/// or UNIX socket, or TLS over TCP (`berth bench https://`), so that the lab reads, writes and
+/// flushes exactly as the servers do (`has_pending`, `short_read_drains` come from
+/// [`Transport`]).
+pub(crate) use berth::net::Stream;
+
+/// Starts a non-blocking TCP connect.
+pub(crate) fn tcp(addr: SocketAddr) -> io::Result<Stream> {
+    let s = TcpStream::connect(addr)?;
+    // Small requests, messages and headers must not wait for Nagle.
+    let _ = s.set_nodelay(true);
+    Ok(Stream::Plain(Socket::Tcp(s)))
 }
 
-impl Stream {
-    /// Starts a non-blocking TCP connect.
-    pub(crate) fn tcp(addr: SocketAddr) -> io::Result<Stream> {
-        let s = TcpStream::connect(addr)?;
-        // Small requests, messages and headers must not wait for Nagle.
-        let _ = s.set_nodelay(true);
-        Ok(Stream::Tcp(s))
-    }
+/// Starts a non-blocking TCP connect with TLS over it (the handshake goes as the stream is
+/// written and read).
+pub(crate) fn tls(addr: SocketAddr, tls: &TlsConnector, host: &str) -> io::Result<Stream> {
+    let Stream::Plain(s) = tcp(addr)? else {
+        unreachable!("tcp makes a plain stream")
+    };
+    Ok(Stream::Tls(Box::new(tls.connect(host, s)?)))
+}
 
-    /// Starts a non-blocking TCP connect with TLS over it (the handshake goes as the stream
-    /// is written and read).
-    pub(crate) fn tls(addr: SocketAddr, tls: &TlsConnector, host: &str) -> io::Result<Stream> {
-        let Stream::Tcp(s) = Stream::tcp(addr)? else {
-            unreachable!("Stream::tcp makes a TCP stream")
-        };
-        Ok(Stream::Tls(Box::new(tls.connect(host, s)?)))
-    }
+/// Starts a non-blocking UNIX stream connect.
+pub(crate) fn unix(path: &Path) -> io::Result<Stream> {
+    UnixStream::connect(path).map(|s| Stream::Plain(Socket::Unix(s)))
+}
 
-    /// Records a TLS stream holds that the socket has not taken yet: [`Write::flush`] them
-    /// when writable.
-    pub(crate) fn has_pending(&self) -> bool {
-        matches!(self, Stream::Tls(t) if t.has_pending())
-    }
+/// Starts a connect with `connect` and registers the socket under `token` for both readiness
+/// kinds, since a connection reads and writes from the start. The error says which step failed,
+/// as the reports show it.
+pub(crate) fn open(
+    registry: &Registry,
+    token: Token,
+    connect: impl FnOnce() -> io::Result<Stream>,
+) -> Result<Stream, String> {
+    let mut stream = connect().map_err(|e| e.to_string())?;
+    registry
+        .register(
+            stream.source(),
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+        .map_err(|e| format!("cannot poll: {e}"))?;
+    Ok(stream)
+}
 
-    /// Whether a short read emptied the socket (not so under TLS: a read returns one
-    /// record's plaintext while more may wait).
-    pub(crate) fn short_read_drains(&self) -> bool {
-        !matches!(self, Stream::Tls(_))
+/// Deregisters and drops (so closes) the connection's socket, if it has one.
+pub(crate) fn close(registry: &Registry, stream: &mut Option<Stream>) {
+    if let Some(mut s) = stream.take() {
+        let _ = registry.deregister(s.source());
     }
+}
 
-    /// Starts a non-blocking UNIX stream connect.
-    pub(crate) fn unix(path: &Path) -> io::Result<Stream> {
-        UnixStream::connect(path).map(Stream::Unix)
-    }
-
-    /// Starts a connect with `connect` and registers the socket under `token` for both
-    /// readiness kinds, since a connection reads and writes from the start. The error says
-    /// which step failed, as the reports show it.
-    pub(crate) fn open(
-        registry: &Registry,
-        token: Token,
-        connect: impl FnOnce() -> io::Result<Stream>,
-    ) -> Result<Stream, String> {
-        let mut stream = connect().map_err(|e| e.to_string())?;
-        registry
-            .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-            .map_err(|e| format!("cannot poll: {e}"))?;
-        Ok(stream)
-    }
-
+/// What a load connection asks of its stream beyond [`Transport`].
+pub(crate) trait LoadStream {
     /// Where a non-blocking connect stands: `Ok(true)` done, `Ok(false)` still under way (a
     /// spurious event), `Err` failed. Its first writable or error event is the time to ask.
-    pub(crate) fn connect_done(&self) -> io::Result<bool> {
-        let (error, peer) = match self {
-            Stream::Tcp(s) => (s.take_error(), s.peer_addr().map(drop)),
-            Stream::Unix(s) => (s.take_error(), s.peer_addr().map(drop)),
-            Stream::Tls(t) => (t.get_ref().take_error(), t.get_ref().peer_addr().map(drop)),
-        };
-        if let Some(e) = error? {
+    fn connect_done(&self) -> io::Result<bool>;
+    /// One read, retried if interrupted: `Ok(Some(n))` read n bytes (0 is the end of the
+    /// stream), `Ok(None)` the socket has nothing now.
+    fn read_some(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+    /// One write, retried if interrupted: `Ok(Some(n))` wrote n bytes, `Ok(None)` the socket
+    /// takes nothing now. Callers write only non-empty buffers, so a write that takes no bytes
+    /// without saying "would block" is a failure: waiting for readiness would not change it.
+    fn write_some(&mut self, buf: &[u8]) -> io::Result<Option<usize>>;
+}
+
+impl LoadStream for Stream {
+    fn connect_done(&self) -> io::Result<bool> {
+        let socket = self.socket();
+        if let Some(e) = socket.take_error()? {
             return Err(e);
         }
-        match peer {
-            Ok(()) => Ok(true),
+        match socket.peer_addr() {
+            Ok(_) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotConnected => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    /// One read, retried if interrupted: `Ok(Some(n))` read n bytes (0 is the end of the
-    /// stream), `Ok(None)` the socket has nothing now.
-    pub(crate) fn read_some(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    fn read_some(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         retry(|| self.read(buf))
     }
 
-    /// One write, retried if interrupted: `Ok(Some(n))` wrote n bytes, `Ok(None)` the socket
-    /// takes nothing now. Callers write only non-empty buffers, so a write that takes no bytes
-    /// without saying "would block" is a failure: waiting for readiness would not change it.
-    pub(crate) fn write_some(&mut self, buf: &[u8]) -> io::Result<Option<usize>> {
+    fn write_some(&mut self, buf: &[u8]) -> io::Result<Option<usize>> {
         match retry(|| self.write(buf))? {
             Some(0) => Err(io::Error::new(
                 ErrorKind::WriteZero,
                 "the socket accepted no bytes",
             )),
             n => Ok(n),
-        }
-    }
-
-    /// Deregisters and drops (so closes) the connection's socket, if it has one.
-    pub(crate) fn close(registry: &Registry, stream: &mut Option<Stream>) {
-        if let Some(mut s) = stream.take() {
-            let _ = registry.deregister(&mut s);
         }
     }
 }
@@ -183,59 +177,6 @@ fn retry(mut op: impl FnMut() -> io::Result<usize>) -> io::Result<Option<usize>>
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
-        }
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-            Stream::Tls(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Unix(s) => s.write(buf),
-            Stream::Tls(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Tls(s) => s.flush(),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Source for Stream {
-    fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.register(r, t, i),
-            Stream::Unix(s) => s.register(r, t, i),
-            Stream::Tls(s) => s.source().register(r, t, i),
-        }
-    }
-
-    fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.reregister(r, t, i),
-            Stream::Unix(s) => s.reregister(r, t, i),
-            Stream::Tls(s) => s.source().reregister(r, t, i),
-        }
-    }
-
-    fn deregister(&mut self, r: &Registry) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.deregister(r),
-            Stream::Unix(s) => s.deregister(r),
-            Stream::Tls(s) => s.source().deregister(r),
         }
     }
 }

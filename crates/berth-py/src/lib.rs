@@ -5,7 +5,8 @@
 //! `io_iteration`, which releases the GIL for the whole wait and all the I/O of the round, and
 //! takes it back once to hand Python the round's five sets of client ids — one GIL acquisition
 //! per batch of ready clients, none per message. Messages cross as `bytes`, a list per client
-//! per call. A sequence given to `send_messages` is drawn lazily, as the client's queue drains:
+//! per call; a `bytes` sent is queued as it is, not copied (the engine holds a reference until
+//! the socket has taken it, dropped off the GIL through pyo3's deferred release). A sequence given to `send_messages` is drawn lazily, as the client's queue drains:
 //! the engine takes the GIL for each item it draws (a Python generator of a million messages is
 //! never in memory at once).
 //!
@@ -141,7 +142,7 @@ impl Core {
         }
         let engine = self.engine();
         for view in views {
-            if !engine.send_message(id, &view) {
+            if !engine.send_shared(id, view) {
                 return Ok(false);
             }
         }
@@ -266,9 +267,12 @@ impl Core {
         out
     }
 
-    /// Queues one message to `client`; false if the client is gone.
-    fn send_message(&mut self, client: u64, data: &[u8]) -> bool {
-        self.engine().send_message(ClientId::from_raw(client), data)
+    /// Queues one message to `client`; false if the client is gone. A `bytes` object is not
+    /// copied: the engine writes a large one from where it lies and lets go of it once written
+    /// (a `bytearray` is copied, since it may change).
+    fn send_message(&mut self, client: u64, data: PyBackedBytes) -> bool {
+        self.engine()
+            .send_shared(ClientId::from_raw(client), data)
     }
 
     /// Queues the messages of an iterable to `client`; false if the client is gone. A list or

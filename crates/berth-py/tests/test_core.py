@@ -109,3 +109,39 @@ def test_a_refusal_is_a_connection_error_with_its_reason():
         stop.set()
         t.join(WAIT)
     server.shutdown(0.2)
+
+
+def test_sent_messages_are_the_callers_bytes_as_they_were_at_the_call():
+    """`send_message` queues a large `bytes` without copying it (issue 30): the engine keeps it
+    alive until written, whatever the caller drops; a `bytearray` is taken as it is at the call,
+    whatever the caller changes after."""
+    core = berth.Core()
+    port = int(core.listen("tcp://127.0.0.1:0").rsplit(":", 1)[1])
+    c = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+    c.sendall(frame(b"reader"))
+    _, (reader,), *_ = poll_until(core, lambda r: r[1])
+    big = bytes(range(256)) * 4096  # 1 MiB
+    assert core.send_message(reader, big)
+    del big
+    mutable = bytearray(b"m" * 100_000)
+    assert core.send_message(reader, mutable)
+    mutable[:] = b"changed"
+    assert core.send_messages(reader, [b"a" * 50_000, bytes(range(256)) * 100]) is True
+    want = [b"OK", bytes(range(256)) * 4096, b"m" * 100_000, b"a" * 50_000, bytes(range(256)) * 100]
+    got = []
+    buf = b""
+    c.setblocking(False)
+    deadline = time.time() + WAIT
+    while len(got) < len(want) and time.time() < deadline:
+        core.io_iteration(0.01)
+        try:
+            buf += c.recv(1 << 20)
+        except BlockingIOError:
+            continue
+        while len(buf) >= 8 and len(buf) >= 8 + struct.unpack("<Q", buf[:8])[0]:
+            n = struct.unpack("<Q", buf[:8])[0]
+            got.append(buf[8 : 8 + n])
+            buf = buf[8 + n :]
+    assert [len(m) for m in got] == [len(m) for m in want]
+    assert got == want
+    core.shutdown(0.5)

@@ -245,3 +245,49 @@ fn a_client_that_half_closes_in_a_message_is_told_incomplete() {
     );
     assert!(closes(&mut c));
 }
+
+/// Large held messages are read straight into their buffers (issue 30), which a reused buffer
+/// may leave room beyond: a read that brings the next frames along must hand them on intact.
+/// Back to back in one stream, sizes chosen so that pooled buffers fit loosely and tightly.
+#[test]
+fn back_to_back_large_messages_arrive_intact_whatever_buffer_they_land_in() {
+    let server = echo(EngineConfig::default(), &[tcp_endpoint()]);
+    let (mut c, answer) = hello(tcp(addr_of(&server.endpoints[0])), "direct");
+    assert_eq!(answer, ok());
+    let sizes = [
+        2 << 20,
+        (2 << 20) - 10_000,
+        100,
+        (2 << 20) - 1,
+        1_500_000,
+        70_000,
+        (2 << 20) - 60_000,
+        3,
+        2 << 20,
+    ];
+    let msgs: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| payload(n, i as u32))
+        .collect();
+    let mut wire = Vec::new();
+    for m in &msgs {
+        wire.extend_from_slice(&frame(m));
+    }
+    let mut w = c.try_clone().unwrap();
+    let writer = thread::spawn(move || w.write_all(&wire).unwrap());
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    for (i, m) in msgs.iter().enumerate() {
+        let mut head = [0u8; 8];
+        c.read_exact(&mut head).unwrap();
+        assert_eq!(
+            u64::from_le_bytes(head),
+            m.len() as u64,
+            "message {i}'s length"
+        );
+        let mut got = vec![0u8; m.len()];
+        c.read_exact(&mut got).unwrap();
+        assert!(got == *m, "message {i} differs");
+    }
+    writer.join().unwrap();
+}

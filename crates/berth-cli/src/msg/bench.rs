@@ -4,9 +4,10 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use berth_lab::msgbench::{self, Endpoint, Limit, MsgBenchConfig, Names, Protocol, Relay};
-use clap::{ArgAction, Args};
+use clap::Args;
 
-use crate::args::{parse_duration, usage_error};
+use crate::args::{heading, usage_error, BENCH_DEFAULT_DURATION};
+use crate::units;
 
 /// Options of `berth msg bench`.
 #[derive(Debug, Args)]
@@ -19,33 +20,33 @@ pub struct MsgBenchArgs {
     pub zmq: bool,
 
     /// Payload bytes per message: 64, 1k, 64k, 1m, 8760000, 64m (k and m are 1024-based).
-    #[arg(short = 's', long, value_name = "BYTES", default_value = "64", value_parser = super::parse_size)]
+    #[arg(short = 's', long, value_name = "SIZE", default_value = "64", value_parser = units::size, help_heading = heading::LOAD)]
     pub size: u64,
 
     /// Concurrent connections.
-    #[arg(short = 'c', long, value_name = "N", default_value = "10")]
+    #[arg(short = 'c', long, value_name = "N", default_value = "10", help_heading = heading::LOAD)]
     pub connections: NonZeroUsize,
 
     /// Load threads, each with its own event loop (at most one per connection).
-    #[arg(short = 't', long, value_name = "N", default_value = "2")]
+    #[arg(short = 't', long, value_name = "N", default_value = "2", help_heading = heading::LOAD)]
     pub threads: NonZeroUsize,
 
     /// Messages in flight per connection before it waits for echoes [default: 16 up to 4k,
     /// 1 above].
-    #[arg(short = 'w', long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = heading::LOAD)]
     pub window: Option<NonZeroUsize>,
 
-    /// How long to run: 10, 10s, 500ms, 2m [default: 10s unless -n is given].
-    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "count")]
+    /// How long to run: 10 (seconds), 10s, 500ms, 2m [default: 10s unless -n is given].
+    #[arg(long, value_name = "DURATION", value_parser = units::duration, conflicts_with = "count", help_heading = heading::LOAD)]
     pub duration: Option<Duration>,
 
     /// Stop after this many messages have been echoed (or lost to errors).
-    #[arg(short = 'n', long = "count", value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long = "count", value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..), help_heading = heading::LOAD)]
     pub count: Option<u64>,
 
     /// Longest a connection may go without moving a byte while it waits for something
     /// (connect, handshake, echo) before that counts as a timeout error.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::LOAD)]
     pub timeout: Duration,
 
     /// Name connections PREFIX0, PREFIX1, ... in their keyword (berth framing only).
@@ -72,12 +73,8 @@ pub struct MsgBenchArgs {
     pub relay_via: Option<String>,
 
     /// Print the report as JSON instead of a table.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::OUTPUT)]
     pub json: bool,
-
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
 }
 
 /// Runs the load and prints the table (or JSON) on stdout.
@@ -101,7 +98,7 @@ pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
     }
     config.limit = match (opts.count, opts.duration) {
         (Some(n), _) => Limit::Messages(n),
-        (None, d) => Limit::Duration(d.unwrap_or(Duration::from_secs(10))),
+        (None, d) => Limit::Duration(d.unwrap_or(BENCH_DEFAULT_DURATION)),
     };
     config.timeout = opts.timeout;
     config.names = if opts.anonymous {

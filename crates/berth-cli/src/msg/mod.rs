@@ -7,19 +7,16 @@ mod serve;
 
 use std::time::Duration;
 
-use clap::{ArgAction, Args, Subcommand};
+use clap::{Args, Subcommand};
 
-use crate::args::{parse_duration, parse_secs};
+use crate::args::{heading, AcceptArgs, DaemonArgs, StopArgs, WRITE_TIMEOUT};
+use crate::units;
 
 /// Options of `berth msg`.
 #[derive(Debug, Args)]
 pub struct MsgArgs {
     #[command(subcommand)]
     pub command: MsgCommand,
-
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
 }
 
 /// What `berth msg` runs.
@@ -27,7 +24,7 @@ pub struct MsgArgs {
 pub enum MsgCommand {
     /// Serve the echo and relay demo (`@NAME text` goes to client NAME) until stopped.
     #[command(disable_help_flag = true)]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Connect, send messages, print the answers that arrive within --wait. Exits 0 when
     /// every message was sent and every answer awaited came (see --answers).
     #[command(disable_help_flag = true)]
@@ -51,48 +48,67 @@ pub struct ServeArgs {
     /// Endpoint to listen on (repeatable): tcp://HOST:PORT, tls://HOST:PORT[?cert=F&key=F],
     /// unix:///PATH, udp://HOST:PORT, ws://HOST:PORT[/PATH] (WebSocket clients at PATH,
     /// default /ws/relay: first text message the name), wss://HOST:PORT[/PATH] (inside TLS),
-    /// with ?raw, ?anonymous=no, ?expected-only.
-    #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", required = true)]
+    /// with ?raw, ?anonymous=no, ?expected-only. Under socket activation, the first tcp://,
+    /// tls://, ws:// or wss:// endpoint takes the socket the service manager passed.
+    #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", required = true, help_heading = heading::LISTEN)]
     pub listen: Vec<String>,
+
+    /// Share TCP and UDP ports with another process that listens on them with SO_REUSEPORT
+    /// (the old server of a zero-downtime restart). Without it a port anyone else listens on
+    /// is refused ("already in use", exit 1). Names are not shared between processes.
+    #[arg(long, help_heading = heading::LISTEN)]
+    pub reuse_port: bool,
+
+    #[command(flatten)]
+    pub accept: AcceptArgs,
 
     /// A rule for a name (repeatable), e.g. admin:transport=unix or svc:from=127.0.0.0/8;
     /// bulk:streams=1g lets messages over --max-held from others stream to it, up to 1g.
     /// NAME as for --expect (a colon in it is \x3a).
-    #[arg(long = "rule", value_name = "NAME:CONSTRAINTS")]
+    #[arg(long = "rule", value_name = "NAME:CONSTRAINTS", help_heading = heading::NAMES)]
     pub rules: Vec<String>,
 
     /// A name expected in advance (repeatable). Names are bytes: write a backslash as \\ and
     /// any byte as \xNN (e.g. 'a\x20b', '\xff\xfe'), as logs show them.
-    #[arg(long = "expect", value_name = "NAME")]
+    #[arg(long = "expect", value_name = "NAME", help_heading = heading::NAMES)]
     pub expect: Vec<String>,
 
     /// Refuse anonymous clients on every listener.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::NAMES)]
     pub no_anonymous: bool,
 
     /// Refuse names not given with --expect on every listener.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::NAMES)]
     pub expected_only: bool,
 
     /// A name held by a live connection: refuse the newcomer, or replace the old connection
     /// (it gets its queued output and an `error name-replaced` frame). A rule can say
     /// otherwise for its name (name-taken=replace).
-    #[arg(long, value_name = "WHAT", default_value = "refuse", value_parser = parse_name_taken)]
+    #[arg(long, value_name = "WHAT", default_value = "refuse", value_parser = parse_name_taken, help_heading = heading::NAMES)]
     pub name_taken: berth_proto::msg::NameTaken,
 
-    /// Longest name a client may register, in bytes (1 to 64k). A name is any bytes not
-    /// starting with '#' (the form of anonymous clients' ids), as FI-ASockIOCore takes them.
-    #[arg(long, value_name = "BYTES", default_value = "4096", value_parser = parse_max_name)]
+    /// Longest name a client may register (1 to 64k). A name is any bytes not starting with
+    /// '#' (the form of anonymous clients' ids), as FI-ASockIOCore takes them.
+    #[arg(long, value_name = "SIZE", default_value = "4096", value_parser = parse_max_name, help_heading = heading::NAMES)]
     pub max_name: usize,
 
     /// Take only the names berth took before: 1 to 255 bytes of UTF-8 without control
     /// characters or spaces (and not starting with '#'); refuse others with name-invalid.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::NAMES)]
     pub strict_names: bool,
 
+    /// Join a cluster of berth nodes through NATS (nats://HOST:PORT, JetStream enabled):
+    /// names are unique across the nodes, and @NAME relays reach clients of other nodes.
+    #[arg(long, value_name = "URL", help_heading = heading::NAMES)]
+    pub cluster: Option<String>,
+
+    /// How long a node that stops renewing its lease (it died) keeps its names.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, requires = "cluster", help_heading = heading::NAMES)]
+    pub cluster_lease: Duration,
+
     /// Largest message accepted [default: no limit for the demo, which streams; a limit
-    /// given here applies to every message]. Sizes: 1000, 64k, 64m, 1g.
-    #[arg(long, value_name = "BYTES", value_parser = parse_limit)]
+    /// given here applies to every message].
+    #[arg(long, value_name = "SIZE", value_parser = units::limit, help_heading = heading::LIMITS)]
     pub max_message: Option<u64>,
 
     /// Largest message received whole before it is answered or relayed (so a client that
@@ -100,95 +116,65 @@ pub struct ServeArgs {
     /// busy receiving another; bigger ones stream through as they arrive: echoed, or relayed
     /// to a client whose rule takes them (NAME:streams=SIZE); relayed to any other client they
     /// are refused with an `@!` message.
-    #[arg(long, value_name = "BYTES", default_value = "64m", value_parser = parse_limit)]
+    #[arg(long, value_name = "SIZE", default_value = "64m", value_parser = units::limit, help_heading = heading::LIMITS)]
     pub max_held: u64,
 
     /// Most bytes held that way at once, over all clients (shared out evenly by the -A
     /// threads). A message that would go over it waits, its sender not read, until enough
     /// is delivered; one message at a time may exceed it.
-    #[arg(long, value_name = "BYTES", default_value = "1g", value_parser = parse_limit)]
+    #[arg(long, value_name = "SIZE", default_value = "1g", value_parser = units::limit, help_heading = heading::LIMITS)]
     pub max_held_total: u64,
 
-    /// Seconds a client may send nothing in the middle of a message before it is ended with
+    /// Bytes queued to a client above which whoever feeds it is paused.
+    #[arg(long, value_name = "SIZE", default_value = "1m", value_parser = units::limit, help_heading = heading::LIMITS)]
+    pub out_high: u64,
+
+    /// Longest opening handshake (HTTP head) of a ws:// client; longer ones are answered 431.
+    #[arg(long, value_name = "SIZE", default_value = "16k", value_parser = units::limit, help_heading = heading::LIMITS)]
+    pub ws_max_head: u64,
+
+    /// Time allowed for a client's keyword.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
+    pub handshake_timeout: Duration,
+
+    /// How long a client may send nothing in the middle of a message before it is ended with
     /// `error read-timeout` [default: never, as FI-ASockIOCore].
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    #[arg(long, value_name = "DURATION", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
     pub read_timeout: Option<Duration>,
 
-    /// Seconds a client may send nothing in the middle of a message that others wait on (one
+    /// How long a client may send nothing in the middle of a message that others wait on (one
     /// streaming to another client, or one held whole while others wait for the held budget)
     /// before it is ended with `error read-timeout`; a stream it fed is completed with zero
     /// bytes so that its receiver's framing survives.
-    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
     pub stall_timeout: Duration,
 
+    /// How long a client with output waiting may take none of it before it is dropped.
+    #[arg(long, value_name = "DURATION", default_value = WRITE_TIMEOUT, value_parser = units::duration, help_heading = heading::TIMEOUTS)]
+    pub write_timeout: Duration,
+
+    /// How long a silent UDP client is kept.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
+    pub udp_idle: Duration,
+
     /// Certificate (PEM) of tls:// endpoints that name none with ?cert=. Needs --tls-key.
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(long, value_name = "FILE", requires = "tls_key", help_heading = heading::TLS)]
     pub tls_cert: Option<std::path::PathBuf>,
 
     /// Private key (PEM) of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(long, value_name = "FILE", requires = "tls_cert", help_heading = heading::TLS)]
     pub tls_key: Option<std::path::PathBuf>,
 
     /// Ask tls:// clients for a certificate signed by this CA (PEM); a rule NAME:cert then
     /// admits NAME only with a certificate whose common name is NAME.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(long, value_name = "FILE", requires = "tls_cert", help_heading = heading::TLS)]
     pub client_ca: Option<std::path::PathBuf>,
 
-    /// Engine threads, each with its own listener on every TCP endpoint (SO_REUSEPORT); UNIX
-    /// and UDP endpoints are served by the first. Names are shared by all threads.
-    #[arg(short = 'A', long, value_name = "N", default_value = "1")]
-    pub threads: std::num::NonZeroUsize,
+    #[command(flatten)]
+    pub stop: StopArgs,
 
-    /// Most clients at once, per thread.
-    #[arg(short = 'C', long, value_name = "N", default_value = "10000")]
-    pub capacity: usize,
-
-    /// Join a cluster of berth nodes through NATS (nats://HOST:PORT, JetStream enabled):
-    /// names are unique across the nodes, and @NAME relays reach clients of other nodes.
-    #[arg(long, value_name = "URL")]
-    pub cluster: Option<String>,
-
-    /// Seconds a node that stops renewing its lease (it died) keeps its names.
-    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs, requires = "cluster")]
-    pub cluster_lease: Duration,
-
-    /// Longest opening handshake (HTTP head) of a ws:// client; longer ones are answered 431.
-    #[arg(long, value_name = "BYTES", default_value = "16k", value_parser = parse_limit)]
-    pub ws_max_head: u64,
-
-    /// Seconds allowed for a client's keyword.
-    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
-    pub handshake_timeout: Duration,
-
-    /// Seconds after which a silent UDP client is dropped.
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
-    pub udp_idle: Duration,
-
-    /// Seconds a client with output waiting may take none of it before it is dropped.
-    #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_secs)]
-    pub write_timeout: Duration,
-
-    /// Bytes queued to a client above which whoever feeds it is paused.
-    #[arg(long, value_name = "BYTES", default_value = "1m", value_parser = parse_limit)]
-    pub out_high: u64,
-
-    /// Share TCP and UDP ports with another process that listens on them with SO_REUSEPORT
-    /// (the old server of a zero-downtime restart). Without it a port anyone else listens on
-    /// is refused ("already in use", exit 1). Names are not shared between processes.
-    #[arg(long)]
-    pub reuse_port: bool,
-
-    /// Seconds to let clients receive what is queued for them at shutdown.
-    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_secs)]
-    pub shutdown_timeout: Duration,
-
-    /// Debug logging: a line per connection event.
-    #[arg(short = 'v', long)]
-    pub verbose: bool,
-
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
 }
 
 /// Options of `berth msg send`.
@@ -204,11 +190,11 @@ pub struct SendArgs {
 
     /// Name to connect under [default: anonymous; others see it as #ID]. Bytes as for
     /// `msg serve --expect`: \\ is a backslash, \xNN any byte.
-    #[arg(short = 'n', long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
 
-    /// Longest wait for the answers after sending: 1, 500ms, 2s.
-    #[arg(short = 'w', long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    /// Longest wait for the answers after sending: 1 (second), 500ms, 2s.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = units::duration)]
     pub wait: Duration,
 
     /// Answers to wait for (0: none, just send) [default: one per message that is not a relay;
@@ -218,10 +204,6 @@ pub struct SendArgs {
 
     #[command(flatten)]
     pub tls: TlsClientArgs,
-
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
 }
 
 /// How `send` and `listen` speak TLS to a tls:// endpoint.
@@ -252,22 +234,11 @@ pub struct ListenArgs {
     pub endpoint: String,
 
     /// Name to connect under (\\ is a backslash, \xNN any byte).
-    #[arg(short = 'n', long, value_name = "NAME", required = true)]
+    #[arg(long, value_name = "NAME", required = true)]
     pub name: String,
 
     #[command(flatten)]
     pub tls: TlsClientArgs,
-
-    /// Print help.
-    #[arg(short = 'h', long = "help", short_alias = '?', action = ArgAction::Help)]
-    help: Option<bool>,
-}
-
-/// A byte count: `1000`, `64k`, `1m`, `1g` (k, m, g are powers of 1024; a trailing `b` or
-/// `ib` is allowed: `64MiB`). Zero is a valid message size. The one size syntax of berth's
-/// command line, shared with `--rule NAME:streams=SIZE`.
-pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
-    berth_proto::msg::policy::parse_size(s)
 }
 
 /// Most `--max-name` allows: names are held whole from the handshake on, and a relay target
@@ -276,24 +247,16 @@ const MAX_MAX_NAME: u64 = 64 * 1024;
 
 /// `--max-name`: a size from 1 byte to [`MAX_MAX_NAME`].
 fn parse_max_name(s: &str) -> Result<usize, String> {
-    match parse_limit(s)? {
+    match units::limit(s)? {
         n if n > MAX_MAX_NAME => Err(format!("'{s}' is over the most allowed, 64k")),
         n => Ok(n as usize),
-    }
-}
-
-/// A limit: a size above zero.
-fn parse_limit(s: &str) -> Result<u64, String> {
-    match parse_size(s)? {
-        0 => Err(format!("'{s}' must be more than zero")),
-        n => Ok(n),
     }
 }
 
 /// Runs the chosen `berth msg` subcommand.
 pub fn run(opts: MsgArgs) -> Result<(), String> {
     match opts.command {
-        MsgCommand::Serve(opts) => serve::run(opts),
+        MsgCommand::Serve(opts) => serve::run(*opts),
         MsgCommand::Send(opts) => client::send(opts),
         MsgCommand::Listen(opts) => client::listen(opts),
         MsgCommand::Bench(opts) => bench::run(opts),
@@ -302,36 +265,10 @@ pub fn run(opts: MsgArgs) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_limit, parse_max_name, parse_size};
+    use super::parse_max_name;
 
     #[test]
-    fn sizes() {
-        for (s, n) in [
-            ("64", 64),
-            ("0", 0),
-            ("1k", 1024),
-            ("64K", 65_536),
-            ("1m", 1 << 20),
-            ("8760000", 8_760_000),
-            ("64m", 64 << 20),
-            ("64MiB", 64 << 20),
-            ("1g", 1 << 30),
-        ] {
-            assert_eq!(parse_size(s), Ok(n), "{s}");
-        }
-        for bad in [
-            "",
-            "k",
-            "1.5m",
-            "-1",
-            "12q",
-            "99999999999999999999",
-            "9000000000g",
-        ] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-        assert!(parse_limit("0").is_err());
-        assert_eq!(parse_limit("1k"), Ok(1024));
+    fn max_name() {
         assert_eq!(parse_max_name("4096"), Ok(4096));
         assert_eq!(parse_max_name("64k"), Ok(65536));
         for bad in ["0", "65537", "1m", "lots"] {

@@ -1,40 +1,50 @@
 //! `berth msg serve`: the echo and relay demo on every endpoint given, served by `-A` engine
-//! threads, until SIGINT or SIGTERM. Processes can also share a TCP or UDP port with
+//! threads, until SIGINT or SIGTERM (after `--drain-delay`; in the background with `-d`; a
+//! service manager is told READY/RELOADING/STOPPING as `serve` tells it). Processes can also share a TCP or UDP port with
 //! `--reuse-port` (SO_REUSEPORT), as seed 003's "multiple instances" do; without it a port
 //! another process listens on is refused. SIGHUP reads every file of the tls:// listeners
 //! again (certificate chain, key, client CA), all or nothing.
 
-use std::io::Write;
+use std::num::NonZeroUsize;
 
 use berth::app::relay::EchoRelay;
 use berth::drive;
-use berth::drive::signal::Signal;
 use berth::msg::{ClusterConfig, Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
+use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth_proto::msg::policy::{parse_name, parse_rule};
 
 use super::ServeArgs;
 use crate::args::usage_error;
+use crate::lifecycle;
 
 /// Serves until stopped.
 pub fn run(args: ServeArgs) -> Result<(), String> {
     // Before any thread starts, so that every thread inherits the blocked mask.
     drive::signal::block_termination().map_err(|e| e.to_string())?;
-    let level = if args.verbose {
-        log::LevelFilter::Debug
-    } else {
-        log::LevelFilter::Info
-    };
-    env_logger::Builder::new()
-        .filter_level(level)
-        .target(env_logger::Target::Stderr)
-        .init();
+    // A listening socket a service manager passed (systemd's socket activation), taken before
+    // any thread starts: the first TCP endpoint listens on it.
+    let mut inherited = activation::listen_fds()
+        .map_err(|e| format!("socket activation: {e}"))?
+        .into_iter();
+    let passed = inherited.next();
+    if inherited.len() > 0 {
+        log::warn!(
+            "socket activation passed {} listening socket(s) more than msg serve uses (one, \
+             for the first tcp:// endpoint): not used",
+            inherited.len()
+        );
+    }
 
     let endpoints: Vec<Endpoint> = args
         .listen
         .iter()
         .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg serve", &err)))
         .collect();
+    let tcp = |e: &Endpoint| matches!(e.address, berth::msg::Address::Tcp(_));
+    if passed.is_some() && !endpoints.iter().any(tcp) {
+        log::warn!("socket activation passed a listening socket, and no tcp:// endpoint takes it");
+    }
     let names = NameRule {
         max: args.max_name,
         strict: args.strict_names,
@@ -74,7 +84,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let config = EngineConfig {
         max_message: args.max_message.unwrap_or(defaults.max_message),
         max_streamed: args.max_message.unwrap_or(defaults.max_streamed),
-        capacity: args.capacity.max(1),
+        capacity: args.accept.accept_capacity.get(),
         handshake_timeout: args.handshake_timeout,
         udp_idle: args.udp_idle,
         write_timeout: args.write_timeout,
@@ -91,33 +101,43 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
             lease: args.cluster_lease,
         }),
         tls,
+        inherited: passed,
         ..defaults
     };
 
-    let (grace, hold, max_name) = (args.shutdown_timeout, args.max_held, args.max_name);
-    let server = MsgServer::spawn(&endpoints, config, args.threads.get(), grace, move |_| {
+    let (grace, hold, max_name) = (args.stop.shutdown_timeout, args.max_held, args.max_name);
+    // Detach now: every flag has been checked, and no thread has been started yet.
+    let mut daemon = lifecycle::detach(&args.daemon).map_err(|e| e.to_string())?;
+    // One engine thread unless asked: a client's relays to clients of other threads cross a
+    // mailbox, and a streamed relay of 1 GiB (tests/msg.rs) does not finish across threads yet.
+    let threads = args.accept.accept_threads.map_or(1, NonZeroUsize::get);
+    let server = MsgServer::spawn(&endpoints, config, threads, grace, move |_| {
         EchoRelay::new(hold).with_max_name(max_name)
     })
-    .map_err(|e| format!("cannot listen: {e}"))?;
+    .map_err(|e| lifecycle::failed(&mut daemon, format!("cannot listen: {e}")))?;
     let bound = server.endpoints.clone();
     let list: Vec<String> = bound.iter().map(|e| e.to_string()).collect();
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "berth msg listening on {}", list.join(" "));
-        let _ = out.flush();
-    }
+    let line = format!("berth msg listening on {}", list.join(" "));
+    lifecycle::ready(&mut daemon, &line).map_err(|e| e.to_string())?;
     // Signals are taken on a thread of their own, so that this one can wait for the server,
     // which also ends (and exits 1) if an engine thread panics. SIGHUP reloads certificates.
     let stopper = server.stopper();
     let reloader = server.tls_reloader();
+    let delay = args.stop.drain_delay;
     std::thread::spawn(move || {
-        let signal = loop {
-            match drive::signal::wait_for_signal() {
-                Ok(Signal::Stop(signal)) => break signal,
-                Ok(Signal::Reload) => reload(&reloader),
-                Err(_) => return,
-            }
+        let Ok(signal) = lifecycle::wait_for_stop(|| reload(&reloader)) else {
+            return;
         };
+        if lifecycle::drain_delay(
+            delay,
+            signal,
+            "the service manager is told STOPPING=1",
+            || reload(&reloader),
+        )
+        .is_err()
+        {
+            return;
+        }
         log::info!("{signal:?} received: telling clients and closing (up to {grace:?})");
         stopper.stop();
         if let Ok(again) = drive::signal::wait_for_termination() {
@@ -128,6 +148,8 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let stats = server.stats().clone();
     let result = server.join();
     log::info!("stopped: {}", stats.snapshot());
+    // The pid file goes with the daemon handle.
+    drop(daemon);
     result.map_err(|e| e.to_string())
 }
 

@@ -20,7 +20,8 @@ use mio::{Poll, Token};
 
 use super::report::Tally;
 use crate::load_threads::Budget;
-use crate::poll_loop::{self, EventLoop, ReadSide, Stream};
+use crate::poll_loop::{self, EventLoop, LoadStream, ReadSide, Stream};
+use berth::net::Transport;
 
 /// How long a connection waits before trying again after its connect failed.
 const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
@@ -229,10 +230,10 @@ impl Loop<'_> {
         let addr = self.plan.addr;
         let tls = self.plan.tls.as_ref();
         let connect = || match tls {
-            None => Stream::tcp(addr),
-            Some(t) => Stream::tls(addr, &t.connector, &t.host),
+            None => poll_loop::tcp(addr),
+            Some(t) => poll_loop::tls(addr, &t.connector, &t.host),
         };
-        let stream = match Stream::open(self.poll.registry(), Token(i), connect) {
+        let stream = match poll_loop::open(self.poll.registry(), Token(i), connect) {
             Ok(s) => s,
             Err(_) => return self.fail(i, Failure::Connect, now),
         };
@@ -356,7 +357,7 @@ impl Loop<'_> {
             let drains = self.conns[i]
                 .stream
                 .as_ref()
-                .is_some_and(Stream::short_read_drains);
+                .is_some_and(|s| s.short_read_drains());
             if drains && self.conns[i].read.emptied_by(n, room) {
                 return;
             }
@@ -417,7 +418,7 @@ impl Loop<'_> {
 
     fn close(&mut self, i: usize) {
         let c = &mut self.conns[i];
-        Stream::close(self.poll.registry(), &mut c.stream);
+        poll_loop::close(self.poll.registry(), &mut c.stream);
         c.state = State::Idle;
         c.inflight = 0;
         c.reserved = 0;

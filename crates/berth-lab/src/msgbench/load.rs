@@ -28,7 +28,7 @@ use super::report::{Failure, MsgTally};
 use super::wire::{self, In, WireError};
 use super::{Endpoint, Protocol};
 use crate::load_threads::Budget;
-use crate::poll_loop::{self, EventLoop, ReadSide, Stream};
+use crate::poll_loop::{self, EventLoop, LoadStream, ReadSide, Stream};
 
 /// Pause before a connection tries again after its connect failed or its handshake was
 /// refused, so a server that is down or turning us away is not hammered in a tight loop.
@@ -103,9 +103,9 @@ pub(crate) struct Shared {
 /// Starts a non-blocking connect to `endpoint`.
 fn connect(endpoint: &Endpoint) -> io::Result<Stream> {
     match endpoint {
-        Endpoint::Tcp(addr) => Stream::tcp(*addr),
-        Endpoint::Unix(path) => Stream::unix(path),
-        Endpoint::Ws { addr, .. } => Stream::tcp(*addr),
+        Endpoint::Tcp(addr) => poll_loop::tcp(*addr),
+        Endpoint::Unix(path) => poll_loop::unix(path),
+        Endpoint::Ws { addr, .. } => poll_loop::tcp(*addr),
     }
 }
 
@@ -335,7 +335,7 @@ impl Loop<'_> {
             true => &self.plan.peer_endpoint,
             false => &self.plan.endpoint,
         };
-        let stream = match Stream::open(self.poll.registry(), Token(i), || connect(endpoint)) {
+        let stream = match poll_loop::open(self.poll.registry(), Token(i), || connect(endpoint)) {
             Ok(s) => s,
             Err(e) => return self.fail(i, Failure::Connect, &e, now),
         };
@@ -629,7 +629,7 @@ impl Loop<'_> {
 
     fn close(&mut self, i: usize) {
         let c = &mut self.conns[i];
-        Stream::close(self.poll.registry(), &mut c.stream);
+        poll_loop::close(self.poll.registry(), &mut c.stream);
         c.state = State::Idle;
         c.queued = 0;
         c.writing = None;

@@ -31,6 +31,8 @@ mod chunked;
 pub mod client;
 pub mod files;
 mod framing;
+pub(crate) mod handler;
+pub(crate) mod head;
 mod limits;
 pub mod pump;
 pub(crate) mod request;
@@ -39,10 +41,11 @@ pub(crate) mod session;
 pub mod stream;
 
 pub use files::{content_type, BadPath, FileError, FileMeta, FileRequest};
+pub use handler::{Context, Handled, Handler, Job};
 pub use limits::Limits;
 pub use request::{Method, Request, Version};
 pub use response::{reason_phrase, Reply, Response};
-pub use session::{Context, Handled, Handler, Job, Phase, Session, Step, Streamed, Timeouts};
+pub use session::{Phase, Session, Step, Streamed, Timeouts};
 pub use stream::{
     body_stream, run_here, Answer, BodyStream, Gone, Popped, Respond, StreamWriter, Taken,
 };

@@ -34,9 +34,10 @@ use std::fmt;
 use std::time::Instant;
 
 use super::files::{FileError, FileMeta, FileRequest};
+use super::handler::{Context, Handler, Job};
 use super::limits::Limits;
 use super::response::Reply;
-use super::session::{Context, Handler, Job, Phase, Session, Step, Streamed, Timeouts};
+use super::session::{Phase, Session, Step, Streamed, Timeouts};
 use super::stream::Taken;
 use crate::upgrade::{Flow, Handover, Upgraded};
 

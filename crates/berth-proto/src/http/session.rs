@@ -6,100 +6,15 @@ use std::time::{Duration, Instant};
 use super::chunked::{Chunked, Progress};
 use super::files::{self, FileError, FileMeta, FileRequest};
 use super::framing::{framing, reject, BodyKind, Framing, Reject};
+use super::handler::{Context, Handled, Handler};
+use super::head::{
+    asks_to_switch, asks_upgrade, find_head_end, normalize_version, parse_head, Scan,
+};
 use super::limits::Limits;
-use super::request::{list_contains, Method, Request, Version};
+use super::request::{Method, Request, Version};
 use super::response::{write_head, write_response, write_switching, Head, Reply, Response};
-use super::stream::{body_stream, Answer, BodyStream, StreamWriter, Taken};
+use super::stream::{body_stream, BodyStream, StreamWriter, Taken};
 use crate::upgrade::{Handover, Switch};
-
-/// What the driver passes to every call: the limits in force and the current `Date` value.
-#[derive(Debug, Clone, Copy)]
-pub struct Context<'a> {
-    /// Limits applied to each request.
-    pub limits: &'a Limits,
-    /// The current time as an IMF-fixdate ([`DATE_LEN`](super::DATE_LEN) bytes), refreshed by the
-    /// driver about once a second.
-    pub date: &'a [u8],
-    /// The driver can pass a request body to its job while the body arrives (it reads the
-    /// connection while a job is out, and the job runs elsewhere): a handler that
-    /// [`streams bodies`](Handler::STREAMS_BODY) gets them streamed. A driver that waits for
-    /// its jobs inline (the blocking models, the in-memory pump) says false, and such a handler
-    /// gets the body whole.
-    pub stream_bodies: bool,
-}
-
-/// How a [`Handler`] dealt with a request.
-#[derive(Debug)]
-pub enum Handled<J> {
-    /// The response has been written with [`Response::send`].
-    Done,
-    /// The answer needs a job run off the I/O path; the session waits for
-    /// [`Session::complete`] before it answers anything else on this connection.
-    Offload(J),
-    /// Answer with a file: the driver opens it under its root and the session writes the
-    /// answer (see the `files` module). Nothing else on this connection is answered
-    /// first.
-    File(FileRequest),
-    /// Switch the connection to another protocol (see [`crate::upgrade`]): answered 101 if the
-    /// request asked for it, 400 otherwise.
-    Upgrade(Switch),
-}
-
-/// The application side of HTTP: turns a request into a response or a job.
-pub trait Handler {
-    /// Work that must not run on the I/O thread (it blocks or takes long).
-    type Job: Job;
-
-    /// Answers one request. Returning [`Handled::Done`] without sending counts as a bug in the
-    /// handler and is answered 500.
-    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<Self::Job>;
-
-    /// True for a handler that takes request bodies as they arrive: where the driver can
-    /// ([`Context::stream_bodies`]), a request with a body is answered by
-    /// [`Handler::handle_streamed`] as soon as its head is in, and its body goes to the job
-    /// through a [`BodyStream`] while it arrives, held back by the stream's window (the
-    /// connection is not read further while the job does not take it). Bodies are still
-    /// limited by [`Limits::max_body_bytes`].
-    const STREAMS_BODY: bool = false;
-
-    /// Answers a request whose body is still arriving: `body` yields it (see
-    /// [`BodyStream::pop`]) and ends when it is complete, or is aborted if the connection
-    /// fails or the body is malformed or too slow. Answered before the body is all in, the
-    /// connection closes after the answer. The default answers as if the body were empty.
-    fn handle_streamed(
-        &mut self,
-        req: &Request<'_>,
-        body: BodyStream,
-        res: &mut Response<'_>,
-    ) -> Handled<Self::Job> {
-        drop(body);
-        self.handle(req, res)
-    }
-
-    /// Called for every response the session writes, including the ones it writes itself
-    /// (400, 413, 431, ...). The default does nothing; the demo app counts statuses here.
-    fn on_response(&mut self, _status: u16) {}
-}
-
-/// A unit of offloaded work. Runs on a worker thread; its [`Reply`] goes back to the session.
-pub trait Job: Send + 'static {
-    /// Does the work.
-    fn run(self) -> Reply;
-
-    /// True for a job that is answered elsewhere (another thread's event loop): the model
-    /// calls [`Job::start`] on its own thread instead of giving the job a worker, and the
-    /// connection waits for the [`Answer`] without holding a thread. See the `stream` module.
-    const DEFERRED: bool = false;
-
-    /// Starts the job and returns; the answer goes to `answer`, now or later, from any thread.
-    /// The default runs it here.
-    fn start(self, answer: Answer)
-    where
-        Self: Sized,
-    {
-        answer.reply(self.run());
-    }
-}
 
 /// What the driver must do next.
 #[derive(Debug, PartialEq, Eq)]
@@ -225,9 +140,6 @@ enum Fed {
 
 /// Headers are parsed into this much stack; [`Limits::max_headers`] picks how much is used.
 const HEADERS_CEILING: usize = Limits::HEADERS_CEILING;
-
-/// Room for the method, spaces and ` HTTP/1.1\r\n` around a maximal request-target.
-const REQUEST_LINE_OVERHEAD: usize = 32;
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -1084,172 +996,6 @@ enum HeadOutcome<J> {
     Partial { scan: usize },
     Answered { len: usize, step: Option<Step<J>> },
     Body { head_len: usize, framing: Framing },
-}
-
-enum Scan {
-    /// The head ends at this offset (just past its blank line).
-    Complete(usize),
-    /// Not yet; resume scanning here.
-    Partial(usize),
-}
-
-/// Scans `buf` from `from` for the blank line ending a head, refusing bare LF on the way and a
-/// request line too long to carry a permitted request-target.
-fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<Scan, Reject> {
-    // Back up over a CRLF CR that may have been split across reads.
-    let start = from.saturating_sub(3);
-    let mut line_start_seen = from > 0 && buf[..start].contains(&b'\n');
-    let mut i = start;
-    while let Some(off) = buf[i..].iter().position(|&b| b == b'\n') {
-        let lf = i + off;
-        if lf == 0 || buf[lf - 1] != b'\r' {
-            return Err(reject(400, "bare LF in request head"));
-        }
-        if !line_start_seen {
-            line_start_seen = true;
-            if lf > limits.max_uri_bytes + REQUEST_LINE_OVERHEAD {
-                return Err(reject(414, "request-target too long"));
-            }
-        }
-        if lf >= 3 && &buf[lf - 3..lf] == b"\r\n\r" {
-            return Ok(Scan::Complete(lf + 1));
-        }
-        i = lf + 1;
-    }
-    if !line_start_seen && buf.len() > limits.max_uri_bytes + REQUEST_LINE_OVERHEAD {
-        return Err(reject(414, "request-target too long"));
-    }
-    Ok(Scan::Partial(buf.len()))
-}
-
-/// Checks the HTTP-version of a complete head's request-line before the parser sees it.
-/// `HTTP/1.x` for x > 1 is rewritten to `HTTP/1.1`: a server SHOULD treat a higher minor
-/// version as the highest it supports (RFC 9110 §2.5). Another well-formed major version gets
-/// 505; a malformed request-line is left for the parser, which refuses it with 400.
-fn normalize_version(head: &mut [u8]) -> Result<(), Reject> {
-    let Some(line_end) = head.iter().position(|&b| b == b'\r') else {
-        return Ok(());
-    };
-    // Nearly every request says HTTP/1.1 or HTTP/1.0: nothing to look at then.
-    if line_end >= 8 && matches!(&head[line_end - 8..line_end], b"HTTP/1.1" | b"HTTP/1.0") {
-        return Ok(());
-    }
-    let line = &mut head[..line_end];
-    if line.iter().filter(|&&b| b == b' ').count() != 2 {
-        return Ok(());
-    }
-    let Some(space) = line.iter().rposition(|&b| b == b' ') else {
-        return Ok(());
-    };
-    match &mut line[space + 1..] {
-        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
-            if major.is_ascii_digit() && minor.is_ascii_digit() =>
-        {
-            if *major != b'1' {
-                return Err(reject(505, "unsupported HTTP version"));
-            }
-            if *minor > b'1' {
-                *minor = b'1';
-            }
-            Ok(())
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A parsed head whose field values still borrow from the input.
-struct ParsedHead<'h, 'b> {
-    method: Method,
-    target: &'b str,
-    version: Version,
-    headers: &'h [httparse::Header<'b>],
-}
-
-impl<'h, 'b> ParsedHead<'h, 'b> {
-    fn into_request(self, body: &'b [u8]) -> Request<'h>
-    where
-        'b: 'h,
-    {
-        // Absolute-form (`http://host/path`) must be accepted too (RFC 9112 §3.2.2): route on
-        // its path, which starts at the first `/` after the authority.
-        // The common origin-form (`/path`) is recognised by its first byte alone.
-        let origin = if self.target.starts_with('/') {
-            self.target
-        } else {
-            match self.target.find("://") {
-                Some(i) => {
-                    let rest = &self.target[i + 3..];
-                    rest.find(['/', '?']).map_or("/", |j| &rest[j..])
-                }
-                None => self.target,
-            }
-        };
-        let (path, query) = match origin.split_once('?') {
-            Some(("", q)) => ("/", Some(q)),
-            Some((p, q)) => (p, Some(q)),
-            None => (origin, None),
-        };
-        Request {
-            method: self.method,
-            target: self.target,
-            path,
-            query,
-            version: self.version,
-            headers: self.headers,
-            body,
-        }
-    }
-}
-
-fn parse_head<'h, 'b>(
-    buf: &'b [u8],
-    storage: &'h mut [MaybeUninit<httparse::Header<'b>>],
-    limits: &Limits,
-) -> Result<ParsedHead<'h, 'b>, Reject> {
-    let mut req = httparse::Request::new(&mut []);
-    match req.parse_with_uninit_headers(buf, storage) {
-        Ok(httparse::Status::Complete(n)) if n == buf.len() => {}
-        Ok(_) => return Err(reject(400, "malformed request head")),
-        Err(httparse::Error::TooManyHeaders) => return Err(reject(431, "too many header fields")),
-        Err(_) => return Err(reject(400, "malformed request head")),
-    }
-    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
-        return Err(reject(400, "malformed request line"));
-    };
-    if target.len() > limits.max_uri_bytes {
-        return Err(reject(414, "request-target too long"));
-    }
-    let method = Method::parse(method).ok_or(reject(501, "method not implemented"))?;
-    let version = if version == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
-    Ok(ParsedHead {
-        method,
-        target,
-        version,
-        headers: req.headers,
-    })
-}
-
-/// The request asks to switch to `protocol`: [`asks_upgrade`], and the token in `Upgrade`.
-pub(crate) fn asks_to_switch(request: &Request<'_>, protocol: &str) -> bool {
-    asks_upgrade(request)
-        && request
-            .header("upgrade")
-            .is_some_and(|v| list_contains(v, protocol))
-}
-
-/// The request asks to switch protocols: HTTP/1.1, `Connection: upgrade`, an `Upgrade` field,
-/// no body (RFC 9110 §7.8). Which protocol it names is the handler's to check.
-fn asks_upgrade(request: &Request<'_>) -> bool {
-    request.version == Version::Http11
-        && request.body.is_empty()
-        && request
-            .header("connection")
-            .is_some_and(|v| list_contains(v, "upgrade"))
-        && request.header("upgrade").is_some()
 }
 
 #[cfg(test)]

@@ -27,8 +27,8 @@ use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::handler::Job;
 use super::response::Reply;
-use super::session::Job;
 
 /// Bytes a stream holds that the pump has not taken before [`StreamWriter::push`] reports it
 /// full. Enough for a few socket writes, so a producer is rarely stopped by a reader that

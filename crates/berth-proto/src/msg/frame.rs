@@ -125,6 +125,27 @@ impl FrameDecoder {
         matches!(self.state, State::Header { have: 0, .. })
     }
 
+    /// Payload bytes of the frame being read that have not arrived yet; 0 between frames.
+    pub fn payload_left(&self) -> u64 {
+        match self.state {
+            State::Payload { left } => left,
+            _ => 0,
+        }
+    }
+
+    /// Takes `n` payload bytes (at most [`FrameDecoder::payload_left`]) that the caller read
+    /// into place itself, as if [`FrameDecoder::next`] had returned them as a chunk: a receiver
+    /// that reads a large payload straight into the message's buffer saves copying it.
+    pub fn skip_payload(&mut self, n: u64) {
+        if let State::Payload { left } = &mut self.state {
+            assert!(n <= *left, "skipped past the payload");
+            *left -= n;
+            if *left == 0 {
+                self.state = State::Ending;
+            }
+        }
+    }
+
     /// Decodes the next piece from the front of `input`. Returns how many bytes of `input` it
     /// used and the piece, or `None` when `input` is used up without completing one. Call again
     /// with the rest of the input until it returns `None`.
@@ -256,6 +277,28 @@ mod tests {
             assert_eq!((n, p), (1 << 20, Some(Piece::Chunk(&chunk[..]))));
         }
         assert_eq!(d.next(&[]).unwrap(), (0, Some(Piece::End)));
+        assert!(d.at_boundary());
+    }
+
+    #[test]
+    fn payload_read_into_place_is_skipped_and_the_frame_still_ends() {
+        let mut d = FrameDecoder::new(1 << 20);
+        assert_eq!(d.payload_left(), 0);
+        let mut input = header(10).to_vec();
+        input.extend_from_slice(b"abc");
+        assert_eq!(d.next(&input).unwrap(), (8, Some(Piece::Start(10))));
+        assert_eq!(
+            d.next(&input[8..]).unwrap(),
+            (3, Some(Piece::Chunk(b"abc")))
+        );
+        assert_eq!(d.payload_left(), 7);
+        d.skip_payload(4);
+        assert_eq!(d.payload_left(), 3);
+        assert_eq!(d.next(b"xyz!").unwrap(), (3, Some(Piece::Chunk(b"xyz"))));
+        assert_eq!(d.next(b"!").unwrap(), (0, Some(Piece::End)));
+        d.next(&header(2)).unwrap();
+        d.skip_payload(2);
+        assert_eq!(d.next(b"").unwrap(), (0, Some(Piece::End)));
         assert!(d.at_boundary());
     }
 

@@ -85,6 +85,23 @@ impl ServerSession {
         }
     }
 
+    /// Payload bytes of the message being read that have not arrived yet (0 between
+    /// messages and before admission): see [`FrameDecoder::payload_left`].
+    pub fn payload_left(&self) -> u64 {
+        match &self.state {
+            State::Open(decoder) => decoder.payload_left(),
+            _ => 0,
+        }
+    }
+
+    /// Takes `n` payload bytes the caller read into place itself: see
+    /// [`FrameDecoder::skip_payload`].
+    pub fn skip_payload(&mut self, n: u64) {
+        if let State::Open(decoder) = &mut self.state {
+            decoder.skip_payload(n);
+        }
+    }
+
     /// Whether the connection is to be closed once the output is written.
     pub fn is_closing(&self) -> bool {
         matches!(self.state, State::Closing)

@@ -8,9 +8,9 @@
 //! [`handshake::accept`] for what RFC 6455 adds.
 
 use super::handshake::{self, Offer};
+use crate::http::head::asks_to_switch;
 use crate::http::request::{Method, Request, Version};
 use crate::http::response::{write_response, write_switching, Head};
-use crate::http::session::asks_to_switch;
 
 /// Most header fields an opening handshake may have.
 const MAX_FIELDS: usize = 64;

@@ -348,7 +348,7 @@ def main(argv=None) -> int:
     ap.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="ASGI")
     ap.add_argument("--app-timeout", type=float, default=60.0,
                     help="ASGI: seconds an application may take to start its response (0: none)")
-    ap.add_argument("--max-body", type=int, default=None, help="largest request body, bytes")
+    ap.add_argument("--max-body", "--max-body-size", type=int, default=None, help="largest request body, bytes")
     ap.add_argument("--ws-max-message", type=int, default=16 * 1024 * 1024,
                     help="ASGI: largest WebSocket message a client may send, bytes")
     args = ap.parse_args(argv)

@@ -46,8 +46,9 @@ class Core:
         disconnected, with data to read, with an empty output queue."""
     def messages(self, client: int) -> List[bytes]:
         """The whole messages ``client`` has sent since the last call."""
-    def send_message(self, client: int, data: bytes) -> bool:
-        """Queues one message; False if the client is gone."""
+    def send_message(self, client: int, data: Union[bytes, bytearray]) -> bool:
+        """Queues one message; False if the client is gone. A large ``bytes`` is written from
+        where it lies (not copied); a ``bytearray`` is copied at the call."""
     def send_messages(self, client: int, messages: Iterable[bytes]) -> bool:
         """Queues messages: a list or tuple taken at the call (``TypeError`` if an item is not
         bytes), any other iterable drawn lazily as the queue drains; False if the client is gone."""

@@ -13,6 +13,7 @@
 //! | `OPTIONS *` | 200, `Allow: GET, HEAD, POST, OPTIONS`, no body (RFC 9110 §9.3.7) |
 //! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
 
+mod access;
 pub mod redirect;
 pub mod relay;
 mod reverse;
@@ -28,6 +29,9 @@ use berth_proto::ws::{EchoHandler, WsConfig, WsSession};
 use crate::drive::files::Files;
 use crate::drive::Service;
 use crate::stats::Stats;
+
+use access::Pending;
+pub use access::{AccessLog, ACCESS_TARGET};
 
 /// Settings of the demo application.
 #[derive(Debug, Clone)]
@@ -56,7 +60,7 @@ impl Default for DemoConfig {
 pub struct Demo {
     config: Arc<DemoConfig>,
     stats: Arc<Stats>,
-    access_log: bool,
+    access_log: Option<AccessLog>,
     files: Files,
 }
 
@@ -66,7 +70,7 @@ impl Demo {
         Demo {
             config: Arc::new(config),
             stats,
-            access_log: false,
+            access_log: None,
             files: Files::none(),
         }
     }
@@ -77,9 +81,10 @@ impl Demo {
         self
     }
 
-    /// Logs one line per response (`GET /path -> 200`) at info level, target `access`.
-    pub fn with_access_log(mut self, on: bool) -> Self {
-        self.access_log = on;
+    /// Logs one line per response in `format` at info level, target [`ACCESS_TARGET`];
+    /// `None`: no access log.
+    pub fn with_access_log(mut self, format: Option<AccessLog>) -> Self {
+        self.access_log = format;
         self
     }
 }
@@ -93,7 +98,7 @@ impl Service for Demo {
             stats: self.stats.clone(),
             thread,
             scratch: Vec::new(),
-            access_log: self.access_log.then(String::new),
+            access_log: self.access_log.map(Pending::new),
         }
     }
 
@@ -113,10 +118,9 @@ pub struct DemoHandler {
     thread: usize,
     /// Reused for bodies built per request (JSON, stats) so they stop allocating once grown.
     scratch: Vec<u8>,
-    /// With `--access-log`: the request line of the request being answered. The session
-    /// answers strictly in order, so the next response belongs to it; a response with none
-    /// pending is one the session wrote itself (400, 413...) for a request it never passed on.
-    access_log: Option<String>,
+    /// With `--access-log`: what the line of the request being answered needs (see the
+    /// `access` module).
+    access_log: Option<Pending>,
 }
 
 /// Offloaded demo work.
@@ -145,33 +149,42 @@ impl Handler for DemoHandler {
 
     fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<DemoJob> {
         self.stats.shard(self.thread).request();
-        if let Some(line) = &mut self.access_log {
-            line.clear();
-            line.push_str(req.method.as_str());
-            line.push(' ');
-            line.push_str(req.target);
+        if let Some(log) = &mut self.access_log {
+            log.start(req);
         }
         let readable = matches!(req.method, Method::Get | Method::Head);
         match req.path {
-            "/" | "/hello/world" if readable => res.send(200, TEXT, HELLO),
-            "/test/fast" if readable => res.send(200, TEXT, b""),
+            "/" | "/hello/world" if readable => send(&mut self.access_log, res, 200, TEXT, HELLO),
+            "/test/fast" if readable => send(&mut self.access_log, res, 200, TEXT, b""),
             "/test/slow" if readable && self.config.offload_slow => {
+                // Its answer has no body.
+                if let Some(log) = &mut self.access_log {
+                    log.body(0);
+                }
                 return Handled::Offload(DemoJob::Slow(self.config.slow_duration));
             }
-            "/test/slow" if readable => res.send(200, TEXT, b""),
+            "/test/slow" if readable => send(&mut self.access_log, res, 200, TEXT, b""),
             // A load balancer's health check: 503 once a drain has begun, so that it stops
             // sending new requests here before the listener closes.
             "/healthz" if readable && self.stats.is_draining() => {
-                res.send(503, TEXT, b"draining\n")
+                send(&mut self.access_log, res, 503, TEXT, b"draining\n")
             }
-            "/healthz" if readable => res.send(200, TEXT, b"ok\n"),
+            "/healthz" if readable => send(&mut self.access_log, res, 200, TEXT, b"ok\n"),
             "/stats" if readable => {
                 let mut text = String::new();
                 self.stats.snapshot().to_prometheus(&mut text);
-                res.send(200, "text/plain; version=0.0.4", text.as_bytes());
+                send(
+                    &mut self.access_log,
+                    res,
+                    200,
+                    "text/plain; version=0.0.4",
+                    text.as_bytes(),
+                );
             }
             "/" | "/hello/world" | "/test/fast" | "/test/slow" | "/stats" | "/healthz" => {
-                res.send_with(
+                send_with(
+                    &mut self.access_log,
+                    res,
                     405,
                     TEXT,
                     &[("Allow", b"GET, HEAD")],
@@ -181,11 +194,24 @@ impl Handler for DemoHandler {
             "/reverse" if req.method == Method::Post => {
                 self.scratch.clear();
                 match reverse::reverse(req.body, &mut self.scratch) {
-                    Ok(()) => res.send(200, "application/json", &self.scratch),
-                    Err(why) => res.send(400, TEXT, why.as_bytes()),
+                    Ok(()) => send(
+                        &mut self.access_log,
+                        res,
+                        200,
+                        "application/json",
+                        &self.scratch,
+                    ),
+                    Err(why) => send(&mut self.access_log, res, 400, TEXT, why.as_bytes()),
                 }
             }
-            "/reverse" => res.send_with(405, TEXT, &[("Allow", b"POST")], b"Method Not Allowed\n"),
+            "/reverse" => send_with(
+                &mut self.access_log,
+                res,
+                405,
+                TEXT,
+                &[("Allow", b"POST")],
+                b"Method Not Allowed\n",
+            ),
             // The protocol seam's demo: `Upgrade: echo` turns the connection into a raw tunnel
             // that echoes every byte (400 without the upgrade headers).
             "/echo" if req.method == Method::Get => {
@@ -195,7 +221,14 @@ impl Handler for DemoHandler {
                     session: Box::new(Echo),
                 });
             }
-            "/echo" => res.send_with(405, TEXT, &[("Allow", b"GET")], b"Method Not Allowed\n"),
+            "/echo" => send_with(
+                &mut self.access_log,
+                res,
+                405,
+                TEXT,
+                &[("Allow", b"GET")],
+                b"Method Not Allowed\n",
+            ),
             // WebSocket echo (RFC 6455): the handshake checked here, the frames by the session
             // the connection is handed to.
             "/ws/echo" => match handshake::accept(req, &Offer::default()) {
@@ -206,22 +239,37 @@ impl Handler for DemoHandler {
                         session: Box::new(WsSession::new(EchoHandler, self.config.ws)),
                     });
                 }
-                Err(r) if r.status == 426 => res.send_with(
+                Err(r) if r.status == 426 => send_with(
+                    &mut self.access_log,
+                    res,
                     426,
                     TEXT,
                     &[("Sec-WebSocket-Version", b"13")],
                     r.why.as_bytes(),
                 ),
-                Err(r) => res.send(r.status, TEXT, r.why.as_bytes()),
+                Err(r) => send(&mut self.access_log, res, r.status, TEXT, r.why.as_bytes()),
             },
             // The server as a whole (RFC 9110 §9.3.7): what it serves, and nothing else.
-            "*" if req.method == Method::Options => {
-                res.send_with(200, TEXT, &[("Allow", b"GET, HEAD, POST, OPTIONS")], b"")
-            }
-            "*" => res.send(400, TEXT, b"the request-target * is for OPTIONS only\n"),
+            "*" if req.method == Method::Options => send_with(
+                &mut self.access_log,
+                res,
+                200,
+                TEXT,
+                &[("Allow", b"GET, HEAD, POST, OPTIONS")],
+                b"",
+            ),
+            "*" => send(
+                &mut self.access_log,
+                res,
+                400,
+                TEXT,
+                b"the request-target * is for OPTIONS only\n",
+            ),
             path if path == "/files" || path.starts_with("/files/") => {
                 if !readable {
-                    res.send_with(
+                    send_with(
+                        &mut self.access_log,
+                        res,
                         405,
                         TEXT,
                         &[("Allow", b"GET, HEAD")],
@@ -236,21 +284,39 @@ impl Handler for DemoHandler {
                     Ok(file) => return Handled::File(file),
                     Err(why) => {
                         log::debug!("{}: refused ({})", req.target, why.0);
-                        res.send(404, TEXT, b"Not Found\n");
+                        send(&mut self.access_log, res, 404, TEXT, b"Not Found\n");
                     }
                 }
             }
-            _ => res.send(404, TEXT, b"Not Found\n"),
+            _ => send(&mut self.access_log, res, 404, TEXT, b"Not Found\n"),
         }
         Handled::Done
     }
 
     fn on_response(&mut self, status: u16) {
         self.stats.shard(self.thread).response(status);
-        if let Some(line) = &mut self.access_log {
-            let request = if line.is_empty() { "-" } else { line.as_str() };
-            log::info!(target: "access", "{request} -> {status}");
-            line.clear();
+        if let Some(log) = &mut self.access_log {
+            log.respond(status);
         }
     }
+}
+
+/// [`Response::send`], the body's size noted for the access log.
+fn send(log: &mut Option<Pending>, res: &mut Response<'_>, status: u16, kind: &str, body: &[u8]) {
+    send_with(log, res, status, kind, &[], body);
+}
+
+/// [`Response::send_with`], the body's size noted for the access log.
+fn send_with(
+    log: &mut Option<Pending>,
+    res: &mut Response<'_>,
+    status: u16,
+    kind: &str,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+) {
+    if let Some(log) = log {
+        log.body(body.len());
+    }
+    res.send_with(status, kind, headers, body);
 }

@@ -47,7 +47,7 @@ use super::body::{Body, Sent};
 use super::clock::DateCache;
 use super::files::OpenFile;
 use super::Timeouts;
-use crate::net::{Accepted, Acceptor, Transport};
+use crate::net::{Acceptor, Stream, Transport};
 use crate::rt::BufPool;
 use crate::stats::Stats;
 
@@ -121,7 +121,7 @@ enum Handoff<J> {
 
 /// One connection over the transport `T` (by default what a listener's [`Acceptor`] makes of
 /// a non-blocking socket), waiting for I/O as `W` says.
-pub(super) struct Conn<T = Accepted<mio::net::TcpStream>, W: Waits = Readiness> {
+pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     pub stream: T,
     core: Core,
     input: Vec<u8>,
@@ -167,7 +167,7 @@ pub(super) struct Conn<T = Accepted<mio::net::TcpStream>, W: Waits = Readiness> 
     waits: PhantomData<W>,
 }
 
-impl<S: Transport, W: Waits> Conn<Accepted<S>, W> {
+impl<S: Transport, W: Waits> Conn<Stream<S>, W> {
     /// A connection just accepted on a listener whose transport choice is `acceptor`: where
     /// every model turns an accepted socket into what it serves, so that a new transport is a
     /// new [`Acceptor`] variant and no model changes.

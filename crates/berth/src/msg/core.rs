@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::msg::{FrameDecoder, Name, Peer, Piece, Policy};
+use bytes::Bytes;
 use mio::net::{TcpListener, UdpSocket, UnixListener};
 use mio::{Interest, Registry, Token};
 use slab::Slab;
@@ -35,7 +36,7 @@ use slab::Slab;
 use super::client::{Client, ClientId, Io, Phase, Proto, Stream};
 use super::directory::{Directory, Mailboxes, Post};
 use super::endpoint::Endpoint;
-use super::outq::{Framing, IterProducer, OutQueue, Produce};
+use super::outq::{Framing, IterProducer, OutQueue, Produce, SHARE_FROM};
 use super::stats::MsgStats;
 use crate::rt::{BufPool, Wheel};
 
@@ -120,6 +121,11 @@ pub struct EngineConfig {
     /// Join a cluster of servers through NATS (`--cluster`): names are unique across it, and
     /// relays reach clients of other nodes. Read by [`MsgServer`](super::MsgServer) only.
     pub cluster: Option<super::ClusterConfig>,
+    /// A listening TCP socket a service manager passed (socket activation,
+    /// [`activation::listen_fds`](crate::net::activation::listen_fds)): the first TCP
+    /// endpoint (`tcp://`, `tls://`, `ws://`, `wss://`) listens on it instead of binding its
+    /// address, in every thread of a [`MsgServer`](super::MsgServer).
+    pub inherited: Option<std::sync::Arc<socket2::Socket>>,
 }
 
 impl Default for EngineConfig {
@@ -144,6 +150,7 @@ impl Default for EngineConfig {
             nodelay: true,
             tls: None,
             cluster: None,
+            inherited: None,
         }
     }
 }
@@ -209,8 +216,8 @@ pub(crate) enum ListenSock {
 pub(crate) struct Listener {
     pub(crate) endpoint: Endpoint,
     pub(crate) sock: ListenSock,
-    /// TLS for the connections it accepts (`tls://`).
-    pub(crate) tls: Option<crate::net::tls::TlsAcceptor>,
+    /// What its connections are served over: TLS for `tls://` (and `wss://`), else plain.
+    pub(crate) transport: crate::net::Acceptor,
     /// UDP: registered peers by address.
     udp_peers: HashMap<SocketAddr, usize>,
     /// UDP: clients whose datagrams wait for the socket to take more.
@@ -220,7 +227,7 @@ pub(crate) struct Listener {
 impl Listener {
     pub(crate) fn new(endpoint: Endpoint, sock: ListenSock) -> Listener {
         Listener {
-            tls: None,
+            transport: crate::net::Acceptor::Plain,
             endpoint,
             sock,
             udp_peers: HashMap::new(),
@@ -495,11 +502,7 @@ impl Core {
     }
 
     pub(crate) fn send(&mut self, id: ClientId, msg: &[u8]) -> bool {
-        if msg.len() as u64 > id.max_message() {
-            log::debug!(
-                "client {id}: a message of {} bytes fits no datagram",
-                msg.len()
-            );
+        if !self.fits(id, msg.len()) {
             return false;
         }
         if self.is_remote(id) {
@@ -509,17 +512,43 @@ impl Core {
     }
 
     pub(crate) fn send_owned(&mut self, id: ClientId, msg: Vec<u8>) -> bool {
-        if msg.len() as u64 > id.max_message() {
-            log::debug!(
-                "client {id}: a message of {} bytes fits no datagram",
-                msg.len()
-            );
+        if !self.fits(id, msg.len()) {
             return false;
         }
         if self.is_remote(id) {
             return self.post(Post::Message(id, msg), id);
         }
         self.queue(id, false, |q, _| q.push_owned(msg))
+    }
+
+    /// [`Core::send`] of a message whose memory stays its owner's until written: a large one
+    /// goes to a local client's queue as it is (another thread's gets a copy); a small one is
+    /// copied into the queue's blocks at once, as any message is.
+    pub(crate) fn send_shared<T>(&mut self, id: ClientId, msg: T) -> bool
+    where
+        T: AsRef<[u8]> + Send + 'static,
+    {
+        let bytes = msg.as_ref();
+        if !self.fits(id, bytes.len()) {
+            return false;
+        }
+        if self.is_remote(id) {
+            return self.post(Post::Message(id, bytes.to_vec()), id);
+        }
+        if bytes.len() < SHARE_FROM {
+            return self.queue(id, false, |q, _| q.push_message(bytes));
+        }
+        let msg = Bytes::from_owner(msg);
+        self.queue(id, false, |q, _| q.push_shared(msg))
+    }
+
+    /// Whether a message of `len` bytes can go to `id` at all (a datagram client's is bounded).
+    fn fits(&self, id: ClientId, len: usize) -> bool {
+        if len as u64 > id.max_message() {
+            log::debug!("client {id}: a message of {len} bytes fits no datagram");
+            return false;
+        }
+        true
     }
 
     /// Queues a sequence to be drawn lazily (local clients only: a sequence does not cross

@@ -34,7 +34,7 @@ use super::core::{Arrival, Core, EngineConfig, ListenSock, Listener, Note, Sink}
 use super::endpoint::{Address, Endpoint};
 use super::stats::MsgStats;
 use crate::net::tls::{TlsAcceptor, TlsConnector, TlsSettings, TlsStream};
-use crate::net::{bind_tcp, bind_udp, bind_unix, ListenConfig};
+use crate::net::{bind_tcp, bind_udp, bind_unix, Acceptor, ListenConfig, Socket};
 
 const WAKER: Token = Token(usize::MAX);
 
@@ -185,10 +185,17 @@ impl Engine {
         let mut bound = endpoint.clone();
         let sock = match &endpoint.address {
             Address::Tcp(addr) => {
+                // The first TCP endpoint takes a socket the service manager passed.
+                let first_tcp = !self
+                    .core
+                    .listeners
+                    .iter()
+                    .any(|l| matches!(l.endpoint.address, Address::Tcp(_)));
                 // SO_REUSEPORT always, so the engine threads of a server share the port.
                 let config = ListenConfig {
                     exclusive,
                     nodelay: self.core.config.nodelay,
+                    inherited: self.core.config.inherited.clone().filter(|_| first_tcp),
                     ..ListenConfig::default()
                 };
                 let l = bind_tcp(*addr, 1, config)
@@ -205,10 +212,9 @@ impl Engine {
             }
         };
         let mut listener = Listener::new(bound.clone(), sock);
-        listener.tls = match &endpoint.tls {
-            None => None,
-            Some(files) => Some(self.tls_for(files)?),
-        };
+        if let Some(files) = &endpoint.tls {
+            listener.transport = Acceptor::Tls(self.tls_for(files)?);
+        }
         self.core.add_listener(listener)?;
         Ok(bound)
     }
@@ -219,7 +225,10 @@ impl Engine {
         self.core
             .listeners
             .iter()
-            .filter_map(|l| l.tls.clone())
+            .filter_map(|l| match &l.transport {
+                Acceptor::Tls(tls) => Some(tls.clone()),
+                Acceptor::Plain => None,
+            })
             .collect()
     }
 
@@ -293,7 +302,9 @@ impl Engine {
                     ip: Some(addr.ip()),
                 };
                 (
-                    Stream::Tls(Box::new(tls.map_socket(TcpStream::from_std))),
+                    Stream::Tls(Box::new(
+                        tls.map_socket(|s| Socket::Tcp(TcpStream::from_std(s))),
+                    )),
                     peer,
                 )
             }
@@ -306,7 +317,7 @@ impl Engine {
                     transport: Transport::Tcp,
                     ip: Some(addr.ip()),
                 };
-                (Stream::Tcp(TcpStream::from_std(s)), peer)
+                (Stream::Plain(Socket::Tcp(TcpStream::from_std(s))), peer)
             }
             Address::Unix(path) => {
                 let mut s = StdUnixStream::connect(path)?;
@@ -316,7 +327,7 @@ impl Engine {
                     transport: Transport::Unix,
                     ip: None,
                 };
-                (Stream::Unix(UnixStream::from_std(s)), peer)
+                (Stream::Plain(Socket::Unix(UnixStream::from_std(s))), peer)
             }
             Address::Udp(_) => {
                 return Err(ConnectError::Protocol(
@@ -331,6 +342,17 @@ impl Engine {
     /// Queues one message to `client`. `false` if the client is gone (or closing).
     pub fn send_message(&mut self, client: ClientId, msg: &[u8]) -> bool {
         self.core.send(client, msg)
+    }
+
+    /// Queues one message whose memory stays with its owner until it is written: a message of
+    /// 16 KiB or more goes to the socket from where it lies, without being copied into the
+    /// queue, and `msg` is dropped once the socket has taken it (a binding passes its
+    /// language's immutable byte strings this way). `false` if the client is gone.
+    pub fn send_shared<T>(&mut self, client: ClientId, msg: T) -> bool
+    where
+        T: AsRef<[u8]> + Send + 'static,
+    {
+        self.core.send_shared(client, msg)
     }
 
     /// Queues a sequence of messages to `client`, drawn lazily as its queue drains: a million
@@ -636,7 +658,7 @@ mod tests {
             let server = waiter.join().unwrap();
             let nodelay_of = |engine: &Engine, key: usize| match &engine.core.clients[key].io {
                 Io::Stream {
-                    stream: Stream::Tcp(s),
+                    stream: Stream::Plain(Socket::Tcp(s)),
                     ..
                 } => s.nodelay().unwrap(),
                 _ => panic!("not a TCP client"),

@@ -13,11 +13,16 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 
+use bytes::Bytes;
+
 use berth_proto::msg::frame::header;
 use berth_proto::ws::frame::{write_header, Opcode};
 
 /// Messages at least this long get a block of their own instead of being copied into one.
 const OWN_BLOCK: usize = 16 * 1024;
+/// Messages whose memory stays their owner's ([`OutQueue::push_shared`]) are written from it
+/// from this size up; smaller ones are cheaper copied into a block with their neighbours.
+pub(crate) const SHARE_FROM: usize = OWN_BLOCK;
 /// Written-out blocks from this size up are offered back to the engine for reuse.
 pub(crate) const RECYCLE_FROM: usize = 1 << 20;
 /// Most slices per `writev`.
@@ -81,9 +86,26 @@ enum Item {
         data: Vec<u8>,
         pos: usize,
     },
+    /// A message whose memory belongs to someone else (a Python `bytes` object): written from
+    /// where it lies, released once written.
+    Shared {
+        data: Bytes,
+        pos: usize,
+    },
     Lazy(Box<dyn Produce>),
     /// This many zero bytes, drawn like a lazy sequence: the rest of a stream that was cut.
     Fill(u64),
+}
+
+impl Item {
+    /// The bytes of a block not yet written; `None` for what is yet to be produced.
+    fn unwritten(&self) -> Option<&[u8]> {
+        match self {
+            Item::Bytes { data, pos } => Some(&data[*pos..]),
+            Item::Shared { data, pos } => Some(&data[*pos..]),
+            Item::Lazy(_) | Item::Fill(_) => None,
+        }
+    }
 }
 
 /// What a fill is drawn from, [`PRODUCE_BUDGET`] bytes at a time.
@@ -192,6 +214,23 @@ impl OutQueue {
         line.push_back(Item::Bytes { data: msg, pos: 0 });
     }
 
+    /// Queues one whole message whose memory stays its owner's: a large one is written from
+    /// there (no copy), a small one is copied into a block like any other.
+    pub(crate) fn push_shared(&mut self, msg: Bytes) {
+        if msg.len() < SHARE_FROM || self.framing == Framing::Datagram {
+            return self.push_message(&msg);
+        }
+        let framing = self.framing;
+        let (line, count, spare) = self.line();
+        match framing {
+            Framing::Frames => *count += append(line, spare, &header(msg.len() as u64)),
+            Framing::WebSocket => *count += append(line, spare, &ws_header(&msg, msg.len() as u64)),
+            Framing::Raw | Framing::Datagram => {}
+        }
+        *count += msg.len();
+        line.push_back(Item::Shared { data: msg, pos: 0 });
+    }
+
     /// Queues bytes that are already wire format (a handshake answer, a control frame),
     /// behind an open stream like any whole message.
     pub(crate) fn push_wire(&mut self, bytes: &[u8]) {
@@ -271,8 +310,8 @@ impl OutQueue {
         let mut slices = [IoSlice::new(&[]); MAX_SLICES];
         let mut n = 0;
         for item in &self.items {
-            if let Item::Bytes { data, pos } = item {
-                slices[n] = IoSlice::new(&data[*pos..]);
+            if let Some(bytes) = item.unwritten() {
+                slices[n] = IoSlice::new(bytes);
                 n += 1;
             }
         }
@@ -327,12 +366,12 @@ impl OutQueue {
     pub(crate) fn refill(&mut self, low: usize) {
         loop {
             let mut ahead = 0;
-            let Some(at) = self.items.iter().position(|item| match item {
-                Item::Bytes { data, pos } => {
-                    ahead += data.len() - pos;
+            let Some(at) = self.items.iter().position(|item| match item.unwritten() {
+                Some(bytes) => {
+                    ahead += bytes.len();
                     false
                 }
-                Item::Lazy(_) | Item::Fill(_) => true,
+                None => true,
             }) else {
                 return;
             };
@@ -397,10 +436,10 @@ impl OutQueue {
             let mut slices = [IoSlice::new(&[]); MAX_SLICES];
             let mut n = 0;
             for item in &self.items {
-                let Item::Bytes { data, pos } = item else {
+                let Some(bytes) = item.unwritten() else {
                     break;
                 };
-                slices[n] = IoSlice::new(&data[*pos..]);
+                slices[n] = IoSlice::new(bytes);
                 n += 1;
                 if n == MAX_SLICES {
                     break;
@@ -456,10 +495,12 @@ impl OutQueue {
     fn consume(&mut self, mut n: usize) {
         self.ready -= n;
         while n > 0 {
-            let Some(Item::Bytes { data, pos }) = self.items.front_mut() else {
-                unreachable!("wrote more than the queue held");
+            let (len, pos) = match self.items.front_mut() {
+                Some(Item::Bytes { data, pos }) => (data.len(), pos),
+                Some(Item::Shared { data, pos }) => (data.len(), pos),
+                _ => unreachable!("wrote more than the queue held"),
             };
-            let left = data.len() - *pos;
+            let left = len - *pos;
             if n < left {
                 *pos += n;
                 return;
@@ -615,6 +656,50 @@ mod tests {
         assert_eq!(got[1001], b"m999");
         assert_eq!(got[1002], b"after");
         assert_eq!(q.queued(), 0);
+    }
+
+    #[test]
+    fn a_shared_message_is_written_from_its_owner_and_released_once_written() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        struct Owner(Vec<u8>, Arc<AtomicBool>);
+        impl AsRef<[u8]> for Owner {
+            fn as_ref(&self) -> &[u8] {
+                &self.0
+            }
+        }
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.1.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        let big = Bytes::from_owner(Owner(vec![9u8; 100_000], dropped.clone()));
+        let at = big.as_ptr();
+        let mut q = OutQueue::new(Framing::Frames);
+        q.push_message(b"before");
+        q.push_shared(big);
+        q.push_shared(Bytes::from_static(b"small"));
+        q.push_message(b"after");
+        assert_eq!(q.queued(), 4 * 8 + 6 + 100_000 + 5 + 5);
+        // Written from where it lies: the queue holds the owner's memory, not a copy.
+        assert!(q
+            .items
+            .iter()
+            .any(|i| i.unwritten().is_some_and(|b| b.as_ptr() == at)));
+        let mut w = Trickle {
+            got: Vec::new(),
+            step: 4096,
+            calls: 0,
+        };
+        drain(&mut q, &mut w);
+        assert!(dropped.load(Ordering::SeqCst), "released once written");
+        let got = frames(&w.got);
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0], b"before");
+        assert_eq!(got[1], vec![9u8; 100_000]);
+        assert_eq!(got[2], b"small");
+        assert_eq!(got[3], b"after");
     }
 
     #[test]

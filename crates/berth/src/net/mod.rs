@@ -11,4 +11,4 @@ pub mod transport;
 pub use crate::sys::io::read_into_spare;
 pub use listen::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 pub use local::{bind_udp, bind_unix};
-pub use transport::{Accepted, Acceptor, Blocking, Evented, Stream, Transport};
+pub use transport::{Acceptor, Blocking, Evented, Socket, Stream, Transport};

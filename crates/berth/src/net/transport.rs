@@ -1,22 +1,22 @@
-//! The transport seam: a connected byte stream, as every model and the message engine read and
-//! write it. Plain TCP and UNIX sockets are transports today; an encrypting one (TLS) is the
-//! next, and it plugs in here without any driver learning about it.
+//! The transport seam: a connected byte stream, as every model, the message engine and the lab
+//! read and write it. Plain TCP and UNIX sockets are transports, and TLS (rustls) over either;
+//! one more plugs in here without any driver learning about it.
 //!
 //! ```text
-//!   listener ── accept ── Acceptor (per listener: Plain | (Tls)) ──> Accepted<socket>
+//!   listener ── accept ── Acceptor (per listener: Plain | Tls) ──> Stream<socket>
+//!   connect (msg outbound, lab load) ─────────────────────────────> Stream<Socket>
 //!                                                                       │
-//!   drive::pump (every model: evloop, prefork, actor, single, threaded, forked)
-//!   msg::core (the message engine, over Stream) ──────> Transport ──> TcpStream | UnixStream | (TLS)
+//!   drive::pump (every model), msg::core, the lab ──> Transport ──> socket | TlsStream<socket>
 //! ```
 //!
-//! Dispatch is static: the pump is generic over the transport, and [`Accepted`] and [`Stream`]
+//! Dispatch is static: the pump is generic over the transport, and [`Stream`] and [`Socket`]
 //! are enums, so a plain socket costs no more than calling it directly (no `Box<dyn>` per
 //! call).
 //!
 //! What a listener's connections are served over is the listener's choice, its [`Acceptor`]
-//! (carried by [`ListenConfig::transport`](super::ListenConfig::transport)): every model turns
-//! an accepted socket into an [`Accepted`] through it, in one place (`drive::pump`), so a new
-//! transport is one type here plus one variant of each enum, and no model changes.
+//! (carried by [`ListenConfig::transport`](super::ListenConfig::transport)): every model and the
+//! message engine turn an accepted socket into a [`Stream`] through it, so a new transport is one
+//! type here plus one variant of [`Acceptor`] and [`Stream`], and no model changes.
 //!
 //! File bodies ask the transport first: one that [`Transport::can_send_file`] gets the bytes
 //! straight from the page cache (`sendfile(2)`); one that must transform the bytes (encrypt
@@ -176,40 +176,56 @@ impl Blocking for std::os::unix::net::UnixStream {
     }
 }
 
-/// A non-blocking stream socket of either family, as the message engine holds its clients.
-pub enum Stream {
+/// A non-blocking stream socket of either family: what the message engine and the lab hold
+/// (their listeners and endpoints are TCP or UNIX), under a [`Stream`].
+pub enum Socket {
     /// TCP.
     Tcp(mio::net::TcpStream),
     /// A UNIX stream socket.
     Unix(mio::net::UnixStream),
-    /// TLS over TCP (boxed: a TLS connection's state is kilobytes).
-    Tls(Box<super::tls::TlsStream<mio::net::TcpStream>>),
 }
 
-/// Calls `$body` with `$s` bound to the socket inside a [`Stream`].
+/// Calls `$body` with `$s` bound to the socket inside a [`Socket`].
 macro_rules! either {
-    ($stream:expr, $s:ident => $body:expr) => {
-        match $stream {
-            Stream::Tcp($s) => $body,
-            Stream::Unix($s) => $body,
-            Stream::Tls($s) => $body,
+    ($socket:expr, $s:ident => $body:expr) => {
+        match $socket {
+            Socket::Tcp($s) => $body,
+            Socket::Unix($s) => $body,
         }
     };
 }
 
-impl AsRawFd for Stream {
+impl Socket {
+    /// The error pending on the socket (`SO_ERROR`): how a non-blocking connect failed.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        either!(self, s => s.take_error())
+    }
+
+    /// The peer's address for TCP; `None` for a UNIX socket. `Err` (`NotConnected`) while a
+    /// non-blocking connect is still under way.
+    pub fn peer_addr(&self) -> io::Result<Option<std::net::SocketAddr>> {
+        match self {
+            Socket::Tcp(s) => s.peer_addr().map(Some),
+            Socket::Unix(s) => s.peer_addr().map(|_| None),
+        }
+    }
+}
+
+impl AsRawFd for Socket {
     fn as_raw_fd(&self) -> RawFd {
         either!(self, s => s.as_raw_fd())
     }
 }
 
-impl Read for Stream {
+impl Read for Socket {
+    #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         either!(self, s => s.read(buf))
     }
 }
 
-impl Write for Stream {
+impl Write for Socket {
+    #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         either!(self, s => s.write(buf))
     }
@@ -221,13 +237,13 @@ impl Write for Stream {
     }
 }
 
-impl Transport for Stream {
+impl Transport for Socket {
     #[inline]
     fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         either!(self, s => s.read_spare(buf))
     }
     fn can_send_file(&self) -> bool {
-        either!(self, s => s.can_send_file())
+        true
     }
     fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
         either!(self, s => s.send_file(file, offset, len))
@@ -235,30 +251,14 @@ impl Transport for Stream {
     fn shutdown_write(&mut self) -> io::Result<()> {
         either!(self, s => s.shutdown_write())
     }
-    #[inline]
-    fn has_pending(&self) -> bool {
-        either!(self, s => s.has_pending())
-    }
-    #[inline]
-    fn short_read_drains(&self) -> bool {
-        either!(self, s => s.short_read_drains())
-    }
-    #[inline]
-    fn handshaking(&self) -> bool {
-        either!(self, s => s.handshaking())
-    }
-    #[inline]
-    fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
-        either!(self, s => s.write_last(buf))
-    }
     fn abort(&mut self) {
         either!(self, s => s.abort())
     }
 }
 
-impl Evented for Stream {
+impl Evented for Socket {
     fn source(&mut self) -> &mut dyn mio::event::Source {
-        either!(self, s => s.source())
+        either!(self, s => s)
     }
 }
 
@@ -320,9 +320,9 @@ impl<T: Blocking> Blocking for NoSendFile<T> {
 
 /// What a listener makes of the sockets it accepts: the transport its connections are served
 /// over, chosen per listener ([`ListenConfig::transport`](super::ListenConfig::transport)).
-/// Every model's accept path goes through [`Acceptor::accept`] (in `drive::pump`), so serving a
-/// listener over another transport (TLS, next) is a variant here and one in [`Accepted`], not
-/// an edit to each model.
+/// Every accept path (each model's, through `drive::pump`, and the message engine's) goes
+/// through [`Acceptor::accept`], so serving a listener over another transport is a variant here
+/// and one in [`Stream`], not an edit to each model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Acceptor {
     /// The socket itself: bytes as they are, files with `sendfile(2)`.
@@ -352,109 +352,140 @@ impl Acceptor {
 
     /// Turns `socket`, just accepted on this listener (non-blocking for the readiness models,
     /// blocking for the others), into the transport the connection is served over.
-    pub fn accept<S: Transport>(&self, socket: S) -> io::Result<Accepted<S>> {
+    pub fn accept<S: Transport>(&self, socket: S) -> io::Result<Stream<S>> {
         match self {
-            Acceptor::Plain => Ok(Accepted::Plain(socket)),
-            Acceptor::Tls(tls) => Ok(Accepted::Tls(Box::new(tls.accept(socket)?))),
+            Acceptor::Plain => Ok(Stream::Plain(socket)),
+            Acceptor::Tls(tls) => Ok(Stream::Tls(Box::new(tls.accept(socket)?))),
         }
     }
 }
 
-/// A connection as its listener's [`Acceptor`] made it: what every HTTP model serves, over the
-/// socket type `S` the model holds (`mio::net::TcpStream`, or a blocking `std::net::TcpStream`).
-/// An enum, so with one kind the matches vanish at compile time and with more each call is one
-/// branch.
-pub enum Accepted<S> {
+/// A connection's transport, the one type for it everywhere: what a listener's [`Acceptor`]
+/// makes of an accepted socket (every HTTP model, the message engine), and what a client
+/// connects over (the engine's outbound connections, the lab's load). `S` is the socket the
+/// holder keeps: `mio::net::TcpStream` in the readiness models, a blocking
+/// `std::net::TcpStream` in the others, uring's own, or [`Socket`] (either family) in the
+/// message engine and the lab. An enum, so with one kind the matches vanish at compile time
+/// and with more each call is one branch.
+pub enum Stream<S = Socket> {
     /// A plain socket.
     Plain(S),
     /// TLS over the socket (boxed: a TLS connection's state is kilobytes, a socket's a word).
     Tls(Box<super::tls::TlsStream<S>>),
 }
 
-/// Calls `$body` with `$s` bound to the transport inside an [`Accepted`].
-macro_rules! accepted {
-    ($accepted:expr, $s:ident => $body:expr) => {
-        match $accepted {
-            Accepted::Plain($s) => $body,
-            Accepted::Tls($s) => $body,
+/// Calls `$body` with `$s` bound to the transport inside a [`Stream`].
+macro_rules! stream {
+    ($stream:expr, $s:ident => $body:expr) => {
+        match $stream {
+            Stream::Plain($s) => $body,
+            Stream::Tls($s) => $body,
         }
     };
 }
 
-impl<S: Read + Write> Read for Accepted<S> {
+impl<S> Stream<S> {
+    /// The socket under the transport (a driver that does its own I/O on it: uring).
+    #[inline]
+    pub fn socket(&self) -> &S {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => t.get_ref(),
+        }
+    }
+
+    /// [`Stream::socket`], to change.
+    #[inline]
+    pub fn socket_mut(&mut self) -> &mut S {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => t.get_mut(),
+        }
+    }
+
+    /// The TLS session, if the stream is encrypted (its peer's certificate, ALPN, version).
+    pub fn tls(&self) -> Option<&super::tls::TlsStream<S>> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(t) => Some(t),
+        }
+    }
+}
+
+impl<S: Read + Write> Read for Stream<S> {
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        accepted!(self, s => s.read(buf))
+        stream!(self, s => s.read(buf))
     }
 }
 
-impl<S: Read + Write> Write for Accepted<S> {
+impl<S: Read + Write> Write for Stream<S> {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        accepted!(self, s => s.write(buf))
+        stream!(self, s => s.write(buf))
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        accepted!(self, s => s.write_vectored(bufs))
+        stream!(self, s => s.write_vectored(bufs))
     }
     fn flush(&mut self) -> io::Result<()> {
-        accepted!(self, s => s.flush())
+        stream!(self, s => s.flush())
     }
 }
 
-impl<S: Transport> Transport for Accepted<S> {
+impl<S: Transport> Transport for Stream<S> {
     #[inline]
     fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        accepted!(self, s => s.read_spare(buf))
+        stream!(self, s => s.read_spare(buf))
     }
     #[inline]
     fn can_send_file(&self) -> bool {
-        accepted!(self, s => s.can_send_file())
+        stream!(self, s => s.can_send_file())
     }
     #[inline]
     fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
-        accepted!(self, s => s.send_file(file, offset, len))
+        stream!(self, s => s.send_file(file, offset, len))
     }
     fn shutdown_write(&mut self) -> io::Result<()> {
-        accepted!(self, s => s.shutdown_write())
+        stream!(self, s => s.shutdown_write())
     }
     #[inline]
     fn has_pending(&self) -> bool {
-        accepted!(self, s => s.has_pending())
+        stream!(self, s => s.has_pending())
     }
     #[inline]
     fn short_read_drains(&self) -> bool {
-        accepted!(self, s => s.short_read_drains())
+        stream!(self, s => s.short_read_drains())
     }
     #[inline]
     fn handshaking(&self) -> bool {
-        accepted!(self, s => s.handshaking())
+        stream!(self, s => s.handshaking())
     }
     #[inline]
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
-        accepted!(self, s => s.write_last(buf))
+        stream!(self, s => s.write_last(buf))
     }
     fn abort(&mut self) {
-        accepted!(self, s => s.abort())
+        stream!(self, s => s.abort())
     }
 }
 
-impl<S: Evented> Evented for Accepted<S> {
+impl<S: Evented> Evented for Stream<S> {
     fn source(&mut self) -> &mut dyn mio::event::Source {
-        accepted!(self, s => s.source())
+        stream!(self, s => s.source())
     }
 }
 
-impl<S: Blocking> AsRawFd for Accepted<S> {
+impl<S: Blocking> AsRawFd for Stream<S> {
     fn as_raw_fd(&self) -> RawFd {
-        accepted!(self, s => s.as_raw_fd())
+        stream!(self, s => s.as_raw_fd())
     }
 }
 
-impl<S: Blocking> Blocking for Accepted<S> {
+impl<S: Blocking> Blocking for Stream<S> {
     fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        accepted!(self, s => s.set_read_timeout(t))
+        stream!(self, s => s.set_read_timeout(t))
     }
     fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        accepted!(self, s => s.set_write_timeout(t))
+        stream!(self, s => s.set_write_timeout(t))
     }
 }

@@ -36,7 +36,7 @@ use super::accept;
 use super::loops::{Lent, Loop, Sizes, Started, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
 use super::{Server, Service, Timeouts};
-use crate::net::{Accepted, Acceptor, Evented};
+use crate::net::{Acceptor, Evented, Stream};
 use crate::rt::Control;
 use crate::stats::Stats;
 
@@ -372,7 +372,7 @@ impl<H: Handler> EventLoop<H> {
 
 impl<H: Handler> Loop for EventLoop<H> {
     type H = H;
-    type T = Accepted<mio::net::TcpStream>;
+    type T = Stream<mio::net::TcpStream>;
 
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
         let conn = self.conns.get_mut(key)?;

@@ -61,7 +61,7 @@ use super::accept;
 use super::loops::{Lent, Loop, Sizes, Started, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
 use super::{Server, Service, Timeouts};
-use crate::net::{Accepted, Acceptor};
+use crate::net::{Acceptor, Stream};
 use crate::rt::Control;
 use crate::stats::Stats;
 use crate::sys::uring::{Completion, Ring, RingConfig};
@@ -269,7 +269,7 @@ struct Parts<J> {
 /// operations in the ring live in its transport ([`Io`]), packed, so that a slot is no bigger
 /// than an `evloop` one.
 struct Slot {
-    conn: Conn<Accepted<UringStream>>,
+    conn: Conn<Stream<UringStream>>,
 }
 
 impl Slot {
@@ -775,7 +775,7 @@ impl<H: Handler> UringLoop<H> {
 
 impl<H: Handler> Loop for UringLoop<H> {
     type H = H;
-    type T = Accepted<UringStream>;
+    type T = Stream<UringStream>;
 
     /// A closing connection has no session left to pump.
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {

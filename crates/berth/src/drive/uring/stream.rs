@@ -19,7 +19,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 
-use crate::net::{Accepted, Transport};
+use crate::net::{Stream, Transport};
 use crate::rt::BufPool;
 
 /// A connection's descriptor and state, reached by its loop too: the stream's, and the
@@ -144,19 +144,13 @@ impl Io {
     }
 
     /// The queues of the connection served over `stream`.
-    pub fn of(stream: &mut Accepted<UringStream>) -> &mut Io {
-        match stream {
-            Accepted::Plain(s) => &mut s.io,
-            Accepted::Tls(t) => &mut t.get_mut().io,
-        }
+    pub fn of(stream: &mut Stream<UringStream>) -> &mut Io {
+        &mut stream.socket_mut().io
     }
 
     /// [`Io::of`], to look.
-    pub fn of_ref(stream: &Accepted<UringStream>) -> &Io {
-        match stream {
-            Accepted::Plain(s) => &s.io,
-            Accepted::Tls(t) => &t.get_ref().io,
-        }
+    pub fn of_ref(stream: &Stream<UringStream>) -> &Io {
+        &stream.socket().io
     }
 
     /// Attaches queues (a spare's if there is one) unless some are attached, with an output
@@ -444,11 +438,11 @@ mod tests {
 
     use super::*;
 
-    fn stream() -> (Accepted<UringStream>, TcpStream) {
+    fn stream() -> (Stream<UringStream>, TcpStream) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (sock, _) = listener.accept().unwrap();
-        (Accepted::Plain(UringStream::new(Io::new(sock, 0))), peer)
+        (Stream::Plain(UringStream::new(Io::new(sock, 0))), peer)
     }
 
     #[test]

@@ -13,43 +13,29 @@ use mio::{Interest, Token};
 use super::{Arrival, Client, ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream, WsPeer};
 use crate::msg::directory::Post;
 use crate::msg::outq::{Framing, OutQueue};
-use crate::net::Evented;
+use crate::net::{Evented, Socket};
 
 impl Core {
     pub(super) fn accept(&mut self, index: usize) {
         loop {
-            let (stream, peer) = match &self.listeners[index].sock {
-                ListenSock::Tcp(l) => match l.accept() {
-                    Ok((s, addr)) => (
-                        match &self.listeners[index].tls {
-                            None => Stream::Tcp(s),
-                            Some(tls) => match tls.accept(s) {
-                                Ok(t) => Stream::Tls(Box::new(t)),
-                                Err(e) => return self.accept_failed(index, e),
-                            },
-                        },
-                        Peer {
-                            transport: match self.listeners[index].tls {
-                                None => Transport::Tcp,
-                                Some(_) => Transport::Tls,
-                            },
-                            ip: Some(addr.ip()),
-                        },
-                    ),
-                    Err(e) => return self.accept_failed(index, e),
-                },
-                ListenSock::Unix(l) => match l.accept() {
-                    Ok((s, _)) => (
-                        Stream::Unix(s),
-                        Peer {
-                            transport: Transport::Unix,
-                            ip: None,
-                        },
-                    ),
-                    Err(e) => return self.accept_failed(index, e),
-                },
+            let listener = &self.listeners[index];
+            let accepted = match &listener.sock {
+                ListenSock::Tcp(l) => l.accept().map(|(s, a)| (Socket::Tcp(s), Some(a.ip()))),
+                ListenSock::Unix(l) => l.accept().map(|(s, _)| (Socket::Unix(s), None)),
                 ListenSock::Udp(_) | ListenSock::Closed => return,
             };
+            // Through the listener's acceptor, as every model's connections are.
+            let (stream, ip) =
+                match accepted.and_then(|(s, ip)| Ok((listener.transport.accept(s)?, ip))) {
+                    Ok(accepted) => accepted,
+                    Err(e) => return self.accept_failed(index, e),
+                };
+            let transport = match (&stream, ip) {
+                (Stream::Tls(_), _) => Transport::Tls,
+                (Stream::Plain(_), Some(_)) => Transport::Tcp,
+                (Stream::Plain(_), None) => Transport::Unix,
+            };
+            let peer = Peer { transport, ip };
             self.stats.connection();
             let raw = self.listeners[index].endpoint.raw;
             let websocket = self.listeners[index].endpoint.websocket.is_some();
@@ -136,16 +122,8 @@ impl Core {
     /// The address of a TCP (or TLS) client's peer.
     pub(crate) fn peer_addr(&self, id: ClientId) -> Option<std::net::SocketAddr> {
         match &self.get(id)?.io {
-            Io::Stream {
-                stream: Stream::Tcp(s),
-                ..
-            } => s.peer_addr().ok(),
-            Io::Stream {
-                stream: Stream::Tls(s),
-                ..
-            } => s.get_ref().peer_addr().ok(),
+            Io::Stream { stream, .. } => stream.socket().peer_addr().ok().flatten(),
             Io::Udp { addr, .. } => Some(*addr),
-            _ => None,
         }
     }
 
@@ -254,11 +232,8 @@ impl Core {
         })?;
         // The common name of a TLS client's certificate, for a rule that asks for one.
         let cert = match &c.io {
-            Io::Stream {
-                stream: Stream::Tls(tls),
-                ..
-            } => tls.peer_common_name(),
-            _ => None,
+            Io::Stream { stream, .. } => stream.tls().and_then(|t| t.peer_common_name()),
+            Io::Udp { .. } => None,
         };
         let directory = &self.directory;
         let cert = cert.as_deref().map(str::as_bytes);

@@ -8,6 +8,14 @@ use berth_proto::msg::{Ending, Event, Piece};
 use super::{ClientId, Core, Io, Phase, Proto, Sink};
 use crate::net::Transport;
 
+/// A held message's payload with at least this many bytes still to come is read straight into
+/// its buffer instead of through a read buffer, saving a copy of every byte of it.
+const DIRECT_FROM: u64 = 64 * 1024;
+/// How much room beyond the payload such a read may have: what it brings past the payload
+/// (the next frames) is copied out again, so a buffer much larger than its message reads
+/// through a read buffer instead.
+const DIRECT_SLACK: u64 = 64 * 1024;
+
 impl Core {
     /// Reads from a stream client until it would block, is paused, or is gone.
     pub(super) fn pump(&mut self, id: ClientId, sink: &mut dyn Sink) {
@@ -50,6 +58,37 @@ impl Core {
                 c.paused = true;
                 return;
             }
+            if !closing && c.hold.is_some() {
+                if let Proto::Server(session) = proto {
+                    let left = session.payload_left();
+                    let spare = (c.assembling.capacity() - c.assembling.len()) as u64;
+                    if left >= DIRECT_FROM && spare >= left && spare - left <= DIRECT_SLACK {
+                        let start = c.assembling.len();
+                        match stream.read_spare(&mut c.assembling) {
+                            Ok(0) => {}
+                            Ok(n) => {
+                                let payload = n.min(left as usize);
+                                session.skip_payload(payload as u64);
+                                self.held_read(id, start + payload, sink);
+                                continue;
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                *readable = false;
+                                return;
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                            Err(e) => {
+                                log::debug!("client {id}: read failed: {e}");
+                                return self.remove(id);
+                            }
+                        }
+                        // End of stream: as below.
+                        *hup = true;
+                        *readable = false;
+                        return self.peer_closed(id);
+                    }
+                }
+            }
             let mut buf = self.pool.take();
             match stream.read_spare(&mut buf) {
                 Ok(0) => {
@@ -77,6 +116,30 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// A read straight into a held message's buffer (see [`DIRECT_FROM`]) left its payload up
+    /// to `end`: what the read brought beyond it (the next frames) goes through the protocol
+    /// as any read's bytes do, and so does the message's end if this completed it.
+    fn held_read(&mut self, id: ClientId, end: usize, sink: &mut dyn Sink) {
+        let mut rest = self.pool.take();
+        let Some(c) = self.clients.get_mut(id.key()).filter(|c| c.gen == id.gen()) else {
+            return self.pool.put(rest);
+        };
+        rest.extend_from_slice(&c.assembling[end..]);
+        c.assembling.truncate(end);
+        let done = match &c.io {
+            Io::Stream {
+                proto: Proto::Server(session),
+                ..
+            } => session.payload_left() == 0,
+            _ => false,
+        };
+        if done || !rest.is_empty() {
+            self.deliver(id, &rest, sink);
+        }
+        self.pool.put(rest);
+        self.note_input(id);
     }
 
     /// The peer will send nothing more. An open client with output still queued gets it
