@@ -140,6 +140,15 @@ def python_has(module):
     return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode == 0
 
 
+def registry_models(berth):
+    """Every model of berth's registry, as the binary lists them (the values `--model` takes)."""
+    out = subprocess.run([berth, "serve", "--model", "?"], capture_output=True, text=True).stderr
+    found = re.search(r"\[possible values: ([^\]]+)\]", out)
+    if not found:
+        sys.exit(f"{berth} did not list its models:\n{out}")
+    return [m.strip() for m in found.group(1).split(",")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--berth", default="target/release/berth")
@@ -147,8 +156,8 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--shapes", default="keep-alive,pipelined x16,connection per request,reverse")
     ap.add_argument("--models", action="store_true", help="compare berth's models with each other")
-    ap.add_argument("--model-list", default="single,threaded,forked,prefork,evloop",
-                    help="with --models: which models (evloop is the base)")
+    ap.add_argument("--model-list", default="all",
+                    help="with --models: which models, or all of berth's registry (evloop is the base)")
     ap.add_argument("--ab-n", type=int, default=20000, help="requests per ab run")
     ap.add_argument("--peers", default="nginx,nginx-deferred,hyper,hyper-mt,uvloop,granian",
                     help="peers to run beside berth (without --models)")
@@ -176,7 +185,8 @@ def main():
         peers, skipped = tls_peers(berth, work)
         return report(args, peers, skipped, work)
     models = {}
-    for model in args.model_list.split(","):
+    model_list = registry_models(berth) if args.model_list == "all" else args.model_list.split(",")
+    for model in model_list:
         port = free_port()
         models[model] = ([berth, "serve", "--model", model, "-p", str(port), "-A", "1", "-w", "1"], port)
     py, peers_dir = sys.executable, os.path.join(HERE, "..", "peers")

@@ -165,8 +165,8 @@ pub struct StopArgs {
 pub struct AcceptArgs {
     /// Accept threads, each with its own listener (SO_REUSEPORT) and event loop. serve's actor
     /// model: the scheduler threads; msg serve: UNIX and UDP listeners are served by the first,
-    /// names are shared by all [default: serve, number of CPU cores (prefork: 1 per process);
-    /// msg serve, 1].
+    /// names are shared by all [default: number of CPU cores (serve's prefork: 1 per
+    /// process)].
     #[arg(short = 'A', long, value_name = "N")]
     pub accept_threads: Option<NonZeroUsize>,
 

@@ -5,9 +5,9 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use berth::drive::daemon::{self, Daemon};
-use berth::drive::signal::{self, Signal};
 use berth::net::activation;
+use berth::process::daemon::{self, Daemon};
+use berth::process::signal::{self, Signal};
 
 use crate::args::DaemonArgs;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use berth::app::redirect::HttpsRedirect;
 use berth::app::{Demo, DemoConfig};
-use berth::drive::files::Files;
 use berth::drive::{self, Common, Server, Settings};
+use berth::files::Files;
 use berth::msg::{Address, Endpoint};
 use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
@@ -29,7 +29,7 @@ struct Listener {
 
 pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Before any thread starts, so that every thread inherits the blocked mask.
-    drive::signal::block_termination()?;
+    berth::process::signal::block_termination()?;
     // Listening sockets a service manager passed (systemd's socket activation), taken before
     // any thread starts: one per listener in order, then the --http-port listener's.
     let mut inherited = activation::listen_fds()
@@ -217,7 +217,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let stopped_at_once = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stopped_at_once.clone();
     std::thread::spawn(move || {
-        if let Ok(again) = drive::signal::wait_for_termination() {
+        if let Ok(again) = berth::process::signal::wait_for_termination() {
             log::warn!("{again:?} received again: stopping now");
             flag.store(true, std::sync::atomic::Ordering::Release);
             for stop in &stops {

@@ -1,6 +1,7 @@
 //! `berth msg serve`, `send` and `listen` as built binaries: the relay demo end to end, a port
-//! in use refused, two processes sharing one port with `--reuse-port`, a 1 GiB message relayed in bounded server memory, the size
-//! limit, and usage errors.
+//! in use refused, two processes sharing one port with `--reuse-port`, a 1 GiB message relayed
+//! in bounded server memory (within an engine thread and between two), the size limit, and
+//! usage errors.
 //!
 //! Every child is stopped and reaped by its guard when the test ends; every wait is bounded.
 
@@ -261,14 +262,73 @@ fn two_processes_share_one_port_with_reuse_port() {
 }
 
 /// Bob's rule takes streamed messages this big (issue 29: without one, a relay over
-/// `--max-held` to him would be refused).
+/// `--max-held` to him would be refused). With the default `-A` (a thread per core), bob and
+/// alice may or may not share a thread; the case below places them on different ones.
 #[test]
 fn a_1_gib_message_is_relayed_in_bounded_server_memory() {
-    const SIZE: u64 = 1 << 30;
     let server = Server::start(&["--listen", "tcp://127.0.0.1:0", "--rule", "bob:streams=2g"]);
     let addr = server.addr();
-    let mut bob = client(addr, "bob");
-    let mut alice = client(addr, "alice");
+    let bob = client(addr, "bob");
+    let alice = client(addr, "alice");
+    relay_1_gib(&server, bob, alice, b"@alice ");
+}
+
+/// The same between two engine threads (with two, `berth msg serve -A 2`'s 1 GiB relay never
+/// finished: a stream did not cross threads, and its sender was told the target was busy).
+/// Bob comes over a UNIX socket, which the first thread serves; the sender is an anonymous
+/// client found on the second (see [`anonymous_on_thread_1`]).
+#[test]
+fn a_1_gib_message_is_relayed_across_engine_threads_in_bounded_server_memory() {
+    let dir = std::env::temp_dir().join(format!("berth-cli-msg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("threads.sock");
+    let unix = format!("unix://{}", path.display());
+    let server = Server::start(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--listen",
+        &unix,
+        "--rule",
+        "bob:streams=2g",
+        "-A",
+        "2",
+    ]);
+    let mut bob = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    bob.set_read_timeout(Some(LIMIT)).unwrap();
+    bob.write_all(&frame(b"bob")).unwrap();
+    assert_eq!(read_frame_raw(&mut bob), (2, b"OK".to_vec()));
+    let mut others = Vec::new();
+    let (alice, shown) = anonymous_on_thread_1(server.addr(), &mut bob, &mut others);
+    relay_1_gib(&server, bob, alice, &shown);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An anonymous client on the second engine thread of a server of two whose first thread has
+/// one client, `bob`, and how `bob` is shown its relays (`@#0.N `). The relay shows an
+/// anonymous sender as `@#SLOT.SERIAL`, SLOT its place in its thread's table: bob holds slot
+/// 0 of the first thread, so a sender shown with slot 0 is on the second. Clients found on
+/// the first are kept in `others` (their slots stay taken).
+fn anonymous_on_thread_1(
+    addr: SocketAddr,
+    bob: &mut impl Read,
+    others: &mut Vec<TcpStream>,
+) -> (TcpStream, Vec<u8>) {
+    loop {
+        let mut s = client(addr, "");
+        s.write_all(&frame(b"@bob ?")).unwrap();
+        let (_, shown) = read_frame_raw(bob);
+        let shown = shown[..shown.len() - 1].to_vec();
+        if shown.starts_with(b"@#0.") {
+            return (s, shown);
+        }
+        others.push(s);
+    }
+}
+
+/// `alice` relays 1 GiB to `bob`, who is shown her as `shown` (the prefix, its space
+/// included); the server's peak memory grows by less than 64 MiB.
+fn relay_1_gib(server: &Server, mut bob: impl Read, mut alice: TcpStream, shown: &[u8]) {
+    const SIZE: u64 = 1 << 30;
     // Wait until the server is past start-up, then take its peak as the baseline.
     alice.write_all(&frame(b"warm")).unwrap();
     assert_eq!(read_frame_raw(&mut alice), (4, b"warm".to_vec()));
@@ -288,11 +348,10 @@ fn a_1_gib_message_is_relayed_in_bounded_server_memory() {
     });
     let mut head = [0u8; 8];
     bob.read_exact(&mut head).unwrap();
-    let new_prefix = b"@alice ";
-    assert_eq!(u64::from_le_bytes(head), new_prefix.len() as u64 + SIZE);
-    let mut got_prefix = [0u8; 7];
+    assert_eq!(u64::from_le_bytes(head), shown.len() as u64 + SIZE);
+    let mut got_prefix = vec![0u8; shown.len()];
     bob.read_exact(&mut got_prefix).unwrap();
-    assert_eq!(&got_prefix, new_prefix);
+    assert_eq!(got_prefix, shown);
     let mut buf = vec![0u8; 1 << 16];
     let mut seen: u64 = 0;
     while seen < SIZE {

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod h2;
 pub mod http;
 pub mod msg;
 pub mod upgrade;

@@ -157,7 +157,7 @@ impl Job for AsgiJob {
     const DEFERRED: bool = true;
 
     fn run(self) -> Reply {
-        berth::proto::http::run_here(self)
+        berth::drive::blocking::run_here(self)
     }
 
     fn start(self, answer: Answer) {
@@ -206,7 +206,8 @@ impl Handler for AsgiHandler {
         let websocket = match websocket_offer(req) {
             None => None,
             Some(_) if !self.websocket => {
-                let why = b"WebSocket needs a model that can wake a connection: evloop or actor\n";
+                let why =
+                    b"WebSocket needs a model that can wake a connection (not a blocking one)\n";
                 res.send(501, "text/plain", why);
                 return Handled::Done;
             }
@@ -798,11 +799,9 @@ impl AsgiServer {
         let bridge = Arc::new(Bridge::new(threads).map_err(|e| crate::os_error("", e))?);
         let service = Asgi {
             bridge: bridge.clone(),
-            // The blocking models wait in `read`: nothing could wake them for the app's sends.
-            websocket: matches!(
-                model,
-                Model::Evloop | Model::Actor | Model::Prefork | Model::Uring
-            ),
+            // The app's sends wake the connection from the bridge's thread: a model that waits
+            // in `read` (a blocking one) could not be woken for them.
+            websocket: model.caps().wakes_upgraded,
         };
         let (engine, bound) = if threads {
             let (server, bound) = py
@@ -1061,6 +1060,7 @@ impl AsgiServer {
         let version = match call.version {
             Version::Http10 => intern!(py, "1.0"),
             Version::Http11 => intern!(py, "1.1"),
+            Version::Http2 => intern!(py, "2"),
         };
         scope.set_item(intern!(py, "http_version"), version)?;
         match &call.websocket {

@@ -271,8 +271,7 @@ impl Core {
     /// copied: the engine writes a large one from where it lies and lets go of it once written
     /// (a `bytearray` is copied, since it may change).
     fn send_message(&mut self, client: u64, data: PyBackedBytes) -> bool {
-        self.engine()
-            .send_shared(ClientId::from_raw(client), data)
+        self.engine().send_shared(ClientId::from_raw(client), data)
     }
 
     /// Queues the messages of an iterable to `client`; false if the client is gone. A list or

@@ -39,7 +39,7 @@ pub fn listen_shared(host: &str, port: u16) -> PyResult<(i32, String, u16)> {
 /// the port for nobody. False if the parent is already gone.
 #[pyfunction]
 pub fn follow_parent(parent: i32) -> PyResult<bool> {
-    berth::drive::signal::terminate_with_parent(parent).map_err(|e| crate::os_error("", e))
+    berth::process::signal::terminate_with_parent(parent).map_err(|e| crate::os_error("", e))
 }
 
 /// `host:port` as an address, or a `ValueError`.

@@ -260,7 +260,7 @@ pub fn serve_wsgi(
         .map_err(|_| PyValueError::new_err("shutdown_timeout is not a number of seconds"))?;
     // Before berth's threads start, so that they inherit the blocked mask and the signals
     // come to the wait below.
-    drive::signal::block_termination().map_err(|e| crate::os_error("", e))?;
+    berth::process::signal::block_termination().map_err(|e| crate::os_error("", e))?;
     let mut settings = Settings::new(model, addr);
     settings.common.workers = workers.max(1);
     settings.common.listen.exclusive = !reuse_port;
@@ -304,7 +304,7 @@ pub fn serve_wsgi(
         ready.call0(py)?;
     }
     py.allow_threads(|| {
-        let _ = drive::signal::wait_for_termination();
+        let _ = berth::process::signal::wait_for_termination();
         server.drain(grace);
         server.join();
     });

@@ -76,7 +76,7 @@ impl Handler for GreeterHandler {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    drive::signal::block_termination()?;
+    berth::process::signal::block_termination()?;
     let mut servers = Vec::new();
     for (model, port) in [(Model::Threaded, 9201), (Model::Evloop, 9202)] {
         let settings = Settings::new(model, ([127, 0, 0, 1], port).into());
@@ -85,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{model} serving http://{addr}/greet");
         servers.push(server);
     }
-    drive::signal::wait_for_termination()?;
+    berth::process::signal::wait_for_termination()?;
     for server in servers {
         server.shutdown();
         server.join();

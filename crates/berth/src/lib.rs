@@ -18,8 +18,10 @@
 
 pub mod app;
 pub mod drive;
+pub mod files;
 pub mod msg;
 pub mod net;
+pub mod process;
 pub(crate) mod rt;
 pub mod stats;
 #[allow(unsafe_code)]

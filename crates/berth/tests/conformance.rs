@@ -1,5 +1,5 @@
 //! The driver conformance suite: every case below runs against every model of berth's model
-//! registry (`single`, `threaded`, `forked`, `prefork`, `evloop`, `actor` today), each started
+//! registry (`berth::with_models!`: every model, whatever the list holds today), each started
 //! in-process through [`berth::drive::serve`] on `127.0.0.1:0`, over real sockets.
 //!
 //! [`conformance!`] turns each case function `fn case(m: Model)` into one test per model, in

@@ -8,7 +8,6 @@
 use std::num::NonZeroUsize;
 
 use berth::app::relay::EchoRelay;
-use berth::drive;
 use berth::msg::{ClusterConfig, Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
 use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
@@ -21,7 +20,7 @@ use crate::lifecycle;
 /// Serves until stopped.
 pub fn run(args: ServeArgs) -> Result<(), String> {
     // Before any thread starts, so that every thread inherits the blocked mask.
-    drive::signal::block_termination().map_err(|e| e.to_string())?;
+    berth::process::signal::block_termination().map_err(|e| e.to_string())?;
     // A listening socket a service manager passed (systemd's socket activation), taken before
     // any thread starts: the first TCP endpoint listens on it.
     let mut inherited = activation::listen_fds()
@@ -108,9 +107,12 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let (grace, hold, max_name) = (args.stop.shutdown_timeout, args.max_held, args.max_name);
     // Detach now: every flag has been checked, and no thread has been started yet.
     let mut daemon = lifecycle::detach(&args.daemon).map_err(|e| e.to_string())?;
-    // One engine thread unless asked: a client's relays to clients of other threads cross a
-    // mailbox, and a streamed relay of 1 GiB (tests/msg.rs) does not finish across threads yet.
-    let threads = args.accept.accept_threads.map_or(1, NonZeroUsize::get);
+    // As serve: one engine thread per core unless asked (relays between clients of different
+    // threads stream and are held back as within one: tests/msg.rs, berth's msg_threads.rs).
+    let threads = args
+        .accept
+        .accept_threads
+        .map_or_else(crate::args::cores, NonZeroUsize::get);
     let server = MsgServer::spawn(&endpoints, config, threads, grace, move |_| {
         EchoRelay::new(hold).with_max_name(max_name)
     })
@@ -140,7 +142,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         }
         log::info!("{signal:?} received: telling clients and closing (up to {grace:?})");
         stopper.stop();
-        if let Ok(again) = drive::signal::wait_for_termination() {
+        if let Ok(again) = berth::process::signal::wait_for_termination() {
             log::warn!("{again:?} received again: stopping now");
             std::process::exit(1);
         }

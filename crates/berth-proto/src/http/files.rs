@@ -13,7 +13,7 @@
 //! (`If-None-Match`, `If-Modified-Since`, `If-Range`), `Range: bytes=` with its 206 and 416
 //! answers, validators (`ETag`, `Last-Modified`) and the Content-Type table. Opening the file,
 //! refusing symlinks that leave the root, and moving the bytes are the driver's
-//! (`berth::drive::files`).
+//! (`berth::files`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -111,7 +111,8 @@ pub(crate) fn framing(
         (false, Some(n)) => BodyKind::Fixed(n),
     };
     let keep_alive = match version {
-        Version::Http11 => !close,
+        // HTTP/2 requests are never framed here; its connections persist.
+        Version::Http11 | Version::Http2 => !close,
         Version::Http10 => keep_alive_token && !close,
     };
     Ok(Framing {

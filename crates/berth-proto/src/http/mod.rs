@@ -46,9 +46,7 @@ pub use limits::Limits;
 pub use request::{Method, Request, Version};
 pub use response::{reason_phrase, Reply, Response};
 pub use session::{Phase, Session, Step, Streamed, Timeouts};
-pub use stream::{
-    body_stream, run_here, Answer, BodyStream, Gone, Popped, Respond, StreamWriter, Taken,
-};
+pub use stream::{body_stream, Answer, BodyStream, Gone, Popped, Respond, StreamWriter, Taken};
 
 /// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only Date format berth sends.
 pub const DATE_LEN: usize = 29;

@@ -44,9 +44,6 @@ use crate::upgrade::{Flow, Handover, Upgraded};
 /// `Flush` steps in a row with nothing written before the pump calls it a livelock.
 const SPIN_LIMIT: usize = 1_000;
 
-/// Longest the in-memory pump waits for a streamed body's next chunk.
-const STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// What a pump does next for a [`Core`]: a session [`Step`] with the upgrade settled inside.
 /// Whatever it is, the output is written first (or, for `Offload` and `Open`, meanwhile).
 #[derive(Debug, PartialEq, Eq)]
@@ -564,10 +561,11 @@ impl<H: Handler> Pump<H> {
                     action = self.process();
                 }
                 Action::Stream(streamed) => {
-                    // In memory the producer is a job that already ran (or a test's thread):
-                    // wait for each chunk, a while at most.
+                    // In memory the producer is a job that already ran: its body is all
+                    // pushed, and one that is not has stalled (nothing here waits for a
+                    // thread; a blocking driver parks its own, see `berth::drive::blocking`).
                     loop {
-                        match streamed.take(&mut self.written, usize::MAX, Some(STREAM_WAIT)) {
+                        match streamed.take(&mut self.written, usize::MAX) {
                             Taken::Bytes(_) => {}
                             Taken::Ended => break,
                             Taken::Aborted => {

@@ -58,13 +58,17 @@ impl Method {
     }
 }
 
-/// HTTP version of a request. Only 1.0 and 1.1 exist on this wire.
+/// HTTP version of a request: 1.0 and 1.1 from the HTTP/1 session, 2 from
+/// [`h2::Connection`](crate::h2::Connection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
     /// HTTP/1.0: connections close after each response unless `Connection: keep-alive`.
     Http10,
     /// HTTP/1.1: connections persist unless `Connection: close`.
     Http11,
+    /// HTTP/2 (RFC 9113): one stream of a multiplexed connection, which persists; the request
+    /// cannot ask for an `Upgrade` and has no `Connection` field.
+    Http2,
 }
 
 /// One parsed request: head fields borrowed from the input buffer, body fully received.

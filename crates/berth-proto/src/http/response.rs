@@ -290,7 +290,8 @@ fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Opt
         (false, _) => out.extend_from_slice(b"\r\nConnection: close"),
         // An HTTP/1.0 client only keeps the connection if told it may.
         (true, Version::Http10) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
-        (true, Version::Http11) => {}
+        // HTTP/2 turns this head into HEADERS and drops connection-specific fields anyway.
+        (true, Version::Http11 | Version::Http2) => {}
     }
     out.extend_from_slice(b"\r\n\r\n");
 }

@@ -60,8 +60,14 @@ pub struct Streamed {
 impl Streamed {
     /// Moves what the producer has pushed (about `max` bytes at most, whole chunks) to `out`,
     /// framed as this response needs; see [`BodyStream::take`].
-    pub fn take(&self, out: &mut Vec<u8>, max: usize, wait: Option<std::time::Duration>) -> Taken {
-        self.stream.take(out, max, self.chunked, self.discard, wait)
+    pub fn take(&self, out: &mut Vec<u8>, max: usize) -> Taken {
+        self.stream.take(out, max, self.chunked, self.discard)
+    }
+
+    /// Runs `hook` when the producer pushes or ends after a [`Streamed::take`] found nothing:
+    /// see [`BodyStream::on_data`].
+    pub fn on_data(&self, hook: impl Fn() + Send + 'static) {
+        self.stream.on_data(hook);
     }
 }
 

@@ -1,11 +1,11 @@
 //! Streamed response bodies, and answers that come later from elsewhere.
 //!
-//! A [`Job`] usually runs on a worker and returns its [`Reply`] whole. Two things
+//! A [`Job`](super::Job) usually runs on a worker and returns its [`Reply`] whole. Two things
 //! that does not cover, which an application running on another thread's event loop (a Python
 //! ASGI app, say) needs:
 //!
-//! - **Deferred answers.** A job whose [`Job::DEFERRED`] is true is not
-//!   given a worker: the model calls [`Job::start`] on its own thread with an
+//! - **Deferred answers.** A job whose [`Job::DEFERRED`](super::Job::DEFERRED) is true is not
+//!   given a worker: the model calls [`Job::start`](super::Job::start) on its own thread with an
 //!   [`Answer`], and the job hands its request to whoever will answer it and returns at once.
 //!   The answer comes back through [`Answer::reply`], from any thread; the connection waits
 //!   meanwhile, costing no thread. An answer dropped without a reply is answered 500, so a
@@ -24,10 +24,8 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::handler::Job;
 use super::response::Reply;
 
 /// Bytes a stream holds that the pump has not taken before [`StreamWriter::push`] reports it
@@ -105,32 +103,6 @@ impl fmt::Debug for Answer {
     }
 }
 
-/// Starts a job and waits on this thread for its answer: how a model that runs jobs inline
-/// (the blocking models: a thread or process per connection) runs a deferred one. A streamed
-/// body's consumer on this thread blocks in [`BodyStream::take`], so it needs no wake-up.
-pub fn run_here<J: Job>(job: J) -> Reply {
-    if !J::DEFERRED {
-        return job.run();
-    }
-    let (tx, rx) = std::sync::mpsc::channel();
-    job.start(Answer::new(Arc::new(Waiter(tx))));
-    // The answer is given (or dropped: 500) before every sender is gone.
-    rx.recv().unwrap_or_else(|_| Reply::failed())
-}
-
-/// [`Respond`] for [`run_here`].
-struct Waiter(std::sync::mpsc::Sender<Reply>);
-
-impl Respond for Waiter {
-    fn reply(&self, reply: Reply) {
-        let _ = self.0.send(reply);
-    }
-    fn cancelled(&self) -> bool {
-        false
-    }
-    fn more(&self) {}
-}
-
 /// The connection a stream was for has gone: nothing pushed will be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gone;
@@ -161,6 +133,8 @@ struct State {
     /// A declared length's bytes not yet taken ([`Reply::with_length`]): the body must end
     /// exactly there.
     left: Option<u64>,
+    /// Queued bytes at which the stream is full, if not [`WINDOW`] ([`StreamWriter::full_at`]).
+    mark: Option<usize>,
     /// Called when the consumer is parked and the producer pushes or ends.
     wake: Option<Box<dyn Fn() + Send>>,
     /// Called when a full stream has room again, or the consumer goes.
@@ -168,6 +142,11 @@ struct State {
 }
 
 impl State {
+    /// Queued bytes at which the stream is full.
+    fn mark(&self) -> usize {
+        self.mark.unwrap_or(WINDOW)
+    }
+
     /// The body went past its declared length: it ends unfinished, nothing more sent.
     fn cut(&mut self) {
         self.ended = true;
@@ -179,8 +158,6 @@ impl State {
 
 struct Shared {
     state: Mutex<State>,
-    /// Signalled on every push and on the end, for a consumer that blocks (the blocking models).
-    pushed: Condvar,
 }
 
 impl Shared {
@@ -201,8 +178,8 @@ pub struct StreamWriter(Arc<Shared>);
 pub enum Taken {
     /// This many bytes were appended to the output (with their chunk framing, if any).
     Bytes(usize),
-    /// Nothing yet: the consumer is parked until [`Respond::more`] (or, blocking, the wait
-    /// ran out).
+    /// Nothing yet: the consumer is parked until [`Respond::more`] (or its
+    /// [`BodyStream::on_data`] hook).
     Empty,
     /// The body is complete (its last chunk is in the output).
     Ended,
@@ -215,7 +192,6 @@ pub enum Taken {
 pub fn body_stream() -> (StreamWriter, BodyStream) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
-        pushed: Condvar::new(),
     });
     (StreamWriter(shared.clone()), BodyStream(shared))
 }
@@ -235,7 +211,7 @@ impl StreamWriter {
             s.chunks.push_back(bytes);
             self.wake(&mut s);
         }
-        let room = s.queued < WINDOW;
+        let room = s.queued < s.mark();
         s.full = !room;
         Ok(room)
     }
@@ -260,6 +236,19 @@ impl StreamWriter {
         }
     }
 
+    /// Makes the stream full at `mark` queued bytes (at least 1) instead of [`WINDOW`]: for
+    /// a producer whose own peer is held to a smaller window, so that the room hook runs as
+    /// soon as the consumer has taken enough to be worth letting the peer send again (an
+    /// HTTP/2 request body, whose stream window is granted only as the application takes it).
+    pub fn full_at(&self, mark: usize) {
+        self.0.lock().mark = Some(mark.max(1));
+    }
+
+    /// Bytes pushed that the consumer has not taken yet.
+    pub fn queued(&self) -> usize {
+        self.0.lock().queued
+    }
+
     /// Whether the connection has gone.
     pub fn is_gone(&self) -> bool {
         self.0.lock().abandoned
@@ -268,7 +257,7 @@ impl StreamWriter {
     /// Whether the stream is full: the producer should wait for room.
     pub fn is_full(&self) -> bool {
         let s = self.0.lock();
-        s.queued >= WINDOW && !s.abandoned
+        s.queued >= s.mark() && !s.abandoned
     }
 
     /// Runs `hook` (on the consumer's thread) whenever a full stream has room again, and once
@@ -278,7 +267,6 @@ impl StreamWriter {
     }
 
     fn wake(&self, s: &mut State) {
-        self.0.pushed.notify_all();
         if std::mem::take(&mut s.parked) {
             if let Some(wake) = &s.wake {
                 wake();
@@ -353,7 +341,7 @@ impl BodyStream {
                 data.extend_from_slice(&chunk);
             }
         }
-        if s.full && s.queued < WINDOW {
+        if s.full && s.queued < s.mark() {
             s.full = false;
             if let Some(room) = &s.room {
                 room();
@@ -375,27 +363,11 @@ impl BodyStream {
     /// Moves queued bytes to `out`, at most about `max` of them (whole chunks; the first
     /// chunk always), framed as chunks if `chunked`, dropped if `discard` (a HEAD request's
     /// body). When the producer has ended and everything is out, appends the last chunk and
-    /// says [`Taken::Ended`]. With nothing queued, waits up to `wait` for a push if given
-    /// (blocking consumers), else parks until [`Respond::more`].
-    pub fn take(
-        &self,
-        out: &mut Vec<u8>,
-        max: usize,
-        chunked: bool,
-        discard: bool,
-        wait: Option<Duration>,
-    ) -> Taken {
+    /// says [`Taken::Ended`]. With nothing queued, the consumer is parked: its
+    /// [`BodyStream::on_data`] hook (or [`Respond::more`]) runs at the next push or the end. It
+    /// never waits here: a consumer that blocks (the blocking models) parks its own thread.
+    pub fn take(&self, out: &mut Vec<u8>, max: usize, chunked: bool, discard: bool) -> Taken {
         let mut s = self.0.lock();
-        if s.chunks.is_empty() && !s.ended {
-            if let Some(wait) = wait {
-                s = self
-                    .0
-                    .pushed
-                    .wait_timeout_while(s, wait, |s| s.chunks.is_empty() && !s.ended)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-        }
         let mut moved = 0;
         while let Some(chunk) = s.chunks.front() {
             if moved > 0 && moved + chunk.len() > max {
@@ -421,7 +393,7 @@ impl BodyStream {
                 out.extend_from_slice(&chunk);
             }
         }
-        if s.full && s.queued < WINDOW {
+        if s.full && s.queued < s.mark() {
             s.full = false;
             if let Some(room) = &s.room {
                 room();
@@ -526,22 +498,16 @@ mod tests {
         Answer::new(owner.clone()).reply(Reply::streamed(200, Vec::new(), stream));
         let stream = owner.replies.lock().unwrap()[0].stream.take().unwrap();
         let mut out = Vec::new();
-        assert_eq!(
-            stream.take(&mut out, 1 << 20, true, false, None),
-            Taken::Empty
-        );
+        assert_eq!(stream.take(&mut out, 1 << 20, true, false), Taken::Empty);
         assert_eq!(writer.push(b"hello".to_vec()), Ok(true));
         assert_eq!(writer.push(b", world".to_vec()), Ok(true));
         assert_eq!(owner.wakes.load(Ordering::SeqCst), 1);
         assert_eq!(
-            stream.take(&mut out, 1 << 20, true, false, None),
+            stream.take(&mut out, 1 << 20, true, false),
             Taken::Bytes(12)
         );
         writer.end();
-        assert_eq!(
-            stream.take(&mut out, 1 << 20, true, false, None),
-            Taken::Ended
-        );
+        assert_eq!(stream.take(&mut out, 1 << 20, true, false), Taken::Ended);
         assert_eq!(out, b"5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n");
     }
 
@@ -557,7 +523,7 @@ mod tests {
         assert_eq!(writer.push(vec![2; 10]), Ok(false));
         let mut out = Vec::new();
         assert_eq!(
-            stream.take(&mut out, 1, false, false, None),
+            stream.take(&mut out, 1, false, false),
             Taken::Bytes(WINDOW - 1)
         );
         assert_eq!(rooms.load(Ordering::SeqCst), 1);
@@ -579,29 +545,28 @@ mod tests {
     }
 
     #[test]
-    fn a_blocking_consumer_waits_for_the_producer() {
+    fn a_parked_consumer_hears_of_the_next_push_through_its_hook() {
         let (writer, stream) = body_stream();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            writer.push(b"late".to_vec()).unwrap();
+        let heard = Arc::new(AtomicUsize::new(0));
+        let h = heard.clone();
+        stream.on_data(move || {
+            h.fetch_add(1, Ordering::SeqCst);
         });
         let mut out = Vec::new();
-        let taken = stream.take(&mut out, 1024, false, false, Some(Duration::from_secs(5)));
-        assert_eq!(taken, Taken::Bytes(4));
-        t.join().unwrap();
+        assert_eq!(stream.take(&mut out, 1024, false, false), Taken::Empty);
+        writer.push(b"late".to_vec()).unwrap();
+        assert_eq!(heard.load(Ordering::SeqCst), 1);
+        assert_eq!(stream.take(&mut out, 1024, false, false), Taken::Bytes(4));
+        drop(writer);
         // The writer is gone without ending: the body is cut short, not complete.
-        assert_eq!(
-            stream.take(&mut out, 1024, false, false, None),
-            Taken::Aborted
-        );
+        assert_eq!(stream.take(&mut out, 1024, false, false), Taken::Aborted);
     }
 
     /// A declared length holds the body to it: exact, it ends; short, or past it, it ends
     /// aborted once what may be sent is out, and nothing past the length is sent.
     #[test]
     fn a_declared_length_is_held_to() {
-        let take =
-            |stream: &BodyStream, out: &mut Vec<u8>| stream.take(out, 1 << 20, false, false, None);
+        let take = |stream: &BodyStream, out: &mut Vec<u8>| stream.take(out, 1 << 20, false, false);
         // Exact.
         let (writer, stream) = body_stream();
         stream.declare(5, false);

@@ -118,6 +118,7 @@ impl Pending {
         let protocol = match self.version {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2",
         };
         let mut out = String::new();
         match self.format {

@@ -26,8 +26,8 @@ use berth_proto::upgrade::{Echo, Switch};
 use berth_proto::ws::handshake::{self, Offer};
 use berth_proto::ws::{EchoHandler, WsConfig, WsSession};
 
-use crate::drive::files::Files;
 use crate::drive::Service;
+use crate::files::Files;
 use crate::stats::Stats;
 
 use access::Pending;

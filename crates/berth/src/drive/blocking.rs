@@ -23,19 +23,79 @@
 use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use berth_proto::http::{Handler, Limits};
+use berth_proto::http::{Answer, Handler, Job, Limits, Reply, Respond, Streamed, Taken};
 
-use super::clock::DateCache;
-use super::files::Files;
 use super::pump::{Blocks, Conn, Env, Fate};
 use super::stall::Stalls;
 use super::Timeouts;
+use crate::files::Files;
 use crate::net::{Acceptor, Blocking};
+use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, StopKind};
 use crate::stats::Stats;
 use crate::sys::io::{peer_reset, poll_either, poll_readable, Ready};
+
+/// Starts a job and waits on this thread for its answer: how a model that runs jobs inline
+/// (a thread or process per connection) runs a deferred one ([`Job::DEFERRED`], answered by
+/// another thread); a job that is not deferred just runs. Public for a deferred job's own
+/// [`Job::run`], which is this. The protocol crate keeps no blocking wait: this is it.
+pub fn run_here<J: Job>(job: J) -> Reply {
+    if !J::DEFERRED {
+        return job.run();
+    }
+    let (tx, rx) = mpsc::channel();
+    job.start(Answer::new(Arc::new(Waiter(tx))));
+    // The answer is given (or dropped: 500) before every sender is gone.
+    rx.recv().unwrap_or_else(|_| Reply::failed())
+}
+
+/// [`Respond`] for [`run_here`]: the answer goes down a channel to the waiting thread.
+struct Waiter(mpsc::Sender<Reply>);
+
+impl Respond for Waiter {
+    fn reply(&self, reply: Reply) {
+        let _ = self.0.send(reply);
+    }
+    fn cancelled(&self) -> bool {
+        false
+    }
+    fn more(&self) {}
+}
+
+/// A streamed body's next chunks for a consumer that blocks: with nothing pushed yet, parks
+/// this thread until the producer pushes or ends (the stream's data hook unparks it), for up to
+/// `wait`. [`Taken::Empty`] means the wait ran out.
+pub(crate) fn take_within(
+    streamed: &Streamed,
+    out: &mut Vec<u8>,
+    max: usize,
+    wait: Duration,
+) -> Taken {
+    let first = streamed.take(out, max);
+    if first != Taken::Empty {
+        return first;
+    }
+    // Parked now (the take said so): the next push or end runs the hook. One that came
+    // between the take and the hook is found by the next take; one after it leaves the unpark
+    // token, so `park_timeout` returns at once.
+    let me = std::thread::current();
+    streamed.on_data(move || me.unpark());
+    let deadline = Instant::now() + wait;
+    loop {
+        match streamed.take(out, max) {
+            Taken::Empty => {}
+            taken => return taken,
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Taken::Empty;
+        }
+        std::thread::park_timeout(deadline - now);
+    }
+}
 
 /// Settings of a blocking connection.
 #[derive(Debug, Clone, Copy)]
@@ -194,7 +254,7 @@ fn serve<H: Handler, T: Blocking>(
                         }
                     }
                 }
-                conn.readable = true;
+                conn.mark_readable();
                 conn.pump(&mut lend!())
             }
             // Not with an unlimited budget; if it ever were, going on is right.

@@ -107,7 +107,11 @@ impl Body {
             } => (file, offset, remaining),
             Body::Stream { streamed, ended } => {
                 debug_assert!(out.is_empty(), "a body chunk over unwritten output");
-                return match streamed.take(out, CHUNK, wait) {
+                let taken = match wait {
+                    None => streamed.take(out, CHUNK),
+                    Some(wait) => super::blocking::take_within(streamed, out, CHUNK, wait),
+                };
+                return match taken {
                     Taken::Bytes(_) => Ok(Sent::Buffered),
                     Taken::Ended => {
                         *ended = true;

@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::blocking::{self, ConnConfig};
-use super::clock::DateCache;
-use super::{signal, Server, Service};
+use crate::rt::DateCache;
+use super::{Server, Service};
+use crate::process::signal;
 use crate::net::Acceptor;
 use crate::rt::Control;
 use crate::stats::Stats;
@@ -166,31 +167,29 @@ pub fn spawn<S: Service>(
 pub struct Forked;
 
 impl super::Driver for Forked {
-    const NAME: &'static str = "forked";
-    const ABOUT: &'static str = "A process per connection";
-    const NEEDS: super::Needs = super::Needs {
-        forks: true,
-        children_listen: false,
-        accept_threads: super::AcceptThreads::Unused,
-        workers: false,
+    const INFO: super::Info = super::Info {
+        name: "forked",
+        about: "A process per connection",
+        needs: super::Needs {
+            forks: true,
+            children_listen: false,
+            accept_threads: super::AcceptThreads::Unused,
+            workers: false,
+        },
+        caps: super::Caps::BLOCKING,
+        flags: &[super::Flag {
+            long: "max-children",
+            value_name: "N",
+            help: "`forked` model: most connection processes at once; more are answered 503 \
+                   and closed.",
+            get: |m| m.forked.max_children,
+            set: |m, n| m.forked.max_children = n.get(),
+        }],
+        shards: |_, _| 1,
+        listeners: super::registry::one_listener,
+        describe: |_, m| format!("a process per connection, at most {}", m.forked.max_children),
     };
     type Config = Config;
-    const FLAGS: &'static [super::Flag<Config>] = &[super::Flag {
-        long: "max-children",
-        value_name: "N",
-        help: "`forked` model: most connection processes at once; more are answered 503 and \
-               closed.",
-        get: |c| c.max_children,
-        set: |c, n| c.max_children = n.get(),
-    }];
-
-    fn shards(_: &super::Common, _: &Config) -> usize {
-        1
-    }
-
-    fn describe(_: &super::Common, config: &Config) -> String {
-        format!("a process per connection, at most {}", config.max_children)
-    }
 
     fn spawn<S: Service>(
         addr: std::net::SocketAddr,

@@ -21,13 +21,13 @@ use berth_proto::http::{Handler, Limits};
 use crossbeam_channel::{Receiver, Sender};
 use mio::{Poll, Token, Waker};
 
-use super::clock::DateCache;
-use super::files::Files;
 use super::pump::{Conn, Env, Fate};
 use super::workers::{self, Done, LoopConn, LoopQueue, Offloaded, Task};
-use super::Service;
+use super::{Server, Service, Timeouts};
+use crate::files::Files;
 use crate::net::{Acceptor, Transport};
-use crate::rt::{BufPool, Wheel};
+use crate::rt::DateCache;
+use crate::rt::{BufPool, Control, Wheel};
 use crate::stats::Stats;
 
 /// Deadlines are kept to this precision: a timeout fires up to this much late, never early.
@@ -51,29 +51,44 @@ pub(super) struct Wiring<J> {
     pub stats: Arc<Stats>,
 }
 
-/// The settings a [`State`] is made with.
+/// What a loop reads of its settings, made from [`Common`](super::Common) and the model's
+/// own part in one step ([`LoopConfig::new`]), each value once.
 #[derive(Debug, Clone)]
-pub(super) struct Sizes {
-    /// Most connections (timing-wheel keys).
-    capacity: usize,
-    limits: Limits,
+pub(super) struct LoopConfig<C> {
+    /// Most connections (`-C`): the slab and the timing wheel are made for it.
+    pub capacity: usize,
+    pub limits: Limits,
     /// Size of each pooled buffer.
-    buffer_size: usize,
+    pub buffer_size: usize,
     /// Spare buffers kept for reuse.
-    pooled_buffers: usize,
-    /// What connections are served over (for the refusal at capacity).
-    transport: Acceptor,
+    pub pooled_buffers: usize,
+    /// Header, body, idle and write timeouts.
+    pub timeouts: Timeouts,
+    /// What accepted connections are served over.
+    pub transport: Acceptor,
+    /// Read a new connection at once instead of waiting for its first readiness event
+    /// ([`Common::read_on_accept`](super::Common::read_on_accept)).
+    pub read_on_accept: bool,
+    /// Number of the first loop, for [`Service::handler`] and the stats shard.
+    pub first_thread: usize,
+    /// The model's own settings.
+    pub own: C,
 }
 
-impl Sizes {
-    /// A loop's, from the common settings and the spare buffers it keeps.
-    pub fn new(common: &super::Common, pooled_buffers: usize) -> Sizes {
-        Sizes {
+impl<C> LoopConfig<C> {
+    /// A loop's settings: the common ones, the spare buffers it keeps, the number of its first
+    /// loop and the model's own part.
+    pub fn new(common: &super::Common, pooled_buffers: usize, first_thread: usize, own: C) -> Self {
+        LoopConfig {
             capacity: common.capacity,
             limits: common.limits,
             buffer_size: common.buffer_size,
             pooled_buffers,
+            timeouts: common.timeouts,
             transport: common.listen.transport.clone(),
+            read_on_accept: common.read_on_accept,
+            first_thread,
+            own,
         }
     }
 }
@@ -110,7 +125,11 @@ pub(super) struct State<H: Handler> {
 impl<H: Handler> State<H> {
     /// The state of a loop serving `service`, made on the thread that will run it (a handler
     /// may be tied to it).
-    pub fn new<S: Service<Handler = H>>(service: &S, w: Wiring<H::Job>, sizes: &Sizes) -> Self {
+    pub fn new<S: Service<Handler = H>, C>(
+        service: &S,
+        w: Wiring<H::Job>,
+        sizes: &LoopConfig<C>,
+    ) -> Self {
         State {
             id: w.id,
             owner: w.owner,
@@ -234,6 +253,119 @@ pub(super) fn start<J: berth_proto::http::Job>(
     })
 }
 
+/// What a loop thread is given by [`spawn`], besides its service: who it is, its poll (with
+/// the waker workers wake it through), its listener, the stop control and its settings.
+pub(super) struct Parts<J, C> {
+    pub wiring: Wiring<J>,
+    pub poll: Poll,
+    pub listener: std::net::TcpListener,
+    pub ctl: Arc<Control>,
+    pub config: LoopConfig<C>,
+}
+
+/// A loop `spawn` starts: made on its own thread (a handler or a ring may be tied to it),
+/// then run until the server stops.
+pub(super) trait Runs: Sized {
+    type H: Handler;
+    type Own: Clone + Send + 'static;
+    /// What its threads are called, `berth-<KIND>-<id>`, and its log lines say.
+    const KIND: &'static str;
+    /// Sets the loop up; an error stops the server from starting.
+    fn make<S: Service<Handler = Self::H>>(
+        service: &S,
+        parts: Parts<<Self::H as Handler>::Job, Self::Own>,
+    ) -> io::Result<Self>;
+    /// Serves until the server stops.
+    fn run(&mut self) -> io::Result<()>;
+}
+
+/// Starts one loop `L` per listener (listeners should share a port through `SO_REUSEPORT`)
+/// and `common.workers` workers: the `spawn` of `evloop` and `uring`. Returns once every loop
+/// is set up, or with the first failure to set one up (the others are then stopped).
+pub(super) fn spawn<S, L>(
+    listeners: Vec<std::net::TcpListener>,
+    service: S,
+    common: &super::Common,
+    config: LoopConfig<L::Own>,
+    waker: Token,
+    stats: Arc<Stats>,
+) -> io::Result<Server>
+where
+    S: Service,
+    L: Runs<H = S::Handler>,
+{
+    let ctl = Arc::new(Control::default());
+    let Started {
+        polls,
+        loops,
+        replies,
+        wakers,
+        queue,
+        workers: mut threads,
+    } = start::<<S::Handler as Handler>::Job>(listeners.len(), common, waker, &stats)?;
+    let (ready_tx, ready_rx) = crossbeam_channel::unbounded::<io::Result<()>>();
+    let count = listeners.len();
+    for (index, ((listener, poll), replies)) in
+        listeners.into_iter().zip(polls).zip(replies).enumerate()
+    {
+        listener.set_nonblocking(true)?;
+        let id = config.first_thread + index;
+        let parts = Parts {
+            wiring: Wiring {
+                id,
+                owner: index,
+                queue: queue.clone(),
+                loops: loops.clone(),
+                replies,
+                stats: stats.clone(),
+            },
+            poll,
+            listener,
+            ctl: ctl.clone(),
+            config: config.clone(),
+        };
+        let (service, ready) = (service.clone(), ready_tx.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("berth-{}-{id}", L::KIND))
+            .spawn(move || {
+                let mut lp = match L::make(&service, parts) {
+                    Ok(lp) => lp,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                drop(ready);
+                if let Err(e) = lp.run() {
+                    log::error!("{} loop {id} failed: {e}", L::KIND);
+                }
+            })?;
+        threads.push(thread);
+    }
+    drop(ready_tx);
+    drop(queue);
+    let server = Server::new(ctl, threads);
+    server.ctl.wake_on_stop(wakers);
+    for _ in 0..count {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                server.shutdown();
+                return Err(e);
+            }
+            Err(_) => {
+                server.shutdown();
+                return Err(io::Error::other(format!(
+                    "a {} loop ended while starting",
+                    L::KIND
+                )));
+            }
+        }
+    }
+    Ok(server)
+}
+
 /// An event loop, as the shared logic sees it.
 pub(super) trait Loop {
     type H: Handler;
@@ -320,7 +452,7 @@ pub(super) trait Loop {
                 // A streamed body has more. Its connection may have ended since (and the slot
                 // been reused: one extra pump is harmless).
                 Done::More => {
-                    if let Some((conn, _)) = self.conn(key).filter(|(c, _)| !c.dead) {
+                    if let Some((conn, _)) = self.conn(key).filter(|(c, _)| !c.is_orphan()) {
                         conn.poke();
                         self.pump(key);
                     }
@@ -332,8 +464,8 @@ pub(super) trait Loop {
                 continue;
             };
             // A cancelled job's slot is dead: its reply (none) frees it.
-            let (false, Some(reply)) = (conn.dead, reply) else {
-                debug_assert!(conn.dead, "a live connection's job was cancelled");
+            let (false, Some(reply)) = (conn.is_orphan(), reply) else {
+                debug_assert!(conn.is_orphan(), "a live connection's job was cancelled");
                 self.free(key);
                 continue;
             };
@@ -354,7 +486,7 @@ pub(super) trait Loop {
             let Some((conn, mut shared)) = self.conn(key) else {
                 continue;
             };
-            if conn.dead {
+            if conn.is_orphan() {
                 continue;
             }
             log::debug!("connection {key} timed out");

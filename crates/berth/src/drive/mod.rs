@@ -24,14 +24,10 @@
 mod accept;
 pub mod blocking;
 mod body;
-pub mod clock;
 mod common;
-pub mod daemon;
-pub mod files;
 mod loops;
 mod pump;
 pub mod registry;
-pub mod signal;
 mod stall;
 mod workers;
 
@@ -56,7 +52,7 @@ use berth_proto::http::Handler;
 use crate::rt::Control;
 
 pub use common::Common;
-pub use registry::{serve, AcceptThreads, Driver, Flag, FlagInfo, Needs, Settings};
+pub use registry::{serve, AcceptThreads, Caps, Driver, Flag, FlagInfo, Info, Needs, Settings};
 
 /// How long a connection may take at each stage; the rules that apply the values are the
 /// HTTP session's (`Session::poll_timeout`), so every model times connections alike.
@@ -73,13 +69,11 @@ pub(crate) fn run_job<J: berth_proto::http::Job>(
     stats.job_started();
     // A deferred job (answered by another thread) is waited for here: only the models that run
     // jobs inline call this with one (the event loops start them, see `workers::offload`).
-    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        berth_proto::http::run_here(job)
-    }))
-    .unwrap_or_else(|_| {
-        log::debug!("a job panicked; answered 500");
-        berth_proto::http::Reply::failed()
-    });
+    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| blocking::run_here(job)))
+        .unwrap_or_else(|_| {
+            log::debug!("a job panicked; answered 500");
+            berth_proto::http::Reply::failed()
+        });
     stats.job_finished();
     reply
 }
@@ -99,8 +93,8 @@ pub trait Service: Clone + Send + Sync + 'static {
 
     /// Where the files of [`Handled::File`](berth_proto::http::Handled::File) answers are
     /// opened. The default has no root: every file request is answered 404.
-    fn files(&self) -> files::Files {
-        files::Files::none()
+    fn files(&self) -> crate::files::Files {
+        crate::files::Files::none()
     }
 }
 

@@ -14,7 +14,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{evloop, signal, Common, Server, Service};
+use super::{evloop, Common, Server, Service};
+use crate::process::signal;
 use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
 use crate::rt::Control;
 use crate::stats::Stats;
@@ -395,41 +396,38 @@ fn run_child<S: Service>(
 pub struct Prefork;
 
 impl super::Driver for Prefork {
-    const NAME: &'static str = "prefork";
-    const ABOUT: &'static str = "N processes sharing the port, each an event loop";
-    const NEEDS: super::Needs = super::Needs {
-        forks: true,
-        children_listen: true,
-        accept_threads: super::AcceptThreads::PerProcess,
-        workers: true,
+    const INFO: super::Info = super::Info {
+        name: "prefork",
+        about: "N processes sharing the port, each an event loop",
+        needs: super::Needs {
+            forks: true,
+            children_listen: true,
+            accept_threads: super::AcceptThreads::PerProcess,
+            workers: true,
+        },
+        caps: super::Caps::READINESS,
+        flags: &[super::Flag {
+            long: "processes",
+            value_name: "N",
+            help: "`prefork` model: worker processes, each with its own listeners on the shared \
+                   port.",
+            get: |m| m.prefork.processes,
+            set: |m, n| m.prefork.processes = n.get(),
+        }],
+        shards: |common, m| common.accept_threads * m.prefork.processes,
+        listeners: |common, m| m.prefork.processes * common.accept_threads,
+        describe: |common, m| {
+            use super::registry::{count, count_as};
+            format!(
+                "{} x {}, {} and capacity {} per thread",
+                count_as(m.prefork.processes, "process", "processes"),
+                count(common.accept_threads, "accept thread"),
+                count(common.workers, "worker"),
+                common.capacity
+            )
+        },
     };
     type Config = Config;
-    const FLAGS: &'static [super::Flag<Config>] = &[super::Flag {
-        long: "processes",
-        value_name: "N",
-        help: "`prefork` model: worker processes, each with its own listeners on the shared port.",
-        get: |c| c.processes,
-        set: |c, n| c.processes = n.get(),
-    }];
-
-    fn shards(common: &Common, config: &Config) -> usize {
-        common.accept_threads * config.processes
-    }
-
-    fn listeners(common: &Common, config: &Config) -> usize {
-        config.processes * common.accept_threads
-    }
-
-    fn describe(common: &Common, config: &Config) -> String {
-        use super::registry::{count, count_as};
-        format!(
-            "{} x {}, {} and capacity {} per thread",
-            count_as(config.processes, "process", "processes"),
-            count(common.accept_threads, "accept thread"),
-            count(common.workers, "worker"),
-            common.capacity
-        )
-    }
 
     fn spawn<S: Service>(
         addr: SocketAddr,

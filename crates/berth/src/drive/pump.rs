@@ -44,32 +44,203 @@ use berth_proto::http::pump::{Action, Core};
 use berth_proto::http::{Context, FileError, FileRequest, Handler, Limits, Reply};
 
 use super::body::{Body, Sent};
-use super::clock::DateCache;
-use super::files::OpenFile;
 use super::Timeouts;
+use crate::files::OpenFile;
 use crate::net::{Acceptor, Stream, Transport};
 use crate::rt::BufPool;
+use crate::rt::DateCache;
 use crate::stats::Stats;
 
-/// How a pumped connection's I/O waits (see the module docs). Implemented by [`Readiness`] and
-/// [`Blocks`] only; the pump reads the constant, which the compiler folds away.
+/// How a pumped connection's I/O waits (see the module docs): each question the loop asks
+/// where the two kinds of model differ, answered by [`Readiness`] and [`Blocks`] (the only
+/// implementations; every answer is a constant the compiler folds away). What a model can do
+/// because of it is its registry row's [`Caps`](super::Caps): [`Waits::CAPS`].
 pub(super) trait Waits {
-    /// The socket blocks, with read and write timeouts; a call that would block has timed out.
-    const BLOCKING: bool;
+    /// What a model whose connections wait this way can do.
+    const CAPS: super::Caps;
+
+    /// The read side after a read that would block: waiting for the next readiness event, or
+    /// (blocking) timed out, the owner to [`Conn::expire`] it.
+    fn after_blocked_read() -> Reading;
+
+    /// The read side after a read a signal interrupted, `current` before it: as it was (read
+    /// again), or (blocking: the signal may be a stop) waiting for the owner to look first.
+    fn after_interrupted_read(current: Reading) -> Reading;
+
+    /// Whether a read that got bytes may have left more to read now. Blocking: no, one read
+    /// per request of the owner's. Readiness: yes, unless the read drained the socket (it left
+    /// room in the buffer, the peer's FIN is not known to be waiting and, for this transport,
+    /// a short read means drained), so that new bytes will raise a new edge; the read that
+    /// would only say WouldBlock is skipped.
+    fn read_again(filled: bool, to_the_end: bool, short_read_drains: bool) -> bool;
+
+    /// A write that would block: the socket is full, wait for room (`Ok`); blocking, the write
+    /// timeout passed (`Err`).
+    fn blocked_write(e: io::Error) -> io::Result<Writing>;
+
+    /// Whether a failed write means the peer took nothing for the write timeout, so that the
+    /// connection is given up with a reset (blocking: a write that would block or timed out).
+    fn write_timed_out(e: &io::Error) -> bool;
+
+    /// How long to wait for a streamed body's next bytes: not at all (park, the owner is woken
+    /// by the producer), or (blocking) up to `write_timeout`.
+    fn body_wait(write_timeout: std::time::Duration) -> Option<std::time::Duration>;
+
+    /// What to do when the input buffer is full and may not grow: pause until the session
+    /// takes some (`true`: keep the connection), or (blocking: only read once all input was
+    /// taken, so nothing would ever resume it) end it.
+    fn pause_full_input() -> bool;
+
+    /// Whether an idle connection gives its buffers back to the pool. A blocking one keeps its
+    /// two: its thread serves nothing else meanwhile, and the pool would only hand them back.
+    fn lends_idle_buffers() -> bool;
+
+    /// Whether the connection itself asks the owner's rule if the server is going away
+    /// (blocking: its thread is on it, not on a loop that could tell it), and refreshes the
+    /// date before each request (its read may have waited long).
+    fn asks_for_itself() -> bool;
 }
 
-/// A non-blocking socket whose readiness a poll reports (evloop, prefork, actor).
+/// A non-blocking socket whose readiness a poll reports (evloop, prefork, actor, uring).
 pub(super) enum Readiness {}
 
 impl Waits for Readiness {
-    const BLOCKING: bool = false;
+    const CAPS: super::Caps = super::Caps::READINESS;
+
+    fn after_blocked_read() -> Reading {
+        Reading::Wait
+    }
+    fn after_interrupted_read(current: Reading) -> Reading {
+        current
+    }
+    fn read_again(filled: bool, to_the_end: bool, short_read_drains: bool) -> bool {
+        filled || to_the_end || !short_read_drains
+    }
+    fn blocked_write(_: io::Error) -> io::Result<Writing> {
+        Ok(Writing::Full)
+    }
+    fn write_timed_out(_: &io::Error) -> bool {
+        false
+    }
+    fn body_wait(_: std::time::Duration) -> Option<std::time::Duration> {
+        None
+    }
+    fn pause_full_input() -> bool {
+        true
+    }
+    fn lends_idle_buffers() -> bool {
+        true
+    }
+    fn asks_for_itself() -> bool {
+        false
+    }
 }
 
 /// A blocking socket with `SO_RCVTIMEO` and `SO_SNDTIMEO` (single, threaded, forked).
 pub(super) enum Blocks {}
 
 impl Waits for Blocks {
-    const BLOCKING: bool = true;
+    const CAPS: super::Caps = super::Caps::BLOCKING;
+
+    fn after_blocked_read() -> Reading {
+        Reading::TimedOut
+    }
+    fn after_interrupted_read(_: Reading) -> Reading {
+        Reading::Wait
+    }
+    fn read_again(_: bool, _: bool, _: bool) -> bool {
+        false
+    }
+    fn blocked_write(e: io::Error) -> io::Result<Writing> {
+        Err(e)
+    }
+    fn write_timed_out(e: &io::Error) -> bool {
+        matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        )
+    }
+    fn body_wait(write_timeout: std::time::Duration) -> Option<std::time::Duration> {
+        Some(write_timeout)
+    }
+    fn pause_full_input() -> bool {
+        false
+    }
+    fn lends_idle_buffers() -> bool {
+        false
+    }
+    fn asks_for_itself() -> bool {
+        true
+    }
+}
+
+/// The read side of a connection (as hyper's `proto::h1::conn::State` has `Reading`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reading {
+    /// Nothing to read until the owner says so: a readiness event, or (blocking) the owner
+    /// asking for a read.
+    Wait,
+    /// A read may find bytes.
+    Ready,
+    /// The kernel reported the peer's FIN (`EPOLLRDHUP`, a receive of 0): read on until a read
+    /// gives 0, a short read does not mean the socket is drained.
+    ToTheEnd,
+    /// Blocking: the last read waited out the read timeout the owner set; the owner calls
+    /// [`Conn::expire`].
+    TimedOut,
+    /// The peer has shut down its side (a read gave 0): nothing more will come.
+    Closed,
+}
+
+/// The write side: whether the transport takes bytes now (always, when blocking).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Writing {
+    /// Writes may go through.
+    Ready,
+    /// The socket took no more: wait for the owner to report room.
+    Full,
+}
+
+/// What goes out after the output buffer.
+enum Sending {
+    /// Only what is in the output buffer.
+    Output,
+    /// A body; later responses wait until it is all sent.
+    Body(Body),
+    /// A streamed body that had nothing to send: it waits for its producer to wake the owner
+    /// (the next pump tries again).
+    Parked(Body),
+}
+
+/// Work the connection handed to its owner that has not come back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handed {
+    /// None.
+    Nothing,
+    /// A job is running, or a file being opened, for the connection: its slot must outlive it.
+    Work,
+    /// The connection is finished but its work is still out: the slot is freed when it comes
+    /// back.
+    Orphan,
+}
+
+/// Whether the session has seen all of the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Input {
+    /// It has seen every byte, and nothing asks it to look again.
+    Seen,
+    /// The input holds bytes it has not been shown, or it has been asked to look again (its
+    /// output drained, a job ended, an upgraded protocol was woken).
+    Unseen,
+}
+
+/// How the last pump ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pumped {
+    /// As far as the transport allowed.
+    Through,
+    /// For want of budget, with more to do at once.
+    CutShort,
 }
 
 /// What the owner lends a connection while it runs.
@@ -95,6 +266,17 @@ pub(super) struct Env<'a, H: Handler> {
     /// ([`Conn::wind_down`]: a WebSocket's close 1001). The event-loop models tell their
     /// connections from outside and pass `None`.
     pub going: Option<&'a dyn Fn() -> bool>,
+}
+
+/// What the session is given with each call: the limits, the `Date`, and whether request
+/// bodies may stream ([`Caps::streams_bodies`](super::Caps)) — made here only, from the
+/// owner's [`Env`] (`env.limits`, `env.date`).
+fn context<'a, W: Waits>(limits: &'a Limits, date: &'a DateCache) -> Context<'a> {
+    Context {
+        limits,
+        date: date.get(),
+        stream_bodies: W::CAPS.streams_bodies,
+    }
 }
 
 /// What a connection needs after [`Conn::pump`].
@@ -128,38 +310,26 @@ pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     output: Vec<u8>,
     /// Bytes of `output` already written.
     written: usize,
-    /// May be read now. Readiness: set by events, cleared when a call returns WouldBlock (edge
-    /// triggered). Blocking: set by the owner to ask for one read.
-    pub readable: bool,
-    /// May be written now (always, when blocking).
-    pub writable: bool,
-    /// The peer has shut down its side (read returned 0).
-    peer_closed: bool,
-    /// The kernel reported the peer's FIN (EPOLLRDHUP): a short read does not mean "drained".
-    pub hup: bool,
-    /// A job is running (or a file is being opened) for this connection; its slot must outlive
-    /// it.
-    pub job_pending: bool,
-    /// `input` holds bytes the session has not been shown yet (or asked to see again).
-    unprocessed: bool,
-    /// The connection is finished but waits for its job before the slot is freed.
-    pub dead: bool,
+    /// Response bytes written over the connection's life.
+    sent: u64,
+    /// The read side. Readiness: made ready by events, made to wait when a read would block
+    /// (edge triggered). Blocking: made ready by the owner to ask for one read.
+    reading: Reading,
+    /// The write side.
+    writing: Writing,
+    /// Whether the session has seen all of `input`.
+    seen: Input,
+    /// Work handed to the owner and not back.
+    handed: Handed,
+    /// What goes out after `output`.
+    sending: Sending,
+    /// How the last pump ended.
+    pumped: Pumped,
 
     /// The file just opened for the session, until it asks for its bytes.
     opened: Option<File>,
-    /// A body going out after `output`; later responses wait until it is all sent.
-    body: Option<Body>,
-    /// A streamed body had nothing to send: wait for its producer to wake the owner (any
-    /// pump tries again).
-    parked: bool,
     /// Blocking: how long to wait for a streamed body's next bytes (the write timeout).
     pub body_wait: std::time::Duration,
-    /// The last pump stopped for want of budget.
-    cut_short: bool,
-    /// Blocking: the last read waited out its timeout.
-    timed_out: bool,
-    /// Some response bytes have been written.
-    answered: bool,
     /// The I/O error that ended the connection, if one did.
     error: Option<io::Error>,
     /// When the transport's handshake was first seen under way (see [`Conn::deadline`]).
@@ -184,21 +354,16 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             input: Vec::new(),
             output: Vec::new(),
             written: 0,
-            readable: false,
-            writable: true,
-            peer_closed: false,
-            hup: false,
-            job_pending: false,
-            unprocessed: false,
-            dead: false,
+            sent: 0,
+            reading: Reading::Wait,
+            writing: Writing::Ready,
+            seen: Input::Seen,
+            handed: Handed::Nothing,
+            sending: Sending::Output,
+            pumped: Pumped::Through,
 
             opened: None,
-            body: None,
-            parked: false,
             body_wait: Timeouts::default().write,
-            cut_short: false,
-            timed_out: false,
-            answered: false,
             error: None,
             handshake_since: None,
             waits: PhantomData,
@@ -207,30 +372,86 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
     /// Bytes of the current response not yet handed to the kernel, head or body.
     fn out_pending(&self) -> bool {
-        self.written < self.output.len() || self.body.is_some() || self.stream.has_pending()
+        self.written < self.output.len() || self.has_body() || self.stream.has_pending()
+    }
+
+    /// A body is going out (or parked) after the output buffer.
+    fn has_body(&self) -> bool {
+        !matches!(self.sending, Sending::Output)
+    }
+
+    /// The body going out, if any.
+    fn body(&self) -> Option<&Body> {
+        match &self.sending {
+            Sending::Output => None,
+            Sending::Body(body) | Sending::Parked(body) => Some(body),
+        }
+    }
+
+    /// The owner heard that the connection may be read (a readiness event; blocking: it asks
+    /// for one read).
+    pub fn mark_readable(&mut self) {
+        if matches!(self.reading, Reading::Wait | Reading::TimedOut) {
+            self.reading = Reading::Ready;
+        }
+    }
+
+    /// The owner heard that the peer has sent its FIN (or the socket failed): reads go on
+    /// until one gives 0 (or the error).
+    pub fn mark_peer_fin(&mut self) {
+        if self.reading != Reading::Closed {
+            self.reading = Reading::ToTheEnd;
+        }
+    }
+
+    /// The owner heard that the transport has room for writes.
+    pub fn mark_writable(&mut self) {
+        self.writing = Writing::Ready;
+    }
+
+    /// Whether writes may go through now.
+    pub fn is_writable(&self) -> bool {
+        self.writing == Writing::Ready
+    }
+
+    /// A job or a file open is out for this connection (and its slot must outlive it).
+    pub fn work_out(&self) -> bool {
+        self.handed != Handed::Nothing
+    }
+
+    /// The connection is finished, its slot kept only until its work comes back.
+    pub fn is_orphan(&self) -> bool {
+        self.handed == Handed::Orphan
+    }
+
+    /// The connection is finished while its work is out: the slot waits for the work (see
+    /// [`Conn::is_orphan`]).
+    pub fn orphan(&mut self) {
+        debug_assert!(self.work_out(), "an orphan without work out");
+        self.handed = Handed::Orphan;
     }
 
     /// The last pump stopped for want of budget. If it also handed out a job, nothing pumps the
     /// connection until the job's reply unless the owner does: a peer that resets meanwhile
     /// would go unnoticed, and its job would run.
     pub fn cut_short(&self) -> bool {
-        self.cut_short
+        self.pumped == Pumped::CutShort
     }
 
     /// Blocking: the last read waited out the read timeout the owner set; call
     /// [`Conn::expire`].
     pub fn timed_out(&self) -> bool {
-        self.timed_out
+        self.reading == Reading::TimedOut
     }
 
     /// Some response bytes have been written on this connection.
     pub fn answered(&self) -> bool {
-        self.answered
+        self.sent > 0
     }
 
     /// The peer has shut down its side.
     pub fn peer_closed(&self) -> bool {
-        self.peer_closed
+        self.reading == Reading::Closed
     }
 
     /// Received bytes nobody will read (a request behind the last response): closing should
@@ -250,7 +471,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     pub fn poke(&mut self) {
         // An upgraded protocol's own news (see `Upgraded::wake`) is taken like input.
         if self.core.feeding() || self.core.poke() {
-            self.unprocessed = true;
+            self.seen = Input::Unseen;
         }
     }
 
@@ -260,7 +481,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     pub fn wind_down(&mut self) -> bool {
         let tell = self.core.close_after_response();
         if tell {
-            self.unprocessed = true;
+            self.seen = Input::Unseen;
         }
         tell
     }
@@ -269,8 +490,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// under way (a client in the middle of one is about to send its request: a drain must
     /// not cut it off; the handshake has the header timeout to finish).
     pub fn is_idle(&self) -> bool {
-        !self.dead
-            && !self.job_pending
+        self.handed == Handed::Nothing
             && !self.out_pending()
             && self.core.is_idle(&self.input)
             && !self.stream.handshaking()
@@ -295,7 +515,9 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// The deadline passed: a stalled write or an idle connection is closed, a request in
     /// progress is answered 408 first (an upgraded protocol decides for itself).
     pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) -> Fate<H::Job> {
-        self.timed_out = false;
+        if self.reading == Reading::TimedOut {
+            self.reading = Reading::Wait;
+        }
         if self.out_pending() {
             // The peer took nothing for the write timeout: give it up (see `Transport::abort`).
             self.stream.abort();
@@ -305,11 +527,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             return Fate::Close;
         }
         self.ensure_output(env.pool);
-        let cx = Context {
-            limits: env.limits,
-            date: env.date.get(),
-            stream_bodies: !W::BLOCKING,
-        };
+        let cx = context::<W>(env.limits, env.date);
         let action = self.core.expire(
             Instant::now(),
             &mut self.input,
@@ -323,12 +541,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
     /// Hands a finished job's reply to the session, then carries on like [`Conn::pump`].
     pub fn complete<H: Handler>(&mut self, reply: Reply, env: &mut Env<'_, H>) -> Fate<H::Job> {
-        self.job_pending = false;
-        let cx = Context {
-            limits: env.limits,
-            date: env.date.get(),
-            stream_bodies: !W::BLOCKING,
-        };
+        self.handed = Handed::Nothing;
+        let cx = context::<W>(env.limits, env.date);
         self.ensure_output(env.pool);
         let action = self
             .core
@@ -345,12 +559,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         found: Result<OpenFile, FileError>,
         env: &mut Env<'_, H>,
     ) -> Fate<H::Job> {
-        self.job_pending = false;
-        let cx = Context {
-            limits: env.limits,
-            date: env.date.get(),
-            stream_bodies: !W::BLOCKING,
-        };
+        self.handed = Handed::Nothing;
+        let cx = context::<W>(env.limits, env.date);
         self.ensure_output(env.pool);
         let meta = found.as_ref().map(|f| &f.meta).map_err(|e| *e);
         let action = self.core.file(
@@ -379,14 +589,19 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         env: &mut Env<'_, H>,
         mut handoff: Option<Handoff<H::Job>>,
     ) -> Fate<H::Job> {
-        self.cut_short = false;
-        self.parked = false;
+        self.pumped = Pumped::Through;
+        if let Sending::Parked(_) = self.sending {
+            // Any pump tries a parked body again.
+            if let Sending::Parked(body) = std::mem::replace(&mut self.sending, Sending::Output) {
+                self.sending = Sending::Body(body);
+            }
+        }
         let keep = self.run(env, &mut handoff);
         match (keep, handoff) {
             (true, Some(Handoff::Job(job))) => Fate::Offload(job),
             (true, Some(Handoff::Open(file))) => Fate::Open(file),
             // A handoff's answer pumps again anyway, and readiness flags persist till then.
-            (true, None) if self.cut_short => Fate::Again,
+            (true, None) if self.pumped == Pumped::CutShort => Fate::Again,
             (true, None) => Fate::Keep,
             (false, handoff) => {
                 // Dropping work never handed out: nothing else refers to the slot. A job whose
@@ -395,7 +610,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     env.stats.job_cancelled();
                 }
                 if handoff.is_some() {
-                    self.job_pending = false;
+                    self.handed = Handed::Nothing;
                 }
                 Fate::Close
             }
@@ -409,23 +624,23 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         handoff: &mut Option<Handoff<H::Job>>,
     ) -> bool {
         loop {
-            if self.writable && (self.written < self.output.len() || self.stream.has_pending()) {
+            let writable = self.writing == Writing::Ready;
+            if writable && (self.written < self.output.len() || self.stream.has_pending()) {
                 if let Err(e) = self.flush() {
                     return self.write_failed(e);
                 }
             }
-            if self.writable
+            if self.writing == Writing::Ready
                 && self.written >= self.output.len()
-                && self.body.is_some()
-                && !self.parked
+                && matches!(self.sending, Sending::Body(_))
             {
                 if env.budget == 0 {
-                    self.cut_short = true;
+                    self.pumped = Pumped::CutShort;
                     return true;
                 }
                 // A file's bytes go to the transport; a streamed body's come from the
                 // application, whose failure is not the peer's.
-                let to_peer = self.body.as_ref().is_some_and(|b| !b.is_buffered());
+                let to_peer = self.body().is_some_and(|b| !b.is_buffered());
                 if let Err(e) = self.send_body(&mut env.budget, env.pool) {
                     return if to_peer {
                         self.write_failed(e)
@@ -436,59 +651,52 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 // Done, socket full, or budget spent: each is settled at the top.
                 continue;
             }
+            let upgraded = self.core.is_upgraded();
             // Blocking: a drain reaches an upgraded connection through the model's rule (its
             // thread is on it, not on a loop that could tell it).
-            if W::BLOCKING
-                && self.core.is_upgraded()
+            if W::asks_for_itself()
+                && upgraded
                 && env.going.is_some_and(|going| going())
                 && self.wind_down()
             {
                 continue;
             }
+            let peer_closed = self.reading == Reading::Closed;
             // An upgraded protocol hears that its peer left once it has taken everything the
             // peer sent before leaving: its last words may answer those bytes.
-            if self.peer_closed
-                && self.core.is_upgraded()
-                && !self.unprocessed
-                && !self.core.is_closed()
-            {
+            if peer_closed && upgraded && self.seen == Input::Seen && !self.core.is_closed() {
                 self.ensure_output(env.pool);
                 self.core.peer_closed(&mut self.output);
                 continue;
             }
-            let out_pending = self.out_pending();
             let finished = self.core.is_closed()
-                || (!self.core.is_upgraded()
-                    && self.peer_closed
-                    && !self.job_pending
-                    && !self.unprocessed);
+                || (!upgraded
+                    && peer_closed
+                    && self.handed == Handed::Nothing
+                    && self.seen == Input::Seen);
             if finished {
-                return out_pending;
+                return self.out_pending();
             }
 
-            if self.unprocessed
-                && (!self.job_pending || self.core.feeding())
+            if self.seen == Input::Unseen
+                && (self.handed == Handed::Nothing || self.core.feeding())
                 // Responses to later requests wait until a body is all out.
-                && self.body.is_none()
+                && !self.has_body()
                 && self.room_for_output(env.limits)
             {
-                self.unprocessed = false;
+                self.seen = Input::Seen;
                 self.ensure_output(env.pool);
                 if let Some(wind_down) = env.wind_down {
-                    if !self.input.is_empty() && !self.core.is_upgraded() && wind_down() {
+                    if !self.input.is_empty() && !upgraded && wind_down() {
                         // Tell the client this response is the last, rather than vanish
                         // under it.
                         self.core.close_after_response();
                     }
                 }
-                if W::BLOCKING {
+                if W::asks_for_itself() {
                     env.date.refresh();
                 }
-                let cx = Context {
-                    limits: env.limits,
-                    date: env.date.get(),
-                    stream_bodies: !W::BLOCKING,
-                };
+                let cx = context::<W>(env.limits, env.date);
                 // With nothing waiting to be written, an upgraded protocol may answer from the
                 // input's own buffer (a WebSocket echo): the first `skip` bytes are not sent.
                 let mut skip = 0;
@@ -516,26 +724,24 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 continue;
             }
 
-            if self.readable && !self.peer_closed {
+            if matches!(self.reading, Reading::Ready | Reading::ToTheEnd) {
                 if env.budget == 0 {
-                    self.cut_short = true;
+                    self.pumped = Pumped::CutShort;
                     return true;
                 }
                 // The session wants more bytes only when it has seen all it has and is not busy.
-                let wants_more = !self.unprocessed && !self.job_pending;
+                let wants_more = self.seen == Input::Seen && self.handed == Handed::Nothing;
                 if self.input.capacity() == 0 {
                     self.input = env.pool.take();
                 }
                 if self.input.len() == self.input.capacity() {
                     if !wants_more || self.input.capacity() >= env.max_input {
-                        // Paused: resumes when the session consumes input or the job ends. A
-                        // blocking connection is only read when all its input was consumed, so
-                        // nothing would ever resume it: it ends.
-                        if W::BLOCKING {
-                            self.readable = false;
-                            return false;
+                        // Paused: resumes when the session consumes input or the job ends.
+                        if W::pause_full_input() {
+                            return true;
                         }
-                        return true;
+                        self.reading = Reading::Wait;
+                        return false;
                     }
                     let grow = self
                         .input
@@ -547,41 +753,33 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 match self.stream.read_spare(&mut self.input) {
                     // An upgraded protocol is told above, once its input is taken, and has
                     // its last words; HTTP closes once what was received is answered.
-                    Ok(0) => self.peer_closed = true,
+                    Ok(0) => self.reading = Reading::Closed,
                     Ok(_) => {
-                        self.unprocessed = true;
-                        // Blocking: one read per request of the owner's. Readiness: a read that
-                        // left room in the buffer drained the socket; new bytes will raise a new
-                        // edge, so skip the read that would only say WouldBlock.
-                        if W::BLOCKING
-                            || (self.input.len() < self.input.capacity()
-                                && !self.hup
-                                && self.stream.short_read_drains())
-                        {
-                            self.readable = false;
+                        self.seen = Input::Unseen;
+                        let filled = self.input.len() == self.input.capacity();
+                        let to_the_end = self.reading == Reading::ToTheEnd;
+                        if !W::read_again(filled, to_the_end, self.stream.short_read_drains()) {
+                            self.reading = Reading::Wait;
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        self.readable = false;
-                        self.timed_out = W::BLOCKING;
+                        self.reading = W::after_blocked_read();
                     }
                     // SO_RCVTIMEO may also report itself so.
-                    Err(e) if W::BLOCKING && e.kind() == io::ErrorKind::TimedOut => {
-                        self.readable = false;
-                        self.timed_out = true;
+                    Err(e) if W::CAPS.blocking && e.kind() == io::ErrorKind::TimedOut => {
+                        self.reading = Reading::TimedOut;
                     }
                     // Blocking: a signal (a stop) interrupted the wait; the owner looks first.
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                        self.readable = !W::BLOCKING;
+                        self.reading = W::after_interrupted_read(self.reading);
                     }
                     Err(e) => return self.fail(e),
                 }
                 continue;
             }
 
-            // An idle connection holds no buffers. A blocking one keeps its two: its thread
-            // serves nothing else meanwhile, and the pool would only hand them back.
-            if !W::BLOCKING {
+            // An idle connection holds no buffers (see `Waits::lends_idle_buffers`).
+            if W::lends_idle_buffers() {
                 self.release_idle_buffers(env.pool);
             }
             return true;
@@ -607,29 +805,33 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     fn after<J>(&mut self, action: Action<J>) -> Option<Handoff<J>> {
         match action {
             Action::Offload(job) => {
-                self.job_pending = true;
+                self.handed = Handed::Work;
                 // A body streaming to the job may already be in the input.
-                self.unprocessed = self.core.feeding();
+                if self.core.feeding() {
+                    self.seen = Input::Unseen;
+                }
                 Some(Handoff::Job(job))
             }
             Action::Open(file) => {
-                self.job_pending = true;
+                self.handed = Handed::Work;
                 Some(Handoff::Open(file))
             }
             // What the client sent behind a switching request is the new protocol's first
             // input.
             Action::Flush | Action::Switched => {
-                self.unprocessed = true;
+                self.seen = Input::Unseen;
                 None
             }
             Action::Body { offset, len } => {
                 let file = self.opened.take();
                 debug_assert!(file.is_some(), "a file body without an opened file");
-                self.body = file.map(|file| Body::file(file, offset, len));
+                if let Some(file) = file {
+                    self.sending = Sending::Body(Body::file(file, offset, len));
+                }
                 None
             }
             Action::Stream(streamed) => {
-                self.body = Some(Body::stream(streamed));
+                self.sending = Sending::Body(Body::stream(streamed));
                 None
             }
             Action::Read | Action::Close => None,
@@ -641,13 +843,13 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// buffer (a transport that cannot `sendfile`) stops after one chunk, which the loop then
     /// writes like any output.
     fn send_body(&mut self, budget: &mut usize, pool: &mut BufPool) -> io::Result<()> {
-        let Some(body) = &mut self.body else {
+        let Sending::Body(body) = &mut self.sending else {
             return Ok(());
         };
         if self.output.capacity() == 0 && (body.is_buffered() || !self.stream.can_send_file()) {
             self.output = pool.take();
         }
-        let wait = W::BLOCKING.then_some(self.body_wait);
+        let wait = W::body_wait(self.body_wait);
         while !body.is_done() {
             if *budget == 0 {
                 return Ok(());
@@ -656,15 +858,19 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             match body.send(&mut self.stream, &mut self.output, wait) {
                 Ok(Sent::Direct(_)) => {}
                 Ok(Sent::Parked) => {
-                    self.parked = true;
+                    if let Sending::Body(body) =
+                        std::mem::replace(&mut self.sending, Sending::Output)
+                    {
+                        self.sending = Sending::Parked(body);
+                    }
                     return Ok(());
                 }
                 Ok(Sent::Buffered) => {
                     self.written = 0;
                     break;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && !W::BLOCKING => {
-                    self.writable = false;
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writing = W::blocked_write(e)?;
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -673,15 +879,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         }
         if body.is_done() {
             // Any last bytes are in the output, ahead of whatever is answered next.
-            self.body = None;
-            self.unprocessed = true;
+            self.sending = Sending::Output;
+            self.seen = Input::Unseen;
         }
         Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         // The connection's last bytes (a TLS stream sends its close_notify with them).
-        let last = self.core.is_closed() && self.body.is_none();
+        let last = self.core.is_closed() && !self.has_body();
         while self.written < self.output.len() {
             let rest = &self.output[self.written..];
             let wrote = if last {
@@ -693,11 +899,11 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.written += n;
-                    self.answered = true;
+                    self.sent += n as u64;
                 }
                 // Blocking, it means the write timeout passed: an error like any other.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && !W::BLOCKING => {
-                    self.writable = false;
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writing = W::blocked_write(e)?;
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -710,8 +916,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         if self.stream.has_pending() {
             match self.stream.flush() {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && !W::BLOCKING => {
-                    self.writable = false;
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writing = W::blocked_write(e)?;
                 }
                 Err(e) => return Err(e),
             }
@@ -728,12 +934,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// [`Conn::fail`] for a write to the transport. A blocking one that timed out gives the
     /// connection up with bytes the peer did not take: it is aborted (`Transport::abort`).
     fn write_failed(&mut self, e: io::Error) -> bool {
-        if W::BLOCKING
-            && matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            )
-        {
+        if W::write_timed_out(&e) {
             self.stream.abort();
         }
         self.fail(e)
@@ -772,18 +973,23 @@ impl<T: Transport> Conn<T, Readiness> {
     pub fn shut(&mut self, pool: &mut BufPool) -> bool {
         let abandoned = self.written < self.output.len()
             || self.stream.has_pending()
-            || self.body.as_ref().is_some_and(|b| !b.is_buffered());
+            || self.body().is_some_and(|b| !b.is_buffered());
         if abandoned {
             self.stream.abort();
         }
-        let unread = self.readable || !self.input.is_empty();
+        let unread = match self.reading {
+            Reading::Ready | Reading::ToTheEnd => true,
+            Reading::Wait | Reading::TimedOut => !self.input.is_empty(),
+            // Nothing more will come.
+            Reading::Closed => false,
+        };
         self.opened = None;
-        self.body = None;
+        self.sending = Sending::Output;
         self.input.clear();
         self.output.clear();
         self.written = 0;
         self.release_idle_buffers(pool);
-        if abandoned || !unread || self.peer_closed {
+        if abandoned || !unread {
             return abandoned;
         }
         let _ = self.stream.shutdown_write();
@@ -816,7 +1022,8 @@ mod tests {
     use super::*;
     use crate::app::{Demo, DemoConfig};
     use crate::drive::blocking::{self, ConnConfig, Serving};
-    use crate::drive::{files::Files, Service};
+    use crate::drive::Service;
+    use crate::files::Files;
     use crate::net::transport::NoSendFile;
     use crate::net::{Blocking, Evented};
     use crate::stats::Stats;
@@ -899,8 +1106,8 @@ mod tests {
                 going: None,
             };
             // As if every poll said "ready": a call that finds nothing clears the flag.
-            conn.readable = true;
-            conn.writable = true;
+            conn.mark_readable();
+            conn.mark_writable();
             let mut fate = conn.pump(&mut env);
             if let Fate::Open(req) = fate {
                 let found = files.open(&req);

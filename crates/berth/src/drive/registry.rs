@@ -1,40 +1,43 @@
-//! The model registry: what a model is ([`Driver`]), the one list of models (the `models!`
-//! invocation in `drive/mod.rs`), and what is made from that list — the [`Model`] enum, every
-//! model's own settings side by side ([`ModelConfigs`]), starting the model [`Settings`] name
-//! ([`serve`]), and the list handed to compile-time users such as the conformance suite
+//! The model registry: what a model is ([`Driver`], whose [`Info`] is a row of plain data),
+//! the one list of models (the `models!` invocation in `drive/mod.rs`), and what is made from
+//! that list — the [`Model`] enum with its table of [`Info`] rows, every model's own settings
+//! side by side ([`ModelConfigs`]), starting the model [`Settings`] name ([`serve`]), and the
+//! list handed to compile-time users such as the test suites
 //! ([`with_models!`](crate::with_models)). The CLI's `--model` values and their help, the
-//! model-specific flags, the startup line and the test support all read the registry, so none
-//! of them names a model.
+//! model-specific flags, the startup line, the lab, the Python front's WebSocket scope and the
+//! tests all read the registry, so none of them names a model.
 //!
 //! ```text
 //!   drive/mod.rs: models! { single::Single, threaded::Threaded, ... }
 //!        │ generates
 //!        ├─ pub mod single; pub mod threaded; ...
 //!        ├─ enum Model { Single, Threaded, ... }   + Model::ALL
+//!        ├─ Model::info: the table of Info rows (name, about, Needs, Caps, flags, shape)
 //!        ├─ struct ModelConfigs { single: (), threaded: threaded::Config, ... }
-//!        ├─ the one `match` from a Model to its driver type (Model::visit)
+//!        ├─ the one `match` from a Model to its driver's spawn (serve)
 //!        └─ with_models!  (the list, for macros in other crates)
-//!   everything else (name, help, flags, stats shards, startup line, spawn) is written once,
-//!   here, generically over `D: Driver`
 //! ```
 //!
 //! Dispatch is static: [`serve`] matches once, at startup, and calls the model's
 //! `Driver::spawn::<S>`, monomorphised for the service; nothing per connection or per request
-//! goes through the registry.
+//! goes through the registry. Everything else a model says about itself is data, read from
+//! its row without generics.
 //!
 //! # Adding a model
 //!
 //! 1. Write its module, `drive/<name>.rs` (or `drive/<name>/mod.rs`): its `spawn`, its own
-//!    `Config` (with `Default`), and a unit struct implementing [`Driver`] — name, one-line
-//!    description, [`Needs`], its flags ([`Flag`]), stats shards, startup-line shape, and
-//!    `spawn` from [`Common`] plus its `Config`.
+//!    `Config` (with `Default`), and a unit struct implementing [`Driver`] — its [`Info`]
+//!    (name, one-line description, [`Needs`], [`Caps`], flags ([`Flag`]), stats shards,
+//!    listeners, startup-line shape) and `spawn` from [`Common`] plus its `Config`.
 //! 2. Add one line, `<name>::<Type>,`, to the `models!` list in `drive/mod.rs`.
 //!
-//! Nothing else: `berth serve --model <name>` and its flags, `--help`, the startup line, `berth
-//! lab`, the test support (`tests/support/server.rs`) and a test per conformance case
-//! (`tests/conformance.rs`) follow from the list. The suite then runs every case against the
-//! new model; one it cannot support by design is declared, with the reason, in that suite's
-//! `UNSUPPORTED` table (as `single` declares it has no capacity to refuse at).
+//! Nothing else: `berth serve --model <name>` and its flags, `--help`, `berth models`, the
+//! startup line, `berth lab`, the test support (`tests/support/server.rs`) and a test per
+//! model in every per-model suite (`tests/conformance.rs`, `tests/deferred.rs`,
+//! `tests/https.rs`, `berth-cli/tests/shutdown.rs`) follow from the list. The conformance
+//! suite then runs every case against the new model; one it cannot support by design is
+//! declared, with the reason, in that suite's `UNSUPPORTED` table (as `single` declares it has
+//! no capacity to refuse at). What a case needs of a model it reads from [`Caps`].
 
 use std::fmt;
 use std::net::{SocketAddr, TcpListener};
@@ -48,31 +51,11 @@ use crate::stats::Stats;
 /// A concurrency model, as the registry knows it: implemented by a unit struct in the model's
 /// module (`threaded::Threaded`) and listed once in `drive/mod.rs`.
 pub trait Driver {
-    /// Its name on the command line (`--model`), in the startup line and in the lab.
-    const NAME: &'static str;
-    /// One line for `--model`'s list of values in `--help`.
-    const ABOUT: &'static str;
-    /// What it asks of the rest of berth.
-    const NEEDS: Needs;
-    /// Its own settings (the shared ones are [`Common`]).
+    /// What it is, as data: the registry's row for it.
+    const INFO: Info;
+    /// Its own settings (the shared ones are [`Common`]); its field of [`ModelConfigs`], named
+    /// after its module.
     type Config: fmt::Debug + Clone + Default + Send + Sync + 'static;
-    /// Its own command-line flags, which set fields of [`Driver::Config`]. `berth serve`
-    /// shows them after `-w`, in registry order, with the default read from
-    /// `Config::default()`.
-    const FLAGS: &'static [Flag<Self::Config>] = &[];
-
-    /// How many stats shards its threads count into (see [`Stats::new`]).
-    fn shards(common: &Common, config: &Self::Config) -> usize;
-
-    /// How many listening sockets it has once it is fully up.
-    fn listeners(common: &Common, config: &Self::Config) -> usize {
-        let _ = (common, config);
-        1
-    }
-
-    /// Its shape for the startup line, after `model <name>, `: e.g. `a thread per connection,
-    /// at most 1024`.
-    fn describe(common: &Common, config: &Self::Config) -> String;
 
     /// Binds `addr` as [`Common::listen`] says and starts serving. Returns the server and the
     /// bound address. (Handlers must be `Send`: in the `actor` model a connection moves between
@@ -88,11 +71,42 @@ pub trait Driver {
         S::Handler: Send + 'static;
 }
 
+/// A model's row in the registry: what it is called, what it asks of the rest of berth, what
+/// it can do, its own flags and its shape. Plain data and plain functions of the settings:
+/// read through [`Model::info`], without generics.
+#[derive(Debug, Clone, Copy)]
+pub struct Info {
+    /// Its name on the command line (`--model`), in the startup line and in the lab.
+    pub name: &'static str,
+    /// One line for `--model`'s list of values in `--help`.
+    pub about: &'static str,
+    /// What it asks of the rest of berth.
+    pub needs: Needs,
+    /// What it can do for a connection.
+    pub caps: Caps,
+    /// Its own command-line flags, which set fields of its `Config`. `berth serve` shows them
+    /// after `-w`, in registry order, with the default read from `ModelConfigs::default()`.
+    pub flags: &'static [Flag],
+    /// How many stats shards its threads count into (see [`Stats::new`]).
+    pub shards: fn(&Common, &ModelConfigs) -> usize,
+    /// How many listening sockets it has once it is fully up.
+    pub listeners: fn(&Common, &ModelConfigs) -> usize,
+    /// Its shape for the startup line, after `model <name>, `: e.g. `a thread per connection,
+    /// at most 1024`.
+    pub describe: fn(&Common, &ModelConfigs) -> String,
+}
+
+/// [`Info::listeners`] of a model served from one listener.
+pub fn one_listener(_: &Common, _: &ModelConfigs) -> usize {
+    1
+}
+
 /// What a model asks of the rest of berth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Needs {
     /// Its connections are served in child processes: its counters must live in shared memory
-    /// ([`Stats::new_shared`]) to reach `/stats`.
+    /// ([`Stats::new_shared`]) to reach `/stats`, and what a job does there is not seen by
+    /// the parent.
     pub forks: bool,
     /// Its listeners are bound by child processes, after `spawn` has returned (`prefork`):
     /// whoever needs them listening must wait for them.
@@ -102,6 +116,44 @@ pub struct Needs {
     /// It has a pool of worker threads for slow jobs (`-w`, `--queue-capacity`). Without one,
     /// a slow job runs on its connection's own thread or process.
     pub workers: bool,
+}
+
+/// What a model can do for a connection, which follows from how its connections wait for I/O
+/// (the pump's `Waits`: [`Caps::BLOCKING`] or [`Caps::READINESS`]). Tests and fronts read
+/// these instead of listing models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Each connection has a thread (or process) of its own, blocked in its reads and writes
+    /// with timeouts; else connections wait for readiness or completions in a loop.
+    pub blocking: bool,
+    /// An upgraded protocol may speak on its own, woken from another thread
+    /// (`Upgraded::wake`): the ASGI WebSocket scope needs it. A blocking connection waits in
+    /// `read`, so its protocol speaks only when spoken to.
+    pub wakes_upgraded: bool,
+    /// A handler that asks for it (`Handler::STREAMS_BODY`) gets the request body while it
+    /// arrives (`Context::stream_bodies`); else it gets it whole.
+    pub streams_bodies: bool,
+    /// It serves many connections at once; else one at a time, the others waiting in the
+    /// listen backlog (`single`).
+    pub concurrent: bool,
+}
+
+impl Caps {
+    /// A blocking socket per connection (`single`, `threaded`, `forked`).
+    pub const BLOCKING: Caps = Caps {
+        blocking: true,
+        wakes_upgraded: false,
+        streams_bodies: false,
+        concurrent: true,
+    };
+    /// Non-blocking sockets an event loop or scheduler is told about (`evloop`, `prefork`,
+    /// `actor`, `uring`).
+    pub const READINESS: Caps = Caps {
+        blocking: false,
+        wakes_upgraded: true,
+        streams_bodies: true,
+        concurrent: true,
+    };
 }
 
 /// What `-A` ([`Common::accept_threads`]) means to a model.
@@ -127,20 +179,21 @@ impl AcceptThreads {
     }
 }
 
-/// A command-line flag of one model, setting a positive number in its `Config`
-/// (`--max-threads N`). The flag documents itself: `berth serve --help` is made from these
-/// fields.
-pub struct Flag<C> {
+/// A command-line flag of one model, setting a positive number in its field of
+/// [`ModelConfigs`] (`--max-threads N`). The flag documents itself: `berth serve --help` is
+/// made from these fields.
+#[derive(Debug, Clone, Copy)]
+pub struct Flag {
     /// The long name, without dashes: `max-threads`.
     pub long: &'static str,
     /// The value's placeholder in help: `N`.
     pub value_name: &'static str,
     /// The help text, one paragraph, naming the model it applies to.
     pub help: &'static str,
-    /// Reads the value (the default shown in help is read from `C::default()`).
-    pub get: fn(&C) -> usize,
+    /// Reads the value (the default shown in help is read from `ModelConfigs::default()`).
+    pub get: fn(&ModelConfigs) -> usize,
     /// Sets the value.
-    pub set: fn(&mut C, NonZeroUsize),
+    pub set: fn(&mut ModelConfigs, NonZeroUsize),
 }
 
 /// A model's flag, for code that lists every model's flags ([`Model::flags`]).
@@ -156,20 +209,6 @@ pub struct FlagInfo {
     pub help: &'static str,
     /// The model's default value.
     pub default: usize,
-}
-
-/// A driver the registry lists: where its settings sit in [`ModelConfigs`]. Implemented by
-/// the `models!` list only.
-pub(crate) trait Registered: Driver {
-    fn config(configs: &ModelConfigs) -> &Self::Config;
-    fn config_mut(configs: &mut ModelConfigs) -> &mut Self::Config;
-}
-
-/// Something done with the driver type a [`Model`] names ([`Model::visit`]): how code outside
-/// the `models!` list is written generically over every model.
-pub(crate) trait Visit {
-    type Output;
-    fn visit<D: Registered>(self) -> Self::Output;
 }
 
 /// Generates the registry from its one list, `module::DriverType` per model (see the module
@@ -194,10 +233,36 @@ macro_rules! models {
             /// Every model, in the registry's order (the order tables list them).
             pub const ALL: [Model; [$(stringify!($driver)),+].len()] = [$(Model::$driver),+];
 
-            /// Calls `v` with the driver type this model names: the registry's one `match`.
-            pub(crate) fn visit<V: $crate::drive::registry::Visit>(self, v: V) -> V::Output {
+            /// The registry's table: one row per model, in [`Model::ALL`]'s order.
+            const TABLE: [$crate::drive::registry::Info; [$(stringify!($driver)),+].len()] =
+                [$(<$module::$driver as $crate::drive::registry::Driver>::INFO),+];
+
+            /// The model's row of the registry: its name, description, needs, capabilities,
+            /// flags and shape.
+            pub fn info(self) -> &'static $crate::drive::registry::Info {
+                &Self::TABLE[self as usize]
+            }
+
+            /// Binds and starts this model as `settings` say: the registry's one `match`, the
+            /// one place that needs the driver's type.
+            fn spawn<S: Service>(
+                self,
+                settings: &$crate::drive::Settings,
+                service: S,
+                stats: std::sync::Arc<$crate::stats::Stats>,
+            ) -> Result<(Server, std::net::SocketAddr), $crate::net::BindError>
+            where
+                S::Handler: Send + 'static,
+            {
+                use $crate::drive::registry::Driver;
                 match self {
-                    $(Model::$driver => v.visit::<$module::$driver>(),)+
+                    $(Model::$driver => $module::$driver::spawn(
+                        settings.addr,
+                        &settings.common,
+                        &settings.models.$module,
+                        service,
+                        stats,
+                    ),)+
                 }
             }
         }
@@ -212,19 +277,8 @@ macro_rules! models {
             )+
         }
 
-        $(
-            impl $crate::drive::registry::Registered for $module::$driver {
-                fn config(configs: &ModelConfigs) -> &Self::Config {
-                    &configs.$module
-                }
-                fn config_mut(configs: &mut ModelConfigs) -> &mut Self::Config {
-                    &mut configs.$module
-                }
-            }
-        )+
-
         /// Hands the model registry's list to a macro, for code that needs an item per model
-        /// at compile time (the conformance suite: a test per case and model).
+        /// at compile time (the test suites: a test per case and model).
         ///
         /// `berth::with_models!(m! { ARGS })` expands to `m! { [module Variant, ...] ARGS }`:
         /// one `module Variant` pair per model, in the registry's order (`single Single,
@@ -246,38 +300,22 @@ impl Model {
 
     /// The model's name on the command line.
     pub fn name(self) -> &'static str {
-        struct Name;
-        impl Visit for Name {
-            type Output = &'static str;
-            fn visit<D: Registered>(self) -> &'static str {
-                D::NAME
-            }
-        }
-        self.visit(Name)
+        self.info().name
     }
 
     /// One line on how it serves (`--model`'s values in `--help`).
     pub fn about(self) -> &'static str {
-        struct About;
-        impl Visit for About {
-            type Output = &'static str;
-            fn visit<D: Registered>(self) -> &'static str {
-                D::ABOUT
-            }
-        }
-        self.visit(About)
+        self.info().about
     }
 
     /// What it asks of the rest of berth.
     pub fn needs(self) -> Needs {
-        struct Get;
-        impl Visit for Get {
-            type Output = Needs;
-            fn visit<D: Registered>(self) -> Needs {
-                D::NEEDS
-            }
-        }
-        self.visit(Get)
+        self.info().needs
+    }
+
+    /// What it can do for a connection.
+    pub fn caps(self) -> Caps {
+        self.info().caps
     }
 
     /// Whether its children are separate processes (their counters need shared memory).
@@ -287,24 +325,18 @@ impl Model {
 
     /// Its own command-line flags, with their defaults.
     pub fn flags(self) -> Vec<FlagInfo> {
-        struct Flags(Model);
-        impl Visit for Flags {
-            type Output = Vec<FlagInfo>;
-            fn visit<D: Registered>(self) -> Vec<FlagInfo> {
-                let defaults = D::Config::default();
-                D::FLAGS
-                    .iter()
-                    .map(|f| FlagInfo {
-                        model: self.0,
-                        long: f.long,
-                        value_name: f.value_name,
-                        help: f.help,
-                        default: (f.get)(&defaults),
-                    })
-                    .collect()
-            }
-        }
-        self.visit(Flags(self))
+        let defaults = ModelConfigs::default();
+        self.info()
+            .flags
+            .iter()
+            .map(|f| FlagInfo {
+                model: self,
+                long: f.long,
+                value_name: f.value_name,
+                help: f.help,
+                default: (f.get)(&defaults),
+            })
+            .collect()
     }
 }
 
@@ -331,30 +363,14 @@ impl ModelConfigs {
     /// Sets the flag `long` (a [`FlagInfo::long`] of some model) to `value`. Returns false if
     /// no model has that flag.
     pub fn set_flag(&mut self, long: &str, value: NonZeroUsize) -> bool {
-        struct Set<'a> {
-            configs: &'a mut ModelConfigs,
-            long: &'a str,
-            value: NonZeroUsize,
+        let flag = Model::ALL
+            .iter()
+            .flat_map(|m| m.info().flags)
+            .find(|f| f.long == long);
+        if let Some(flag) = flag {
+            (flag.set)(self, value);
         }
-        impl Visit for Set<'_> {
-            type Output = bool;
-            fn visit<D: Registered>(self) -> bool {
-                match D::FLAGS.iter().find(|f| f.long == self.long) {
-                    Some(flag) => {
-                        (flag.set)(D::config_mut(self.configs), self.value);
-                        true
-                    }
-                    None => false,
-                }
-            }
-        }
-        Model::ALL.into_iter().any(|m| {
-            m.visit(Set {
-                configs: self,
-                long,
-                value,
-            })
-        })
+        flag.is_some()
     }
 }
 
@@ -385,38 +401,17 @@ impl Settings {
 
     /// How many stats shards the model's threads count into.
     pub fn shards(&self) -> usize {
-        struct Shards<'a>(&'a Settings);
-        impl Visit for Shards<'_> {
-            type Output = usize;
-            fn visit<D: Registered>(self) -> usize {
-                D::shards(&self.0.common, D::config(&self.0.models))
-            }
-        }
-        self.model.visit(Shards(self))
+        (self.model.info().shards)(&self.common, &self.models)
     }
 
     /// How many listening sockets the model has once it is fully up.
     pub fn listeners(&self) -> usize {
-        struct Listeners<'a>(&'a Settings);
-        impl Visit for Listeners<'_> {
-            type Output = usize;
-            fn visit<D: Registered>(self) -> usize {
-                D::listeners(&self.0.common, D::config(&self.0.models))
-            }
-        }
-        self.model.visit(Listeners(self))
+        (self.model.info().listeners)(&self.common, &self.models)
     }
 
     /// The model's shape, as the startup line gives it after `model <name>, `.
     pub fn describe(&self) -> String {
-        struct Describe<'a>(&'a Settings);
-        impl Visit for Describe<'_> {
-            type Output = String;
-            fn visit<D: Registered>(self) -> String {
-                D::describe(&self.0.common, D::config(&self.0.models))
-            }
-        }
-        self.model.visit(Describe(self))
+        (self.model.info().describe)(&self.common, &self.models)
     }
 
     /// Counters fit for the model: in shared memory when children are processes, so their
@@ -441,32 +436,7 @@ pub fn serve<S: Service>(
 where
     S::Handler: Send + 'static,
 {
-    struct Spawn<'a, S> {
-        settings: &'a Settings,
-        service: S,
-        stats: Arc<Stats>,
-    }
-    impl<S: Service> Visit for Spawn<'_, S>
-    where
-        S::Handler: Send + 'static,
-    {
-        type Output = Result<(Server, SocketAddr), BindError>;
-        fn visit<D: Registered>(self) -> Self::Output {
-            let s = self.settings;
-            D::spawn(
-                s.addr,
-                &s.common,
-                D::config(&s.models),
-                self.service,
-                self.stats,
-            )
-        }
-    }
-    settings.model.visit(Spawn {
-        settings,
-        service,
-        stats,
-    })
+    settings.model.spawn(settings, service, stats)
 }
 
 /// Binds one listener on `addr` (for [`Driver::spawn`]). Returns it and its address.
@@ -533,6 +503,8 @@ mod tests {
             );
         }
         assert!(Model::ALL.contains(&Model::DEFAULT));
+        // The table is read by the enum's discriminant.
+        assert!(Model::ALL.iter().enumerate().all(|(i, &m)| m as usize == i));
         let err = "nope".parse::<Model>().unwrap_err();
         assert!(err.contains(Model::DEFAULT.name()), "{err}");
     }
@@ -550,21 +522,8 @@ mod tests {
                 let mut configs = ModelConfigs::default();
                 let value = NonZeroUsize::new(flag.default + 7).unwrap();
                 assert!(configs.set_flag(flag.long, value));
-                // Read back through the model's own `get`.
-                struct Get<'a>(&'a ModelConfigs, &'a str);
-                impl Visit for Get<'_> {
-                    type Output = usize;
-                    fn visit<D: Registered>(self) -> usize {
-                        let f = D::FLAGS.iter().find(|f| f.long == self.1).unwrap();
-                        (f.get)(D::config(self.0))
-                    }
-                }
-                assert_eq!(
-                    m.visit(Get(&configs, flag.long)),
-                    value.get(),
-                    "--{}",
-                    flag.long
-                );
+                let f = m.info().flags.iter().find(|f| f.long == flag.long);
+                assert_eq!((f.unwrap().get)(&configs), value.get(), "--{}", flag.long);
             }
         }
         assert!(!ModelConfigs::default().set_flag("no-such-flag", NonZeroUsize::MIN));

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use super::blocking::{self, has_pending_input, Active, ConnConfig};
-use super::clock::DateCache;
+use crate::rt::DateCache;
 use super::{Server, Service};
 use crate::net::Acceptor;
 use crate::rt::Control;
@@ -78,23 +78,25 @@ pub fn spawn<S: Service>(
 pub struct Single;
 
 impl super::Driver for Single {
-    const NAME: &'static str = "single";
-    const ABOUT: &'static str = "One thread, one connection at a time";
-    const NEEDS: super::Needs = super::Needs {
-        forks: false,
-        children_listen: false,
-        accept_threads: super::AcceptThreads::Unused,
-        workers: false,
+    const INFO: super::Info = super::Info {
+        name: "single",
+        about: "One thread, one connection at a time",
+        needs: super::Needs {
+            forks: false,
+            children_listen: false,
+            accept_threads: super::AcceptThreads::Unused,
+            workers: false,
+        },
+        caps: super::Caps {
+            concurrent: false,
+            ..super::Caps::BLOCKING
+        },
+        flags: &[],
+        shards: |_, _| 1,
+        listeners: super::registry::one_listener,
+        describe: |_, _| "one connection at a time".to_owned(),
     };
     type Config = ();
-
-    fn shards(_: &super::Common, _: &()) -> usize {
-        1
-    }
-
-    fn describe(_: &super::Common, _: &()) -> String {
-        "one connection at a time".to_owned()
-    }
 
     fn spawn<S: Service>(
         addr: std::net::SocketAddr,

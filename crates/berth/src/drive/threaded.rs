@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::blocking::{self, Active, ConnConfig};
-use super::clock::DateCache;
+use crate::rt::DateCache;
 use super::{Server, Service};
 use crate::net::Acceptor;
 use crate::rt::{Control, StopKind};
@@ -132,32 +132,30 @@ pub fn spawn<S: Service>(
 pub struct Threaded;
 
 impl super::Driver for Threaded {
-    const NAME: &'static str = "threaded";
-    const ABOUT: &'static str = "A thread per connection";
-    const NEEDS: super::Needs = super::Needs {
-        forks: false,
-        children_listen: false,
-        accept_threads: super::AcceptThreads::Unused,
-        workers: false,
+    const INFO: super::Info = super::Info {
+        name: "threaded",
+        about: "A thread per connection",
+        needs: super::Needs {
+            forks: false,
+            children_listen: false,
+            accept_threads: super::AcceptThreads::Unused,
+            workers: false,
+        },
+        caps: super::Caps::BLOCKING,
+        flags: &[super::Flag {
+            long: "max-threads",
+            value_name: "N",
+            help: "`threaded` model: most connection threads at once; more are answered 503 \
+                   and closed.",
+            get: |m| m.threaded.max_threads,
+            set: |m, n| m.threaded.max_threads = n.get(),
+        }],
+        // Connection threads count into shards by their serial number.
+        shards: |_, _| crate::stats::MAX_SHARDS,
+        listeners: super::registry::one_listener,
+        describe: |_, m| format!("a thread per connection, at most {}", m.threaded.max_threads),
     };
     type Config = Config;
-    const FLAGS: &'static [super::Flag<Config>] = &[super::Flag {
-        long: "max-threads",
-        value_name: "N",
-        help: "`threaded` model: most connection threads at once; more are answered 503 and \
-               closed.",
-        get: |c| c.max_threads,
-        set: |c, n| c.max_threads = n.get(),
-    }];
-
-    fn shards(_: &super::Common, _: &Config) -> usize {
-        // Connection threads count into shards by their serial number.
-        crate::stats::MAX_SHARDS
-    }
-
-    fn describe(_: &super::Common, config: &Config) -> String {
-        format!("a thread per connection, at most {}", config.max_threads)
-    }
 
     fn spawn<S: Service>(
         addr: std::net::SocketAddr,

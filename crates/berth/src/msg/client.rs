@@ -192,6 +192,41 @@ pub(crate) struct Client {
     pub(crate) arriving: bool,
     /// Output was queued since the last drained report.
     pub(crate) owes_drain: bool,
+    /// Bytes posted to other engine threads on its behalf and not yet acknowledged (see
+    /// `directory`).
+    pub(crate) in_flight: u64,
+    /// Reading is paused until enough of `in_flight` is acknowledged.
+    pub(crate) awaiting_acks: bool,
+    /// While `feeding` is a client of another thread: the bytes that stream still expects.
+    pub(crate) feed_left: u64,
+    /// The stream slot of this client (see `directory`) is held by this thread for a stream
+    /// to it.
+    pub(crate) inbound: Inbound,
+    /// Senders on other threads whose bytes this client's queue took while over `out_high`:
+    /// acknowledged once it drains.
+    pub(crate) remote_waiters: Vec<RemoteWaiter>,
+}
+
+/// Who the stream slot of a client is held for, on the client's own thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inbound {
+    /// Nobody (or the client has no slot: anonymous clients are reached from their thread
+    /// only).
+    None,
+    /// A stream opened on this thread.
+    Local,
+    /// A stream fed by this client of another thread.
+    Remote(ClientId),
+}
+
+/// Bytes owed back to a sender on another thread (see `directory::Credit`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RemoteWaiter {
+    pub(crate) credit: super::directory::Credit,
+    pub(crate) bytes: u64,
+    /// The bytes fed the open stream: owed back once the *ready* bytes drain (what waits
+    /// behind that stream moves only when its sender goes on; see `core`).
+    pub(crate) stream: bool,
 }
 
 impl Client {
@@ -227,6 +262,11 @@ impl Client {
             feeding: None,
             arriving: false,
             owes_drain: false,
+            in_flight: 0,
+            awaiting_acks: false,
+            feed_left: 0,
+            inbound: Inbound::None,
+            remote_waiters: Vec::new(),
         }
     }
 

@@ -43,12 +43,14 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use super::client::ClientId;
-use super::directory::{Directory, Mailbox, Mailboxes, Op, Post};
+use super::directory::{Credit, Directory, Mailbox, Mailboxes, Op, Post};
 
 /// The bucket of names.
 const NAMES: &str = "berth_names";
 /// The bucket of live nodes.
 const NODES: &str = "berth_nodes";
+/// Bytes the link may have posted to engines and not had acknowledged before it waits.
+const LINK_WINDOW: u64 = 4 << 20;
 /// Posts the link's mailbox holds before senders wait.
 const MAILBOX: usize = 1024;
 
@@ -455,7 +457,7 @@ impl State {
 
     /// A relay for another node's client: published on its node's subject.
     async fn publish(&mut self, post: Post) {
-        let Post::Message(to, msg) = post else {
+        let Post::Message(to, msg, _) = post else {
             // Closes and name changes of remote clients are their own node's business.
             return;
         };
@@ -493,16 +495,29 @@ impl State {
         else {
             return;
         };
-        let mut post = Post::Message(ClientId(0), msg.payload.to_vec());
-        // An engine whose mailbox stays full this long (stuck, or stopped) loses the message
-        // rather than hold up the link, its leases and every other relay.
+        let len = msg.payload.len() as u64;
+        let mut post = Post::Message(ClientId(0), msg.payload.to_vec(), Credit::Link);
+        // An engine whose mailbox stays full, or whose clients take none of what the link
+        // sent them, this long (stuck, or stopped) loses the message rather than hold up the
+        // link, its leases and every other relay.
         let give_up = tokio::time::Instant::now() + Duration::from_secs(5);
+        // What engines have not yet acknowledged is bounded, as any sender's is (a client
+        // that reads nothing holds the link back, not the server's memory).
+        while self.directory.link_in_flight() > LINK_WINDOW {
+            if tokio::time::Instant::now() >= give_up {
+                log::warn!("cluster: a relay for {name:?} dropped: engines took nothing for 5 s");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        self.directory.link_sent(len);
         loop {
             let Some(id) = self.directory.lookup_local(name.as_bytes()) else {
                 log::debug!("cluster: a relay for {name:?}, who left; dropped");
+                self.directory.link_acked(len);
                 return;
             };
-            if let Post::Message(to, _) = &mut post {
+            if let Post::Message(to, _, _) = &mut post {
                 *to = id;
             }
             match self.mailboxes.post(id.thread(), post) {
@@ -511,6 +526,7 @@ impl State {
                     log::warn!(
                         "cluster: a relay for {name:?} dropped: its engine took nothing for 5 s"
                     );
+                    self.directory.link_acked(len);
                     return;
                 }
                 Err(p) => {

@@ -5,14 +5,17 @@
 //! [`Sink`], either at once (message bytes, which borrow the read buffer) or as [`Note`]s
 //! delivered between events.
 //!
-//! This file holds the state, the sending API, readiness dispatch and the mail between engine
-//! threads; `admit` (accepting, the handshake decision), `read` (bytes to pieces or messages),
-//! `write` (flushing, ending, closing, timers) and `udp` hold the rest.
+//! This file holds the state, the sending API and readiness dispatch; `admit` (accepting, the
+//! handshake decision), `read` (bytes to pieces or messages), `write` (flushing, ending,
+//! closing, timers), `cross` (the mail between engine threads) and `udp` hold the rest.
 //!
 //! Backpressure: while a client's input is being delivered it is the *source*; a send that
 //! leaves any client's queue above `out_high` pauses the source until that queue falls below a
 //! quarter of it. A relay of a 1 GiB message therefore holds about `out_high` plus one read
-//! buffer, however fast the sender writes.
+//! buffer, however fast the sender writes. A source sending to a client of another thread
+//! cannot be paused from there: its bytes are credited instead, and it is paused while more
+//! than `out_high` of them wait for the other thread's acknowledgement, which that thread
+//! gives by the same rule (see `cross`).
 //!
 //! Whole messages sent to a client that is receiving a streamed message wait behind the stream
 //! (they are *held*), and only the stream's sender can make them move. So the stream's sender
@@ -33,14 +36,15 @@ use mio::net::{TcpListener, UdpSocket, UnixListener};
 use mio::{Interest, Registry, Token};
 use slab::Slab;
 
-use super::client::{Client, ClientId, Io, Phase, Proto, Stream};
-use super::directory::{Directory, Mailboxes, Post};
+use super::client::{Client, ClientId, Inbound, Io, Phase, Proto, Stream};
+use super::directory::{Directory, Mailboxes, Post, Slot};
 use super::endpoint::Endpoint;
 use super::outq::{Framing, IterProducer, OutQueue, Produce, SHARE_FROM};
 use super::stats::MsgStats;
 use crate::rt::{BufPool, Wheel};
 
 mod admit;
+mod cross;
 mod hold;
 mod read;
 mod udp;
@@ -252,11 +256,11 @@ pub(crate) struct Core {
     outbox: VecDeque<(usize, Post)>,
     /// Clients paused until the outbox is empty.
     outbox_waiters: Vec<ClientId>,
-    /// Reading the mailbox waits for this client's queue to drain (released by its flush).
-    pub(super) mail_stalled: Option<ClientId>,
     pub(crate) config: EngineConfig,
     wheel: Wheel,
     pool: BufPool,
+    /// The `Date` of WebSocket handshake answers, formatted once a second.
+    date: crate::rt::DateCache,
     scratch: Vec<u8>,
     pub(crate) now: Instant,
     /// Clients whose output to try writing.
@@ -310,9 +314,9 @@ impl Core {
             mail: None,
             outbox: VecDeque::new(),
             outbox_waiters: Vec::new(),
-            mail_stalled: None,
             wheel: Wheel::new(Duration::from_millis(100), 1024, config.capacity, now),
             pool: BufPool::new(config.buffer_size, 64, 4),
+            date: crate::rt::DateCache::default(),
             scratch: Vec::with_capacity(MAX_DATAGRAM + 1),
             now,
             dirty: Vec::new(),
@@ -366,86 +370,6 @@ impl Core {
         id.thread() != self.thread
     }
 
-    /// Sends a post to another engine, keeping order behind posts still waiting; a post that
-    /// must wait pauses the client whose input caused it.
-    fn post(&mut self, post: Post, to: ClientId) -> bool {
-        let Some((boxes, _)) = &self.mail else {
-            return false;
-        };
-        let thread = to.thread();
-        let post = match self.outbox.is_empty() {
-            true => match boxes.post(thread, post) {
-                Ok(()) => return true,
-                Err(p) => p,
-            },
-            false => post,
-        };
-        self.outbox.push_back((thread, post));
-        // A client feeding a stream is not paused here: the stream's receiver (and whatever
-        // waits behind it) depends on it, and the other engine may be waiting on that
-        // receiver. What it can add meanwhile is bounded by one read.
-        let feeding = self
-            .source
-            .and_then(|s| self.get(s))
-            .is_some_and(|s| s.feeding.is_some());
-        if let Some(src) = self.source.filter(|_| !feeding) {
-            if let Some(s) = self.get_mut(src) {
-                s.paused = true;
-            }
-            if !self.outbox_waiters.contains(&src) {
-                self.outbox_waiters.push(src);
-            }
-        }
-        true
-    }
-
-    /// Retries waiting posts and reads this engine's mailbox; `true` if anything moved.
-    fn exchange_mail(&mut self) -> bool {
-        let Some((boxes, rx)) = &self.mail else {
-            return false;
-        };
-        let (boxes, rx) = (boxes.clone(), rx.clone());
-        let mut moved = false;
-        while let Some((thread, post)) = self.outbox.pop_front() {
-            if let Err(p) = boxes.post(thread, post) {
-                self.outbox.push_front((thread, p));
-                break;
-            }
-            moved = true;
-        }
-        if self.outbox.is_empty() {
-            for w in std::mem::take(&mut self.outbox_waiters) {
-                if let Some(c) = self.get_mut(w) {
-                    c.paused = false;
-                    self.resumed.push(w);
-                }
-            }
-        }
-        if self.mail_stalled.is_some_and(|id| self.get(id).is_none()) {
-            self.mail_stalled = None;
-        }
-        while self.mail_stalled.is_none() {
-            let Ok(post) = rx.try_recv() else { break };
-            moved = true;
-            match post {
-                Post::Message(to, msg) => {
-                    self.send_owned(to, msg);
-                    // The sender is on another thread and cannot be paused from here: stop
-                    // reading the mailbox until this client's queue drains instead.
-                    if self
-                        .get(to)
-                        .is_some_and(|c| c.out.queued() > self.config.out_high)
-                    {
-                        self.mail_stalled = Some(to);
-                    }
-                }
-                Post::Close(to) => self.close(to),
-                Post::Replaced(to) => self.name_replaced(to),
-            }
-        }
-        moved
-    }
-
     /// How long until the next timer may fire, if anything is armed or lingering.
     pub(crate) fn timer_due(&self) -> Option<Duration> {
         if !self.resumed.is_empty() {
@@ -469,7 +393,7 @@ impl Core {
         f: impl FnOnce(&mut OutQueue, &mut Io),
     ) -> bool {
         if self.is_remote(id) {
-            // Only whole messages and closes cross threads (see `send`, `close`).
+            // Posts cross threads instead (see `send`, `open_stream`, `close`).
             return false;
         }
         let high = self.config.out_high;
@@ -506,7 +430,7 @@ impl Core {
             return false;
         }
         if self.is_remote(id) {
-            return self.post(Post::Message(id, msg.to_vec()), id);
+            return self.post_message(id, msg.to_vec());
         }
         self.queue(id, false, |q, _| q.push_message(msg))
     }
@@ -516,7 +440,7 @@ impl Core {
             return false;
         }
         if self.is_remote(id) {
-            return self.post(Post::Message(id, msg), id);
+            return self.post_message(id, msg);
         }
         self.queue(id, false, |q, _| q.push_owned(msg))
     }
@@ -533,7 +457,7 @@ impl Core {
             return false;
         }
         if self.is_remote(id) {
-            return self.post(Post::Message(id, bytes.to_vec()), id);
+            return self.post_message(id, bytes.to_vec());
         }
         if bytes.len() < SHARE_FROM {
             return self.queue(id, false, |q, _| q.push_message(bytes));
@@ -569,8 +493,8 @@ impl Core {
     /// none). Were it opened, that sender could stop halfway and leave `id` inside a frame,
     /// every later message to it waiting behind.
     pub(crate) fn stream_refusal(&self, id: ClientId, len: u64) -> Option<u64> {
-        if self.is_remote(id) {
-            // Nothing streams across threads (`queue` refuses it); the caller sends whole.
+        if self.is_remote(id) && !self.is_engine(id.thread()) {
+            // Nothing streams to another node (see `cross`); the caller sends whole.
             return None;
         }
         let src = self.source.filter(|&s| s != id)?;
@@ -578,10 +502,16 @@ impl Core {
             // Whole at hand (held, or all in this read): it cannot stop halfway.
             return None;
         }
-        let limit = self
-            .get(id)
-            .and_then(|c| c.name.as_ref())
-            .map_or(0, |n| self.config.policy.streams_to(n.as_bytes()));
+        let limit = match self.is_remote(id) {
+            true => self
+                .directory
+                .name_of(id)
+                .map_or(0, |n| self.config.policy.streams_to(n.as_bytes())),
+            false => self
+                .get(id)
+                .and_then(|c| c.name.as_ref())
+                .map_or(0, |n| self.config.policy.streams_to(n.as_bytes())),
+        };
         (len > limit).then_some(limit)
     }
 
@@ -591,11 +521,25 @@ impl Core {
         if self.stream_refusal(id, len).is_some() {
             return false;
         }
+        if self.is_remote(id) {
+            return self.open_remote_stream(id, len);
+        }
+        // With several threads, a client of another may be about to stream to `id`.
+        let slot = self.take_slot(id);
+        if slot == Slot::Busy {
+            return false;
+        }
         let (mut opened, mut open) = (false, false);
         let known = self.queue(id, true, |q, _| {
             opened = q.open_stream(len);
             open = q.stream_open();
         });
+        if slot == Slot::Taken {
+            match known && opened && open {
+                true => self.get_mut(id).expect("known").inbound = Inbound::Local,
+                false => self.directory.free_stream(id),
+            }
+        }
         // Only a stream this call opened is fed by the source: when `id` is already receiving
         // another client's stream, the source is refused and feeds nothing (marking it would
         // let its stall or departure cut the other client's stream).
@@ -621,6 +565,9 @@ impl Core {
             if src.feeding != Some(id) {
                 return bytes.is_empty();
             }
+        }
+        if self.is_remote(id) {
+            return self.remote_stream_chunk(id, bytes);
         }
         let mut ended = false;
         let known = self.queue(id, true, |q, io| {
@@ -671,7 +618,13 @@ impl Core {
             c.phase = Phase::Closing;
             if c.out.stream_open() {
                 c.out.clear();
+                if let Inbound::Remote(from) = c.inbound {
+                    // Its sender, on another thread, drops the rest and goes on.
+                    self.send_post(Post::Gone { from, to: id }, from.thread());
+                }
             }
+            self.sync_slot(id);
+            let Some(c) = self.get_mut(id) else { return };
             if let Io::Udp { .. } = c.io {
                 // After the queued datagrams, a goodbye.
                 c.out.push_wire(b"B");

@@ -1,10 +1,25 @@
 //! Names and mail shared by the engines of one server (`berth msg serve -A N`).
 //!
 //! The [`Directory`] maps live names to clients, whichever thread holds them: a name is
-//! claimed atomically at admission, so two threads can never admit the same one. A message to
-//! a client of another thread travels whole through that thread's [`Mailboxes`] entry: a
-//! bounded channel and the waker of its poll. A full channel is backpressure: the sending
-//! thread keeps the message and pauses the client it came from until the channel takes it.
+//! claimed atomically at admission, so two threads can never admit the same one. Mail to a
+//! client of another thread travels through that thread's [`Mailboxes`] entry: a bounded
+//! channel and the waker of its poll. A full channel makes the sending thread keep the post
+//! and pause the client it came from until the channel takes it.
+//!
+//! What crosses: whole messages, and streamed messages as a [`Post::Open`], [`Post::Chunk`]s
+//! of at most one read each and, if their sender cannot finish, a [`Post::Cut`]. A stream to
+//! a named client is opened only by whoever takes its *stream slot* here
+//! ([`Directory::take_stream`]), whatever thread they are on, so a stream never reaches a
+//! client already receiving one (the sender learns it at once, as within a thread, and sends
+//! whole or refuses).
+//!
+//! Backpressure is credit, counted in bytes, not posts (a post may be a 64 MiB message): the
+//! bytes of a post sent on behalf of a client ([`Credit`]) count against it until the
+//! receiving thread acknowledges them ([`Post::Ack`]), and a client with more than `out_high`
+//! bytes unacknowledged is not read. The receiving thread acknowledges a post as soon as its
+//! client's queue took it and is not over `out_high`, else once that queue has drained, by
+//! the rule a local sender is resumed by (see `core`). So a relay across threads holds what
+//! one within a thread holds, plus at most `out_high` in flight per sender.
 //!
 //! In a cluster (`--cluster nats://...`, see `cluster`) the directory also holds a replica of
 //! the names other nodes hold: such a name is found like a local one, as an id whose thread is
@@ -13,7 +28,7 @@
 //! cluster-wide.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use berth_proto::msg::Name;
@@ -26,7 +41,7 @@ use super::client::ClientId;
 /// by their bytes.
 #[derive(Debug)]
 pub struct Directory {
-    names: Mutex<HashMap<Name, ClientId>>,
+    names: Mutex<Names>,
     /// Engine threads of the server.
     engines: usize,
     /// Engine threads with no client in the middle of a message any more, while stopping.
@@ -35,6 +50,45 @@ pub struct Directory {
     remote: Mutex<Remote>,
     /// The cluster link, told of every local claim and release (none outside a cluster).
     cluster: OnceLock<tokio::sync::mpsc::UnboundedSender<Op>>,
+    /// Bytes the cluster link has posted to engines and they have not yet acknowledged.
+    link_in_flight: AtomicU64,
+}
+
+/// Local names, both ways.
+#[derive(Debug, Default)]
+struct Names {
+    by_name: HashMap<Name, ClientId>,
+    by_id: HashMap<ClientId, Holder>,
+}
+
+/// A client holding a name.
+#[derive(Debug)]
+struct Holder {
+    name: Name,
+    /// A streamed message to it is open, or on its way from another thread.
+    receiving: bool,
+}
+
+/// Whether a stream to a client may open ([`Directory::take_stream`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// Taken by the caller: open the stream, and free the slot when it ends.
+    Taken,
+    /// Someone is already streaming to it.
+    Busy,
+    /// The client holds no name here (anonymous, or gone): no other thread can reach it.
+    Unknown,
+}
+
+/// Who is owed an acknowledgement for the bytes of a post.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Credit {
+    /// Nobody: sent outside a client's delivery (the application's own sends).
+    None,
+    /// The client whose input caused the post, on the sending thread.
+    Client(ClientId),
+    /// The cluster link (its bytes in flight are counted here, in the directory).
+    Link,
 }
 
 /// What the directory tells the cluster link.
@@ -78,7 +132,23 @@ impl Directory {
             quiet: AtomicUsize::new(0),
             remote: Mutex::default(),
             cluster: OnceLock::new(),
+            link_in_flight: AtomicU64::new(0),
         }
+    }
+
+    /// The link posted `bytes` to an engine.
+    pub(crate) fn link_sent(&self, bytes: u64) {
+        self.link_in_flight.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// An engine acknowledged `bytes` the link posted (its client's queue took them).
+    pub(crate) fn link_acked(&self, bytes: u64) {
+        self.link_in_flight.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Bytes the link posted that engines have not yet acknowledged.
+    pub(crate) fn link_in_flight(&self) -> u64 {
+        self.link_in_flight.load(Ordering::Acquire)
     }
 
     /// The thread index of the cluster link: the mailbox after the engines'.
@@ -155,7 +225,31 @@ impl Directory {
 
     /// The local client holding `name`, if one does (not another node's).
     pub(crate) fn lookup_local(&self, name: &[u8]) -> Option<ClientId> {
-        self.names().get(name).copied()
+        self.names().by_name.get(name).copied()
+    }
+
+    /// The name a local client holds, whatever thread asks.
+    pub(crate) fn name_of(&self, id: ClientId) -> Option<Name> {
+        self.names().by_id.get(&id).map(|h| h.name.clone())
+    }
+
+    /// Takes the stream slot of `id` for a stream about to open to it.
+    pub(crate) fn take_stream(&self, id: ClientId) -> Slot {
+        match self.names().by_id.get_mut(&id) {
+            Some(h) if h.receiving => Slot::Busy,
+            Some(h) => {
+                h.receiving = true;
+                Slot::Taken
+            }
+            None => Slot::Unknown,
+        }
+    }
+
+    /// The stream to `id` has ended (or never opened): another may open.
+    pub(crate) fn free_stream(&self, id: ClientId) {
+        if let Some(h) = self.names().by_id.get_mut(&id) {
+            h.receiving = false;
+        }
     }
 
     /// One engine thread has no client in the middle of a message any more (call once).
@@ -168,7 +262,7 @@ impl Directory {
         self.quiet.load(Ordering::Acquire) >= self.engines
     }
 
-    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<Name, ClientId>> {
+    fn names(&self) -> std::sync::MutexGuard<'_, Names> {
         // A panic while holding the lock leaves the map consistent (every change is one call).
         self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -176,10 +270,10 @@ impl Directory {
     /// Registers `name` for `id` unless a live client holds it.
     pub(crate) fn claim(&self, name: &Name, id: ClientId) -> bool {
         let mut names = self.names();
-        if names.contains_key(name) || self.remote().by_name.contains_key(name.as_bytes()) {
+        if names.by_name.contains_key(name) || self.remote().by_name.contains_key(name.as_bytes()) {
             return false;
         }
-        names.insert(name.clone(), id);
+        names.insert(name, id);
         self.tell(Op::Claim(name.clone(), id));
         true
     }
@@ -188,7 +282,7 @@ impl Directory {
     /// Across nodes the first holder keeps it: a newcomer here that the cluster refuses is
     /// ended with `name-replaced` by the link.
     pub(crate) fn take_over(&self, name: &Name, id: ClientId) -> Option<ClientId> {
-        let old = self.names().insert(name.clone(), id);
+        let old = self.names().insert(name, id);
         if old.is_none() {
             self.tell(Op::Claim(name.clone(), id));
         }
@@ -198,15 +292,16 @@ impl Directory {
     /// Frees `name` if `id` holds it.
     pub(crate) fn release(&self, name: &[u8], id: ClientId) {
         let mut names = self.names();
-        if names.get(name) == Some(&id) {
-            names.remove(name);
+        names.by_id.remove(&id);
+        if names.by_name.get(name) == Some(&id) {
+            names.by_name.remove(name);
             self.tell(Op::Release(Name::from(name)));
         }
     }
 
     /// The client holding `name`: a local one, or the id standing for another node's.
     pub(crate) fn lookup(&self, name: &[u8]) -> Option<ClientId> {
-        if let Some(id) = self.names().get(name).copied() {
+        if let Some(id) = self.names().by_name.get(name).copied() {
             return Some(id);
         }
         let remote = self.remote();
@@ -216,10 +311,42 @@ impl Directory {
     }
 }
 
+impl Names {
+    /// `name` is `id`'s now; returns whom it was taken from.
+    fn insert(&mut self, name: &Name, id: ClientId) -> Option<ClientId> {
+        let holder = Holder {
+            name: name.clone(),
+            receiving: false,
+        };
+        self.by_id.insert(id, holder);
+        self.by_name.insert(name.clone(), id)
+    }
+}
+
 /// What one engine posts to another.
 pub(crate) enum Post {
-    /// A whole message for a client of the receiving engine.
-    Message(ClientId, Vec<u8>),
+    /// A whole message for a client of the receiving engine, and who is owed its bytes back.
+    Message(ClientId, Vec<u8>, Credit),
+    /// A streamed message of `len` bytes opens to `to`, fed by `from` (whose thread took
+    /// `to`'s stream slot).
+    Open {
+        to: ClientId,
+        from: ClientId,
+        len: u64,
+    },
+    /// More of the stream `from` feeds to `to` (owed back to `from`).
+    Chunk {
+        to: ClientId,
+        from: ClientId,
+        bytes: Vec<u8>,
+    },
+    /// `from` cannot finish its stream to `to`: complete it with zeros (issue 29).
+    Cut { to: ClientId, from: ClientId },
+    /// Bytes posted on behalf of this client were taken.
+    Ack(ClientId, u64),
+    /// `to` no longer takes the stream `from` feeds it (it left, or is closing): the rest of
+    /// the message is dropped, and `from` goes on.
+    Gone { from: ClientId, to: ClientId },
     /// Close this client once its queued output is written.
     Close(ClientId),
     /// A newcomer on another thread took this client's name: end it with `name-replaced`.

@@ -15,9 +15,9 @@
 //! must never stay up serving part of its clients with a dead port. [`MsgServer::join`] then
 //! returns the panic as an error, so `berth msg serve` exits 1 with the cause.
 //!
-//! What crosses threads: whole messages and closes. A message streamed to a client of another
-//! thread is not passed through in pieces (its handler is told `open_stream` failed, and the
-//! demo then holds the message whole up to its limit).
+//! What crosses threads: whole messages, streamed messages in pieces of one read each, and
+//! closes, with backpressure counted in bytes (see `directory`): a relay across threads holds
+//! what one within a thread holds, plus at most `out_high` in flight per sender.
 
 use std::io;
 use std::panic::AssertUnwindSafe;

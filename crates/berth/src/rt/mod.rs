@@ -5,6 +5,8 @@
 //! - [`Wheel`] (`timer`): per-connection deadlines of one poll loop, O(1) and allocation-free.
 //! - [`BufPool`] (`pool`): one thread's spare I/O buffers, lent to connections with bytes in
 //!   flight.
+//! - [`DateCache`] (`clock`): the `Date` header value, formatted at most once a second per
+//!   thread (HTTP responses, the msg engine's WebSocket handshakes).
 //! - [`Control`] (`control`): drain and stop — the flags a server's threads read, the wakers
 //!   and hooks that tell them at once. Every HTTP model and the msg server are stopped through
 //!   it.
@@ -13,10 +15,12 @@
 //! the kernel boundary (libc calls and their safety obligations are sys/'s). Its types are per
 //! thread (the wheel, the pool) or per server (the control), never global.
 
+mod clock;
 mod control;
 mod pool;
 mod timer;
 
+pub(crate) use self::clock::DateCache;
 pub(crate) use self::control::{Control, StopKind};
 pub(crate) use self::pool::BufPool;
 pub(crate) use self::timer::Wheel;

@@ -1,5 +1,5 @@
 //! The termination signals (SIGINT, SIGTERM) and SIGHUP (reload): blocked in every thread and
-//! collected with `sigwait(2)` (`drive::signal` tells the story), or, in a single-threaded
+//! collected with `sigwait(2)` (`process::signal` tells the story), or, in a single-threaded
 //! forked child, caught by a handler that only sets a flag (SIGHUP stays blocked there).
 //! Through `nix` where it has the call (signal sets and masks, `sigwait`, `sigaction`); `libc`
 //! for what it lacks (`sigtimedwait`, and the handler's `setsockopt` and `_exit`).

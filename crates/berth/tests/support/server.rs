@@ -33,8 +33,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use berth::app::{Demo, DemoConfig};
-use berth::drive::files::Files;
 use berth::drive::{serve, Common, Model, ModelConfigs, Server, Service, Settings, Timeouts};
+use berth::files::Files;
 use berth::net::tls::{TlsAcceptor, TlsConnector, TlsSettings, TlsStream};
 use berth::net::{Acceptor, Transport};
 use berth::proto::http::Limits;

@@ -16,9 +16,9 @@ use berth_proto::http::{FileError, FileRequest, Handler, Limits, Reply};
 use crossbeam_channel::Sender;
 
 use super::runtime::{Actor, Addr, Context};
-use crate::drive::clock::DateCache;
+use crate::rt::DateCache;
 use crate::drive::pump::{Conn, Env, Fate};
-use crate::drive::files::OpenFile;
+use crate::files::OpenFile;
 use crate::drive::workers::{self, Offloaded, ReplyTo, Task};
 use crate::drive::Timeouts;
 use crate::rt::BufPool;
@@ -148,9 +148,15 @@ where
                 writable,
                 hup,
             } => {
-                self.conn.readable |= readable;
-                self.conn.writable |= writable;
-                self.conn.hup |= hup;
+                if readable {
+                    self.conn.mark_readable();
+                }
+                if writable {
+                    self.conn.mark_writable();
+                }
+                if hup {
+                    self.conn.mark_peer_fin();
+                }
                 self.conn.pump(&mut env)
             }
             ConnMsg::Continue => self.conn.pump(&mut env),

@@ -12,7 +12,7 @@
 
 use super::connection::{ConnMsg, OpenMsg};
 use super::runtime::{Actor, Context};
-use crate::drive::files::Files;
+use crate::files::Files;
 
 /// Owns file-system access for `/files`.
 pub(super) struct FilesActor {

@@ -42,7 +42,7 @@ use self::connection::{ConnActor, ConnMsg, Shared};
 use self::files::FilesActor;
 use self::runtime::{Addr, Runtime, Spawner};
 use super::accept;
-use super::clock::DateCache;
+use crate::rt::DateCache;
 use super::pump::Conn;
 use super::workers;
 use super::{Server, Service, Timeouts};
@@ -386,40 +386,40 @@ where
 pub struct Actor;
 
 impl super::Driver for Actor {
-    const NAME: &'static str = "actor";
-    const ABOUT: &'static str = "An actor per connection, scheduler threads, a Files actor";
-    const NEEDS: super::Needs = super::Needs {
-        forks: false,
-        children_listen: false,
-        accept_threads: super::AcceptThreads::PerServer,
-        workers: true,
+    const INFO: super::Info = super::Info {
+        name: "actor",
+        about: "An actor per connection, scheduler threads, a Files actor",
+        needs: super::Needs {
+            forks: false,
+            children_listen: false,
+            accept_threads: super::AcceptThreads::PerServer,
+            workers: true,
+        },
+        caps: super::Caps::READINESS,
+        flags: &[super::Flag {
+            long: "actor-batch",
+            value_name: "N",
+            help: "`actor` model: most messages an actor handles before it yields its scheduler \
+                   thread (seed 002 settled on 2; 1 is the steadiest latency, larger lets busy \
+                   connections run on).",
+            get: |m| m.actor.batch,
+            set: |m, n| m.actor.batch = n.get(),
+        }],
+        // Connections count into shards by their serial number.
+        shards: |_, _| crate::stats::MAX_SHARDS,
+        listeners: super::registry::one_listener,
+        describe: |common, m| {
+            use super::registry::count;
+            format!(
+                "{}, batch {}, {}, capacity {}",
+                count(common.accept_threads, "scheduler thread"),
+                m.actor.batch,
+                count(common.workers, "worker"),
+                common.capacity
+            )
+        },
     };
     type Config = Config;
-    const FLAGS: &'static [super::Flag<Config>] = &[super::Flag {
-        long: "actor-batch",
-        value_name: "N",
-        help: "`actor` model: most messages an actor handles before it yields its scheduler \
-               thread (seed 002 settled on 2; 1 is the steadiest latency, larger lets busy \
-               connections run on).",
-        get: |c| c.batch,
-        set: |c, n| c.batch = n.get(),
-    }];
-
-    fn shards(_: &super::Common, _: &Config) -> usize {
-        // Connections count into shards by their serial number.
-        crate::stats::MAX_SHARDS
-    }
-
-    fn describe(common: &super::Common, config: &Config) -> String {
-        use super::registry::count;
-        format!(
-            "{}, batch {}, {}, capacity {}",
-            count(common.accept_threads, "scheduler thread"),
-            config.batch,
-            count(common.workers, "worker"),
-            common.capacity
-        )
-    }
 
     fn spawn<S: Service>(
         addr: std::net::SocketAddr,

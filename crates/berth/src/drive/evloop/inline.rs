@@ -16,11 +16,10 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
 use berth_proto::http::Handler;
-use mio::net::TcpListener;
-use mio::{Events, Interest};
+use mio::Events;
 
-use super::{Config, EventLoop, Flat, Parts, LISTENER, WAKER};
-use crate::drive::loops::{Loop, Started, Wiring};
+use super::{Config, EventLoop, Own, WAKER};
+use crate::drive::loops::{Loop, Parts, Runs, Started, Wiring};
 use crate::drive::registry::{bind_one, bind_error};
 use crate::drive::{Common, Service};
 use crate::net::BindError;
@@ -48,7 +47,7 @@ impl<H: Handler> Inline<H> {
     ) -> Result<(Inline<H>, SocketAddr), BindError> {
         let (listener, bound) = bind_one(addr, common)?;
         let make = || -> io::Result<Inline<H>> {
-            let config = Flat::new(common, config);
+            let config = Own::config(common, config);
             let Started {
                 mut polls,
                 loops,
@@ -64,9 +63,6 @@ impl<H: Handler> Inline<H> {
             // The workers stop when the queue's last sender (the loop's) is dropped.
             drop(workers);
             listener.set_nonblocking(true)?;
-            let mut listener = TcpListener::from_std(listener);
-            poll.registry()
-                .register(&mut listener, LISTENER, Interest::READABLE)?;
             let ctl = Arc::new(Control::default());
             ctl.wake_on_stop([waker]);
             let wiring = Wiring {
@@ -84,9 +80,9 @@ impl<H: Handler> Inline<H> {
                 ctl: ctl.clone(),
                 config,
             };
-            let events = Events::with_capacity(parts.config.events);
+            let events = Events::with_capacity(parts.config.own.events);
             Ok(Inline {
-                ev: EventLoop::new(service, parts),
+                ev: EventLoop::make(service, parts)?,
                 events,
                 ctl,
                 over: false,

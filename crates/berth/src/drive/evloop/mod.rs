@@ -33,10 +33,12 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use super::accept;
-use super::loops::{Lent, Loop, Sizes, Started, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
+use super::loops::{
+    Lent, Loop, LoopConfig, Parts, Runs, State, ACCEPT_RETRY, REPLY_CHECK_EVERY,
+};
 use super::pump::Conn;
-use super::{Server, Service, Timeouts};
-use crate::net::{Acceptor, Evented, Stream};
+use super::{Server, Service};
+use crate::net::{Evented, Stream};
 use crate::rt::Control;
 use crate::stats::Stats;
 
@@ -66,43 +68,25 @@ impl Default for Config {
     }
 }
 
-/// What a loop reads: the [`Common`](super::Common) settings it uses and the model's own [`Config`], side by
-/// side in one flat struct.
+/// What a loop reads: the common settings and, of its own, the events taken per poll.
+type Flat = LoopConfig<Own>;
+
+/// The part of a loop's settings that is `evloop`'s own.
 #[derive(Debug, Clone)]
-struct Flat {
-    /// What the loop's `State` is made with.
-    sizes: Sizes,
-    /// Most simultaneous connections per accept thread (`-C`); the slab is preallocated to it.
-    capacity: usize,
+struct Own {
     /// Readiness events taken from the kernel per poll.
     events: usize,
-    /// Read a new connection at once instead of waiting for its first readiness event
-    /// ([`Common::read_on_accept`](super::Common::read_on_accept)).
-    read_on_accept: bool,
-    /// Number of the first loop.
-    first_thread: usize,
-    /// Header, body, idle and write timeouts.
-    timeouts: Timeouts,
-    /// What accepted connections are served over.
-    transport: Acceptor,
 }
 
-impl Flat {
-    fn new(common: &super::Common, own: &Config) -> Flat {
-        Flat {
-            sizes: Sizes::new(common, own.pooled_buffers),
-            capacity: common.capacity,
-            events: own.events,
-            read_on_accept: common.read_on_accept,
-            first_thread: own.first_thread,
-            timeouts: common.timeouts,
-            transport: common.listen.transport.clone(),
-        }
+impl Own {
+    fn config(common: &super::Common, own: &Config) -> Flat {
+        let events = own.events;
+        LoopConfig::new(common, own.pooled_buffers, own.first_thread, Own { events })
     }
 }
 
 /// Starts one event loop per listener (listeners should share a port through `SO_REUSEPORT`)
-/// and `common.workers` workers. Returns once every thread is running.
+/// and `common.workers` workers. Returns once every loop is running.
 pub fn spawn<S: Service>(
     listeners: Vec<StdListener>,
     service: S,
@@ -110,66 +94,8 @@ pub fn spawn<S: Service>(
     config: &Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
-    let config = Flat::new(common, config);
-    let ctl = Arc::new(Control::default());
-    let Started {
-        polls,
-        loops,
-        replies,
-        wakers,
-        queue,
-        workers: mut threads,
-    } = super::loops::start::<<S::Handler as Handler>::Job>(listeners.len(), common, WAKER, &stats)?;
-
-    for (index, ((listener, poll), replies)) in
-        listeners.into_iter().zip(polls).zip(replies).enumerate()
-    {
-        listener.set_nonblocking(true)?;
-        let mut listener = TcpListener::from_std(listener);
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let (service, config, stats, ctl) =
-            (service.clone(), config.clone(), stats.clone(), ctl.clone());
-        let queue = queue.clone();
-        let loops = loops.clone();
-        let id = config.first_thread + index;
-        let thread = std::thread::Builder::new()
-            .name(format!("berth-loop-{id}"))
-            .spawn(move || {
-                let wiring = Wiring {
-                    id,
-                    owner: index,
-                    queue,
-                    loops,
-                    replies,
-                    stats,
-                };
-                let parts = Parts {
-                    wiring,
-                    poll,
-                    listener,
-                    ctl,
-                    config,
-                };
-                let mut ev = EventLoop::new(&service, parts);
-                if let Err(e) = ev.run() {
-                    log::error!("event loop {id} failed: {e}");
-                }
-            })?;
-        threads.push(thread);
-    }
-    let server = Server::new(ctl, threads);
-    server.ctl.wake_on_stop(wakers);
-    Ok(server)
-}
-
-/// What a loop is made of, besides its service's handler.
-struct Parts<J> {
-    wiring: Wiring<J>,
-    poll: Poll,
-    listener: TcpListener,
-    ctl: Arc<Control>,
-    config: Flat,
+    let config = Own::config(common, config);
+    super::loops::spawn::<S, EventLoop<S::Handler>>(listeners, service, common, config, WAKER, stats)
 }
 
 struct EventLoop<H: Handler> {
@@ -189,29 +115,39 @@ struct EventLoop<H: Handler> {
     config: Flat,
 }
 
-impl<H: Handler> EventLoop<H> {
+impl<H: Handler> Runs for EventLoop<H> {
+    type H = H;
+    type Own = Own;
+    const KIND: &'static str = "loop";
+
     /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
-    fn new<S: Service<Handler = H>>(service: &S, p: Parts<H::Job>) -> Self {
+    fn make<S: Service<Handler = H>>(service: &S, p: Parts<H::Job, Own>) -> io::Result<Self> {
         let config = p.config;
-        EventLoop {
-            state: State::new(service, p.wiring, &config.sizes),
+        let mut listener = TcpListener::from_std(p.listener);
+        p.poll
+            .registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(EventLoop {
+            state: State::new(service, p.wiring, &config),
             poll: p.poll,
-            listener: Some(p.listener),
+            listener: Some(listener),
             draining: false,
             conns: Slab::with_capacity(config.capacity),
             accept_paused: false,
             ctl: p.ctl,
             config,
-        }
+        })
     }
 
     fn run(&mut self) -> io::Result<()> {
-        let mut events = Events::with_capacity(self.config.events);
+        let mut events = Events::with_capacity(self.config.own.events);
         while self.turn(&mut events, true)? {}
         self.close_all();
         Ok(())
     }
+}
 
+impl<H: Handler> EventLoop<H> {
     /// Closes every connection: the loop is over.
     fn close_all(&mut self) {
         for key in self.conns.iter().map(|(k, _)| k).collect::<Vec<_>>() {
@@ -276,14 +212,14 @@ impl<H: Handler> EventLoop<H> {
                         let Some(conn) = self.conns.get_mut(key) else {
                             continue;
                         };
-                        if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            conn.readable = true;
+                        if event.is_readable() {
+                            conn.mark_readable();
                         }
                         if event.is_read_closed() || event.is_error() {
-                            conn.hup = true;
+                            conn.mark_peer_fin();
                         }
                         if event.is_writable() || event.is_write_closed() {
-                            conn.writable = true;
+                            conn.mark_writable();
                         }
                         self.pump(key);
                     }
@@ -334,7 +270,7 @@ impl<H: Handler> EventLoop<H> {
             entry.insert(conn);
             self.state.stats.shard(self.state.id).connection_opened();
             if self.config.read_on_accept {
-                self.conns[key].readable = true;
+                self.conns[key].mark_readable();
                 self.pump(key);
             }
         }
@@ -395,16 +331,16 @@ impl<H: Handler> Loop for EventLoop<H> {
     /// Closes a connection, or marks it dead if a job still refers to its slot.
     fn finish(&mut self, key: usize) {
         let conn = &mut self.conns[key];
-        if conn.dead {
+        if conn.is_orphan() {
             return;
         }
         conn.shut(&mut self.state.pool);
         self.state.wheel.disarm(key);
-        if conn.job_pending {
+        if conn.work_out() {
             // The socket stays open until the job ends; stop hearing about it meanwhile. A job
             // still queued is dropped unrun when a worker takes it, which frees the slot then.
             let _ = self.poll.registry().deregister(conn.stream.source());
-            conn.dead = true;
+            conn.orphan();
             self.state.loops[self.state.owner].set_cancelled(key, true);
         } else {
             // Closing the descriptor removes it from the epoll set; no deregister call needed.
@@ -424,33 +360,30 @@ impl<H: Handler> Loop for EventLoop<H> {
 pub struct Evloop;
 
 impl super::Driver for Evloop {
-    const NAME: &'static str = "evloop";
-    const ABOUT: &'static str = "Accept threads with event loops and a worker pool";
-    const NEEDS: super::Needs = super::Needs {
-        forks: false,
-        children_listen: false,
-        accept_threads: super::AcceptThreads::PerServer,
-        workers: true,
+    const INFO: super::Info = super::Info {
+        name: "evloop",
+        about: "Accept threads with event loops and a worker pool",
+        needs: super::Needs {
+            forks: false,
+            children_listen: false,
+            accept_threads: super::AcceptThreads::PerServer,
+            workers: true,
+        },
+        caps: super::Caps::READINESS,
+        flags: &[],
+        shards: |common, _| common.accept_threads,
+        listeners: |common, _| common.accept_threads,
+        describe: |common, _| {
+            use super::registry::count;
+            format!(
+                "{}, {}, capacity {} per thread",
+                count(common.accept_threads, "accept thread"),
+                count(common.workers, "worker"),
+                common.capacity
+            )
+        },
     };
     type Config = Config;
-
-    fn shards(common: &super::Common, _: &Config) -> usize {
-        common.accept_threads
-    }
-
-    fn listeners(common: &super::Common, _: &Config) -> usize {
-        common.accept_threads
-    }
-
-    fn describe(common: &super::Common, _: &Config) -> String {
-        use super::registry::count;
-        format!(
-            "{}, {}, capacity {} per thread",
-            count(common.accept_threads, "accept thread"),
-            count(common.workers, "worker"),
-            common.capacity
-        )
-    }
 
     fn spawn<S: Service>(
         addr: std::net::SocketAddr,

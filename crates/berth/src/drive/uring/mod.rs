@@ -58,10 +58,10 @@ use mio::{Events, Poll, Token};
 use slab::Slab;
 
 use super::accept;
-use super::loops::{Lent, Loop, Sizes, Started, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY};
+use super::loops::{Lent, Loop, LoopConfig, Parts, Runs, State, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
-use super::{Server, Service, Timeouts};
-use crate::net::{Acceptor, Stream};
+use super::{Server, Service};
+use crate::net::Stream;
 use crate::rt::Control;
 use crate::stats::Stats;
 use crate::sys::uring::{Completion, Ring, RingConfig};
@@ -97,51 +97,33 @@ impl Default for Config {
 /// Spare buffers each loop keeps for reuse (as `evloop` keeps by default).
 const POOLED_BUFFERS: usize = 256;
 
-/// What a loop reads, from [`Common`](super::Common) and [`Config`], in one flat struct.
-#[derive(Debug, Clone)]
-struct Flat {
-    /// What the loop's `State` is made with.
-    sizes: Sizes,
-    capacity: usize,
-    buffer_size: usize,
-    pooled_buffers: usize,
-    ring: RingConfig,
-    timeouts: Timeouts,
-    transport: Acceptor,
+/// What a loop reads: the common settings and, of its own, its ring's.
+type Flat = LoopConfig<RingConfig>;
+
+/// A loop's settings, from the common ones and the model's own in one step.
+fn loop_config(common: &super::Common, own: &Config) -> Flat {
+    let buffers = own.recv_buffers.clamp(1, 32768).next_power_of_two();
+    let ring = RingConfig {
+        entries: own.ring_entries.clamp(8, 32768),
+        buffers: u16::try_from(buffers).unwrap_or(32768),
+        buffer_size: u32::try_from(common.buffer_size.clamp(512, 1 << 20)).unwrap_or(16384),
+    };
+    LoopConfig::new(common, POOLED_BUFFERS, 0, ring)
 }
 
-impl Flat {
-    fn new(common: &super::Common, own: &Config) -> Flat {
-        let buffers = own.recv_buffers.clamp(1, 32768).next_power_of_two();
-        let entries = own.ring_entries.clamp(8, 32768);
-        Flat {
-            sizes: Sizes::new(common, POOLED_BUFFERS),
-            capacity: common.capacity,
-            buffer_size: common.buffer_size,
-            pooled_buffers: POOLED_BUFFERS,
-            ring: RingConfig {
-                entries,
-                buffers: u16::try_from(buffers).unwrap_or(32768),
-                buffer_size: u32::try_from(common.buffer_size.clamp(512, 1 << 20)).unwrap_or(16384),
-            },
-            timeouts: common.timeouts,
-            transport: common.listen.transport.clone(),
-        }
-    }
+/// Most bytes a connection queues for sending before its writes would block.
+fn tx_limit(config: &Flat) -> usize {
+    (4 * config.buffer_size).max(64 * 1024)
+}
 
-    /// Most bytes a connection queues for sending before its writes would block.
-    fn tx_limit(&self) -> usize {
-        (4 * self.buffer_size).max(64 * 1024)
-    }
-
-    /// Most received bytes a connection holds unread before its receive is paused; also the
-    /// byte limit of each receive it arms. One buffer: what `evloop` holds of a connection's
-    /// input in user space (the rest waits in the kernel's socket buffer, as it does here once
-    /// the receive is paused), so a peer that sends and never reads costs one buffer here (issue 29: a ping flood cost megabytes per connection). Where the kernel limits
-    /// receives (`Ring::recv_multi`), nothing more is received than this.
-    fn rx_limit(&self) -> usize {
-        self.buffer_size
-    }
+/// Most received bytes a connection holds unread before its receive is paused; also the
+/// byte limit of each receive it arms. One buffer: what `evloop` holds of a connection's
+/// input in user space (the rest waits in the kernel's socket buffer, as it does here once
+/// the receive is paused), so a peer that sends and never reads costs one buffer here (issue
+/// 29: a ping flood cost megabytes per connection). Where the kernel limits receives
+/// (`Ring::recv_multi`), nothing more is received than this.
+fn rx_limit(config: &Flat) -> usize {
+    config.buffer_size
 }
 
 /// Sets up an io_uring as the loops will, and drops it: whether the model can run here, with
@@ -152,7 +134,7 @@ impl Flat {
 /// thread (a socket read with a timeout fails with `EINTR`). The caller's thread must not be
 /// one of them.
 pub fn check(config: &Config, common: &super::Common) -> io::Result<()> {
-    let ring = Flat::new(common, config).ring;
+    let ring = loop_config(common, config).own;
     std::thread::scope(|s| {
         s.spawn(|| Ring::new(ring).map(drop))
             .join()
@@ -170,99 +152,8 @@ pub fn spawn<S: Service>(
     config: &Config,
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
-    let config = Flat::new(common, config);
-    let ctl = Arc::new(Control::default());
-    let Started {
-        polls,
-        loops,
-        replies,
-        wakers,
-        queue,
-        workers: mut threads,
-    } = super::loops::start::<<S::Handler as Handler>::Job>(listeners.len(), common, WAKER, &stats)?;
-
-    let (ready_tx, ready_rx) = crossbeam_channel::unbounded::<io::Result<()>>();
-    let count = listeners.len();
-
-    for (index, ((listener, poll), replies)) in
-        listeners.into_iter().zip(polls).zip(replies).enumerate()
-    {
-        listener.set_nonblocking(true)?;
-        let (service, config, stats, ctl) =
-            (service.clone(), config.clone(), stats.clone(), ctl.clone());
-        let queue = queue.clone();
-        let loops = loops.clone();
-        let ready = ready_tx.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("berth-uring-{index}"))
-            .spawn(move || {
-                // The ring is made on its own thread: it is set up for a single issuer.
-                let ring = match Ring::new(config.ring) {
-                    Ok(ring) => ring,
-                    Err(e) => {
-                        let _ = ready.send(Err(e));
-                        return;
-                    }
-                };
-                let wiring = Wiring {
-                    id: index,
-                    owner: index,
-                    queue,
-                    loops,
-                    replies,
-                    stats,
-                };
-                let parts = Parts {
-                    wiring,
-                    ring,
-                    poll,
-                    listener,
-                    ctl,
-                    config,
-                };
-                let mut ev = match UringLoop::new(&service, parts) {
-                    Ok(ev) => ev,
-                    Err(e) => {
-                        let _ = ready.send(Err(e));
-                        return;
-                    }
-                };
-                let _ = ready.send(Ok(()));
-                drop(ready);
-                if let Err(e) = ev.run() {
-                    log::error!("uring loop {index} failed: {e}");
-                }
-            })?;
-        threads.push(thread);
-    }
-    drop(ready_tx);
-    drop(queue);
-    let server = Server::new(ctl, threads);
-    server.ctl.wake_on_stop(wakers);
-    for _ in 0..count {
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                server.shutdown();
-                return Err(e);
-            }
-            Err(_) => {
-                server.shutdown();
-                return Err(io::Error::other("a uring loop ended while starting"));
-            }
-        }
-    }
-    Ok(server)
-}
-
-/// What a loop is made of, besides its service's handler.
-struct Parts<J> {
-    wiring: Wiring<J>,
-    ring: Ring,
-    poll: Poll,
-    listener: TcpListener,
-    ctl: Arc<Control>,
-    config: Flat,
+    let config = loop_config(common, config);
+    super::loops::spawn::<S, UringLoop<S::Handler>>(listeners, service, common, config, WAKER, stats)
 }
 
 /// One connection of a loop: what the pump serves. Its queues and the state of its
@@ -326,15 +217,24 @@ struct UringLoop<H: Handler> {
     config: Flat,
 }
 
-impl<H: Handler> UringLoop<H> {
-    fn new<S: Service<Handler = H>>(service: &S, p: Parts<H::Job>) -> io::Result<Self> {
+impl<H: Handler> Runs for UringLoop<H> {
+    type H = H;
+    type Own = RingConfig;
+    const KIND: &'static str = "uring";
+
+    /// A loop for `service`, on the thread that will run it: the ring is set up for a single
+    /// issuer, and a handler may be tied to its thread.
+    fn make<S: Service<Handler = H>>(
+        service: &S,
+        p: Parts<H::Job, RingConfig>,
+    ) -> io::Result<Self> {
         let config = p.config;
-        let mut ring = p.ring;
+        let mut ring = Ring::new(config.own)?;
         ring.accept_multi(p.listener.as_raw_fd(), LISTENER_TAG)?;
         ring.poll_multi(p.poll.as_raw_fd(), WAKER_TAG)?;
         ring.submit_and_wait(false, None)?;
         Ok(UringLoop {
-            state: State::new(service, p.wiring, &config.sizes),
+            state: State::new(service, p.wiring, &config),
             ring,
             poll: p.poll,
             events: Events::with_capacity(8),
@@ -344,7 +244,7 @@ impl<H: Handler> UringLoop<H> {
             slots: Slab::with_capacity(config.capacity),
             incarnations: vec![0; config.capacity],
             to_send: Vec::with_capacity(1024),
-            spares: Spares::new(config.tx_limit(), config.pooled_buffers),
+            spares: Spares::new(tx_limit(&config), config.pooled_buffers),
             ctl: p.ctl,
             config,
         })
@@ -359,6 +259,9 @@ impl<H: Handler> UringLoop<H> {
         // Closing sends and cancellations go out before the ring is dropped.
         self.ring.submit_and_wait(false, None)
     }
+}
+
+impl<H: Handler> UringLoop<H> {
 
     /// One round: submit what the last one queued and wait for a completion, the next tick or
     /// a wake; then take finished jobs, handle completions and expire what is due. False once
@@ -463,8 +366,8 @@ impl<H: Handler> UringLoop<H> {
                 if let Some((key, _)) = self.slot_of(tag) {
                     let slot = &mut self.slots[key];
                     // The poll is over, whoever is left to hear of it (see `release`).
-                    slot.conn.writable = true;
-                    if !slot.conn.dead && !slot.io_ref().closing() {
+                    slot.conn.mark_writable();
+                    if !slot.conn.is_orphan() && !slot.io_ref().closing() {
                         self.pump(key);
                     }
                 }
@@ -496,7 +399,7 @@ impl<H: Handler> UringLoop<H> {
                 return;
             }
         };
-        let limit = u32::try_from(self.config.rx_limit()).unwrap_or(u32::MAX);
+        let limit = u32::try_from(rx_limit(&self.config)).unwrap_or(u32::MAX);
         if let Err(e) = self.ring.recv_multi(fd, tag(key, incarnation, 0), limit) {
             log::warn!("loop {}: cannot receive on a connection: {e}", self.state.id);
             return;
@@ -545,7 +448,7 @@ impl<H: Handler> UringLoop<H> {
             }
             Ok(None) => {
                 slot.io().set_eof(true);
-                slot.conn.hup = true;
+                slot.conn.mark_peer_fin();
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => rearm = current,
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => return Ok(()),
@@ -560,13 +463,13 @@ impl<H: Handler> UringLoop<H> {
             }
             Err(e) => slot.io().fail(e, &mut self.spares),
         }
-        if slot.io_ref().closing() || slot.conn.dead {
+        if slot.io_ref().closing() || slot.conn.is_orphan() {
             // Nobody reads any more: drop what came.
             slot.io().drop_unread();
             return Ok(());
         }
         if rearm && !slot.io_ref().paused() {
-            if slot.io_ref().unread() >= self.config.rx_limit() {
+            if slot.io_ref().unread() >= rx_limit(&self.config) {
                 // The receive ended at its limit with all of it unread: resume once it is read
                 // (`arm`).
                 slot.io().set_paused(true);
@@ -574,7 +477,7 @@ impl<H: Handler> UringLoop<H> {
                 self.rearm(key);
             }
         }
-        self.slots[key].conn.readable = true;
+        self.slots[key].conn.mark_readable();
         self.pump(key);
         Ok(())
     }
@@ -587,14 +490,14 @@ impl<H: Handler> UringLoop<H> {
         io.arm = io.arm.wrapping_add(1);
         let fd = io.sock.as_raw_fd();
         // No more than the connection may hold unread (see `Ring::recv_multi`).
-        let limit = self.config.rx_limit().saturating_sub(io.unread());
+        let limit = rx_limit(&self.config).saturating_sub(io.unread());
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
         match self.ring.recv_multi(fd, slot.recv_tag(key), limit) {
             Ok(()) => slot.io().set_receiving(true),
             Err(e) => {
                 log::warn!("loop {}: cannot receive on a connection: {e}", self.state.id);
                 slot.io().fail(e, &mut self.spares);
-                slot.conn.readable = true;
+                slot.conn.mark_readable();
             }
         }
     }
@@ -636,18 +539,18 @@ impl<H: Handler> UringLoop<H> {
         }
         if io.closing() {
             // This send is over: nothing of ours is in the ring unless `more` goes next.
-            slot.conn.writable = true;
+            slot.conn.mark_writable();
             if !more || failed {
                 self.release(key);
             }
             return Ok(());
         }
-        if slot.conn.dead {
+        if slot.conn.is_orphan() {
             return Ok(());
         }
-        slot.conn.writable = true;
+        slot.conn.mark_writable();
         if failed {
-            slot.conn.readable = true;
+            slot.conn.mark_readable();
         }
         self.pump(key);
         Ok(())
@@ -750,7 +653,7 @@ impl<H: Handler> UringLoop<H> {
         self.state.wheel.disarm(key);
         self.state.loops[self.state.id].set_cancelled(key, false);
         let mut slot = self.slots.remove(key);
-        if slot.io_ref().sending() || !slot.conn.writable {
+        if slot.io_ref().sending() || !slot.conn.is_writable() {
             // Bytes unsent, given up on (a write timeout, the server stopping): a reset, not
             // an orphan (`Transport::abort`).
             crate::net::transport::reset_on_close(&slot.io_ref().sock);
@@ -797,7 +700,7 @@ impl<H: Handler> Loop for UringLoop<H> {
         }
         self.queue_send(key);
         self.poll_room(key);
-        let rx_limit = self.config.rx_limit();
+        let rx_limit = rx_limit(&self.config);
         let slot = &mut self.slots[key];
         let (unread, ended) = {
             let io = slot.io();
@@ -827,18 +730,18 @@ impl<H: Handler> Loop for UringLoop<H> {
     /// Ends a connection: as `evloop` does, or, with bytes still unsent, once they are sent.
     fn finish(&mut self, key: usize) {
         let slot = &mut self.slots[key];
-        if slot.conn.dead || slot.io_ref().closing() {
+        if slot.conn.is_orphan() || slot.io_ref().closing() {
             return;
         }
         let abandoned = slot.conn.shut(&mut self.state.pool);
         self.state.wheel.disarm(key);
-        if slot.conn.job_pending {
+        if slot.conn.work_out() {
             // The slot stays until the job ends; stop receiving meanwhile.
             if slot.io_ref().receiving() {
                 slot.io().set_receiving(false);
                 let _ = self.ring.cancel_recv(slot.recv_tag(key));
             }
-            slot.conn.dead = true;
+            slot.conn.orphan();
             self.state.loops[self.state.id].set_cancelled(key, true);
             return;
         }
@@ -871,51 +774,47 @@ impl<H: Handler> Loop for UringLoop<H> {
 pub struct Uring;
 
 impl super::Driver for Uring {
-    const NAME: &'static str = "uring";
-    const ABOUT: &'static str =
-        "Accept threads with io_uring loops (multishot accept and receive) and a worker pool";
-    const NEEDS: super::Needs = super::Needs {
-        forks: false,
-        children_listen: false,
-        accept_threads: super::AcceptThreads::PerServer,
-        workers: true,
+    const INFO: super::Info = super::Info {
+        name: "uring",
+        about: "Accept threads with io_uring loops (multishot accept and receive) and a worker \
+                pool",
+        needs: super::Needs {
+            forks: false,
+            children_listen: false,
+            accept_threads: super::AcceptThreads::PerServer,
+            workers: true,
+        },
+        caps: super::Caps::READINESS,
+        flags: &[
+            super::Flag {
+                long: "ring-entries",
+                value_name: "N",
+                help: "uring: submission queue entries of each loop's io_uring",
+                get: |m| m.uring.ring_entries as usize,
+                set: |m, v| m.uring.ring_entries = u32::try_from(v.get()).unwrap_or(u32::MAX),
+            },
+            super::Flag {
+                long: "recv-buffers",
+                value_name: "N",
+                help: "uring: provided receive buffers per loop, shared by its connections (a \
+                       power of two, at most 32768)",
+                get: |m| m.uring.recv_buffers as usize,
+                set: |m, v| m.uring.recv_buffers = u32::try_from(v.get()).unwrap_or(u32::MAX),
+            },
+        ],
+        shards: |common, _| common.accept_threads,
+        listeners: |common, _| common.accept_threads,
+        describe: |common, _| {
+            use super::registry::count;
+            format!(
+                "{}, {}, capacity {} per thread",
+                count(common.accept_threads, "io_uring loop"),
+                count(common.workers, "worker"),
+                common.capacity
+            )
+        },
     };
     type Config = Config;
-    const FLAGS: &'static [super::Flag<Config>] = &[
-        super::Flag {
-            long: "ring-entries",
-            value_name: "N",
-            help: "uring: submission queue entries of each loop's io_uring",
-            get: |c| c.ring_entries as usize,
-            set: |c, v| c.ring_entries = u32::try_from(v.get()).unwrap_or(u32::MAX),
-        },
-        super::Flag {
-            long: "recv-buffers",
-            value_name: "N",
-            help: "uring: provided receive buffers per loop, shared by its connections (a power \
-                   of two, at most 32768)",
-            get: |c| c.recv_buffers as usize,
-            set: |c, v| c.recv_buffers = u32::try_from(v.get()).unwrap_or(u32::MAX),
-        },
-    ];
-
-    fn shards(common: &super::Common, _: &Config) -> usize {
-        common.accept_threads
-    }
-
-    fn listeners(common: &super::Common, _: &Config) -> usize {
-        common.accept_threads
-    }
-
-    fn describe(common: &super::Common, _: &Config) -> String {
-        use super::registry::count;
-        format!(
-            "{}, {}, capacity {} per thread",
-            count(common.accept_threads, "io_uring loop"),
-            count(common.workers, "worker"),
-            common.capacity
-        )
-    }
 
     fn spawn<S: Service>(
         addr: SocketAddr,

@@ -49,7 +49,7 @@ impl Core {
                         self.config.capacity
                     );
                     match websocket {
-                        true => out = super::ws::busy(),
+                        true => out = super::ws::busy(&self.http_date()),
                         false => encode_refusal(Refusal::Capacity, &text, &mut out),
                     }
                     // Best effort: a fresh socket's buffer takes a short frame whole.

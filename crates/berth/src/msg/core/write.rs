@@ -211,6 +211,7 @@ impl Core {
             self.repay(id);
         }
         self.wake_waiters(id, low);
+        self.sync_slot(id);
         let c = self.get_mut(id).expect("still here");
         if is_stream && !c.waits_on_reader() && c.write_due.take().is_some() {
             let at = c.read_due;
@@ -234,8 +235,8 @@ impl Core {
 
     /// Resumes the clients waiting on `id`'s queue that may go on: all of them once the whole
     /// queue is below `low`; a client feeding an open stream as soon as the *ready* bytes are
-    /// (held bytes move only when that stream ends, see the module docs of `core`). Releases a
-    /// mailbox stalled on `id` the same way.
+    /// (held bytes move only when that stream ends, see the module docs of `core`).
+    /// Senders on other threads waiting on it are acknowledged by the same rule.
     fn wake_waiters(&mut self, id: ClientId, low: usize) {
         let Some((ready, total, idle)) = self
             .get(id)
@@ -243,9 +244,7 @@ impl Core {
         else {
             return;
         };
-        if total <= low && self.mail_stalled == Some(id) {
-            self.mail_stalled = None;
-        }
+        self.wake_remote_waiters(id, low);
         if ready > low || idle {
             return;
         }
@@ -382,11 +381,13 @@ impl Core {
     /// budget its message has a share of.
     fn waiting_on(&self, id: ClientId) -> Option<&'static str> {
         let c = self.get(id)?;
-        let feeds_another = c
-            .feeding
-            .filter(|&to| to != id)
-            .and_then(|to| self.get(to))
-            .is_some_and(|to| to.out.stream_open());
+        let feeds_another = c.feeding.filter(|&to| to != id).is_some_and(|to| {
+            match to.thread() == self.thread {
+                true => self.get(to).is_some_and(|to| to.out.stream_open()),
+                // On another thread: open until its last byte is posted (or it is gone).
+                false => c.feed_left > 0,
+            }
+        });
         if feeds_another {
             return Some("another client is receiving");
         }
@@ -450,6 +451,16 @@ impl Core {
         let Some(to) = c.feeding.take().filter(|&to| to != id) else {
             return;
         };
+        if to.thread() != self.thread {
+            // Completed by its own thread (see `cross`).
+            log::debug!("client {id}: the stream to {to} was cut, {why}");
+            return self.cut_remote_feed(id, to);
+        }
+        self.cut_stream_to(to, id, why);
+    }
+
+    /// Completes the stream open to `to` with zeros (see [`Core::cut_feed`]); `from` fed it.
+    pub(super) fn cut_stream_to(&mut self, to: ClientId, from: ClientId, why: &str) {
         let Some(r) = self.get_mut(to).filter(|r| r.phase == Phase::Open) else {
             return;
         };
@@ -458,8 +469,8 @@ impl Core {
             return;
         }
         log::info!(
-            "client {to} ({}): the message streaming to it from {id} was cut, {why}; its last \
-             {filled} bytes are sent as zeros",
+            "client {to} ({}): the message streaming to it from {from} was cut, {why}; its \
+             last {filled} bytes are sent as zeros",
             display_name(r.name.as_ref())
         );
         self.stats.stream_cut();
@@ -486,6 +497,7 @@ impl Core {
                 self.resumed.push(w);
             }
         }
+        self.settle_remote(id, c.remote_waiters, c.inbound);
         if c.admitted && !c.inbox.is_empty() {
             self.left_inboxes.push((id, c.inbox));
         }

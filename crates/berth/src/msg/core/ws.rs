@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 
+use berth_proto::http::DATE_LEN;
 use berth_proto::msg::handshake::parse_keyword_with;
 use berth_proto::msg::{Ending, Refusal};
 use berth_proto::upgrade::{Flow, Upgraded};
@@ -26,7 +27,6 @@ use berth_proto::ws::opening::{self, Opening};
 use berth_proto::ws::{Message, Outbox, WsConfig, WsHandler, WsSession};
 
 use super::{ClientId, Core, Io, Phase, Proto, Sink};
-use crate::drive::clock::DateCache;
 
 /// A WebSocket client's protocol state.
 pub(crate) struct WsPeer {
@@ -95,6 +95,15 @@ impl WsHandler for Collect {
 }
 
 impl Core {
+    /// The current `Date` value for a handshake answer (the engine's cache, refreshed at most
+    /// once a second), copied so that a client's state can be borrowed beside it.
+    pub(super) fn http_date(&mut self) -> [u8; DATE_LEN] {
+        self.date.refresh();
+        let mut date = [0; DATE_LEN];
+        date.copy_from_slice(self.date.get());
+        date
+    }
+
     /// A read's bytes from a WebSocket client: the opening handshake, then frames, whose
     /// messages become its keyword and then its messages.
     pub(super) fn deliver_ws(&mut self, id: ClientId, input: &[u8], sink: &mut dyn Sink) {
@@ -104,6 +113,7 @@ impl Core {
             .and_then(|i| self.listeners[i].endpoint.websocket.clone())
             .unwrap_or_default();
         let max_opening = self.config.max_opening;
+        let date = self.http_date();
         let Some(ws) = self.ws_mut(id) else { return };
         let mut out = Vec::new();
         let mut closing = false;
@@ -111,8 +121,7 @@ impl Core {
             None => input,
             Some(head) => {
                 head.extend_from_slice(input);
-                let date = DateCache::default();
-                match opening::open(head, &path, max_opening, &Offer::default(), date.get()) {
+                match opening::open(head, &path, max_opening, &Offer::default(), &date) {
                     Opening::Partial => return,
                     Opening::Refused { status, response } => {
                         log::debug!("client {id}: opening handshake refused ({status})");
@@ -187,7 +196,6 @@ impl Core {
 }
 
 /// The answer to a WebSocket client turned away at capacity, before its opening handshake.
-pub(crate) fn busy() -> Vec<u8> {
-    let date = DateCache::default();
-    opening::refusal(503, "the server is at its client limit\n", &[], date.get())
+pub(crate) fn busy(date: &[u8]) -> Vec<u8> {
+    opening::refusal(503, "the server is at its client limit\n", &[], date)
 }

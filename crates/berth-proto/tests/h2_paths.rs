@@ -1,0 +1,583 @@
+//! The paths of [`Connection`](berth_proto::h2::Connection) that a conversation vector cannot
+//! say (time passing, the driver's drain, jobs answered in a chosen order, request bodies
+//! taken by the application bit by bit, limits other than the defaults). What a vector can say
+//! is in `testdata/h2/flow.toml`.
+
+mod h2_support;
+
+use std::time::Duration;
+
+use berth_proto::h2::frame::{self, setting, ErrorCode};
+use berth_proto::h2::H2Config;
+use berth_proto::http::{body_stream, Popped, Reply};
+
+use h2_support::{code_named, Client, Server, Sink, TestJob};
+
+const NO_ERROR: u32 = 0;
+
+fn post(stream: u32, path: &str) -> Client {
+    let mut c = Client::default();
+    c.headers(
+        stream,
+        &[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "x"),
+        ],
+        false,
+    );
+    c
+}
+
+fn started<H: berth_proto::http::Handler>(server: &mut Server<H>) {
+    server.feed(&Client::default().preface().take());
+}
+
+// --- the write timeout: a window left shut ----------------------------------------------
+
+#[test]
+fn a_window_left_shut_ends_at_the_write_timeout() {
+    let mut s = Server::new(H2Config::default());
+    let mut c = Client::default();
+    c.preface()
+        .settings(&[(setting::INITIAL_WINDOW_SIZE, 0)])
+        .get(1, "/big");
+    s.feed(&c.take());
+    let heard = s.heard();
+    assert_eq!(heard.responses.len(), 1);
+    assert!(
+        heard.responses[0].3.is_empty(),
+        "no DATA through a shut window"
+    );
+    let start = s.now;
+    let write = s.timeouts.write;
+    // The deadline runs from the stall; it does not move while nothing moves.
+    assert_eq!(s.deadline(), Some(start + write));
+    s.advance(write - Duration::from_secs(1));
+    assert!(!s.closed);
+    assert_eq!(s.deadline(), Some(start + write));
+    s.advance(Duration::from_secs(1));
+    assert!(s.closed, "the write timeout ends a window left shut");
+    let heard = s.heard();
+    assert_eq!(heard.goaway, Some((1, NO_ERROR)), "the client is told why");
+    assert!(s.conn.is_closed());
+}
+
+#[test]
+fn a_long_answer_to_a_client_that_keeps_opening_its_window_lives() {
+    // Each WINDOW_UPDATE moves the answer on: the write timeout must count from the last
+    // progress, not from the first stall (else every download longer than 30 s through the
+    // default 64 KiB window dies).
+    let mut s = Server::new(H2Config::default());
+    let mut c = Client::default();
+    c.preface().get(1, "/big");
+    s.feed(&c.take());
+    assert_eq!(s.heard().responses[0].3.len(), 65_535);
+    let step = s.timeouts.write - Duration::from_secs(5);
+    let mut sent = 65_535;
+    while sent < 100_000 {
+        s.advance(step);
+        assert!(
+            !s.closed,
+            "closed after {sent} bytes although the client reads"
+        );
+        c.window_update(0, 10_000).window_update(1, 10_000);
+        s.feed(&c.take());
+        sent = s.heard().responses[0].3.len();
+    }
+    let heard = s.heard();
+    assert_eq!(heard.responses[0].3.len(), 100_000);
+    assert!(heard.responses[0].4, "ended");
+    // Done: the idle timeout now, no longer the write timeout.
+    assert_eq!(s.deadline(), Some(s.now + s.timeouts.idle));
+}
+
+// --- streamed answers ---------------------------------------------------------------------
+
+#[test]
+fn a_streamed_answer_follows_its_producer_and_wakes_the_driver() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    let mut c = Client::default();
+    c.get(1, "/test/slow");
+    s.feed(&c.take());
+    let _job = s.take_job(1);
+    let (writer, stream) = body_stream();
+    s.reply(1, Reply::streamed(200, b"head-".to_vec(), stream));
+    let heard = s.heard();
+    assert_eq!(heard.responses[0].1, 200);
+    assert_eq!(heard.responses[0].3, b"head-");
+    assert!(!heard.responses[0].4);
+    // Waiting for a producer is like waiting for a job: no timeout.
+    assert_eq!(s.deadline(), None);
+    let wakes = s.wakes.load(std::sync::atomic::Ordering::SeqCst);
+    writer.push(b"more".to_vec()).unwrap();
+    assert!(
+        s.wakes.load(std::sync::atomic::Ordering::SeqCst) > wakes,
+        "a push after the connection found the stream empty wakes the driver"
+    );
+    s.pump();
+    assert_eq!(s.heard().responses[0].3, b"head-more");
+    writer.end();
+    s.pump();
+    let heard = s.heard();
+    assert_eq!(heard.responses[0].3, b"head-more");
+    assert!(heard.responses[0].4, "END_STREAM once the producer ends");
+    assert_eq!(s.conn.open_streams(), 0);
+}
+
+#[test]
+fn a_streamed_answer_whose_producer_fails_is_reset() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    s.feed(&Client::default().get(1, "/test/slow").take());
+    let _job = s.take_job(1);
+    let (writer, stream) = body_stream();
+    s.reply(1, Reply::streamed(200, Vec::new(), stream));
+    writer.push(b"part".to_vec()).unwrap();
+    writer.abort();
+    s.pump();
+    let heard = s.heard();
+    assert!(!heard.responses[0].4, "the body must not look complete");
+    assert_eq!(heard.resets, [(1, code_named("INTERNAL_ERROR"))]);
+    assert!(!s.closed, "one stream's failure is that stream's");
+}
+
+// --- streamed request bodies --------------------------------------------------------------
+
+fn sink() -> Server<Sink> {
+    let mut s = Server::with(H2Config::default(), Sink);
+    s.stream_bodies = true;
+    started(&mut s);
+    s
+}
+
+fn stream_updates(s: &Server<Sink>, id: u32) -> Vec<u32> {
+    s.heard()
+        .window_updates
+        .iter()
+        .filter(|(sid, _)| *sid == id)
+        .map(|(_, n)| *n)
+        .collect()
+}
+
+#[test]
+fn a_streamed_body_is_granted_window_only_as_the_job_takes_it() {
+    let mut s = sink();
+    s.feed(&post(1, "/up").take());
+    let TestJob::Sink(body) = s.take_job(1) else {
+        panic!("the body goes to a job as soon as the head is in")
+    };
+    // The whole initial window, in 16 KiB frames: nothing granted, the job took nothing.
+    let mut c = Client::default();
+    c.data(1, &vec![7; 65_535], false);
+    s.feed(&c.take());
+    assert!(!s.closed);
+    assert_eq!(
+        stream_updates(&s, 1),
+        [] as [u32; 0],
+        "no window ahead of the job"
+    );
+    // The job takes one frame's worth: less than half a window, still nothing.
+    let Popped::Data(d) = body.pop(16_384) else {
+        panic!()
+    };
+    assert_eq!(d.len(), 16_384);
+    s.pump();
+    assert_eq!(stream_updates(&s, 1), [] as [u32; 0]);
+    // A second: past half a window. The stream's room hook wakes the driver, which grants
+    // exactly what was taken.
+    let wakes = s.wakes.load(std::sync::atomic::Ordering::SeqCst);
+    let Popped::Data(d) = body.pop(16_384) else {
+        panic!()
+    };
+    assert_eq!(d.len(), 16_384);
+    let Popped::Data(_) = body.pop(16_384) else {
+        panic!()
+    };
+    assert!(
+        s.wakes.load(std::sync::atomic::Ordering::SeqCst) > wakes,
+        "taking the body wakes the driver"
+    );
+    s.pump();
+    assert_eq!(stream_updates(&s, 1), [3 * 16_384]);
+    // The client sends what it was granted, and ends.
+    c.data(1, &vec![8; 3 * 16_384], true);
+    s.feed(&c.take());
+    assert!(!s.closed, "the client kept within its window");
+    // The job takes the rest and answers.
+    s.reply(1, TestJob::Sink(body).run_reply());
+    let heard = s.heard();
+    assert_eq!(heard.responses.len(), 1);
+    assert_eq!(
+        String::from_utf8_lossy(&heard.responses[0].3),
+        // 16,383 still queued of the first window, and the 49,152 of the second.
+        "taken=65535 end"
+    );
+    assert_eq!(s.conn.open_streams(), 0);
+}
+
+#[test]
+fn a_streamed_body_past_the_limit_aborts_the_job_and_is_answered_413() {
+    let mut s = sink();
+    s.limits.max_body_bytes = 1000;
+    s.feed(&post(1, "/up").take());
+    let TestJob::Sink(body) = s.take_job(1) else {
+        panic!()
+    };
+    let mut c = Client::default();
+    c.data(1, &[1; 600], false).data(1, &[2; 600], false);
+    s.feed(&c.take());
+    let heard = s.heard();
+    assert_eq!(heard.responses.len(), 1);
+    assert_eq!(heard.responses[0].1, 413);
+    assert_eq!(heard.resets, [(1, NO_ERROR)], "the client is told to stop");
+    assert!(matches!(body.pop(1 << 20), Popped::Data(d) if d.len() == 600));
+    assert_eq!(
+        body.pop(1 << 20),
+        Popped::Aborted,
+        "the job learns the body is cut"
+    );
+    // The job's answer, when it comes, is dropped; the connection goes on.
+    s.reply(1, Reply::new(200, "text/plain", b"late".to_vec()));
+    c.data(1, b"late data", true).get(3, "/");
+    s.feed(&c.take());
+    let heard = s.heard();
+    assert_eq!(heard.responses.len(), 2);
+    assert_eq!((heard.responses[1].0, heard.responses[1].1), (3, 200));
+    assert!(!s.closed);
+}
+
+#[test]
+fn a_job_that_drops_its_body_lets_the_client_finish() {
+    let mut s = sink();
+    s.feed(&post(1, "/up").take());
+    let TestJob::Sink(body) = s.take_job(1) else {
+        panic!()
+    };
+    let mut c = Client::default();
+    c.data(1, &vec![1; 40_000], false);
+    s.feed(&c.take());
+    drop(body);
+    s.pump();
+    // What was queued for the job counts as taken: the window opens.
+    assert_eq!(stream_updates(&s, 1), [40_000]);
+    c.data(1, &vec![1; 40_000], true);
+    s.feed(&c.take());
+    assert!(!s.closed);
+    s.reply(1, Reply::new(200, "text/plain", b"ok".to_vec()));
+    assert_eq!(s.heard().responses[0].3, b"ok");
+}
+
+// --- bodies over the limit, whole -------------------------------------------------------
+
+#[test]
+fn a_body_past_the_limit_is_answered_413_at_once_and_the_connection_lives() {
+    let mut s = Server::new(H2Config::default());
+    s.limits.max_body_bytes = 1000;
+    started(&mut s);
+    let mut c = post(1, "/echo");
+    c.data(1, &[1; 500], false).data(1, &[2; 501], false);
+    s.feed(&c.take());
+    let heard = s.heard();
+    assert_eq!(heard.responses.len(), 1, "answered before the body ends");
+    assert_eq!(heard.responses[0].1, 413);
+    assert_eq!(heard.resets, [(1, NO_ERROR)]);
+    assert_eq!(s.conn.buffered(), 0, "nothing of the body kept");
+    c.data(1, &[3; 500], true).get(3, "/");
+    s.feed(&c.take());
+    let heard = s.heard();
+    assert_eq!(
+        heard.resets.len(),
+        1,
+        "late DATA on the refused stream is dropped"
+    );
+    assert_eq!((heard.responses[1].0, heard.responses[1].1), (3, 200));
+    // A body exactly at the limit is served.
+    let mut c = post(5, "/echo");
+    c.data(5, &[4; 1000], true);
+    s.feed(&c.take());
+    let heard = s.heard();
+    assert_eq!((heard.responses[2].0, heard.responses[2].1), (5, 200));
+    assert_eq!(heard.responses[2].3.len(), 1000);
+}
+
+// --- the drain ------------------------------------------------------------------------------
+
+#[test]
+fn the_drain_finishes_streams_in_flight_and_refuses_new_ones() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    let mut c = Client::default();
+    c.get(1, "/test/slow");
+    let mut p = post(3, "/echo");
+    c.bytes.append(&mut p.bytes);
+    c.data(3, b"abc", false);
+    s.feed(&c.take());
+    s.conn.close_after_response();
+    s.pump();
+    assert_eq!(
+        s.heard().goaway,
+        Some((3, NO_ERROR)),
+        "GOAWAY names stream 3"
+    );
+    assert!(!s.closed);
+    // A new stream after the GOAWAY is ignored, its DATA too: no answer, no reset.
+    let mut p = post(5, "/echo");
+    c.bytes.append(&mut p.bytes);
+    c.data(5, b"x", true)
+        .window_update(5, 10)
+        .data(3, b"def", true);
+    s.feed(&c.take());
+    let heard = s.heard();
+    assert_eq!(heard.resets, []);
+    let answered: Vec<u32> = heard.responses.iter().map(|r| r.0).collect();
+    assert_eq!(answered, [3], "stream 3 finished, 5 ignored");
+    assert_eq!(heard.responses[0].3, b"abcdef");
+    assert!(!s.closed, "stream 1's job is still out");
+    s.finish();
+    let heard = s.heard();
+    assert_eq!(heard.responses.len(), 2);
+    assert!(s.closed, "closed once the streams in flight are done");
+    assert_eq!(
+        heard.goaway,
+        Some((3, NO_ERROR)),
+        "still 3: 5 was never taken up"
+    );
+}
+
+#[test]
+fn the_stream_budget_drains_at_the_stream_that_spends_it() {
+    let config = H2Config {
+        max_streams_per_connection: 2,
+        ..H2Config::default()
+    };
+    let mut s = Server::new(config);
+    let mut c = Client::default();
+    c.preface().get(1, "/").get(3, "/").get(5, "/");
+    s.feed(&c.take());
+    let heard = s.heard();
+    let answered: Vec<u32> = heard.responses.iter().map(|r| r.0).collect();
+    assert_eq!(answered, [1, 3], "stream 5 is past the budget");
+    assert_eq!(heard.goaway, Some((3, NO_ERROR)));
+    assert!(s.closed);
+    assert_eq!(s.conn.counts().exhausted, 1);
+}
+
+#[test]
+fn a_drain_before_the_preface_closes_at_once() {
+    let mut s = Server::new(H2Config::default());
+    s.conn.close_after_response();
+    s.feed(frame::PREFACE);
+    assert!(s.closed);
+    assert_eq!(s.heard().goaway, Some((0, NO_ERROR)));
+}
+
+// --- timeouts ---------------------------------------------------------------------------
+
+#[test]
+fn a_preface_that_never_completes_ends_at_the_header_timeout() {
+    let mut s = Server::new(H2Config::default());
+    let start = s.now;
+    let header = s.timeouts.header;
+    s.feed(&frame::PREFACE[..5]);
+    assert_eq!(s.deadline(), Some(start + header));
+    // Each byte does not move the deadline (slowloris).
+    for i in 5..12 {
+        s.advance(Duration::from_secs(1));
+        s.feed(&frame::PREFACE[i..i + 1]);
+        assert_eq!(s.deadline(), Some(start + header), "byte {i}");
+    }
+    s.advance(header);
+    assert!(s.closed);
+    assert_eq!(s.heard().goaway.map(|g| g.1), Some(NO_ERROR));
+}
+
+#[test]
+fn a_preface_without_its_settings_ends_at_the_header_timeout() {
+    let mut s = Server::new(H2Config::default());
+    s.feed(frame::PREFACE);
+    let deadline = s.deadline().unwrap();
+    assert_eq!(deadline, s.now + s.timeouts.header);
+    s.advance(s.timeouts.header);
+    assert!(s.closed);
+}
+
+#[test]
+fn a_frame_dribbled_a_byte_at_a_time_ends_at_the_header_timeout() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    let bytes = Client::default().get(1, "/").take();
+    let start = s.now;
+    let header = s.timeouts.header;
+    for (i, b) in bytes.iter().take(bytes.len() - 1).enumerate() {
+        s.feed(&[*b]);
+        assert_eq!(s.deadline(), Some(start + header), "byte {i}");
+        s.advance(Duration::from_millis(100));
+        if s.now >= start + header {
+            break;
+        }
+    }
+    s.advance(header);
+    assert!(
+        s.closed,
+        "a frame that never completes cannot hold the connection"
+    );
+}
+
+#[test]
+fn an_idle_connection_ends_at_the_idle_timeout() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    s.feed(&Client::default().get(1, "/").take());
+    let idle = s.timeouts.idle;
+    assert_eq!(s.deadline(), Some(s.now + idle));
+    s.advance(idle - Duration::from_secs(1));
+    assert!(!s.closed);
+    // (Like HTTP/1.1's, the idle deadline counts from the last poll: a driver polls after
+    // each event, not on each tick.)
+    s.advance(idle);
+    assert!(s.closed);
+    assert_eq!(s.heard().goaway, Some((1, NO_ERROR)));
+}
+
+#[test]
+fn a_body_that_stops_arriving_is_answered_408_at_the_body_timeout() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    let mut c = post(1, "/echo");
+    c.data(1, b"part", false);
+    s.feed(&c.take());
+    assert_eq!(s.deadline(), Some(s.now + s.timeouts.body));
+    s.advance(s.timeouts.body);
+    assert!(s.closed);
+    let heard = s.heard();
+    assert_eq!((heard.responses[0].0, heard.responses[0].1), (1, 408));
+    assert!(
+        heard.responses[0].4,
+        "the 408 goes out whole before the close"
+    );
+    assert_eq!(heard.goaway.map(|g| g.1), Some(NO_ERROR));
+}
+
+#[test]
+fn a_header_block_left_open_ends_at_the_header_timeout() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    let mut block = Vec::new();
+    berth_proto::h2::hpack::encode([(&b":method"[..], &b"GET"[..])], &mut block);
+    let mut bytes = Vec::new();
+    frame::write_header(
+        &mut bytes,
+        block.len(),
+        frame::kind::HEADERS,
+        frame::flag::END_STREAM,
+        1,
+    );
+    bytes.extend_from_slice(&block);
+    s.feed(&bytes);
+    assert_eq!(s.deadline(), Some(s.now + s.timeouts.header));
+    s.advance(s.timeouts.header);
+    assert!(s.closed);
+}
+
+#[test]
+fn only_jobs_out_means_no_deadline() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    s.feed(&Client::default().get(1, "/test/slow").take());
+    assert_eq!(s.deadline(), None, "jobs are not timed here");
+    s.finish();
+    assert_eq!(s.deadline(), Some(s.now + s.timeouts.idle));
+}
+
+// --- many streams, jobs answered out of order -----------------------------------------------
+
+#[test]
+fn many_jobs_in_flight_answered_in_any_order() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    let mut c = Client::default();
+    let ids: Vec<u32> = (0..100).map(|i| 1 + 2 * i).collect();
+    for &id in &ids {
+        let path = if id % 3 == 0 { "/stream" } else { "/test/slow" };
+        c.get(id, path);
+    }
+    c.window_update(0, 1 << 30);
+    s.feed(&c.take());
+    assert_eq!(s.held.len(), 100);
+    assert_eq!(s.conn.jobs_out(), 100);
+    // An order that is neither FIFO nor LIFO, and input between the answers.
+    let mut order = ids.clone();
+    order.sort_by_key(|id| (id * 37) % 101);
+    let mut opened = Vec::new();
+    for (n, id) in order.iter().enumerate() {
+        let job = s.take_job(*id);
+        s.reply(*id, job.run_reply());
+        assert_eq!(s.conn.jobs_out(), 99 - n);
+        if n % 10 == 0 {
+            c.window_update(*id, 1 << 20);
+            s.feed(&c.take());
+            opened.push(*id);
+        }
+    }
+    let heard = s.heard();
+    assert_eq!(heard.resets, []);
+    let mut answered: Vec<u32> = heard.responses.iter().map(|r| r.0).collect();
+    assert_eq!(answered, order, "each answered when its job was");
+    answered.sort();
+    assert_eq!(answered, ids);
+    // Streamed answers past the 64 KiB stream window wait for their own WINDOW_UPDATE.
+    for r in &heard.responses {
+        let streamed = r.0 % 3 == 0;
+        let want = if streamed { 100_005 } else { 0 };
+        if !streamed || opened.contains(&r.0) {
+            assert_eq!(r.3.len(), want, "stream {}", r.0);
+            assert!(r.4, "stream {} ended", r.0);
+        } else {
+            assert_eq!(r.3.len(), 65_535, "stream {} held by its window", r.0);
+        }
+    }
+    assert!(!s.closed);
+}
+
+#[test]
+fn an_answer_for_a_stream_the_client_reset_is_dropped_and_frees_its_slot() {
+    let config = H2Config {
+        max_concurrent_streams: 2,
+        ..H2Config::default()
+    };
+    let mut s = Server::new(config);
+    started(&mut s);
+    let mut c = Client::default();
+    c.get(1, "/test/slow").get(3, "/test/slow");
+    frame::write_rst(&mut c.bytes, 1, ErrorCode::CANCEL);
+    c.get(5, "/");
+    s.feed(&c.take());
+    // Stream 1's job still runs: it counts, so 5 is refused.
+    assert_eq!(s.heard().resets, [(5, code_named("REFUSED_STREAM"))]);
+    let job = s.take_job(1);
+    s.reply(1, job.run_reply());
+    assert!(
+        s.heard().responses.is_empty(),
+        "no answer on a reset stream"
+    );
+    s.feed(&Client::default().get(7, "/").take());
+    let heard = s.heard();
+    assert_eq!((heard.responses[0].0, heard.responses[0].1), (7, 200));
+    let job = s.take_job(3);
+    s.reply(3, job.run_reply());
+    assert_eq!(s.heard().responses.len(), 2);
+    assert_eq!(s.conn.open_streams(), 0);
+}
+
+trait RunReply {
+    fn run_reply(self) -> Reply;
+}
+
+impl RunReply for TestJob {
+    fn run_reply(self) -> Reply {
+        berth_proto::http::Job::run(self)
+    }
+}

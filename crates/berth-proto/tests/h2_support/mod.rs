@@ -1,0 +1,455 @@
+//! A sans-IO HTTP/2 client for the tests: frames built with berth's own writers and HPACK
+//! encoder, the server's output decoded back into a summary, and a handler that answers the
+//! demo application's routes the vectors use.
+#![allow(dead_code)]
+
+pub mod vectors;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_proto::h2::frame::{self, kind, ErrorCode, Header, HEADER_LEN};
+use berth_proto::h2::hpack::{self, Decoder, ListLimits};
+use berth_proto::h2::{Connection, H2Config, Step};
+use berth_proto::http::{
+    body_stream, BodyStream, Context, Handled, Handler, Job, Limits, Popped, Reply, Request,
+    Response, Timeouts,
+};
+
+pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+
+/// The demo's routes used by the vectors, plus `/echo` (the request body back) and
+/// `/stream` (a streamed reply) for the Rust-only tests.
+pub struct Demo;
+
+#[derive(Debug)]
+pub enum TestJob {
+    Empty,
+    Streamed(usize),
+    /// A request body streamed to the job ([`Sink`]): it takes what has come and answers
+    /// `200 taken=<bytes> <end|aborted|more>`.
+    Sink(BodyStream),
+}
+
+impl Job for TestJob {
+    fn run(self) -> Reply {
+        match self {
+            TestJob::Empty => Reply::new(200, "text/plain", Vec::new()),
+            TestJob::Streamed(n) => {
+                let (writer, stream) = body_stream();
+                writer.push(vec![b's'; n]).unwrap();
+                writer.end();
+                Reply::streamed(200, b"first".to_vec(), stream)
+            }
+            TestJob::Sink(stream) => {
+                let mut taken = 0;
+                let how = loop {
+                    match stream.pop(1 << 20) {
+                        Popped::Data(d) => taken += d.len(),
+                        Popped::Ended => break "end",
+                        Popped::Aborted => break "aborted",
+                        Popped::Empty => break "more",
+                    }
+                };
+                Reply::new(
+                    200,
+                    "text/plain",
+                    format!("taken={taken} {how}").into_bytes(),
+                )
+            }
+        }
+    }
+}
+
+/// [`Demo`]'s routes, and request bodies streamed to a job ([`TestJob::Sink`]) where the
+/// driver allows it.
+pub struct Sink;
+
+impl Handler for Sink {
+    type Job = TestJob;
+    const STREAMS_BODY: bool = true;
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<TestJob> {
+        Demo.handle(req, res)
+    }
+    fn handle_streamed(
+        &mut self,
+        _req: &Request<'_>,
+        body: BodyStream,
+        _res: &mut Response<'_>,
+    ) -> Handled<TestJob> {
+        Handled::Offload(TestJob::Sink(body))
+    }
+}
+
+impl Handler for Demo {
+    type Job = TestJob;
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<TestJob> {
+        match req.path {
+            "/" => res.send(200, "text/plain; charset=utf-8", b"Hello, World!"),
+            "/test/fast" => res.send(200, "", b""),
+            "/test/slow" => return Handled::Offload(TestJob::Empty),
+            "/stream" => return Handled::Offload(TestJob::Streamed(100_000)),
+            "/echo" => res.send(200, "application/octet-stream", req.body),
+            "/big" => res.send(200, "application/octet-stream", &vec![b'b'; 100_000]),
+            _ => res.send(404, "text/plain", b"Not Found\n"),
+        }
+        Handled::Done
+    }
+}
+
+/// Builds a client's bytes.
+#[derive(Default)]
+pub struct Client {
+    pub bytes: Vec<u8>,
+}
+
+impl Client {
+    pub fn preface(&mut self) -> &mut Self {
+        self.bytes.extend_from_slice(frame::PREFACE);
+        frame::write_settings(&mut self.bytes, &[]);
+        self
+    }
+    pub fn get(&mut self, stream: u32, path: &str) -> &mut Self {
+        let fields = request_fields("GET", path);
+        self.headers(stream, &fields, true)
+    }
+    pub fn headers(&mut self, stream: u32, fields: &[(&str, &str)], end: bool) -> &mut Self {
+        let mut block = Vec::new();
+        hpack::encode(
+            fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+            &mut block,
+        );
+        frame::write_headers(&mut self.bytes, stream, &block, end, 16_384);
+        self
+    }
+    pub fn data(&mut self, stream: u32, data: &[u8], end: bool) -> &mut Self {
+        for (i, chunk) in data.chunks(16_384).enumerate() {
+            let last = (i + 1) * 16_384 >= data.len();
+            frame::write_data(&mut self.bytes, stream, chunk, end && last);
+        }
+        if data.is_empty() {
+            frame::write_data(&mut self.bytes, stream, &[], end);
+        }
+        self
+    }
+    pub fn window_update(&mut self, stream: u32, inc: u32) -> &mut Self {
+        frame::write_window_update(&mut self.bytes, stream, inc);
+        self
+    }
+    pub fn settings(&mut self, params: &[(u16, u32)]) -> &mut Self {
+        frame::write_settings(&mut self.bytes, params);
+        self
+    }
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.bytes)
+    }
+}
+
+pub fn request_fields<'a>(method: &'a str, path: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        (":method", method),
+        (":scheme", "http"),
+        (":path", path),
+        (":authority", "x"),
+    ]
+}
+
+/// One answer heard: `(stream, status, fields, body, ended)`.
+pub type Answer = (u32, u16, Vec<(String, String)>, Vec<u8>, bool);
+
+/// What the server said, decoded.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Heard {
+    /// `(stream, status, fields, body, ended)` in the order the HEADERS came.
+    pub responses: Vec<Answer>,
+    pub resets: Vec<(u32, u32)>,
+    pub goaway: Option<(u32, u32)>,
+    pub pings: usize,
+    pub settings: usize,
+    pub settings_acks: usize,
+    pub window_updates: Vec<(u32, u32)>,
+}
+
+/// Decodes the server's whole output.
+pub fn hear(mut out: &[u8]) -> Heard {
+    let mut heard = Heard::default();
+    let mut dec = Decoder::new(4096);
+    let mut block: Option<(u32, Vec<u8>, bool)> = None;
+    while let Some(h) = Header::parse(out) {
+        let end = HEADER_LEN + h.len as usize;
+        assert!(out.len() >= end, "a frame cut short in the output");
+        let p = &out[HEADER_LEN..end];
+        out = &out[end..];
+        let end_stream = h.flags & frame::flag::END_STREAM != 0;
+        match h.kind {
+            kind::HEADERS | kind::CONTINUATION => {
+                let b = block.get_or_insert((h.stream, Vec::new(), end_stream));
+                b.1.extend_from_slice(p);
+                if h.flags & frame::flag::END_HEADERS != 0 {
+                    let (stream, bytes, ended) = block.take().unwrap();
+                    let mut fields = Vec::new();
+                    let limits = ListLimits {
+                        max_size: 1 << 20,
+                        max_fields: 1000,
+                    };
+                    dec.decode(&bytes, limits, &mut fields).unwrap();
+                    let fields: Vec<(String, String)> = fields
+                        .into_iter()
+                        .map(|f| {
+                            (
+                                String::from_utf8(f.name).unwrap(),
+                                String::from_utf8_lossy(&f.value).into_owned(),
+                            )
+                        })
+                        .collect();
+                    let status = fields[0].1.parse().unwrap();
+                    heard
+                        .responses
+                        .push((stream, status, fields, Vec::new(), ended));
+                }
+            }
+            kind::DATA => {
+                let r = heard
+                    .responses
+                    .iter_mut()
+                    .rev()
+                    .find(|r| r.0 == h.stream)
+                    .expect("DATA before HEADERS");
+                assert!(!r.4, "DATA after END_STREAM on {}", h.stream);
+                r.3.extend_from_slice(p);
+                r.4 = end_stream;
+            }
+            kind::RST_STREAM => heard
+                .resets
+                .push((h.stream, u32::from_be_bytes(p[..4].try_into().unwrap()))),
+            kind::GOAWAY => {
+                heard.goaway = Some((
+                    u32::from_be_bytes(p[..4].try_into().unwrap()),
+                    u32::from_be_bytes(p[4..8].try_into().unwrap()),
+                ))
+            }
+            kind::PING => heard.pings += 1,
+            kind::SETTINGS if h.flags & frame::flag::ACK != 0 => heard.settings_acks += 1,
+            kind::SETTINGS => heard.settings += 1,
+            kind::WINDOW_UPDATE => heard
+                .window_updates
+                .push((h.stream, u32::from_be_bytes(p[..4].try_into().unwrap()))),
+            _ => {}
+        }
+    }
+    assert!(out.is_empty(), "a partial frame at the end of the output");
+    heard
+}
+
+/// A server connection driven in memory, with a manual clock.
+pub struct Server<H: Handler = Demo> {
+    pub conn: Connection,
+    pub handler: H,
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+    /// What [`Context::stream_bodies`] says.
+    pub stream_bodies: bool,
+    pub input: Vec<u8>,
+    pub output: Vec<u8>,
+    pub now: Instant,
+    pub held: Vec<(u32, H::Job)>,
+    /// Hold jobs until [`Server::finish`].
+    pub hold: bool,
+    pub closed: bool,
+    /// Times the connection's waker was called.
+    pub wakes: Arc<AtomicUsize>,
+}
+
+impl Server<Demo> {
+    pub fn new(config: H2Config) -> Self {
+        Server::with(config, Demo)
+    }
+}
+
+impl<H: Handler> Server<H> {
+    pub fn with(config: H2Config, handler: H) -> Self {
+        let mut conn = Connection::new(config);
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        conn.set_waker(Arc::new(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        }));
+        Server {
+            conn,
+            handler,
+            limits: Limits::default(),
+            timeouts: Timeouts::default(),
+            stream_bodies: false,
+            input: Vec::new(),
+            output: Vec::new(),
+            now: Instant::now(),
+            held: Vec::new(),
+            hold: true,
+            closed: false,
+            wakes,
+        }
+    }
+
+    fn cx(&self) -> Context<'static> {
+        // The limits live as long as the test; leaking one small value per server is fine
+        // in a test and keeps the borrow simple.
+        let limits: &'static Limits = Box::leak(Box::new(self.limits));
+        Context {
+            limits,
+            date: DATE,
+            stream_bodies: self.stream_bodies,
+        }
+    }
+
+    /// Runs the connection on what it has, as a driver would.
+    fn drive(&mut self, mut step: Step<H::Job>) {
+        let mut spins = 0;
+        loop {
+            spins += 1;
+            assert!(spins < 1_000_000, "no progress");
+            match step {
+                Step::Close => {
+                    self.closed = true;
+                    return;
+                }
+                Step::Read => return,
+                // The output is "written": it stays in `output`, which the test reads whole;
+                // the high-water mark is about the driver's buffer, so the connection is
+                // shown an empty one (`process` does).
+                Step::Flush => step = self.process(),
+                Step::Offload { stream, job } => {
+                    if self.hold {
+                        self.held.push((stream, job));
+                        step = self.process();
+                    } else {
+                        let reply = job.run();
+                        step = self.complete(stream, reply);
+                    }
+                }
+            }
+        }
+    }
+
+    fn process(&mut self) -> Step<H::Job> {
+        let cx = self.cx();
+        let mut out = Vec::new();
+        let step = self
+            .conn
+            .process(self.now, &mut self.input, &mut out, &cx, &mut self.handler);
+        self.output.append(&mut out);
+        step
+    }
+
+    fn complete(&mut self, stream: u32, reply: Reply) -> Step<H::Job> {
+        let cx = self.cx();
+        let mut out = Vec::new();
+        let step = self.conn.complete(
+            stream,
+            reply,
+            self.now,
+            &mut self.input,
+            &mut out,
+            &cx,
+            &mut self.handler,
+        );
+        self.output.append(&mut out);
+        step
+    }
+
+    /// Bytes arrive.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.closed {
+            return;
+        }
+        self.input.extend_from_slice(bytes);
+        let step = self.process();
+        self.drive(step);
+    }
+
+    /// The driver was woken (a producer pushed, a job took body): `process` with no new input.
+    pub fn pump(&mut self) {
+        self.feed(&[]);
+    }
+
+    /// A job's reply comes, as a driver would pass it.
+    pub fn reply(&mut self, stream: u32, reply: Reply) {
+        if self.closed {
+            return;
+        }
+        let step = self.complete(stream, reply);
+        self.drive(step);
+    }
+
+    /// Takes the held job of `stream`.
+    pub fn take_job(&mut self, stream: u32) -> H::Job {
+        let at = self
+            .held
+            .iter()
+            .position(|(s, _)| *s == stream)
+            .unwrap_or_else(|| panic!("no job held for stream {stream}"));
+        self.held.remove(at).1
+    }
+
+    /// All input is in: runs held jobs.
+    pub fn finish(&mut self) {
+        self.hold = false;
+        for (stream, job) in std::mem::take(&mut self.held) {
+            if self.closed {
+                return;
+            }
+            let reply = job.run();
+            let step = self.complete(stream, reply);
+            self.drive(step);
+        }
+    }
+
+    /// The deadline [`Connection::poll_timeout`] gives now (the output is written).
+    pub fn deadline(&mut self) -> Option<Instant> {
+        self.conn
+            .poll_timeout(&self.input, false, self.now, &self.timeouts)
+    }
+
+    /// Time passes; if the deadline passes, expire, as a driver would. Returns the deadline
+    /// that was in force.
+    pub fn advance(&mut self, by: Duration) -> Option<Instant> {
+        let deadline = self.deadline();
+        self.now += by;
+        if deadline.is_some_and(|d| d <= self.now) && !self.closed {
+            let cx = self.cx();
+            let mut out = Vec::new();
+            let step =
+                self.conn
+                    .expire(self.now, &mut self.input, &mut out, &cx, &mut self.handler);
+            self.output.append(&mut out);
+            self.drive(step);
+        }
+        deadline
+    }
+
+    /// What the server said so far.
+    pub fn heard(&self) -> Heard {
+        hear(&self.output)
+    }
+}
+
+/// An error code's name.
+pub fn code_named(name: &str) -> u32 {
+    let all = [
+        ("NO_ERROR", ErrorCode::NO_ERROR),
+        ("PROTOCOL_ERROR", ErrorCode::PROTOCOL_ERROR),
+        ("INTERNAL_ERROR", ErrorCode::INTERNAL_ERROR),
+        ("FLOW_CONTROL_ERROR", ErrorCode::FLOW_CONTROL_ERROR),
+        ("STREAM_CLOSED", ErrorCode::STREAM_CLOSED),
+        ("FRAME_SIZE_ERROR", ErrorCode::FRAME_SIZE_ERROR),
+        ("REFUSED_STREAM", ErrorCode::REFUSED_STREAM),
+        ("CANCEL", ErrorCode::CANCEL),
+        ("COMPRESSION_ERROR", ErrorCode::COMPRESSION_ERROR),
+        ("ENHANCE_YOUR_CALM", ErrorCode::ENHANCE_YOUR_CALM),
+    ];
+    all.iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("unknown error code {name}"))
+        .1
+         .0
+}
