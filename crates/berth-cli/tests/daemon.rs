@@ -7,7 +7,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::procs::alive;
 use common::{address_in, run, signal, wait_for};
@@ -33,7 +33,6 @@ impl Drop for Reaper {
 fn daemon_serves_logs_and_cleans_up() {
     let dir = scratch("ok");
     let (pid_file, log_file) = (dir.join("berth.pid"), dir.join("berth.log"));
-    let started = Instant::now();
     let (status, line, err) = run(&[
         "serve",
         "-d",
@@ -48,10 +47,8 @@ fn daemon_serves_logs_and_cleans_up() {
         &log_file.to_string_lossy(),
     ]);
     assert_eq!(status.code(), Some(0), "{err}");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "the command should return once the daemon is up"
-    );
+    // The command returned (run waits for its exit, within its deadline) with the daemon up:
+    // its startup line, and it serves (below).
     let addr = address_in(&line);
 
     let pid: i32 = std::fs::read_to_string(&pid_file)

@@ -5,12 +5,10 @@
 
 mod common;
 
-use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::ExitStatus;
-use std::thread;
 use std::time::Duration;
 
+use berth_testkit::msg::{Behaviour, EchoServer};
 use common::{free_port, run_within};
 
 /// Generous bound on one run; only a guard against hangs.
@@ -22,34 +20,10 @@ fn berth(args: &[&str]) -> (ExitStatus, String, String) {
     run_within(args, LIMIT)
 }
 
-/// An echo server of berth framing (keyword, OK, then every frame back), a thread per client.
+/// An echo server of berth framing (keyword, OK, then every frame back), a thread per client:
+/// its endpoint.
 fn echo_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
-    thread::spawn(move || {
-        for s in listener.incoming().flatten() {
-            thread::spawn(move || {
-                let _ = echo(s);
-            });
-        }
-    });
-    endpoint
-}
-
-fn echo(mut s: TcpStream) -> io::Result<()> {
-    let mut head = [0u8; 8];
-    s.read_exact(&mut head)?;
-    let mut name = vec![0; u64::from_le_bytes(head).min(255) as usize];
-    s.read_exact(&mut name)?;
-    s.write_all(b"\x02\0\0\0\0\0\0\0OK")?;
-    let mut buf = Vec::new();
-    loop {
-        s.read_exact(&mut head)?;
-        buf.resize(u64::from_le_bytes(head) as usize, 0);
-        s.read_exact(&mut buf)?;
-        s.write_all(&head)?;
-        s.write_all(&buf)?;
-    }
+    EchoServer::tcp(Behaviour::default()).endpoint
 }
 
 #[test]

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use berth_testkit::msg::{frame, read_frame_raw};
 use common::{free_port, run_within, Berth};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -119,28 +120,12 @@ impl Node {
     }
 }
 
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as u64).to_le_bytes().to_vec();
-    f.extend_from_slice(payload);
-    f
-}
-
-/// The next frame: its length word (control frames have the top bit) and payload.
-fn read_frame(s: &mut TcpStream) -> (u64, Vec<u8>) {
-    let mut head = [0u8; 8];
-    s.read_exact(&mut head).unwrap();
-    let len = u64::from_le_bytes(head);
-    let mut payload = vec![0; (len & !(1 << 63)) as usize];
-    s.read_exact(&mut payload).unwrap();
-    (len, payload)
-}
-
 /// A client named `name`: `Ok` once admitted, `Err` with the refusal's text.
 fn client(addr: SocketAddr, name: &str) -> Result<TcpStream, String> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(LIMIT)).unwrap();
     s.write_all(&frame(name.as_bytes())).unwrap();
-    match read_frame(&mut s) {
+    match read_frame_raw(&mut s) {
         (2, ok) if ok == b"OK" => Ok(s),
         (_, text) => Err(String::from_utf8_lossy(&text).into_owned()),
     }
@@ -156,13 +141,13 @@ fn relay_when_known(from: &mut TcpStream, to: &str, text: &str) {
         // A relay is not answered; an unknown name is. An echo of an empty message says the
         // relay went through without waiting out a timeout.
         from.write_all(&frame(b"")).unwrap();
-        let (_, answer) = read_frame(from);
+        let (_, answer) = read_frame_raw(from);
         if answer.is_empty() {
             return;
         }
         let answer = String::from_utf8_lossy(&answer).into_owned();
         assert!(answer.starts_with("@! no client named"), "{answer}");
-        let (_, echo) = read_frame(from);
+        let (_, echo) = read_frame_raw(from);
         assert!(echo.is_empty());
         assert!(Instant::now() < deadline, "{to} never became known");
         std::thread::sleep(Duration::from_millis(50));
@@ -176,7 +161,7 @@ fn alice_on_one_node_reaches_bob_on_another_in_order_and_a_second_bob_is_refused
     let mut bob = client(b.addr, "bob").unwrap();
     let mut alice = client(a.addr, "alice").unwrap();
     relay_when_known(&mut alice, "bob", "first");
-    assert_eq!(read_frame(&mut bob).1, b"@alice first");
+    assert_eq!(read_frame_raw(&mut bob).1, b"@alice first");
     // Ordering per sender and receiver, as within a node.
     for i in 0..500 {
         alice
@@ -184,14 +169,14 @@ fn alice_on_one_node_reaches_bob_on_another_in_order_and_a_second_bob_is_refused
             .unwrap();
     }
     for i in 0..500 {
-        assert_eq!(read_frame(&mut bob).1, format!("@alice {i}").as_bytes());
+        assert_eq!(read_frame_raw(&mut bob).1, format!("@alice {i}").as_bytes());
     }
     // And back; 64 KiB crosses whole.
     let big = vec![b'x'; 64 * 1024];
     let mut msg = b"@alice ".to_vec();
     msg.extend_from_slice(&big);
     bob.write_all(&frame(&msg)).unwrap();
-    let (_, got) = read_frame(&mut alice);
+    let (_, got) = read_frame_raw(&mut alice);
     assert_eq!(&got[..5], b"@bob ");
     assert!(got[5..] == big[..]);
     // One live bob in the whole cluster: refused on node A (the replica knows him) as on B.
@@ -210,7 +195,7 @@ fn alice_on_one_node_reaches_bob_on_another_in_order_and_a_second_bob_is_refused
         }
     };
     bob2.write_all(&frame(b"@alice local now")).unwrap();
-    assert_eq!(read_frame(&mut alice).1, b"@bob local now");
+    assert_eq!(read_frame_raw(&mut alice).1, b"@bob local now");
 }
 
 #[test]
@@ -226,13 +211,14 @@ fn a_killed_node_frees_its_names_within_the_lease_and_a_stopped_one_at_once() {
     // Held while the lease runs...
     let refused = client(a.addr, "bob").unwrap_err();
     assert!(refused.contains("name-taken"), "{refused}");
-    // ...and free once it has run out (2 s, renewed every third of it).
+    // ...and free once it has run out (2 s, renewed every third of it); a name never freed
+    // fails at the test's deadline.
     let mut bob = loop {
         match client(a.addr, "bob") {
             Ok(s) => break s,
             Err(_) => {
                 assert!(
-                    killed.elapsed() < Duration::from_secs(8),
+                    killed.elapsed() < LIMIT,
                     "bob's name still held {:?} after his node died",
                     killed.elapsed()
                 );
@@ -242,25 +228,23 @@ fn a_killed_node_frees_its_names_within_the_lease_and_a_stopped_one_at_once() {
     };
     assert!(killed.elapsed() >= Duration::from_millis(500));
     bob.write_all(&frame(b"@alice back")).unwrap();
-    assert_eq!(read_frame(&mut alice).1, b"@bob back");
+    assert_eq!(read_frame_raw(&mut alice).1, b"@bob back");
 
-    // A node stopped gracefully (SIGTERM) releases its names as it goes.
-    let mut c = Node::start(&nats, "30");
+    // A node stopped gracefully (SIGTERM) releases its names as it goes: its lease is an hour,
+    // so only the release can free the name within the test's deadline.
+    let mut c = Node::start(&nats, "3600");
     let _carol = client(c.addr, "carol").unwrap();
     relay_when_known(&mut alice, "carol", "hi");
     c.berth.signal("TERM");
     assert!(c.berth.wait(LIMIT).success());
-    let stopped = Instant::now();
-    let deadline = stopped + LIMIT;
+    let deadline = Instant::now() + LIMIT;
     while client(a.addr, "carol").is_err() {
-        assert!(Instant::now() < deadline, "carol's name was never freed");
+        assert!(
+            Instant::now() < deadline,
+            "carol's name was not released (her node's lease is an hour)"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        stopped.elapsed() < Duration::from_secs(10),
-        "freed only after {:?}: the 30 s lease ran out instead of the release",
-        stopped.elapsed()
-    );
 }
 
 #[test]
@@ -270,7 +254,7 @@ fn relays_resume_after_nats_restarts() {
     let mut bob = client(b.addr, "bob").unwrap();
     let mut alice = client(a.addr, "alice").unwrap();
     relay_when_known(&mut alice, "bob", "before");
-    assert_eq!(read_frame(&mut bob).1, b"@alice before");
+    assert_eq!(read_frame_raw(&mut bob).1, b"@alice before");
     let nats = nats.restart();
     // The nodes reconnect by themselves; a relay sent while they do may be lost, so alice
     // tries until one arrives, and every one that arrives is whole.
@@ -323,7 +307,7 @@ fn a_nats_out_of_reach_is_a_startup_error() {
 
 /// Whether a client is still served: an empty message comes back, or the server ends it.
 fn still_served(s: &mut TcpStream) -> bool {
-    s.write_all(&frame(b"")).is_ok() && matches!(read_frame(s), (0, _))
+    s.write_all(&frame(b"")).is_ok() && matches!(read_frame_raw(s), (0, _))
 }
 
 #[test]

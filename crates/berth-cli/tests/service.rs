@@ -29,19 +29,34 @@ fn health(addr: SocketAddr) -> String {
 fn healthz_answers_503_from_the_first_signal_and_the_port_closes_after_the_delay() {
     let threads: Vec<_> = Model::ALL
         .into_iter()
-        .map(|m| std::thread::spawn(move || drain_delay_in(m.name())))
+        .flat_map(|m| {
+            [
+                std::thread::spawn(move || serving_while_draining_in(m.name())),
+                std::thread::spawn(move || drain_delay_in(m.name())),
+            ]
+        })
         .collect();
     for t in threads {
         t.join().unwrap();
     }
 }
 
-fn drain_delay_in(model: &str) {
-    let mut berth = Berth::spawn(&["serve", "--model", model, "-p", "0", "--drain-delay", "2"]);
+/// During the delay (an hour: the checks never race its end, however slow the machine), from
+/// the first signal: `/healthz` answers 503 while everything else is still served, new
+/// connections included, and `/stats` says draining; a second signal then ends it.
+fn serving_while_draining_in(model: &str) {
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "--model",
+        model,
+        "-p",
+        "0",
+        "--drain-delay",
+        "3600",
+    ]);
     let addr = address_in(&berth.line());
     assert_eq!(health(addr), "200", "{model}");
     assert!(get(addr, "/healthz").ends_with("ok\n"), "{model}");
-    let signalled = Instant::now();
     berth.signal("TERM");
     assert!(
         wait_for(LIMIT, || health(addr) == "503"),
@@ -54,11 +69,20 @@ fn drain_delay_in(model: &str) {
         get(addr, "/stats").contains("\nberth_draining 1\n"),
         "{model}"
     );
-    assert!(
-        signalled.elapsed() < Duration::from_millis(1800),
-        "{model}: too slow to check within the delay"
-    );
-    // Then the drain: the port closes and the process exits cleanly.
+    berth.signal("TERM");
+    let (status, _, err) = berth.finish(LIMIT);
+    assert!(status.success(), "{model}: {err}");
+    assert!(err.contains("/healthz answers 503"), "{model}: {err}");
+}
+
+/// After the delay (2 s), and not before, the drain closes the port and the process exits
+/// cleanly.
+fn drain_delay_in(model: &str) {
+    let mut berth = Berth::spawn(&["serve", "--model", model, "-p", "0", "--drain-delay", "2"]);
+    let addr = address_in(&berth.line());
+    assert_eq!(health(addr), "200", "{model}");
+    let signalled = Instant::now();
+    berth.signal("TERM");
     assert!(
         wait_for(LIMIT, || TcpStream::connect(addr).is_err()),
         "{model}: the port stayed open after the delay"
@@ -70,20 +94,18 @@ fn drain_delay_in(model: &str) {
     );
     let (status, _, err) = berth.finish(LIMIT);
     assert!(status.success(), "{model}: {err}");
-    assert!(err.contains("/healthz answers 503"), "{model}: {err}");
 }
 
-/// A second signal during the delay drains at once.
+/// A second signal during the delay drains at once: with a delay of an hour, berth exits
+/// within the test's deadline only if the second signal cut the delay short.
 #[test]
 fn a_second_signal_cuts_the_drain_delay_short() {
-    let mut berth = Berth::spawn(&["serve", "-p", "0", "--drain-delay", "60"]);
+    let mut berth = Berth::spawn(&["serve", "-p", "0", "--drain-delay", "3600"]);
     let addr = address_in(&berth.line());
     berth.signal("TERM");
     assert!(wait_for(LIMIT, || health(addr) == "503"));
-    let second = Instant::now();
     berth.signal("TERM");
     let status = berth.wait(LIMIT);
-    assert!(second.elapsed() < Duration::from_secs(10));
     assert!(status.success());
 }
 
@@ -125,10 +147,7 @@ os.execv(sys.argv[3], sys.argv[3:])
 
 #[test]
 fn a_socket_passed_by_systemd_is_served_in_every_model() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("python3 is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("python3");
     for model in Model::ALL.map(Model::name) {
         // -p names another port: the passed socket wins.
         let (mut berth, port) = activated(&["serve", "--model", model, "-p", "1"], true, true);
@@ -149,10 +168,7 @@ fn a_socket_passed_by_systemd_is_served_in_every_model() {
 
 #[test]
 fn passed_descriptors_that_are_not_for_berth_or_not_listening() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("python3 is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("python3");
     // Meant for another process (LISTEN_PID is not berth's): berth binds its own port.
     let free = common::free_port().to_string();
     let (mut berth, port) = activated(&["serve", "-p", &free], true, false);

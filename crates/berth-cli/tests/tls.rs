@@ -1,10 +1,8 @@
 //! `berth serve --tls-cert --tls-key` as a built binary (issue 16): certificate problems end
 //! startup with exit 1 and the cause; the startup line says https; SIGHUP reloads the
-//! certificate (new connections get it) and a reload that fails keeps the old one; curl, where
-//! installed, gets its answer over TLS 1.2 and 1.3.
+//! certificate (new connections get it) and a reload that fails keeps the old one; curl (which
+//! must be installed: .ci/run installs it) gets its answer over TLS 1.2 and 1.3.
 
-#[path = "../../berth/tests/support/certs.rs"]
-mod certs;
 mod common;
 
 use std::io::{Read, Write};
@@ -13,7 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use berth::net::tls::TlsConnector;
-use certs::Certs;
+use berth_testkit::certs::Certs;
+use berth_testkit::msg::try_hello;
 use common::{address_in, run_within, Berth};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -39,11 +38,7 @@ fn serve(certs: &Certs, model: &str) -> (Berth, SocketAddr) {
 
 /// One request over TLS; the answer's body and the common name of the server's certificate.
 fn get(certs: &Certs, addr: SocketAddr) -> (String, Option<String>) {
-    let connector = TlsConnector::new(Some(&certs.ca), &[b"http/1.1"]).unwrap();
-    let sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(LIMIT)).unwrap();
-    let mut tls = connector.connect("127.0.0.1", sock).unwrap();
-    tls.complete_handshake().unwrap();
+    let mut tls = berth_testkit::tls::connect(&certs.ca, &[b"http/1.1"], addr);
     tls.write_all(b"GET /hello/world HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut answer = String::new();
@@ -152,10 +147,7 @@ fn reload_in(model: &str) {
 
 #[test]
 fn curl_gets_its_answer_over_tls_1_2_and_1_3() {
-    if Command::new("curl").arg("--version").output().is_err() {
-        eprintln!("curl is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("curl");
     let certs = Certs::new("cli-curl");
     let (mut berth, addr) = serve(&certs, "evloop");
     let url = format!("https://127.0.0.1:{}/hello/world", addr.port());
@@ -343,19 +335,9 @@ fn msg_hello_as(
 ) -> Result<String, String> {
     let place = endpoint.strip_prefix("tls://").unwrap();
     let addr: SocketAddr = place.split('?').next().unwrap().parse().unwrap();
-    let connector = TlsConnector::with_identity(Some(server_ca), &[], cert, key).unwrap();
-    let sock = TcpStream::connect(addr).unwrap();
-    sock.set_read_timeout(Some(LIMIT)).unwrap();
-    let mut tls = connector.connect("127.0.0.1", sock).unwrap();
-    tls.complete_handshake().map_err(|e| e.to_string())?;
-    let mut keyword = (name.len() as u64).to_le_bytes().to_vec();
-    keyword.extend_from_slice(name.as_bytes());
-    tls.write_all(&keyword).map_err(|e| e.to_string())?;
-    let mut head = [0u8; 8];
-    tls.read_exact(&mut head).map_err(|e| e.to_string())?;
-    let mut payload = vec![0u8; (u64::from_le_bytes(head) & !(1 << 63)) as usize];
-    tls.read_exact(&mut payload).map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&payload).into_owned())
+    let tls = berth_testkit::tls::connect_as(server_ca, (cert, key), addr)?;
+    let (_, answer) = try_hello(tls, name.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(answer.payload()).into_owned())
 }
 
 /// Issue 29: SIGHUP did not read `--client-ca` again. After the CA file was replaced and
@@ -444,10 +426,7 @@ fn sighup_reads_the_client_ca_again() {
 /// and then a clean end, in every model.
 #[test]
 fn a_closing_response_ends_with_close_notify() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("python3 is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("python3");
     let certs = Certs::new("cli-close-notify");
     let script = r#"
 import socket, ssl, sys
@@ -603,14 +582,8 @@ fn bench_measures_https() {
 /// ("BEGIN RSA PRIVATE KEY") form, made by `openssl`, served and verified by Python's `ssl`.
 #[test]
 fn rsa_keys_in_pkcs8_and_pkcs1_are_served() {
-    let have = |tool: &str| {
-        Command::new(tool).arg("--version").output().is_ok()
-            || Command::new(tool).arg("version").output().is_ok()
-    };
-    if !have("openssl") || !have("python3") {
-        eprintln!("openssl or python3 is not installed: skipped");
-        return;
-    }
+    berth_testkit::require("openssl");
+    berth_testkit::require("python3");
     let certs = Certs::new("cli-rsa");
     let (cert, pkcs8, pkcs1) = (
         certs.path("rsa.pem"),

@@ -4,8 +4,6 @@
 //! listeners are addresses; logs are filtered as `RUST_LOG` says and the access log is written
 //! in the formats operators' tools read.
 
-#[path = "../../berth/tests/support/certs.rs"]
-mod certs;
 mod common;
 
 use std::collections::BTreeMap;
@@ -14,6 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixDatagram;
 use std::process::Command;
 
+use berth_testkit::certs;
 use common::{address_in, get, run, Berth, BIN, LIMIT};
 
 /// `berth msg serve ARGS` started; its first endpoint's address.

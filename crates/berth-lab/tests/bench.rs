@@ -526,14 +526,10 @@ fn a_server_that_never_answers_times_out() {
         Limit::Duration(Duration::from_millis(700)),
     );
     c.timeout = Duration::from_millis(200);
-    let started = Instant::now();
+    // A run that went on past its 700 ms would pile up more timeouts than the count below
+    // allows (and one that never ended fails at run's watchdog).
     let r = run(&c);
     let t = &r.tally;
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
-    );
     assert_eq!(t.responses, 0);
     assert!(t.errors.timeout >= 2, "{:?}", t.errors);
     // 700 ms at one timeout per 200 ms is at most 4 per connection.
@@ -683,9 +679,8 @@ fn head_responses_have_no_body() {
     });
     let mut c = config(&srv.url(), 2, 1, Limit::Requests(100));
     c.request.method = "HEAD".to_owned();
-    let started = Instant::now();
+    // A client that waited for a body would time out on each response: errors, counted below.
     let r = run(&c);
-    assert!(started.elapsed() < c.timeout, "{:?}", started.elapsed());
     let t = &r.tally;
     assert_eq!(t.responses, 100);
     assert_eq!(t.errors.total(), 0, "{:?}", t.errors);

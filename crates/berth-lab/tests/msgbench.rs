@@ -1,150 +1,24 @@
 //! `berth_lab::msgbench` against real sockets on 127.0.0.1 and a UNIX socket: an in-test echo
 //! server speaking berth's framing on std threads (which can also refuse, corrupt, shorten or
-//! withhold its echoes), the Python asyncio peer when python3 is present, and the pyzmq ROUTER
-//! peer when pyzmq is importable (each skipped with a printed note otherwise).
+//! withhold its echoes), the Python asyncio peer, and the pyzmq ROUTER peer (a Python or a
+//! pyzmq that is missing fails its test; `scripts/test` installs pyzmq into target/py-venv).
 //!
 //! Every server listens on port 0 and the port is read back; every wait has a deadline.
 
 use std::collections::BTreeSet;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
 use berth_lab::msgbench::{
     self, Endpoint, Limit, MsgBenchConfig, MsgErrors, MsgReport, Names, Protocol,
 };
-
-/// What the in-test server does besides echoing.
-#[derive(Debug, Clone, Default)]
-struct Behaviour {
-    /// Answer the keyword with a control frame carrying this payload, then close.
-    refuse: Option<String>,
-    /// Flip this payload byte in every echo.
-    corrupt_at: Option<u64>,
-    /// Echo one byte less than was sent (the header says so too).
-    shorten: bool,
-    /// Read messages but never echo them.
-    silent: bool,
-}
-
-/// An in-test berth-framing echo server on std threads, a thread per connection.
-struct EchoServer {
-    endpoint: String,
-    /// Messages echoed (fully written back).
-    echoed: Arc<AtomicU64>,
-    /// Every keyword received.
-    names: Arc<Mutex<Vec<Vec<u8>>>>,
-}
-
-impl EchoServer {
-    fn tcp(b: Behaviour) -> EchoServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
-        EchoServer::start(endpoint, b, move || listener.accept().map(|(s, _)| s))
-    }
-
-    fn unix(b: Behaviour, path: &Path) -> EchoServer {
-        let _ = std::fs::remove_file(path);
-        let listener = UnixListener::bind(path).expect("bind unix");
-        let endpoint = format!("unix://{}", path.display());
-        EchoServer::start(endpoint, b, move || listener.accept().map(|(s, _)| s))
-    }
-
-    /// Serves every connection `accept` returns on a thread of its own, for ever (the
-    /// listener lives as long as the test process).
-    fn start<S: Read + Write + Send + 'static>(
-        endpoint: String,
-        b: Behaviour,
-        accept: impl Fn() -> io::Result<S> + Send + 'static,
-    ) -> EchoServer {
-        let server = EchoServer {
-            endpoint,
-            echoed: Arc::default(),
-            names: Arc::default(),
-        };
-        let (echoed, names) = (server.echoed.clone(), server.names.clone());
-        thread::spawn(move || loop {
-            // A failed accept (a client gone before it was taken) is skipped.
-            let Ok(s) = accept() else { continue };
-            let (b, echoed, names) = (b.clone(), echoed.clone(), names.clone());
-            thread::spawn(move || serve(s, &b, &echoed, &names));
-        });
-        server
-    }
-
-    fn names(&self) -> BTreeSet<String> {
-        self.names
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .collect()
-    }
-}
-
-/// Serves one connection; any I/O error (the client left) just ends it.
-fn serve<S: Read + Write>(s: S, b: &Behaviour, echoed: &AtomicU64, names: &Mutex<Vec<Vec<u8>>>) {
-    let _ = serve_io(s, b, echoed, names);
-}
-
-fn serve_io<S: Read + Write>(
-    mut s: S,
-    b: &Behaviour,
-    echoed: &AtomicU64,
-    names: &Mutex<Vec<Vec<u8>>>,
-) -> io::Result<()> {
-    let mut head = [0u8; 8];
-    s.read_exact(&mut head)?;
-    let len = u64::from_le_bytes(head);
-    if len > 255 {
-        return Ok(());
-    }
-    let mut name = vec![0; len as usize];
-    s.read_exact(&mut name)?;
-    names.lock().unwrap().push(name);
-    if let Some(text) = &b.refuse {
-        s.write_all(&(text.len() as u64 | 1 << 63).to_le_bytes())?;
-        s.write_all(text.as_bytes())?;
-        return Ok(());
-    }
-    s.write_all(b"\x02\0\0\0\0\0\0\0OK")?;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        s.read_exact(&mut head)?;
-        let len = u64::from_le_bytes(head);
-        let echo_len = if b.shorten {
-            len.saturating_sub(1)
-        } else {
-            len
-        };
-        if !b.silent {
-            s.write_all(&echo_len.to_le_bytes())?;
-        }
-        // Streamed through a small buffer: a 9 MB message is echoed as it arrives.
-        let mut at = 0u64;
-        while at < len {
-            let n = (len - at).min(buf.len() as u64) as usize;
-            s.read_exact(&mut buf[..n])?;
-            if let Some(k) = b.corrupt_at.filter(|k| (at..at + n as u64).contains(k)) {
-                buf[(k - at) as usize] ^= 0x20;
-            }
-            let keep = (echo_len - at).min(n as u64) as usize;
-            if !b.silent {
-                s.write_all(&buf[..keep])?;
-            }
-            at += n as u64;
-        }
-        if !b.silent {
-            echoed.fetch_add(1, Relaxed);
-        }
-    }
-}
+use berth_testkit::msg::{Behaviour, EchoServer};
 
 fn config(endpoint: &str, protocol: Protocol, size: u64, count: u64) -> MsgBenchConfig {
     let mut c = MsgBenchConfig::new(Endpoint::parse(endpoint).unwrap(), protocol, size);
@@ -396,26 +270,17 @@ fn peers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers")
 }
 
-/// Whether `python3 -c CODE` runs and exits 0.
-fn python_can(code: &str) -> bool {
-    Command::new("python3")
-        .args(["-c", code])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Starts `peers/SCRIPT --port 0` and reads the port from its `... listening on HOST:PORT`.
-fn start_peer(script: &str) -> Peer {
-    let mut child = Command::new("python3")
+/// Starts `peers/SCRIPT --port 0` with `python` and reads the port from its `... listening on
+/// HOST:PORT`.
+fn start_peer(python: &Path, script: &str) -> Peer {
+    let mut child = Command::new(python)
         .arg(peers_dir().join(script))
         .args(["--port", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("spawn python3");
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", python.display()));
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
@@ -451,20 +316,15 @@ fn run_shapes(protocol: Protocol, port: u16) {
 
 #[test]
 fn python_asyncio_peer() {
-    if !python_can("import asyncio") {
-        eprintln!("python_asyncio_peer: skipped, python3 is not installed");
-        return;
-    }
-    let peer = start_peer("msg_asyncio_echo.py");
+    let python = berth_testkit::require_python_module("asyncio");
+    let peer = start_peer(&python, "msg_asyncio_echo.py");
     run_shapes(Protocol::Berth, peer.port);
 }
 
+/// pyzmq is installed into `target/py-venv` by `scripts/test` (and so by `.ci/run`).
 #[test]
 fn pyzmq_router_peer() {
-    if !python_can("import zmq") {
-        eprintln!("pyzmq_router_peer: skipped, pyzmq is not importable (pip install pyzmq)");
-        return;
-    }
-    let peer = start_peer("zmq_router_echo.py");
+    let python = berth_testkit::require_python_module("zmq");
+    let peer = start_peer(&python, "zmq_router_echo.py");
     run_shapes(Protocol::Zmq, peer.port);
 }

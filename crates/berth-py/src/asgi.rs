@@ -737,8 +737,10 @@ enum Engine {
     Threads(Mutex<Option<Server>>),
 }
 
-/// berth's HTTP engine serving an ASGI app whose loop runs in Python (`berth.asgi`).
-#[pyclass(module = "berth._berth")]
+/// berth's HTTP engine serving an ASGI app whose loop runs in Python (`berth.asgi`). Frozen:
+/// every method takes `&self` (its state is behind its own locks and atomics), so pyo3 needs
+/// no borrow flag for it.
+#[pyclass(frozen, module = "berth._berth")]
 pub struct AsgiServer {
     bridge: Arc<Bridge>,
     engine: Engine,
@@ -795,11 +797,9 @@ impl AsgiServer {
         if let Some(max) = max_connections {
             settings.common.capacity = max;
         }
-        let stats = settings
-            .new_stats()
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
         let threads = model != Model::Evloop || io_threads > 1;
-        let bridge = Arc::new(Bridge::new(threads).map_err(|e| PyOSError::new_err(e.to_string()))?);
+        let bridge = Arc::new(Bridge::new(threads).map_err(|e| crate::os_error("", e))?);
         let service = Asgi {
             bridge: bridge.clone(),
             // The app's sends wake the connection from the bridge's thread: a model that waits
@@ -809,7 +809,7 @@ impl AsgiServer {
         let (engine, bound) = if threads {
             let (server, bound) = py
                 .allow_threads(|| drive::serve(&settings, service, stats))
-                .map_err(|e| PyOSError::new_err(e.to_string()))?;
+                .map_err(crate::bind_error)?;
             (Engine::Threads(Mutex::new(Some(server))), bound)
         } else {
             let (inline, bound) = Inline::bind(
@@ -819,7 +819,7 @@ impl AsgiServer {
                 &settings.models.evloop,
                 stats,
             )
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+            .map_err(crate::bind_error)?;
             (Engine::Inline(Box::new(Mutex::new(inline))), bound)
         };
         let host = bound.ip().to_string();
@@ -916,7 +916,7 @@ impl AsgiServer {
                     Ok(false) => self.over.store(true, Ordering::Release),
                     Err(e) => {
                         self.over.store(true, Ordering::Release);
-                        return Err(PyOSError::new_err(format!("berth's loop failed: {e}")));
+                        return Err(crate::os_error("berth's loop failed: ", e));
                     }
                 }
             }

@@ -13,22 +13,7 @@ pub const REFUSAL: &[u8] =
 /// The request path with `%XX` decoded, as bytes (WSGI makes them latin-1 characters, ASGI
 /// UTF-8). A `%` not followed by two hex digits stays as it is.
 pub fn percent_decode(path: &str) -> Vec<u8> {
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    out
+    percent_encoding::percent_decode_str(path).collect()
 }
 
 /// Adds an application's header fields to `reply`, leaving out those berth writes itself or

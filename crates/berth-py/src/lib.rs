@@ -35,6 +35,46 @@ fn seconds(s: f64, what: &str) -> PyResult<Duration> {
 }
 
 /// berth's message engine: listeners, named clients, whole messages, and the polling API.
+/// An io error as Python's own `OSError` subclass, as `OSError(errno, text)` makes it in
+/// Python: the errno picks the class (ECONNREFUSED: `ConnectionRefusedError`, ENOENT:
+/// `FileNotFoundError`, EADDRINUSE: `OSError` with that `errno`, ...). An error with no errno
+/// gets the class of its kind (as pyo3 maps kinds). `context` (with its `: `) leads the text.
+pub(crate) fn os_error(context: impl std::fmt::Display, e: std::io::Error) -> PyErr {
+    os_error_saying(&e, format!("{context}{e}"))
+}
+
+/// [`os_error`] for an address that could not be bound, in the words of its `Display`
+/// (`address 127.0.0.1:8000 already in use`).
+pub(crate) fn bind_error(e: berth::net::BindError) -> PyErr {
+    os_error_saying(&e.source, e.to_string())
+}
+
+fn os_error_saying(e: &std::io::Error, text: String) -> PyErr {
+    match e.raw_os_error().or_else(|| errno_of(e.kind())) {
+        Some(errno) => PyOSError::new_err((errno, text)),
+        None => PyErr::from(std::io::Error::new(e.kind(), text)),
+    }
+}
+
+/// The errno of an error that lost its own on the way (berth words some errors itself, keeping
+/// only their kind): the kinds Python has an `OSError` subclass or a test for.
+fn errno_of(kind: std::io::ErrorKind) -> Option<i32> {
+    use std::io::ErrorKind::*;
+    Some(match kind {
+        AddrInUse => libc::EADDRINUSE,
+        AddrNotAvailable => libc::EADDRNOTAVAIL,
+        PermissionDenied => libc::EACCES,
+        NotFound => libc::ENOENT,
+        AlreadyExists => libc::EEXIST,
+        ConnectionRefused => libc::ECONNREFUSED,
+        ConnectionReset => libc::ECONNRESET,
+        ConnectionAborted => libc::ECONNABORTED,
+        BrokenPipe => libc::EPIPE,
+        TimedOut => libc::ETIMEDOUT,
+        _ => return None,
+    })
+}
+
 #[pyclass(module = "berth._berth")]
 struct Core {
     /// A mutex only so that the object may be shared between Python threads (pyo3 asks for
@@ -141,7 +181,7 @@ impl Core {
         config.policy.expected_only = expected_only;
         config.reuse_port = reuse_port;
         config.nodelay = nodelay;
-        let engine = Engine::new(config).map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let engine = Engine::new(config).map_err(|e| os_error("", e))?;
         Ok(Core {
             engine: Mutex::new(engine),
         })
@@ -154,7 +194,7 @@ impl Core {
         let bound = self
             .engine()
             .listen(&e)
-            .map_err(|e| PyOSError::new_err(format!("cannot listen on {endpoint}: {e}")))?;
+            .map_err(|e| os_error(format_args!("cannot listen on {endpoint}: "), e))?;
         Ok(bound.to_string())
     }
 
@@ -181,7 +221,7 @@ impl Core {
         let result = py.allow_threads(|| engine.connect(&e, name, timeout));
         match result {
             Ok(id) => Ok(id.to_raw()),
-            Err(ConnectError::Io(e)) => Err(PyOSError::new_err(format!("{endpoint}: {e}"))),
+            Err(ConnectError::Io(e)) => Err(os_error(format_args!("{endpoint}: "), e)),
             Err(e) => Err(PyConnectionError::new_err(format!("{endpoint}: {e}"))),
         }
     }
@@ -201,7 +241,7 @@ impl Core {
         let engine = self.engine();
         let r = py
             .allow_threads(|| engine.io_iteration(timeout))
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+            .map_err(|e| os_error("", e))?;
         let ids = |set: std::collections::HashSet<ClientId>| -> Vec<u64> {
             set.into_iter().map(ClientId::to_raw).collect()
         };
@@ -315,7 +355,7 @@ impl Core {
         let timeout = seconds(timeout, "timeout")?;
         let engine = self.engine();
         py.allow_threads(|| engine.shutdown(timeout))
-            .map_err(|e| PyOSError::new_err(e.to_string()))
+            .map_err(|e| os_error("", e))
     }
 }
 

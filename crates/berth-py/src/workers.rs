@@ -15,7 +15,7 @@ use std::os::fd::IntoRawFd;
 use std::sync::Arc;
 
 use berth::net::{bind_tcp, ListenConfig};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// Binds and listens on `host:port` for workers to share (see the module docs). Returns the
@@ -28,11 +28,9 @@ pub fn listen_shared(host: &str, port: u16) -> PyResult<(i32, String, u16)> {
         reuse_port: false,
         ..ListenConfig::default()
     };
-    let mut listeners = bind_tcp(addr, 1, config).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let mut listeners = bind_tcp(addr, 1, config).map_err(crate::bind_error)?;
     let listener = listeners.remove(0);
-    let bound = listener
-        .local_addr()
-        .map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let bound = listener.local_addr().map_err(|e| crate::os_error("", e))?;
     Ok((listener.into_raw_fd(), bound.ip().to_string(), bound.port()))
 }
 
@@ -41,8 +39,7 @@ pub fn listen_shared(host: &str, port: u16) -> PyResult<(i32, String, u16)> {
 /// the port for nobody. False if the parent is already gone.
 #[pyfunction]
 pub fn follow_parent(parent: i32) -> PyResult<bool> {
-    berth::process::signal::terminate_with_parent(parent)
-        .map_err(|e| PyOSError::new_err(e.to_string()))
+    berth::process::signal::terminate_with_parent(parent).map_err(|e| crate::os_error("", e))
 }
 
 /// `host:port` as an address, or a `ValueError`.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use berth::drive::{self, Model, Service, Settings};
 use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response, Version};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyValueError;
 
 use crate::front::{self, percent_decode, whole_reply, REFUSAL};
 use crate::workers;
@@ -274,7 +274,7 @@ pub fn serve_wsgi(
         .map_err(|_| PyValueError::new_err("shutdown_timeout is not a number of seconds"))?;
     // Before berth's threads start, so that they inherit the blocked mask and the signals
     // come to the wait below.
-    berth::process::signal::block_termination().map_err(|e| PyOSError::new_err(e.to_string()))?;
+    berth::process::signal::block_termination().map_err(|e| crate::os_error("", e))?;
     let mut settings = Settings::new(model, addr);
     settings.common.workers = workers.max(1);
     settings.common.listen.exclusive = !reuse_port;
@@ -282,9 +282,7 @@ pub fn serve_wsgi(
     if let Some(max) = max_body {
         settings.common.limits.max_body_bytes = max;
     }
-    let stats = settings
-        .new_stats()
-        .map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
     // The legacy write() callable: not supported; a function that says so.
     let refuse_write = py
         .eval(
@@ -303,7 +301,7 @@ pub fn serve_wsgi(
     }));
     let (server, bound) = py
         .allow_threads(|| drive::serve(&settings, service, stats))
-        .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        .map_err(crate::bind_error)?;
     // berth serves copies of an inherited socket: this one closes now, so that the port closes
     // with berth's copies when it drains.
     settings.common.listen.inherited = None;

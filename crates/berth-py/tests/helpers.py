@@ -2,12 +2,23 @@
 http.client; FI's framing for the berth.fi tests."""
 
 import http.client
+import importlib
 import os
 import struct
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def need(module):
+    """Imports ``module``, which a test needs; a missing one fails the test, naming it (never a
+    skip that passes green): scripts/test installs every one into target/py-venv."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise AssertionError("this test needs the Python module {!r} ({}); scripts/test installs "
+                             "it into target/py-venv".format(module, e)) from e
 
 
 def start(app, *args, env=None):

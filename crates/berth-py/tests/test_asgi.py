@@ -20,7 +20,7 @@ import pytest
 import helpers
 from helpers import request
 
-pytest.importorskip("starlette")
+helpers.need("starlette")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -72,7 +72,7 @@ def test_a_starlette_app_with_seed_004s_routes_answers(server):
 
 
 def test_a_fastapi_app_answers_unchanged():
-    pytest.importorskip("fastapi")
+    helpers.need("fastapi")
     proc, port, _ = start("apps.asgi_apps:fastapi_app")
     try:
         r, body = request(port, "GET", "/hello/world")
@@ -267,7 +267,7 @@ def test_pipelined_requests_are_answered_in_order(server):
 
 
 def test_the_loop_is_uvloop_when_installed():
-    pytest.importorskip("uvloop")
+    helpers.need("uvloop")
     proc, _, line = start("apps.asgi_apps:raw")
     proc.kill()
     proc.wait()
@@ -322,7 +322,7 @@ def test_berths_loops_in_threads_of_their_own_serve_the_same(args, events):
 
 # -- the websocket scope ------------------------------------------------------------------------
 
-websockets = pytest.importorskip("websockets")
+websockets = helpers.need("websockets")
 from websockets.sync.client import connect as ws_connect  # noqa: E402
 
 

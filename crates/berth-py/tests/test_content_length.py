@@ -23,7 +23,7 @@ APPS = {
 @pytest.fixture(params=sorted(APPS))
 def server(request):
     if request.param == "asgi":
-        pytest.importorskip("starlette")
+        helpers.need("starlette")
     proc, port, _ = helpers.start(*APPS[request.param])
     yield request.param, proc, port
     helpers.stop(proc)

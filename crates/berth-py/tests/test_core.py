@@ -1,6 +1,7 @@
 """berth.Core, the engine under berth.fi, over real sockets: listen, expect, connect, the five
 lists of io_iteration, names, pending output, and errors a Python caller can make."""
 
+import errno
 import socket
 import struct
 import time
@@ -61,11 +62,28 @@ def test_bad_arguments_are_python_errors():
         core.io_iteration(-1.0)
     with pytest.raises(TypeError):
         core.send_messages(1, 42)
-    with pytest.raises(OSError):
+    # Nothing listens on port 1: the errno's own OSError subclass, with the errno.
+    with pytest.raises(ConnectionRefusedError) as refused:
         core.connect("tcp://127.0.0.1:1", b"x", 1.0)
+    assert refused.value.errno == errno.ECONNREFUSED
+    assert "127.0.0.1:1" in str(refused.value)
     # An id that never was: answered as for a departed client.
     assert core.send_message(123456789, b"x") is False
     assert core.pending_output(123456789) == 0
+
+
+def test_an_address_in_use_is_an_os_error_with_its_errno():
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(OSError) as in_use:
+            berth.Core().listen("tcp://127.0.0.1:{}".format(port))
+        assert in_use.value.errno == errno.EADDRINUSE
+        assert "already in use" in str(in_use.value)
+    finally:
+        taken.close()
 
 
 def test_a_refusal_is_a_connection_error_with_its_reason():

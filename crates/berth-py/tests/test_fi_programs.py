@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-httptools = pytest.importorskip("httptools")
+import helpers
+
+httptools = helpers.need("httptools")
 
 PROGRAMS = Path(__file__).parent / "fi_programs"
 FI_CHECKOUT = os.environ.get("BERTH_FI_CHECKOUT")

@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+import helpers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 APPS = {
@@ -60,9 +62,9 @@ class Workers:
 
     def __init__(self, kind, workers=2, port=0, *extra):
         if kind == "asgi":
-            pytest.importorskip("starlette")
+            helpers.need("starlette")
         else:
-            pytest.importorskip("flask")
+            helpers.need("flask")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "berth", *APPS[kind], "--workers", str(workers),
              "--port", str(port), *extra],
@@ -281,7 +283,7 @@ def test_a_port_another_server_holds_is_refused_before_any_worker_starts(kind, r
 
 
 def test_a_worker_that_cannot_start_stops_the_server_with_its_cause():
-    pytest.importorskip("starlette")
+    helpers.need("starlette")
     r = subprocess.run(
         [sys.executable, "-m", "berth", "apps.asgi_apps:failing_startup", "--interface", "asgi",
          "--workers", "2", "--port", "0"],

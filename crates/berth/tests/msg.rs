@@ -13,9 +13,7 @@ use berth::app::relay::EchoRelay;
 use berth::msg::{ClientId, Endpoint, Engine, EngineConfig, IoIterationResult, MsgHandler, Out};
 use berth_proto::msg::policy::parse_rule;
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-use msgwire::*;
+use berth_testkit::msg::*;
 
 /// Runs `io_iteration` until `done` says the gathered sets are complete.
 fn iterate_until(
@@ -612,9 +610,9 @@ fn threads_share_names_and_relay_to_each_other() {
     }
 }
 
-/// A stop reaches an idle server at once (its threads are woken, not polled): `stop` then
-/// `join` takes well under 100 ms, with one thread and with several (the bound is generous
-/// because the machine running the tests may be loaded).
+/// A stop reaches an idle server by waking it: an idle engine thread blocks in its poll with no
+/// timeout (no client, no timer), so a stop that did not wake it would never end. With one
+/// thread and with several.
 #[test]
 fn an_idle_server_stops_promptly() {
     use berth::msg::MsgServer;
@@ -629,21 +627,14 @@ fn an_idle_server_stops_promptly() {
         .unwrap();
         // Let every thread reach its idle wait.
         thread::sleep(Duration::from_millis(50));
-        let started = Instant::now();
         server.stop();
         // Joined elsewhere, so that a stop that never arrives fails the test, not hangs it.
         let (done, joined) = std::sync::mpsc::channel();
         thread::spawn(move || done.send(server.join()));
         joined
-            .recv_timeout(Duration::from_secs(5))
-            .expect("the server did not stop")
+            .recv_timeout(berth_testkit::LIMIT)
+            .unwrap_or_else(|_| panic!("{threads} thread(s): the idle server did not stop"))
             .unwrap();
-        let took = started.elapsed();
-        eprintln!("{threads} thread(s): stop + join took {took:?}");
-        assert!(
-            took < Duration::from_millis(400),
-            "{threads} thread(s): {took:?}"
-        );
     }
 }
 
@@ -652,11 +643,12 @@ fn an_idle_server_stops_promptly() {
 #[test]
 fn stop_now_closes_every_client_at_once() {
     use berth::msg::MsgServer;
+    // A grace of an hour: a stop that waited for it would not end within the test's deadline.
     let server = MsgServer::spawn(
         &[tcp_endpoint()],
         EngineConfig::default(),
         2,
-        Duration::from_secs(30),
+        Duration::from_secs(3600),
         |_| EchoRelay::new(1 << 20),
     )
     .unwrap();
@@ -668,13 +660,15 @@ fn stop_now_closes_every_client_at_once() {
     half.extend_from_slice(&[b'x'; 10]);
     a.write_all(&half).unwrap();
     thread::sleep(Duration::from_millis(50));
-    let started = Instant::now();
     server.stop();
     thread::sleep(Duration::from_millis(50));
     server.stop_now();
-    server.join().unwrap();
-    let took = started.elapsed();
-    assert!(took < Duration::from_secs(2), "{took:?}");
+    let (done, joined) = std::sync::mpsc::channel();
+    thread::spawn(move || done.send(server.join()));
+    joined
+        .recv_timeout(berth_testkit::LIMIT)
+        .expect("the stop now did not cut the graceful stop short")
+        .unwrap();
     let mut rest = Vec::new();
     let _ = a.read_to_end(&mut rest);
     // At most the echo of the half message as far as it came (the relay streams an echo from

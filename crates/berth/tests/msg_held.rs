@@ -2,9 +2,6 @@
 //! that sends a whole message before it reads is answered), the budget of held bytes, the
 //! read timeout, and the `error` frame a dropped client gets.
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
@@ -13,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use berth::app::relay::EchoRelay;
 use berth::msg::{EngineConfig, MsgServer};
-use msgwire::*;
+use berth_testkit::msg::*;
 
 /// A payload whose bytes depend on their position, so that a byte out of place is seen.
 fn payload(len: usize, seed: u32) -> Vec<u8> {

@@ -4,9 +4,6 @@
 //! and in the relay demo, reached by relay in their escaped form, and follow `--name-taken`.
 //! Real sockets on 127.0.0.1, port 0.
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-
 use std::io::Write;
 use std::net::UdpSocket;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,7 +13,7 @@ use berth::msg::{
     ClientId, ConnectError, Endpoint, Engine, EngineConfig, MsgHandler, Name, NameRule, Out,
 };
 use berth_proto::msg::NameTaken;
-use msgwire::*;
+use berth_testkit::msg::*;
 
 /// The keywords of the issue: FI-ASockIOCore answers each `OK`; berth refused them before.
 const FI_NAMES: [&[u8]; 3] = [&[b'n'; 300], b"\xff\xfe", b"a\nb"];

@@ -7,16 +7,13 @@
 //! The stall timeout is short here (300 ms) so that the tests are quick; every wait for what
 //! follows it is a read with the support's generous guard, never a bound on when it comes.
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use berth::msg::EngineConfig;
 use berth_proto::msg::policy::parse_rule;
-use msgwire::*;
+use berth_testkit::msg::*;
 
 /// Streams over 1 KiB from others reach only the names given `streams=` rules.
 fn config(rules: &[&str]) -> EngineConfig {

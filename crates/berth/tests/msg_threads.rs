@@ -15,9 +15,6 @@
 //! generous read timeout only so that a failure fails rather than hangs. A sender counts as
 //! paused when a write of it has taken nothing for [`PAUSED`].
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
@@ -27,7 +24,7 @@ use std::time::Duration;
 use berth::app::relay::EchoRelay;
 use berth::msg::{Arrival, ClientId, EngineConfig, MsgHandler, MsgServer, Name, Out, Piece};
 use berth_proto::msg::policy::parse_rule;
-use msgwire::*;
+use berth_testkit::msg::*;
 
 /// A write that takes nothing for this long means the server stopped reading its client.
 const PAUSED: Duration = Duration::from_secs(3);

@@ -4,15 +4,12 @@
 //! are close frames; bad openings get an HTTP answer. Real sockets on 127.0.0.1, port 0, with
 //! a real WebSocket client (tungstenite) and the framed protocol's wire.
 
-#[path = "support/msgwire.rs"]
-mod msgwire;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use berth::msg::{Endpoint, EngineConfig};
-use msgwire::*;
+use berth_testkit::msg::*;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
@@ -243,9 +240,9 @@ fn refusals_and_endings_are_close_frames_with_the_reason() {
     let mut s = TcpStream::connect(ws_addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(b"GET /ws/relay HTTP/1.1\r\nHo").unwrap();
-    let started = Instant::now();
+    // Closed by the server, well before the client's read timeout (10 s, 40 times the name
+    // timeout) would end the read with an error.
     assert_eq!(s.read(&mut [0; 64]).unwrap(), 0);
-    assert!(started.elapsed() < Duration::from_secs(5));
 
     // A message over the engine's limit: 1009.
     let mut ws = named(ws_addr, "big");

@@ -2,16 +2,13 @@
 //! cause, a handshake and echo over blocking sockets with the certificate verified, TLS 1.2
 //! and 1.3, ALPN, session resumption, and a certificate reload (and a failed one).
 
-#[path = "support/certs.rs"]
-mod certs;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::Duration;
 
 use berth::net::tls::{TlsAcceptor, TlsConnector, TlsSettings};
-use certs::Certs;
+use berth_testkit::certs::Certs;
 
 /// An echo server over TLS on a blocking socket, one connection at a time, until `n`
 /// connections have been served.

@@ -82,14 +82,6 @@ fn still_serves(srv: &ModelServer, what: &str) {
     assert_eq!(r.status, 200, "{what}: not serving any more");
 }
 
-fn has_openssl() -> bool {
-    let ok = Command::new("openssl").arg("version").output().is_ok();
-    if !ok {
-        eprintln!("openssl is not installed: skipped");
-    }
-    ok
-}
-
 /// `openssl s_client ARGS` with `stdin` written to it; its stdout and stderr together.
 fn s_client(addr: SocketAddr, args: &[&str], stdin: &[u8]) -> String {
     let mut child = Command::new("openssl")
@@ -119,9 +111,7 @@ fn s_client(addr: SocketAddr, args: &[&str], stdin: &[u8]) -> String {
 
 #[test]
 fn openssl_s_client_gets_its_answer_over_tls_1_3_and_1_2() {
-    if !has_openssl() {
-        return;
-    }
+    berth_testkit::require("openssl");
     every_model(|m| {
         let srv = https(m);
         let ca = server::test_tls().certs.ca.to_str().unwrap();
@@ -142,9 +132,7 @@ fn openssl_s_client_gets_its_answer_over_tls_1_3_and_1_2() {
 
 #[test]
 fn a_client_offering_only_tls_1_1_is_refused_with_an_alert() {
-    if !has_openssl() {
-        return;
-    }
+    berth_testkit::require("openssl");
     every_model(|m| {
         let srv = https(m);
         // SECLEVEL=0, or OpenSSL 3 would not even offer TLS 1.1.
@@ -209,8 +197,18 @@ fn a_record_cut_short_is_dropped_at_the_timeout_or_when_the_client_leaves() {
             started.elapsed() >= Duration::from_millis(800),
             "{m}: dropped before the timeout"
         );
-        // The same, then the client closes its side: closed at once, nothing answered.
-        let mut leaving = handshaken(srv.addr);
+        // The same, then the client closes its side: closed for that, nothing answered. On a
+        // server whose timeouts are an hour, so that only the client's leaving can end it
+        // within CLOSED_WITHIN.
+        let patient = Opts::new(m)
+            .tls(true)
+            .timeouts(Timeouts {
+                header: Duration::from_secs(3600),
+                idle: Duration::from_secs(3600),
+                ..Timeouts::default()
+            })
+            .start();
+        let mut leaving = handshaken(patient.addr);
         leaving
             .socket()
             .write_all(&[0x17, 0x03, 0x03, 0x00, 100, 1, 2, 3])
@@ -219,16 +217,12 @@ fn a_record_cut_short_is_dropped_at_the_timeout_or_when_the_client_leaves() {
             .socket()
             .shutdown(std::net::Shutdown::Write)
             .unwrap();
-        let started = Instant::now();
         assert!(
             ends_without_answer(&mut leaving, &format!("{m}: truncated then closed")),
             "{m}: a truncated record then a FIN kept the connection open"
         );
-        assert!(
-            started.elapsed() < Duration::from_millis(900),
-            "{m}: waited for a timeout after the client had left"
-        );
-        still_serves(&srv, &format!("{m} after truncated records"));
+        still_serves(&srv, &format!("{m} after a stalled record"));
+        still_serves(&patient, &format!("{m} after a truncated record"));
     });
 }
 

@@ -4,7 +4,7 @@
 //! `tests/common/mod.rs`, so that cargo does not build it as a test of its own).
 //!
 //! Every wait has a deadline, so a test that finds a bug fails instead of hanging.
-#![allow(dead_code)] // each test binary uses a different part of it
+#![allow(dead_code, unused_imports)] // each test binary uses a different part of it
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -14,9 +14,11 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// The processes a test made, from `/proc` (the same file the `berth` crate's tests use).
-#[path = "../../../berth/tests/support/procs.rs"]
-pub mod procs;
+/// The processes a test made, from `/proc` (the shared test kit's, as the `berth` crate's
+/// tests use it).
+pub use berth_testkit::procs;
+/// Polls a condition until it holds or a deadline passes (the shared test kit's).
+pub use berth_testkit::wait_for;
 
 use procs::{alive, children_of};
 
@@ -24,7 +26,7 @@ use procs::{alive, children_of};
 pub const BIN: &str = env!("CARGO_BIN_EXE_berth");
 
 /// Generous bound on anything a test waits for; only a guard against hangs.
-pub const LIMIT: Duration = Duration::from_secs(20);
+pub use berth_testkit::LIMIT;
 
 /// A running berth (stdin from `/dev/null`), stopped when dropped, pass or fail: SIGTERM and a
 /// bounded wait, then SIGKILL for it and for any child process it had. A thread reads its
@@ -214,20 +216,6 @@ pub fn signal(pid: i32, sig: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-/// Polls `cond` every 10 ms until it holds or `within` passes.
-pub fn wait_for(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Parses `http://ADDR` (or `https://ADDR`) out of a startup line.

@@ -53,6 +53,14 @@ def load(target: str, app_dir: str = "."):
     return app
 
 
+def said(e: BaseException) -> str:
+    """What went wrong, in berth's words: an ``OSError`` from berth carries its errno (so
+    Python picks the class), and its text without the ``[Errno N]`` Python would put first."""
+    if isinstance(e, OSError) and e.errno is not None and e.strerror:
+        return e.strerror
+    return str(e)
+
+
 def log(message: str) -> None:
     sys.stderr.write("berth: {}\n".format(message))
     sys.stderr.flush()
@@ -369,7 +377,7 @@ def main(argv=None) -> int:
             serve_wsgi(app, args.host, args.port, args.threads, args.model, args.shutdown_timeout,
                        False, args.max_body, fd, ready)
         except (OSError, ValueError, ImportError) as e:
-            print("berth: {}".format(e), file=sys.stderr)
+            print("berth: {}".format(said(e)), file=sys.stderr)
             return 1
         return 0
 
@@ -380,7 +388,7 @@ def main(argv=None) -> int:
     try:
         fd, _, _ = listen_shared(args.host, args.port)
     except (OSError, ValueError) as e:
-        print("berth: {}".format(e), file=sys.stderr)
+        print("berth: {}".format(said(e)), file=sys.stderr)
         return 1
     listener = socket.socket(fileno=fd)
     return Supervisor(args.workers, serve, listener, args.shutdown_timeout).run()

@@ -1,28 +1,44 @@
 """Types of the extension module ``berth._berth`` (berth's message engine, and the engine
 halves of the WSGI and ASGI servers)."""
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union, final
 
+from typing_extensions import Self
+
+__all__ = [
+    "AsgiRequest",
+    "AsgiServer",
+    "ClientDisconnected",
+    "Core",
+    "follow_parent",
+    "listen_shared",
+    "serve_wsgi",
+]
+
+@final
 class Core:
     """berth's message engine: listeners, named clients, whole messages, the polling API."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         max_message: Optional[int] = ...,
         expected_only: bool = ...,
         reuse_port: bool = ...,
         nodelay: bool = ...,
         buffer_size: Optional[int] = ...,
-    ) -> None:
+    ) -> Self:
         """``reuse_port``: share ports with other processes (SO_REUSEPORT); ``nodelay``:
         TCP_NODELAY on TCP connections; ``buffer_size``: bytes per socket read (1 KiB-64 MiB)."""
     def listen(self, endpoint: str) -> str:
-        """Listens on ``tcp://HOST:PORT`` (or unix://, udp://, tls://); the bound endpoint."""
+        """Listens on ``tcp://HOST:PORT`` (or unix://, udp://, tls://); the bound endpoint.
+        ``OSError`` with the errno if it cannot (EADDRINUSE, EACCES, ...)."""
     def expect(self, name: bytes) -> None:
         """Expects a client named ``name``."""
     def connect(self, endpoint: str, name: bytes, timeout: float = ...) -> int:
-        """Connects to a server as ``name``; its client id. ``ConnectionError`` if refused."""
+        """Connects to a server as ``name``; its client id. ``ConnectionError`` if the server
+        refuses the name; the ``OSError`` subclass of the errno if the connection fails
+        (``ConnectionRefusedError`` when nothing listens, ...)."""
     def io_iteration(
         self, timeout: Optional[float] = ...
     ) -> Tuple[List[int], List[int], List[int], List[int], List[int]]:
@@ -80,6 +96,7 @@ def follow_parent(parent: int) -> bool:
 class ClientDisconnected(OSError):
     """The client has gone: what is sent is not delivered."""
 
+@final
 class AsgiRequest:
     """One HTTP request on its way to an ASGI application (see ``berth.asgi``)."""
 
@@ -114,13 +131,14 @@ class AsgiRequest:
         """The next message, ``("text", str)``, ``("bytes", bytes)`` or ``("close", code)``;
         None: wait for this request's wake event."""
 
+@final
 class AsgiServer:
     """berth's HTTP engine, bound and serving, handing requests to a Python loop."""
 
     host: str
     port: int
-    def __init__(
-        self,
+    def __new__(
+        cls,
         host: str = ...,
         port: int = ...,
         model: str = ...,
@@ -130,7 +148,7 @@ class AsgiServer:
         max_connections: Optional[int] = ...,
         ws_max_message: int = ...,
         fd: Optional[int] = ...,
-    ) -> None: ...
+    ) -> Self: ...
     inline: bool
     def describe(self) -> str: ...
     def fileno(self) -> int:

@@ -229,3 +229,14 @@ async def declared(scope, receive, send):
         await send({"type": "http.response.body", "body": b"lo"})
     else:
         await send({"type": "http.response.body", "body": b"hello"})
+
+
+async def path(scope, receive, send):
+    """Answers with ``scope["path"]`` as the server decoded it (UTF-8) and the raw
+    ``query_string`` after a newline."""
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/octet-stream")]})
+    await send({"type": "http.response.body",
+                "body": scope["path"].encode("utf-8") + b"\n" + scope["query_string"]})

@@ -7,3 +7,11 @@ def declared(environ, start_response):
     length = {"/exact": "5", "/short": "100", "/long": "3"}[environ["PATH_INFO"]]
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", length)])
     return [b"hel", b"lo"]
+
+
+def path(environ, start_response):
+    """Answers with PATH_INFO as the server decoded it (a latin-1 str, PEP 3333), and the raw
+    QUERY_STRING after a newline."""
+    body = environ["PATH_INFO"].encode("latin-1") + b"\n" + environ["QUERY_STRING"].encode("latin-1")
+    start_response("200 OK", [("Content-Type", "application/octet-stream")])
+    return [body]

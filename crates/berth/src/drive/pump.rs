@@ -5,7 +5,7 @@
 //! budget), then says what the connection needs next as a [`Fate`].
 //!
 //! ```text
-//!              ┌──────────────── Conn::pump (one loop for all six models) ───────────────┐
+//!              ┌──────────────── Conn::pump (one loop for every model) ──────────────────┐
 //!   transport ─┤ read ─> input ─> Core::process ─> output ─> write ─> transport          │
 //!              │                        │ Action::Body ─> Body::send (sendfile | chunks) │
 //!              └────────────────────────┼───────────────────────────────────────────────┘

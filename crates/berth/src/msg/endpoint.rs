@@ -11,6 +11,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 use berth_proto::msg::Transport;
+use percent_encoding::percent_decode_str;
+use url::Url;
 
 /// Where to listen or connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,21 +65,62 @@ pub struct TlsFiles {
 }
 
 impl Endpoint {
-    /// Parses `tcp://127.0.0.1:9100?raw` and the like. Host names are resolved (first address).
+    /// Parses `tcp://127.0.0.1:9100?raw` and the like (as a URL, by the `url` crate: a space or
+    /// another character a URL escapes may be written `%XX`). Host names are resolved (first
+    /// address).
     pub fn parse(s: &str) -> Result<Endpoint, String> {
         let bad = |why: &str| format!("bad endpoint {s:?}: {why}");
-        let (scheme, rest) = s.split_once("://").ok_or_else(|| {
-            bad(
-                "expected tcp://HOST:PORT, tls://HOST:PORT, unix:///PATH, udp://HOST:PORT or \
-                 ws://HOST:PORT/PATH",
-            )
-        })?;
-        let (place, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let expected = "expected tcp://HOST:PORT, tls://HOST:PORT, unix:///PATH, udp://HOST:PORT \
+                        or ws://HOST:PORT/PATH";
+        if !s.contains("://") {
+            return Err(bad(expected));
+        }
+        let scheme_written = s.split_once("://").map_or("", |(scheme, _)| scheme);
+        if !matches!(
+            scheme_written,
+            "tcp" | "tls" | "udp" | "unix" | "ws" | "wss"
+        ) {
+            return Err(bad(&format!("unknown scheme {scheme_written:?}")));
+        }
+        let url = Url::parse(s).map_err(|e| bad(&format!("{e}; {expected}")))?;
+        let scheme = url.scheme();
+        if url.fragment().is_some() {
+            return Err(bad("a #fragment means nothing here"));
+        }
+        let query = url.query().unwrap_or("");
         let websocket = matches!(scheme, "ws" | "wss");
-        let (place, path) = match place.find('/') {
-            Some(at) if websocket => (&place[..at], place[at..].to_owned()),
-            _ => (place, WS_DEFAULT_PATH.to_owned()),
+        let decoded = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
+        // What stands between `://` and the path or query, as written: `url` leaves out a
+        // port that is the scheme's default (80 for ws://), and gives ws:// a path `/` when
+        // none is written.
+        let authority = s[scheme_written.len() + 3..]
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or("");
+        let port_written = authority.rsplit_once(':').is_some_and(|(host, port)| {
+            !port.is_empty() && (!host.starts_with('[') || host.ends_with(']'))
+        });
+        // HOST:PORT for the IP schemes (IPv6 in brackets), the path for unix://.
+        let place = match (url.host_str(), url.port_or_known_default()) {
+            _ if scheme == "unix" => {
+                decoded(&format!("{}{}", url.host_str().unwrap_or(""), url.path()))
+            }
+            _ if !port_written => return Err(bad("no port")),
+            (Some(host), Some(port)) if !host.is_empty() => format!("{}:{port}", decoded(host)),
+            _ => return Err(bad("no host")),
         };
+        let path_written = s[scheme_written.len() + 3 + authority.len()..].starts_with('/');
+        let path = match url.path() {
+            _ if !path_written => WS_DEFAULT_PATH.to_owned(),
+            path if websocket => decoded(path),
+            _ if scheme == "unix" => String::new(),
+            path => {
+                return Err(bad(&format!(
+                    "a path ({path}) means nothing for {scheme}://"
+                )))
+            }
+        };
+        let place = place.as_str();
         let mut endpoint = Endpoint {
             address: match scheme {
                 "tcp" | "tls" | "ws" | "wss" => {
@@ -125,7 +168,7 @@ impl Endpoint {
                     if path.is_empty() {
                         return Err(bad(&format!("{other:?} names no file")));
                     }
-                    *file = Some(PathBuf::from(path));
+                    *file = Some(PathBuf::from(decoded(path)));
                 }
             }
         }
@@ -228,6 +271,11 @@ mod tests {
         );
         let e = Endpoint::parse("udp://localhost:9101").unwrap();
         assert_eq!(e.transport(), Transport::Udp);
+        let e = Endpoint::parse("unix://relative.sock").unwrap();
+        assert_eq!(e.address, Address::Unix("relative.sock".into()));
+        // What a URL escapes may be written escaped.
+        let e = Endpoint::parse("unix:///tmp/my%20berth.sock").unwrap();
+        assert_eq!(e.address, Address::Unix("/tmp/my berth.sock".into()));
     }
 
     #[test]
@@ -270,6 +318,11 @@ mod tests {
             .websocket
             .is_none());
         assert!(Endpoint::parse("ws://127.0.0.1:9?raw").is_err());
+        // The scheme's default port, written, is still a port; none written is none.
+        let e = Endpoint::parse("ws://127.0.0.1:80/").unwrap();
+        assert_eq!(e.address, Address::Tcp("127.0.0.1:80".parse().unwrap()));
+        assert_eq!(e.websocket.as_deref(), Some("/"));
+        assert!(Endpoint::parse("ws://127.0.0.1/chat").is_err());
         assert!(Endpoint::parse("tcp://127.0.0.1:9/x").is_err());
     }
 
@@ -282,6 +335,10 @@ mod tests {
             "unix://",
             "udp://127.0.0.1:9?raw",
             "tcp://127.0.0.1:9?fast",
+            "tcp://127.0.0.1:9/x",
+            "tcp://:9",
+            "tcp://[::1]",
+            "unix:///tmp/a#b",
         ] {
             let err = Endpoint::parse(bad).unwrap_err();
             assert!(err.contains(bad), "{err}");

@@ -1,7 +1,13 @@
 //! The process calls the `forked` and `prefork` models and the daemon need: fork, exit a child,
 //! reap it, signal it, make it follow its parent, close inherited descriptors, start a session.
+//! Through `nix` where it has the call (fork, prctl, setsid, waitpid, kill); `libc` for what it
+//! lacks (`_exit`, `close_range`).
 
 use std::io;
+
+use nix::sys::signal::{self, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{self, ForkResult, Pid};
 
 /// Which side of a fork we are on.
 pub(crate) enum Fork {
@@ -16,10 +22,9 @@ pub(crate) enum Fork {
 pub(crate) fn fork() -> io::Result<Fork> {
     // SAFETY: fork has no memory-safety preconditions. The child runs only code that is safe
     // with one thread (glibc keeps malloc usable after fork) and leaves through `_exit`.
-    match unsafe { libc::fork() } {
-        -1 => Err(io::Error::last_os_error()),
-        0 => Ok(Fork::Child),
-        pid => Ok(Fork::Parent(pid)),
+    match unsafe { unistd::fork() }? {
+        ForkResult::Child => Ok(Fork::Child),
+        ForkResult::Parent { child } => Ok(Fork::Parent(child.as_raw())),
     }
 }
 
@@ -32,14 +37,8 @@ pub(crate) fn fork() -> io::Result<Fork> {
 /// The kernel's "parent" is the *thread* that forked: children must be forked by a thread that
 /// lives as long as they should (prefork's supervisor, forked's acceptor).
 pub(crate) fn follow_parent(parent: libc::pid_t, sig: libc::c_int) -> io::Result<bool> {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number by value and touches no memory of
-    // ours; the unused arguments are zero as the man page asks.
-    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) };
-    if rc == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: getppid has no preconditions and cannot fail.
-    Ok(unsafe { libc::getppid() } == parent)
+    nix::sys::prctl::set_pdeathsig(Signal::try_from(sig)?)?;
+    Ok(unistd::getppid() == Pid::from_raw(parent))
 }
 
 /// [`follow_parent`] with SIGTERM: a worker process that should drain and exit when its
@@ -92,32 +91,27 @@ pub(crate) fn close_inherited(keep: &[i32]) {
 /// `setsid(2)`: a new session with this process as its leader, so no controlling terminal and
 /// not in the shell's process group. Fails (`EPERM`) in a process group leader.
 pub(crate) fn new_session() -> io::Result<()> {
-    // SAFETY: setsid has no memory-safety preconditions.
-    if unsafe { libc::setsid() } == -1 {
-        return Err(io::Error::last_os_error());
-    }
+    unistd::setsid()?;
     Ok(())
 }
 
 /// How a child ended, if it has.
 pub(crate) fn try_reap(pid: libc::pid_t) -> Option<i32> {
-    let mut status = 0;
-    // SAFETY: `status` is a valid out-pointer; WNOHANG never blocks.
-    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    match rc {
-        0 => None,
+    match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::StillAlive) => None,
+        Ok(WaitStatus::Exited(_, code)) => Some(code),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Some(128 + sig as i32),
+        Ok(_) => Some(-1),
         // ECHILD: already reaped (or not ours); treat it as gone.
-        -1 => Some(-1),
-        _ if libc::WIFEXITED(status) => Some(libc::WEXITSTATUS(status)),
-        _ if libc::WIFSIGNALED(status) => Some(128 + libc::WTERMSIG(status)),
-        _ => Some(-1),
+        Err(_) => Some(-1),
     }
 }
 
 /// Sends `sig` to `pid`.
 pub(crate) fn kill(pid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(pid, sig) };
+    if let Ok(sig) = Signal::try_from(sig) {
+        let _ = signal::kill(Pid::from_raw(pid), sig);
+    }
 }
 
 /// Asks children to stop with SIGTERM, waits up to `grace` for them, then kills the rest.
@@ -132,8 +126,8 @@ pub(crate) fn stop_children(pids: &mut Vec<libc::pid_t>, grace: std::time::Durat
     }
     for &pid in pids.iter() {
         kill(pid, libc::SIGKILL);
-        // SAFETY: as in try_reap, with a blocking wait for a child just sent SIGKILL.
-        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        // A blocking wait for a child just sent SIGKILL.
+        let _ = waitpid(Pid::from_raw(pid), None);
     }
     pids.clear();
 }

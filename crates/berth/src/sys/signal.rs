@@ -1,8 +1,12 @@
 //! The termination signals (SIGINT, SIGTERM) and SIGHUP (reload): blocked in every thread and
 //! collected with `sigwait(2)` (`process::signal` tells the story), or, in a single-threaded
 //! forked child, caught by a handler that only sets a flag (SIGHUP stays blocked there).
+//! Through `nix` where it has the call (signal sets and masks, `sigwait`, `sigaction`); `libc`
+//! for what it lacks (`sigtimedwait`, and the handler's `setsockopt` and `_exit`).
 
 use std::io;
+
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal as Sig};
 
 /// A termination signal that was received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,46 +26,39 @@ pub enum Signal {
     Reload,
 }
 
-fn signal_set(hangup: bool) -> libc::sigset_t {
-    // SAFETY: sigemptyset initialises the set it is given; a zeroed sigset_t is a valid argument.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        if hangup {
-            libc::sigaddset(&mut set, libc::SIGHUP);
-        }
-        set
+fn signal_set(hangup: bool) -> SigSet {
+    let mut set = SigSet::empty();
+    set.add(Sig::SIGINT);
+    set.add(Sig::SIGTERM);
+    if hangup {
+        set.add(Sig::SIGHUP);
     }
+    set
 }
 
-fn termination_set() -> libc::sigset_t {
+fn termination_set() -> SigSet {
     signal_set(false)
+}
+
+/// The signal `sig` is, as [`wait_for_signal`] tells it.
+fn told(sig: libc::c_int) -> Signal {
+    match sig {
+        libc::SIGINT => Signal::Stop(Termination::Interrupt),
+        libc::SIGHUP => Signal::Reload,
+        _ => Signal::Stop(Termination::Terminate),
+    }
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and every thread it starts
 /// afterwards. Call it first thing, before spawning the server's threads.
 pub fn block_termination() -> io::Result<()> {
-    let set = signal_set(true);
-    // SAFETY: `set` is an initialised signal set; a null old-set pointer is allowed.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(())
+    Ok(signal_set(true).thread_block()?)
 }
 
 /// Undoes [`block_termination`] for the calling thread: a forked child that should die on
 /// SIGTERM calls it.
 pub fn unblock_termination() -> io::Result<()> {
-    let set = termination_set();
-    // SAFETY: as in block_termination.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(())
+    Ok(termination_set().thread_unblock()?)
 }
 
 /// Waits until SIGINT or SIGTERM arrives (a SIGHUP meanwhile is taken and ignored). The
@@ -77,18 +74,7 @@ pub fn wait_for_termination() -> io::Result<Termination> {
 
 /// Waits until SIGINT, SIGTERM or SIGHUP arrives (blocked first with [`block_termination`]).
 pub fn wait_for_signal() -> io::Result<Signal> {
-    let set = signal_set(true);
-    let mut sig: libc::c_int = 0;
-    // SAFETY: both pointers refer to live, initialised values for the duration of the call.
-    let rc = unsafe { libc::sigwait(&set, &mut sig) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(match sig {
-        libc::SIGINT => Signal::Stop(Termination::Interrupt),
-        libc::SIGHUP => Signal::Reload,
-        _ => Signal::Stop(Termination::Terminate),
-    })
+    Ok(told(signal_set(true).wait()? as libc::c_int))
 }
 
 /// Like [`wait_for_signal`], for at most `timeout`: `None` if no signal came in that time.
@@ -101,13 +87,9 @@ pub fn wait_for_signal_within(timeout: std::time::Duration) -> io::Result<Option
     loop {
         // SAFETY: `set` and `ts` are initialised and live for the call; a null info pointer is
         // allowed.
-        let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+        let sig = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
         if sig >= 0 {
-            return Ok(Some(match sig {
-                libc::SIGINT => Signal::Stop(Termination::Interrupt),
-                libc::SIGHUP => Signal::Reload,
-                _ => Signal::Stop(Termination::Terminate),
-            }));
+            return Ok(Some(told(sig)));
         }
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
@@ -170,19 +152,17 @@ pub(crate) fn interrupt_on_termination(
     connection: &impl std::os::fd::AsRawFd,
 ) -> io::Result<&'static std::sync::atomic::AtomicBool> {
     CONNECTION.store(connection.as_raw_fd(), std::sync::atomic::Ordering::Release);
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: a zeroed sigaction is valid; we set a handler that only stores to an atomic,
-        // with an empty mask and no SA_RESTART, and pass valid pointers.
-        let rc = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = note_termination as *const () as usize;
-            libc::sigemptyset(&mut action.sa_mask);
-            action.sa_flags = 0;
-            libc::sigaction(sig, &action, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    // A handler that only does what is async-signal-safe, with an empty mask and no
+    // SA_RESTART (a blocked `read` is interrupted).
+    let action = SigAction::new(
+        SigHandler::Handler(note_termination),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Sig::SIGTERM, Sig::SIGINT] {
+        // SAFETY: `note_termination` touches only atomics, setsockopt and _exit, all
+        // async-signal-safe; no previous handler is relied on.
+        unsafe { sigaction(sig, &action) }?;
     }
     unblock_termination()?;
     Ok(&TERMINATION_SEEN)

@@ -16,11 +16,13 @@
 //! that called [`over_tls`] before [`Opts::new`]) serves HTTPS with a test certificate, and
 //! every client made here for its address ([`connect`], [`Client::connect`], from any thread)
 //! speaks TLS to it, verifying the certificate. The same cases then run over both.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-/// Test certificates (`support/certs.rs`), for the HTTPS servers here and for the tests.
-#[path = "certs.rs"]
-pub mod certs;
+/// Waits with a deadline and connection resets, from the shared test kit.
+pub use berth_testkit::bytes::is_reset;
+/// Test certificates (`berth_testkit::certs`), for the HTTPS servers here and for the tests.
+pub use berth_testkit::certs;
+pub use berth_testkit::wait_for;
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -362,20 +364,6 @@ pub fn metric(text: &str, name: &str) -> i64 {
         .unwrap_or_else(|e| panic!("metric {name}: {e} in:\n{text}"))
 }
 
-/// Polls `cond` every few milliseconds until it holds or `timeout` passes.
-pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 thread_local! {
     /// Whether [`Opts::new`] on this thread makes an HTTPS server ([`over_tls`]).
     static OVER_TLS: Cell<bool> = const { Cell::new(false) };
@@ -467,6 +455,12 @@ impl Stream {
             Stream::Plain(s) => s.try_clone().ok().map(Stream::Plain),
             Stream::Tls(_) => None,
         }
+    }
+}
+
+impl berth_testkit::bytes::TimedRead for Stream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        Stream::set_read_timeout(self, t)
     }
 }
 
@@ -746,16 +740,6 @@ impl<S: Read + Write> Client<S> {
             Err(e) => Err(e),
         }
     }
-}
-
-/// Whether `e` means the peer reset or aborted the connection.
-pub fn is_reset(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::BrokenPipe
-    )
 }
 
 /// `GET path HTTP/1.1` with a Host header and nothing else.

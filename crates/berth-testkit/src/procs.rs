@@ -1,8 +1,4 @@
-//! Test support: the processes a test made, as `/proc` shows them (std only).
-//!
-//! Include it with `#[path = "support/procs.rs"] mod procs;`. The `berth` binary's tests
-//! (`crates/berth-cli/tests/common/mod.rs`) include this same file.
-#![allow(dead_code)]
+//! The processes a test made, as `/proc` shows them (std only).
 
 /// One process as `/proc/PID/stat` describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

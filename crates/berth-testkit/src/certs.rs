@@ -1,9 +1,6 @@
-//! Test support: certificates made in the test (rcgen), written as PEM files to a fresh
+//! Certificates made in the test (rcgen), written as PEM files to a fresh
 //! directory: a CA, a server certificate it signed for `localhost` and `127.0.0.1`, and the
 //! broken kinds a server must refuse at startup.
-//!
-//! Include it with `#[path = "support/certs.rs"] mod certs;`.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +8,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair}
 
 /// A directory of PEM files.
 pub struct Certs {
+    /// The directory, removed when dropped.
     pub dir: PathBuf,
     /// The CA's certificate (what clients trust).
     pub ca: PathBuf,
