@@ -227,7 +227,7 @@ impl Engine {
             .iter()
             .filter_map(|l| match &l.transport {
                 Acceptor::Tls(tls) => Some(tls.clone()),
-                Acceptor::Plain => None,
+                _ => None,
             })
             .collect()
     }

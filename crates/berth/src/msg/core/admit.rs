@@ -10,7 +10,7 @@ use berth_proto::msg::{
 };
 use mio::{Interest, Token};
 
-use super::{Arrival, Client, ClientId, Core, Io, ListenSock, Note, Phase, Proto, Stream, WsPeer};
+use super::{Arrival, Client, ClientId, Core, Io, ListenSock, Note, Phase, Proto, WsPeer};
 use crate::msg::directory::Post;
 use crate::msg::outq::{Framing, OutQueue};
 use crate::net::{Evented, Socket};
@@ -30,10 +30,11 @@ impl Core {
                     Ok(accepted) => accepted,
                     Err(e) => return self.accept_failed(index, e),
                 };
-            let transport = match (&stream, ip) {
-                (Stream::Tls(_), _) => Transport::Tls,
-                (Stream::Plain(_), Some(_)) => Transport::Tcp,
-                (Stream::Plain(_), None) => Transport::Unix,
+            // What the protocol's rules see (`from=tls`...): encrypted or not, then the family.
+            let transport = match (stream.tls().is_some(), ip) {
+                (true, _) => Transport::Tls,
+                (false, Some(_)) => Transport::Tcp,
+                (false, None) => Transport::Unix,
             };
             let peer = Peer { transport, ip };
             self.stats.connection();
