@@ -11,25 +11,9 @@ use std::time::{Duration, Instant};
 use berth::drive::Model;
 use common::{address_in, Berth};
 
-/// Turns each case function `fn case(model: Model)` into one test per model of berth's
-/// registry, in a module named after the case (`drains_on_sigterm::uring`), as the
-/// conformance suite does: a new model gets every case without an edit here.
-macro_rules! per_model {
-    (@case $case:ident [$($module:ident $driver:ident),+]) => {
-        mod $case {
-            $(
-                #[test]
-                fn $module() {
-                    super::$case(berth::drive::Model::$driver)
-                }
-            )+
-        }
-    };
-    ($models:tt $($case:ident),+ $(,)?) => {
-        $(per_model!(@case $case $models);)+
-    };
-}
+use berth_testkit::per_model;
 
+// One test per case and model of the registry (`case::uring`): see `per_model!`.
 berth::with_models!(per_model! {
     drains_on_sigterm,
     websockets_hear_going_away,

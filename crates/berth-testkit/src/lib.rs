@@ -22,3 +22,26 @@ pub mod wait;
 pub use bytes::{pattern, read_until, ReadEnd};
 pub use tools::{python, require, require_python_module};
 pub use wait::{wait_for, LIMIT};
+
+/// One `#[test]` per case and model, from the model registry: `berth::with_models!(per_model! {
+/// case_a, case_b })` (with `use berth_testkit::per_model;`) makes a module per case holding a
+/// test per model (`case_a::uring`) that calls `case_a(berth::drive::Model::Uring)`. A failure
+/// in one model hides none of the others, and a new model gets every case without an edit.
+/// What a case expects of a model that cannot do something it reads from the model's
+/// [`Caps`](berth::drive::Caps), never from a list of models.
+#[macro_export]
+macro_rules! per_model {
+    (@case $case:ident [$($module:ident $driver:ident),+]) => {
+        mod $case {
+            $(
+                #[test]
+                fn $module() {
+                    super::$case(::berth::drive::Model::$driver)
+                }
+            )+
+        }
+    };
+    ($models:tt $($case:ident),+ $(,)?) => {
+        $($crate::per_model!(@case $case $models);)+
+    };
+}

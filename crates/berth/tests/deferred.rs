@@ -20,28 +20,9 @@ use berth::proto::http::{body_stream, Answer, Handled, Handler, Job, Reply, Requ
 use berth::proto::upgrade::{Flow, Switch};
 use server::{ModelServer, Opts};
 
-/// Turns each case function `fn case(model: Model)` into one test per model of berth's
-/// registry, in a module named after the case (`a_streamed_reply_arrives_whole::uring`), as
-/// the conformance suite does: a failure in one model hides none of the others, and a new
-/// model gets every case without an edit here. What a case expects of a model that cannot do
-/// something (stream a request body, wake an upgraded protocol) it reads from the model's
-/// [`Caps`](berth::drive::Caps), never from a list of models.
-macro_rules! per_model {
-    (@case $case:ident [$($module:ident $driver:ident),+]) => {
-        mod $case {
-            $(
-                #[test]
-                fn $module() {
-                    super::$case(berth::drive::Model::$driver)
-                }
-            )+
-        }
-    };
-    ($models:tt $($case:ident),+ $(,)?) => {
-        $(per_model!(@case $case $models);)+
-    };
-}
+use berth_testkit::{pattern, per_model, ReadEnd};
 
+// One test per case and model of the registry (`case::uring`): see `per_model!`.
 berth::with_models!(per_model! {
     a_streamed_reply_arrives_whole_and_the_connection_goes_on,
     http10_ends_a_stream_with_the_close_and_head_gets_no_body,
@@ -253,10 +234,6 @@ fn switch(ticks: usize, answer: Answer) {
 }
 
 /// `len` bytes of the body from offset `from`.
-fn pattern(from: usize, len: usize) -> Vec<u8> {
-    (from..from + len).map(|i| (i % 251) as u8).collect()
-}
-
 impl Service for Streams {
     type Handler = StreamsHandler;
     fn handler(&self, _: usize) -> StreamsHandler {
@@ -364,20 +341,12 @@ fn dechunk(buf: &[u8]) -> Option<(Vec<u8>, usize)> {
 }
 
 /// Reads from `sock` into `buf` until `done` says the bytes so far are enough.
+/// Reads into `buf` until `done` holds or the peer closes; fails the test on a timeout.
 fn read_until(sock: &mut std::net::TcpStream, buf: &mut Vec<u8>, done: impl Fn(&[u8]) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut chunk = [0u8; 65536];
-    while !done(buf) {
-        assert!(
-            Instant::now() < deadline,
-            "timed out; got {} bytes",
-            buf.len()
-        );
-        match sock.read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => panic!("read: {e}"),
-        }
+    match berth_testkit::read_until(sock, buf, Duration::from_secs(20), done) {
+        Ok(ReadEnd::TimedOut) => panic!("timed out; got {} bytes", buf.len()),
+        Ok(_) => {}
+        Err(e) => panic!("read: {e}"),
     }
 }
 

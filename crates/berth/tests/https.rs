@@ -19,25 +19,9 @@ use berth::net::Acceptor;
 use server::certs::Certs;
 use server::{get_request, Client, ModelServer, Opts, IO_TIMEOUT};
 
-/// Turns each case function `fn case(m: Model)` into one test per model of berth's registry,
-/// in a module named after the case (`https_answers::uring`), as the conformance suite does:
-/// a failure in one model hides none of the others.
-macro_rules! per_model {
-    (@case $case:ident [$($module:ident $driver:ident),+]) => {
-        mod $case {
-            $(
-                #[test]
-                fn $module() {
-                    super::$case(berth::drive::Model::$driver)
-                }
-            )+
-        }
-    };
-    ($models:tt $($case:ident),+ $(,)?) => {
-        $(per_model!(@case $case $models);)+
-    };
-}
+use berth_testkit::per_model;
 
+// One test per case and model of the registry (`case::uring`): see `per_model!`.
 berth::with_models!(per_model! {
     https_answers,
     a_handshake_that_never_comes_or_stalls_is_dropped_at_the_header_timeout,
