@@ -203,15 +203,7 @@ impl OutQueue {
         if msg.len() < OWN_BLOCK || self.framing == Framing::Datagram {
             return self.push_message(&msg);
         }
-        let framing = self.framing;
-        let (line, count, spare) = self.line();
-        match framing {
-            Framing::Frames => *count += append(line, spare, &header(msg.len() as u64)),
-            Framing::WebSocket => *count += append(line, spare, &ws_header(&msg, msg.len() as u64)),
-            Framing::Raw | Framing::Datagram => {}
-        }
-        *count += msg.len();
-        line.push_back(Item::Bytes { data: msg, pos: 0 });
+        self.push_block(Item::Bytes { data: msg, pos: 0 });
     }
 
     /// Queues one whole message whose memory stays its owner's: a large one is written from
@@ -220,15 +212,25 @@ impl OutQueue {
         if msg.len() < SHARE_FROM || self.framing == Framing::Datagram {
             return self.push_message(&msg);
         }
-        let framing = self.framing;
+        self.push_block(Item::Shared { data: msg, pos: 0 });
+    }
+
+    /// Queues a whole message that travels as a block of its own (`Bytes` or `Shared`), its
+    /// header (for framings that have one) copied in ahead of it.
+    fn push_block(&mut self, block: Item) {
+        let msg = block.unwritten().expect("a block of bytes");
+        let len = msg.len();
+        let head = match self.framing {
+            Framing::Frames => Some(header(len as u64).to_vec()),
+            Framing::WebSocket => Some(ws_header(msg, len as u64)),
+            Framing::Raw | Framing::Datagram => None,
+        };
         let (line, count, spare) = self.line();
-        match framing {
-            Framing::Frames => *count += append(line, spare, &header(msg.len() as u64)),
-            Framing::WebSocket => *count += append(line, spare, &ws_header(&msg, msg.len() as u64)),
-            Framing::Raw | Framing::Datagram => {}
+        if let Some(head) = head {
+            *count += append(line, spare, &head);
         }
-        *count += msg.len();
-        line.push_back(Item::Shared { data: msg, pos: 0 });
+        *count += len;
+        line.push_back(block);
     }
 
     /// Queues bytes that are already wire format (a handshake answer, a control frame),
