@@ -477,6 +477,17 @@ pub(crate) fn bind_error(addr: SocketAddr) -> impl Fn(std::io::Error) -> BindErr
     move |source| BindError { addr, source }
 }
 
+/// The startup-line shape of a model that runs one loop per accept thread (`evloop`, `uring`):
+/// `2 accept threads, 4 workers, capacity 10000 per thread`, the loop called `noun`.
+pub(crate) fn describe_loops(noun: &str, common: &Common) -> String {
+    format!(
+        "{}, {}, capacity {} per thread",
+        count(common.accept_threads, noun),
+        count(common.workers, "worker"),
+        common.capacity
+    )
+}
+
 /// `1 worker`, `2 workers`.
 pub(crate) fn count(n: usize, one: &str) -> String {
     count_as(n, one, &format!("{one}s"))

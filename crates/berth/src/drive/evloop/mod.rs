@@ -373,15 +373,7 @@ impl super::Driver for Evloop {
         flags: &[],
         shards: |common, _| common.accept_threads,
         listeners: |common, _| common.accept_threads,
-        describe: |common, _| {
-            use super::registry::count;
-            format!(
-                "{}, {}, capacity {} per thread",
-                count(common.accept_threads, "accept thread"),
-                count(common.workers, "worker"),
-                common.capacity
-            )
-        },
+        describe: |common, _| super::registry::describe_loops("accept thread", common),
     };
     type Config = Config;
 

@@ -804,15 +804,7 @@ impl super::Driver for Uring {
         ],
         shards: |common, _| common.accept_threads,
         listeners: |common, _| common.accept_threads,
-        describe: |common, _| {
-            use super::registry::count;
-            format!(
-                "{}, {}, capacity {} per thread",
-                count(common.accept_threads, "io_uring loop"),
-                count(common.workers, "worker"),
-                common.capacity
-            )
-        },
+        describe: |common, _| super::registry::describe_loops("io_uring loop", common),
     };
     type Config = Config;
 
