@@ -280,6 +280,19 @@ pub struct LabArgs {
     pub peers: Option<PathBuf>,
 }
 
+/// Whether `serve` speaks HTTP/2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Http2 {
+    /// A plain connection that starts with the preface is HTTP/2's (h2c with prior
+    /// knowledge), any other HTTP/1.1's; TLS offers `h2` by ALPN before `http/1.1`.
+    On,
+    /// HTTP/1.1 only: TLS offers `http/1.1` alone.
+    Off,
+    /// Every connection is HTTP/2's (prior knowledge, a gRPC backend's port; TLS offers `h2`
+    /// alone): an HTTP/1.1 request is a connection error.
+    Only,
+}
+
 /// What the `--http-port` listener does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum HttpMode {
@@ -387,6 +400,17 @@ pub struct ServeArgs {
     /// connection is closed with 1009.
     #[arg(long, value_name = "SIZE", default_value = "16m", value_parser = units::limit_usize, help_heading = heading::LIMITS)]
     pub ws_max_message: NonZeroUsize,
+
+    /// HTTP/2: with `on`, a plain connection that starts with its preface is served as HTTP/2
+    /// (h2c with prior knowledge) and TLS listeners offer `h2` by ALPN before `http/1.1`;
+    /// `only` serves every connection as HTTP/2.
+    #[arg(long, value_name = "on|off|only", value_enum, default_value_t = Http2::On, help_heading = heading::LIMITS)]
+    pub http2: Http2,
+
+    /// HTTP/2 streams a client may have open at once on one connection; one more is refused
+    /// (REFUSED_STREAM).
+    #[arg(long, value_name = "N", default_value = "128", value_parser = clap::value_parser!(u32).range(1..), help_heading = heading::LIMITS)]
+    pub http2_max_streams: u32,
 
     /// From a request's first byte until its head must be complete; then 408.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]

@@ -14,9 +14,10 @@ use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth::net::{Acceptor, ListenConfig};
 use berth::stats::Stats;
+use berth_proto::h2::H2Config;
 use berth_proto::http::Limits;
 
-use crate::args::{usage_error, AccessLogFormat, HttpMode, ServeArgs};
+use crate::args::{usage_error, AccessLogFormat, Http2, HttpMode, ServeArgs};
 use crate::lifecycle;
 
 /// One `--listen` (or `--host`/`--port`): where, and whether over TLS.
@@ -50,6 +51,11 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_headers: usize::from(args.max_headers),
         max_uri_bytes: args.max_uri_size.get(),
         max_body_bytes: args.max_body_size,
+        http2: (args.http2 != Http2::Off).then(|| H2Config {
+            max_concurrent_streams: args.http2_max_streams,
+            exclusive: args.http2 == Http2::Only,
+            ..H2Config::default()
+        }),
         ..Limits::default()
     };
     let mut settings = Settings::new(model, listeners[0].addr);
@@ -245,7 +251,13 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// before anything starts.
 fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
     let certificate = |cert: &Path, key: &Path| {
-        TlsAcceptor::new(TlsSettings::http(cert, key)).map_err(|e| format!("TLS: {e}"))
+        let mut settings = TlsSettings::http(cert, key);
+        match args.http2 {
+            Http2::On => {}
+            Http2::Off => settings.alpn.retain(|p| p != b"h2"),
+            Http2::Only => settings.alpn.retain(|p| p == b"h2"),
+        }
+        TlsAcceptor::new(settings).map_err(|e| format!("TLS: {e}"))
     };
     // --tls-cert and --tls-key: read once, for --host/--port or every tls:// without files.
     let mut default_tls: Option<TlsAcceptor> = None;

@@ -79,6 +79,11 @@ pub struct H2Config {
     /// also keeps a client from exhausting stream ids on one connection. Default 10,000
     /// (berth's choice; HTTP/2 clients expect long connections).
     pub max_streams_per_connection: u32,
+    /// Every connection speaks HTTP/2 (a port for clients with prior knowledge only, such as
+    /// a gRPC backend's): first bytes that are not the preface are a connection error, not an
+    /// HTTP/1.1 request. Default false: a plain connection is HTTP/2's only if it starts with
+    /// the preface, and HTTP/1.1's otherwise (ALPN decides over TLS).
+    pub exclusive: bool,
 }
 
 impl Default for H2Config {
@@ -102,6 +107,7 @@ impl Default for H2Config {
             window_update_allowance: 100,
             priority_allowance: 100,
             max_streams_per_connection: 10_000,
+            exclusive: false,
         }
     }
 }

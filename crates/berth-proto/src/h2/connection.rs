@@ -446,10 +446,14 @@ impl Connection {
         if self.phase == Phase::Closed {
             return Step::Close;
         }
-        if (self.goaway_sent || self.peer_gone) && self.streams.is_empty() {
+        if self.peer_gone && self.streams.is_empty() {
             // RFC 9113 §6.8: an endpoint should send GOAWAY before it closes, even after the
-            // peer's.
+            // peer's. The closing is left to the client (or the idle timeout): it may still
+            // send PING or SETTINGS, and closing under them would reset the connection.
             self.goaway_now(output);
+        }
+        if self.goaway_sent && !self.peer_gone && self.streams.is_empty() {
+            // Our drain is done.
             self.phase = Phase::Closed;
             return Step::Close;
         }
@@ -714,9 +718,16 @@ impl Connection {
         Ok(())
     }
 
-    /// The stream was reset: it is dropped, or kept as a zombie while its job is out.
+    /// berth reset the stream: it is dropped (or kept as a zombie while its job is out), and
+    /// late frames on it are ignored (§5.4.2: they may have been sent before the RST_STREAM
+    /// arrived).
     fn forget(&mut self, id: u32) {
         remember(&mut self.reset, id);
+        self.drop_stream(id);
+    }
+
+    /// The stream is dropped, or kept as a zombie while its job is out.
+    fn drop_stream(&mut self, id: u32) {
         if let Some(s) = self.streams.get_mut(&id) {
             if let Some(feed) = s.feed.take() {
                 feed.abort();
@@ -1327,7 +1338,10 @@ impl Connection {
                 return Err(Fail::Calm(Abuse::RapidReset));
             }
         }
-        self.forget(id);
+        // §5.1, "closed": a frame other than PRIORITY after the client's own RST_STREAM is a
+        // stream error STREAM_CLOSED (unlike frames after berth's, which crossed it).
+        remember(&mut self.closed, id);
+        self.drop_stream(id);
         Ok(())
     }
 

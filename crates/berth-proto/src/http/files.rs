@@ -879,6 +879,7 @@ mod tests {
             limits: &limits,
             date: b"Sun, 06 Nov 1994 08:49:37 GMT",
             stream_bodies: false,
+            now: std::time::Instant::now(),
         };
         let mut session = Session::new();
         let mut input = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\

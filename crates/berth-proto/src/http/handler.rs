@@ -23,6 +23,9 @@ pub struct Context<'a> {
     /// its jobs inline (the blocking models, the in-memory pump) says false, and such a handler
     /// gets the body whole.
     pub stream_bodies: bool,
+    /// The driver's time: when it last woke, near enough for HTTP/2's rates and header
+    /// timeouts (the protocol reads no clock).
+    pub now: std::time::Instant,
 }
 
 /// How a [`Handler`] dealt with a request.

@@ -259,7 +259,8 @@ fn serve<H: Handler, T: Blocking>(
             }
             // Not with an unlimited budget; if it ever were, going on is right.
             Fate::Again => conn.pump(&mut lend!()),
-            Fate::Offload(job) => {
+            // HTTP/2's streams are answered in turn: each job runs here, then the pump goes on.
+            Fate::Offload { stream, job } => {
                 // Answers to earlier pipelined requests are out (the pump wrote them).
                 if peer_reset(&conn.stream) {
                     stats.job_cancelled();
@@ -267,7 +268,7 @@ fn serve<H: Handler, T: Blocking>(
                 }
                 let reply = super::run_job(job, stats);
                 date.refresh();
-                conn.complete(reply, &mut lend!())
+                conn.complete(stream, reply, &mut lend!())
             }
             Fate::Open(request) => {
                 let found = files.open(&request);

@@ -402,6 +402,9 @@ pub(super) trait Loop {
     /// Acts on what a connection's pump decided, until it waits or closes.
     fn settle(&mut self, key: usize, mut fate: Fate<<Self::H as Handler>::Job>) {
         loop {
+            if !matches!(fate, Fate::Close) {
+                self.give_waker(key);
+            }
             match fate {
                 Fate::Keep => return self.arm(key),
                 Fate::Close => return self.finish(key),
@@ -420,20 +423,29 @@ pub(super) trait Loop {
                     };
                     fate = conn.file_opened(&file, found, &mut shared.env());
                 }
-                Fate::Offload(job) => {
+                Fate::Offload { stream, job } => {
                     let st = self.state();
                     let reply_to = || LoopConn {
                         loops: st.loops.clone(),
                         owner: st.owner,
                         conn: key,
+                        stream,
                     };
                     match workers::offload(st.queue.as_ref(), job, reply_to, &st.stats) {
-                        Offloaded::Queued => return self.arm(key),
+                        Offloaded::Queued => {
+                            let Some((conn, mut shared)) = self.conn(key) else {
+                                return;
+                            };
+                            if !conn.pump_again() {
+                                return self.arm(key);
+                            }
+                            fate = conn.pump(&mut shared.env());
+                        }
                         Offloaded::Answer(reply) => {
                             let Some((conn, mut shared)) = self.conn(key) else {
                                 return;
                             };
-                            fate = conn.complete(reply, &mut shared.env());
+                            fate = conn.complete(stream, reply, &mut shared.env());
                         }
                         Offloaded::Gone => return self.finish(key),
                     }
@@ -442,13 +454,31 @@ pub(super) trait Loop {
         }
     }
 
+    /// Gives a connection that began speaking HTTP/2 the way its streams wake this loop: a
+    /// post of [`Done::More`], as a streamed body's producer makes.
+    fn give_waker(&mut self, key: usize) {
+        if !self.conn(key).is_some_and(|(c, _)| c.wants_waker()) {
+            return;
+        }
+        let st = self.state();
+        let to = LoopConn {
+            loops: st.loops.clone(),
+            owner: st.owner,
+            conn: key,
+            stream: 0,
+        };
+        if let Some((conn, _)) = self.conn(key) {
+            conn.set_waker(std::sync::Arc::new(move || workers::ReplyTo::more(&to)));
+        }
+    }
+
     /// Hands every finished job's reply to its connection (or frees the slot of one whose
     /// peer has gone).
     fn take_replies(&mut self) {
         while let Ok((key, done)) = self.state().replies.try_recv() {
-            let reply = match done {
-                Done::Reply(reply) => Some(reply),
-                Done::Cancelled => None,
+            let (stream, reply) = match done {
+                Done::Reply(stream, reply) => (stream, Some(reply)),
+                Done::Cancelled => (0, None),
                 // A streamed body has more. Its connection may have ended since (and the slot
                 // been reused: one extra pump is harmless).
                 Done::More => {
@@ -463,13 +493,16 @@ pub(super) trait Loop {
                 debug_assert!(false, "reply for a freed slot");
                 continue;
             };
-            // A cancelled job's slot is dead: its reply (none) frees it.
+            // A cancelled job's slot is dead: its reply (none) frees it, once no other job of
+            // the connection (HTTP/2's streams) is out.
             let (false, Some(reply)) = (conn.is_orphan(), reply) else {
                 debug_assert!(conn.is_orphan(), "a live connection's job was cancelled");
-                self.free(key);
+                if conn.work_back() {
+                    self.free(key);
+                }
                 continue;
             };
-            let fate = conn.complete(reply, &mut shared.env());
+            let fate = conn.complete(stream, reply, &mut shared.env());
             self.settle(key, fate);
         }
     }

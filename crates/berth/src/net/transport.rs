@@ -96,6 +96,12 @@ pub trait Transport: Read + Write {
     fn peer(&self) -> Option<std::net::SocketAddr> {
         None
     }
+
+    /// The application protocol agreed by ALPN (TLS), once the handshake is done: `h2` makes
+    /// the connection HTTP/2's whatever its first bytes are.
+    fn alpn(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
@@ -484,6 +490,9 @@ impl<S: Transport> Transport for Stream<S> {
     }
     fn peer(&self) -> Option<std::net::SocketAddr> {
         stream!(self, s => s.peer())
+    }
+    fn alpn(&self) -> Option<&[u8]> {
+        stream!(self, s => s.alpn())
     }
 }
 
