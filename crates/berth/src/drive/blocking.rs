@@ -222,6 +222,8 @@ fn serve<H: Handler, T: Blocking>(
                 // Between HTTP requests (answered, nothing buffered): the model may let the
                 // connection go now. Not a connection handed to another protocol: that one is
                 // served until it ends.
+                // (An idle HTTP/2 connection counts too: `single` serves one connection at a
+                // time, and one that idles while another client waits is let go.)
                 let between = conn.is_idle() && conn.answered();
                 if between && should_yield() {
                     return linger_close(&mut conn.stream, false);

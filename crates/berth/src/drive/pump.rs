@@ -487,16 +487,6 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         self.has_waker = true;
     }
 
-    /// The HTTP/2 connection, if the connection speaks it (for its counts).
-    pub fn http2(&self) -> Option<&berth_proto::h2::Connection> {
-        self.core.http2()
-    }
-
-    /// Whether the connection speaks HTTP/2 (many streams at once, no "between requests").
-    pub fn multiplexed(&self) -> bool {
-        self.core.multiplexed()
-    }
-
     /// Blocking: the last read waited out the read timeout the owner set; call
     /// [`Conn::expire`].
     pub fn timed_out(&self) -> bool {
