@@ -504,7 +504,10 @@ def serve(args, app=None) -> int:
     try:
         setup_logging(args)
         if app is None:
-            app = load(args.app, args.app_dir, args.factory)
+            try:
+                app = load(args.app, args.app_dir, args.factory)
+            except LoadError as e:
+                raise LoadError("cannot load {}: {}".format(args.app, e))
             target = args.app
         else:
             target = getattr(app, "__qualname__", None) or type(app).__name__
