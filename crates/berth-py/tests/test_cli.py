@@ -301,10 +301,20 @@ def test_the_berth_py_script(serve):
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     d = tmp_path_factory.mktemp("certs")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
-                   check=True, capture_output=True)
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "key.pem",
+            "-out", "cert.pem")
+    # A CA, and a client certificate it signed (--ssl-ca-certs).
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ca",
+            "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=client", "-keyout",
+            "client.key", "-out", "client.csr")
+    (d / "ext").write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "ext", "-out", "client.pem")
     return str(d / "cert.pem"), str(d / "key.pem")
 
 
@@ -332,9 +342,10 @@ def test_ssl_certfile_and_keyfile_serve_https(serve, certs, app, key):
 def test_ssl_ca_certs_asks_for_a_client_certificate(serve, certs):
     cert, keyfile = certs
     s = serve("apps.asgi_apps:raw", "--ssl-certfile", cert, "--ssl-keyfile", keyfile,
-              "--ssl-ca-certs", cert)
+              "--ssl-ca-certs", os.path.join(os.path.dirname(cert), "ca.pem"))
     ctx = ssl.create_default_context(cafile=cert)
-    ctx.load_cert_chain(cert, keyfile)
+    ctx.load_cert_chain(os.path.join(os.path.dirname(cert), "client.pem"),
+                        os.path.join(os.path.dirname(cert), "client.key"))
     conn = http.client.HTTPSConnection("127.0.0.1", s.port, context=ctx, timeout=WAIT)
     conn.request("GET", "/")
     assert conn.getresponse().read() == b"Hello, World!"
@@ -400,7 +411,7 @@ def test_log_config_json_and_ini(serve, tmp_path):
                            "formatter": "f"}},
         "loggers": {"berth.access": {"handlers": ["h"], "level": "INFO", "propagate": False}},
     }))
-    s = serve("apps.asgi_apps:raw", "--log-config", str(cfg))
+    s = serve("apps.asgi_apps:raw", "--log-config", str(cfg), "--access-log")
     s.get()
     assert s.stop() == 0
     assert 'ACCESS 127.0.0.1' in access_file.read_text()
@@ -504,10 +515,11 @@ def test_systemd_socket_activation(serve):
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        shell = ('exec 3<&%d; LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" -m berth apps.flask_app:app'
-                 % sock.fileno())
-        s = serve(command=["sh", "-c", shell, sys.executable], port=False,
-                  pass_fds=(sock.fileno(),))
+        # The descriptor as 3 and LISTEN_PID the server's own pid, as systemd passes them.
+        code = ("import os, sys; os.dup2(%d, 3); os.environ['LISTEN_PID'] = str(os.getpid()); "
+                "os.environ['LISTEN_FDS'] = '1'; os.execv(sys.executable, [sys.executable, "
+                "'-m', 'berth', 'apps.flask_app:app'])" % sock.fileno())
+        s = serve(command=[sys.executable, "-c", code], port=False, pass_fds=(sock.fileno(),))
     assert s.port == port
     assert s.get()[1] == b"Hello, World!"
 

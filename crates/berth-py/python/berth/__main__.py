@@ -271,7 +271,7 @@ def parser() -> Parser:
                    help="port to bind; 0 picks a free one (default: %(default)s)")
     g.add_argument("--uds", metavar="PATH",
                    help="a UNIX socket to listen on: not yet (berth's HTTP models accept TCP "
-                        "only for now)")
+                        "only for now; default: none)")
     g.add_argument("--fd", type=count(0), metavar="N",
                    help="serve the listening TCP socket on descriptor N (a process manager's) "
                         "instead of binding; under systemd's socket activation (LISTEN_FDS) "
@@ -281,7 +281,7 @@ def parser() -> Parser:
     g.add_argument("--ssl-certfile", metavar="FILE",
                    help="serve HTTPS with this PEM certificate chain (berth's rustls; "
                         "default: plain HTTP)")
-    g.add_argument("--ssl-keyfile", metavar="FILE", help="the certificate's PEM private key")
+    g.add_argument("--ssl-keyfile", metavar="FILE", help="the certificate's PEM private key (default: none)")
     g.add_argument("--ssl-ca-certs", metavar="FILE",
                    help="ask clients for a certificate signed by this PEM CA (default: none)")
     g = ap.add_argument_group("processes and threads")
@@ -328,7 +328,7 @@ def parser() -> Parser:
     g.add_argument("--forwarded-allow-ips",
                    default=os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
                    help="comma-separated addresses or networks trusted with proxy headers, * "
-                        "for any ($FORWARDED_ALLOW_IPS, else %(default)s)")
+                        "for any (default: $FORWARDED_ALLOW_IPS, else %(default)s)")
     g.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
                    help="a field added to every response that does not set it, repeatable "
                         "(default: none)")

@@ -328,7 +328,7 @@ class _Runner:
             error = task.exception() if not task.cancelled() else None
             if mode == "on":
                 raise LifespanFailed("the application does not support lifespan: {!r}".format(error))
-            log.info("the application does not support lifespan (%r); going on without it", error)
+            log.debug("the application does not support lifespan (%r); going on without it", error)
             return None
         started.result()  # raises LifespanFailed
         self.state = state
