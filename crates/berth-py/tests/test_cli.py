@@ -538,3 +538,23 @@ def test_reload_restarts_on_a_change(serve, tmp_path):
     s.port = int(re.search(r"://[^ ]*:(\d+) ", s.listening()).group(1))
     assert s.get("/")[1] == b"two"
     assert s.stop() == 0
+
+
+def test_reload_dir_watches_the_directories_given(serve, tmp_path):
+    helpers.need("watchfiles")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "greeting.txt").write_text("hello")
+    (tmp_path / "configured.py").write_text(
+        "import os\n"
+        "GREETING = open(os.path.join(os.path.dirname(__file__), 'conf', 'greeting.txt')).read()\n"
+        "def app(environ, start_response):\n"
+        "    start_response('200 OK', [])\n    return [GREETING.encode()]\n")
+    s = serve("configured:app", "--app-dir", str(tmp_path), "--reload", "--reload-dir", str(conf))
+    assert s.get("/")[1] == b"hello"
+    s.logged("watching %s" % re.escape(str(conf)))
+    (conf / "greeting.txt").write_text("bonjour")
+    s.logged("greeting.txt changed: restarting")
+    s.port = int(re.search(r"://[^ ]*:(\d+) ", s.listening()).group(1))
+    assert s.get("/")[1] == b"bonjour"
+    assert s.stop() == 0

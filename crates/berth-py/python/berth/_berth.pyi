@@ -14,6 +14,7 @@ __all__ = [
     "listen_shared",
     "models",
     "serve_wsgi",
+    "__version__",
 ]
 
 __version__: str
