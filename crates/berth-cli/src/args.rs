@@ -278,6 +278,11 @@ pub struct LabArgs {
     /// Directory of the peers' sources [default: ./peers, or the one in berth's source tree].
     #[arg(long, value_name = "DIR")]
     pub peers: Option<PathBuf>,
+
+    /// The Python that runs the Python peers (python-*, granian, berth-asgi, berth-wsgi ...),
+    /// e.g. a venv's, where berth-py and granian are installed [default: python3 on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
 }
 
 /// Whether `serve` speaks HTTP/2.

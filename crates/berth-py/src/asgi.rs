@@ -234,6 +234,12 @@ impl Handler for AsgiHandler {
     ) -> Handled<AsgiJob> {
         self.call(req, Some(body), None)
     }
+
+    fn on_response(&mut self, status: u16) {
+        if status == 413 {
+            crate::front::warn(crate::front::OVER_MAX_BODY);
+        }
+    }
 }
 
 impl AsgiHandler {
@@ -766,7 +772,7 @@ impl AsgiServer {
     #[new]
     /// `fd`: a listening socket to serve instead of binding `host:port` (`python -m berth
     /// --workers`: the parent's), taken over (closed when done).
-    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024, fd=None))]
+    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024, fd=None, options=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -779,11 +785,15 @@ impl AsgiServer {
         max_connections: Option<usize>,
         ws_max_message: usize,
         fd: Option<i32>,
+        options: Option<Bound<'_, PyDict>>,
     ) -> PyResult<AsgiServer> {
+        let model: Model = model.parse().map_err(|_| {
+            PyValueError::new_err(format!(
+                "no model {model:?} (models: {})",
+                crate::front::models().join(", ")
+            ))
+        })?;
         let inherited = fd.map(crate::workers::inherited).transpose()?;
-        let model: Model = model
-            .parse()
-            .map_err(|_| PyValueError::new_err(format!("no model {model:?}")))?;
         let addr = crate::workers::address(host, port)?;
         let mut settings = Settings::new(model, addr);
         settings.common.accept_threads = io_threads.max(1);
@@ -797,6 +807,8 @@ impl AsgiServer {
         if let Some(max) = max_connections {
             settings.common.capacity = max;
         }
+        // `options`: TLS, backlog, keep-alive, concurrency limit (see `front::configure`).
+        crate::front::configure(&mut settings, options.as_ref())?;
         let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
         let threads = model != Model::Evloop || io_threads > 1;
         let bridge = Arc::new(Bridge::new(threads).map_err(|e| crate::os_error("", e))?);

@@ -2,9 +2,15 @@
 //! application's header fields turned into berth's reply (dropping the ones berth writes
 //! itself), and the body length an application declares held to.
 
+use std::time::Duration;
+
+use berth::drive::{Model, Settings};
+use berth::net::tls::{TlsAcceptor, TlsSettings};
+use berth::net::Acceptor;
 use berth::proto::http::{body_stream, Reply};
 use pyo3::exceptions::PyValueError;
-use pyo3::PyResult;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 /// Written to a connection refused at capacity.
 pub const REFUSAL: &[u8] =
@@ -129,4 +135,93 @@ pub fn whole_reply(
         with_app_fields(reply, fields.iter().map(|(n, v)| (n, v)))?,
         misfit,
     ))
+}
+
+/// Applies the server options both fronts share (`python -m berth`'s, given as a dict so that
+/// a new one needs no new parameter): `backlog` (listen backlog), `keep_alive` (seconds an
+/// idle keep-alive connection is kept), `limit_concurrency` (most connections at once; more
+/// are answered 503), `ssl_certfile`/`ssl_keyfile`/`ssl_ca_certs` (TLS with berth's rustls;
+/// a CA asks clients for a certificate). An unknown key, or a value of the wrong kind, is a
+/// `ValueError`; a certificate or key that cannot be used is a `ValueError` naming it.
+pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    let Some(options) = options else {
+        return Ok(());
+    };
+    let (mut cert, mut key, mut ca) = (None::<String>, None::<String>, None::<String>);
+    for (name, value) in options.iter() {
+        let name: String = name.extract()?;
+        if value.is_none() {
+            continue;
+        }
+        match name.as_str() {
+            "backlog" => {
+                let backlog: i32 = value.extract()?;
+                if backlog < 1 {
+                    return Err(PyValueError::new_err("backlog must be at least 1"));
+                }
+                settings.common.listen.backlog = backlog;
+            }
+            "keep_alive" => {
+                let secs: f64 = value.extract()?;
+                settings.common.timeouts.idle = Duration::try_from_secs_f64(secs)
+                    .map_err(|_| PyValueError::new_err("keep_alive: not a number of seconds"))?;
+            }
+            "limit_concurrency" => {
+                let limit: usize = value.extract()?;
+                if limit < 1 {
+                    return Err(PyValueError::new_err(
+                        "limit_concurrency must be at least 1",
+                    ));
+                }
+                // Per accept thread in berth: shared out so that the whole holds `limit`.
+                let threads = settings.common.accept_threads.max(1);
+                settings.common.capacity = limit.div_ceil(threads);
+            }
+            "ssl_certfile" => cert = Some(value.extract()?),
+            "ssl_keyfile" => key = Some(value.extract()?),
+            "ssl_ca_certs" => ca = Some(value.extract()?),
+            other => return Err(PyValueError::new_err(format!("no server option {other:?}"))),
+        }
+    }
+    match (cert, key) {
+        (None, None) if ca.is_some() => Err(PyValueError::new_err(
+            "ssl_ca_certs needs ssl_certfile and ssl_keyfile",
+        )),
+        (None, None) => Ok(()),
+        (Some(cert), Some(key)) => {
+            let mut tls = TlsSettings::http(cert, key);
+            tls.client_ca = ca.map(Into::into);
+            let acceptor = TlsAcceptor::new(tls).map_err(|e| PyValueError::new_err(e.0))?;
+            settings.common.listen.transport = Acceptor::Tls(acceptor);
+            Ok(())
+        }
+        (Some(_), None) => Err(PyValueError::new_err("ssl_certfile needs ssl_keyfile")),
+        (None, Some(_)) => Err(PyValueError::new_err("ssl_keyfile needs ssl_certfile")),
+    }
+}
+
+/// The models berth's registry has, by name, in its order (`python -m berth --model`'s
+/// choices).
+#[pyfunction]
+pub fn models() -> Vec<&'static str> {
+    Model::ALL.iter().map(|m| m.name()).collect()
+}
+
+/// The log line (and the 413's reason) for a request body over the limit: the option that
+/// raises it.
+pub const OVER_MAX_BODY: &str =
+    "a request body over the limit was answered 413; python -m berth --max-body raises the limit";
+
+/// Writes `message` to the Python logger `berth.error` at WARNING (taking the GIL: for rare
+/// events only).
+pub fn warn(message: &str) {
+    Python::with_gil(|py| {
+        let logged = py
+            .import("logging")
+            .and_then(|l| l.call_method1("getLogger", ("berth.error",)))
+            .and_then(|l| l.call_method1("warning", (message,)));
+        if let Err(e) = logged {
+            e.write_unraisable(py, None);
+        }
+    });
 }

@@ -21,12 +21,16 @@ use pyo3::prelude::*;
 /// Binds and listens on `host:port` for workers to share (see the module docs). Returns the
 /// socket's descriptor (the caller owns it) and the address bound (port 0: the one chosen).
 /// `OSError` with berth's wording (`address 127.0.0.1:9000 already in use`) if it cannot.
+/// `backlog`: the listen backlog (`--backlog`).
 #[pyfunction]
-pub fn listen_shared(host: &str, port: u16) -> PyResult<(i32, String, u16)> {
+#[pyo3(signature = (host, port, backlog=None))]
+pub fn listen_shared(host: &str, port: u16, backlog: Option<i32>) -> PyResult<(i32, String, u16)> {
     let addr = address(host, port)?;
+    let defaults = ListenConfig::default();
     let config = ListenConfig {
+        backlog: backlog.unwrap_or(defaults.backlog),
         reuse_port: false,
-        ..ListenConfig::default()
+        ..defaults
     };
     let mut listeners = bind_tcp(addr, 1, config).map_err(crate::bind_error)?;
     let listener = listeners.remove(0);

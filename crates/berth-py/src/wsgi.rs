@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth::drive::{self, Model, Service, Settings};
+use berth::net::Acceptor;
 use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response, Version};
 use pyo3::exceptions::PyValueError;
 
@@ -23,6 +24,10 @@ struct App {
     app: Py<PyAny>,
     server_name: String,
     server_port: String,
+    /// `wsgi.url_scheme`: `https` over TLS.
+    url_scheme: &'static str,
+    /// `wsgi.multiprocess`: true when processes share the port (`--workers` above 1).
+    multiprocess: bool,
     /// Looked up once, not per request: `io.BytesIO`, `sys.stderr`, and the `write()` callable
     /// `start_response` returns (which refuses: PEP 3333's legacy write is not supported).
     bytes_io: Py<PyAny>,
@@ -78,6 +83,12 @@ impl Handler for WsgiHandler {
             version: req.version,
             peer: req.peer,
         })
+    }
+
+    fn on_response(&mut self, status: u16) {
+        if status == 413 {
+            front::warn(front::OVER_MAX_BODY);
+        }
     }
 }
 
@@ -155,9 +166,9 @@ impl Call {
         env.set_item("wsgi.input_terminated", true)?;
         env.set_item("wsgi.errors", self.app.stderr.clone_ref(py))?;
         env.set_item("wsgi.version", (1, 0))?;
-        env.set_item("wsgi.url_scheme", "http")?;
+        env.set_item("wsgi.url_scheme", self.app.url_scheme)?;
         env.set_item("wsgi.multithread", true)?;
-        env.set_item("wsgi.multiprocess", false)?;
+        env.set_item("wsgi.multiprocess", self.app.multiprocess)?;
         env.set_item("wsgi.run_once", false)?;
         Ok(env)
     }
@@ -248,9 +259,11 @@ impl StartResponse {
 /// threads running the application, until SIGINT or SIGTERM; then drains for up to
 /// `shutdown_timeout` seconds. Prints `berth listening on http://ADDR (...)` once serving, then
 /// calls `ready`, if given. `fd`: a listening socket to serve instead of binding `host:port`
-/// (`python -m berth --workers`: the parent's), taken over (closed when done).
+/// (`python -m berth --workers`: the parent's), taken over (closed when done). `multiprocess`:
+/// `wsgi.multiprocess` (processes share the port); `options`: the server options of
+/// [`front::configure`] (TLS, backlog, keep-alive, concurrency limit).
 #[pyfunction]
-#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false, max_body=None, fd=None, ready=None))]
+#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false, max_body=None, fd=None, ready=None, multiprocess=false, options=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_wsgi(
     py: Python<'_>,
@@ -264,11 +277,16 @@ pub fn serve_wsgi(
     max_body: Option<usize>,
     fd: Option<i32>,
     ready: Option<Py<PyAny>>,
+    multiprocess: bool,
+    options: Option<Bound<'_, PyDict>>,
 ) -> PyResult<()> {
+    let model: Model = model.parse().map_err(|_| {
+        PyValueError::new_err(format!(
+            "no model {model:?} (models: {})",
+            front::models().join(", ")
+        ))
+    })?;
     let inherited = fd.map(workers::inherited).transpose()?;
-    let model: Model = model
-        .parse()
-        .map_err(|_| PyValueError::new_err(format!("no model {model:?}")))?;
     let addr = workers::address(host, port)?;
     let grace = Duration::try_from_secs_f64(shutdown_timeout)
         .map_err(|_| PyValueError::new_err("shutdown_timeout is not a number of seconds"))?;
@@ -282,6 +300,8 @@ pub fn serve_wsgi(
     if let Some(max) = max_body {
         settings.common.limits.max_body_bytes = max;
     }
+    front::configure(&mut settings, options.as_ref())?;
+    let tls = matches!(settings.common.listen.transport, Acceptor::Tls(_));
     let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
     // The legacy write() callable: not supported; a function that says so.
     let refuse_write = py
@@ -295,6 +315,8 @@ pub fn serve_wsgi(
         app,
         server_name: host.to_owned(),
         server_port: port.to_string(),
+        url_scheme: if tls { "https" } else { "http" },
+        multiprocess,
         bytes_io: py.import("io")?.getattr("BytesIO")?.unbind(),
         stderr: py.import("sys")?.getattr("stderr")?.unbind(),
         refuse_write,
@@ -305,9 +327,14 @@ pub fn serve_wsgi(
     // berth serves copies of an inherited socket: this one closes now, so that the port closes
     // with berth's copies when it drains.
     settings.common.listen.inherited = None;
+    // `--workers` are processes: the model's workers here are threads, and said so.
+    let shape = settings
+        .describe()
+        .replace(" workers,", " threads,")
+        .replace(" worker,", " thread,");
     let line = format!(
-        "berth listening on http://{bound} (model {model}, {}, WSGI)",
-        settings.describe()
+        "berth listening on {}://{bound} (model {model}, {shape}, WSGI)",
+        if tls { "https" } else { "http" }
     );
     // One write, so that the lines of processes sharing stdout (--workers) never interleave
     // (print() writes the line and its end apart when Python's output is unbuffered).

@@ -701,7 +701,10 @@ impl Session {
         match framing.body {
             BodyKind::Empty => {}
             BodyKind::Fixed(n) if n > limits.max_body_bytes as u64 => {
-                return Err(reject(413, "request body too large"));
+                return Err(reject(
+                    413,
+                    "request body too large (over the server's --max-body)",
+                ));
             }
             _ => return Ok(HeadOutcome::Body { head_len, framing }),
         }
