@@ -22,7 +22,7 @@ def environ_app(environ, start_response):
     import json
 
     keys = ("REMOTE_ADDR", "REMOTE_PORT", "wsgi.url_scheme", "SCRIPT_NAME", "PATH_INFO",
-            "wsgi.multiprocess", "wsgi.multithread")
+            "wsgi.multiprocess", "wsgi.multithread", "SERVER_PROTOCOL")
     body = json.dumps({k: environ.get(k) for k in keys}).encode()
     start_response("200 OK", [("Content-Type", "application/json")])
     return [body]
