@@ -314,11 +314,15 @@ pub fn bind_tcp(
     let mut listeners = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count.max(1) {
-        let listener = bind_one(addr, &config).map_err(|source| BindError { addr: Addr::Tcp(addr), source })?;
+        let listener = bind_one(addr, &config).map_err(|source| BindError {
+            addr: Addr::Tcp(addr),
+            source,
+        })?;
         if addr.port() == 0 {
-            addr = listener
-                .local_addr()
-                .map_err(|source| BindError { addr: Addr::Tcp(addr), source })?;
+            addr = listener.local_addr().map_err(|source| BindError {
+                addr: Addr::Tcp(addr),
+                source,
+            })?;
         }
         listeners.push(listener);
     }
@@ -343,7 +347,10 @@ pub fn check_unshared(addr: SocketAddr) -> Result<(), BindError> {
         socket.bind(&addr.into())
         // Closed here: the probe never listens, so it never takes a connection.
     };
-    probe().map_err(|source| BindError { addr: Addr::Tcp(addr), source })
+    probe().map_err(|source| BindError {
+        addr: Addr::Tcp(addr),
+        source,
+    })
 }
 
 /// Binds a `SO_REUSEPORT` socket on `addr` without listening on it. It holds the port (and
@@ -358,7 +365,10 @@ pub fn reserve_port(addr: SocketAddr) -> Result<(Socket, SocketAddr), BindError>
         let bound = socket.local_addr()?.as_socket().unwrap_or(addr);
         Ok((socket, bound))
     };
-    reserve().map_err(|source| BindError { addr: Addr::Tcp(addr), source })
+    reserve().map_err(|source| BindError {
+        addr: Addr::Tcp(addr),
+        source,
+    })
 }
 
 /// `count` copies of an inherited listening socket, with berth's options set on it.
@@ -384,7 +394,10 @@ fn adopt(
             .map(|_| Ok(socket.try_clone()?.into()))
             .collect()
     };
-    prepare().map_err(|source| BindError { addr: Addr::Tcp(addr), source })
+    prepare().map_err(|source| BindError {
+        addr: Addr::Tcp(addr),
+        source,
+    })
 }
 
 fn bind_one(addr: SocketAddr, config: &ListenConfig) -> io::Result<TcpListener> {
