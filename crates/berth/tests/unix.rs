@@ -5,7 +5,7 @@
 //! left alone, the file removed when the server stops); and clients that reset, half-close or
 //! crowd in leave no connection open behind them.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};

@@ -432,7 +432,10 @@ impl super::Driver for Prefork {
             accept_threads: super::AcceptThreads::PerProcess,
             workers: true,
         },
-        caps: super::Caps::READINESS,
+        caps: super::Caps {
+            allocation_free: true,
+            ..super::Caps::READINESS
+        },
         flags: &[super::Flag {
             long: "processes",
             value_name: "N",

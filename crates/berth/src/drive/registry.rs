@@ -135,6 +135,11 @@ pub struct Caps {
     /// It serves many connections at once; else one at a time, the others waiting in the
     /// listen backlog (`single`).
     pub concurrent: bool,
+    /// Once warm, a keep-alive connection's plain requests allocate nothing on the heap: its
+    /// buffers come from its loop's pool and its answers are written in place (`evloop`,
+    /// `uring`, and `prefork`'s loops; `tests/alloc.rs` counts it where the serving threads
+    /// are in the test's own process).
+    pub allocation_free: bool,
 }
 
 impl Caps {
@@ -144,6 +149,7 @@ impl Caps {
         wakes_upgraded: false,
         streams_bodies: false,
         concurrent: true,
+        allocation_free: false,
     };
     /// Non-blocking sockets an event loop or scheduler is told about (`evloop`, `prefork`,
     /// `actor`, `uring`).
@@ -152,6 +158,7 @@ impl Caps {
         wakes_upgraded: true,
         streams_bodies: true,
         concurrent: true,
+        allocation_free: false,
     };
 }
 

@@ -368,7 +368,10 @@ impl super::Driver for Evloop {
             accept_threads: super::AcceptThreads::PerServer,
             workers: true,
         },
-        caps: super::Caps::READINESS,
+        caps: super::Caps {
+            allocation_free: true,
+            ..super::Caps::READINESS
+        },
         flags: &[],
         shards: |common, _| common.accept_threads,
         listeners: |common, _| common.accept_threads,

@@ -785,7 +785,10 @@ impl super::Driver for Uring {
             accept_threads: super::AcceptThreads::PerServer,
             workers: true,
         },
-        caps: super::Caps::READINESS,
+        caps: super::Caps {
+            allocation_free: true,
+            ..super::Caps::READINESS
+        },
         flags: &[
             super::Flag {
                 long: "ring-entries",
