@@ -452,11 +452,13 @@ where
 }
 
 /// Removes the file of a UNIX socket bound at `addr` once `ctl` is told to stop (what
-/// [`serve`] and the embedded loop do); nothing for TCP.
+/// [`serve`] and the embedded loop do), before the model's own hooks close its listeners:
+/// while it still listens, nobody else can have taken the path ([`SocketFile::remove`]).
+/// Nothing for TCP.
 pub(crate) fn remove_on_stop(ctl: &crate::rt::Control, addr: &Addr) {
     if let Addr::Unix(path) = addr {
         match SocketFile::bound(path) {
-            Ok(file) => ctl.on_stop(move |_| file.remove()),
+            Ok(file) => ctl.on_stop_first(move |_| file.remove()),
             Err(e) => log::warn!("{addr}: the socket file will not be removed at exit: {e}"),
         }
     }

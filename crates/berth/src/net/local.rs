@@ -72,12 +72,15 @@ pub(crate) fn bind_unix_with(path: &Path, backlog: i32) -> io::Result<UnixListen
 /// A UNIX socket's file as its server bound it, to remove when the server stops listening
 /// ([`SocketFile::remove`]), so the next start finds no stale file (uvicorn and nginx do the
 /// same). Only that very file is removed: the device and inode seen at bind time must still
-/// be at the path, since another server may have bound its own there since ours stopped
-/// accepting.
-#[derive(Debug, Clone)]
+/// be at the path. Remove it while the socket still listens: until then no other server can
+/// have taken the path over (a live socket is refused), and a file removed by someone else
+/// cannot have freed its inode number for a newcomer's file. Removed once: a later call
+/// (a drain's stop, then its deadline's) does nothing, the path being a newcomer's by then.
+#[derive(Debug)]
 pub struct SocketFile {
     path: PathBuf,
     id: (u64, u64),
+    removed: std::sync::atomic::AtomicBool,
 }
 
 impl SocketFile {
@@ -87,12 +90,16 @@ impl SocketFile {
         Ok(SocketFile {
             path: path.to_owned(),
             id: (meta.dev(), meta.ino()),
+            removed: Default::default(),
         })
     }
 
     /// Removes the file if it is still the one bound; quietly does nothing otherwise (gone
     /// already, or replaced by someone else's).
     pub fn remove(&self) {
+        if self.removed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
         let ours = std::fs::symlink_metadata(&self.path)
             .is_ok_and(|m| m.file_type().is_socket() && (m.dev(), m.ino()) == self.id);
         if ours {
@@ -166,13 +173,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("berth-local-rm-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.sock");
-        let first = bind_unix(&path).unwrap();
+        let _first = bind_unix(&path).unwrap();
         let file = SocketFile::bound(&path).unwrap();
-        drop(first);
-        // Another server took the (now stale) path over: its file is not ours to remove.
+        // Someone moved ours away and bound another at the path: not ours to remove.
+        std::fs::rename(&path, dir.join("moved.sock")).unwrap();
         let _second = bind_unix(&path).unwrap();
         file.remove();
         assert!(path.exists());
+        std::fs::remove_file(dir.join("moved.sock")).unwrap();
         SocketFile::bound(&path).unwrap().remove();
         assert!(!path.exists());
         let err = bind_unix(&dir.join("missing/s.sock")).unwrap_err();
