@@ -336,9 +336,11 @@ impl From<AccessLogFormat> for berth::app::AccessLog {
 /// Options of `berth serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Where to listen (repeatable): tcp://HOST:PORT, tls://HOST:PORT[?cert=FILE&key=FILE]
-    /// (or --tls-cert and --tls-key), unix:///PATH. Each listener is served by its own
-    /// threads of the chosen model. Without it: --host and --port.
+    /// Where to listen (repeatable, kinds mixed): tcp://HOST:PORT,
+    /// tls://HOST:PORT[?cert=FILE&key=FILE] (or --tls-cert and --tls-key), unix:///PATH (every
+    /// model; a stale socket file is replaced, a live one refused, the file removed at exit).
+    /// Each listener is served by its own threads of the chosen model. Without it: --host and
+    /// --port.
     #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", conflicts_with_all = ["host", "port"], help_heading = heading::LISTEN)]
     pub listen: Vec<String>,
 

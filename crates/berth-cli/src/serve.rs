@@ -2,7 +2,7 @@
 //! line.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use berth::app::redirect::HttpsRedirect;
@@ -12,7 +12,7 @@ use berth::files::Files;
 use berth::msg::{Address, Endpoint};
 use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
-use berth::net::{Acceptor, ListenConfig};
+use berth::net::{Acceptor, Addr, ListenConfig};
 use berth::stats::Stats;
 use berth_proto::h2::H2Config;
 use berth_proto::http::Limits;
@@ -22,8 +22,8 @@ use crate::lifecycle;
 
 /// One `--listen` (or `--host`/`--port`): where, and whether over TLS.
 struct Listener {
-    /// A TCP address.
-    addr: SocketAddr,
+    /// A TCP address or a UNIX socket's path.
+    addr: Addr,
     /// HTTPS with this certificate.
     tls: Option<TlsAcceptor>,
 }
@@ -58,7 +58,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }),
         ..Limits::default()
     };
-    let mut settings = Settings::new(model, listeners[0].addr);
+    let mut settings = Settings::new(model, SocketAddr::from(([127, 0, 0, 1], 0)));
+    settings.addr = listeners[0].addr.clone();
     settings.common = Common {
         listen: ListenConfig {
             backlog: args.backlog,
@@ -112,9 +113,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Detach now: every flag has been checked (usage errors reached the terminal), and no
     // thread has been started yet (fork keeps only the calling one).
     let mut daemon = lifecycle::detach(&args.daemon)?;
-    let demo = |stats: &Arc<Stats>| {
+    let demo = |stats: &Arc<Stats>, addr: &Addr| {
         Demo::new(app.clone(), stats.clone())
             .with_access_log(access_log)
+            .over_unix_socket(matches!(addr, Addr::Unix(_)))
             .with_files(files.clone())
     };
     // Kept to announce a drain: /healthz reads it in every process of the server.
@@ -123,19 +125,19 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut urls = Vec::new();
     for listener in &listeners {
         let mut one = settings.clone();
-        one.addr = listener.addr;
+        one.addr = listener.addr.clone();
         one.common.listen.transport = listener.tls.clone().map_or(Acceptor::Plain, Acceptor::Tls);
         one.common.listen.inherited = inherited.next();
         let stats = one.new_stats()?;
         health.push(stats.clone());
-        let (server, bound) = drive::serve(&one, demo(&stats), stats)
+        let (server, bound) = drive::serve(&one, demo(&stats, &listener.addr), stats)
             .map_err(|e| lifecycle::failed(&mut daemon, e))?;
-        let scheme = if listener.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        urls.push(format!("{scheme}://{bound}"));
+        urls.push(match (&bound, &listener.tls) {
+            // `unix:///PATH`, as --listen takes it (curl --unix-socket PATH http://localhost/).
+            (Addr::Unix(_), _) => bound.to_string(),
+            (Addr::Tcp(_), Some(_)) => format!("https://{bound}"),
+            (Addr::Tcp(_), None) => format!("http://{bound}"),
+        });
         servers.push(server);
     }
 
@@ -150,14 +152,15 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or(0);
+        let host = https.addr.tcp().expect("tls:// listeners are TCP").ip();
         let mut plain = settings.clone();
-        plain.addr = SocketAddr::new(https.addr.ip(), port);
+        plain.addr = Addr::Tcp(SocketAddr::new(host, port));
         plain.common.listen.transport = Acceptor::Plain;
         plain.common.listen.inherited = inherited.next();
         let stats = plain.new_stats()?;
         health.push(stats.clone());
         let started = match args.http_mode {
-            HttpMode::Serve => drive::serve(&plain, demo(&stats), stats),
+            HttpMode::Serve => drive::serve(&plain, demo(&stats, &plain.addr), stats),
             HttpMode::Redirect => drive::serve(&plain, HttpsRedirect { port: tls_port }, stats),
         };
         let (server, at) = started.map_err(|e| lifecycle::failed(&mut daemon, e))?;
@@ -283,7 +286,10 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
                 ),
             ),
         };
-        return Ok(vec![Listener { addr, tls }]);
+        return Ok(vec![Listener {
+            addr: Addr::Tcp(addr),
+            tls,
+        }]);
     }
     if args.tls_cert.is_some() && !args.listen.iter().any(|l| l.starts_with("tls://")) {
         usage_error(
@@ -320,25 +326,13 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
             },
         };
         let addr = match endpoint.address {
-            Address::Tcp(addr) => addr,
-            Address::Unix(path) => return unix(path),
+            Address::Tcp(addr) => Addr::Tcp(addr),
+            Address::Unix(path) => Addr::Unix(path),
             Address::Udp(_) => bad("HTTP is served over tcp://, tls:// and unix://, not udp://"),
         };
         listeners.push(Listener { addr, tls });
     }
     Ok(listeners)
-}
-
-/// `--listen unix:///PATH`.
-fn unix(path: PathBuf) -> Result<Vec<Listener>, String> {
-    usage_error(
-        "serve",
-        &format!(
-            "invalid value 'unix://{}' for '--listen': the HTTP models accept TCP connections \
-             only (msg serve takes unix://)",
-            path.display()
-        ),
-    )
 }
 
 /// SIGHUP: the certificates and keys are read again; new connections get them. A reload that

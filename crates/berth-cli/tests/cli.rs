@@ -195,7 +195,7 @@ fn address_in_use_is_a_runtime_failure() {
 fn a_second_berth_is_refused_the_port_of_a_running_one() {
     // The first one's listeners have SO_REUSEPORT (its threads, or its worker processes, share
     // the port): the kernel alone would let any berth join them.
-    for first_model in ["evloop", "prefork"] {
+    for first_model in sharing_a_port() {
         let mut first = Berth::spawn(&["serve", "-m", first_model, "-p", "0", "-A", "2"]);
         let addr = address_in(&first.line());
         let port = addr.port().to_string();
@@ -223,7 +223,7 @@ fn a_second_berth_is_refused_the_port_of_a_running_one() {
 fn reuse_port_shares_the_port_for_a_restart() {
     // README's zero-downtime restart: start the new server with --reuse-port next to the old
     // one, then stop the old one; the port never stops answering.
-    for new_model in ["evloop", "prefork"] {
+    for new_model in sharing_a_port() {
         let mut old = Berth::spawn(&["serve", "-p", "0", "-A", "1", "--reuse-port"]);
         let addr = address_in(&old.line());
         let port = addr.port().to_string();
@@ -505,4 +505,18 @@ fn serve_actor_model_with_its_batch() {
     );
     drop(server);
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The models whose listeners share their port through `SO_REUSEPORT` when there are several
+/// (`-A 2`: threads or processes of their own listening on it), from the model registry.
+fn sharing_a_port() -> Vec<&'static str> {
+    Model::ALL
+        .into_iter()
+        .filter(|&m| {
+            let mut settings = berth::drive::Settings::new(m, "127.0.0.1:0".parse().unwrap());
+            settings.common.accept_threads = 2;
+            settings.listeners() > 1
+        })
+        .map(Model::name)
+        .collect()
 }

@@ -834,6 +834,8 @@ impl AsgiServer {
             .map_err(crate::bind_error)?;
             (Engine::Inline(Box::new(Mutex::new(inline))), bound)
         };
+        // Bound from a host and a port: a TCP address.
+        let bound = bound.tcp().expect("a host and port are a TCP address");
         let host = bound.ip().to_string();
         let asgi_version = PyDict::new(py);
         asgi_version.set_item("version", "3.0")?;

@@ -61,6 +61,8 @@ pub struct Demo {
     config: Arc<DemoConfig>,
     stats: Arc<Stats>,
     access_log: Option<AccessLog>,
+    /// Served over a UNIX socket (the access log's client is then `unix:`).
+    unix: bool,
     files: Files,
 }
 
@@ -71,8 +73,16 @@ impl Demo {
             config: Arc::new(config),
             stats,
             access_log: None,
+            unix: false,
             files: Files::none(),
         }
+    }
+
+    /// Served over a UNIX socket: the access log names its clients, which have no address,
+    /// `unix:` (nginx's `$remote_addr` there) rather than `-`.
+    pub fn over_unix_socket(mut self, yes: bool) -> Self {
+        self.unix = yes;
+        self
     }
 
     /// Serves `GET /files/<path>` from `files` (without it, every such request is 404).
@@ -98,7 +108,7 @@ impl Service for Demo {
             stats: self.stats.clone(),
             thread,
             scratch: Vec::new(),
-            access_log: self.access_log.map(Pending::new),
+            access_log: self.access_log.map(|f| Pending::new(f, self.unix)),
         }
     }
 

@@ -21,7 +21,7 @@
 //! blocking only this connection's thread.
 
 use std::io;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -32,7 +32,7 @@ use super::pump::{Blocks, Conn, Env, Fate};
 use super::stall::Stalls;
 use super::Timeouts;
 use crate::files::Files;
-use crate::net::{Acceptor, Blocking};
+use crate::net::{Acceptor, Blocking, BlockingSocket, Listener};
 use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, StopKind};
 use crate::stats::Stats;
@@ -121,7 +121,7 @@ impl Default for ConnConfig {
 /// Makes `listener` stop listening now, from any thread: on Linux, `shutdown(2)` on a listening
 /// socket closes its queue, so new connections are refused while the thread that owns it may
 /// still be busy with a connection.
-pub(crate) fn stop_listening(listener: &TcpListener) {
+pub(crate) fn stop_listening(listener: &Listener) {
     let _ = socket2::SockRef::from(listener).shutdown(Shutdown::Both);
 }
 
@@ -157,7 +157,7 @@ pub(crate) fn serve_connection<H: Handler, S: Blocking>(
     serving: Serving<'_, H>,
     config: &ConnConfig,
     should_yield: impl Fn() -> bool,
-    rival: Option<&TcpListener>,
+    rival: Option<&Listener>,
 ) -> io::Result<()> {
     // Writes end once the peer stalls for the write timeout, however the kernel split the
     // waiting (see `stall`).
@@ -177,7 +177,7 @@ fn serve<H: Handler, T: Blocking>(
     serving: Serving<'_, H>,
     config: &ConnConfig,
     should_yield: impl Fn() -> bool,
-    rival: Option<&TcpListener>,
+    rival: Option<&Listener>,
 ) -> io::Result<()> {
     let Serving {
         handler,
@@ -330,10 +330,10 @@ pub(crate) fn has_pending_input(fd: &impl AsRawFd) -> bool {
 /// Transient accept errors (a peer that gave up, EMFILE) are logged and retried. `tick` runs
 /// at least every [`STOP_POLL`] while waiting (the forked model reaps children there).
 pub(crate) fn accept(
-    listener: &TcpListener,
+    listener: &Listener,
     ctl: &Control,
     mut tick: impl FnMut(),
-) -> Option<TcpStream> {
+) -> Option<BlockingSocket> {
     while !ctl.stopping() {
         tick();
         match poll_readable(listener, STOP_POLL) {
@@ -346,13 +346,10 @@ pub(crate) fn accept(
             }
         }
         match listener.accept() {
-            Ok((stream, _)) => {
-                // The listener is non-blocking (shared with the event loop code); connections
-                // of the blocking models are not.
-                if stream.set_nonblocking(false).is_ok() {
-                    return Some(stream);
-                }
-            }
+            // The listener is non-blocking (shared with the event loop code); connections of
+            // the blocking models are not, and an accepted socket does not inherit the
+            // listener's `O_NONBLOCK` (std's accept4 asks only for `SOCK_CLOEXEC`).
+            Ok(stream) => return Some(stream),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e)
                 if matches!(
@@ -375,13 +372,13 @@ pub(crate) fn accept(
 /// Turns away a connection a blocking acceptor took over its cap: [`super::accept::refuse`],
 /// on the socket made non-blocking so that the acceptor never waits on the peer.
 pub(crate) fn refuse(
-    stream: TcpStream,
+    stream: BlockingSocket,
     refusal: &[u8],
     shard: crate::stats::Shard<'_>,
     cap: usize,
     who: &str,
 ) {
-    let _ = stream.set_nonblocking(true);
+    let _ = socket2::SockRef::from(&stream).set_nonblocking(true);
     super::accept::refuse(stream, refusal, shard, cap, who);
 }
 
@@ -389,13 +386,13 @@ pub(crate) fn refuse(
 /// in `read` by shutting their sockets down.
 #[derive(Default)]
 pub(crate) struct Active {
-    streams: std::sync::Mutex<slab::Slab<TcpStream>>,
+    streams: std::sync::Mutex<slab::Slab<socket2::Socket>>,
 }
 
 impl Active {
     /// Registers a connection; the returned key unregisters it.
-    pub(crate) fn insert(&self, stream: &TcpStream) -> Option<usize> {
-        let clone = stream.try_clone().ok()?;
+    pub(crate) fn insert(&self, stream: &BlockingSocket) -> Option<usize> {
+        let clone = socket2::SockRef::from(stream).try_clone().ok()?;
         Some(
             self.streams
                 .lock()

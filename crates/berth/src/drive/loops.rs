@@ -258,7 +258,7 @@ pub(super) fn start<J: berth_proto::http::Job>(
 pub(super) struct Parts<J, C> {
     pub wiring: Wiring<J>,
     pub poll: Poll,
-    pub listener: std::net::TcpListener,
+    pub listener: crate::net::Listener,
     pub ctl: Arc<Control>,
     pub config: LoopConfig<C>,
 }
@@ -279,11 +279,12 @@ pub(super) trait Runs: Sized {
     fn run(&mut self) -> io::Result<()>;
 }
 
-/// Starts one loop `L` per listener (listeners should share a port through `SO_REUSEPORT`)
+/// Starts one loop `L` per listener (TCP listeners should share a port through `SO_REUSEPORT`;
+/// copies of one UNIX socket share its queue)
 /// and `common.workers` workers: the `spawn` of `evloop` and `uring`. Returns once every loop
 /// is set up, or with the first failure to set one up (the others are then stopped).
 pub(super) fn spawn<S, L>(
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<crate::net::Listener>,
     service: S,
     common: &super::Common,
     config: LoopConfig<L::Own>,

@@ -95,6 +95,12 @@ impl Control {
         lock(&self.hooks).push(Box::new(hook));
     }
 
+    /// Runs `hook` on a stop or a drain before the hooks registered so far (which may close
+    /// listeners): what must happen while the server still listens.
+    pub(crate) fn on_stop_first(&self, hook: impl Fn(StopKind) + Send + Sync + 'static) {
+        lock(&self.hooks).insert(0, Box::new(hook));
+    }
+
     /// Asks every thread to stop now.
     pub(crate) fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);

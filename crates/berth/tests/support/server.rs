@@ -225,6 +225,7 @@ impl Opts {
         }
         let (server, addr) = serve(&settings, make(&stats), stats.clone())
             .unwrap_or_else(|e| panic!("{model}: serve: {e}"));
+        let addr = addr.tcp().expect("served on TCP");
         if self.tls {
             tls_addrs().insert(addr);
         }

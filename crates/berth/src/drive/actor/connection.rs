@@ -106,7 +106,7 @@ impl<J> Shared<J> {
 
 /// One connection.
 pub(super) struct ConnActor<H: Handler> {
-    pub conn: Conn,
+    pub conn: Conn<crate::net::Stream<crate::net::Socket>>,
     /// Its key in the poller's slab.
     pub key: usize,
     /// Its stats shard.

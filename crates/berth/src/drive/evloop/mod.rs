@@ -22,13 +22,11 @@ mod inline;
 pub use inline::Inline;
 
 use std::io;
-use std::net::TcpListener as StdListener;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::http::Handler;
-use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
@@ -38,7 +36,7 @@ use super::loops::{
 };
 use super::pump::Conn;
 use super::{Server, Service};
-use crate::net::{Evented, Stream};
+use crate::net::{Addr, BindError, Evented, EventedListener, Listener, Socket, Stream};
 use crate::rt::Control;
 use crate::stats::Stats;
 
@@ -85,10 +83,11 @@ impl Own {
     }
 }
 
-/// Starts one event loop per listener (listeners should share a port through `SO_REUSEPORT`)
+/// Starts one event loop per listener (TCP listeners should share a port through
+/// `SO_REUSEPORT`; copies of one UNIX socket share its accept queue)
 /// and `common.workers` workers. Returns once every loop is running.
 pub fn spawn<S: Service>(
-    listeners: Vec<StdListener>,
+    listeners: Vec<Listener>,
     service: S,
     common: &super::Common,
     config: &Config,
@@ -103,10 +102,10 @@ struct EventLoop<H: Handler> {
     state: State<H>,
     poll: Poll,
     /// `None` once a drain has closed it.
-    listener: Option<TcpListener>,
+    listener: Option<EventedListener>,
     /// A drain is under way: no new connections, idle ones closed, busy ones closed once idle.
     draining: bool,
-    conns: Slab<Conn>,
+    conns: Slab<Conn<Stream<Socket>>>,
     /// Accepting failed for want of descriptors (EMFILE/ENFILE) or memory. The listener is
     /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
     /// timer until accepting works again (nginx does the same).
@@ -123,7 +122,7 @@ impl<H: Handler> Runs for EventLoop<H> {
     /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
     fn make<S: Service<Handler = H>>(service: &S, p: Parts<H::Job, Own>) -> io::Result<Self> {
         let config = p.config;
-        let mut listener = TcpListener::from_std(p.listener);
+        let mut listener = p.listener.into_evented();
         p.poll
             .registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
@@ -308,7 +307,7 @@ impl<H: Handler> EventLoop<H> {
 
 impl<H: Handler> Loop for EventLoop<H> {
     type H = H;
-    type T = Stream<mio::net::TcpStream>;
+    type T = Stream<Socket>;
 
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
         let conn = self.conns.get_mut(key)?;
@@ -369,7 +368,10 @@ impl super::Driver for Evloop {
             accept_threads: super::AcceptThreads::PerServer,
             workers: true,
         },
-        caps: super::Caps::READINESS,
+        caps: super::Caps {
+            allocation_free: true,
+            ..super::Caps::READINESS
+        },
         flags: &[],
         shards: |common, _| common.accept_threads,
         listeners: |common, _| common.accept_threads,
@@ -378,12 +380,12 @@ impl super::Driver for Evloop {
     type Config = Config;
 
     fn spawn<S: Service>(
-        addr: std::net::SocketAddr,
+        addr: &Addr,
         common: &super::Common,
         config: &Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+    ) -> Result<(Server, Addr), BindError> {
         use super::registry::{bind_each, bind_error};
         let (listeners, bound) = bind_each(addr, common.accept_threads, common)?;
         let server = spawn(listeners, service, common, config, stats).map_err(bind_error(addr))?;

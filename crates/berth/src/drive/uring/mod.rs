@@ -48,7 +48,7 @@ mod stream;
 pub use stream::UringStream;
 
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,7 +61,7 @@ use super::accept;
 use super::loops::{Lent, Loop, LoopConfig, Parts, Runs, State, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
 use super::{Server, Service};
-use crate::net::Stream;
+use crate::net::{Addr, BindError, Listener, Stream};
 use crate::rt::Control;
 use crate::stats::Stats;
 use crate::sys::uring::{Completion, Ring, RingConfig};
@@ -142,11 +142,12 @@ pub fn check(config: &Config, common: &super::Common) -> io::Result<()> {
     })
 }
 
-/// Starts one loop per listener (listeners should share a port through `SO_REUSEPORT`) and
+/// Starts one loop per listener (TCP listeners should share a port through `SO_REUSEPORT`;
+/// copies of one UNIX socket share its queue, the accept working on either family) and
 /// `common.workers` workers. Returns once every loop has set up its ring, or the first
 /// failure to (the others are stopped).
 pub fn spawn<S: Service>(
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
     service: S,
     common: &super::Common,
     config: &Config,
@@ -202,7 +203,7 @@ struct UringLoop<H: Handler> {
     poll: Poll,
     events: Events,
     /// `None` once a drain has closed it.
-    listener: Option<TcpListener>,
+    listener: Option<Listener>,
     /// The accept failed (out of descriptors, say): arm it again at this time.
     accept_retry: Option<Instant>,
     draining: bool,
@@ -326,7 +327,7 @@ impl<H: Handler> UringLoop<H> {
                 debug_assert_eq!(tag, LISTENER_TAG);
                 let failed = match result {
                     Ok(fd) => {
-                        self.accepted(TcpStream::from(fd));
+                        self.accepted(socket2::Socket::from(fd));
                         false
                     }
                     Err(e) => {
@@ -377,7 +378,7 @@ impl<H: Handler> UringLoop<H> {
         Ok(())
     }
 
-    fn accepted(&mut self, stream: TcpStream) {
+    fn accepted(&mut self, stream: socket2::Socket) {
         if self.listener.is_none() {
             // Accepted while the drain closed the listener: nobody will serve it.
             return;
@@ -784,7 +785,10 @@ impl super::Driver for Uring {
             accept_threads: super::AcceptThreads::PerServer,
             workers: true,
         },
-        caps: super::Caps::READINESS,
+        caps: super::Caps {
+            allocation_free: true,
+            ..super::Caps::READINESS
+        },
         flags: &[
             super::Flag {
                 long: "ring-entries",
@@ -809,12 +813,12 @@ impl super::Driver for Uring {
     type Config = Config;
 
     fn spawn<S: Service>(
-        addr: SocketAddr,
+        addr: &Addr,
         common: &super::Common,
         config: &Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, SocketAddr), crate::net::BindError> {
+    ) -> Result<(Server, Addr), BindError> {
         use super::registry::{bind_each, bind_error};
         // Refuse before binding: where io_uring cannot run, nothing is left listening.
         check(config, common).map_err(bind_error(addr))?;
@@ -839,7 +843,7 @@ mod tests {
             Occupied(T),
         }
         let uring = std::mem::size_of::<Entry<Slot>>();
-        let evloop = std::mem::size_of::<Entry<Conn>>();
+        let evloop = std::mem::size_of::<Entry<Conn<Stream<crate::net::Socket>>>>();
         assert!(uring <= evloop, "uring {uring} bytes per slot, evloop {evloop}");
         assert_eq!(std::mem::size_of::<Io>(), 16, "a descriptor, bits and a box");
     }
