@@ -68,6 +68,11 @@ fn h2c_answers_several_requests_on_one_connection(m: Model) {
     assert_eq!(bodies[&1], b"Hello, World!", "{m:?}");
     assert_eq!(bodies[&3], b"Not Found\n", "{m:?}");
     assert_eq!(bodies[&5], br#"{"data":["desserts"]}"#, "{m:?}");
+    drop(s);
+    // The connection's streams reach /stats once it ends.
+    server.wait_stats("the h2c connection counted", |s| {
+        s.http2.connections == 1 && s.http2.streams == 3
+    });
 }
 
 /// Reads frames until `streams` streams have ended (DATA with END_STREAM): each one's body.
@@ -246,6 +251,9 @@ fn rapid_reset_is_answered_with_enhance_your_calm(m: Model) {
     let (code, closed) = goaway_code(&mut s);
     assert_eq!(code, ENHANCE_YOUR_CALM, "{m:?}");
     assert!(closed, "{m:?}: closed after GOAWAY");
+    // Counted in /stats, by kind.
+    let snap = server.wait_stats("rapid reset counted", |s| abuse(s, "rapid_reset") == 1);
+    assert!(snap.http2.client_resets > 200, "{m:?}: {:?}", snap.http2);
     // The server goes on serving others.
     let mut ok = open(server.addr);
     let mut req = Vec::new();
@@ -281,4 +289,16 @@ fn a_continuation_flood_is_answered_with_enhance_your_calm(m: Model) {
     let (code, closed) = goaway_code(&mut s);
     assert_eq!(code, ENHANCE_YOUR_CALM, "{m:?}");
     assert!(closed, "{m:?}: closed after GOAWAY");
+    server.wait_stats("continuation flood counted", |s| {
+        abuse(s, "continuation_flood") == 1
+    });
+}
+
+/// Connections ended for `kind` of abuse, as `/stats` counts them.
+fn abuse(s: &berth::stats::Snapshot, kind: &str) -> u64 {
+    s.http2
+        .abuse
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(0, |&(_, n)| n)
 }

@@ -135,6 +135,41 @@ pub enum Abuse {
     PriorityFlood,
 }
 
+impl Abuse {
+    /// Every kind, in a fixed order (a driver's counters index by it).
+    pub const ALL: [Abuse; 9] = [
+        Abuse::RapidReset,
+        Abuse::MadeYouReset,
+        Abuse::ContinuationFlood,
+        Abuse::HpackBomb,
+        Abuse::SettingsFlood,
+        Abuse::PingFlood,
+        Abuse::EmptyFrameFlood,
+        Abuse::WindowUpdateFlood,
+        Abuse::PriorityFlood,
+    ];
+
+    /// A short name for metrics (`rapid_reset`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Abuse::RapidReset => "rapid_reset",
+            Abuse::MadeYouReset => "made_you_reset",
+            Abuse::ContinuationFlood => "continuation_flood",
+            Abuse::HpackBomb => "hpack_bomb",
+            Abuse::SettingsFlood => "settings_flood",
+            Abuse::PingFlood => "ping_flood",
+            Abuse::EmptyFrameFlood => "empty_frame_flood",
+            Abuse::WindowUpdateFlood => "window_update_flood",
+            Abuse::PriorityFlood => "priority_flood",
+        }
+    }
+
+    /// Its place in [`Abuse::ALL`].
+    pub fn index(self) -> usize {
+        Abuse::ALL.iter().position(|&a| a == self).unwrap_or(0)
+    }
+}
+
 /// Running counts of one connection, for `/stats`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counts {

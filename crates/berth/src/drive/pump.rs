@@ -354,6 +354,8 @@ pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     handshake_since: Option<Instant>,
     /// The owner gave the connection's HTTP/2 streams a waker.
     has_waker: bool,
+    /// An HTTP/2 connection's counts went to the server's `/stats` (once, as it closed).
+    counted: bool,
     waits: PhantomData<W>,
 }
 
@@ -389,6 +391,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             error: None,
             handshake_since: None,
             has_waker: false,
+            counted: false,
             waits: PhantomData,
         }
     }
@@ -663,6 +666,10 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             (true, None) if self.pumped == Pumped::CutShort => Fate::Again,
             (true, None) => Fate::Keep,
             (false, handoff) => {
+                if let (Some(h2), false) = (self.core.http2(), self.counted) {
+                    self.counted = true;
+                    env.stats.http2_ended(h2.counts());
+                }
                 // Dropping work never handed out: nothing else refers to the slot. A job whose
                 // peer left before it could be queued is dropped like a queued one.
                 if let Some(Handoff::Job(..)) = handoff {
