@@ -22,6 +22,7 @@ berth::with_models!(per_model! {
     rapid_reset_is_answered_with_enhance_your_calm,
     a_continuation_flood_is_answered_with_enhance_your_calm,
     http11_is_still_served_beside_h2c,
+    a_drain_says_goaway_to_an_idle_connection,
 });
 
 /// curl's output for `args`, which must succeed.
@@ -301,4 +302,24 @@ fn abuse(s: &berth::stats::Snapshot, kind: &str) -> u64 {
         .iter()
         .find(|(k, _)| *k == kind)
         .map_or(0, |&(_, n)| n)
+}
+
+fn a_drain_says_goaway_to_an_idle_connection(m: Model) {
+    let server = Opts::new(m).start();
+    let mut s = open(server.addr);
+    let mut req = Vec::new();
+    frame(
+        &mut req,
+        HEADERS,
+        END_HEADERS | END_STREAM,
+        1,
+        &get("/hello/world"),
+    );
+    s.write_all(&req).unwrap();
+    read_bodies(&mut s, 1);
+    // Idle now: the drain tells it GOAWAY NO_ERROR (RFC 9113 §6.8), then closes it.
+    server.drain(std::time::Duration::from_secs(5));
+    let (code, closed) = goaway_code(&mut s);
+    assert_eq!(code, 0, "{m:?}: GOAWAY NO_ERROR");
+    assert!(closed, "{m:?}: closed after GOAWAY");
 }

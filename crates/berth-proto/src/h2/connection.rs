@@ -323,6 +323,17 @@ impl Connection {
         self.streams.len()
     }
 
+    /// A drain was asked for ([`Connection::close_after_response`]).
+    pub fn draining(&self) -> bool {
+        self.drain
+    }
+
+    /// A drain was asked for ([`Connection::close_after_response`]) and its GOAWAY is not
+    /// written yet: the connection has something to say before it closes.
+    pub fn goaway_pending(&self) -> bool {
+        self.drain && !self.goaway_sent
+    }
+
     /// True once the connection is over (its last output written, it is to be closed).
     pub fn is_closed(&self) -> bool {
         self.phase == Phase::Closed

@@ -253,7 +253,9 @@ impl Core {
     /// unprocessed input). A pump adds its own conditions (no job out, no output waiting).
     pub fn is_idle(&self, input: &[u8]) -> bool {
         if let Some(h2) = &self.h2 {
-            return input.is_empty() && h2.open_streams() == 0;
+            // A drain's GOAWAY still to be written is something in flight: the client is told
+            // before the connection closes (RFC 9113 §6.8).
+            return input.is_empty() && h2.open_streams() == 0 && !h2.goaway_pending();
         }
         self.upgraded.is_none() && self.session.phase(input) == Phase::Idle
     }
@@ -264,9 +266,10 @@ impl Core {
     /// `process` for that (the first time, for an upgraded connection).
     pub fn close_after_response(&mut self) -> bool {
         if let Some(h2) = &mut self.h2 {
-            // GOAWAY goes out at the next `process`.
+            // GOAWAY goes out at the next `process` (asked once).
+            let first = !h2.draining();
             h2.close_after_response();
-            return true;
+            return first;
         }
         if self.upgraded.is_none() {
             self.session.close_after_response();

@@ -720,8 +720,9 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             let upgraded = self.core.is_upgraded();
             // Blocking: a drain reaches an upgraded connection through the model's rule (its
             // thread is on it, not on a loop that could tell it).
+            // So does it an HTTP/2 connection, which says GOAWAY before it closes.
             if W::asks_for_itself()
-                && upgraded
+                && (upgraded || self.core.multiplexed())
                 && env.going.is_some_and(|going| going())
                 && self.wind_down()
             {

@@ -304,6 +304,14 @@ impl ModelServer {
         );
     }
 
+    /// Begins a graceful drain ([`Server::drain`]) with `timeout`; [`ModelServer::stop`]
+    /// (or dropping it) then waits for the end.
+    pub fn drain(&self, timeout: Duration) {
+        if let Some(server) = &self.server {
+            server.drain(timeout);
+        }
+    }
+
     /// Stops the server and waits for it (children included).
     pub fn stop(mut self) {
         self.stop_now();

@@ -283,6 +283,18 @@ impl<H: Handler> EventLoop<H> {
             let _ = self.poll.registry().deregister(&mut listener);
         }
         self.accept_paused = false;
+        // Told first (an upgraded protocol: a WebSocket's close 1001; HTTP/2: GOAWAY, after
+        // which it closes once its streams are done), then what is idle is closed; HTTP/1.1
+        // connections busy with a request are told, in the response they wait for, that it is
+        // the last.
+        let told: Vec<usize> = self
+            .conns
+            .iter_mut()
+            .filter_map(|(key, conn)| conn.wind_down().then_some(key))
+            .collect();
+        for key in told {
+            self.pump(key);
+        }
         let idle: Vec<usize> = self
             .conns
             .iter()
@@ -291,16 +303,6 @@ impl<H: Handler> EventLoop<H> {
             .collect();
         for key in idle {
             self.finish(key);
-        }
-        // The rest are told, in the response they are waiting for, that it is the last; an
-        // upgraded protocol is told now (a WebSocket's close 1001).
-        let told: Vec<usize> = self
-            .conns
-            .iter_mut()
-            .filter_map(|(key, conn)| conn.wind_down().then_some(key))
-            .collect();
-        for key in told {
-            self.pump(key);
         }
     }
 }

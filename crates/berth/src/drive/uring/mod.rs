@@ -611,16 +611,10 @@ impl<H: Handler> UringLoop<H> {
     fn begin_drain(&mut self) {
         self.draining = true;
         self.close_listener();
-        let idle: Vec<usize> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| !s.io_ref().closing() && s.conn.is_idle())
-            .map(|(k, _)| k)
-            .collect();
-        for key in idle {
-            self.finish(key);
-        }
-        // An upgraded protocol is told now (a WebSocket's close 1001).
+        // Told first (an upgraded protocol: a WebSocket's close 1001; HTTP/2: GOAWAY, after
+        // which it closes once its streams are done), then what is idle is closed; HTTP/1.1
+        // connections busy with a request are told, in the response they wait for, that it is
+        // the last.
         let told: Vec<usize> = self
             .slots
             .iter_mut()
@@ -629,6 +623,15 @@ impl<H: Handler> UringLoop<H> {
             .collect();
         for key in told {
             self.pump(key);
+        }
+        let idle: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| !s.io_ref().closing() && s.conn.is_idle())
+            .map(|(k, _)| k)
+            .collect();
+        for key in idle {
+            self.finish(key);
         }
     }
 
