@@ -66,6 +66,10 @@ pub struct Req {
     /// END_STREAM after the body (or on HEADERS without a body). `false` leaves the request
     /// open: a body that never ends.
     pub end: bool,
+    /// `:authority` and the regular fields are sent as literals *with incremental indexing*
+    /// (RFC 7541 §6.2.1), as browsers and curl send them: each goes into the server's dynamic
+    /// table. Default false: nothing indexed.
+    pub indexed: bool,
 }
 
 impl Req {
@@ -79,7 +83,14 @@ impl Req {
             body: Vec::new(),
             chunk: usize::MAX,
             end: true,
+            indexed: false,
         }
+    }
+
+    /// Sends `:authority` and the regular fields with incremental indexing ([`Req::indexed`]).
+    pub fn indexing(mut self) -> Req {
+        self.indexed = true;
+        self
     }
 
     /// `GET path`.
@@ -388,17 +399,25 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
     pub fn send(&mut self, req: &Req) -> u32 {
         let id = self.next_id;
         self.next_id += 2;
-        let mut fields: Vec<(&[u8], &[u8])> = vec![
+        let pseudo: [(&[u8], &[u8]); 3] = [
             (b":method", req.method.as_bytes()),
             (b":scheme", b"http"),
             (b":path", req.path.as_bytes()),
         ];
+        let mut rest: Vec<(&[u8], &[u8])> = Vec::new();
         if let Some(a) = &req.authority {
-            fields.push((b":authority", a.as_bytes()));
+            rest.push((b":authority", a.as_bytes()));
         }
-        fields.extend(req.fields.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())));
+        rest.extend(req.fields.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())));
         let mut block = Vec::new();
-        hpack::encode(fields, &mut block);
+        hpack::encode(pseudo, &mut block);
+        if req.indexed {
+            for (name, value) in rest {
+                encode_indexed(name, value, &mut block);
+            }
+        } else {
+            hpack::encode(rest, &mut block);
+        }
         let end_on_headers = req.end && req.body.is_empty();
         let mut out = Vec::new();
         frame::write_headers(&mut out, id, &block, end_on_headers, self.peer_max_frame);
@@ -710,7 +729,7 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
                     .min(self.send_window)
                     .min(s.send_window)
                     .min(self.peer_max_frame as i64)
-                    .min(s.chunk as i64)
+                    .min(i64::try_from(s.chunk).unwrap_or(i64::MAX))
                     .max(0) as usize;
                 if n == 0 && left > 0 {
                     break;
@@ -732,6 +751,19 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
         }
         Ok(())
     }
+}
+
+/// A literal field with incremental indexing (RFC 7541 §6.2.1), its name by static index
+/// when the table has it.
+fn encode_indexed(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    match hpack::STATIC.iter().position(|(n, _)| n.as_bytes() == name) {
+        Some(i) => hpack::encode_int(out, 0x40, 6, i + 1),
+        None => {
+            hpack::encode_int(out, 0x40, 6, 0);
+            hpack::encode_str(out, name);
+        }
+    }
+    hpack::encode_str(out, value);
 }
 
 fn be32(b: &[u8]) -> u32 {
