@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use berth::app::{Demo, DemoConfig};
 use berth::drive::{Model, Timeouts};
 use berth::net::Acceptor;
-use berth::proto::h2::frame::setting;
+use berth::proto::h2::frame::{self, setting};
 use berth_testkit::h2::{self, code, Conn, H2Client, Outcome, Req};
 use server::{metric, test_tls, ModelServer, Opts};
 
@@ -89,7 +89,8 @@ berth::with_models!(conformance_h2! {
     long_path_414;
     stats_over_h2_counts_http2;
     unopened_window_closed_at_write_timeout;
-    preface_never_completes_dropped_at_header_timeout;
+    preface_never_completes_dropped_at_header_timeout,
+        single: #[ignore = "known bug: single closes an HTTP/2 connection at its header (or idle) timeout without GOAWAY: blocking.rs serve(), Fate::Keep arm, waits in poll_either(conn, listener) when the connection is `between` requests and on Ready::Neither calls linger_close instead of expiring the session; `between` holds here because Core::is_idle (berth-proto http/pump.rs) counts an HTTP/2 connection still waiting for its SETTINGS frame as idle (input empty, no stream open)"];
     drain_sends_goaway_and_finishes_in_flight,
         single: #[ignore = "known bug: a blocking model ends an HTTP/2 connection at a drain without GOAWAY (streams in flight are answered). drive/pump.rs Conn::run applies the drain rule `W::asks_for_itself() && upgraded && going()` to upgraded connections only, not to HTTP/2 (core.multiplexed()); the drain's read-side shutdown (blocking.rs Active::shutdown_all, Shutdown::Read) then closes it as a departed peer"],
         threaded: #[ignore = "known bug: a blocking model ends an HTTP/2 connection at a drain without GOAWAY (streams in flight are answered). drive/pump.rs Conn::run applies the drain rule `W::asks_for_itself() && upgraded && going()` to upgraded connections only, not to HTTP/2 (core.multiplexed()); the drain's read-side shutdown (blocking.rs Active::shutdown_all, Shutdown::Read) then closes it as a departed peer"],
@@ -408,8 +409,40 @@ fn preface_never_completes_dropped_at_header_timeout(m: Model) {
             sent.elapsed() >= header,
             "{m}: {what}: closed before the header timeout"
         );
-        eprintln!("{m}: {what}: closed after {got:?}");
+        if bytes.len() < preface.len() && !srv.opts.tls {
+            // Over h2c a prefix of the preface is also a prefix of an HTTP/1.1 request line
+            // (`PRI * HTTP/2.0`): until it completes, the connection is HTTP/1.1's, whose
+            // header timeout answers 408.
+            assert!(
+                got.starts_with(b"HTTP/1.1 408 "),
+                "{m}: {what}: {:?}",
+                String::from_utf8_lossy(&got)
+            );
+        } else {
+            // HTTP/2's (ALPN h2, or the whole preface): GOAWAY before the close (RFC 9113
+            // §6.8: an endpoint should always send one), after the server's SETTINGS.
+            assert_eq!(
+                last_frame(&got),
+                Some(frame::kind::GOAWAY),
+                "{m}: {what}: no GOAWAY before the close: {got:?}"
+            );
+        }
+
     }
+}
+
+/// The type of the last whole frame in `bytes` (frames from their start).
+fn last_frame(mut bytes: &[u8]) -> Option<u8> {
+    let mut last = None;
+    while let Some(h) = frame::Header::parse(bytes) {
+        let end = frame::HEADER_LEN + h.len as usize;
+        if bytes.len() < end {
+            break;
+        }
+        last = Some(h.kind);
+        bytes = &bytes[end..];
+    }
+    last
 }
 
 /// A drain (the server stopping gracefully, as at SIGTERM) while streams are in flight: GOAWAY
