@@ -509,7 +509,12 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
                 self.frames()?;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 return Err(format!("no frame within {:?}", self.limit));
             }
             Err(e) if is_reset(&e) => self.on_close(),
@@ -775,7 +780,9 @@ fn unpad<'a>(h: &Header, payload: &'a [u8]) -> Result<&'a [u8], String> {
     if !h.has(flag::PADDED) {
         return Ok(payload);
     }
-    let (&pad, rest) = payload.split_first().ok_or("padded frame without a length")?;
+    let (&pad, rest) = payload
+        .split_first()
+        .ok_or("padded frame without a length")?;
     rest.len()
         .checked_sub(usize::from(pad))
         .map(|n| &rest[..n])

@@ -269,7 +269,12 @@ fn body_over_limit(m: Model, announce: bool) {
     }
     let what = format!("{m}: content-length {announce}");
     let r = c.request(&req).response(&what);
-    assert_eq!(r.status, 413, "{what}: {}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.status,
+        413,
+        "{what}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
     // A body at the limit still passes (and reaches the application: 400, not JSON).
     let r = c
         .request(&Req::post("/reverse", vec![b' '; BODY_LIMIT]).chunked(300))
@@ -331,7 +336,9 @@ fn stats_over_h2_counts_http2(m: Model) {
     drop(c);
     srv.wait_stats("the first connection counted", |s| s.http2.connections == 1);
     let mut c = client(&srv);
-    let r = c.request(&Req::get("/stats")).response(&format!("{m}: stats"));
+    let r = c
+        .request(&Req::get("/stats"))
+        .response(&format!("{m}: stats"));
     assert_eq!(r.status, 200, "{m}");
     assert_eq!(
         r.header("content-type"),
@@ -339,7 +346,11 @@ fn stats_over_h2_counts_http2(m: Model) {
         "{m}"
     );
     let text = r.text();
-    assert_eq!(metric(text, "berth_http2_connections_total"), 1, "{m}:\n{text}");
+    assert_eq!(
+        metric(text, "berth_http2_connections_total"),
+        1,
+        "{m}:\n{text}"
+    );
     assert_eq!(metric(text, "berth_http2_streams_total"), 3, "{m}:\n{text}");
     assert_eq!(metric(text, "berth_http2_refused_streams_total"), 0, "{m}");
     assert_eq!(metric(text, "berth_http2_oversized_heads_total"), 0, "{m}");
@@ -427,7 +438,6 @@ fn preface_never_completes_dropped_at_header_timeout(m: Model) {
                 "{m}: {what}: no GOAWAY before the close: {got:?}"
             );
         }
-
     }
 }
 
@@ -474,7 +484,10 @@ fn drain_sends_goaway_and_finishes_in_flight(m: Model) {
         );
     }
     let mut c = connect(addr, tls, &[]);
-    let ids = [c.send(&Req::get("/test/slow")), c.send(&Req::get("/test/slow"))];
+    let ids = [
+        c.send(&Req::get("/test/slow")),
+        c.send(&Req::get("/test/slow")),
+    ];
     assert!(
         berth_testkit::wait_for(berth_testkit::LIMIT, || stats.snapshot().requests == 2),
         "{m}: the requests never reached the application: {:?}",
