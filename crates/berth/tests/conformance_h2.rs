@@ -375,9 +375,9 @@ fn unopened_window_closed_at_write_timeout(m: Model) {
     let srv = Opts::new(m)
         .timeouts(timeouts(Duration::from_secs(10), write))
         .start();
+    let asked = Instant::now();
     let mut c = client_with(&srv, &[(setting::INITIAL_WINDOW_SIZE, 0)]);
     c.auto_window(false);
-    let asked = Instant::now();
     let id = c.send(&Req::get("/hello/world"));
     c.read_to_close()
         .unwrap_or_else(|e| panic!("{m}: a client with a shut window: {e}"));
@@ -405,8 +405,10 @@ fn preface_never_completes_dropped_at_header_timeout(m: Model) {
         ("half a preface", &preface[..12]),
         ("a preface without SETTINGS", preface),
     ] {
-        let mut conn = Conn::open(srv.addr, ca(srv.opts.tls));
+        // The clock starts before the connection: over TLS the server's header timer runs
+        // from the handshake, before the preface's bytes.
         let sent = Instant::now();
+        let mut conn = Conn::open(srv.addr, ca(srv.opts.tls));
         conn.write_all(bytes).unwrap();
         let mut got = Vec::new();
         let end = berth_testkit::read_until(&mut conn, &mut got, berth_testkit::LIMIT, |_| false)
