@@ -89,12 +89,8 @@ berth::with_models!(conformance_h2! {
     long_path_414;
     stats_over_h2_counts_http2;
     unopened_window_closed_at_write_timeout;
-    preface_never_completes_dropped_at_header_timeout,
-        single: #[ignore = "known bug: single closes an HTTP/2 connection at its header (or idle) timeout without GOAWAY: blocking.rs serve(), Fate::Keep arm, waits in poll_either(conn, listener) when the connection is `between` requests and on Ready::Neither calls linger_close instead of expiring the session; `between` holds here because Core::is_idle (berth-proto http/pump.rs) counts an HTTP/2 connection still waiting for its SETTINGS frame as idle (input empty, no stream open)"];
-    drain_sends_goaway_and_finishes_in_flight,
-        single: #[ignore = "known bug: a blocking model ends an HTTP/2 connection at a drain without GOAWAY (streams in flight are answered). drive/pump.rs Conn::run applies the drain rule `W::asks_for_itself() && upgraded && going()` to upgraded connections only, not to HTTP/2 (core.multiplexed()); the drain's read-side shutdown (blocking.rs Active::shutdown_all, Shutdown::Read) then closes it as a departed peer"],
-        threaded: #[ignore = "known bug: a blocking model ends an HTTP/2 connection at a drain without GOAWAY (streams in flight are answered). drive/pump.rs Conn::run applies the drain rule `W::asks_for_itself() && upgraded && going()` to upgraded connections only, not to HTTP/2 (core.multiplexed()); the drain's read-side shutdown (blocking.rs Active::shutdown_all, Shutdown::Read) then closes it as a departed peer"],
-        forked: #[ignore = "known bug: a blocking model ends an HTTP/2 connection at a drain without GOAWAY (streams in flight are answered). drive/pump.rs Conn::run applies the drain rule `W::asks_for_itself() && upgraded && going()` to upgraded connections only, not to HTTP/2 (core.multiplexed()); the drain's read-side shutdown (blocking.rs Active::shutdown_all, Shutdown::Read) then closes it as a departed peer"];
+    preface_never_completes_dropped_at_header_timeout;
+    drain_sends_goaway_and_finishes_in_flight;
 });
 
 /// Runs `case` for `model`, every server it starts serving HTTPS if `tls`.

@@ -84,12 +84,6 @@ fn cost_of_idle_h2(srv: &ModelServer, warm: usize, n: usize, req: &Req) -> idle:
 }
 
 #[test]
-#[ignore = "known bug: about 2.4 KiB of heap per idle HTTP/2 connection, 3 KiB of RSS. 1,552 \
-            bytes of it are the empty leaf node BTreeMap<u32, Stream> keeps once its last \
-            stream is removed (h2::Connection::streams in berth-proto h2/connection.rs: 11 \
-            slots of a 136-byte Stream); the rest: the boxed Connection (536 bytes, a copy of \
-            H2Config included), the HPACK table (252 heap bytes for curl's three fields), \
-            the closed-stream VecDeque (16)"]
 fn an_idle_http2_connection_costs_at_most_2_kib() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     // Issue 32: an idle HTTP/2 connection costs at most 2 KiB. Counts, not speed: 1,000 h2c

@@ -255,7 +255,12 @@ impl Core {
         if let Some(h2) = &self.h2 {
             // A drain's GOAWAY still to be written is something in flight: the client is told
             // before the connection closes (RFC 9113 §6.8).
-            return input.is_empty() && h2.open_streams() == 0 && !h2.goaway_pending();
+            // Nor is a connection whose preface or SETTINGS is still to come: the header
+            // timeout applies to it, as to a request begun.
+            return input.is_empty()
+                && h2.is_open()
+                && h2.open_streams() == 0
+                && !h2.goaway_pending();
         }
         self.upgraded.is_none() && self.session.phase(input) == Phase::Idle
     }
