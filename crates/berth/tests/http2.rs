@@ -23,6 +23,7 @@ berth::with_models!(per_model! {
     a_continuation_flood_is_answered_with_enhance_your_calm,
     http11_is_still_served_beside_h2c,
     a_drain_says_goaway_to_an_idle_connection,
+    floods_are_answered_with_enhance_your_calm_and_counted,
 });
 
 /// curl's output for `args`, which must succeed.
@@ -162,6 +163,9 @@ const HEADERS: u8 = 1;
 const RST_STREAM: u8 = 3;
 const SETTINGS: u8 = 4;
 const GOAWAY: u8 = 7;
+const PRIORITY: u8 = 2;
+const PING: u8 = 6;
+const WINDOW_UPDATE: u8 = 8;
 const CONTINUATION: u8 = 9;
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
@@ -322,4 +326,95 @@ fn a_drain_says_goaway_to_an_idle_connection(m: Model) {
     let (code, closed) = goaway_code(&mut s);
     assert_eq!(code, 0, "{m:?}: GOAWAY NO_ERROR");
     assert!(closed, "{m:?}: closed after GOAWAY");
+}
+
+/// The other attacks of issue 32, each on a connection of its own, over a real socket: each is
+/// answered GOAWAY ENHANCE_YOUR_CALM and a close, and counted in `/stats` under its kind. (Limits
+/// are H2Config's defaults; `testdata/h2/attacks.toml` has the same cases in memory, split at
+/// every byte.)
+fn floods_are_answered_with_enhance_your_calm_and_counted(m: Model) {
+    let server = Opts::new(m).start();
+    let floods: [(&str, fn() -> Vec<u8>); 7] = [
+        ("settings_flood", || {
+            let mut out = Vec::new();
+            for _ in 0..101 {
+                frame(&mut out, SETTINGS, 0, 0, &[]);
+            }
+            out
+        }),
+        ("ping_flood", || {
+            let mut out = Vec::new();
+            for _ in 0..101 {
+                frame(&mut out, PING, 0, 0, &[0; 8]);
+            }
+            out
+        }),
+        ("empty_frame_flood", || {
+            let mut out = Vec::new();
+            frame(&mut out, HEADERS, END_HEADERS, 1, &post_reverse());
+            for _ in 0..11 {
+                frame(&mut out, DATA, 0, 1, &[]);
+            }
+            out
+        }),
+        ("window_update_flood", || {
+            let mut out = Vec::new();
+            for _ in 0..101 {
+                frame(&mut out, WINDOW_UPDATE, 0, 0, &1u32.to_be_bytes());
+            }
+            out
+        }),
+        ("priority_flood", || {
+            let mut out = Vec::new();
+            for _ in 0..101 {
+                frame(&mut out, PRIORITY, 0, 3, &[0, 0, 0, 1, 16]);
+            }
+            out
+        }),
+        ("hpack_bomb", || {
+            // One 4,000-byte field put in the table (literal with incremental indexing, a
+            // new name), then referenced 20 times: 80 KB decoded from about 4 KB, four times
+            // past the 16 KiB header list limit.
+            let mut block = vec![0x82, 0x86, 0x84, 0x01, 1, b'x', 0x40, 1, b'a'];
+            block.push(0x7f);
+            // 4000 as an HPACK integer with a 7-bit prefix: 127, then 3873 in 7-bit groups.
+            let mut rest = 4000 - 127;
+            while rest >= 128 {
+                block.push((rest % 128) as u8 | 0x80);
+                rest /= 128;
+            }
+            block.push(rest as u8);
+            block.extend(std::iter::repeat_n(b'v', 4000));
+            // The entry is index 62 (the first of the dynamic table): indexed field 0xbe.
+            block.extend(std::iter::repeat_n(0xbe, 20));
+            let mut out = Vec::new();
+            frame(&mut out, HEADERS, END_HEADERS | END_STREAM, 1, &block);
+            out
+        }),
+        ("made_you_reset", || {
+            // Streams answered at once, then DATA on each (closed by then): every one is a
+            // reset the client provoked, past the 1,024 allowed.
+            let mut out = Vec::new();
+            for i in 0..1100u32 {
+                let id = 2 * i + 1;
+                frame(
+                    &mut out,
+                    HEADERS,
+                    END_HEADERS | END_STREAM,
+                    id,
+                    &get("/test/fast"),
+                );
+                frame(&mut out, DATA, 0, id, b"x");
+            }
+            out
+        }),
+    ];
+    for (kind, make) in floods {
+        let mut s = open(server.addr);
+        let _ = s.write_all(&make());
+        let (code, closed) = goaway_code(&mut s);
+        assert_eq!(code, ENHANCE_YOUR_CALM, "{m:?}: {kind}");
+        assert!(closed, "{m:?}: {kind}: closed after GOAWAY");
+        server.wait_stats(kind, |s| abuse(s, kind) == 1);
+    }
 }
