@@ -328,13 +328,16 @@ fn a_drain_says_goaway_to_an_idle_connection(m: Model) {
     assert!(closed, "{m:?}: closed after GOAWAY");
 }
 
+/// An attack's kind (as `/stats` names it) and the bytes that make it.
+type Flood = (&'static str, fn() -> Vec<u8>);
+
 /// The other attacks of issue 32, each on a connection of its own, over a real socket: each is
 /// answered GOAWAY ENHANCE_YOUR_CALM and a close, and counted in `/stats` under its kind. (Limits
 /// are H2Config's defaults; `testdata/h2/attacks.toml` has the same cases in memory, split at
 /// every byte.)
 fn floods_are_answered_with_enhance_your_calm_and_counted(m: Model) {
     let server = Opts::new(m).start();
-    let floods: [(&str, fn() -> Vec<u8>); 7] = [
+    let floods: [Flood; 7] = [
         ("settings_flood", || {
             let mut out = Vec::new();
             for _ in 0..101 {
