@@ -20,9 +20,10 @@
 //! out as the pump sends any body (`sendfile(2)` on a plain socket, bounded chunks otherwise),
 //! blocking only this connection's thread.
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -209,8 +210,22 @@ fn serve<H: Handler, T: Blocking>(
             }
         };
     }
+    // HTTP/2's streams wake the connection (a streamed answer's producer pushed, a job took
+    // some of a streamed request body) through a socket pair: the thread waits on the
+    // connection and on it together, as HTTP/1.1's one body waits on its producer alone.
+    let mut wake: Option<UnixStream> = None;
     let mut fate = Fate::Keep;
     loop {
+        if wake.is_none() && conn.wants_waker() {
+            let (rx, tx) = UnixStream::pair()?;
+            tx.set_nonblocking(true)?;
+            rx.set_nonblocking(true)?;
+            // A full pair already holds a wake-up: a failed write loses nothing.
+            conn.set_waker(std::sync::Arc::new(move || {
+                let _ = (&tx).write(&[1]);
+            }));
+            wake = Some(rx);
+        }
         fate = match fate {
             Fate::Keep if conn.timed_out() => {
                 // SO_RCVTIMEO ran out: 408 for a request in progress, silence for an idle
@@ -243,6 +258,28 @@ fn serve<H: Handler, T: Blocking>(
                 if moved {
                     conn.stream.set_read_timeout(wait)?;
                     read_timeout = Some(wait);
+                }
+                if let Some(rx) = &wake {
+                    match poll_either(&conn.stream, rx, wait.unwrap_or(t.idle))? {
+                        Ready::First => {}
+                        Ready::Second => {
+                            let mut sink = [0u8; 64];
+                            while matches!((&*rx).read(&mut sink), Ok(n) if n > 0) {}
+                            conn.poke();
+                            fate = conn.pump(&mut lend!());
+                            continue;
+                        }
+                        Ready::Neither if wait.is_some() => {
+                            date.refresh();
+                            fate = conn.expire(&mut lend!());
+                            continue;
+                        }
+                        // Nothing is timed (only producers are awaited): wait again.
+                        Ready::Neither => {
+                            fate = Fate::Keep;
+                            continue;
+                        }
+                    }
                 }
                 // `single`: between requests, wait on this connection and on the listener
                 // together, so that a client arriving while this one idles is not kept
