@@ -24,6 +24,7 @@ berth::with_models!(per_model! {
     http11_is_still_served_beside_h2c,
     a_drain_says_goaway_to_an_idle_connection,
     floods_are_answered_with_enhance_your_calm_and_counted,
+    a_connection_that_spends_its_streams_is_wound_down,
 });
 
 /// curl's output for `args`, which must succeed.
@@ -419,5 +420,68 @@ fn floods_are_answered_with_enhance_your_calm_and_counted(m: Model) {
         assert_eq!(code, ENHANCE_YOUR_CALM, "{m:?}: {kind}");
         assert!(closed, "{m:?}: {kind}: closed after GOAWAY");
         server.wait_stats(kind, |s| abuse(s, kind) == 1);
+    }
+}
+
+/// Stream ids are not spent without end on one connection: after
+/// `H2Config::max_streams_per_connection` streams (here 4) berth says GOAWAY NO_ERROR naming
+/// the last one it serves, answers those, and closes once they are done; the client's later
+/// streams are not served (it retries them on a new connection, RFC 9113 §6.8).
+fn a_connection_that_spends_its_streams_is_wound_down(m: Model) {
+    let server = Opts::new(m)
+        .with_limits(|l| {
+            l.http2 = Some(berth::proto::h2::H2Config {
+                max_streams_per_connection: 4,
+                ..berth::proto::h2::H2Config::default()
+            })
+        })
+        .start();
+    let mut s = open(server.addr);
+    let mut out = Vec::new();
+    for i in 0..6u32 {
+        frame(
+            &mut out,
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            2 * i + 1,
+            &get("/hello/world"),
+        );
+    }
+    s.write_all(&out).unwrap();
+    // Everything until the server closes: the answers, and the GOAWAY among them.
+    let mut all = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&chunk[..n]),
+            Err(e) => panic!("{m:?}: {e}"),
+        }
+    }
+    let (mut bodies, mut goaway) = (HashMap::<u32, Vec<u8>>::new(), None);
+    let mut at = 0;
+    while at + 9 <= all.len() {
+        let len = u32::from_be_bytes([0, all[at], all[at + 1], all[at + 2]]) as usize;
+        let id = u32::from_be_bytes(all[at + 5..at + 9].try_into().unwrap()) & 0x7fff_ffff;
+        let payload = &all[at + 9..at + 9 + len];
+        match all[at + 3] {
+            DATA => bodies.entry(id).or_default().extend_from_slice(payload),
+            GOAWAY => {
+                let last = u32::from_be_bytes(payload[..4].try_into().unwrap());
+                let code = u32::from_be_bytes(payload[4..8].try_into().unwrap());
+                goaway = Some((last, code));
+            }
+            _ => {}
+        }
+        at += 9 + len;
+    }
+    assert_eq!(
+        goaway,
+        Some((7, 0)),
+        "{m:?}: GOAWAY NO_ERROR naming stream 7"
+    );
+    assert_eq!(bodies.len(), 4, "{m:?}: {bodies:?}");
+    for id in [1, 3, 5, 7] {
+        assert_eq!(bodies[&id], b"Hello, World!", "{m:?}: stream {id}");
     }
 }
