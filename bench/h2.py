@@ -66,6 +66,8 @@ def start(name, args, transport, cert, tmp):
             cmd += ["--tls-cert", cert[0], "--tls-key", cert[1]]
         else:
             cmd += ["--http2", "only"]
+        # As nginx's keepalive_requests below: h2load does not reconnect after a GOAWAY.
+        cmd += ["--http2-max-requests", "4000000000"]
     elif name == "nginx":
         conf = os.path.join(tmp, f"nginx-{port}.conf")
         with open(conf, "w") as f:

@@ -419,6 +419,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "128", value_parser = clap::value_parser!(u32).range(1..), help_heading = heading::LIMITS)]
     pub http2_max_streams: u32,
 
+    /// HTTP/2 streams (requests) one connection may open in all; after them it is wound down
+    /// with GOAWAY NO_ERROR and the client goes on with a new connection (nginx's
+    /// `keepalive_requests`, which HTTP/2 connections obey too, defaults to 1000).
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = clap::value_parser!(u32).range(1..), help_heading = heading::LIMITS)]
+    pub http2_max_requests: u32,
+
     /// From a request's first byte until its head must be complete; then 408.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
     pub header_timeout: Duration,

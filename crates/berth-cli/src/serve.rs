@@ -53,6 +53,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_body_bytes: args.max_body_size,
         http2: (args.http2 != Http2::Off).then(|| H2Config {
             max_concurrent_streams: args.http2_max_streams,
+            max_streams_per_connection: args.http2_max_requests,
             exclusive: args.http2 == Http2::Only,
             ..H2Config::default()
         }),
