@@ -97,7 +97,7 @@ fn assert_usage_error(args: &[&str], names: &[&str]) {
 
 #[test]
 fn malformed_options_are_usage_errors() {
-    let cases: [(&[&str], &[&str]); 10] = [
+    let cases: [(&[&str], &[&str]); 13] = [
         // `-d` works now (tests/daemon.rs); what it needs must come with it.
         (&["serve", "--log-file", "x.log"], &["--daemonize"]),
         (&["serve", "-p", "70000"], &["--port", "-p"]),
@@ -109,6 +109,15 @@ fn malformed_options_are_usage_errors() {
         (&["serve", "--max-headers", "0"], &["--max-headers"]),
         (&["serve", "--root", "/nonexistent/berth-root"], &["--root"]),
         (&["serve", "--actor-batch", "0"], &["--actor-batch"]),
+        (&["serve", "--http2", "maybe"], &["--http2"]),
+        (
+            &["serve", "--http2-max-streams", "0"],
+            &["--http2-max-streams"],
+        ),
+        (
+            &["serve", "--http2-max-requests", "0"],
+            &["--http2-max-requests"],
+        ),
     ];
     for (args, names) in cases {
         assert_usage_error(args, names);
@@ -519,4 +528,56 @@ fn sharing_a_port() -> Vec<&'static str> {
         })
         .map(Model::name)
         .collect()
+}
+
+/// `--http2 on` (the default) serves HTTP/2 with prior knowledge and HTTP/1.1 on one port;
+/// `off` answers the preface as the HTTP/1.1 request-line it then is (505); `only` refuses
+/// HTTP/1.1; `--http2-max-requests` winds a connection down after that many streams (curl
+/// goes on with a new connection, so every transfer succeeds).
+#[test]
+fn http2_on_off_only_and_max_requests() {
+    berth_testkit::tools::require("curl");
+    let curl = |args: &[&str]| {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code} ",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (_on, addr) = serve(&[]);
+    let url = format!("http://{addr}/hello/world");
+    assert_eq!(curl(&["--http2-prior-knowledge", &url]), "200 ");
+    assert_eq!(curl(&["--http1.1", &url]), "200 ");
+    let (_off, addr) = serve(&["--http2", "off"]);
+    let url = format!("http://{addr}/hello/world");
+    assert_eq!(curl(&["--http1.1", &url]), "200 ");
+    assert_ne!(curl(&["--http2-prior-knowledge", &url]), "200 ");
+    let (_only, addr) = serve(&["--http2", "only"]);
+    let url = format!("http://{addr}/hello/world");
+    assert_eq!(curl(&["--http2-prior-knowledge", &url]), "200 ");
+    assert_ne!(curl(&["--http1.1", &url]), "200 ");
+    let (_few, addr) = serve(&["--http2-max-requests", "2"]);
+    // Three streams on one connection: two served, then GOAWAY NO_ERROR naming stream 3.
+    let mut h2 = berth_testkit::h2::connect(addr, None, &[]);
+    let ids: Vec<u32> = (0..3)
+        .map(|_| h2.send(&berth_testkit::h2::Req::get("/hello/world")))
+        .collect();
+    for &id in &ids[..2] {
+        assert_eq!(h2.wait(id).response("served").status, 200);
+    }
+    assert!(
+        !matches!(h2.wait(ids[2]), berth_testkit::h2::Outcome::Answered(_)),
+        "the third stream is past --http2-max-requests"
+    );
+    let goaway = h2.goaway().expect("a GOAWAY").clone();
+    assert_eq!((goaway.last_stream, goaway.code), (3, 0), "{goaway:?}");
 }
