@@ -311,10 +311,16 @@ pub fn serve_wsgi(
             None,
         )?
         .unbind();
+    // Over a UNIX socket, SERVER_NAME is its path and SERVER_PORT empty (as gunicorn has
+    // them; the Host field names the site).
+    let (server_name, server_port) = match &settings.addr {
+        berth::net::Addr::Unix(path) => (path.display().to_string(), String::new()),
+        berth::net::Addr::Tcp(_) => (host.to_owned(), port.to_string()),
+    };
     let service = Wsgi(Arc::new(App {
         app,
-        server_name: host.to_owned(),
-        server_port: port.to_string(),
+        server_name,
+        server_port,
         url_scheme: if tls { "https" } else { "http" },
         multiprocess,
         bytes_io: py.import("io")?.getattr("BytesIO")?.unbind(),
@@ -333,8 +339,8 @@ pub fn serve_wsgi(
         .replace(" workers,", " threads,")
         .replace(" worker,", " thread,");
     let line = format!(
-        "berth listening on {}://{bound} (model {model}, {shape}, WSGI)",
-        if tls { "https" } else { "http" }
+        "berth listening on {} (model {model}, {shape}, WSGI)",
+        front::url(&bound, tls)
     );
     // One write, so that the lines of processes sharing stdout (--workers) never interleave
     // (print() writes the line and its end apart when Python's output is unbuffered).

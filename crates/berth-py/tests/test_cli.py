@@ -38,7 +38,9 @@ class Server:
         threading.Thread(target=self._pump, args=(self.proc.stderr, self._err), daemon=True).start()
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.out.put), daemon=True).start()
         self.line = self.listening()
-        self.port = int(re.search(r"://[^ ]*:(\d+) ", self.line).group(1))
+        # None over a UNIX socket (`berth listening on unix:///PATH (...)`).
+        found = re.search(r"https?://[^ ]*:(\d+) ", self.line)
+        self.port = int(found.group(1)) if found else None
 
     def _err(self, line):
         self.err.append(line)
@@ -165,7 +167,6 @@ def test_interface_overrides_and_a_mismatch_is_refused_at_startup_with_the_fix(s
     (["apps.flask_app:app", "--ssl-certfile", "/nonexistent.pem", "--ssl-keyfile", "k"], 2,
      "no such file"),
     (["apps.flask_app:app", "--ssl-certfile", "x"], 2, "go together"),
-    (["apps.flask_app:app", "--uds", "/tmp/berth.sock"], 2, "--uds: not yet"),
     (["apps.flask_app:app", "--no-server-header"], 2, "not yet"),
     (["apps.flask_app:app", "--no-date-header"], 2, "not yet"),
     (["apps.nowhere:app"], 1, "cannot import module 'apps.nowhere'"),
