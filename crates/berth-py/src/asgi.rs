@@ -48,7 +48,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::asgi_ws::{AsgiWs, Incoming, WsShared};
 use crate::front::{
-    declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields, REFUSAL,
+    declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields,
 };
 use berth::proto::upgrade::Switch;
 use berth::proto::ws::handshake;
@@ -179,6 +179,8 @@ struct Asgi {
     bridge: Arc<Bridge>,
     /// The model can wake a connection from outside (the WebSocket scope needs it).
     websocket: bool,
+    /// Written to a connection refused at capacity (with `Server` or without).
+    refusal: &'static [u8],
 }
 
 struct AsgiHandler {
@@ -197,7 +199,7 @@ impl Service for Asgi {
     }
 
     fn refusal(&self) -> &'static [u8] {
-        REFUSAL
+        self.refusal
     }
 }
 
@@ -821,6 +823,7 @@ impl AsgiServer {
             // The app's sends wake the connection from the bridge's thread: a model that waits
             // in `read` (a blocking one) could not be woken for them.
             websocket: model.caps().wakes_upgraded,
+            refusal: crate::front::refusal(&settings.common.limits),
         };
         let (engine, bound) = if threads {
             let (server, bound) = py

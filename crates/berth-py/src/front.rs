@@ -16,6 +16,19 @@ use pyo3::types::PyDict;
 pub const REFUSAL: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
+/// [`REFUSAL`] without `Server` (`--no-server-header`).
+const REFUSAL_UNNAMED: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// What a connection refused at capacity is written, as the limits say of `Server`.
+pub fn refusal(limits: &berth::proto::http::Limits) -> &'static [u8] {
+    if limits.server_header {
+        REFUSAL
+    } else {
+        REFUSAL_UNNAMED
+    }
+}
+
 /// The request path with `%XX` decoded, as bytes (WSGI makes them latin-1 characters, ASGI
 /// UTF-8). A `%` not followed by two hex digits stays as it is.
 pub fn percent_decode(path: &str) -> Vec<u8> {
@@ -140,7 +153,8 @@ pub fn whole_reply(
 /// Applies the server options both fronts share (`python -m berth`'s, given as a dict so that
 /// a new one needs no new parameter): `backlog` (listen backlog), `keep_alive` (seconds an
 /// idle keep-alive connection is kept), `limit_concurrency` (most connections at once; more
-/// are answered 503), `uds` (a UNIX socket's path to listen on instead of the host and port;
+/// are answered 503), `server_header`/`date_header` (berth's `Server` and `Date` fields,
+/// on unless false), `uds` (a UNIX socket's path to listen on instead of the host and port;
 /// its file is removed at exit), `ssl_certfile`/`ssl_keyfile`/`ssl_ca_certs` (TLS with berth's rustls;
 /// a CA asks clients for a certificate). An unknown key, or a value of the wrong kind, is a
 /// `ValueError`; a certificate or key that cannot be used is a `ValueError` naming it.
@@ -188,6 +202,8 @@ pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -
                 let threads = settings.common.accept_threads.max(1);
                 settings.common.capacity = limit.div_ceil(threads);
             }
+            "server_header" => settings.common.limits.server_header = value.extract()?,
+            "date_header" => settings.common.limits.date_header = value.extract()?,
             "uds" => {
                 let path: std::path::PathBuf = value.extract()?;
                 if settings.common.listen.inherited.is_none() {

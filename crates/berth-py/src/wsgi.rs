@@ -14,7 +14,7 @@ use berth::net::Acceptor;
 use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response, Version};
 use pyo3::exceptions::PyValueError;
 
-use crate::front::{self, percent_decode, whole_reply, REFUSAL};
+use crate::front::{self, percent_decode, whole_reply};
 use crate::workers;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
@@ -28,6 +28,8 @@ struct App {
     url_scheme: &'static str,
     /// `wsgi.multiprocess`: true when processes share the port (`--workers` above 1).
     multiprocess: bool,
+    /// Written to a connection refused at capacity (with `Server` or without).
+    refusal: &'static [u8],
     /// Looked up once, not per request: `io.BytesIO`, `sys.stderr`, and the `write()` callable
     /// `start_response` returns (which refuses: PEP 3333's legacy write is not supported).
     bytes_io: Py<PyAny>,
@@ -46,7 +48,7 @@ impl Service for Wsgi {
     }
 
     fn refusal(&self) -> &'static [u8] {
-        REFUSAL
+        self.0.refusal
     }
 }
 
@@ -323,6 +325,7 @@ pub fn serve_wsgi(
         server_port,
         url_scheme: if tls { "https" } else { "http" },
         multiprocess,
+        refusal: front::refusal(&settings.common.limits),
         bytes_io: py.import("io")?.getattr("BytesIO")?.unbind(),
         stderr: py.import("sys")?.getattr("stderr")?.unbind(),
         refuse_write,

@@ -335,11 +335,13 @@ def parser() -> Parser:
                    help="a field added to every response that does not set it, repeatable "
                         "(default: none)")
     g.add_argument("--server-header", action=argparse.BooleanOptionalAction, default=True,
-                   help="the Server field: berth's engine always writes it (--no-server-header"
-                        " is not yet supported; default: on)")
+                   help="berth's Server field (Server: berth) in every response; "
+                        "--no-server-header writes none (an application's own Server field "
+                        "is never sent; default: on)")
     g.add_argument("--date-header", action=argparse.BooleanOptionalAction, default=True,
-                   help="the Date field: berth's engine always writes it (--no-date-header is "
-                        "not yet supported; default: on)")
+                   help="berth's Date field in every HTTP/1.1 response; --no-date-header "
+                        "writes none (an application's own Date field is never sent; "
+                        "default: on)")
     g = ap.add_argument_group("logging (the Python loggers berth.error and berth.access)")
     g.add_argument("--log-level", default="info",
                    choices=("critical", "error", "warning", "info", "debug", "trace"),
@@ -431,10 +433,6 @@ def check_usage(ap: Parser, args) -> None:
         ap.error("--uds and --fd: give one (each names the socket to serve)")
     if args.uds is not None and not args.uds:
         ap.error("--uds: an empty path")
-    if not args.server_header:
-        ap.error("--no-server-header: not yet: berth's HTTP engine writes Server itself")
-    if not args.date_header:
-        ap.error("--no-date-header: not yet: berth's HTTP engine writes Date itself")
     if args.model not in models():
         ap.error("--model {!r}: no such model (models: {})".format(args.model, ", ".join(models())))
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
@@ -460,6 +458,8 @@ def server_options(args) -> Dict[str, Any]:
         "keep_alive": args.timeout_keep_alive,
         "limit_concurrency": args.limit_concurrency,
         "uds": args.uds,
+        "server_header": args.server_header,
+        "date_header": args.date_header,
         "ssl_certfile": args.ssl_certfile,
         "ssl_keyfile": args.ssl_keyfile,
         "ssl_ca_certs": args.ssl_ca_certs,
