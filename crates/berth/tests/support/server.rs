@@ -304,6 +304,14 @@ impl ModelServer {
         );
     }
 
+    /// Starts a graceful stop ([`Server::drain`], whatever is open after `grace` closed);
+    /// the server is joined when stopped or dropped.
+    pub fn drain(&self, grace: Duration) {
+        if let Some(server) = &self.server {
+            server.drain(grace);
+        }
+    }
+
     /// Stops the server and waits for it (children included).
     pub fn stop(mut self) {
         self.stop_now();
