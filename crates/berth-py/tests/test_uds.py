@@ -84,11 +84,11 @@ def test_uds_serves_asgi_and_wsgi_and_removes_its_file(sock, app, key, absent, w
     assert not os.path.exists(sock), "the socket file is left behind"
 
 
-def test_uds_scope_server_is_none_and_the_starlette_client_too(sock):
+def test_starlettes_request_client_is_none_over_uds(sock):
     s = served(sock, "apps.asgi_apps:starlette_app")
     try:
         r, body = get(sock, "/client")
-        assert r.status == 200 and body == b"None", body
+        assert r.status == 200 and body == b"null", body
     finally:
         assert s.stop() == 0
     assert not os.path.exists(sock)
