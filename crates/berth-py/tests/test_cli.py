@@ -584,3 +584,17 @@ def test_reload_dir_watches_the_directories_given(serve, tmp_path):
     s.port = int(re.search(r"://[^ ]*:(\d+) ", s.listening()).group(1))
     assert s.get("/")[1] == b"bonjour"
     assert s.stop() == 0
+
+
+# -- WSGI in every model (the application's threads, started in each process that serves) ------
+
+@pytest.mark.parametrize("model", __import__("berth._berth", fromlist=["models"]).models())
+def test_wsgi_serves_in_every_model(serve, model):
+    s = serve("apps.flask_app:app", "--model", model, "--threads", "2")
+    for _ in range(3):
+        r, body = s.get()
+        assert r.status == 200 and body == b"Hello, World!", (model, r.status, body)
+    r, body = s.get("/reverse", method="POST", body=b'{"a": "hello"}',
+                    headers={"Content-Type": "application/json"})
+    assert r.status == 200 and json.loads(body) == {"data": ["olleh"]}, (model, body)
+    assert s.stop() == 0, (model, s.err)
