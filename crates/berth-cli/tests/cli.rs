@@ -260,21 +260,34 @@ fn sigterm_shuts_down_cleanly() {
 #[test]
 fn server_and_date_headers_are_switches() {
     let has = |response: &str, field: &str| {
-        let head = response.split("\r\n\r\n").next().unwrap().to_ascii_lowercase();
+        let head = response
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
         head.contains(&format!("\r\n{field}: "))
     };
     let (_on, addr) = serve(&[]);
     let response = get(addr, "/hello/world");
-    assert!(has(&response, "server") && has(&response, "date"), "{response}");
+    assert!(
+        has(&response, "server") && has(&response, "date"),
+        "{response}"
+    );
     let (_off, addr) = serve(&["--server-header", "off", "--date-header", "off"]);
     for path in ["/hello/world", "/nowhere", "/test/slow"] {
         let response = get(addr, path);
         assert!(response.starts_with("HTTP/1.1 "), "{response}");
-        assert!(!has(&response, "server") && !has(&response, "date"), "{response}");
+        assert!(
+            !has(&response, "server") && !has(&response, "date"),
+            "{response}"
+        );
     }
     let (_half, addr) = serve(&["--date-header", "off"]);
     let response = get(addr, "/hello/world");
-    assert!(has(&response, "server") && !has(&response, "date"), "{response}");
+    assert!(
+        has(&response, "server") && !has(&response, "date"),
+        "{response}"
+    );
     assert_usage_error(&["serve", "--server-header", "maybe"], &["--server-header"]);
 }
 

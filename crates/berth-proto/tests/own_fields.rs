@@ -113,11 +113,8 @@ fn h2_fields(limits: Limits) -> Vec<Vec<(String, String)>> {
 
 #[test]
 fn http2_answers_carry_server_unless_switched_off() {
-    let named = |fields: &[(String, String)]| {
-        fields
-            .iter()
-            .any(|(n, v)| n == "server" && v == "berth")
-    };
+    let named =
+        |fields: &[(String, String)]| fields.iter().any(|(n, v)| n == "server" && v == "berth");
     let on = h2_fields(Limits::default());
     assert_eq!(on.len(), 2, "{on:?}");
     assert!(on.iter().all(|f| named(f)), "{on:?}");

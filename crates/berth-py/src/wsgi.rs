@@ -313,7 +313,13 @@ fn field_key<'py>(py: Python<'py>, name: &[u8]) -> Bound<'py, PyString> {
 
 /// Whether two field names make the same environ key (`X-A`, `x_a`).
 fn same_key(a: &[u8], b: &[u8]) -> bool {
-    let norm = |c: u8| if c == b'-' { b'_' } else { c.to_ascii_uppercase() };
+    let norm = |c: u8| {
+        if c == b'-' {
+            b'_'
+        } else {
+            c.to_ascii_uppercase()
+        }
+    };
     a.len() == b.len() && a.iter().zip(b).all(|(&x, &y)| norm(x) == norm(y))
 }
 
@@ -321,7 +327,10 @@ fn same_key(a: &[u8], b: &[u8]) -> bool {
 fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyString> {
     match std::str::from_utf8(bytes) {
         Ok(text) if bytes.is_ascii() => PyString::new(py, text),
-        _ => PyString::new(py, &bytes.iter().map(|&b| char::from(b)).collect::<String>()),
+        _ => PyString::new(
+            py,
+            &bytes.iter().map(|&b| char::from(b)).collect::<String>(),
+        ),
     }
 }
 
@@ -444,12 +453,10 @@ impl Call {
             result.call_method0(intern!(py, "close"))?;
         }
         iterated?;
-        let (status, headers) = started
-            .bind(py)
-            .borrow_mut()
-            .status
-            .take()
-            .ok_or_else(|| PyValueError::new_err("the application never called start_response"))?;
+        let (status, headers) =
+            started.bind(py).borrow_mut().status.take().ok_or_else(|| {
+                PyValueError::new_err("the application never called start_response")
+            })?;
         let code: u16 = status
             .split(' ')
             .next()

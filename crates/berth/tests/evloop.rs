@@ -216,7 +216,10 @@ fn drain_answers_a_late_request(model: berth::drive::Model) {
     // The drain has begun once the listener is closed: a new connection is refused.
     let began = Instant::now();
     while std::net::TcpStream::connect(srv.addr).is_ok() {
-        assert!(began.elapsed() < Duration::from_secs(10), "the listener stays open");
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "the listener stays open"
+        );
         thread::sleep(Duration::from_millis(10));
     }
     // A keep-alive connection idle between requests is closed at once.
@@ -225,11 +228,19 @@ fn drain_answers_a_late_request(model: berth::drive::Model) {
     let r = late.read_response();
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), HELLO);
-    assert!(r.closes(), "the answer is the connection's last: {}", r.text());
+    assert!(
+        r.closes(),
+        "the answer is the connection's last: {}",
+        r.text()
+    );
     late.expect_closed();
     // Nothing sent within the grace: closed, and the drain ends well before its deadline.
     silent.expect_closed();
-    assert!(began.elapsed() < Duration::from_secs(5), "{:?}", began.elapsed());
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
     srv.wait_stats("every connection closed", |s| s.connections_open == 0);
 }
 

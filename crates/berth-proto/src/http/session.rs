@@ -974,7 +974,13 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        write_switching(output, switch.protocol, &switch.headers, version, cx.stamp());
+        write_switching(
+            output,
+            switch.protocol,
+            &switch.headers,
+            version,
+            cx.stamp(),
+        );
         handler.on_response(101);
         self.state = State::Upgraded;
         Step::Upgrade(Handover(switch.session))
