@@ -12,6 +12,7 @@ __all__ = [
     "Core",
     "follow_parent",
     "listen_shared",
+    "listen_unix",
     "models",
     "serve_wsgi",
     "__version__",
