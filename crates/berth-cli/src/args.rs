@@ -298,6 +298,22 @@ pub enum Http2 {
     Only,
 }
 
+/// A switch given as `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+impl OnOff {
+    /// Whether it is on.
+    pub fn on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
 /// What the `--http-port` listener does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum HttpMode {
@@ -424,6 +440,15 @@ pub struct ServeArgs {
     /// `keepalive_requests`, which HTTP/2 connections obey too, defaults to 1000).
     #[arg(long, value_name = "N", default_value = "10000", value_parser = clap::value_parser!(u32).range(1..), help_heading = heading::LIMITS)]
     pub http2_max_requests: u32,
+
+    /// `Server: berth` in every response (HTTP/2: `server: berth`); `off` writes none.
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, help_heading = heading::LIMITS)]
+    pub server_header: OnOff,
+
+    /// `Date` in every HTTP/1.1 response (RFC 9110 §6.6.1); `off` writes none (a proxy in
+    /// front adds its own).
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, help_heading = heading::LIMITS)]
+    pub date_header: OnOff,
 
     /// From a request's first byte until its head must be complete; then 408.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]

@@ -57,6 +57,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             exclusive: args.http2 == Http2::Only,
             ..H2Config::default()
         }),
+        server_header: args.server_header.on(),
+        date_header: args.date_header.on(),
         ..Limits::default()
     };
     let mut settings = Settings::new(model, SocketAddr::from(([127, 0, 0, 1], 0)));

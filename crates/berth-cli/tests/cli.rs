@@ -266,6 +266,40 @@ fn sigterm_shuts_down_cleanly() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
+#[test]
+fn server_and_date_headers_are_switches() {
+    let has = |response: &str, field: &str| {
+        let head = response
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
+        head.contains(&format!("\r\n{field}: "))
+    };
+    let (_on, addr) = serve(&[]);
+    let response = get(addr, "/hello/world");
+    assert!(
+        has(&response, "server") && has(&response, "date"),
+        "{response}"
+    );
+    let (_off, addr) = serve(&["--server-header", "off", "--date-header", "off"]);
+    for path in ["/hello/world", "/nowhere", "/test/slow"] {
+        let response = get(addr, path);
+        assert!(response.starts_with("HTTP/1.1 "), "{response}");
+        assert!(
+            !has(&response, "server") && !has(&response, "date"),
+            "{response}"
+        );
+    }
+    let (_half, addr) = serve(&["--date-header", "off"]);
+    let response = get(addr, "/hello/world");
+    assert!(
+        has(&response, "server") && !has(&response, "date"),
+        "{response}"
+    );
+    assert_usage_error(&["serve", "--server-header", "maybe"], &["--server-header"]);
+}
+
 /// Starts `berth serve` on a free port; returns the guard and the address it serves.
 fn serve(extra: &[&str]) -> (Berth, SocketAddr) {
     let mut args = vec!["serve", "-p", "0", "-A", "1"];

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use berth::drive::evloop::Inline;
 use berth::drive::{self, Model, Server, Service, Settings};
+use berth::net::{Acceptor, Addr};
 use berth::proto::http::{
     body_stream, Answer, BodyStream, Handled, Handler, Job, Popped, Reply, Request, Response,
     StreamWriter, Version,
@@ -47,7 +48,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::asgi_ws::{AsgiWs, Incoming, WsShared};
 use crate::front::{
-    declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields, REFUSAL,
+    declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields,
 };
 use berth::proto::upgrade::Switch;
 use berth::proto::ws::handshake;
@@ -178,6 +179,8 @@ struct Asgi {
     bridge: Arc<Bridge>,
     /// The model can wake a connection from outside (the WebSocket scope needs it).
     websocket: bool,
+    /// Written to a connection refused at capacity (with `Server` or without).
+    refusal: &'static [u8],
 }
 
 struct AsgiHandler {
@@ -196,7 +199,7 @@ impl Service for Asgi {
     }
 
     fn refusal(&self) -> &'static [u8] {
-        REFUSAL
+        self.refusal
     }
 }
 
@@ -757,9 +760,12 @@ pub struct AsgiServer {
     host: String,
     #[pyo3(get)]
     port: u16,
+    /// `http://HOST:PORT`, `https://...` or `unix:///PATH`: what the startup line says.
+    #[pyo3(get)]
+    url: String,
     describe: String,
-    /// Shared by every scope: `("http", ...)` pieces built once.
-    server_tuple: Py<PyTuple>,
+    /// Shared by every scope: its `server`, `(host, port)` built once (None over UNIX).
+    server_tuple: Py<PyAny>,
     asgi_version: Py<PyDict>,
     /// Largest WebSocket message a client may send.
     ws_max_message: usize,
@@ -817,6 +823,7 @@ impl AsgiServer {
             // The app's sends wake the connection from the bridge's thread: a model that waits
             // in `read` (a blocking one) could not be woken for them.
             websocket: model.caps().wakes_upgraded,
+            refusal: crate::front::refusal(&settings.common.limits),
         };
         let (engine, bound) = if threads {
             let (server, bound) = py
@@ -825,7 +832,7 @@ impl AsgiServer {
             (Engine::Threads(Mutex::new(Some(server))), bound)
         } else {
             let (inline, bound) = Inline::bind(
-                addr,
+                settings.addr.clone(),
                 &service,
                 &settings.common,
                 &settings.models.evloop,
@@ -834,9 +841,23 @@ impl AsgiServer {
             .map_err(crate::bind_error)?;
             (Engine::Inline(Box::new(Mutex::new(inline))), bound)
         };
-        // Bound from a host and a port: a TCP address.
-        let bound = bound.tcp().expect("a host and port are a TCP address");
-        let host = bound.ip().to_string();
+        let tls = matches!(settings.common.listen.transport, Acceptor::Tls(_));
+        let url = crate::front::url(&bound, tls);
+        // Over a UNIX socket: the path, port 0 and no `server` in the scope (as uvicorn).
+        let (host, port, server) = match &bound {
+            Addr::Tcp(tcp) => {
+                let host = tcp.ip().to_string();
+                let tuple = PyTuple::new(
+                    py,
+                    [
+                        host.clone().into_pyobject(py)?.into_any(),
+                        tcp.port().into_pyobject(py)?.into_any(),
+                    ],
+                )?;
+                (host, tcp.port(), tuple.into_any().unbind())
+            }
+            Addr::Unix(path) => (path.display().to_string(), 0, py.None()),
+        };
         let asgi_version = PyDict::new(py);
         asgi_version.set_item("version", "3.0")?;
         asgi_version.set_item("spec_version", "2.4")?;
@@ -851,16 +872,10 @@ impl AsgiServer {
             bridge,
             engine,
             over: AtomicBool::new(false),
-            server_tuple: PyTuple::new(
-                py,
-                [
-                    host.clone().into_pyobject(py)?.into_any(),
-                    bound.port().into_pyobject(py)?.into_any(),
-                ],
-            )?
-            .unbind(),
+            server_tuple: server,
             host,
-            port: bound.port(),
+            port,
+            url,
             describe,
             asgi_version: asgi_version.unbind(),
             ws_max_message,

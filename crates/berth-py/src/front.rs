@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use berth::drive::{Model, Settings};
 use berth::net::tls::{TlsAcceptor, TlsSettings};
-use berth::net::Acceptor;
+use berth::net::{Acceptor, Addr};
 use berth::proto::http::{body_stream, Reply};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -15,6 +15,19 @@ use pyo3::types::PyDict;
 /// Written to a connection refused at capacity.
 pub const REFUSAL: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// [`REFUSAL`] without `Server` (`--no-server-header`).
+const REFUSAL_UNNAMED: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// What a connection refused at capacity is written, as the limits say of `Server`.
+pub fn refusal(limits: &berth::proto::http::Limits) -> &'static [u8] {
+    if limits.server_header {
+        REFUSAL
+    } else {
+        REFUSAL_UNNAMED
+    }
+}
 
 /// The request path with `%XX` decoded, as bytes (WSGI makes them latin-1 characters, ASGI
 /// UTF-8). A `%` not followed by two hex digits stays as it is.
@@ -140,10 +153,22 @@ pub fn whole_reply(
 /// Applies the server options both fronts share (`python -m berth`'s, given as a dict so that
 /// a new one needs no new parameter): `backlog` (listen backlog), `keep_alive` (seconds an
 /// idle keep-alive connection is kept), `limit_concurrency` (most connections at once; more
-/// are answered 503), `ssl_certfile`/`ssl_keyfile`/`ssl_ca_certs` (TLS with berth's rustls;
+/// are answered 503), `server_header`/`date_header` (berth's `Server` and `Date` fields,
+/// on unless false), `uds` (a UNIX socket's path to listen on instead of the host and port;
+/// its file is removed at exit), `ssl_certfile`/`ssl_keyfile`/`ssl_ca_certs` (TLS with berth's rustls;
 /// a CA asks clients for a certificate). An unknown key, or a value of the wrong kind, is a
 /// `ValueError`; a certificate or key that cannot be used is a `ValueError` naming it.
 pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    // A listening socket passed in (`fd`) is served as what it is: a UNIX socket at its path.
+    if let Some(path) = settings
+        .common
+        .listen
+        .inherited
+        .as_deref()
+        .and_then(berth::net::activation::unix_path)
+    {
+        settings.addr = Addr::Unix(path);
+    }
     let Some(options) = options else {
         return Ok(());
     };
@@ -176,6 +201,14 @@ pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -
                 // Per accept thread in berth: shared out so that the whole holds `limit`.
                 let threads = settings.common.accept_threads.max(1);
                 settings.common.capacity = limit.div_ceil(threads);
+            }
+            "server_header" => settings.common.limits.server_header = value.extract()?,
+            "date_header" => settings.common.limits.date_header = value.extract()?,
+            "uds" => {
+                let path: std::path::PathBuf = value.extract()?;
+                if settings.common.listen.inherited.is_none() {
+                    settings.addr = Addr::Unix(path);
+                }
             }
             "ssl_certfile" => cert = Some(value.extract()?),
             "ssl_keyfile" => key = Some(value.extract()?),
@@ -224,4 +257,14 @@ pub fn warn(message: &str) {
             e.write_unraisable(py, None);
         }
     });
+}
+
+/// What a front says it listens on: `http://127.0.0.1:8000`, `https://...`, or
+/// `unix:///run/app.sock` (as `berth serve --listen` takes it).
+pub fn url(bound: &Addr, tls: bool) -> String {
+    match bound {
+        Addr::Unix(_) => bound.to_string(),
+        Addr::Tcp(_) if tls => format!("https://{bound}"),
+        Addr::Tcp(_) => format!("http://{bound}"),
+    }
 }

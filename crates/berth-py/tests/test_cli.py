@@ -38,7 +38,9 @@ class Server:
         threading.Thread(target=self._pump, args=(self.proc.stderr, self._err), daemon=True).start()
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.out.put), daemon=True).start()
         self.line = self.listening()
-        self.port = int(re.search(r"://[^ ]*:(\d+) ", self.line).group(1))
+        # None over a UNIX socket (`berth listening on unix:///PATH (...)`).
+        found = re.search(r"https?://[^ ]*:(\d+) ", self.line)
+        self.port = int(found.group(1)) if found else None
 
     def _err(self, line):
         self.err.append(line)
@@ -165,9 +167,6 @@ def test_interface_overrides_and_a_mismatch_is_refused_at_startup_with_the_fix(s
     (["apps.flask_app:app", "--ssl-certfile", "/nonexistent.pem", "--ssl-keyfile", "k"], 2,
      "no such file"),
     (["apps.flask_app:app", "--ssl-certfile", "x"], 2, "go together"),
-    (["apps.flask_app:app", "--uds", "/tmp/berth.sock"], 2, "--uds: not yet"),
-    (["apps.flask_app:app", "--no-server-header"], 2, "not yet"),
-    (["apps.flask_app:app", "--no-date-header"], 2, "not yet"),
     (["apps.nowhere:app"], 1, "cannot import module 'apps.nowhere'"),
     (["apps.flask_app:nothing"], 1, "module 'apps.flask_app' has no attribute 'nothing'"),
     (["apps.flask_app"], 1, "expected MODULE:APP"),
@@ -499,6 +498,33 @@ def test_server_and_date_headers_stay_on(serve):
     assert r.getheader("Server") == "berth" and r.getheader("Date")
 
 
+def raw_head(port, target="/hello/world"):
+    """The response head to one GET, as the bytes on the wire."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        c.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % target.encode())
+        data = helpers.read_to_end(c)
+    return data.split(b"\r\n\r\n", 1)[0].lower()
+
+
+@pytest.mark.parametrize("app", ["apps.asgi_apps:raw", "apps.flask_app:app"])
+@pytest.mark.parametrize("server, date", [(False, True), (True, False), (False, False)])
+def test_no_server_header_and_no_date_header_leave_them_out(serve, app, server, date):
+    flags = ["--server-header" if server else "--no-server-header",
+             "--date-header" if date else "--no-date-header"]
+    s = serve(app, *flags)
+    for _ in range(2):
+        head = raw_head(s.port)
+        assert head.startswith(b"http/1.1 200"), head
+        assert (b"\r\nserver:" in head) == server, head
+        assert (b"\r\ndate:" in head) == date, head
+    # Errors berth answers itself (404 from the app's router aside, a 400 from the engine).
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+        c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+        head = helpers.read_to_end(c).split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 400"), head
+    assert (b"\r\nserver:" in head) == server and (b"\r\ndate:" in head) == date, head
+
+
 def test_fd_serves_a_socket_passed_in(serve):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -558,3 +584,17 @@ def test_reload_dir_watches_the_directories_given(serve, tmp_path):
     s.port = int(re.search(r"://[^ ]*:(\d+) ", s.listening()).group(1))
     assert s.get("/")[1] == b"bonjour"
     assert s.stop() == 0
+
+
+# -- WSGI in every model (the application's threads, started in each process that serves) ------
+
+@pytest.mark.parametrize("model", __import__("berth._berth", fromlist=["models"]).models())
+def test_wsgi_serves_in_every_model(serve, model):
+    s = serve("apps.flask_app:app", "--model", model, "--threads", "2")
+    for _ in range(3):
+        r, body = s.get()
+        assert r.status == 200 and body == b"Hello, World!", (model, r.status, body)
+    r, body = s.get("/reverse", method="POST", body=b'{"a": "hello"}',
+                    headers={"Content-Type": "application/json"})
+    assert r.status == 200 and json.loads(body) == {"data": ["olleh"]}, (model, body)
+    assert s.stop() == 0, (model, s.err)

@@ -305,17 +305,11 @@ def test_usage_errors_exit_2_with_one_line():
         assert r.stderr.startswith("python -m berth: error:"), r.stderr
 
 
-@pytest.mark.parametrize("kind", [
-    "wsgi",
-    # berth's event loop, on a drain, closes a connection it has accepted but not yet read as
-    # idle (crates/berth/src/drive/evloop/mod.rs, begin_drain): a request already on its way
-    # on such a connection fails, about one in thousands under this load. The ASGI front's
-    # inline loop meets it; the supervisor's part (successor serving before the old worker is
-    # told to drain) is the same for both.
-    pytest.param("asgi", marks=pytest.mark.xfail(
-        reason="berth's drain closes accepted-but-unread connections (evloop begin_drain)",
-        strict=False)),
-])
+# A request already on its way to a worker told to drain is answered: berth's event loop
+# serves a connection accepted and not yet answered if its request comes within the drain's
+# grace (crates/berth/src/drive/evloop/mod.rs, `arm`; Rust: evloop.rs
+# a_drain_answers_a_request_sent_on_a_connection_accepted_before_it).
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
 def test_sighup_restarts_every_worker_one_by_one_with_no_failed_request(kind, started):
     w = started(kind)
     old = set(w.pids)

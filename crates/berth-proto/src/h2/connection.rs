@@ -209,6 +209,8 @@ pub struct Connection {
     config: H2Config,
     /// The client's address, for each request ([`Request::peer`]).
     peer: Option<std::net::SocketAddr>,
+    /// Answers carry `server: berth` ([`Connection::set_server_header`]).
+    server_header: bool,
     phase: Phase,
     /// Our SETTINGS were written.
     started: bool,
@@ -276,10 +278,17 @@ impl Connection {
         self.peer = peer;
     }
 
+    /// Whether answers carry `server: berth` ([`Limits::server_header`](crate::http::Limits);
+    /// on by default).
+    pub fn set_server_header(&mut self, on: bool) {
+        self.server_header = on;
+    }
+
     /// A connection at its start, before the client's preface.
     pub fn new(config: H2Config) -> Self {
         Connection {
             peer: None,
+            server_header: true,
             decoder: Decoder::new(config.header_table_size as usize),
             config,
             phase: Phase::Preface,
@@ -1115,7 +1124,7 @@ impl Connection {
         let mut scratch = Vec::new();
         let mut res = Response {
             out: &mut scratch,
-            date: cx.date,
+            stamp: cx.stamp(),
             keep_alive: true,
             head_only,
             version: Version::Http2,
@@ -1223,6 +1232,8 @@ impl Connection {
         let mut block = Vec::new();
         let base: [(&[u8], &[u8]); 2] =
             [(b":status", status_text.as_bytes()), (b"server", b"berth")];
+        // `server` unless switched off (`Limits::server_header`).
+        let base = &base[..if self.server_header { 2 } else { 1 }];
         hpack::encode(
             base.iter().copied().chain(fields.iter().copied()),
             &mut block,

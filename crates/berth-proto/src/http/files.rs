@@ -18,7 +18,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::request::{trim, Method, Request, Version};
-use super::response::{write_head, write_response, Head};
+use super::response::{write_head, write_response, Head, Stamp};
 
 /// A request for a file, checked and reduced to what answering it needs. Owned, so it can
 /// travel to whoever opens files (a worker, or the actor model's Files actor).
@@ -366,7 +366,7 @@ pub(crate) fn write_answer(
     found: Result<&FileMeta, FileError>,
     keep_alive: bool,
     version: Version,
-    date: &[u8],
+    stamp: Stamp<'_>,
 ) -> (u16, Option<(u64, u64)>) {
     let head = |status, content_type, extra| Head {
         status,
@@ -375,7 +375,7 @@ pub(crate) fn write_answer(
         fields: &[],
         keep_alive,
         version,
-        date,
+        stamp,
     };
     let text = "text/plain; charset=utf-8";
     let meta = match found {
@@ -536,7 +536,8 @@ mod tests {
     ) -> (u16, Option<(u64, u64)>, String) {
         let mut out = Vec::new();
         let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
-        let (status, send) = write_answer(&mut out, req, found, true, Version::Http11, date);
+        let stamp = Stamp::both(date);
+        let (status, send) = write_answer(&mut out, req, found, true, Version::Http11, stamp);
         (status, send, String::from_utf8(out).unwrap())
     }
 

@@ -21,6 +21,13 @@ pub struct Limits {
     /// A connection that starts with HTTP/2's preface is served as HTTP/2 under these
     /// settings and limits; `None`: HTTP/1.1 only (the preface is then a bad request).
     pub http2: Option<H2Config>,
+    /// Write `Server: berth` into every response head (HTTP/2: `server: berth`). Off, no
+    /// `Server` field is written (`berth serve --server-header off`, uvicorn's
+    /// `--no-server-header`).
+    pub server_header: bool,
+    /// Write `Date` into every HTTP/1.1 response head (RFC 9110 §6.6.1: an origin server with
+    /// a clock does). Off, none is written (a proxy in front adds its own).
+    pub date_header: bool,
 }
 
 impl Limits {
@@ -37,6 +44,8 @@ impl Default for Limits {
             max_body_bytes: 1024 * 1024,
             output_high_water: 64 * 1024,
             http2: Some(H2Config::default()),
+            server_header: true,
+            date_header: true,
         }
     }
 }

@@ -177,7 +177,7 @@ impl Core {
         };
         let n = input.len().min(h2::PREFACE.len());
         if config.exclusive {
-            self.speak_h2(*config);
+            self.speak_h2(*config, cx.limits);
             return Some(());
         }
         if input[..n] != h2::PREFACE[..n] {
@@ -187,14 +187,15 @@ impl Core {
         if n < h2::PREFACE.len() {
             return None;
         }
-        self.speak_h2(*config);
+        self.speak_h2(*config, cx.limits);
         Some(())
     }
 
-    fn speak_h2(&mut self, config: h2::H2Config) {
+    fn speak_h2(&mut self, config: h2::H2Config, limits: &Limits) {
         self.sniffed = true;
         let mut conn = Box::new(h2::Connection::new(config));
         conn.set_peer(self.peer);
+        conn.set_server_header(limits.server_header);
         self.h2 = Some(conn);
     }
 
@@ -208,7 +209,7 @@ impl Core {
     /// allow HTTP/2 (a listener that does not offers no `h2`).
     pub fn agreed_h2(&mut self, limits: &Limits) {
         match limits.http2 {
-            Some(config) if !self.sniffed => self.speak_h2(config),
+            Some(config) if !self.sniffed => self.speak_h2(config, limits),
             _ => {}
         }
     }

@@ -540,7 +540,7 @@ impl Session {
                 handler,
             );
         }
-        let head = reply.head(keep_alive, version, cx.date);
+        let head = reply.head(keep_alive, version, cx.stamp());
         write_response(output, &head, &reply.body, head_only);
         handler.on_response(reply.status);
         self.next_request(keep_alive, input, output, cx, handler)
@@ -571,7 +571,7 @@ impl Session {
                 .fields
                 .push(("Transfer-Encoding".to_owned(), b"chunked".to_vec()));
         }
-        let head = reply.head(keep_alive, version, cx.date);
+        let head = reply.head(keep_alive, version, cx.stamp());
         write_head(output, &head, sized);
         let discard = head_only || bodiless;
         if let (Some(length), false) = (sized, discard) {
@@ -618,7 +618,7 @@ impl Session {
             return Step::Close;
         };
         let (status, send) =
-            files::write_answer(output, request, found, keep_alive, version, cx.date);
+            files::write_answer(output, request, found, keep_alive, version, cx.stamp());
         handler.on_response(status);
         match send {
             // The file's bytes go out before anything else is read.
@@ -888,7 +888,7 @@ impl Session {
         let head_only = request.method == Method::Head;
         let mut res = Response {
             out: output,
-            date: cx.date,
+            stamp: cx.stamp(),
             keep_alive: keep_alive && !self.wind_down,
             head_only,
             version: request.version,
@@ -932,7 +932,7 @@ impl Session {
                     fields: &[],
                     keep_alive,
                     version: request.version,
-                    date: cx.date,
+                    stamp: cx.stamp(),
                 };
                 write_response(output, &head, b"handler sent no response\n", head_only);
                 handler.on_response(500);
@@ -974,7 +974,13 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        write_switching(output, switch.protocol, &switch.headers, version, cx.date);
+        write_switching(
+            output,
+            switch.protocol,
+            &switch.headers,
+            version,
+            cx.stamp(),
+        );
         handler.on_response(101);
         self.state = State::Upgraded;
         Step::Upgrade(Handover(switch.session))
@@ -996,7 +1002,7 @@ impl Session {
             fields: &[],
             keep_alive: false,
             version: Version::Http11,
-            date: cx.date,
+            stamp: cx.stamp(),
         };
         let mut body = [0u8; 128];
         let n = r.reason.len().min(body.len() - 1);

@@ -35,7 +35,7 @@ import threading
 from typing import Any, Dict, List, Optional
 
 from . import _front
-from ._berth import __version__, listen_shared, models, serve_wsgi
+from ._berth import __version__, listen_shared, listen_unix, models, serve_wsgi
 
 log = logging.getLogger("berth.error")
 
@@ -270,8 +270,10 @@ def parser() -> Parser:
     g.add_argument("--port", type=port, default=8000,
                    help="port to bind; 0 picks a free one (default: %(default)s)")
     g.add_argument("--uds", metavar="PATH",
-                   help="a UNIX socket to listen on: not yet (berth's HTTP models accept TCP "
-                        "only for now; default: none)")
+                   help="listen on this UNIX socket instead of --host/--port (a stale socket "
+                        "file is replaced, a live one refused; the file is removed at exit; "
+                        "clients have no address: ASGI client None, no REMOTE_ADDR; "
+                        "default: none)")
     g.add_argument("--fd", type=count(0), metavar="N",
                    help="serve the listening TCP socket on descriptor N (a process manager's) "
                         "instead of binding; under systemd's socket activation (LISTEN_FDS) "
@@ -333,11 +335,13 @@ def parser() -> Parser:
                    help="a field added to every response that does not set it, repeatable "
                         "(default: none)")
     g.add_argument("--server-header", action=argparse.BooleanOptionalAction, default=True,
-                   help="the Server field: berth's engine always writes it (--no-server-header"
-                        " is not yet supported; default: on)")
+                   help="berth's Server field (Server: berth) in every response; "
+                        "--no-server-header writes none (an application's own Server field "
+                        "is never sent; default: on)")
     g.add_argument("--date-header", action=argparse.BooleanOptionalAction, default=True,
-                   help="the Date field: berth's engine always writes it (--no-date-header is "
-                        "not yet supported; default: on)")
+                   help="berth's Date field in every HTTP/1.1 response; --no-date-header "
+                        "writes none (an application's own Date field is never sent; "
+                        "default: on)")
     g = ap.add_argument_group("logging (the Python loggers berth.error and berth.access)")
     g.add_argument("--log-level", default="info",
                    choices=("critical", "error", "warning", "info", "debug", "trace"),
@@ -425,13 +429,10 @@ def systemd_fd() -> Optional[int]:
 
 def check_usage(ap: Parser, args) -> None:
     """What argparse cannot check: one line and exit 2 for each."""
-    if args.uds:
-        ap.error("--uds: not yet: berth's HTTP models accept TCP only for now (berth serve "
-                 "refuses unix:// the same way); use --host/--port or --fd")
-    if not args.server_header:
-        ap.error("--no-server-header: not yet: berth's HTTP engine writes Server itself")
-    if not args.date_header:
-        ap.error("--no-date-header: not yet: berth's HTTP engine writes Date itself")
+    if args.uds is not None and args.fd is not None:
+        ap.error("--uds and --fd: give one (each names the socket to serve)")
+    if args.uds is not None and not args.uds:
+        ap.error("--uds: an empty path")
     if args.model not in models():
         ap.error("--model {!r}: no such model (models: {})".format(args.model, ", ".join(models())))
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
@@ -456,6 +457,9 @@ def server_options(args) -> Dict[str, Any]:
         "backlog": args.backlog,
         "keep_alive": args.timeout_keep_alive,
         "limit_concurrency": args.limit_concurrency,
+        "uds": args.uds,
+        "server_header": args.server_header,
+        "date_header": args.date_header,
         "ssl_certfile": args.ssl_certfile,
         "ssl_keyfile": args.ssl_keyfile,
         "ssl_ca_certs": args.ssl_ca_certs,
@@ -521,9 +525,14 @@ def serve(args, app=None) -> int:
     # The port first, bound here without SO_REUSEPORT: refused if any server listens on it,
     # and no other can join it while the workers serve it (see berth._berth.listen_shared).
     fd = args.fd if args.fd is not None else systemd_fd()
+    socket_file = None
     if fd is None:
         try:
-            fd, _, _ = listen_shared(args.host, args.port, args.backlog)
+            if args.uds:
+                fd = listen_unix(args.uds, args.backlog)
+                socket_file = SocketFile(args.uds)
+            else:
+                fd, _, _ = listen_shared(args.host, args.port, args.backlog)
         except (OSError, ValueError, OverflowError) as e:
             return fail(said(e))
     listener = socket.socket(fileno=fd)
@@ -532,7 +541,33 @@ def serve(args, app=None) -> int:
     def worker(fd, ready) -> int:
         return serve_loaded(app, interface, args, fd, ready, jittered(args))
 
-    return Supervisor(args.workers, worker, listener, args.shutdown_timeout).run()
+    try:
+        return Supervisor(args.workers, worker, listener, args.shutdown_timeout).run()
+    finally:
+        if socket_file is not None:
+            socket_file.remove()
+
+
+class SocketFile:
+    """The UNIX socket file this process bound for its workers (they leave it alone), removed
+    at exit if it is still that very file (as berth's own ``SocketFile``: not a newcomer's)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        st = os.lstat(path)
+        self.id = (st.st_dev, st.st_ino)
+        # A forked worker that unwinds through the same code is not the owner.
+        self.owner = os.getpid()
+
+    def remove(self) -> None:
+        if os.getpid() != self.owner:
+            return
+        try:
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self.id:
+                os.unlink(self.path)
+        except OSError:
+            pass
 
 
 # -- --reload ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ __all__ = [
     "Core",
     "follow_parent",
     "listen_shared",
+    "listen_unix",
     "models",
     "serve_wsgi",
     "__version__",
@@ -91,7 +92,7 @@ def serve_wsgi(
     """Serves a WSGI application on berth's HTTP engine until SIGINT or SIGTERM, then drains.
     ``fd``: a listening socket to serve instead of binding (taken over); ``ready``: called once
     serving; ``multiprocess``: ``wsgi.multiprocess``; ``options``: ``backlog``, ``keep_alive``,
-    ``limit_concurrency``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_ca_certs``."""
+    ``limit_concurrency``, ``uds``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_ca_certs``."""
 
 def models() -> List[str]:
     """The models of berth's registry, by name."""
@@ -99,6 +100,10 @@ def models() -> List[str]:
 def listen_shared(host: str, port: int, backlog: Optional[int] = ...) -> Tuple[int, str, int]:
     """Binds and listens on ``host:port`` without SO_REUSEPORT, for ``--workers`` to share:
     the descriptor (the caller's), and the address bound. ``OSError`` if anything listens there."""
+
+def listen_unix(path: str, backlog: Optional[int] = ...) -> int:
+    """Binds and listens on the UNIX socket ``path`` for ``--workers`` to share: the descriptor
+    (the caller's, who removes the file when done). ``OSError`` if a server listens there."""
 
 def follow_parent(parent: int) -> bool:
     """Asks for SIGTERM when the parent dies; False if ``parent`` is already gone."""
@@ -147,6 +152,7 @@ class AsgiServer:
 
     host: str
     port: int
+    url: str
     def __new__(
         cls,
         host: str = ...,

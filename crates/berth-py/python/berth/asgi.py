@@ -396,9 +396,8 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
         ev.add_reader(server.fileno(), runner.ready, True)
         ev.call_later(TICK, runner.tick)
         # One write, so that the lines of processes sharing stdout (--workers) never interleave.
-        tls = bool(options and options.get("ssl_certfile"))
-        sys.stdout.write("berth listening on {}://{}:{} ({}, ASGI on {})\n".format(
-            "https" if tls else "http", server.host, server.port, server.describe(), type(ev).__module__.split(".")[0]))
+        sys.stdout.write("berth listening on {} ({}, ASGI on {})\n".format(
+            server.url, server.describe(), type(ev).__module__.split(".")[0]))
         sys.stdout.flush()
         if ready is not None:
             ready()

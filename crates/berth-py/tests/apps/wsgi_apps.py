@@ -26,3 +26,10 @@ def environ_app(environ, start_response):
     body = json.dumps({k: environ.get(k) for k in keys}).encode()
     start_response("200 OK", [("Content-Type", "application/json")])
     return [body]
+
+
+def hello(environ, start_response):
+    """The plainest WSGI app: ``Hello, World!`` to every request (issue 33's speed target, no
+    framework between the server and the app)."""
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "13")])
+    return [b"Hello, World!"]

@@ -437,7 +437,9 @@ impl Settings {
 /// (Handlers must be `Send`: in the `actor` model a connection moves between threads.)
 ///
 /// A UNIX socket's file is removed when the server stops listening (a drain or a stop, in the
-/// process that bound it), if it is still the file bound ([`SocketFile`]).
+/// process that bound it), if it is still the file bound ([`SocketFile`]). A socket served
+/// from [`ListenConfig::inherited`](crate::net::ListenConfig::inherited) is not this
+/// process's to remove: whoever bound it does (a supervisor whose workers come and go).
 pub fn serve<S: Service>(
     settings: &Settings,
     service: S,
@@ -447,7 +449,9 @@ where
     S::Handler: Send + 'static,
 {
     let (server, bound) = settings.model.spawn(settings, service, stats)?;
-    remove_on_stop(&server.ctl, &bound);
+    if settings.common.listen.inherited.is_none() {
+        remove_on_stop(&server.ctl, &bound);
+    }
     Ok((server, bound))
 }
 

@@ -271,8 +271,9 @@ impl std::error::Error for BindError {
 /// TCP address. A UNIX socket's path is bound once ([`bind_unix`](super::bind_unix): a stale
 /// socket file is replaced, a live one or anything else at the path refused) and the others
 /// are copies of it, sharing its accept queue: `SO_REUSEPORT` does not apply to UNIX sockets.
-/// `config`'s TCP options (`reuse_port`, `nodelay`, `defer_accept_secs`) and an inherited
-/// socket do not apply to a path either.
+/// `config`'s TCP options (`reuse_port`, `nodelay`, `defer_accept_secs`) do not apply to a
+/// path. An inherited UNIX socket ([`ListenConfig::inherited`], e.g. bound by a supervisor for
+/// its workers) is served as it is, in copies: nothing is bound, and its file is not touched.
 pub fn bind(addr: &Addr, count: usize, config: ListenConfig) -> Result<Vec<Listener>, BindError> {
     let path = match addr {
         Addr::Tcp(tcp) => {
@@ -287,7 +288,13 @@ pub fn bind(addr: &Addr, count: usize, config: ListenConfig) -> Result<Vec<Liste
         addr: addr.clone(),
         source,
     };
-    let first = super::local::bind_unix_with(path, config.backlog).map_err(error)?;
+    let first = match &config.inherited {
+        Some(socket) => {
+            socket.set_nonblocking(true).map_err(error)?;
+            UnixListener::from(socket.try_clone().map_err(error)?)
+        }
+        None => super::local::bind_unix_with(path, config.backlog).map_err(error)?,
+    };
     let mut listeners = Vec::with_capacity(count.max(1));
     for _ in 1..count.max(1) {
         listeners.push(Listener::Unix(first.try_clone().map_err(error)?));

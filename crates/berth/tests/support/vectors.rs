@@ -169,6 +169,7 @@ impl LimitOverrides {
                 Some(false) => None,
                 _ => base.http2,
             },
+            ..base
         }
     }
 }

@@ -89,7 +89,10 @@ impl<H: Handler> Inline<H> {
             })
         };
         let inline = make().map_err(bind_error(addr))?;
-        crate::drive::registry::remove_on_stop(&inline.ctl, &bound);
+        // An inherited socket's file is its binder's to remove (see `drive::serve`).
+        if common.listen.inherited.is_none() {
+            crate::drive::registry::remove_on_stop(&inline.ctl, &bound);
+        }
         Ok((inline, bound))
     }
 

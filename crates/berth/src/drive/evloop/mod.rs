@@ -37,7 +37,7 @@ use super::loops::{
 use super::pump::Conn;
 use super::{Server, Service};
 use crate::net::{Addr, BindError, Evented, EventedListener, Listener, Socket, Stream};
-use crate::rt::Control;
+use crate::rt::{Control, DRAIN_GRACE};
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -103,8 +103,10 @@ struct EventLoop<H: Handler> {
     poll: Poll,
     /// `None` once a drain has closed it.
     listener: Option<EventedListener>,
-    /// A drain is under way: no new connections, idle ones closed, busy ones closed once idle.
-    draining: bool,
+    /// A drain is under way (until when a connection not yet answered may still bring its
+    /// request: see [`DRAIN_GRACE`]): no new connections, idle ones closed, busy ones closed
+    /// once idle. `None`: serving.
+    draining: Option<Instant>,
     conns: Slab<Conn<Stream<Socket>>>,
     /// Accepting failed for want of descriptors (EMFILE/ENFILE) or memory. The listener is
     /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
@@ -130,7 +132,7 @@ impl<H: Handler> Runs for EventLoop<H> {
             state: State::new(service, p.wiring, &config),
             poll: p.poll,
             listener: Some(listener),
-            draining: false,
+            draining: None,
             conns: Slab::with_capacity(config.capacity),
             accept_paused: false,
             ctl: p.ctl,
@@ -162,7 +164,7 @@ impl<H: Handler> EventLoop<H> {
                 return Ok(false);
             }
             if self.ctl.draining() {
-                if !self.draining {
+                if self.draining.is_none() {
                     self.begin_drain();
                 }
                 if self.conns.is_empty() {
@@ -276,9 +278,13 @@ impl<H: Handler> EventLoop<H> {
     }
 
     /// Starts a drain: close the listener (new connections are refused once every loop has),
-    /// and close the connections that are idle; busy ones are closed when they become idle.
+    /// and close the keep-alive connections that are idle; busy ones are closed when they
+    /// become idle, and connections not yet answered get [`DRAIN_GRACE`] to bring their
+    /// request (see [`EventLoop::arm`]).
     fn begin_drain(&mut self) {
-        self.draining = true;
+        let now = Instant::now();
+        self.draining = Some(now + DRAIN_GRACE);
+        self.state.now = now;
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
@@ -295,14 +301,22 @@ impl<H: Handler> EventLoop<H> {
         for key in told {
             self.pump(key);
         }
-        let idle: Vec<usize> = self
+        let (idle, fresh): (Vec<usize>, Vec<usize>) = self
             .conns
             .iter()
             .filter(|(_, c)| c.is_idle())
             .map(|(k, _)| k)
-            .collect();
+            .partition(|&k| self.conns[k].answered());
         for key in idle {
             self.finish(key);
+        }
+        // A connection accepted and not yet answered: its request may be in the socket
+        // already (arrived after the last poll) or on its way. Read it now; what it lacks
+        // comes within the grace (`arm`).
+        for key in fresh {
+            self.conns[key].wind_down();
+            self.conns[key].mark_readable();
+            self.pump(key);
         }
     }
 }
@@ -321,9 +335,27 @@ impl<H: Handler> Loop for EventLoop<H> {
     }
 
     /// Sets the connection's deadline for what it now waits for.
+    ///
+    /// While draining, an idle connection is closed, with one exception, the rule nginx and
+    /// uvicorn follow for what is in flight: a connection accepted and not yet answered
+    /// anything (its client connected before the drain and its request is on its way, or
+    /// was already in the socket) is kept until the drain's grace ends ([`DRAIN_GRACE`]), and
+    /// a request that comes within it is served, as the connection's last (`Connection:
+    /// close`). A keep-alive connection idle between requests is closed at once: a client
+    /// retries a request that meets a closing keep-alive connection (RFC 9112 §9.3.1).
     fn arm(&mut self, key: usize) {
-        if self.draining && self.conns[key].is_idle() {
-            return self.finish(key);
+        if let Some(grace) = self.draining {
+            let conn = &mut self.conns[key];
+            if conn.is_idle() {
+                if conn.answered() || self.state.now >= grace {
+                    return self.finish(key);
+                }
+                let at = conn.deadline(self.state.now, &self.config.timeouts);
+                self.state
+                    .wheel
+                    .set(key, Some(at.map_or(grace, |at| at.min(grace))));
+                return;
+            }
         }
         let at = self.conns[key].deadline(self.state.now, &self.config.timeouts);
         self.state.wheel.set(key, at);

@@ -62,7 +62,7 @@ use super::loops::{Lent, Loop, LoopConfig, Parts, Runs, State, ACCEPT_RETRY, REP
 use super::pump::Conn;
 use super::{Server, Service};
 use crate::net::{Addr, BindError, Listener, Stream};
-use crate::rt::Control;
+use crate::rt::{Control, DRAIN_GRACE};
 use crate::stats::Stats;
 use crate::sys::uring::{Completion, Ring, RingConfig};
 use stream::{Io, Spares};
@@ -206,7 +206,9 @@ struct UringLoop<H: Handler> {
     listener: Option<Listener>,
     /// The accept failed (out of descriptors, say): arm it again at this time.
     accept_retry: Option<Instant>,
-    draining: bool,
+    /// A drain is under way, until when a connection not yet answered may still bring its
+    /// request ([`DRAIN_GRACE`], as `evloop`'s). `None`: serving.
+    draining: Option<Instant>,
     slots: Slab<Slot>,
     /// Per slot key: the incarnation of its next connection.
     incarnations: Vec<u16>,
@@ -241,7 +243,7 @@ impl<H: Handler> Runs for UringLoop<H> {
             events: Events::with_capacity(8),
             listener: Some(p.listener),
             accept_retry: None,
-            draining: false,
+            draining: None,
             slots: Slab::with_capacity(config.capacity),
             incarnations: vec![0; config.capacity],
             to_send: Vec::with_capacity(1024),
@@ -272,7 +274,7 @@ impl<H: Handler> UringLoop<H> {
             return Ok(false);
         }
         if self.ctl.draining() {
-            if !self.draining {
+            if self.draining.is_none() {
                 self.begin_drain();
             }
             if self.slots.is_empty() {
@@ -291,7 +293,7 @@ impl<H: Handler> UringLoop<H> {
         }
         let timeout = if self.accept_retry.is_some() {
             Some(ACCEPT_RETRY)
-        } else if !self.slots.is_empty() || self.draining {
+        } else if !self.slots.is_empty() || self.draining.is_some() {
             Some(self.state.wheel.resolution())
         } else {
             None
@@ -606,10 +608,13 @@ impl<H: Handler> UringLoop<H> {
         }
     }
 
-    /// Starts a drain: close the listener, close the idle connections; busy ones are closed
-    /// when they become idle.
+    /// Starts a drain: close the listener, close the idle keep-alive connections; busy ones
+    /// are closed when they become idle, and connections not yet answered get
+    /// [`DRAIN_GRACE`] to bring their request (their receive is armed: it comes as any).
     fn begin_drain(&mut self) {
-        self.draining = true;
+        let now = Instant::now();
+        self.draining = Some(now + DRAIN_GRACE);
+        self.state.now = now;
         self.close_listener();
         // Told first (an upgraded protocol: a WebSocket's close 1001; HTTP/2: GOAWAY, after
         // which it closes once its streams are done), then what is idle is closed; HTTP/1.1
@@ -624,14 +629,18 @@ impl<H: Handler> UringLoop<H> {
         for key in told {
             self.pump(key);
         }
-        let idle: Vec<usize> = self
+        let (idle, fresh): (Vec<usize>, Vec<usize>) = self
             .slots
             .iter()
             .filter(|(_, s)| !s.io_ref().closing() && s.conn.is_idle())
             .map(|(k, _)| k)
-            .collect();
+            .partition(|&k| self.slots[k].conn.answered());
         for key in idle {
             self.finish(key);
+        }
+        for key in fresh {
+            self.slots[key].conn.wind_down();
+            self.arm(key);
         }
     }
 
@@ -698,9 +707,15 @@ impl<H: Handler> Loop for UringLoop<H> {
 
     /// After a pump that keeps the connection: queue its bytes, give back empty buffers, pause
     /// or resume receiving, and set its deadline.
+    ///
+    /// While draining, an idle connection is closed, but for one accepted and not yet answered
+    /// while the drain's grace lasts (the rule and its reason: `evloop`'s `arm`).
     fn arm(&mut self, key: usize) {
-        if self.draining && self.slots[key].conn.is_idle() {
-            return self.finish(key);
+        let grace = self.draining.filter(|_| self.slots[key].conn.is_idle());
+        if let Some(grace) = grace {
+            if self.slots[key].conn.answered() || self.state.now >= grace {
+                return self.finish(key);
+            }
         }
         self.queue_send(key);
         self.poll_room(key);
@@ -728,6 +743,10 @@ impl<H: Handler> Loop for UringLoop<H> {
         let at = self.slots[key]
             .conn
             .deadline(self.state.now, &self.config.timeouts);
+        let at = match grace {
+            Some(grace) => Some(at.map_or(grace, |at| at.min(grace))),
+            None => at,
+        };
         self.state.wheel.set(key, at);
     }
 
