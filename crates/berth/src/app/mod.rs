@@ -322,6 +322,15 @@ impl Handler for DemoHandler {
         Handled::Done
     }
 
+    fn on_response(&mut self, status: u16) {
+        self.stats.shard(self.thread).response(status);
+        if let Some(log) = &mut self.access_log {
+            log.respond(status);
+        }
+    }
+}
+
+impl DemoHandler {
     /// A file below the `/files` root, or the site's (`site`): `rel` is the request path below
     /// it (`None`: not a path at all).
     fn file(
@@ -352,13 +361,6 @@ impl Handler for DemoHandler {
         }
         send(&mut self.access_log, res, 404, TEXT, b"Not Found\n");
         Handled::Done
-    }
-
-    fn on_response(&mut self, status: u16) {
-        self.stats.shard(self.thread).response(status);
-        if let Some(log) = &mut self.access_log {
-            log.respond(status);
-        }
     }
 }
 
