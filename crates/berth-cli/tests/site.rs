@@ -21,7 +21,11 @@ fn curl(url: &str, extra: &[&str]) -> (Vec<u8>, String) {
         .arg(url)
         .output()
         .expect("curl");
-    assert!(out.status.success(), "curl {url}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.stderr, String::from_utf8(out.stdout).unwrap())
 }
 
@@ -46,8 +50,18 @@ fn site_and_compression_from_the_command_line(m: berth::drive::Model) {
     let site = dir.to_str().unwrap();
 
     let mut berth = Berth::spawn(&[
-        "serve", "-m", m.name(), "-p", "0", "--site", site, "--compress", "--compress-level",
-        "9", "--compress-min-size", "8k",
+        "serve",
+        "-m",
+        m.name(),
+        "-p",
+        "0",
+        "--site",
+        site,
+        "--compress",
+        "--compress-level",
+        "9",
+        "--compress-min-size",
+        "8k",
     ]);
     let line = berth.line();
     let addr = address_in(&line);
@@ -56,19 +70,34 @@ fn site_and_compression_from_the_command_line(m: berth::drive::Model) {
     let docs = get(addr, "/docs");
     assert!(docs.starts_with("HTTP/1.1 301 ") && docs.contains("\r\nLocation: /docs/\r\n"));
     assert!(get(addr, "/docs/").ends_with("<h1>docs</h1>\n"));
-    assert!(get(addr, "/stats").contains("berth_"), "the demo's /stats wins");
+    assert!(
+        get(addr, "/stats").contains("berth_"),
+        "the demo's /stats wins"
+    );
     assert!(get(addr, "/hello/world").ends_with("Hello, World!"));
     // --compress: curl --compressed decodes it; the head says gzip.
-    let (body, head) = curl(&url("/big.txt"), &["--compressed", "-H", "Accept-Encoding: gzip"]);
+    let (body, head) = curl(
+        &url("/big.txt"),
+        &["--compressed", "-H", "Accept-Encoding: gzip"],
+    );
     assert_eq!(body, big, "{m}");
-    assert!(head.to_ascii_lowercase().contains("content-encoding: gzip"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
     // --compress-min-size 8k: a 4 KiB file goes as it is.
     let (_, head) = curl(&url("/mid.txt"), &["-H", "Accept-Encoding: gzip"]);
-    assert!(!head.to_ascii_lowercase().contains("content-encoding"), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("content-encoding"),
+        "{head}"
+    );
     // A precompressed sibling, by default.
     let (body, head) = curl(&url("/app.js"), &["-H", "Accept-Encoding: gzip"]);
     assert_eq!(body, b"not really gzip");
-    assert!(head.to_ascii_lowercase().contains("content-encoding: gzip"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
     berth.signal("TERM");
     let (_, _, stderr) = berth.finish(std::time::Duration::from_secs(30));
     assert!(stderr.contains("/stats not served"), "{stderr}");
@@ -78,19 +107,39 @@ fn site_and_compression_from_the_command_line(m: berth::drive::Model) {
         .iter()
         .map(|level| {
             let mut berth = Berth::spawn(&[
-                "serve", "-m", m.name(), "-p", "0", "--site", site, "--compress",
-                "--compress-level", level, "--no-precompressed",
+                "serve",
+                "-m",
+                m.name(),
+                "-p",
+                "0",
+                "--site",
+                site,
+                "--compress",
+                "--compress-level",
+                level,
+                "--no-precompressed",
             ]);
             let addr = address_in(&berth.line());
-            let (raw, _) = curl(&format!("http://{addr}/big.txt"), &["-H", "Accept-Encoding: gzip"]);
-            let (js, _) = curl(&format!("http://{addr}/app.js"), &["-H", "Accept-Encoding: gzip"]);
+            let (raw, _) = curl(
+                &format!("http://{addr}/big.txt"),
+                &["-H", "Accept-Encoding: gzip"],
+            );
+            let (js, _) = curl(
+                &format!("http://{addr}/app.js"),
+                &["-H", "Accept-Encoding: gzip"],
+            );
             assert_eq!(js, b"console.log(1)\n", "--no-precompressed");
             berth.signal("TERM");
             berth.finish(std::time::Duration::from_secs(30));
             raw.len()
         })
         .collect();
-    assert!(sizes[0] > sizes[1], "level 1 {} vs 9 {}", sizes[0], sizes[1]);
+    assert!(
+        sizes[0] > sizes[1],
+        "level 1 {} vs 9 {}",
+        sizes[0],
+        sizes[1]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -194,7 +194,13 @@ impl Files {
     }
 
     /// `plain`, or the precompressed sibling of `name` the client accepts best.
-    fn with_sibling(&self, root: &Root, req: &FileRequest, plain: OpenFile, name: &str) -> OpenFile {
+    fn with_sibling(
+        &self,
+        root: &Root,
+        req: &FileRequest,
+        plain: OpenFile,
+        name: &str,
+    ) -> OpenFile {
         if !self.precompressed {
             return plain;
         }

@@ -77,7 +77,8 @@ struct Dirs {
 
 impl Dirs {
     fn new(tag: &str, m: Model) -> Dirs {
-        let base = std::env::temp_dir().join(format!("berth-site-{tag}-{m}-{}", std::process::id()));
+        let base =
+            std::env::temp_dir().join(format!("berth-site-{tag}-{m}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let site = base.join("site");
         let root = base.join("root");
@@ -251,11 +252,26 @@ fn a_site_is_served_at_the_root_beside_the_demo_routes(m: Model) {
             ],
         );
         let what = format!("{m} tls={tls}");
-        assert_eq!((r[0].status, &r[0].body[..]), (200, &b"<h1>home</h1>\n"[..]), "{what}");
-        assert_eq!(r[0].header("content-type"), Some("text/html; charset=utf-8"));
-        assert_eq!((r[1].status, r[1].header("location")), (301, Some("/sub/")), "{what}");
+        assert_eq!(
+            (r[0].status, &r[0].body[..]),
+            (200, &b"<h1>home</h1>\n"[..]),
+            "{what}"
+        );
+        assert_eq!(
+            r[0].header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
+        assert_eq!(
+            (r[1].status, r[1].header("location")),
+            (301, Some("/sub/")),
+            "{what}"
+        );
         assert_eq!(r[2].header("location"), Some("/sub/?x=1"), "{what}");
-        assert_eq!((r[3].status, &r[3].body[..]), (200, &b"<h1>sub</h1>\n"[..]), "{what}");
+        assert_eq!(
+            (r[3].status, &r[3].body[..]),
+            (200, &b"<h1>sub</h1>\n"[..]),
+            "{what}"
+        );
         assert_eq!(r[4].status, 200);
         assert_eq!(r[4].header("content-length"), Some("7"));
         assert_eq!(r[4].header("content-type"), Some("text/css; charset=utf-8"));
@@ -272,13 +288,22 @@ fn a_site_is_served_at_the_root_beside_the_demo_routes(m: Model) {
         assert_eq!(get(&srv, "/style.css", &[&inm]).status, 304, "{what}");
         assert_eq!(get(&srv, "/style.css", &[&ims]).status, 304, "{what}");
         // Nothing outside the site; a link inside it is fine.
-        for escape in ["/../secret.txt", "/%2e%2e/secret.txt", "/out", "/sub/%2e%2e/%2e%2e/secret.txt", "//etc/passwd"] {
+        for escape in [
+            "/../secret.txt",
+            "/%2e%2e/secret.txt",
+            "/out",
+            "/sub/%2e%2e/%2e%2e/secret.txt",
+            "//etc/passwd",
+        ] {
             assert_eq!(get(&srv, escape, &[]).status, 404, "{what}: {escape}");
         }
         assert_eq!(get(&srv, "/in.css", &[]).body, b"body{}\n");
         // Only GET and HEAD.
         let post = exchange(&srv, &[("POST", "/style.css", &["Content-Length: 0"])]);
-        assert_eq!((post[0].status, post[0].header("allow")), (405, Some("GET, HEAD")));
+        assert_eq!(
+            (post[0].status, post[0].header("allow")),
+            (405, Some("GET, HEAD"))
+        );
         // The demo routes win over files of the same name; /files is the other root.
         let demo = exchange(
             &srv,
@@ -289,7 +314,10 @@ fn a_site_is_served_at_the_root_beside_the_demo_routes(m: Model) {
                 ("GET", "/files/hi.txt", &[]),
             ],
         );
-        assert!(String::from_utf8_lossy(&demo[0].body).contains("berth_"), "{what}");
+        assert!(
+            String::from_utf8_lossy(&demo[0].body).contains("berth_"),
+            "{what}"
+        );
         assert_eq!(demo[1].body, b"ok\n");
         assert_eq!(demo[2].body, b"Hello, World!");
         assert_eq!(demo[3].body, b"hi from /files\n");
@@ -310,9 +338,17 @@ fn precompressed_siblings_are_served_with_their_own_validators(m: Model) {
                 &[
                     ("GET", path, &[]),
                     ("GET", path, &["Accept-Encoding: gzip"]),
-                    ("GET", path, &["Accept-Encoding: gzip;q=0.5, br, zstd;q=0.1"]),
+                    (
+                        "GET",
+                        path,
+                        &["Accept-Encoding: gzip;q=0.5, br, zstd;q=0.1"],
+                    ),
                     ("GET", path, &["Accept-Encoding: zstd"]),
-                    ("GET", path, &["Accept-Encoding: gzip", "Range: bytes=10-29"]),
+                    (
+                        "GET",
+                        path,
+                        &["Accept-Encoding: gzip", "Range: bytes=10-29"],
+                    ),
                     ("HEAD", path, &["Accept-Encoding: br;q=0.1, gzip"]),
                     ("GET", path, &["Accept-Encoding: br;q=0, *"]),
                 ],
@@ -326,8 +362,14 @@ fn precompressed_siblings_are_served_with_their_own_validators(m: Model) {
             assert_eq!((r[1].status, &r[1].body), (200, &gz), "{what}");
             assert_eq!(r[1].header("content-encoding"), Some("gzip"), "{what}");
             assert_eq!(r[1].header("vary"), Some("Accept-Encoding"), "{what}");
-            assert_eq!(r[1].header("content-type"), Some("text/plain; charset=utf-8"));
-            assert_eq!(r[1].header("content-length"), Some(gz.len().to_string().as_str()));
+            assert_eq!(
+                r[1].header("content-type"),
+                Some("text/plain; charset=utf-8")
+            );
+            assert_eq!(
+                r[1].header("content-length"),
+                Some(gz.len().to_string().as_str())
+            );
             let gz_tag = r[1].header("etag").unwrap();
             assert_ne!(gz_tag, plain_tag, "{what}");
             assert_eq!(r[1].decoded(), page, "{what}");
@@ -336,7 +378,11 @@ fn precompressed_siblings_are_served_with_their_own_validators(m: Model) {
             assert_eq!(r[2].decoded(), page, "{what}");
             assert_ne!(r[2].header("etag").unwrap(), gz_tag, "{what}");
             // No zstd sibling, no on-the-fly: plain.
-            assert_eq!((r[3].header("content-encoding"), &r[3].body), (None, &page), "{what}");
+            assert_eq!(
+                (r[3].header("content-encoding"), &r[3].body),
+                (None, &page),
+                "{what}"
+            );
             // A range of the encoded bytes.
             assert_eq!((r[4].status, &r[4].body[..]), (206, &gz[10..30]), "{what}");
             assert_eq!(
@@ -347,7 +393,10 @@ fn precompressed_siblings_are_served_with_their_own_validators(m: Model) {
             assert_eq!(r[4].header("content-encoding"), Some("gzip"), "{what}");
             // HEAD: the sibling's head.
             assert_eq!(r[5].header("content-encoding"), Some("gzip"), "{what}");
-            assert_eq!(r[5].header("content-length"), Some(gz.len().to_string().as_str()));
+            assert_eq!(
+                r[5].header("content-length"),
+                Some(gz.len().to_string().as_str())
+            );
             // `*` takes gzip (br refused).
             assert_eq!(r[6].header("content-encoding"), Some("gzip"), "{what}");
             // 304 by the sibling's tag; the plain file's tag does not validate the sibling.
@@ -359,8 +408,24 @@ fn precompressed_siblings_are_served_with_their_own_validators(m: Model) {
                     ("GET", path, &["Accept-Encoding: gzip", &by_gz]),
                     ("GET", path, &["Accept-Encoding: gzip", &by_plain]),
                     ("GET", path, &[&by_gz]),
-                    ("GET", path, &["Accept-Encoding: gzip", "Range: bytes=0-9", &format!("If-Range: {gz_tag}")]),
-                    ("GET", path, &["Accept-Encoding: gzip", "Range: bytes=0-9", &format!("If-Range: {plain_tag}")]),
+                    (
+                        "GET",
+                        path,
+                        &[
+                            "Accept-Encoding: gzip",
+                            "Range: bytes=0-9",
+                            &format!("If-Range: {gz_tag}"),
+                        ],
+                    ),
+                    (
+                        "GET",
+                        path,
+                        &[
+                            "Accept-Encoding: gzip",
+                            "Range: bytes=0-9",
+                            &format!("If-Range: {plain_tag}"),
+                        ],
+                    ),
                 ],
             );
             assert_eq!(c[0].status, 304, "{what}");
@@ -369,7 +434,11 @@ fn precompressed_siblings_are_served_with_their_own_validators(m: Model) {
             assert_eq!((c[1].status, &c[1].body), (200, &gz), "{what}");
             assert_eq!((c[2].status, &c[2].body), (200, &page), "{what}");
             assert_eq!((c[3].status, &c[3].body[..]), (206, &gz[..10]), "{what}");
-            assert_eq!((c[4].status, &c[4].body), (200, &gz), "{what}: stale If-Range");
+            assert_eq!(
+                (c[4].status, &c[4].body),
+                (200, &gz),
+                "{what}: stale If-Range"
+            );
         }
         srv.stop();
     }
@@ -394,8 +463,16 @@ fn files_are_compressed_on_the_fly_only_where_they_may_be(m: Model) {
                 ("GET", "/big.txt", &["Accept-Encoding: zstd"]),
                 ("GET", "/big.txt", &["Accept-Encoding: gzip, br, zstd"]),
                 ("HEAD", "/big.txt", &["Accept-Encoding: gzip"]),
-                ("GET", "/big.txt", &["Accept-Encoding: gzip", "Range: bytes=5-9"]),
-                ("GET", "/big.txt", &["Accept-Encoding: gzip", "Cache-Control: no-transform"]),
+                (
+                    "GET",
+                    "/big.txt",
+                    &["Accept-Encoding: gzip", "Range: bytes=5-9"],
+                ),
+                (
+                    "GET",
+                    "/big.txt",
+                    &["Accept-Encoding: gzip", "Cache-Control: no-transform"],
+                ),
                 ("GET", "/small.txt", &["Accept-Encoding: gzip"]),
                 ("GET", "/image.png", &["Accept-Encoding: gzip"]),
                 ("GET", "/big.txt", &[]),
@@ -411,20 +488,40 @@ fn files_are_compressed_on_the_fly_only_where_they_may_be(m: Model) {
             assert_eq!(r[i].header("content-length"), None, "{what}");
             assert_eq!(r[i].header("vary"), Some("Accept-Encoding"), "{what}");
             assert!(r[i].header("etag").unwrap().starts_with("W/\""), "{what}");
-            assert!(r[i].body.len() < big.len() / 3, "{what}: {coding} {}", r[i].body.len());
+            assert!(
+                r[i].body.len() < big.len() / 3,
+                "{what}: {coding} {}",
+                r[i].body.len()
+            );
             assert_eq!(r[i].decoded(), big, "{what}: {coding}");
         }
-        assert_eq!((r[4].header("content-encoding"), r[4].body.len()), (Some("gzip"), 0));
+        assert_eq!(
+            (r[4].header("content-encoding"), r[4].body.len()),
+            (Some("gzip"), 0)
+        );
         assert_eq!((r[5].status, &r[5].body[..]), (206, &big[5..10]), "{what}");
         assert_eq!(r[5].header("content-encoding"), None, "{what}: a range");
-        for (i, why) in [(6, "no-transform"), (7, "small"), (8, "png"), (9, "not accepted")] {
+        for (i, why) in [
+            (6, "no-transform"),
+            (7, "small"),
+            (8, "png"),
+            (9, "not accepted"),
+        ] {
             assert_eq!(r[i].status, 200, "{what}: {why}");
             assert_eq!(r[i].header("content-encoding"), None, "{what}: {why}");
             assert!(r[i].header("content-length").is_some(), "{what}: {why}");
         }
         assert_eq!(r[6].body, big);
-        assert_eq!(r[9].header("vary"), Some("Accept-Encoding"), "{what}: may vary");
-        assert_eq!(r[10].header("transfer-encoding"), None, "{what}: the sibling");
+        assert_eq!(
+            r[9].header("vary"),
+            Some("Accept-Encoding"),
+            "{what}: may vary"
+        );
+        assert_eq!(
+            r[10].header("transfer-encoding"),
+            None,
+            "{what}: the sibling"
+        );
         assert_eq!(r[10].decoded(), page, "{what}");
         assert_eq!(r[11].header("content-encoding"), Some("zstd"), "{what}");
         assert_eq!(r[11].decoded(), page, "{what}");
@@ -433,8 +530,16 @@ fn files_are_compressed_on_the_fly_only_where_they_may_be(m: Model) {
         let c = exchange(
             &srv,
             &[
-                ("GET", "/big.txt", &["Accept-Encoding: gzip", &format!("If-None-Match: {tag}")]),
-                ("GET", "/big.txt", &["Accept-Encoding: gzip;q=0.1, identity;q=0"]),
+                (
+                    "GET",
+                    "/big.txt",
+                    &["Accept-Encoding: gzip", &format!("If-None-Match: {tag}")],
+                ),
+                (
+                    "GET",
+                    "/big.txt",
+                    &["Accept-Encoding: gzip;q=0.1, identity;q=0"],
+                ),
                 ("GET", "/small.txt", &["Accept-Encoding: identity;q=0"]),
             ],
         );
@@ -473,20 +578,29 @@ fn real_clients_decode_what_is_sent(m: Model) {
         let curl = |path: &str, extra: &[&str]| {
             let mut cmd = Command::new("curl");
             // HTTP/1.1: over TLS curl would pick h2 by ALPN, whose file bodies are not wired yet.
-            cmd.args(["-sS", "--fail", "--http1.1", "--cacert"]).arg(&ca);
-            cmd.args(extra).arg(format!("{scheme}://127.0.0.1:{}{path}", addr.port()));
+            cmd.args(["-sS", "--fail", "--http1.1", "--cacert"])
+                .arg(&ca);
+            cmd.args(extra)
+                .arg(format!("{scheme}://127.0.0.1:{}{path}", addr.port()));
             run(&mut cmd)
         };
         for coding in ["gzip", "br", "zstd"] {
             let ae = format!("Accept-Encoding: {coding}");
             // --compressed decodes; the raw bytes say the coding was applied.
-            assert_eq!(curl("/big.txt", &["--compressed", "-H", &ae]), big, "{m} {coding}");
+            assert_eq!(
+                curl("/big.txt", &["--compressed", "-H", &ae]),
+                big,
+                "{m} {coding}"
+            );
             assert_ne!(curl("/big.txt", &["-H", &ae]), big, "{m} {coding}: raw");
             assert_eq!(curl("/files/page.txt", &["--compressed", "-H", &ae]), page);
         }
         // Range over a precompressed sibling, as curl sends it.
         let gz = encode(Coding::Gzip, &page);
-        let ranged = curl("/page.txt", &["-H", "Accept-Encoding: gzip", "-r", "100-199"]);
+        let ranged = curl(
+            "/page.txt",
+            &["-H", "Accept-Encoding: gzip", "-r", "100-199"],
+        );
         assert_eq!(ranged, &gz[100..200], "{m}");
         if !tls {
             python(&srv.addr, &big, &dirs.site());

@@ -383,9 +383,11 @@ impl BodyEncoder {
     ) -> Result<(), EncodeError> {
         let encoder = match &mut self.encoder {
             Some(e) => e,
-            None => self
-                .encoder
-                .insert(Encoder::new(self.encode.coding, self.encode.level, self.size)?),
+            None => self.encoder.insert(Encoder::new(
+                self.encode.coding,
+                self.encode.level,
+                self.size,
+            )?),
         };
         if !self.encode.chunked {
             return f(encoder, out);

@@ -523,7 +523,8 @@ pub(crate) fn write_answer(
         }
         None => tag.as_str(),
     };
-    let mut extra: Vec<(&str, &[u8])> = vec![("ETag", shown.as_bytes()), ("Last-Modified", &modified[..])];
+    let mut extra: Vec<(&str, &[u8])> =
+        vec![("ETag", shown.as_bytes()), ("Last-Modified", &modified[..])];
     if vary {
         extra.push(("Vary", b"Accept-Encoding"));
     }
@@ -720,30 +721,54 @@ mod tests {
             vary: true,
             ..meta(100)
         };
-        assert_ne!(etag(&plain), etag(&FileMeta { vary: false, ..meta(100) }).replace("-gzip", ""));
+        assert_ne!(
+            etag(&plain),
+            etag(&FileMeta {
+                vary: false,
+                ..meta(100)
+            })
+            .replace("-gzip", "")
+        );
         assert!(etag(&gz).ends_with("-gzip\""), "{}", etag(&gz));
         let (status, send, text) = answer_coded(&get(&[("Accept-Encoding", "gzip")]), &gz);
-        assert_eq!((status, send.map(|s| (s.offset, s.len, s.encode))), (200, Some((0, 100, None))));
+        assert_eq!(
+            (status, send.map(|s| (s.offset, s.len, s.encode))),
+            (200, Some((0, 100, None)))
+        );
         assert!(text.contains("\r\nContent-Encoding: gzip\r\n"), "{text}");
         assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
         assert!(text.contains("\r\nContent-Length: 100\r\n"), "{text}");
-        assert!(text.contains(&format!("\r\nETag: {}\r\n", etag(&gz))), "{text}");
+        assert!(
+            text.contains(&format!("\r\nETag: {}\r\n", etag(&gz))),
+            "{text}"
+        );
         // The plain answer varies too.
         let (_, _, text) = answer_coded(&get(&[]), &plain);
         assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
         assert!(!text.contains("Content-Encoding"), "{text}");
         // A range is of the encoded bytes.
-        let (status, send, text) =
-            answer_coded(&get(&[("Accept-Encoding", "gzip"), ("Range", "bytes=10-19")]), &gz);
-        assert_eq!((status, send.map(|s| (s.offset, s.len))), (206, Some((10, 10))));
-        assert!(text.contains("\r\nContent-Range: bytes 10-19/100\r\n"), "{text}");
+        let (status, send, text) = answer_coded(
+            &get(&[("Accept-Encoding", "gzip"), ("Range", "bytes=10-19")]),
+            &gz,
+        );
+        assert_eq!(
+            (status, send.map(|s| (s.offset, s.len))),
+            (206, Some((10, 10)))
+        );
+        assert!(
+            text.contains("\r\nContent-Range: bytes 10-19/100\r\n"),
+            "{text}"
+        );
         // 304 by the sibling's tag, not by the plain file's.
         let tag: &'static str = Box::leak(etag(&gz).into_boxed_str());
         let (status, _, text) = answer_coded(&get(&[("If-None-Match", tag)]), &gz);
         assert_eq!(status, 304);
         assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
         let plain_tag: &'static str = Box::leak(etag(&plain).into_boxed_str());
-        assert_eq!(answer_coded(&get(&[("If-None-Match", plain_tag)]), &gz).0, 200);
+        assert_eq!(
+            answer_coded(&get(&[("If-None-Match", plain_tag)]), &gz).0,
+            200
+        );
     }
 
     #[test]
@@ -766,12 +791,25 @@ mod tests {
         };
         assert_eq!(
             (status, send),
-            (200, Some(Send { offset: 0, len: 100, encode: Some(encode) }))
+            (
+                200,
+                Some(Send {
+                    offset: 0,
+                    len: 100,
+                    encode: Some(encode)
+                })
+            )
         );
-        assert!(text.contains("\r\nTransfer-Encoding: chunked\r\n"), "{text}");
+        assert!(
+            text.contains("\r\nTransfer-Encoding: chunked\r\n"),
+            "{text}"
+        );
         assert!(text.contains("\r\nContent-Encoding: gzip\r\n"), "{text}");
         assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
-        assert!(text.contains(&format!("\r\nETag: W/{}\r\n", etag(&m))), "{text}");
+        assert!(
+            text.contains(&format!("\r\nETag: W/{}\r\n", etag(&m))),
+            "{text}"
+        );
         assert!(!text.contains("Content-Length"), "{text}");
         assert!(!text.contains("Accept-Ranges"), "{text}");
         // HEAD: the same head, nothing to send.
@@ -786,14 +824,30 @@ mod tests {
         assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
         assert_eq!(answer_coded(&gz(&[("If-None-Match", "*")]), &m).0, 304);
         for (req, m) in [
-            (gz(&[("Cache-Control", "no-cache, no-transform")]), meta(100)),
+            (
+                gz(&[("Cache-Control", "no-cache, no-transform")]),
+                meta(100),
+            ),
             (gz(&[]), meta(49)),
-            (gz(&[]), FileMeta { content_type: "image/png", ..meta(100) }),
+            (
+                gz(&[]),
+                FileMeta {
+                    content_type: "image/png",
+                    ..meta(100)
+                },
+            ),
             (get(&[("Accept-Encoding", "gzip")]), meta(100)),
-            (get(&[("Accept-Encoding", "gzip;q=0")]).compress(on), meta(100)),
+            (
+                get(&[("Accept-Encoding", "gzip;q=0")]).compress(on),
+                meta(100),
+            ),
         ] {
             let (status, send, text) = answer_coded(&req, &m);
-            assert_eq!((status, send.map(|s| s.encode)), (200, Some(None)), "{text}");
+            assert_eq!(
+                (status, send.map(|s| s.encode)),
+                (200, Some(None)),
+                "{text}"
+            );
             assert!(!text.contains("Content-Encoding"), "{text}");
         }
         // identity refused and nothing else at hand: 406.
