@@ -6,7 +6,7 @@
 # Usage: bench/compress.sh BERTH_BINARY [DURATION_SECONDS] [ROUNDS]
 set -euo pipefail
 berth=${1:?berth binary}; dur=${2:-10}; rounds=${3:-2}
-work=$(mktemp -d /tmp/berth-compress-XXXX)
+work=$(mktemp -d /tmp/berth-compress-XXXX); chmod 755 "$work"  # nginx's worker runs as nobody
 mkdir -p "$work/www/pre" "$work/www/fly" "$work/nginx"
 python3 - "$work/www" <<'PY'
 import random, sys
@@ -52,9 +52,10 @@ ngx=$!
 taskset -c 0 "$berth" serve -m evloop -A 1 -w 0 -p 18035 --root "$work/www" \
     --compress --compress-level 5 > "$work/berth.out" 2>&1 &
 brt=$!
-trap 'kill $ngx $brt 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $ngx $brt 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+tries=0
 until curl -sf -o /dev/null http://127.0.0.1:18034/files/pre/big.txt &&
-      curl -sf -o /dev/null http://127.0.0.1:18035/files/pre/big.txt; do sleep 0.2; done
+      curl -sf -o /dev/null http://127.0.0.1:18035/files/pre/big.txt; do sleep 0.2; tries=$((tries + 1)); [ $tries -lt 100 ] || { cat "$work/nginx/error.log" "$work/berth.out"; exit 1; }; done
 # Both answer gzip, decoding to the same bytes.
 for port in 18034 18035; do for shape in pre fly; do
     curl -s --compressed -H 'Accept-Encoding: gzip' "http://127.0.0.1:$port/files/$shape/big.txt" |
