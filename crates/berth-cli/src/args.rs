@@ -506,6 +506,33 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", help_heading = heading::APP)]
     pub root: Option<PathBuf>,
 
+    /// Serve the site in DIR at `/`: `index.html` for a directory (301 to `dir/` without the
+    /// slash), ETag, Range and 304 as `/files/`, nothing outside DIR. The demo's own routes
+    /// (`/stats`, `/healthz`, `/files/`, ...) stay and win over files of the same name; `/`
+    /// is the site's.
+    #[arg(long, value_name = "DIR", help_heading = heading::APP)]
+    pub site: Option<PathBuf>,
+
+    /// Compress files of compressible types (text, JSON, JavaScript, SVG, XML, wasm) on the
+    /// fly with gzip, br or zstd, as the client accepts; never ranges, 304s or HTTP/1.0. See
+    /// the README's note on BREACH before turning it on for pages with secrets.
+    #[arg(long, help_heading = heading::APP)]
+    pub compress: bool,
+
+    /// Level of --compress, 1 (fastest) to 9 (smallest), for all three codings.
+    #[arg(long, value_name = "N", default_value = "5", value_parser = clap::value_parser!(u8).range(1..=9), help_heading = heading::APP)]
+    pub compress_level: u8,
+
+    /// Files smaller than this are sent as they are by --compress: 16k, 1m (bytes without a
+    /// suffix).
+    #[arg(long, value_name = "SIZE", default_value = "1k", value_parser = units::size, help_heading = heading::APP)]
+    pub compress_min_size: u64,
+
+    /// Do not look for precompressed siblings (`name.br`, `name.zst`, `name.gz`) of the files
+    /// of `/files/` and the site; by default the one the client accepts best is served.
+    #[arg(long, help_heading = heading::APP)]
+    pub no_precompressed: bool,
+
     /// How long `/test/slow` waits: 30ms, 1s; a bare number is milliseconds (seed 001).
     #[arg(short = 'D', long, value_name = "DURATION", default_value = "30", value_parser = units::slow_duration, help_heading = heading::APP)]
     pub slow_duration: Duration,

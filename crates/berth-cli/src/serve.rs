@@ -96,6 +96,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         ws: berth::proto::ws::WsConfig {
             max_message: args.ws_max_message.get(),
         },
+        compress: args.compress.then_some(berth::proto::http::Compress {
+            level: args.compress_level,
+            min_size: args.compress_min_size,
+        }),
     };
     let files = match &args.root {
         Some(dir) => match Files::new(dir) {
@@ -108,6 +112,17 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         None if Path::new("public").is_dir() => Files::new("public")?,
         None => Files::none(),
     };
+    let files = match &args.site {
+        Some(dir) => match files.with_site(dir) {
+            Ok(files) => files,
+            Err(e) => usage_error(
+                "serve",
+                &format!("invalid value '{}' for '--site': {e}", dir.display()),
+            ),
+        },
+        None => files,
+    }
+    .precompressed(!args.no_precompressed);
     let access_log = match (args.access_log, args.access_log_format) {
         (_, Some(format)) => Some(format.into()),
         (true, None) => Some(AccessLogFormat::Combined.into()),
@@ -182,6 +197,21 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             "no --root given and no ./public: /files/ answers 404 (give --root DIR, or create \
              ./public before starting)"
         );
+    }
+    if let Some(site) = files.site() {
+        // Said once: a file of the site that a demo route hides is never served.
+        let hidden: Vec<String> = berth::app::DEMO_ROUTES
+            .iter()
+            .filter(|route| site.join(&route[1..]).exists())
+            .map(|route| route.to_string())
+            .collect();
+        if !hidden.is_empty() {
+            log::warn!(
+                "--site {}: {} not served (the demo's routes of the same paths win)",
+                site.display(),
+                hidden.join(", ")
+            );
+        }
     }
     if inherited.len() > 0 {
         log::warn!(

@@ -73,6 +73,8 @@ pub enum Action<J> {
         offset: u64,
         /// How many bytes.
         len: u64,
+        /// Encode them on the way ([`crate::http::BodyEncoder`]): a file compressed on the fly.
+        encode: Option<super::files::Encode>,
     },
     /// The response's body is streamed: after the output, send what [`Streamed::take`] yields
     /// until it ends, then call [`Core::process`] again.
@@ -473,7 +475,15 @@ impl Core {
             Step::Flush => Action::Flush,
             Step::Offload(job) => Action::Offload { stream: 0, job },
             Step::Open(request) => Action::Open(request),
-            Step::SendFile { offset, len } => Action::Body { offset, len },
+            Step::SendFile {
+                offset,
+                len,
+                encode,
+            } => Action::Body {
+                offset,
+                len,
+                encode,
+            },
             Step::Stream(streamed) => Action::Stream(streamed),
             Step::Upgrade(Handover(upgraded)) => {
                 self.upgraded = Some(upgraded);
@@ -700,8 +710,24 @@ impl<H: Handler> Pump<H> {
                         &mut self.handler,
                     );
                 }
-                Action::Body { offset, len } => {
+                Action::Body {
+                    offset,
+                    len,
+                    encode: None,
+                } => {
                     files.read(offset, len, &mut self.written);
+                    action = self.process();
+                }
+                Action::Body {
+                    offset,
+                    len,
+                    encode: Some(encode),
+                } => {
+                    let mut plain = Vec::new();
+                    files.read(offset, len, &mut plain);
+                    let mut body = super::encoding::BodyEncoder::new(encode, len);
+                    let encoded = body.feed(&plain, &mut self.written);
+                    encoded.and_then(|()| body.finish(&mut self.written)).ok();
                     action = self.process();
                 }
                 Action::Stream(streamed) => {

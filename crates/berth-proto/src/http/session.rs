@@ -41,6 +41,8 @@ pub enum Step<J> {
         offset: u64,
         /// How many bytes.
         len: u64,
+        /// Encode them on the way (a whole file compressed on the fly), framed as it says.
+        encode: Option<files::Encode>,
     },
     /// Write the output, then the body the stream yields until it ends (see
     /// [`Streamed::take`]); then call `process` again (it says [`Step::Close`] if this response
@@ -622,13 +624,21 @@ impl Session {
         handler.on_response(status);
         match send {
             // The file's bytes go out before anything else is read.
-            Some((offset, len)) => {
+            Some(files::Send {
+                offset,
+                len,
+                encode,
+            }) => {
                 self.state = if keep_alive {
                     State::Head { scan: 0 }
                 } else {
                     State::Closed
                 };
-                Step::SendFile { offset, len }
+                Step::SendFile {
+                    offset,
+                    len,
+                    encode,
+                }
             }
             None => self.next_request(keep_alive, input, output, cx, handler),
         }

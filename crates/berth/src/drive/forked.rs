@@ -89,7 +89,10 @@ pub fn spawn<S: Service>(
                         Ok(Fork::Child) => {
                             let files = service.files();
                             // The files root stays open too: files are opened relative to it.
-                            let keep = [stream.as_raw_fd(), files.descriptor().unwrap_or(-1)];
+                            let keep: Vec<_> = [stream.as_raw_fd()]
+                                .into_iter()
+                                .chain(files.descriptors())
+                                .collect();
                             process::close_inherited(&keep);
                             // SIGTERM from a draining parent: finish the request in flight, then go.
                             let Ok(terminated) = signal::interrupt_on_termination(&stream) else {

@@ -377,8 +377,7 @@ fn run_child<S: Service>(
     // this process says it is ready on.
     let files = service.files();
     let keep: Vec<_> = files
-        .descriptor()
-        .into_iter()
+        .descriptors()
         .chain([ready.fd()])
         .chain(listeners.iter().map(|l| l.as_raw_fd()))
         .collect();

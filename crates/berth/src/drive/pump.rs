@@ -897,11 +897,18 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 self.seen = Input::Unseen;
                 None
             }
-            Action::Body { offset, len } => {
+            Action::Body {
+                offset,
+                len,
+                encode,
+            } => {
                 let file = self.opened.take();
                 debug_assert!(file.is_some(), "a file body without an opened file");
                 if let Some(file) = file {
-                    self.sending = Sending::Body(Body::file(file, offset, len));
+                    self.sending = Sending::Body(match encode {
+                        None => Body::file(file, offset, len),
+                        Some(encode) => Body::encoded(file, offset, len, encode),
+                    });
                 }
                 None
             }
