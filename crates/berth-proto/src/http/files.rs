@@ -708,8 +708,7 @@ mod tests {
         let mut out = Vec::new();
         let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
         let stamp = Stamp::both(date);
-        let (status, send) =
-            write_answer(&mut out, req, Ok(found), true, Version::Http11, stamp);
+        let (status, send) = write_answer(&mut out, req, Ok(found), true, Version::Http11, stamp);
         (status, send, String::from_utf8(out).unwrap())
     }
 
