@@ -609,8 +609,8 @@ fn real_clients_decode_what_is_sent(m: Model) {
     }
 }
 
-/// Python's `http.client` with manual decoding: gzip always, br if the `brotli` module is
-/// installed (it is not on every machine, and Python has no br of its own).
+/// Python's `http.client` with manual decoding: gzip with the standard library, br with the
+/// `brotli` module (Python has no br of its own; scripts/test installs it into the venv).
 fn python(addr: &SocketAddr, big: &[u8], site: &Path) {
     let script = r#"
 import gzip, http.client, sys
@@ -632,17 +632,14 @@ c.request("GET", "/page.txt", headers={"Accept-Encoding": "gzip", "If-None-Match
 r = c.getresponse()
 r.read()
 assert r.status == 304 and r.getheader("ETag") == tag, r.status
-try:
-    import brotli
-except ImportError:
-    brotli = None
-if brotli:
-    c.request("GET", "/big.txt", headers={"Accept-Encoding": "br"})
-    r = c.getresponse()
-    assert brotli.decompress(r.read()) == big
+import brotli
+c.request("GET", "/big.txt", headers={"Accept-Encoding": "br"})
+r = c.getresponse()
+assert r.getheader("Content-Encoding") == "br", r.getheaders()
+assert brotli.decompress(r.read()) == big
 print("ok")
 "#;
-    let out = run(Command::new("python3")
+    let out = run(Command::new(berth_testkit::tools::require_python_module("brotli"))
         .arg("-c")
         .arg(script)
         .arg(addr.port().to_string())
