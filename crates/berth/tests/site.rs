@@ -639,11 +639,13 @@ assert r.getheader("Content-Encoding") == "br", r.getheaders()
 assert brotli.decompress(r.read()) == big
 print("ok")
 "#;
-    let out = run(Command::new(berth_testkit::tools::require_python_module("brotli"))
-        .arg("-c")
-        .arg(script)
-        .arg(addr.port().to_string())
-        .arg(site));
+    let out = run(
+        Command::new(berth_testkit::tools::require_python_module("brotli"))
+            .arg("-c")
+            .arg(script)
+            .arg(addr.port().to_string())
+            .arg(site),
+    );
     assert_eq!(out, b"ok\n");
     assert_eq!(std::fs::read(site.join("big.txt")).unwrap(), big);
 }
