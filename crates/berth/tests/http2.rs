@@ -50,20 +50,8 @@ fn h2c_answers_several_requests_on_one_connection(m: Model) {
     // body in a DATA frame; each answer's body is read back from its stream's DATA frames.
     let mut s = open(server.addr);
     let mut out = Vec::new();
-    frame(
-        &mut out,
-        HEADERS,
-        END_HEADERS | END_STREAM,
-        1,
-        &get("/hello/world"),
-    );
-    frame(
-        &mut out,
-        HEADERS,
-        END_HEADERS | END_STREAM,
-        3,
-        &get("/nowhere"),
-    );
+    get_on(&mut out, 1, "/hello/world");
+    get_on(&mut out, 3, "/nowhere");
     frame(&mut out, HEADERS, END_HEADERS, 5, &post_reverse());
     frame(&mut out, DATA, END_STREAM, 5, br#"{"a": "stressed"}"#);
     s.write_all(&out).unwrap();
@@ -198,6 +186,11 @@ fn get(path: &str) -> Vec<u8> {
     b
 }
 
+/// A HEADERS frame with END_STREAM asking `GET path` on stream `id`.
+fn get_on(out: &mut Vec<u8>, id: u32, path: &str) {
+    frame(out, HEADERS, END_HEADERS | END_STREAM, id, &get(path));
+}
+
 /// Connects with the preface and an empty SETTINGS.
 fn open(addr: SocketAddr) -> TcpStream {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -263,13 +256,7 @@ fn rapid_reset_is_answered_with_enhance_your_calm(m: Model) {
     // The server goes on serving others.
     let mut ok = open(server.addr);
     let mut req = Vec::new();
-    frame(
-        &mut req,
-        HEADERS,
-        END_HEADERS | END_STREAM,
-        1,
-        &get("/hello/world"),
-    );
+    get_on(&mut req, 1, "/hello/world");
     ok.write_all(&req).unwrap();
     let mut got = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -313,13 +300,7 @@ fn a_drain_says_goaway_to_an_idle_connection(m: Model) {
     let server = Opts::new(m).start();
     let mut s = open(server.addr);
     let mut req = Vec::new();
-    frame(
-        &mut req,
-        HEADERS,
-        END_HEADERS | END_STREAM,
-        1,
-        &get("/hello/world"),
-    );
+    get_on(&mut req, 1, "/hello/world");
     s.write_all(&req).unwrap();
     read_bodies(&mut s, 1);
     // Idle now: the drain tells it GOAWAY NO_ERROR (RFC 9113 §6.8), then closes it.
@@ -401,13 +382,7 @@ fn floods_are_answered_with_enhance_your_calm_and_counted(m: Model) {
             let mut out = Vec::new();
             for i in 0..1100u32 {
                 let id = 2 * i + 1;
-                frame(
-                    &mut out,
-                    HEADERS,
-                    END_HEADERS | END_STREAM,
-                    id,
-                    &get("/test/fast"),
-                );
+                get_on(&mut out, id, "/test/fast");
                 frame(&mut out, DATA, 0, id, b"x");
             }
             out
@@ -439,13 +414,7 @@ fn a_connection_that_spends_its_streams_is_wound_down(m: Model) {
     let mut s = open(server.addr);
     let mut out = Vec::new();
     for i in 0..6u32 {
-        frame(
-            &mut out,
-            HEADERS,
-            END_HEADERS | END_STREAM,
-            2 * i + 1,
-            &get("/hello/world"),
-        );
+        get_on(&mut out, 2 * i + 1, "/hello/world");
     }
     s.write_all(&out).unwrap();
     // Everything until the server closes: the answers, and the GOAWAY among them.
