@@ -379,7 +379,9 @@ fn unopened_window_closed_at_write_timeout(m: Model) {
         .unwrap_or_else(|e| panic!("{m}: a client with a shut window: {e}"));
     assert!(
         asked.elapsed() >= write,
-        "{m}: closed before the write timeout"
+        "{m}: closed before the write timeout: after {:?}, {:?}",
+        asked.elapsed(),
+        c.goaway()
     );
     match c.wait(id) {
         Outcome::Closed(_) => {}
