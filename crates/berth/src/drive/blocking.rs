@@ -259,7 +259,10 @@ fn serve<H: Handler, T: Blocking>(
                     conn.stream.set_read_timeout(wait)?;
                     read_timeout = Some(wait);
                 }
-                if let Some(rx) = &wake {
+                // Not over TLS: decrypted bytes it holds would not make the socket readable
+                // (a streamed answer over TLS in these models waits for the client's next
+                // frame, as it did before the pair: issue 32's note).
+                if let Some(rx) = wake.as_ref().filter(|_| conn.stream.short_read_drains()) {
                     match poll_either(&conn.stream, rx, wait.unwrap_or(t.idle))? {
                         Ready::First => {}
                         Ready::Second => {
