@@ -344,6 +344,20 @@ impl<H: Handler<Job = TestJob>> Run<H> {
                     assert!(stream % 2 == 1, "{what}: a job for stream {stream}");
                     self.held.push((stream, job));
                 }
+                Step::Open { stream, request } => {
+                    assert!(stream % 2 == 1, "{what}: a file for stream {stream}");
+                    step = self.conn.file(
+                        stream,
+                        &request,
+                        Err(berth_proto::http::FileError::NotFound),
+                        self.now,
+                        &mut self.input,
+                        &mut out,
+                        &self.cx,
+                        &mut self.handler,
+                    );
+                    continue;
+                }
             }
             step = self.conn.process(
                 self.now,

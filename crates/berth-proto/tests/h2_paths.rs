@@ -581,3 +581,128 @@ impl RunReply for TestJob {
         berth_proto::http::Job::run(self)
     }
 }
+
+// --- files ---------------------------------------------------------------------------------
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn with_files(files: &[(&str, Vec<u8>)]) -> Server {
+    let mut server = Server::new(H2Config::default());
+    server.files = files
+        .iter()
+        .map(|(p, b)| (p.to_string(), b.clone()))
+        .collect();
+    started(&mut server);
+    server
+}
+
+#[test]
+fn a_file_is_read_as_the_windows_open_and_no_further() {
+    let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut server = with_files(&[("big.bin", body.clone())]);
+    server.feed(&Client::default().get(1, "/files/big.bin").take());
+    let heard = server.heard();
+    let (id, status, fields, got, ended) = &heard.responses[0];
+    assert_eq!((*id, *status, *ended), (1, 200, false));
+    assert_eq!(field(fields, "content-length"), Some("200000"));
+    assert!(field(fields, "etag").is_some());
+    assert_eq!(field(fields, "accept-ranges"), Some("bytes"));
+    // The default windows: 65,535 bytes sent, nothing more read.
+    assert_eq!(got.len(), 65_535);
+    assert!(server.conn.buffered() <= 65_535, "read past the window");
+    server.feed(
+        &Client::default()
+            .window_update(0, 200_000)
+            .window_update(1, 200_000)
+            .take(),
+    );
+    let heard = server.heard();
+    let (_, _, _, got, ended) = &heard.responses[0];
+    assert!(*ended);
+    assert_eq!(got, &body);
+    assert_eq!(server.conn.open_streams(), 0);
+}
+
+#[test]
+fn a_file_answer_keeps_ranges_conditions_and_head_as_http1_does() {
+    let body = b"0123456789abcdefghij".to_vec();
+    let mut server = with_files(&[("a.txt", body.clone())]);
+    let mut c = Client::default();
+    let mut range = h2_support::request_fields("GET", "/files/a.txt");
+    range.push(("range", "bytes=10-14"));
+    c.headers(1, &range, true);
+    c.headers(3, &h2_support::request_fields("HEAD", "/files/a.txt"), true);
+    c.get(5, "/files/missing.txt");
+    server.feed(&c.take());
+    let heard = server.heard();
+    let by = |id| heard.responses.iter().find(|r| r.0 == id).unwrap().clone();
+    let (_, status, fields, got, ended) = by(1);
+    assert_eq!((status, got.as_slice(), ended), (206, &b"abcde"[..], true));
+    assert_eq!(field(&fields, "content-range"), Some("bytes 10-14/20"));
+    let (_, status, fields, got, ended) = by(3);
+    assert_eq!((status, got.len(), ended), (200, 0, true));
+    assert_eq!(field(&fields, "content-length"), Some("20"));
+    let etag = field(&fields, "etag").unwrap().to_string();
+    assert_eq!(by(5).1, 404);
+    // No HTTP/1.1 field HTTP/2 forbids.
+    for (name, _) in &fields {
+        assert!(!["connection", "keep-alive", "transfer-encoding"].contains(&name.as_str()));
+    }
+    let mut again = h2_support::request_fields("GET", "/files/a.txt");
+    again.push(("if-none-match", &etag));
+    server.feed(&Client::default().headers(7, &again, true).take());
+    let heard = server.heard();
+    let (_, status, _, got, ended) = heard.responses.iter().find(|r| r.0 == 7).unwrap();
+    assert_eq!((*status, got.len(), *ended), (304, 0, true));
+}
+
+#[test]
+fn a_file_is_compressed_on_the_fly_without_chunked_framing() {
+    let text: Vec<u8> = b"berth serves files over HTTP/2. "
+        .iter()
+        .copied()
+        .cycle()
+        .take(100_000)
+        .collect();
+    let mut server = with_files(&[("t.txt", text.clone())]);
+    let mut req = h2_support::request_fields("GET", "/files/t.txt");
+    req.push(("accept-encoding", "zstd"));
+    server.feed(
+        &Client::default()
+            .window_update(0, 1 << 20)
+            .settings(&[(setting::INITIAL_WINDOW_SIZE, 1 << 20)])
+            .headers(1, &req, true)
+            .take(),
+    );
+    let heard = server.heard();
+    let (_, status, fields, got, ended) = &heard.responses[0];
+    assert_eq!((*status, *ended), (200, true));
+    assert_eq!(field(fields, "content-encoding"), Some("zstd"));
+    assert_eq!(field(fields, "vary"), Some("Accept-Encoding"));
+    assert_eq!(field(fields, "content-length"), None);
+    assert!(field(fields, "etag").unwrap().starts_with("W/"));
+    assert_eq!(zstd::decode_all(&got[..]).unwrap(), text);
+}
+
+#[test]
+fn a_file_stream_the_client_resets_before_it_is_opened_is_dropped() {
+    let mut server = with_files(&[("a.txt", b"hello".to_vec())]);
+    server.hold_files = true;
+    let mut c = Client::default();
+    c.get(1, "/files/a.txt");
+    frame::write_rst(&mut c.bytes, 1, ErrorCode::CANCEL);
+    c.get(3, "/files/a.txt");
+    server.feed(&c.take());
+    assert_eq!(server.held_files.len(), 2);
+    server.open_files();
+    let heard = server.heard();
+    assert!(heard.responses.iter().all(|r| r.0 != 1));
+    let r3 = heard.responses.iter().find(|r| r.0 == 3).unwrap();
+    assert_eq!((r3.1, r3.3.as_slice(), r3.4), (200, &b"hello"[..], true));
+    assert_eq!(server.conn.open_streams(), 0);
+}

@@ -64,6 +64,16 @@ pub struct OpenFile {
     pub meta: FileMeta,
 }
 
+/// An opened file as HTTP/2 reads it: a piece where the windows let it, by offset
+/// (`pread(2)`), so the stream keeps no read position.
+pub(crate) struct ReadAt(pub File);
+
+impl berth_proto::h2::FileRead for ReadAt {
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(&self.0, buf, offset)
+    }
+}
+
 impl std::fmt::Debug for Files {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.root {

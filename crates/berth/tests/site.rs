@@ -25,6 +25,7 @@ berth::with_models!(per_model! {
     precompressed_siblings_are_served_with_their_own_validators,
     files_are_compressed_on_the_fly_only_where_they_may_be,
     real_clients_decode_what_is_sent,
+    files_and_the_site_over_http2,
 });
 
 /// A text file of `n` lines: compressible, and long enough for many chunks.
@@ -550,6 +551,95 @@ fn files_are_compressed_on_the_fly_only_where_they_may_be(m: Model) {
     }
 }
 
+/// The site and `/files` over HTTP/2 (h2c and TLS), many streams on one connection at once:
+/// the same answers as HTTP/1.1 (index, redirect, escape refused, validators, ranges, 304,
+/// precompressed siblings, on-the-fly codings) with HTTP/2's framing (no chunked, no
+/// connection-specific field), and bodies far past the 64 KiB initial windows whole.
+fn files_and_the_site_over_http2(m: Model) {
+    use berth_testkit::h2::{connect, Req};
+    let dirs = Dirs::new("h2", m);
+    let big = text(20_000);
+    let page = text(2000);
+    let compress = Some(Compress {
+        level: 4,
+        min_size: 1024,
+    });
+    for tls in [false, true] {
+        let srv = dirs.start(m, tls, compress);
+        let what = format!("{m} tls={tls}");
+        let ca = tls.then(|| server::test_tls().certs.ca.clone());
+        let mut c = connect(srv.addr, ca.as_deref(), &[]);
+        let reqs = [
+            Req::get("/"),
+            Req::get("/big.txt"),
+            Req::get("/big.txt").field("accept-encoding", "gzip"),
+            Req::get("/big.txt").field("accept-encoding", "br"),
+            Req::get("/big.txt").field("range", "bytes=5-9"),
+            Req::new("HEAD", "/big.txt"),
+            Req::get("/page.txt").field("accept-encoding", "br"),
+            Req::get("/files/hi.txt"),
+            Req::get("/sub"),
+            Req::get("/out"),
+            Req::get("/missing.txt"),
+            Req::get("/files/page.txt").field("accept-encoding", "zstd"),
+        ];
+        let ids: Vec<u32> = reqs.iter().map(|r| c.send(r)).collect();
+        let r: Vec<_> = c
+            .wait_all(&ids)
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| o.response(&format!("{what}: request {i}")))
+            .collect();
+        assert_eq!(
+            (r[0].status, r[0].text()),
+            (200, "<h1>home</h1>\n"),
+            "{what}"
+        );
+        assert_eq!(r[1].status, 200, "{what}");
+        assert_eq!(r[1].body.len(), big.len(), "{what}");
+        assert_eq!(r[1].body, big, "{what}");
+        assert_eq!(
+            r[1].header("content-length"),
+            Some(big.len().to_string().as_str())
+        );
+        for (i, coding) in [(2, "gzip"), (3, "br")] {
+            assert_eq!(r[i].status, 200, "{what}: {coding}");
+            assert_eq!(r[i].header("content-encoding"), Some(coding), "{what}");
+            assert_eq!(r[i].header("content-length"), None, "{what}");
+            assert_eq!(r[i].header("vary"), Some("Accept-Encoding"), "{what}");
+            assert!(r[i].header("etag").unwrap().starts_with("W/\""), "{what}");
+            assert_eq!(decode(coding, &r[i].body), big, "{what}: {coding}");
+        }
+        assert_eq!((r[4].status, &r[4].body[..]), (206, &big[5..10]), "{what}");
+        assert_eq!(
+            r[4].header("content-range").unwrap(),
+            format!("bytes 5-9/{}", big.len())
+        );
+        assert_eq!((r[5].status, r[5].body.len()), (200, 0), "{what}: HEAD");
+        assert_eq!(r[6].header("content-encoding"), Some("br"), "{what}");
+        assert_eq!(decode("br", &r[6].body), page, "{what}");
+        assert_eq!(r[7].text(), "hi from /files\n", "{what}");
+        assert_eq!((r[8].status, r[8].header("location")), (301, Some("/sub/")));
+        assert_eq!(r[9].status, 404, "{what}: a symlink out of the site");
+        assert_eq!(r[10].status, 404, "{what}");
+        assert_eq!(decode("zstd", &r[11].body), page, "{what}");
+        for resp in &r {
+            for (name, _) in &resp.headers {
+                assert!(
+                    !["connection", "keep-alive", "transfer-encoding"].contains(&name.as_str()),
+                    "{what}: {name} over HTTP/2"
+                );
+            }
+        }
+        let tag = r[1].header("etag").unwrap().to_string();
+        let again = c
+            .request(&Req::get("/big.txt").field("if-none-match", tag))
+            .response(&what);
+        assert_eq!((again.status, again.body.len()), (304, 0), "{what}");
+        srv.stop();
+    }
+}
+
 /// Runs a command, returning its stdout; fails with its stderr.
 fn run(cmd: &mut Command) -> Vec<u8> {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -575,33 +665,43 @@ fn real_clients_decode_what_is_sent(m: Model) {
         };
         let scheme = if tls { "https" } else { "http" };
         let ca = server::test_tls().certs.ca.clone();
-        let curl = |path: &str, extra: &[&str]| {
-            let mut cmd = Command::new("curl");
-            // HTTP/1.1: over TLS curl would pick h2 by ALPN, whose file bodies are not wired yet.
-            cmd.args(["-sS", "--fail", "--http1.1", "--cacert"])
-                .arg(&ca);
-            cmd.args(extra)
-                .arg(format!("{scheme}://127.0.0.1:{}{path}", addr.port()));
-            run(&mut cmd)
+        let h2 = if tls {
+            "--http2"
+        } else {
+            "--http2-prior-knowledge"
         };
-        for coding in ["gzip", "br", "zstd"] {
-            let ae = format!("Accept-Encoding: {coding}");
-            // --compressed decodes; the raw bytes say the coding was applied.
-            assert_eq!(
-                curl("/big.txt", &["--compressed", "-H", &ae]),
-                big,
-                "{m} {coding}"
+        for version in ["--http1.1", h2] {
+            let curl = |path: &str, extra: &[&str]| {
+                let mut cmd = Command::new("curl");
+                cmd.args(["-sS", "--fail", version, "--cacert"]).arg(&ca);
+                cmd.args(extra)
+                    .arg(format!("{scheme}://127.0.0.1:{}{path}", addr.port()));
+                run(&mut cmd)
+            };
+            let what = format!("{m} {version}");
+            for coding in ["gzip", "br", "zstd"] {
+                let ae = format!("Accept-Encoding: {coding}");
+                // --compressed decodes; the raw bytes say the coding was applied.
+                assert_eq!(
+                    curl("/big.txt", &["--compressed", "-H", &ae]),
+                    big,
+                    "{what} {coding}"
+                );
+                assert_ne!(curl("/big.txt", &["-H", &ae]), big, "{what} {coding}: raw");
+                assert_eq!(
+                    curl("/files/page.txt", &["--compressed", "-H", &ae]),
+                    page,
+                    "{what}"
+                );
+            }
+            // Range over a precompressed sibling, as curl sends it.
+            let gz = encode(Coding::Gzip, &page);
+            let ranged = curl(
+                "/page.txt",
+                &["-H", "Accept-Encoding: gzip", "-r", "100-199"],
             );
-            assert_ne!(curl("/big.txt", &["-H", &ae]), big, "{m} {coding}: raw");
-            assert_eq!(curl("/files/page.txt", &["--compressed", "-H", &ae]), page);
+            assert_eq!(ranged, &gz[100..200], "{what}");
         }
-        // Range over a precompressed sibling, as curl sends it.
-        let gz = encode(Coding::Gzip, &page);
-        let ranged = curl(
-            "/page.txt",
-            &["-H", "Accept-Encoding: gzip", "-r", "100-199"],
-        );
-        assert_eq!(ranged, &gz[100..200], "{m}");
         if !tls {
             python(&srv.addr, &big, &dirs.site());
         }

@@ -19,7 +19,8 @@
 //! 2. write out `output` whatever the step;
 //! 3. on [`Step::Offload`], run the job and give its reply to [`Connection::complete`] with
 //!    the stream it names, whenever it is done; call `process` again at once (more input may
-//!    be waiting: other streams go on meanwhile);
+//!    be waiting: other streams go on meanwhile); on [`Step::Open`], likewise open the file
+//!    and give what was found to [`Connection::file`];
 //! 4. on [`Step::Flush`], write the output, then call `process` again;
 //! 5. on [`Step::Read`], read more (the connection is always read, jobs out or not), or wait
 //!    for a reply, a streamed body's producer (the waker given to
@@ -42,7 +43,8 @@ use super::frame::{
 };
 use super::head::{check_request, check_trailers, Refusal, ReqHead};
 use super::hpack::{self, Decoder, Field, ListLimits};
-use crate::http::{BodyStream, StreamWriter, Taken};
+use crate::http::files::{self, FileError, FileMeta, FileRequest};
+use crate::http::{BodyEncoder, BodyStream, StreamWriter, Taken};
 use crate::http::{Context, Handled, Handler, Reply, Response, Timeouts, Version};
 
 /// What the driver must do next.
@@ -60,8 +62,40 @@ pub enum Step<J> {
         /// The job.
         job: J,
     },
+    /// Open the file `request` names (under the server's root, never outside it) and pass
+    /// what was found to [`Connection::file`] with `stream`; call `process` again now, as
+    /// for a job.
+    Open {
+        /// The stream the file answers.
+        stream: u32,
+        /// The file asked for.
+        request: FileRequest,
+    },
     /// Write the output, then close the connection.
     Close,
+}
+
+/// Work a stream hands the driver.
+enum Out<J> {
+    /// A job to run for the stream.
+    Job(u32, J),
+    /// A file to open for the stream.
+    Open(u32, FileRequest),
+}
+
+/// A file the driver opened for a stream, read where it is as the windows allow.
+pub trait FileRead: Send {
+    /// Reads into `buf` from `offset`; fewer bytes than asked only at the end of the file.
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
+}
+
+impl FileRead for Vec<u8> {
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        let from = usize::try_from(offset).map_or(self.len(), |o| o.min(self.len()));
+        let n = buf.len().min(self.len() - from);
+        buf[..n].copy_from_slice(&self[from..from + n]);
+        Ok(n)
+    }
 }
 
 /// Closed streams remembered, to tell a late frame on one from a frame on a stream never
@@ -128,8 +162,100 @@ struct Stream {
     out_pos: usize,
     /// The response ends after `out` (no producer left).
     out_end: bool,
-    /// A streamed response body's producer.
-    source: Option<BodyStream>,
+    /// Where the body's bytes come from once `out` is sent, if not all in `out`.
+    source: Option<Source>,
+}
+
+/// Where a response body's bytes come from, a piece at a time as the windows take them.
+#[derive(Debug)]
+enum Source {
+    /// A streamed reply's producer.
+    Stream(BodyStream),
+    /// A file the driver opened.
+    File(Box<FileBody>),
+}
+
+/// A file body being sent: `left` bytes from `offset`, encoded on the way if asked.
+struct FileBody {
+    file: Box<dyn FileRead>,
+    offset: u64,
+    left: u64,
+    encoder: Option<BodyEncoder>,
+}
+
+impl std::fmt::Debug for FileBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileBody")
+            .field("offset", &self.offset)
+            .field("left", &self.left)
+            .field("encoder", &self.encoder)
+            .finish()
+    }
+}
+
+impl FileBody {
+    /// Appends the next piece (at most `max` plain bytes) to `out`, and the encoder's
+    /// trailer once the file is read. `Ok(true)`: the body is complete. A file that ends
+    /// early (it shrank since it was opened) is an error: the head promised its length.
+    fn take(&mut self, out: &mut Vec<u8>, max: usize) -> std::io::Result<bool> {
+        if self.left > 0 {
+            let n = usize::try_from(self.left).map_or(max, |l| l.min(max));
+            let Some(encoder) = &mut self.encoder else {
+                let start = out.len();
+                out.resize(start + n, 0);
+                if !read_full(&mut *self.file, &mut out[start..], self.offset)? {
+                    out.truncate(start);
+                    return Err(short());
+                }
+                self.offset += n as u64;
+                self.left -= n as u64;
+                return Ok(self.left == 0);
+            };
+            // An encoder may hold a whole piece back: pieces go in until something comes out
+            // (or the file is in), so that a take always has bytes for the window.
+            let start = out.len();
+            let mut plain = vec![0; n];
+            while self.left > 0 && out.len() == start {
+                let n = usize::try_from(self.left).map_or(n, |l| l.min(n));
+                if !read_full(&mut *self.file, &mut plain[..n], self.offset)? {
+                    return Err(short());
+                }
+                self.offset += n as u64;
+                self.left -= n as u64;
+                encoder
+                    .feed(&plain[..n], out)
+                    .map_err(std::io::Error::other)?;
+            }
+            if self.left > 0 {
+                return Ok(false);
+            }
+        }
+        if let Some(encoder) = &mut self.encoder {
+            encoder.finish(out).map_err(std::io::Error::other)?;
+        }
+        Ok(true)
+    }
+}
+
+/// Fills `buf` from `offset`; false if the file ended first.
+fn read_full(file: &mut dyn FileRead, buf: &mut [u8], mut offset: u64) -> std::io::Result<bool> {
+    let mut at = 0;
+    while at < buf.len() {
+        match file.read_at(&mut buf[at..], offset) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                at += n;
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+fn short() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file ended early")
 }
 
 impl Stream {
@@ -458,7 +584,8 @@ impl Connection {
                 self.send_data(output, cx);
                 return self.fail(fail, input, output);
             }
-            Ok(Some((stream, job))) => return Step::Offload { stream, job },
+            Ok(Some(Out::Job(stream, job))) => return Step::Offload { stream, job },
+            Ok(Some(Out::Open(stream, request))) => return Step::Open { stream, request },
             Ok(None) => {}
         }
         self.settle(output, cx)
@@ -538,7 +665,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<(u32, H::Job)>, Fail> {
+    ) -> Result<Option<Out<H::Job>>, Fail> {
         loop {
             // A peer that sends and does not read gets no more answers queued: the driver
             // writes (or times the write out) before more is read. Bounds memory against
@@ -590,7 +717,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<(u32, H::Job)>, Fail> {
+    ) -> Result<Option<Out<H::Job>>, Fail> {
         if let Some(b) = &self.block {
             // §6.2: nothing may come between a header block's frames.
             if h.kind != frame::kind::CONTINUATION || h.stream != b.stream {
@@ -782,7 +909,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<(u32, H::Job)>, Fail> {
+    ) -> Result<Option<Out<H::Job>>, Fail> {
         self.recv_window -= i64::from(flow);
         if self.recv_window < 0 {
             return Err(Fail::Conn(
@@ -877,7 +1004,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<(u32, H::Job)>, Fail> {
+    ) -> Result<Option<Out<H::Job>>, Fail> {
         let Some(s) = self.streams.get_mut(&id) else {
             return Ok(None);
         };
@@ -958,7 +1085,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<(u32, H::Job)>, Fail> {
+    ) -> Result<Option<Out<H::Job>>, Fail> {
         let Some(block) = self.block.take() else {
             return Ok(None);
         };
@@ -1024,7 +1151,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<(u32, H::Job)>, Fail> {
+    ) -> Result<Option<Out<H::Job>>, Fail> {
         self.counts.streams += 1;
         if self.counts.streams >= u64::from(self.config.max_streams_per_connection) && !self.drain {
             // This stream is the last served: GOAWAY with its id now, so that no stream read
@@ -1119,7 +1246,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Option<(u32, H::Job)> {
+    ) -> Option<Out<H::Job>> {
         let head_only = head.head_only();
         let mut scratch = Vec::new();
         let mut res = Response {
@@ -1140,18 +1267,14 @@ impl Connection {
                 if let Some(s) = self.streams.get_mut(&id) {
                     s.answer = Answer::Job;
                 }
-                return Some((id, job));
+                return Some(Out::Job(id, job));
             }
-            (Handled::File(_), None) => {
-                // Files over HTTP/2 need the driver to read them into DATA frames within the
-                // windows; not wired yet.
-                self.answer_status(
-                    id,
-                    501,
-                    "files are not served over HTTP/2 yet",
-                    output,
-                    handler,
-                );
+            (Handled::File(request), None) => {
+                // The driver opens it (under its root) and hands it back to `file`.
+                if let Some(s) = self.streams.get_mut(&id) {
+                    s.answer = Answer::Job;
+                }
+                return Some(Out::Open(id, request));
             }
             (Handled::Upgrade(_), None) => {
                 // HTTP/2 has no Upgrade (RFC 9113 §8.6): the request cannot have asked for it.
@@ -1164,7 +1287,7 @@ impl Connection {
                 );
             }
             (_, Some(status)) => {
-                self.answer_http1(id, &scratch, output);
+                self.answer_http1(id, &scratch, None, output);
                 handler.on_response(status);
             }
             (Handled::Done, None) => {
@@ -1194,8 +1317,71 @@ impl Connection {
         handler.on_response(status);
     }
 
-    /// Turns what a handler wrote as an HTTP/1.1 response into HEADERS and DATA.
-    fn answer_http1(&mut self, id: u32, bytes: &[u8], output: &mut Vec<u8>) {
+    /// Hands what opening a stream's file found to the connection, which answers it (the
+    /// head now; the bytes from the file as the windows open, encoded on the way if the
+    /// request asked for that) and goes on as [`Connection::process`] does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn file<H: Handler>(
+        &mut self,
+        stream: u32,
+        request: &FileRequest,
+        found: Result<(&FileMeta, Box<dyn FileRead>), FileError>,
+        now: Instant,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Step<H::Job> {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            if s.reset {
+                self.streams.remove(&stream);
+            } else if s.answer == Answer::Job {
+                self.answer_file(stream, request, found, output, cx, handler);
+            }
+        }
+        self.process(now, input, output, cx, handler)
+    }
+
+    /// The same answer HTTP/1.1 gives ([`files::write_answer`]: validators, ranges, 304,
+    /// 416, codings), its head made HEADERS.
+    fn answer_file<H: Handler>(
+        &mut self,
+        id: u32,
+        request: &FileRequest,
+        found: Result<(&FileMeta, Box<dyn FileRead>), FileError>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) {
+        let (meta, file) = match found {
+            Ok((meta, file)) => (Ok(meta), Some(file)),
+            Err(e) => (Err(e), None),
+        };
+        let mut head = Vec::new();
+        let (status, send) =
+            files::write_answer(&mut head, request, meta, true, Version::Http2, cx.stamp());
+        let source = match (send, file) {
+            (Some(send), Some(file)) => Some(Source::File(Box::new(FileBody {
+                file,
+                offset: send.offset,
+                left: send.len,
+                encoder: send.encode.map(|e| BodyEncoder::new(e, send.len)),
+            }))),
+            _ => None,
+        };
+        self.answer_http1(id, &head, source, output);
+        handler.on_response(status);
+    }
+
+    /// Turns what a handler wrote as an HTTP/1.1 response into HEADERS and DATA (the body
+    /// after the head, then what `source` yields).
+    fn answer_http1(
+        &mut self,
+        id: u32,
+        bytes: &[u8],
+        source: Option<Source>,
+        output: &mut Vec<u8>,
+    ) {
         let mut storage = [httparse::EMPTY_HEADER; 64];
         let mut parsed = httparse::Response::new(&mut storage);
         let Ok(httparse::Status::Complete(n)) = parsed.parse(bytes) else {
@@ -1211,7 +1397,7 @@ impl Connection {
             .map(|h| (h.name.to_ascii_lowercase(), h.value))
             .collect();
         let fields: Vec<(&[u8], &[u8])> = names.iter().map(|(n, v)| (n.as_bytes(), *v)).collect();
-        self.write_answer(id, status, &fields, bytes[n..].to_vec(), None, output);
+        self.write_answer(id, status, &fields, bytes[n..].to_vec(), source, output);
     }
 
     /// Writes a stream's HEADERS and queues its body.
@@ -1221,7 +1407,7 @@ impl Connection {
         status: u16,
         fields: &[(&[u8], &[u8])],
         body: Vec<u8>,
-        source: Option<BodyStream>,
+        source: Option<Source>,
         output: &mut Vec<u8>,
     ) {
         let Some(s) = self.streams.get_mut(&id) else {
@@ -1241,7 +1427,7 @@ impl Connection {
         let source = if no_body { None } else { source };
         let end = (no_body || body.is_empty()) && source.is_none();
         frame::write_headers(output, id, &block, end, self.peer_max_frame);
-        if let (Some(src), Some(wake)) = (&source, &self.waker) {
+        if let (Some(Source::Stream(src)), Some(wake)) = (&source, &self.waker) {
             let wake = wake.clone();
             src.on_data(move || wake());
         }
@@ -1345,7 +1531,7 @@ impl Connection {
             }
         }
         let refs: Vec<(&[u8], &[u8])> = list.iter().map(|(n, v)| (n.as_slice(), *v)).collect();
-        self.write_answer(id, status, &refs, body, stream, output);
+        self.write_answer(id, status, &refs, body, stream.map(Source::Stream), output);
         handler.on_response(status);
     }
 
@@ -1551,21 +1737,38 @@ impl Connection {
                 if s.out_pos >= s.out.len() {
                     s.out.clear();
                     s.out_pos = 0;
-                    if let Some(src) = &s.source {
-                        match src.take(&mut s.out, TAKE, false, s.head_only) {
-                            Taken::Bytes(_) | Taken::Empty => {}
-                            Taken::Ended => {
-                                s.source = None;
-                                s.out_end = true;
+                    let room = self.send_window.min(s.send_window);
+                    let taken = match &mut s.source {
+                        Some(Source::Stream(src)) => src.take(&mut s.out, TAKE, false, s.head_only),
+                        // A file is read as the windows open, no further: a stream holds at
+                        // most one piece, and a client that opens no window has nothing read.
+                        Some(Source::File(_)) if room <= 0 => {
+                            stalled = true;
+                            continue;
+                        }
+                        Some(Source::File(file)) => {
+                            let max = usize::try_from(room).map_or(TAKE, |r| r.min(TAKE));
+                            match file.take(&mut s.out, max) {
+                                Ok(true) => Taken::Ended,
+                                Ok(false) => Taken::Empty,
+                                Err(_) => Taken::Aborted,
                             }
-                            Taken::Aborted => {
-                                // The producer failed: the client must not take the body for
-                                // complete.
-                                frame::write_rst(output, id, ErrorCode::INTERNAL_ERROR);
-                                self.forget(id);
-                                progress = true;
-                                continue;
-                            }
+                        }
+                        None => Taken::Empty,
+                    };
+                    match taken {
+                        Taken::Bytes(_) | Taken::Empty => {}
+                        Taken::Ended => {
+                            s.source = None;
+                            s.out_end = true;
+                        }
+                        Taken::Aborted => {
+                            // The producer failed: the client must not take the body for
+                            // complete.
+                            frame::write_rst(output, id, ErrorCode::INTERNAL_ERROR);
+                            self.forget(id);
+                            progress = true;
+                            continue;
                         }
                     }
                 }

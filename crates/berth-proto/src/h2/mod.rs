@@ -12,10 +12,13 @@
 //!            (§5.2, §6.9), GOAWAY, the attack limits; Step out, like http::Session
 //! ```
 //!
-//! What this module does **not** do yet: server push (never: RFC 9113 lets a server not
-//! push), RFC 8441's extended CONNECT, `/files` answers (the driver has to read the file into
-//! DATA frames within the windows; answered 501 for now), trailers in responses, and the
-//! entry into it (ALPN `h2`, or the preface on a plain listener), which is the drivers'.
+//! Files are answered as HTTP/1.1 answers them (validators, ranges, codings); the driver
+//! opens the file ([`Step::Open`]) and the connection reads it into DATA frames as the
+//! windows open ([`FileRead`]).
+//!
+//! What this module does **not** do: server push (never: RFC 9113 lets a server not push),
+//! RFC 8441's extended CONNECT, trailers in responses, and the entry into it (ALPN `h2`, or
+//! the preface on a plain listener), which is the drivers'.
 
 pub mod config;
 pub mod connection;
@@ -24,5 +27,5 @@ pub mod head;
 pub mod hpack;
 
 pub use config::{Abuse, Counts, H2Config};
-pub use connection::{Connection, Step};
+pub use connection::{Connection, FileRead, Step};
 pub use frame::PREFACE;

@@ -500,10 +500,11 @@ pub(crate) fn write_answer(
         // An IMF-fixdate is always DATE_LEN bytes.
         let _ = write!(slot, "{}", httpdate::HttpDate::from(meta.modified));
     }
-    // On the fly: a plain file of a compressible type, big enough, over HTTP/1.1 (chunked).
+    // On the fly: a plain file of a compressible type, big enough, over HTTP/1.1 (chunked)
+    // or HTTP/2 (DATA frames end it).
     let compress = req.compress.filter(|c| {
         meta.encoding.is_none()
-            && version == Version::Http11
+            && version != Version::Http10
             && meta.len >= c.min_size
             && compressible(meta.content_type)
     });
@@ -561,12 +562,15 @@ pub(crate) fn write_answer(
         Decision::Full if fly.is_some() => {
             let (coding, level) = fly.unwrap_or((Coding::Gzip, 1));
             extra.push(("Content-Encoding", coding.token().as_bytes()));
-            extra.push(("Transfer-Encoding", b"chunked"));
+            let chunked = version == Version::Http11;
+            if chunked {
+                extra.push(("Transfer-Encoding", b"chunked"));
+            }
             write_head(out, &head(200, meta.content_type, &extra), None);
             let encode = Encode {
                 coding,
                 level,
-                chunked: true,
+                chunked,
             };
             let send = (!req.head_only).then_some(Send {
                 offset: 0,

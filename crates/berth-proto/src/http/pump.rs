@@ -63,8 +63,13 @@ pub enum Action<J> {
         job: J,
     },
     /// Open the file the request names (under the server's root, never outside it) and pass
-    /// what was found to [`Core::file`].
-    Open(FileRequest),
+    /// what was found to [`Core::file`] with `stream` (as for `Offload`).
+    Open {
+        /// The stream the file answers.
+        stream: u32,
+        /// The file asked for.
+        request: FileRequest,
+    },
     /// The response's body is a body source, not output: after the output, send `len` bytes of
     /// the file just passed to [`Core::file`] from `offset`, then call [`Core::process`] again.
     /// How is the pump's choice (`sendfile(2)`, or read and written in bounded chunks).
@@ -384,17 +389,31 @@ impl Core {
         self.act(step)
     }
 
-    /// Hands what opening a file found to HTTP, which writes the head and says whether a
-    /// [`Action::Body`] follows ([`Session::file`]).
+    /// Hands what opening a file for `stream` found to HTTP, which writes the head. HTTP/1.1
+    /// says whether an [`Action::Body`] follows ([`Session::file`]) and leaves the file to
+    /// the pump; HTTP/2 takes `body`, the opened file, and reads it into DATA frames as the
+    /// windows open ([`h2::Connection::file`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn file<H: Handler>(
         &mut self,
+        stream: u32,
         request: &FileRequest,
         found: Result<&FileMeta, FileError>,
+        body: Option<Box<dyn h2::FileRead>>,
         input: &mut Vec<u8>,
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Action<H::Job> {
+        if let Some(h2) = &mut self.h2 {
+            let found = match (found, body) {
+                (Ok(meta), Some(body)) => Ok((meta, body)),
+                (Ok(_), None) => Err(FileError::Failed),
+                (Err(e), _) => Err(e),
+            };
+            let step = h2.file(stream, request, found, cx.now, input, output, cx, handler);
+            return Self::h2_act(step);
+        }
         let step = self
             .session
             .file(request, found, input, output, cx, handler);
@@ -464,6 +483,7 @@ impl Core {
             h2::Step::Read => Action::Read,
             h2::Step::Flush => Action::Flush,
             h2::Step::Offload { stream, job } => Action::Offload { stream, job },
+            h2::Step::Open { stream, request } => Action::Open { stream, request },
             h2::Step::Close => Action::Close,
         }
     }
@@ -474,7 +494,7 @@ impl Core {
             Step::Read => Action::Read,
             Step::Flush => Action::Flush,
             Step::Offload(job) => Action::Offload { stream: 0, job },
-            Step::Open(request) => Action::Open(request),
+            Step::Open(request) => Action::Open { stream: 0, request },
             Step::SendFile {
                 offset,
                 len,
@@ -693,7 +713,7 @@ impl<H: Handler> Pump<H> {
                     }
                     action = self.process();
                 }
-                Action::Open(request) => {
+                Action::Open { stream, request } => {
                     let found = files.open(&request);
                     let cx = Context {
                         limits: &self.limits,
@@ -701,9 +721,20 @@ impl<H: Handler> Pump<H> {
                         stream_bodies: false,
                         now: Instant::now(),
                     };
+                    // HTTP/2 reads the file as it goes: here, from a copy.
+                    let body = match (&found, self.core.http2()) {
+                        (Ok(meta), Some(_)) => {
+                            let mut whole = Vec::new();
+                            files.read(0, meta.len, &mut whole);
+                            Some(Box::new(whole) as Box<dyn h2::FileRead>)
+                        }
+                        _ => None,
+                    };
                     action = self.core.file(
+                        stream,
                         &request,
                         found.as_ref().map_err(|e| *e),
+                        body,
                         &mut self.input,
                         &mut self.out,
                         &cx,
@@ -779,7 +810,7 @@ fn action_name<J>(action: &Action<J>) -> &'static str {
         Action::Read => "Read",
         Action::Flush => "Flush",
         Action::Offload { .. } => "Offload",
-        Action::Open(_) => "Open",
+        Action::Open { .. } => "Open",
         Action::Body { .. } => "Body",
         Action::Stream(_) => "Stream",
         Action::Switched => "Switched",

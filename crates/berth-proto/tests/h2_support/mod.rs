@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use berth_proto::h2::frame::{self, kind, ErrorCode, Header, HEADER_LEN};
 use berth_proto::h2::hpack::{self, Decoder, ListLimits};
-use berth_proto::h2::{Connection, H2Config, Step};
+use berth_proto::h2::{Connection, FileRead, H2Config, Step};
 use berth_proto::http::{
-    body_stream, BodyStream, Context, Handled, Handler, Job, Limits, Popped, Reply, Request,
-    Response, Timeouts,
+    body_stream, content_type, BodyStream, Compress, Context, FileError, FileMeta, FileRequest,
+    Handled, Handler, Job, Limits, Popped, Reply, Request, Response, Timeouts,
 };
 
 pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
@@ -92,6 +92,17 @@ impl Handler for Demo {
             "/stream" => return Handled::Offload(TestJob::Streamed(100_000)),
             "/echo" => res.send(200, "application/octet-stream", req.body),
             "/big" => res.send(200, "application/octet-stream", &vec![b'b'; 100_000]),
+            path if path.starts_with("/files/") => {
+                let rel = &path["/files/".len()..];
+                let compress = Compress {
+                    min_size: 100,
+                    level: 1,
+                };
+                match FileRequest::parse(req, rel) {
+                    Ok(file) => return Handled::File(file.compress(Some(compress))),
+                    Err(_) => res.send(404, "text/plain", b"Not Found\n"),
+                }
+            }
             _ => res.send(404, "text/plain", b"Not Found\n"),
         }
         Handled::Done
@@ -259,6 +270,17 @@ pub struct Server<H: Handler = Demo> {
     pub closed: bool,
     /// Times the connection's waker was called.
     pub wakes: Arc<AtomicUsize>,
+    /// The files `/files/` serves: relative path and content, all modified at the same time.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Files asked for and not opened yet, while [`Server::hold_files`] says so.
+    pub held_files: Vec<(u32, FileRequest)>,
+    /// Hold file opens until [`Server::open_files`] (a slow disk, or the Files actor).
+    pub hold_files: bool,
+}
+
+/// When every test file was last modified.
+pub fn file_time() -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
 }
 
 impl Server<Demo> {
@@ -288,6 +310,9 @@ impl<H: Handler> Server<H> {
             hold: true,
             closed: false,
             wakes,
+            files: Vec::new(),
+            held_files: Vec::new(),
+            hold_files: false,
         }
     }
 
@@ -319,6 +344,11 @@ impl<H: Handler> Server<H> {
                 // the high-water mark is about the driver's buffer, so the connection is
                 // shown an empty one (`process` does).
                 Step::Flush => step = self.process(),
+                Step::Open { stream, request } if self.hold_files => {
+                    self.held_files.push((stream, request));
+                    step = self.process();
+                }
+                Step::Open { stream, request } => step = self.open(stream, request),
                 Step::Offload { stream, job } => {
                     if self.hold {
                         self.held.push((stream, job));
@@ -329,6 +359,48 @@ impl<H: Handler> Server<H> {
                     }
                 }
             }
+        }
+    }
+
+    /// Opens the file a stream asked for, as a driver would, and hands it over.
+    fn open(&mut self, stream: u32, request: FileRequest) -> Step<H::Job> {
+        let found = self
+            .files
+            .iter()
+            .find(|(path, _)| *path == request.path())
+            .map(|(path, bytes)| {
+                let meta = FileMeta::plain(bytes.len() as u64, file_time(), content_type(path));
+                (meta, bytes.clone())
+            })
+            .ok_or(FileError::NotFound);
+        let cx = self.cx();
+        let mut out = Vec::new();
+        let step = self.conn.file(
+            stream,
+            &request,
+            found
+                .as_ref()
+                .map(|(meta, bytes)| (meta, Box::new(bytes.clone()) as Box<dyn FileRead>))
+                .map_err(|e| *e),
+            self.now,
+            &mut self.input,
+            &mut out,
+            &cx,
+            &mut self.handler,
+        );
+        self.output.append(&mut out);
+        step
+    }
+
+    /// Opens the held files, in the order asked.
+    pub fn open_files(&mut self) {
+        self.hold_files = false;
+        for (stream, request) in std::mem::take(&mut self.held_files) {
+            if self.closed {
+                return;
+            }
+            let step = self.open(stream, request);
+            self.drive(step);
         }
     }
 

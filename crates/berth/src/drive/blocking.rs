@@ -312,9 +312,9 @@ fn serve<H: Handler, T: Blocking>(
                 date.refresh();
                 conn.complete(stream, reply, &mut lend!())
             }
-            Fate::Open(request) => {
+            Fate::Open { stream, request } => {
                 let found = files.open(&request);
-                conn.file_opened(&request, found, &mut lend!())
+                conn.file_opened(stream, &request, found, &mut lend!())
             }
             Fate::Close => {
                 if let Some(e) = conn.take_error() {

@@ -417,12 +417,12 @@ pub(super) trait Loop {
                     fate = conn.pump(&mut shared.env());
                 }
                 // Files are opened here, at once: see `drive::pump`.
-                Fate::Open(file) => {
-                    let found = self.state().files.open(&file);
+                Fate::Open { stream, request } => {
+                    let found = self.state().files.open(&request);
                     let Some((conn, mut shared)) = self.conn(key) else {
                         return;
                     };
-                    fate = conn.file_opened(&file, found, &mut shared.env());
+                    fate = conn.file_opened(stream, &request, found, &mut shared.env());
                 }
                 Fate::Offload { stream, job } => {
                     let st = self.state();

@@ -40,12 +40,13 @@ use std::io;
 use std::marker::PhantomData;
 use std::time::Instant;
 
+use berth_proto::h2::FileRead;
 use berth_proto::http::pump::{Action, Core};
 use berth_proto::http::{Context, FileError, FileRequest, Handler, Limits, Reply};
 
 use super::body::{Body, Sent};
 use super::Timeouts;
-use crate::files::OpenFile;
+use crate::files::{OpenFile, ReadAt};
 use crate::net::{Acceptor, Stream, Transport};
 use crate::rt::BufPool;
 use crate::rt::DateCache;
@@ -305,8 +306,13 @@ pub(super) enum Fate<J> {
         /// The job.
         job: J,
     },
-    /// Keep it, and open this file for it; then [`Conn::file_opened`].
-    Open(FileRequest),
+    /// Keep it, and open this file for it; then [`Conn::file_opened`] with `stream`.
+    Open {
+        /// The stream the file answers.
+        stream: u32,
+        /// The file asked for.
+        request: FileRequest,
+    },
     /// The budget ran out with more to do at once: pump again soon.
     Again,
     /// Close it and free its slot.
@@ -316,7 +322,7 @@ pub(super) enum Fate<J> {
 /// Work a pump handed out, not yet given to the owner.
 enum Handoff<J> {
     Job(u32, J),
-    Open(FileRequest),
+    Open(u32, FileRequest),
 }
 
 /// One connection over the transport `T` (by default what a listener's [`Acceptor`] makes of
@@ -617,6 +623,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// (sending the file's bytes first, if the answer has any).
     pub fn file_opened<H: Handler>(
         &mut self,
+        stream: u32,
         request: &FileRequest,
         found: Result<OpenFile, FileError>,
         env: &mut Env<'_, H>,
@@ -624,16 +631,27 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         self.handed.out = self.handed.out.saturating_sub(1);
         let cx = context::<W>(env.limits, env.date);
         self.ensure_output(env.pool);
-        let meta = found.as_ref().map(|f| &f.meta).map_err(|e| *e);
+        let (meta, file) = match found {
+            Ok(OpenFile { meta, file }) => (Ok(meta), Some(file)),
+            Err(e) => (Err(e), None),
+        };
+        // HTTP/2 reads the file itself, as its windows open; HTTP/1.1 leaves it to the
+        // pump's body (`sendfile(2)` where the transport can).
+        let (body, file) = match (file, self.core.http2().is_some()) {
+            (Some(file), true) => (Some(Box::new(ReadAt(file)) as Box<dyn FileRead>), None),
+            (file, _) => (None, file),
+        };
         let action = self.core.file(
+            stream,
             request,
-            meta,
+            meta.as_ref().map_err(|e| *e),
+            body,
             &mut self.input,
             &mut self.output,
             &cx,
             env.handler,
         );
-        self.opened = found.ok().map(|f| f.file);
+        self.opened = file;
         let handoff = self.after(action);
         self.pump_with(env, handoff)
     }
@@ -661,7 +679,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         let keep = self.run(env, &mut handoff);
         match (keep, handoff) {
             (true, Some(Handoff::Job(stream, job))) => Fate::Offload { stream, job },
-            (true, Some(Handoff::Open(file))) => Fate::Open(file),
+            (true, Some(Handoff::Open(stream, request))) => Fate::Open { stream, request },
             // A handoff's answer pumps again anyway, and readiness flags persist till then.
             (true, None) if self.pumped == Pumped::CutShort => Fate::Again,
             (true, None) => Fate::Keep,
@@ -887,9 +905,12 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 }
                 Some(Handoff::Job(stream, job))
             }
-            Action::Open(file) => {
+            Action::Open { stream, request } => {
                 self.handed.out += 1;
-                Some(Handoff::Open(file))
+                if self.core.multiplexed() {
+                    self.seen = Input::Unseen;
+                }
+                Some(Handoff::Open(stream, request))
             }
             // What the client sent behind a switching request is the new protocol's first
             // input.
@@ -1191,9 +1212,9 @@ mod tests {
             conn.mark_readable();
             conn.mark_writable();
             let mut fate = conn.pump(&mut env);
-            if let Fate::Open(req) = fate {
-                let found = files.open(&req);
-                fate = conn.file_opened(&req, found, &mut env);
+            if let Fate::Open { stream, request } = fate {
+                let found = files.open(&request);
+                fate = conn.file_opened(stream, &request, found, &mut env);
             }
             match fate {
                 Fate::Close => break,

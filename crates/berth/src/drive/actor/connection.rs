@@ -43,7 +43,7 @@ pub(super) enum ConnMsg {
     /// A worker ran the job of the connection's stream (0 for HTTP/1.1).
     Done(u32, Reply),
     /// The Files actor's answer.
-    File(FileRequest, Result<OpenFile, FileError>),
+    File(u32, FileRequest, Result<OpenFile, FileError>),
     /// The poller found the connection's deadline passed.
     Expire,
     /// A drain began: close if idle, else make the response in progress the last.
@@ -54,6 +54,7 @@ pub(super) enum ConnMsg {
 
 /// What the Files actor is sent.
 pub(super) struct OpenMsg {
+    pub stream: u32,
     pub request: FileRequest,
     pub reply_to: Addr<ConnMsg>,
 }
@@ -165,7 +166,9 @@ where
                 self.conn.pump(&mut env)
             }
             ConnMsg::Done(stream, reply) => self.conn.complete(stream, reply, &mut env),
-            ConnMsg::File(request, found) => self.conn.file_opened(&request, found, &mut env),
+            ConnMsg::File(stream, request, found) => {
+                self.conn.file_opened(stream, &request, found, &mut env)
+            }
             ConnMsg::Expire => {
                 let due = self.deadline.load(Ordering::Acquire);
                 if due != 0 && due <= shared.millis(Instant::now()) {
@@ -209,8 +212,9 @@ where
                     cx.addr().send(ConnMsg::Continue);
                     return self.arm();
                 }
-                Fate::Open(request) => {
+                Fate::Open { stream, request } => {
                     let asked = self.shared.files.send(OpenMsg {
+                        stream,
                         request,
                         reply_to: cx.addr(),
                     });

@@ -25,6 +25,6 @@ impl Actor for FilesActor {
     fn handle(&mut self, msg: OpenMsg, _: &mut Context<'_, Self>) {
         let found = self.files.open(&msg.request);
         // The connection may have gone meanwhile; the file then closes with the message.
-        msg.reply_to.send(ConnMsg::File(msg.request, found));
+        msg.reply_to.send(ConnMsg::File(msg.stream, msg.request, found));
     }
 }
