@@ -706,3 +706,45 @@ fn a_file_stream_the_client_resets_before_it_is_opened_is_dropped() {
     assert_eq!((r3.1, r3.3.as_slice(), r3.4), (200, &b"hello"[..], true));
     assert_eq!(server.conn.open_streams(), 0);
 }
+
+// --- server and date ------------------------------------------------------------------------
+
+#[test]
+fn every_answer_carries_server_and_date_unless_switched_off() {
+    for on in [true, false] {
+        let mut server = with_files(&[("a.txt", b"a".to_vec())]);
+        server.limits.server_header = on;
+        server.limits.date_header = on;
+        server.limits.max_body_bytes = 10;
+        server.hold = false;
+        let mut c = Client::default();
+        c.get(1, "/")
+            .get(3, "/files/a.txt")
+            .get(5, "/test/slow")
+            .get(7, "/nowhere");
+        c.headers(
+            9,
+            &[
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", "/echo"),
+                (":authority", "x"),
+                ("content-length", "100"),
+            ],
+            false,
+        );
+        server.feed(&c.take());
+        let heard = server.heard();
+        assert_eq!(heard.responses.len(), 5, "{heard:?}");
+        for (id, status, fields, _, _) in &heard.responses {
+            let date = std::str::from_utf8(h2_support::DATE).unwrap();
+            let want = |v| on.then_some(v);
+            assert_eq!(field(fields, "server"), want("berth"), "{id} {status}");
+            assert_eq!(field(fields, "date"), want(date), "{id} {status}");
+            assert_eq!(
+                fields.iter().filter(|(n, _)| n == "date").count(),
+                usize::from(on)
+            );
+        }
+    }
+}

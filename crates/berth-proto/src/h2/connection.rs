@@ -44,6 +44,7 @@ use super::frame::{
 use super::head::{check_request, check_trailers, Refusal, ReqHead};
 use super::hpack::{self, Decoder, Field, ListLimits};
 use crate::http::files::{self, FileError, FileMeta, FileRequest};
+use crate::http::response::Stamp;
 use crate::http::{BodyEncoder, BodyStream, StreamWriter, Taken};
 use crate::http::{Context, Handled, Handler, Reply, Response, Timeouts, Version};
 
@@ -335,8 +336,6 @@ pub struct Connection {
     config: H2Config,
     /// The client's address, for each request ([`Request::peer`]).
     peer: Option<std::net::SocketAddr>,
-    /// Answers carry `server: berth` ([`Connection::set_server_header`]).
-    server_header: bool,
     phase: Phase,
     /// Our SETTINGS were written.
     started: bool,
@@ -404,17 +403,10 @@ impl Connection {
         self.peer = peer;
     }
 
-    /// Whether answers carry `server: berth` ([`Limits::server_header`](crate::http::Limits);
-    /// on by default).
-    pub fn set_server_header(&mut self, on: bool) {
-        self.server_header = on;
-    }
-
     /// A connection at its start, before the client's preface.
     pub fn new(config: H2Config) -> Self {
         Connection {
             peer: None,
-            server_header: true,
             decoder: Decoder::new(config.header_table_size as usize),
             config,
             phase: Phase::Preface,
@@ -988,7 +980,7 @@ impl Connection {
             s.recv_closed = true;
         }
         if too_large && !answered {
-            self.answer_status(id, 413, "request body too large", output, handler);
+            self.answer_status(id, 413, "request body too large", output, cx, handler);
         }
         if !end_stream {
             return Ok(None);
@@ -1013,7 +1005,7 @@ impl Connection {
         }
         if s.discard && s.answer == Answer::Pending {
             s.head = None;
-            self.answer_status(id, 413, "request body too large", output, handler);
+            self.answer_status(id, 413, "request body too large", output, cx, handler);
             return Ok(None);
         }
         if s.answer == Answer::Done {
@@ -1176,7 +1168,14 @@ impl Connection {
         if over {
             self.counts.oversized_heads += 1;
             self.mark_discard(id);
-            self.answer_status(id, 431, "request header fields too large", output, handler);
+            self.answer_status(
+                id,
+                431,
+                "request header fields too large",
+                output,
+                cx,
+                handler,
+            );
             return Ok(None);
         }
         let head = match check_request(fields, cx.limits) {
@@ -1187,7 +1186,7 @@ impl Connection {
             }
             Err(Refusal::Status(status, why)) => {
                 self.mark_discard(id);
-                self.answer_status(id, status, why, output, handler);
+                self.answer_status(id, status, why, output, cx, handler);
                 return Ok(None);
             }
         };
@@ -1210,7 +1209,7 @@ impl Connection {
             .is_some_and(|n| n > cx.limits.max_body_bytes as u64)
         {
             s.discard = true;
-            self.answer_status(id, 413, "request body too large", output, handler);
+            self.answer_status(id, 413, "request body too large", output, cx, handler);
             return Ok(None);
         }
         if H::STREAMS_BODY && cx.stream_bodies {
@@ -1283,15 +1282,16 @@ impl Connection {
                     400,
                     "this resource must be asked for with an Upgrade",
                     output,
+                    cx,
                     handler,
                 );
             }
             (_, Some(status)) => {
-                self.answer_http1(id, &scratch, None, output);
+                self.answer_http1(id, &scratch, None, output, cx.stamp());
                 handler.on_response(status);
             }
             (Handled::Done, None) => {
-                self.answer_status(id, 500, "handler sent no response", output, handler);
+                self.answer_status(id, 500, "handler sent no response", output, cx, handler);
             }
         }
         None
@@ -1304,6 +1304,7 @@ impl Connection {
         status: u16,
         why: &str,
         output: &mut Vec<u8>,
+        cx: &Context<'_>,
         handler: &mut H,
     ) {
         let mut body = why.as_bytes().to_vec();
@@ -1313,7 +1314,7 @@ impl Connection {
             (b"content-type", b"text/plain"),
             (b"content-length", len.as_bytes()),
         ];
-        self.write_answer(id, status, &fields, body, None, output);
+        self.write_answer(id, status, &fields, body, None, output, cx.stamp());
         handler.on_response(status);
     }
 
@@ -1369,7 +1370,7 @@ impl Connection {
             }))),
             _ => None,
         };
-        self.answer_http1(id, &head, source, output);
+        self.answer_http1(id, &head, source, output, cx.stamp());
         handler.on_response(status);
     }
 
@@ -1381,11 +1382,12 @@ impl Connection {
         bytes: &[u8],
         source: Option<Source>,
         output: &mut Vec<u8>,
+        stamp: Stamp<'_>,
     ) {
         let mut storage = [httparse::EMPTY_HEADER; 64];
         let mut parsed = httparse::Response::new(&mut storage);
         let Ok(httparse::Status::Complete(n)) = parsed.parse(bytes) else {
-            self.write_answer(id, 500, &[], Vec::new(), None, output);
+            self.write_answer(id, 500, &[], Vec::new(), None, output, stamp);
             return;
         };
         let status = parsed.code.unwrap_or(500);
@@ -1397,7 +1399,15 @@ impl Connection {
             .map(|h| (h.name.to_ascii_lowercase(), h.value))
             .collect();
         let fields: Vec<(&[u8], &[u8])> = names.iter().map(|(n, v)| (n.as_bytes(), *v)).collect();
-        self.write_answer(id, status, &fields, bytes[n..].to_vec(), source, output);
+        self.write_answer(
+            id,
+            status,
+            &fields,
+            bytes[n..].to_vec(),
+            source,
+            output,
+            stamp,
+        );
     }
 
     /// Writes a stream's HEADERS and queues its body.
@@ -1409,6 +1419,7 @@ impl Connection {
         body: Vec<u8>,
         source: Option<Source>,
         output: &mut Vec<u8>,
+        stamp: Stamp<'_>,
     ) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
@@ -1416,12 +1427,15 @@ impl Connection {
         let no_body = s.head_only || status < 200 || status == 204 || status == 304;
         let status_text = status.to_string();
         let mut block = Vec::new();
-        let base: [(&[u8], &[u8]); 2] =
-            [(b":status", status_text.as_bytes()), (b"server", b"berth")];
-        // `server` unless switched off (`Limits::server_header`).
-        let base = &base[..if self.server_header { 2 } else { 1 }];
+        // `server` and `date` unless switched off (`Limits::server_header`, `date_header`).
+        let server: Option<(&[u8], &[u8])> = stamp.server.then_some((b"server", b"berth"));
+        let date = stamp.date.map(|d| (&b"date"[..], d));
+        let base = [(&b":status"[..], status_text.as_bytes())];
         hpack::encode(
-            base.iter().copied().chain(fields.iter().copied()),
+            base.into_iter()
+                .chain(server)
+                .chain(date)
+                .chain(fields.iter().copied()),
             &mut block,
         );
         let source = if no_body { None } else { source };
@@ -1473,7 +1487,7 @@ impl Connection {
             if s.reset {
                 self.streams.remove(&stream);
             } else if s.answer == Answer::Job {
-                self.answer_reply(stream, reply, output, handler);
+                self.answer_reply(stream, reply, output, cx, handler);
             }
         }
         self.process(now, input, output, cx, handler)
@@ -1484,6 +1498,7 @@ impl Connection {
         id: u32,
         reply: Reply,
         output: &mut Vec<u8>,
+        cx: &Context<'_>,
         handler: &mut H,
     ) {
         if reply.switch.is_some() {
@@ -1492,6 +1507,7 @@ impl Connection {
                 500,
                 "cannot switch protocols over HTTP/2",
                 output,
+                cx,
                 handler,
             );
             return;
@@ -1531,7 +1547,15 @@ impl Connection {
             }
         }
         let refs: Vec<(&[u8], &[u8])> = list.iter().map(|(n, v)| (n.as_slice(), *v)).collect();
-        self.write_answer(id, status, &refs, body, stream.map(Source::Stream), output);
+        self.write_answer(
+            id,
+            status,
+            &refs,
+            body,
+            stream.map(Source::Stream),
+            output,
+            cx.stamp(),
+        );
         handler.on_response(status);
     }
 
@@ -1926,6 +1950,7 @@ impl Connection {
                     408,
                     "request body not received in time",
                     output,
+                    cx,
                     handler,
                 );
             }

@@ -184,7 +184,7 @@ impl Core {
         };
         let n = input.len().min(h2::PREFACE.len());
         if config.exclusive {
-            self.speak_h2(*config, cx.limits);
+            self.speak_h2(*config);
             return Some(());
         }
         if input[..n] != h2::PREFACE[..n] {
@@ -194,15 +194,14 @@ impl Core {
         if n < h2::PREFACE.len() {
             return None;
         }
-        self.speak_h2(*config, cx.limits);
+        self.speak_h2(*config);
         Some(())
     }
 
-    fn speak_h2(&mut self, config: h2::H2Config, limits: &Limits) {
+    fn speak_h2(&mut self, config: h2::H2Config) {
         self.sniffed = true;
         let mut conn = Box::new(h2::Connection::new(config));
         conn.set_peer(self.peer);
-        conn.set_server_header(limits.server_header);
         self.h2 = Some(conn);
     }
 
@@ -216,7 +215,7 @@ impl Core {
     /// allow HTTP/2 (a listener that does not offers no `h2`).
     pub fn agreed_h2(&mut self, limits: &Limits) {
         match limits.http2 {
-            Some(config) if !self.sniffed => self.speak_h2(config, limits),
+            Some(config) if !self.sniffed => self.speak_h2(config),
             _ => {}
         }
     }
