@@ -1411,6 +1411,7 @@ impl Connection {
     }
 
     /// Writes a stream's HEADERS and queues its body.
+    #[allow(clippy::too_many_arguments)]
     fn write_answer(
         &mut self,
         id: u32,
