@@ -348,6 +348,23 @@ fn the_drain_finishes_streams_in_flight_and_refuses_new_ones() {
 }
 
 #[test]
+fn a_drain_takes_up_the_streams_already_received() {
+    // The drain is asked while a request sits unread in the input (the blocking models ask
+    // just before they read it): it was sent before the client could hear of the drain, so
+    // it is answered and the GOAWAY names it, as HTTP/1.1 answers such a request with
+    // `Connection: close`.
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    s.conn.close_after_response();
+    s.feed(&Client::default().get(1, "/").take());
+    let heard = s.heard();
+    assert_eq!(heard.goaway, Some((1, NO_ERROR)), "{heard:?}");
+    assert_eq!(heard.responses.len(), 1);
+    assert_eq!(heard.responses[0].1, 200);
+    assert!(s.closed, "the drain is done once the stream is");
+}
+
+#[test]
 fn the_stream_budget_drains_at_the_stream_that_spends_it() {
     let config = H2Config {
         max_streams_per_connection: 2,

@@ -310,6 +310,42 @@ fn a_drain_says_goaway_to_an_idle_connection(m: Model) {
     assert!(closed, "{m:?}: closed after GOAWAY");
 }
 
+/// `single` serves one connection at a time and lets an idle one go when another client
+/// waits: an idle HTTP/2 connection too, told GOAWAY NO_ERROR first. (It once waited on the
+/// connection and its streams' waker only, not the listener: the next client waited out the
+/// idle timeout.)
+#[test]
+fn single_lets_an_idle_h2_connection_go_with_goaway_when_another_client_waits() {
+    let idle = IO_TIMEOUT * 6;
+    let server = Opts::new(Model::Single)
+        .timeouts(berth::drive::Timeouts {
+            idle,
+            ..Default::default()
+        })
+        .start();
+    let mut a = open(server.addr);
+    let mut req = Vec::new();
+    get_on(&mut req, 1, "/hello/world");
+    a.write_all(&req).unwrap();
+    assert_eq!(read_bodies(&mut a, 1)[&1], b"Hello, World!");
+    // A idles; B comes, over HTTP/1.1, and is answered within B's read timeout (a tenth of
+    // A's idle timeout).
+    let mut b = TcpStream::connect(server.addr).unwrap();
+    b.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    b.write_all(b"GET /hello/world HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    b.read_to_string(&mut answer)
+        .expect("B answered while A idles");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (code, closed) = goaway_code(&mut a);
+    assert_eq!(
+        (code, closed),
+        (0, true),
+        "A told GOAWAY NO_ERROR, then closed"
+    );
+}
+
 /// An attack's kind (as `/stats` names it) and the bytes that make it.
 type Flood = (&'static str, fn() -> Vec<u8>);
 

@@ -563,9 +563,6 @@ impl Connection {
         if !self.started {
             self.start(output);
         }
-        if self.drain {
-            self.goaway_now(output);
-        }
         let mut used = 0;
         let result = self.read_frames(now, input, &mut used, output, cx, handler);
         input.drain(..used);
@@ -579,6 +576,12 @@ impl Connection {
             Ok(Some(Out::Job(stream, job))) => return Step::Offload { stream, job },
             Ok(Some(Out::Open(stream, request))) => return Step::Open { stream, request },
             Ok(None) => {}
+        }
+        // A drain's GOAWAY names the last stream of what was received before it was written:
+        // frames already in hand were sent before the client could hear of it (a request in
+        // the input is answered, as HTTP/1.1 answers it with `Connection: close`).
+        if self.drain {
+            self.goaway_now(output);
         }
         self.settle(output, cx)
     }

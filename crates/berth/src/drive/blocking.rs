@@ -37,7 +37,7 @@ use crate::net::{Acceptor, Blocking, BlockingSocket, Listener};
 use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, StopKind};
 use crate::stats::Stats;
-use crate::sys::io::{peer_reset, poll_either, poll_readable, Ready};
+use crate::sys::io::{peer_reset, poll_first, poll_readable};
 
 /// Starts a job and waits on this thread for its answer: how a model that runs jobs inline
 /// (a thread or process per connection) runs a deferred one ([`Job::DEFERRED`], answered by
@@ -241,6 +241,11 @@ fn serve<H: Handler, T: Blocking>(
                 // time, and one that idles while another client waits is let go.)
                 let between = conn.is_idle() && conn.answered();
                 if between && should_yield() {
+                    // HTTP/2 says GOAWAY first (the pump then closes it).
+                    if conn.wind_down() {
+                        fate = conn.pump(&mut lend!());
+                        continue;
+                    }
                     return linger_close(&mut conn.stream, false);
                 }
                 // The session's rule for what this connection waits for (its output is out).
@@ -259,40 +264,47 @@ fn serve<H: Handler, T: Blocking>(
                     conn.stream.set_read_timeout(wait)?;
                     read_timeout = Some(wait);
                 }
-                // Not over TLS: decrypted bytes it holds would not make the socket readable
-                // (a streamed answer over TLS in these models waits for the client's next
-                // frame, as it did before the pair: issue 32's note).
-                if let Some(rx) = wake.as_ref().filter(|_| conn.stream.short_read_drains()) {
-                    match poll_either(&conn.stream, rx, wait.unwrap_or(t.idle))? {
-                        Ready::First => {}
-                        Ready::Second => {
-                            let mut sink = [0u8; 64];
-                            while matches!((&*rx).read(&mut sink), Ok(n) if n > 0) {}
+                // The connection, and beside it: the waker of HTTP/2's streams (not over TLS:
+                // decrypted bytes it holds would not make the socket readable, so a streamed
+                // answer over TLS in these models waits for the client's next frame: issue
+                // 32's note); for `single` between requests, the listener, so that a client
+                // arriving while this one idles is not kept waiting for it.
+                let waker = wake.as_ref().filter(|_| conn.stream.short_read_drains());
+                let rival = rival.filter(|_| between);
+                if waker.is_some() || rival.is_some() {
+                    let mut fds: Vec<&dyn AsRawFd> = vec![&conn.stream];
+                    fds.extend(waker.map(|w| w as &dyn AsRawFd));
+                    fds.extend(rival.map(|l| l as &dyn AsRawFd));
+                    match poll_first(&fds, wait.unwrap_or(t.idle))? {
+                        Some(0) => {}
+                        Some(1) if waker.is_some() => {
+                            if let Some(rx) = waker {
+                                let mut sink = [0u8; 64];
+                                while matches!((&*rx).read(&mut sink), Ok(n) if n > 0) {}
+                            }
                             conn.poke();
                             fate = conn.pump(&mut lend!());
                             continue;
                         }
-                        Ready::Neither if wait.is_some() => {
+                        // Another client waits, or this one idled out: let it go (HTTP/2
+                        // with GOAWAY: the pump says it, then closes).
+                        _ if rival.is_some() => {
+                            if conn.wind_down() {
+                                fate = conn.pump(&mut lend!());
+                                continue;
+                            }
+                            return linger_close(&mut conn.stream, false);
+                        }
+                        Some(_) => {}
+                        None if wait.is_some() => {
                             date.refresh();
                             fate = conn.expire(&mut lend!());
                             continue;
                         }
                         // Nothing is timed (only producers are awaited): wait again.
-                        Ready::Neither => {
+                        None => {
                             fate = Fate::Keep;
                             continue;
-                        }
-                    }
-                }
-                // `single`: between requests, wait on this connection and on the listener
-                // together, so that a client arriving while this one idles is not kept
-                // waiting for it.
-                if let Some(listener) = rival.filter(|_| between) {
-                    let wait = wait.unwrap_or(t.idle);
-                    match poll_either(&conn.stream, listener, wait)? {
-                        Ready::First => {}
-                        Ready::Second | Ready::Neither => {
-                            return linger_close(&mut conn.stream, false);
                         }
                     }
                 }

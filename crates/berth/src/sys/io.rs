@@ -1,5 +1,5 @@
 //! Reading and waiting: `read(2)` into a buffer's spare capacity without zeroing it first, and
-//! `poll(2)` on one or two descriptors for the blocking models.
+//! `poll(2)` on one or a few descriptors for the blocking models.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -31,50 +31,36 @@ fn poll_ms(timeout: Duration) -> libc::c_int {
     libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
 }
 
-/// Which of two descriptors [`poll_either`] found readable.
-pub(crate) enum Ready {
-    First,
-    Second,
-    Neither,
-}
-
-/// Waits up to `timeout` for `a` or `b` to become readable; `a` wins a tie. A signal that
-/// interrupts the wait (`EINTR`) counts as `a` being readable, so the caller goes on to read it
-/// and sees the interruption there.
-pub(crate) fn poll_either(
-    a: &impl AsRawFd,
-    b: &impl AsRawFd,
-    timeout: Duration,
-) -> io::Result<Ready> {
-    let mut fds = [
-        libc::pollfd {
-            fd: a.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: b.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    // SAFETY: `fds` holds two valid pollfds and we pass a count of 2.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, poll_ms(timeout)) };
+/// Waits up to `timeout` for any of `fds` to become readable: the index of the first that is
+/// (earlier ones win a tie), `None` if the time ran out. A signal that interrupts the wait
+/// (`EINTR`) counts as the first being readable, so the caller goes on to read it and sees the
+/// interruption there. At most four descriptors.
+pub(crate) fn poll_first(fds: &[&dyn AsRawFd], timeout: Duration) -> io::Result<Option<usize>> {
+    const MAX: usize = 4;
+    assert!(
+        fds.len() <= MAX,
+        "poll_first takes at most {MAX} descriptors"
+    );
+    let mut polled = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; MAX];
+    for (p, fd) in polled.iter_mut().zip(fds) {
+        p.fd = fd.as_raw_fd();
+    }
+    let n = fds.len();
+    // SAFETY: the first `n` entries of `polled` are valid pollfds and we pass a count of `n`.
+    let rc = unsafe { libc::poll(polled.as_mut_ptr(), n as libc::nfds_t, poll_ms(timeout)) };
     if rc == -1 {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(Ready::First)
+            Ok(Some(0))
         } else {
             Err(e)
         };
     }
-    Ok(if fds[0].revents != 0 {
-        Ready::First
-    } else if fds[1].revents != 0 {
-        Ready::Second
-    } else {
-        Ready::Neither
-    })
+    Ok(polled[..n].iter().position(|p| p.revents != 0))
 }
 
 /// True if the peer has reset the connection (or it failed otherwise): nothing sent to it can
