@@ -33,6 +33,7 @@ berth::with_models!(per_model! {
     an_answer_before_the_body_closes_the_connection_after_it,
     a_deferred_job_switches_protocols_and_the_protocol_is_woken_from_outside,
     a_streamed_reply_arrives_whole_over_http2,
+    a_streamed_reply_arrives_whole_over_http2_tls,
 });
 
 /// What the producers saw, shared with the tests.
@@ -704,9 +705,26 @@ fn a_deferred_job_switches_protocols_and_the_protocol_is_woken_from_outside(mode
 /// pushes wake the connection (in the blocking models too, whose thread waits on the socket
 /// and the streams' wake-ups together), and each body arrives whole and in order.
 fn a_streamed_reply_arrives_whole_over_http2(model: Model) {
+    streamed_over_http2(model, false);
+}
+
+/// The same over TLS: there the blocking models' thread waits on the socket and the wake-ups
+/// only while TLS holds no decrypted input (once it did not wait on the wake-ups at all, and
+/// an answer stalled until the client sent something).
+fn a_streamed_reply_arrives_whole_over_http2_tls(model: Model) {
+    streamed_over_http2(model, true);
+}
+
+fn streamed_over_http2(model: Model, tls: bool) {
     use berth_testkit::h2::{connect, Req};
-    let (srv, _) = start(model);
-    let mut client = connect(srv.addr, None, &[]);
+    let seen = Arc::new(Seen::default());
+    let s = seen.clone();
+    let srv = Opts::new(model).tls(tls).start_service(move |_| Streams(s));
+    let ca = tls.then(|| server::test_tls().certs.ca.clone());
+    let mut client = connect(srv.addr, ca.as_deref(), &[]);
+    // Both bodies fit the initial windows: the client sends nothing once it has asked, so
+    // only the producers' wake-ups can move the answers.
+    client.auto_window(false);
     let a = client.send(&Req::get("/stream?count=6&size=3000"));
     let b = client.send(&Req::get("/stream?count=40&size=1000"));
     let ra = client.wait(a).response("first stream");

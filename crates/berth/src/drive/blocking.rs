@@ -264,13 +264,13 @@ fn serve<H: Handler, T: Blocking>(
                     conn.stream.set_read_timeout(wait)?;
                     read_timeout = Some(wait);
                 }
-                // The connection, and beside it: the waker of HTTP/2's streams (not over TLS:
-                // decrypted bytes it holds would not make the socket readable, so a streamed
-                // answer over TLS in these models waits for the client's next frame: issue
-                // 32's note); for `single` between requests, the listener, so that a client
-                // arriving while this one idles is not kept waiting for it.
-                let waker = wake.as_ref().filter(|_| conn.stream.short_read_drains());
-                let rival = rival.filter(|_| between);
+                // The connection, and beside it: the waker of HTTP/2's streams; for `single`
+                // between requests, the listener, so that a client arriving while this one
+                // idles is not kept waiting for it. Not while the transport holds input (TLS
+                // plaintext decrypted ahead): the socket would not say so, and a read takes it
+                // at once.
+                let waker = wake.as_ref().filter(|_| !conn.stream.holds_input());
+                let rival = rival.filter(|_| between && !conn.stream.holds_input());
                 if waker.is_some() || rival.is_some() {
                     let mut fds: Vec<&dyn AsRawFd> = vec![&conn.stream];
                     fds.extend(waker.map(|w| w as &dyn AsRawFd));

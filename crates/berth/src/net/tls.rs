@@ -624,6 +624,12 @@ impl<S: Transport> Transport for TlsStream<S> {
         false
     }
 
+    /// rustls wants no more records while plaintext it decrypted waits to be read (or after
+    /// the peer's close_notify, whose end a read reports).
+    fn holds_input(&self) -> bool {
+        !self.conn.is_handshaking() && !self.conn.wants_read()
+    }
+
     fn handshaking(&self) -> bool {
         self.conn.is_handshaking()
     }

@@ -68,6 +68,14 @@ pub trait Transport: Read + Write {
         true
     }
 
+    /// Whether input already taken off the socket waits here to be read (TLS plaintext
+    /// decrypted ahead of the reader, or the peer's close_notify): a wait for the socket to
+    /// become readable would not see it. Plain sockets hold nothing.
+    #[inline]
+    fn holds_input(&self) -> bool {
+        false
+    }
+
     /// A handshake of the transport's own (TLS) is under way: no application byte can come
     /// before it ends, so the driver times it as it would a request head.
     #[inline]
@@ -498,6 +506,10 @@ impl<S: Transport> Transport for Stream<S> {
     #[inline]
     fn short_read_drains(&self) -> bool {
         stream!(self, s => s.short_read_drains())
+    }
+    #[inline]
+    fn holds_input(&self) -> bool {
+        stream!(self, s => s.holds_input())
     }
     #[inline]
     fn handshaking(&self) -> bool {
