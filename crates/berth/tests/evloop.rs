@@ -205,6 +205,12 @@ fn a_uring_drain_answers_a_request_sent_on_a_connection_accepted_before_it() {
     drain_answers_a_late_request(berth::drive::Model::Uring);
 }
 
+/// The same rule in `actor`, whose connections are actors told of the drain by message.
+#[test]
+fn an_actor_drain_answers_a_request_sent_on_a_connection_accepted_before_it() {
+    drain_answers_a_late_request(berth::drive::Model::Actor);
+}
+
 fn drain_answers_a_late_request(model: berth::drive::Model) {
     let srv = Opts::new(model).accept_threads(1).start();
     let mut late = srv.client();

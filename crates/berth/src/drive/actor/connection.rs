@@ -16,7 +16,7 @@ use berth_proto::http::{FileError, FileRequest, Handler, Limits, Reply};
 use crossbeam_channel::Sender;
 
 use super::runtime::{Actor, Addr, Context};
-use crate::rt::DateCache;
+use crate::rt::{DateCache, DRAIN_GRACE};
 use crate::drive::pump::{Conn, Env, Fate};
 use crate::files::OpenFile;
 use crate::drive::workers::{self, Offloaded, ReplyTo, Task};
@@ -119,7 +119,9 @@ pub(super) struct ConnActor<H: Handler> {
     pub date: DateCache,
     /// Read by the poller's timer scan.
     pub deadline: Arc<AtomicU64>,
-    pub draining: bool,
+    /// A drain began; until this instant (its grace, [`DRAIN_GRACE`]) a connection that has
+    /// answered nothing yet is kept for the request its client may still send.
+    pub draining: Option<Instant>,
     pub shared: Arc<Shared<H::Job>>,
 }
 
@@ -179,7 +181,7 @@ where
                 }
             }
             ConnMsg::Drain => {
-                self.draining = true;
+                self.draining = Some(Instant::now() + DRAIN_GRACE);
                 // An upgraded protocol is told now (a WebSocket's close 1001).
                 if self.conn.wind_down() {
                     self.conn.pump(&mut env)
@@ -206,7 +208,7 @@ where
                     .set_waker(Arc::new(move || workers::ReplyTo::more(&to)));
             }
             fate = match fate {
-                Fate::Keep if self.draining && self.conn.is_idle() => Fate::Close,
+                Fate::Keep if self.drained() => Fate::Close,
                 Fate::Keep => return self.arm(),
                 Fate::Again => {
                     cx.addr().send(ConnMsg::Continue);
@@ -265,8 +267,24 @@ where
     /// Publishes the deadline for what the connection now waits for.
     fn arm(&mut self) {
         let at = self.conn.deadline(Instant::now(), &self.shared.timeouts);
+        // An idle connection kept through a drain is given up at the grace's end.
+        let at = match self.draining.filter(|_| self.conn.is_idle()) {
+            Some(grace) => Some(at.map_or(grace, |at| at.min(grace))),
+            None => at,
+        };
         let millis = at.map_or(0, |at| self.shared.millis(at));
         self.deadline.store(millis, Ordering::Release);
+    }
+
+    /// While draining, whether the connection is done: idle, and either it has answered
+    /// something (a keep-alive connection between requests: a client retries a request that
+    /// meets its close, RFC 9112 §9.3.1) or the grace is over. A connection accepted and not
+    /// yet answered is kept till then: its client connected before the drain and its request
+    /// may be on its way (the rule nginx and uvicorn follow, and `evloop`'s).
+    fn drained(&self) -> bool {
+        self.draining.is_some_and(|grace| {
+            self.conn.is_idle() && (self.conn.answered() || Instant::now() >= grace)
+        })
     }
 
     /// Closes the connection and stops the actor (the socket closes when it is dropped).

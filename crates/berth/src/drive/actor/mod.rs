@@ -329,7 +329,7 @@ where
                 pool: BufPool::new(self.shared.buffer_size, 2, 0),
                 date: DateCache::default(),
                 deadline: deadline.clone(),
-                draining: false,
+                draining: None,
                 shared: self.shared.clone(),
             };
             self.shared.open.fetch_add(1, Ordering::AcqRel);
