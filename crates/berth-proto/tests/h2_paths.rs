@@ -765,3 +765,29 @@ fn every_answer_carries_server_and_date_unless_switched_off() {
         }
     }
 }
+
+#[test]
+fn answer_fields_are_lowercased_and_connection_fields_left_out() {
+    let mut server = with_files(&[]);
+    server.feed(
+        &Client::default()
+            .get(1, "/fields")
+            .get(3, "/nothing")
+            .take(),
+    );
+    let heard = server.heard();
+    let (_, status, fields, body, ended) = &heard.responses[0];
+    assert_eq!((*status, body.as_slice(), *ended), (200, &b"ok"[..], true));
+    assert_eq!(field(fields, "x-mixed-case"), Some("v"));
+    let long = h2_support::LONG_NAME.to_ascii_lowercase();
+    assert_eq!(field(fields, &long), Some("w"));
+    assert_eq!(field(fields, "content-length"), Some("2"));
+    for (name, _) in fields {
+        assert_eq!(name, &name.to_ascii_lowercase());
+        assert!(!["connection", "transfer-encoding"].contains(&name.as_str()));
+    }
+    // 204: no content-length (RFC 9110 §8.6), no body.
+    let (_, status, fields, body, ended) = &heard.responses[1];
+    assert_eq!((*status, body.len(), *ended), (204, 0, true));
+    assert_eq!(field(fields, "content-length"), None);
+}

@@ -42,9 +42,9 @@ use super::frame::{
     HEADER_LEN, MAX_WINDOW, PREFACE,
 };
 use super::head::{check_request, check_trailers, Refusal, ReqHead};
-use super::hpack::{self, Decoder, Field, ListLimits};
+use super::hpack::{Decoder, Field, ListLimits};
 use crate::http::files::{self, FileError, FileMeta, FileRequest};
-use crate::http::response::Stamp;
+use crate::http::response::{write_head, write_response, Head};
 use crate::http::{BodyEncoder, BodyStream, StreamWriter, Taken};
 use crate::http::{Context, Handled, Handler, Reply, Response, Timeouts, Version};
 
@@ -1258,12 +1258,13 @@ impl Connection {
             head_only,
             version: Version::Http2,
             sent: None,
+            head_len: 0,
         };
         let handled = head.with_request(body, self.peer, |req| match stream {
             Some(stream) => handler.handle_streamed(req, stream, &mut res),
             None => handler.handle(req, &mut res),
         });
-        let sent = res.sent;
+        let (sent, head_len) = (res.sent, res.head_len);
         match (handled, sent) {
             (Handled::Offload(job), None) => {
                 if let Some(s) = self.streams.get_mut(&id) {
@@ -1290,7 +1291,7 @@ impl Connection {
                 );
             }
             (_, Some(status)) => {
-                self.answer_http1(id, &scratch, None, output, cx.stamp());
+                self.send_answer(id, status, scratch, head_len, None, output);
                 handler.on_response(status);
             }
             (Handled::Done, None) => {
@@ -1310,14 +1311,21 @@ impl Connection {
         cx: &Context<'_>,
         handler: &mut H,
     ) {
-        let mut body = why.as_bytes().to_vec();
+        let mut body = Vec::with_capacity(why.len() + 1);
+        body.extend_from_slice(why.as_bytes());
         body.push(b'\n');
-        let len = body.len().to_string();
-        let fields: [(&[u8], &[u8]); 2] = [
-            (b"content-type", b"text/plain"),
-            (b"content-length", len.as_bytes()),
-        ];
-        self.write_answer(id, status, &fields, body, None, output, cx.stamp());
+        let head = Head {
+            status,
+            content_type: "text/plain",
+            extra: &[],
+            fields: &[],
+            keep_alive: true,
+            version: Version::Http2,
+            stamp: cx.stamp(),
+        };
+        let mut bytes = Vec::new();
+        let head_len = write_response(&mut bytes, &head, &body, false);
+        self.send_answer(id, status, bytes, head_len, None, output);
         handler.on_response(status);
     }
 
@@ -1361,9 +1369,9 @@ impl Connection {
             Ok((meta, file)) => (Ok(meta), Some(file)),
             Err(e) => (Err(e), None),
         };
-        let mut head = Vec::new();
-        let (status, send) =
-            files::write_answer(&mut head, request, meta, true, Version::Http2, cx.stamp());
+        let mut bytes = Vec::new();
+        let (status, send, head_len) =
+            files::write_answer(&mut bytes, request, meta, true, Version::Http2, cx.stamp());
         let source = match (send, file) {
             (Some(send), Some(file)) => Some(Source::File(Box::new(FileBody {
                 file,
@@ -1373,84 +1381,38 @@ impl Connection {
             }))),
             _ => None,
         };
-        self.answer_http1(id, &head, source, output, cx.stamp());
+        self.send_answer(id, status, bytes, head_len, source, output);
         handler.on_response(status);
     }
 
-    /// Turns what a handler wrote as an HTTP/1.1 response into HEADERS and DATA (the body
-    /// after the head, then what `source` yields).
-    fn answer_http1(
-        &mut self,
-        id: u32,
-        bytes: &[u8],
-        source: Option<Source>,
-        output: &mut Vec<u8>,
-        stamp: Stamp<'_>,
-    ) {
-        let mut storage = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Response::new(&mut storage);
-        let Ok(httparse::Status::Complete(n)) = parsed.parse(bytes) else {
-            self.write_answer(id, 500, &[], Vec::new(), None, output, stamp);
-            return;
-        };
-        let status = parsed.code.unwrap_or(500);
-        let names: Vec<(String, &[u8])> = parsed
-            .headers
-            .iter()
-            .filter(|h| !is_connection_specific(h.name) && !h.name.eq_ignore_ascii_case("date"))
-            .filter(|h| !h.name.eq_ignore_ascii_case("server"))
-            .map(|h| (h.name.to_ascii_lowercase(), h.value))
-            .collect();
-        let fields: Vec<(&[u8], &[u8])> = names.iter().map(|(n, v)| (n.as_bytes(), *v)).collect();
-        self.write_answer(
-            id,
-            status,
-            &fields,
-            bytes[n..].to_vec(),
-            source,
-            output,
-            stamp,
-        );
-    }
-
-    /// Writes a stream's HEADERS and queues its body.
-    #[allow(clippy::too_many_arguments)]
-    fn write_answer(
+    /// Writes a stream's HEADERS (`bytes[..head_len]`, an HPACK block) and queues its body:
+    /// the rest of `bytes`, then what `source` yields.
+    fn send_answer(
         &mut self,
         id: u32,
         status: u16,
-        fields: &[(&[u8], &[u8])],
-        body: Vec<u8>,
+        bytes: Vec<u8>,
+        head_len: usize,
         source: Option<Source>,
         output: &mut Vec<u8>,
-        stamp: Stamp<'_>,
     ) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
         let no_body = s.head_only || status < 200 || status == 204 || status == 304;
-        let status_text = status.to_string();
-        let mut block = Vec::new();
-        // `server` and `date` unless switched off (`Limits::server_header`, `date_header`).
-        let server: Option<(&[u8], &[u8])> = stamp.server.then_some((b"server", b"berth"));
-        let date = stamp.date.map(|d| (&b"date"[..], d));
-        let base = [(&b":status"[..], status_text.as_bytes())];
-        hpack::encode(
-            base.into_iter()
-                .chain(server)
-                .chain(date)
-                .chain(fields.iter().copied()),
-            &mut block,
-        );
         let source = if no_body { None } else { source };
-        let end = (no_body || body.is_empty()) && source.is_none();
-        frame::write_headers(output, id, &block, end, self.peer_max_frame);
+        let end = (no_body || bytes.len() == head_len) && source.is_none();
+        frame::write_headers(output, id, &bytes[..head_len], end, self.peer_max_frame);
         if let (Some(Source::Stream(src)), Some(wake)) = (&source, &self.waker) {
             let wake = wake.clone();
             src.on_data(move || wake());
         }
-        s.out = if no_body { Vec::new() } else { body };
-        s.out_pos = 0;
+        // The body goes out of the same buffer, after the head.
+        (s.out, s.out_pos) = if no_body {
+            (Vec::new(), 0)
+        } else {
+            (bytes, head_len)
+        };
         s.out_end = source.is_none();
         s.source = source;
         s.answer = if end { Answer::Done } else { Answer::Sending };
@@ -1516,49 +1478,25 @@ impl Connection {
             );
             return;
         }
-        let Reply {
-            status,
-            content_type,
-            headers,
-            fields,
-            body,
-            stream,
-            length,
-            ..
-        } = reply;
-        let len = match (&stream, length) {
-            (None, _) => Some(body.len() as u64),
-            (Some(_), length) => length,
+        // Written as HTTP/1.1 writes it (`Session::answer`, `Session::stream`): a streamed
+        // body's length only if the reply declared one.
+        let status = reply.status;
+        let mut bytes = Vec::with_capacity(64 + reply.body.len());
+        let head = reply.head(true, Version::Http2, cx.stamp());
+        let head_len = match reply.stream {
+            None => write_response(&mut bytes, &head, &reply.body, false),
+            Some(_) => write_head(&mut bytes, &head, reply.length),
         };
-        let len_text = len.map(|n| n.to_string());
-        let mut list: Vec<(Vec<u8>, &[u8])> = Vec::new();
-        if !content_type.is_empty() && (!body.is_empty() || stream.is_some()) {
-            list.push((b"content-type".to_vec(), content_type.as_bytes()));
+        if reply.stream.is_some() {
+            bytes.extend_from_slice(&reply.body);
         }
-        if let Some(t) = &len_text {
-            if !(status < 200 || status == 204 || status == 304) {
-                list.push((b"content-length".to_vec(), t.as_bytes()));
-            }
-        }
-        for (n, v) in headers {
-            if !is_connection_specific(n) {
-                list.push((n.to_ascii_lowercase().into_bytes(), v));
-            }
-        }
-        for (n, v) in &fields {
-            if !is_connection_specific(n) {
-                list.push((n.to_ascii_lowercase().into_bytes(), v));
-            }
-        }
-        let refs: Vec<(&[u8], &[u8])> = list.iter().map(|(n, v)| (n.as_slice(), *v)).collect();
-        self.write_answer(
+        self.send_answer(
             id,
             status,
-            &refs,
-            body,
-            stream.map(Source::Stream),
+            bytes,
+            head_len,
+            reply.stream.map(Source::Stream),
             output,
-            cx.stamp(),
         );
         handler.on_response(status);
     }
@@ -1852,19 +1790,6 @@ fn remember(list: &mut VecDeque<u32>, id: u32) {
         list.pop_front();
     }
     list.push_back(id);
-}
-
-/// HTTP/1.1 fields that HTTP/2 forbids (RFC 9113 §8.2.2).
-fn is_connection_specific(name: &str) -> bool {
-    [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-    ]
-    .iter()
-    .any(|f| name.eq_ignore_ascii_case(f))
 }
 
 impl Connection {

@@ -6,6 +6,7 @@
 //!   hpack    header compression (RFC 7541), bounded: list size with the 32-byte overhead,
 //!            field count, table size updates
 //!   head     a request's header list checked (§8.2, §8.3) and made a Request
+//!   answer   a response head HPACK-coded as it is written (the same Head HTTP/1.1 writes)
 //!   config   every setting and abuse limit, with its default and where it comes from;
 //!            the counters a driver reports
 //!   connection  the state machine: preface, SETTINGS, stream states (§5.1), flow control
@@ -20,6 +21,7 @@
 //! RFC 8441's extended CONNECT, trailers in responses, and the entry into it (ALPN `h2`, or
 //! the preface on a plain listener), which is the drivers'.
 
+pub(crate) mod answer;
 pub mod config;
 pub mod connection;
 pub mod frame;

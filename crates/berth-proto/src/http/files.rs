@@ -457,8 +457,8 @@ pub(crate) struct Send {
 }
 
 /// Writes the response to a file request: its whole head, and for errors and 416 a short body.
-/// Returns the status and what the driver must send after the head (nothing for HEAD, 304,
-/// errors and empty files).
+/// Returns the status, what the driver must send after the head (nothing for HEAD, 304,
+/// errors and empty files) and the bytes the head took.
 pub(crate) fn write_answer(
     out: &mut Vec<u8>,
     req: &FileRequest,
@@ -466,7 +466,7 @@ pub(crate) fn write_answer(
     keep_alive: bool,
     version: Version,
     stamp: Stamp<'_>,
-) -> (u16, Option<Send>) {
+) -> (u16, Option<Send>, usize) {
     let head = |status, content_type, extra| Head {
         status,
         content_type,
@@ -488,8 +488,8 @@ pub(crate) fn write_answer(
             };
             let location = [("Location", req.location().as_bytes())];
             let extra: &[(&str, &[u8])] = if status == 301 { &location } else { &[] };
-            write_response(out, &head(status, text, extra), body, req.head_only);
-            return (status, None);
+            let n = write_response(out, &head(status, text, extra), body, req.head_only);
+            return (status, None, n);
         }
     };
     let tag = etag(meta);
@@ -533,31 +533,31 @@ pub(crate) fn write_answer(
         Decision::NotModified => {
             // A 304 has no content and, here, no Content-Length: the only value allowed would be
             // the 200's, which a careless client could take for a body to wait for (§8.6).
-            write_head(out, &head(304, "", &extra), None);
-            (304, None)
+            let n = write_head(out, &head(304, "", &extra), None);
+            (304, None, n)
         }
         Decision::Unsatisfiable => {
             let range = format!("bytes */{}", meta.len);
             let extra = [("Content-Range", range.as_bytes())];
-            write_response(
+            let n = write_response(
                 out,
                 &head(416, text, &extra),
                 b"Range Not Satisfiable\n",
                 req.head_only,
             );
-            (416, None)
+            (416, None, n)
         }
         // The client refuses the file as it is, and no coding it takes is at hand.
         Decision::Full | Decision::Partial { .. }
             if meta.encoding.is_none() && fly.is_none() && !req.accept.identity_ok() =>
         {
-            write_response(
+            let n = write_response(
                 out,
                 &head(406, text, &extra[extra.len() - usize::from(vary)..]),
                 b"Not Acceptable: no content coding the client accepts\n",
                 req.head_only,
             );
-            (406, None)
+            (406, None, n)
         }
         Decision::Full if fly.is_some() => {
             let (coding, level) = fly.unwrap_or((Coding::Gzip, 1));
@@ -566,7 +566,7 @@ pub(crate) fn write_answer(
             if chunked {
                 extra.push(("Transfer-Encoding", b"chunked"));
             }
-            write_head(out, &head(200, meta.content_type, &extra), None);
+            let n = write_head(out, &head(200, meta.content_type, &extra), None);
             let encode = Encode {
                 coding,
                 level,
@@ -577,7 +577,7 @@ pub(crate) fn write_answer(
                 len: meta.len,
                 encode: Some(encode),
             });
-            (200, send)
+            (200, send, n)
         }
         Decision::Full | Decision::Partial { .. } => {
             let (status, start, len) = match decision {
@@ -593,13 +593,13 @@ pub(crate) fn write_answer(
                 range = format!("bytes {}-{}/{}", start, start + len - 1, meta.len);
                 extra.push(("Content-Range", range.as_bytes()));
             }
-            write_head(out, &head(status, meta.content_type, &extra), Some(len));
+            let n = write_head(out, &head(status, meta.content_type, &extra), Some(len));
             let send = (!req.head_only && len > 0).then_some(Send {
                 offset: start,
                 len,
                 encode: None,
             });
-            (status, send)
+            (status, send, n)
         }
     }
 }
@@ -698,7 +698,7 @@ mod tests {
         let mut out = Vec::new();
         let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
         let stamp = Stamp::both(date);
-        let (status, send) = write_answer(&mut out, req, found, true, Version::Http11, stamp);
+        let (status, send, _) = write_answer(&mut out, req, found, true, Version::Http11, stamp);
         assert!(send.is_none_or(|s| s.encode.is_none()), "{send:?}");
         (
             status,
@@ -712,7 +712,8 @@ mod tests {
         let mut out = Vec::new();
         let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
         let stamp = Stamp::both(date);
-        let (status, send) = write_answer(&mut out, req, Ok(found), true, Version::Http11, stamp);
+        let (status, send, _) =
+            write_answer(&mut out, req, Ok(found), true, Version::Http11, stamp);
         (status, send, String::from_utf8(out).unwrap())
     }
 

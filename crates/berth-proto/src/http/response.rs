@@ -163,6 +163,8 @@ pub struct Response<'a> {
     pub(crate) head_only: bool,
     pub(crate) version: Version,
     pub(crate) sent: Option<u16>,
+    /// Bytes of `out` the head took (the rest is the body): HTTP/2 sends them apart.
+    pub(crate) head_len: usize,
 }
 
 impl Response<'_> {
@@ -193,7 +195,7 @@ impl Response<'_> {
             version: self.version,
             stamp: self.stamp,
         };
-        write_response(self.out, &head, body, self.head_only);
+        self.head_len = write_response(self.out, &head, body, self.head_only);
     }
 
     /// Closes the connection after this response, whatever the request asked for.
@@ -263,10 +265,15 @@ pub(crate) fn write_switching(
     write_head(out, &head, None);
 }
 
-/// Appends a whole response to `out`. With `head_only` (a HEAD request) the body is measured
-/// for Content-Length but not sent.
-pub(crate) fn write_response(out: &mut Vec<u8>, head: &Head<'_>, body: &[u8], head_only: bool) {
-    write_fields(
+/// Appends a whole response to `out`; returns how many bytes the head took. With `head_only`
+/// (a HEAD request) the body is measured for Content-Length but not sent.
+pub(crate) fn write_response(
+    out: &mut Vec<u8>,
+    head: &Head<'_>,
+    body: &[u8],
+    head_only: bool,
+) -> usize {
+    let head_len = write_fields(
         out,
         head,
         !body.is_empty() && !head.content_type.is_empty(),
@@ -275,16 +282,24 @@ pub(crate) fn write_response(out: &mut Vec<u8>, head: &Head<'_>, body: &[u8], he
     if !head_only {
         out.extend_from_slice(body);
     }
+    head_len
 }
 
 /// Appends a response head whose body, if any, the caller sends separately (a file). With
 /// `length` the head says `Content-Length`; without it none (a 304). Content-Type is written
 /// unless it is empty.
-pub(crate) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, length: Option<u64>) {
-    write_fields(out, head, !head.content_type.is_empty(), length);
+pub(crate) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, length: Option<u64>) -> usize {
+    write_fields(out, head, !head.content_type.is_empty(), length)
 }
 
-fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Option<u64>) {
+/// Writes the head as its version speaks it (HTTP/2: an HPACK block,
+/// [`encode_head`](crate::h2::answer::encode_head)); returns its length.
+fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Option<u64>) -> usize {
+    let start = out.len();
+    if head.version == Version::Http2 {
+        crate::h2::answer::encode_head(out, head, with_type, length);
+        return out.len() - start;
+    }
     let mut num = itoa::Buffer::new();
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(num.format(head.status).as_bytes());
@@ -316,10 +331,10 @@ fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Opt
         (false, _) => out.extend_from_slice(b"\r\nConnection: close"),
         // An HTTP/1.0 client only keeps the connection if told it may.
         (true, Version::Http10) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
-        // HTTP/2 turns this head into HEADERS and drops connection-specific fields anyway.
         (true, Version::Http11 | Version::Http2) => {}
     }
     out.extend_from_slice(b"\r\n\r\n");
+    out.len() - start
 }
 
 /// The standard reason phrase of a status code (RFC 9110 §15), or `""` for unknown codes.

@@ -619,7 +619,7 @@ impl Session {
             debug_assert!(false, "file() without an outstanding file request");
             return Step::Close;
         };
-        let (status, send) =
+        let (status, send, _) =
             files::write_answer(output, request, found, keep_alive, version, cx.stamp());
         handler.on_response(status);
         match send {
@@ -903,6 +903,7 @@ impl Session {
             head_only,
             version: request.version,
             sent: None,
+            head_len: 0,
         };
         let handled = ask(handler, request, &mut res);
         let (sent, keep_alive) = (res.sent, res.keep_alive);

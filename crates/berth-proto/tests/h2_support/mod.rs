@@ -19,6 +19,10 @@ use berth_proto::http::{
 
 pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
 
+/// A field name longer than the encoder's stack buffer for lowercasing.
+pub const LONG_NAME: &str =
+    "X-A-Very-Long-Field-Name-Past-Sixty-Four-Bytes-Of-Mixed-Case-Letters-To-Lowercase";
+
 /// The demo's routes used by the vectors, plus `/echo` (the request body back) and
 /// `/stream` (a streamed reply) for the Rust-only tests.
 pub struct Demo;
@@ -92,6 +96,18 @@ impl Handler for Demo {
             "/stream" => return Handled::Offload(TestJob::Streamed(100_000)),
             "/echo" => res.send(200, "application/octet-stream", req.body),
             "/big" => res.send(200, "application/octet-stream", &vec![b'b'; 100_000]),
+            "/fields" => res.send_with(
+                200,
+                "text/plain",
+                &[
+                    ("X-Mixed-Case", b"v"),
+                    ("Connection", b"keep-alive"),
+                    ("Transfer-Encoding", b"chunked"),
+                    (LONG_NAME, b"w"),
+                ],
+                b"ok",
+            ),
+            "/nothing" => res.send(204, "text/plain", b""),
             path if path.starts_with("/files/") => {
                 let rel = &path["/files/".len()..];
                 let compress = Compress {
