@@ -21,8 +21,9 @@ pub(crate) fn is_connection_specific(name: &str) -> bool {
 }
 
 /// Appends `head`'s header block to `out`: `:status` first, then `server` and `date` as the
-/// stamp says, `content-type` if `with_type`, `content-length` if `length` says one and the
-/// status may carry it (not 1xx, 204 or 304: RFC 9110 §8.6), then the head's own fields.
+/// stamp says, `content-type` if `with_type`, `content-length` if `length` says one (the
+/// caller, `write_fields`, leaves it out where the status has no content), then the head's
+/// own fields.
 pub(crate) fn encode_head(
     out: &mut Vec<u8>,
     head: &Head<'_>,
@@ -40,8 +41,7 @@ pub(crate) fn encode_head(
     if with_type {
         hpack::encode([(&b"content-type"[..], head.content_type.as_bytes())], out);
     }
-    let bodiless = head.status < 200 || head.status == 204 || head.status == 304;
-    if let Some(length) = length.filter(|_| !bodiless) {
+    if let Some(length) = length {
         hpack::encode(
             [(&b"content-length"[..], num.format(length).as_bytes())],
             out,

@@ -296,6 +296,9 @@ pub(crate) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, length: Option<u64>
 /// [`encode_head`](crate::h2::answer::encode_head)); returns its length.
 fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Option<u64>) -> usize {
     let start = out.len();
+    // Never for a status without content (RFC 9110 §8.6: not in 1xx or 204; in a 304 only the
+    // 200's length, which a handler's empty 304 does not know).
+    let length = length.filter(|_| !matches!(head.status, 100..=199 | 204 | 304));
     if head.version == Version::Http2 {
         crate::h2::answer::encode_head(out, head, with_type, length);
         return out.len() - start;
@@ -435,5 +438,14 @@ mod tests {
         let text = written(&Reply::new(200, "", b"body".to_vec()));
         assert!(!text.contains("Content-Type"), "{text}");
         assert!(text.contains("Content-Length: 4"), "{text}");
+    }
+
+    #[test]
+    fn a_status_without_content_says_no_content_length() {
+        for status in [101, 204, 304] {
+            let text = written(&Reply::empty(status));
+            assert!(!text.contains("Content-Length"), "{status}: {text}");
+        }
+        assert!(written(&Reply::empty(200)).contains("Content-Length: 0"));
     }
 }
