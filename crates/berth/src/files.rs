@@ -214,17 +214,23 @@ impl Files {
         if !self.precompressed {
             return plain;
         }
-        let mut found: [Option<(File, std::fs::Metadata)>; 3] = Default::default();
-        for (slot, coding) in found.iter_mut().zip(Coding::ALL) {
-            *slot = root
-                .open_regular_or_dir(&format!("{name}{}", coding.suffix()))
+        let sibling = |c: Coding| {
+            root.open_regular_or_dir(&format!("{name}{}", c.suffix()))
                 .ok()
-                .filter(|(_, meta)| meta.is_file());
+                .filter(|(_, meta)| meta.is_file())
+        };
+        // The codings the client takes, best first, until one is there: a client that takes
+        // gzip costs one open, not one per coding berth knows.
+        let mut tried = [false; 3];
+        let mut pick = None;
+        for c in req.accepted().preferred() {
+            tried[c.index()] = true;
+            if let Some(found) = sibling(c) {
+                pick = Some((c, found));
+                break;
+            }
         }
-        let at = |c: Coding| Coding::ALL.iter().position(|&x| x == c).unwrap_or(0);
-        let vary = found.iter().any(Option::is_some);
-        let pick = req.accepted().pick(|c| found[at(c)].is_some());
-        match pick.and_then(|c| Some((c, found[at(c)].take()?))) {
+        match pick {
             Some((coding, (file, meta))) => OpenFile {
                 file,
                 meta: FileMeta {
@@ -237,10 +243,18 @@ impl Files {
                     )
                 },
             },
-            None => OpenFile {
-                meta: FileMeta { vary, ..plain.meta },
-                ..plain
-            },
+            None => {
+                // The plain file varies with Accept-Encoding if a sibling exists that another
+                // client would get.
+                let vary = Coding::ALL
+                    .iter()
+                    .zip(tried)
+                    .any(|(&c, tried)| !tried && sibling(c).is_some());
+                OpenFile {
+                    meta: FileMeta { vary, ..plain.meta },
+                    ..plain
+                }
+            }
         }
     }
 }

@@ -48,7 +48,8 @@ impl Coding {
         }
     }
 
-    fn index(self) -> usize {
+    /// Its place in [`Coding::ALL`].
+    pub fn index(self) -> usize {
         match self {
             Coding::Br => 0,
             Coding::Zstd => 1,
@@ -140,15 +141,21 @@ impl Accepted {
     /// The coding to send among those `available`: the highest weight, the server's order
     /// ([`Coding::ALL`]) among equals; `None` when identity weighs more than any of them or
     /// none is accepted.
-    pub fn pick(&self, available: impl Fn(Coding) -> bool) -> Option<Coding> {
-        let mut best: Option<(Coding, u16)> = None;
-        for c in Coding::ALL {
-            let q = self.q(c);
-            if q > 0 && available(c) && best.is_none_or(|(_, b)| q > b) {
-                best = Some((c, q));
-            }
-        }
-        best.filter(|&(_, q)| q >= self.identity).map(|(c, _)| c)
+    pub fn pick(&self, mut available: impl FnMut(Coding) -> bool) -> Option<Coding> {
+        self.preferred().find(|&c| available(c))
+    }
+
+    /// The codings the client would take over the content as it is, best first: by weight,
+    /// the server's order ([`Coding::ALL`]) among equals. A caller that must look for each
+    /// (a precompressed file) stops at the first it finds.
+    pub fn preferred(&self) -> impl Iterator<Item = Coding> {
+        let mut order = Coding::ALL;
+        // A stable sort keeps the server's order among equal weights.
+        order.sort_by_key(|&c| std::cmp::Reverse(self.q(c)));
+        let (codings, identity) = (self.codings, self.identity);
+        order
+            .into_iter()
+            .filter(move |&c| codings[c.index()] > 0 && codings[c.index()] >= identity)
     }
 }
 
