@@ -228,14 +228,7 @@ impl Handler for DemoHandler {
                 );
             }
             "/" | "/hello/world" | "/test/fast" | "/test/slow" | "/stats" | "/healthz" => {
-                send_with(
-                    &mut self.access_log,
-                    res,
-                    405,
-                    TEXT,
-                    &[("Allow", b"GET, HEAD")],
-                    b"Method Not Allowed\n",
-                );
+                not_allowed(&mut self.access_log, res, b"GET, HEAD");
             }
             "/reverse" if req.method == Method::Post => {
                 self.scratch.clear();
@@ -250,14 +243,7 @@ impl Handler for DemoHandler {
                     Err(why) => send(&mut self.access_log, res, 400, TEXT, why.as_bytes()),
                 }
             }
-            "/reverse" => send_with(
-                &mut self.access_log,
-                res,
-                405,
-                TEXT,
-                &[("Allow", b"POST")],
-                b"Method Not Allowed\n",
-            ),
+            "/reverse" => not_allowed(&mut self.access_log, res, b"POST"),
             // The protocol seam's demo: `Upgrade: echo` turns the connection into a raw tunnel
             // that echoes every byte (400 without the upgrade headers).
             "/echo" if req.method == Method::Get => {
@@ -267,14 +253,7 @@ impl Handler for DemoHandler {
                     session: Box::new(Echo),
                 });
             }
-            "/echo" => send_with(
-                &mut self.access_log,
-                res,
-                405,
-                TEXT,
-                &[("Allow", b"GET")],
-                b"Method Not Allowed\n",
-            ),
+            "/echo" => not_allowed(&mut self.access_log, res, b"GET"),
             // WebSocket echo (RFC 6455): the handshake checked here, the frames by the session
             // the connection is handed to.
             "/ws/echo" => match handshake::accept(req, &Offer::default()) {
@@ -341,14 +320,7 @@ impl DemoHandler {
         site: bool,
     ) -> Handled<DemoJob> {
         if !matches!(req.method, Method::Get | Method::Head) {
-            send_with(
-                &mut self.access_log,
-                res,
-                405,
-                TEXT,
-                &[("Allow", b"GET, HEAD")],
-                b"Method Not Allowed\n",
-            );
+            not_allowed(&mut self.access_log, res, b"GET, HEAD");
             return Handled::Done;
         }
         match rel.map(|rel| FileRequest::parse(req, rel)) {
@@ -367,6 +339,18 @@ impl DemoHandler {
 /// [`Response::send`], the body's size noted for the access log.
 fn send(log: &mut Option<Pending>, res: &mut Response<'_>, status: u16, kind: &str, body: &[u8]) {
     send_with(log, res, status, kind, &[], body);
+}
+
+/// 405, naming the methods the path takes (`Allow`, RFC 9110 §15.5.6).
+fn not_allowed(log: &mut Option<Pending>, res: &mut Response<'_>, allow: &[u8]) {
+    send_with(
+        log,
+        res,
+        405,
+        TEXT,
+        &[("Allow", allow)],
+        b"Method Not Allowed\n",
+    );
 }
 
 /// [`Response::send_with`], the body's size noted for the access log.
