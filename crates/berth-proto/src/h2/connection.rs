@@ -1344,14 +1344,23 @@ impl Connection {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        if let Some(s) = self.streams.get_mut(&stream) {
-            if s.reset {
-                self.streams.remove(&stream);
-            } else if s.answer == Answer::Job {
-                self.answer_file(stream, request, found, output, cx, handler);
-            }
+        if self.awaited(stream) {
+            self.answer_file(stream, request, found, output, cx, handler);
         }
         self.process(now, input, output, cx, handler)
+    }
+
+    /// Whether `stream` still waits for what the driver brings back (a reply, a file); one
+    /// reset meanwhile is dropped now.
+    fn awaited(&mut self, stream: u32) -> bool {
+        match self.streams.get(&stream) {
+            Some(s) if s.reset => {
+                self.streams.remove(&stream);
+                false
+            }
+            Some(s) => s.answer == Answer::Job,
+            None => false,
+        }
     }
 
     /// The same answer HTTP/1.1 gives ([`files::write_answer`]: validators, ranges, 304,
@@ -1449,12 +1458,8 @@ impl Connection {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        if let Some(s) = self.streams.get_mut(&stream) {
-            if s.reset {
-                self.streams.remove(&stream);
-            } else if s.answer == Answer::Job {
-                self.answer_reply(stream, reply, output, cx, handler);
-            }
+        if self.awaited(stream) {
+            self.answer_reply(stream, reply, output, cx, handler);
         }
         self.process(now, input, output, cx, handler)
     }

@@ -389,15 +389,31 @@ impl<H: Handler> Server<H> {
                 (meta, bytes.clone())
             })
             .ok_or(FileError::NotFound);
+        let found = found
+            .as_ref()
+            .map(|(meta, bytes)| (meta, Box::new(bytes.clone()) as Box<dyn FileRead>))
+            .map_err(|e| *e);
+        self.call(|c, now, input, out, cx, h| {
+            c.file(stream, &request, found, now, input, out, cx, h)
+        })
+    }
+
+    /// Calls the connection as a driver would: its output kept in `output`.
+    fn call(
+        &mut self,
+        f: impl FnOnce(
+            &mut Connection,
+            Instant,
+            &mut Vec<u8>,
+            &mut Vec<u8>,
+            &Context<'_>,
+            &mut H,
+        ) -> Step<H::Job>,
+    ) -> Step<H::Job> {
         let cx = self.cx();
         let mut out = Vec::new();
-        let step = self.conn.file(
-            stream,
-            &request,
-            found
-                .as_ref()
-                .map(|(meta, bytes)| (meta, Box::new(bytes.clone()) as Box<dyn FileRead>))
-                .map_err(|e| *e),
+        let step = f(
+            &mut self.conn,
             self.now,
             &mut self.input,
             &mut out,
@@ -421,29 +437,11 @@ impl<H: Handler> Server<H> {
     }
 
     fn process(&mut self) -> Step<H::Job> {
-        let cx = self.cx();
-        let mut out = Vec::new();
-        let step = self
-            .conn
-            .process(self.now, &mut self.input, &mut out, &cx, &mut self.handler);
-        self.output.append(&mut out);
-        step
+        self.call(|c, now, input, out, cx, h| c.process(now, input, out, cx, h))
     }
 
     fn complete(&mut self, stream: u32, reply: Reply) -> Step<H::Job> {
-        let cx = self.cx();
-        let mut out = Vec::new();
-        let step = self.conn.complete(
-            stream,
-            reply,
-            self.now,
-            &mut self.input,
-            &mut out,
-            &cx,
-            &mut self.handler,
-        );
-        self.output.append(&mut out);
-        step
+        self.call(|c, now, input, out, cx, h| c.complete(stream, reply, now, input, out, cx, h))
     }
 
     /// Bytes arrive.
