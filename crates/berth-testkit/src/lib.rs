@@ -47,3 +47,69 @@ macro_rules! per_model {
         $($crate::per_model!(@case $case $models);)+
     };
 }
+
+/// [`per_model!`] for a suite whose cases run plain and over TLS: `berth::with_models!(
+/// per_model_and_tls! { ($) case_a; case_b, single: #[ignore] })` (with `use
+/// berth_testkit::per_model_and_tls;`) makes `case_a::evloop` and `case_a::tls::evloop`, each
+/// calling the suite's `run(name, model, tls, case)`; `model: #[attr]` after a case adds an
+/// attribute to that model's tests (both transports). `CASES` lists every case, in order.
+/// (The `($)` hands the macro a `$` for the macros it defines inside.)
+#[macro_export]
+macro_rules! per_model_and_tls {
+    (@case $d:tt $case:ident
+        [$($model:ident #[$meta:meta])*]
+        [$($module:ident $driver:ident),+]
+    ) => {
+        mod $case {
+            macro_rules! for_model {
+                $(($model $d test:item) => { #[$meta] $d test };)*
+                ($d other:ident $d test:item) => { $d test };
+            }
+            $(
+                for_model! {
+                    $module
+                    #[test]
+                    fn $module() {
+                        super::run(
+                            stringify!($case),
+                            ::berth::drive::Model::$driver,
+                            false,
+                            super::$case,
+                        )
+                    }
+                }
+            )+
+            /// The same case over TLS: every server it starts serves HTTPS, every client
+            /// speaks TLS to it.
+            mod tls {
+                macro_rules! for_model {
+                    $(($model $d test:item) => { #[$meta] $d test };)*
+                    ($d other:ident $d test:item) => { $d test };
+                }
+                $(
+                    for_model! {
+                        $module
+                        #[test]
+                        fn $module() {
+                            super::super::run(
+                                stringify!($case),
+                                ::berth::drive::Model::$driver,
+                                true,
+                                super::super::$case,
+                            )
+                        }
+                    }
+                )+
+            }
+        }
+    };
+    // From `berth::with_models!`: the registry's models, then `($)` and the cases.
+    ($models:tt ($d:tt) $(
+        $case:ident $(, $model:ident: #[$meta:meta])*
+    );+ $(;)?) => {
+        /// Every case of the suite, in order.
+        #[allow(dead_code)]
+        const CASES: &[&str] = &[$(stringify!($case)),+];
+        $($crate::per_model_and_tls!(@case $d $case [$($model #[$meta])*] $models);)+
+    };
+}

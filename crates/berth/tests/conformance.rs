@@ -2,8 +2,8 @@
 //! registry (`berth::with_models!`: every model, whatever the list holds today), each started
 //! in-process through [`berth::drive::serve`] on `127.0.0.1:0`, over real sockets.
 //!
-//! [`conformance!`] turns each case function `fn case(m: Model)` into one test per model, in
-//! the style of ripgrep's `rgtest!`: `keep_alive_1000::forked`, `http1_vectors::single`, ...
+//! `berth_testkit::per_model_and_tls!` turns each case function `fn case(m: Model)` into one test per model, in
+//! the style of ripgrep's `rgtest!`: `keep_alive_1000::forked`, `http1_vectors::tls::single`, ...
 //! A case a model cannot support is still generated for it and listed in [`UNSUPPORTED`] with
 //! the reason; its test prints that reason and passes, and `declared_unsupported` prints the
 //! whole table, so nothing is skipped silently. A case that fails because of a server bug
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use berth::drive::Model;
 use berth::proto::http::Limits;
 
-use berth_testkit::{procs, read_until, ReadEnd};
+use berth_testkit::{per_model_and_tls, procs, read_until, ReadEnd};
 use server::{
     get_request, is_reset, metric, post_request, stats_text, Client, ModelServer, Opts, Stream,
 };
@@ -83,61 +83,7 @@ const UNSUPPORTED_OVER_TLS: &[(&str, &str)] = &[(
      checks it",
 )];
 
-/// Generates one `#[test]` per model for each case function, in a module named after the case.
-/// The models come from berth's registry ([`berth::with_models!`] calls this macro with their
-/// list first), so a new model gets every case without an edit here. After a case,
-/// `<model>: #[attr]` (e.g. `, forked: #[ignore = "known bug: ..."]`, one per model, any order)
-/// adds an attribute to that model's test only.
-macro_rules! conformance {
-    // One case: a test per model; `for_model!` adds the case's attribute to the models it names.
-    (@case $d:tt $case:ident
-        [$($model:ident #[$meta:meta])*]
-        [$($module:ident $driver:ident),+]
-    ) => {
-        mod $case {
-            macro_rules! for_model {
-                $(($model $d test:item) => { #[$meta] $d test };)*
-                ($d other:ident $d test:item) => { $d test };
-            }
-            $(
-                for_model! {
-                    $module
-                    #[test]
-                    fn $module() {
-                        super::run(stringify!($case), berth::drive::Model::$driver, false, super::$case)
-                    }
-                }
-            )+
-            /// The same case over TLS: every server it starts serves HTTPS, every client
-            /// speaks TLS to it.
-            mod tls {
-                macro_rules! for_model {
-                    $(($model $d test:item) => { #[$meta] $d test };)*
-                    ($d other:ident $d test:item) => { $d test };
-                }
-                $(
-                    for_model! {
-                        $module
-                        #[test]
-                        fn $module() {
-                            super::super::run(stringify!($case), berth::drive::Model::$driver, true, super::super::$case)
-                        }
-                    }
-                )+
-            }
-        }
-    };
-    // From `berth::with_models!`: the registry's models, then `($)` and the cases.
-    ($models:tt ($d:tt) $(
-        $case:ident $(, $model:ident: #[$meta:meta])*
-    );+ $(;)?) => {
-        /// Every case of the suite, in order.
-        const CASES: &[&str] = &[$(stringify!($case)),+];
-        $(conformance!(@case $d $case [$($model #[$meta])*] $models);)+
-    };
-}
-
-berth::with_models!(conformance! {
+berth::with_models!(per_model_and_tls! {
     ($)
     http1_vectors;
     http1_vector_output_high_water_zero;

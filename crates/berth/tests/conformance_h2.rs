@@ -24,57 +24,12 @@ use berth::drive::{Model, Timeouts};
 use berth::net::Acceptor;
 use berth::proto::h2::frame::{self, setting};
 use berth_testkit::h2::{self, code, Conn, H2Client, Outcome, Req};
+use berth_testkit::per_model_and_tls;
 use server::{metric, test_tls, ModelServer, Opts};
 
 const HELLO: &str = "Hello, World!";
 
-/// Generates one `#[test]` per model for each case function, plain and over TLS; after a case,
-/// `<model>: #[attr]` adds an attribute to that model's tests (both transports).
-macro_rules! conformance_h2 {
-    (@case $d:tt $case:ident
-        [$($model:ident #[$meta:meta])*]
-        [$($module:ident $driver:ident),+]
-    ) => {
-        mod $case {
-            macro_rules! for_model {
-                $(($model $d test:item) => { #[$meta] $d test };)*
-                ($d other:ident $d test:item) => { $d test };
-            }
-            $(
-                for_model! {
-                    $module
-                    #[test]
-                    fn $module() {
-                        super::run(berth::drive::Model::$driver, false, super::$case)
-                    }
-                }
-            )+
-            /// The same case over TLS (ALPN `h2`).
-            mod tls {
-                macro_rules! for_model {
-                    $(($model $d test:item) => { #[$meta] $d test };)*
-                    ($d other:ident $d test:item) => { $d test };
-                }
-                $(
-                    for_model! {
-                        $module
-                        #[test]
-                        fn $module() {
-                            super::super::run(berth::drive::Model::$driver, true, super::super::$case)
-                        }
-                    }
-                )+
-            }
-        }
-    };
-    ($models:tt ($d:tt) $(
-        $case:ident $(, $model:ident: #[$meta:meta])*
-    );+ $(;)?) => {
-        $(conformance_h2!(@case $d $case [$($model #[$meta])*] $models);)+
-    };
-}
-
-berth::with_models!(conformance_h2! {
+berth::with_models!(per_model_and_tls! {
     ($)
     hello_and_root_200;
     head_has_no_body;
@@ -94,7 +49,7 @@ berth::with_models!(conformance_h2! {
 });
 
 /// Runs `case` for `model`, every server it starts serving HTTPS if `tls`.
-fn run(model: Model, tls: bool, case: fn(Model)) {
+fn run(_name: &str, model: Model, tls: bool, case: fn(Model)) {
     server::over_tls(tls);
     case(model)
 }
