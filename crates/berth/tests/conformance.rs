@@ -2,8 +2,9 @@
 //! registry (`berth::with_models!`: every model, whatever the list holds today), each started
 //! in-process through [`berth::drive::serve`] on `127.0.0.1:0`, over real sockets.
 //!
-//! `berth_testkit::per_model_and_tls!` turns each case function `fn case(m: Model)` into one test per model, in
-//! the style of ripgrep's `rgtest!`: `keep_alive_1000::forked`, `http1_vectors::tls::single`, ...
+//! `berth_testkit::per_model_and_tls!` turns each case function `fn case(m: Model)` into one
+//! test per model and transport, in the style of ripgrep's `rgtest!`: `keep_alive_1000::forked`,
+//! `http1_vectors::tls::single`, ...
 //! A case a model cannot support is still generated for it and listed in [`UNSUPPORTED`] with
 //! the reason; its test prints that reason and passes, and `declared_unsupported` prints the
 //! whole table, so nothing is skipped silently. A case that fails because of a server bug
