@@ -791,3 +791,51 @@ fn answer_fields_are_lowercased_and_connection_fields_left_out() {
     assert_eq!((*status, body.len(), *ended), (204, 0, true));
     assert_eq!(field(fields, "content-length"), None);
 }
+
+/// The lengths of the HEADERS frames in `out`, in order.
+fn headers_lengths(mut out: &[u8]) -> Vec<usize> {
+    let mut lengths = Vec::new();
+    while let Some(h) = frame::Header::parse(out) {
+        if h.kind == frame::kind::HEADERS {
+            lengths.push(h.len as usize);
+        }
+        out = &out[frame::HEADER_LEN + h.len as usize..];
+    }
+    lengths
+}
+
+#[test]
+fn repeated_answer_fields_are_indexed_within_the_clients_table() {
+    let mut server = with_files(&[]);
+    server.feed(&Client::default().get(1, "/").get(3, "/").take());
+    let lengths = headers_lengths(&server.output);
+    // `server`, `date` and `content-type` are literals the first time, a byte each after.
+    assert_eq!(lengths.len(), 2);
+    assert!(lengths[1] + 40 <= lengths[0], "{lengths:?}");
+    // A client that allows no table: told at once, and nothing is indexed from then on.
+    server.feed(
+        &Client::default()
+            .settings(&[(setting::HEADER_TABLE_SIZE, 0)])
+            .get(5, "/")
+            .get(7, "/")
+            .take(),
+    );
+    let lengths = headers_lengths(&server.output);
+    assert_eq!(lengths.len(), 4);
+    assert_eq!(
+        lengths[3] + 1,
+        lengths[2],
+        "the size update, then the same literals"
+    );
+    let heard = server.heard();
+    for (id, status, fields, body, _) in &heard.responses {
+        assert_eq!(*status, 200, "{id}");
+        assert_eq!(field(fields, "server"), Some("berth"), "{id}");
+        assert_eq!(
+            field(fields, "content-type"),
+            Some("text/plain; charset=utf-8"),
+            "{id}"
+        );
+        assert_eq!(body, b"Hello, World!", "{id}");
+    }
+}

@@ -1,11 +1,16 @@
-//! A response head as HTTP/2 sends it: the same [`Head`] HTTP/1.1 writes as text (status,
-//! `server`, `date`, `content-type`, `content-length`, the handler's fields), HPACK-coded
-//! straight into the block of a HEADERS frame. Names are lowercased on the way (RFC 9113
-//! §8.2.1) and the fields HTTP/2 forbids (§8.2.2) are left out, so no handler, reply or file
-//! answer needs to know which protocol carries it, and none is written as text and read back.
+//! A response head as HTTP/2 sends it: the same [`Head`] HTTP/1.1 writes as text, HPACK-coded
+//! as it is written, so no handler, reply or file answer needs to know which protocol carries
+//! it, and none is written as text and read back. Names are lowercased on the way (RFC 9113
+//! §8.2.1) and the fields HTTP/2 forbids (§8.2.2) are left out.
+//!
+//! Written in two parts. [`encode_head`] writes what is particular to the answer, wherever the
+//! head is made (`write_fields`, with no connection at hand). The connection then puts
+//! `:status` and the fields answers repeat in front ([`begin_block`]) with its own
+//! [`Encoder`], which indexes them: from the second answer on, `server`, `date` and a repeated
+//! `content-type` cost a byte each.
 
-use super::hpack;
-use crate::http::response::Head;
+use super::hpack::{self, names, Encoder};
+use crate::http::response::{Head, Stamp};
 
 /// HTTP/1.1 fields that HTTP/2 forbids (RFC 9113 §8.2.2).
 pub(crate) fn is_connection_specific(name: &str) -> bool {
@@ -20,27 +25,21 @@ pub(crate) fn is_connection_specific(name: &str) -> bool {
     .any(|f| name.eq_ignore_ascii_case(f))
 }
 
-/// Appends `head`'s header block to `out`: `:status` first, then `server` and `date` as the
-/// stamp says, `content-type` if `with_type`, `content-length` if `length` says one (the
-/// caller, `write_fields`, leaves it out where the status has no content), then the head's
-/// own fields.
+/// Appends what of `head` is the answer's own. First the `content-type` (if `with_type`) as
+/// [`begin_block`] takes it to index: its length as an HPACK integer with no flags, then its
+/// bytes (length 0: none). Then, HPACK-coded, `content-length` if `length` says one (the
+/// caller, `write_fields`, leaves it out where the status has no content) and the head's
+/// fields.
 pub(crate) fn encode_head(
     out: &mut Vec<u8>,
     head: &Head<'_>,
     with_type: bool,
     length: Option<u64>,
 ) {
+    let kind = if with_type { head.content_type } else { "" };
+    hpack::encode_int(out, 0, 7, kind.len());
+    out.extend_from_slice(kind.as_bytes());
     let mut num = itoa::Buffer::new();
-    hpack::encode([(&b":status"[..], num.format(head.status).as_bytes())], out);
-    if head.stamp.server {
-        hpack::encode([(&b"server"[..], &b"berth"[..])], out);
-    }
-    if let Some(date) = head.stamp.date {
-        hpack::encode([(&b"date"[..], date)], out);
-    }
-    if with_type {
-        hpack::encode([(&b"content-type"[..], head.content_type.as_bytes())], out);
-    }
     if let Some(length) = length {
         hpack::encode(
             [(&b"content-length"[..], num.format(length).as_bytes())],
@@ -66,4 +65,32 @@ pub(crate) fn encode_head(
         };
         hpack::encode([(name, value)], out);
     }
+}
+
+/// Writes the header block of an answer to `block`: a pending table size update, `:status`,
+/// `server` and `date` as `stamp` says, the `content-type` [`encode_head`] put at the front of
+/// `head` (these three through `encoder`, which indexes them), then the rest of `head`.
+pub(crate) fn begin_block(
+    encoder: &mut Encoder,
+    status: u16,
+    stamp: Stamp<'_>,
+    head: &[u8],
+    block: &mut Vec<u8>,
+) {
+    encoder.begin(block);
+    let mut num = itoa::Buffer::new();
+    hpack::encode([(&b":status"[..], num.format(status).as_bytes())], block);
+    if stamp.server {
+        encoder.field(names::SERVER, b"berth", block);
+    }
+    if let Some(date) = stamp.date {
+        encoder.field(names::DATE, date, block);
+    }
+    let mut rest = head;
+    let kind_len = hpack::decode_int(&mut rest, 7).unwrap_or(0).min(rest.len());
+    let (kind, rest) = rest.split_at(kind_len);
+    if !kind.is_empty() {
+        encoder.field(names::CONTENT_TYPE, kind, block);
+    }
+    block.extend_from_slice(rest);
 }

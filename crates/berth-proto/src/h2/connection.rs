@@ -36,15 +36,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::answer;
 use super::config::{Abuse, Counts, H2Config};
 use super::frame::{
     self, flag, setting, ErrorCode, Frame, FrameError, Header, DEFAULT_MAX_FRAME, DEFAULT_WINDOW,
     HEADER_LEN, MAX_WINDOW, PREFACE,
 };
 use super::head::{check_request, check_trailers, Refusal, ReqHead};
-use super::hpack::{Decoder, Field, ListLimits};
+use super::hpack::{Decoder, Encoder, Field, ListLimits};
 use crate::http::files::{self, FileError, FileMeta, FileRequest};
-use crate::http::response::{write_head, write_response, Head};
+use crate::http::response::{write_head, write_response, Head, Stamp};
 use crate::http::{BodyEncoder, BodyStream, StreamWriter, Taken};
 use crate::http::{Context, Handled, Handler, Reply, Response, Timeouts, Version};
 
@@ -342,6 +343,10 @@ pub struct Connection {
     /// The client acknowledged our SETTINGS.
     acked: bool,
     decoder: Decoder,
+    /// Indexes what answers repeat (`server`, `date`, `content-type`).
+    encoder: Encoder,
+    /// The header block of an answer being written (kept: no allocation per answer).
+    answer_block: Vec<u8>,
     streams: BTreeMap<u32, Stream>,
     /// The highest stream id the client used: ids at or below it are no longer idle (§5.1.1).
     highest: u32,
@@ -408,6 +413,8 @@ impl Connection {
         Connection {
             peer: None,
             decoder: Decoder::new(config.header_table_size as usize),
+            encoder: Encoder::default(),
+            answer_block: Vec::new(),
             config,
             phase: Phase::Preface,
             started: false,
@@ -1291,7 +1298,7 @@ impl Connection {
                 );
             }
             (_, Some(status)) => {
-                self.send_answer(id, status, scratch, head_len, None, output);
+                self.send_answer(id, status, scratch, head_len, None, output, cx.stamp());
                 handler.on_response(status);
             }
             (Handled::Done, None) => {
@@ -1325,7 +1332,7 @@ impl Connection {
         };
         let mut bytes = Vec::new();
         let head_len = write_response(&mut bytes, &head, &body, false);
-        self.send_answer(id, status, bytes, head_len, None, output);
+        self.send_answer(id, status, bytes, head_len, None, output, cx.stamp());
         handler.on_response(status);
     }
 
@@ -1390,12 +1397,14 @@ impl Connection {
             }))),
             _ => None,
         };
-        self.send_answer(id, status, bytes, head_len, source, output);
+        self.send_answer(id, status, bytes, head_len, source, output, cx.stamp());
         handler.on_response(status);
     }
 
-    /// Writes a stream's HEADERS (`bytes[..head_len]`, an HPACK block) and queues its body:
-    /// the rest of `bytes`, then what `source` yields.
+    /// Writes a stream's HEADERS (`:status`, `stamp`'s fields, then `bytes[..head_len]` as
+    /// [`answer::encode_head`] wrote it) and queues its body: the rest of `bytes`, then what
+    /// `source` yields.
+    #[allow(clippy::too_many_arguments)]
     fn send_answer(
         &mut self,
         id: u32,
@@ -1404,6 +1413,7 @@ impl Connection {
         head_len: usize,
         source: Option<Source>,
         output: &mut Vec<u8>,
+        stamp: Stamp<'_>,
     ) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
@@ -1411,7 +1421,15 @@ impl Connection {
         let no_body = s.head_only || status < 200 || status == 204 || status == 304;
         let source = if no_body { None } else { source };
         let end = (no_body || bytes.len() == head_len) && source.is_none();
-        frame::write_headers(output, id, &bytes[..head_len], end, self.peer_max_frame);
+        self.answer_block.clear();
+        answer::begin_block(
+            &mut self.encoder,
+            status,
+            stamp,
+            &bytes[..head_len],
+            &mut self.answer_block,
+        );
+        frame::write_headers(output, id, &self.answer_block, end, self.peer_max_frame);
         if let (Some(Source::Stream(src)), Some(wake)) = (&source, &self.waker) {
             let wake = wake.clone();
             src.on_data(move || wake());
@@ -1502,6 +1520,7 @@ impl Connection {
             head_len,
             reply.stream.map(Source::Stream),
             output,
+            cx.stamp(),
         );
         handler.on_response(status);
     }
@@ -1593,7 +1612,8 @@ impl Connection {
                     }
                     self.peer_max_frame = value as usize;
                 }
-                // The encoder never indexes, so the client's table size does not matter;
+                // The encoder keeps its table within the client's (RFC 7541 §4.2).
+                setting::HEADER_TABLE_SIZE => self.encoder.set_peer_max(value as usize),
                 // berth pushes nothing; MAX_HEADER_LIST_SIZE is advisory (§6.5.2).
                 _ => {}
             }

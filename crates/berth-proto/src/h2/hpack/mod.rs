@@ -16,9 +16,11 @@
 //! index a large table entry thousands of times). Dynamic table size updates above the size
 //! berth allows ([`Decoder::new`]) are decoding errors (RFC 7541 §6.3).
 //!
-//! The encoder never adds to the dynamic table (responses are encoded with static-table
-//! references and literals "without indexing"), so it needs no state and never has to signal
-//! a table size change; strings are Huffman-coded when that is shorter.
+//! [`encode`] never adds to the dynamic table (static-table references and literals "without
+//! indexing"), so it needs no state. [`Encoder`] is the exception, for the few fields every
+//! response of a connection repeats (`server`, `date`, `content-type`): it indexes them, so that
+//! from the second response on each is one byte, kept within the table size the peer allows
+//! (and announced to it when that changes, §4.2). Strings are Huffman-coded when shorter.
 
 pub mod huffman;
 
@@ -404,6 +406,101 @@ pub fn encode<'a>(fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>, out: &
     }
 }
 
+/// The encoding side of one connection, for fields that repeat from response to response:
+/// each is sent once as a literal with incremental indexing (RFC 7541 §6.2.1), then as an
+/// index into the dynamic table while it stays there. The table mirrors the peer decoder's:
+/// entries newest first, evicted oldest first past `max`, which never exceeds what the peer's
+/// SETTINGS_HEADER_TABLE_SIZE allows.
+#[derive(Debug)]
+pub struct Encoder {
+    /// (static index of the name, value), newest first.
+    entries: VecDeque<(usize, Vec<u8>)>,
+    size: usize,
+    max: usize,
+    /// A new maximum to announce at the start of the next block.
+    announce: Option<usize>,
+}
+
+/// The most table berth's encoder uses, whatever the peer allows: a few dates' worth.
+const ENCODER_TABLE: usize = 4096;
+
+/// Static-table indexes (1-based) of the names [`Encoder::field`] is used for.
+pub mod names {
+    /// `content-type`.
+    pub const CONTENT_TYPE: usize = 31;
+    /// `date`.
+    pub const DATE: usize = 33;
+    /// `server`.
+    pub const SERVER: usize = 54;
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Encoder {
+            entries: VecDeque::new(),
+            size: 0,
+            // RFC 9113 §6.5.2: the peer's table is 4096 bytes until its SETTINGS say otherwise.
+            max: 4096.min(ENCODER_TABLE),
+            announce: None,
+        }
+    }
+}
+
+impl Encoder {
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE: the table shrinks to it (or to berth's own
+    /// bound), and the new size is announced at the next block.
+    pub fn set_peer_max(&mut self, peer: usize) {
+        let max = peer.min(ENCODER_TABLE);
+        if max != self.max {
+            self.max = max;
+            self.evict();
+            self.announce = Some(max);
+        }
+    }
+
+    /// Starts a header block: a pending table size update goes first (§4.2).
+    pub fn begin(&mut self, out: &mut Vec<u8>) {
+        if let Some(max) = self.announce.take() {
+            encode_int(out, 0x20, 5, max);
+        }
+    }
+
+    /// Appends the field whose name is the static table's entry `name` (1-based) with
+    /// `value`: an index if the dynamic table holds it, else a literal that the peer indexes.
+    pub fn field(&mut self, name: usize, value: &[u8], out: &mut Vec<u8>) {
+        if let Some(at) = self
+            .entries
+            .iter()
+            .position(|(n, v)| *n == name && v == value)
+        {
+            encode_int(out, 0x80, 7, STATIC.len() + 1 + at);
+            return;
+        }
+        let cost = STATIC[name - 1].0.len() + value.len() + ENTRY_OVERHEAD;
+        if cost > self.max {
+            // It would empty the table and not fit: a literal the peer does not index.
+            encode_int(out, 0x00, 4, name);
+            encode_str(out, value);
+            return;
+        }
+        encode_int(out, 0x40, 6, name);
+        encode_str(out, value);
+        self.entries.push_front((name, value.to_vec()));
+        self.size += cost;
+        self.evict();
+    }
+
+    /// Drops the oldest entries until the table fits `max`, as the peer's decoder does.
+    fn evict(&mut self) {
+        while self.size > self.max {
+            let Some((name, value)) = self.entries.pop_back() else {
+                break;
+            };
+            self.size -= STATIC[name - 1].0.len() + value.len() + ENTRY_OVERHEAD;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -718,5 +815,62 @@ mod tests {
         d.decode(&block, LOOSE, &mut out).unwrap();
         assert_eq!(d.table_size(), 0);
         assert_eq!(d.decode(&[0xbe], LOOSE, &mut out), Err(HpackError::Index));
+    }
+
+    /// The encoder's table stays in step with a decoder's through insertions, evictions and
+    /// a peer that shrinks the table (to nothing, then back), and a repeated field is a byte.
+    #[test]
+    fn the_encoder_indexes_repeats_within_the_peers_table() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096);
+        let mut out = Vec::new();
+        let mut sizes = Vec::new();
+        for i in 0..300u32 {
+            if i == 120 {
+                enc.set_peer_max(0);
+            }
+            if i == 160 {
+                enc.set_peer_max(200);
+            }
+            let date = format!("Thu, 26 Nov 2026 09:{:02}:{:02} GMT", i / 60 % 60, i % 60);
+            let mut block = Vec::new();
+            enc.begin(&mut block);
+            enc.field(names::SERVER, b"berth", &mut block);
+            enc.field(names::DATE, date.as_bytes(), &mut block);
+            enc.field(names::CONTENT_TYPE, b"text/plain", &mut block);
+            out.clear();
+            dec.decode(&block, LOOSE, &mut out).unwrap();
+            let got: Vec<(&[u8], &[u8])> = out
+                .iter()
+                .map(|f| (f.name.as_slice(), f.value.as_slice()))
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    (&b"server"[..], &b"berth"[..]),
+                    (b"date", date.as_bytes()),
+                    (b"content-type", b"text/plain"),
+                ],
+                "block {i}"
+            );
+            assert!(dec.table_size() <= enc.max, "block {i}");
+            assert_eq!(dec.table_size(), enc.size, "block {i}");
+            if (1..120).contains(&i) {
+                sizes.push(block.len());
+            }
+            if (121..160).contains(&i) {
+                assert_eq!(dec.table_size(), 0, "block {i}");
+            }
+        }
+        // A new date each block: its literal (about 25 bytes) and a byte for each of the other
+        // two, which are literals again only when the dates have pushed them out.
+        let mean = sizes.iter().sum::<usize>() / sizes.len();
+        assert!(mean <= 30, "{mean} bytes per block: {sizes:?}");
+        // Repeats of an indexed field: a byte each.
+        let mut block = Vec::new();
+        enc.begin(&mut block);
+        enc.field(names::CONTENT_TYPE, b"text/plain", &mut block);
+        enc.field(names::CONTENT_TYPE, b"text/plain", &mut block);
+        assert_eq!(block.len(), 2, "{block:?}");
     }
 }
