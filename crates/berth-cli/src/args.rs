@@ -222,6 +222,14 @@ pub struct BenchArgs {
     )]
     pub pipeline: NonZeroUsize,
 
+    /// Speak HTTP/2: h2c with prior knowledge on http://, ALPN h2 on https:// (like h2load).
+    #[arg(long, conflicts_with_all = ["no_keepalive", "pipeline"], help_heading = heading::LOAD)]
+    pub h2: bool,
+
+    /// With --h2: streams kept in flight on each connection (fewer if the server allows fewer).
+    #[arg(long, value_name = "N", default_value = "10", requires = "h2", help_heading = heading::LOAD)]
+    pub streams: NonZeroUsize,
+
     /// Longest wait for a response before it counts as a timeout error.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::LOAD)]
     pub timeout: Duration,
