@@ -2,11 +2,16 @@
 //! `streams` requests in flight, driven by one mio `Poll`.
 //!
 //! A connection writes the preface, its SETTINGS (no push; stream and connection windows of
-//! 2^30 - 1, h2load's defaults, so a large answer is never held back by the client) and waits
-//! for the server's SETTINGS before it opens a stream: only then does it know how many
-//! streams the server allows at once, and it opens no more than that, so no stream is refused
-//! for the client's haste. From then on it is h2load's closed loop: each answer that completes
-//! opens the next stream, and every HEADERS frame a read made room for goes out in one write.
+//! 2^30 - 1, h2load's defaults, so a large answer is never held back by the client) and its
+//! first streams in one write, as nghttp2 (h2load's library) and browsers do: waiting for the
+//! server's SETTINGS would cost a round trip, and a server that lets a connection go while it
+//! has nothing to answer (berth's `single` model, when another client waits) would let it go
+//! before the first request. Until the server's SETTINGS says how many streams it allows, the
+//! client opens at most 100 (RFC 9113 §6.5.2 recommends no fewer); a stream the server refuses
+//! before its SETTINGS came (REFUSED_STREAM: not processed) is sent again and not counted as
+//! an error, since the haste was the client's. From then on it is h2load's closed loop: each
+//! answer that completes opens the next stream, and every HEADERS frame a read made room for
+//! goes out in one write.
 //!
 //! The frame codec and HPACK are berth-proto's (`h2::frame`, `h2::hpack`), the server's own:
 //! the request's header block is encoded once (the encoder keeps no dynamic table, so the
@@ -51,6 +56,9 @@ const MAX_FRAME: usize = frame::DEFAULT_MAX_FRAME as usize;
 /// not change.
 const HEADER_TABLE: usize = 4096;
 
+/// Streams opened before the server's SETTINGS says how many it allows.
+const STREAMS_BEFORE_SETTINGS: usize = 100;
+
 /// Highest stream id a client may open (ids are 31 bits, a client's odd).
 const LAST_STREAM_ID: u32 = (1 << 31) - 1;
 
@@ -79,8 +87,6 @@ enum State {
     /// No socket: waiting for `retry_at`, or for nothing when the budget is spent.
     Idle,
     Connecting,
-    /// Preface and SETTINGS sent; no stream opens before the server's SETTINGS.
-    Settling,
     /// Streams open as answers complete.
     Open,
     /// No new stream (a GOAWAY came, or the stream ids ran out): the connection is made
@@ -159,6 +165,9 @@ struct Conn {
     retry_at: Option<Instant>,
     /// DATA bytes received on the connection since the last WINDOW_UPDATE.
     conn_unacked: u32,
+    /// Once the server's SETTINGS has come (its stream cap and windows known): the first
+    /// stream id opened after it; 0 before.
+    settled_at: u32,
     /// The server's connection window, its initial stream window, frame size and stream cap.
     send_window: i64,
     peer_initial_window: i64,
@@ -187,10 +196,11 @@ impl Conn {
             began: now,
             retry_at: Some(now),
             conn_unacked: 0,
+            settled_at: 0,
             send_window: i64::from(frame::DEFAULT_WINDOW),
             peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
             peer_max_frame: MAX_FRAME,
-            peer_max_streams: usize::MAX,
+            peer_max_streams: STREAMS_BEFORE_SETTINGS,
         }
     }
 
@@ -206,10 +216,11 @@ impl Conn {
         self.blocked.clear();
         self.next_id = 1;
         self.conn_unacked = 0;
+        self.settled_at = 0;
         self.send_window = i64::from(frame::DEFAULT_WINDOW);
         self.peer_initial_window = i64::from(frame::DEFAULT_WINDOW);
         self.peer_max_frame = MAX_FRAME;
-        self.peer_max_streams = usize::MAX;
+        self.peer_max_streams = STREAMS_BEFORE_SETTINGS;
         self.read = ReadSide::default();
     }
 
@@ -280,7 +291,7 @@ impl EventLoop for Loop<'_> {
                     }
                     false
                 }
-                State::Connecting | State::Settling => now.duration_since(c.began) >= timeout,
+                State::Connecting => now.duration_since(c.began) >= timeout,
                 State::Open | State::Draining => c
                     .inflight
                     .values()
@@ -349,8 +360,8 @@ impl Loop<'_> {
         c.began = now;
     }
 
-    /// Completes a non-blocking connect and sends the preface; false if the connect failed or
-    /// is not done yet.
+    /// Completes a non-blocking connect and sends the preface with the first streams; false if
+    /// the connect failed or is not done yet.
     fn connected(&mut self, i: usize, now: Instant) -> bool {
         let Some(stream) = self.conns[i].stream.as_ref() else {
             return false;
@@ -374,7 +385,14 @@ impl Loop<'_> {
             ],
         );
         frame::write_window_update(&mut c.out, 0, RECV_WINDOW - frame::DEFAULT_WINDOW);
-        c.state = State::Settling;
+        c.state = State::Open;
+        // The server may allow fewer streams than were taken for it.
+        let keep = c.reserved.min(c.target(self.plan));
+        self.shared.budget.give_back((c.reserved - keep) as u64);
+        c.reserved = 0;
+        for _ in 0..keep {
+            self.start_stream(i, now);
+        }
         self.flush(i, now)
     }
 
@@ -565,10 +583,20 @@ impl Loop<'_> {
                     }
                 }
             }
-            Frame::RstStream { stream, .. } => {
+            Frame::RstStream { stream, code } => {
                 if c.inflight.remove(&stream).is_some() {
                     c.blocked.retain(|&s| s != stream);
-                    self.tally.errors.reset += 1;
+                    let early = c.settled_at == 0 || stream < c.settled_at;
+                    if code == ErrorCode::REFUSED_STREAM && early {
+                        // Opened before the client knew the server's cap, and not processed:
+                        // sent again by the next refill.
+                        self.shared.budget.give_back(1);
+                    } else {
+                        self.tally.errors.reset += 1;
+                    }
+                    if c.state == State::Draining && c.inflight.is_empty() {
+                        self.reopen(i, now);
+                    }
                 }
             }
             Frame::Settings { ack: false, params } => {
@@ -589,8 +617,14 @@ impl Loop<'_> {
                     }
                 }
                 frame::write_settings_ack(&mut c.out);
-                if c.state == State::Settling {
-                    return self.settled(i, now);
+                if c.settled_at == 0 {
+                    // Over TLS the handshake is done by now, and must have chosen `h2`.
+                    if let Some(Stream::Tls(t)) = c.stream.as_ref() {
+                        if t.alpn_protocol() != Some(b"h2") {
+                            return Err(Failure::Protocol);
+                        }
+                    }
+                    c.settled_at = c.next_id;
                 }
                 self.send_blocked(i);
             }
@@ -621,26 +655,6 @@ impl Loop<'_> {
             // The client said SETTINGS_ENABLE_PUSH 0: a push is the server's protocol error.
             Frame::PushPromise => return Err(Failure::Protocol),
             Frame::Priority { .. } | Frame::Unknown => {}
-        }
-        Ok(())
-    }
-
-    /// The server's first SETTINGS: over TLS, the handshake is done and must have chosen
-    /// `h2`; the first streams open.
-    fn settled(&mut self, i: usize, now: Instant) -> Result<(), Failure> {
-        let c = &mut self.conns[i];
-        if let Some(Stream::Tls(t)) = c.stream.as_ref() {
-            if t.alpn_protocol() != Some(b"h2") {
-                return Err(Failure::Protocol);
-            }
-        }
-        c.state = State::Open;
-        // The server may allow fewer streams than were taken for it.
-        let keep = c.reserved.min(c.target(self.plan));
-        self.shared.budget.give_back((c.reserved - keep) as u64);
-        c.reserved = 0;
-        for _ in 0..keep {
-            self.start_stream(i, now);
         }
         Ok(())
     }
@@ -798,11 +812,6 @@ impl Loop<'_> {
     /// No new stream on this connection; it is made again once its answers are in.
     fn drain(&mut self, i: usize, now: Instant) {
         let c = &mut self.conns[i];
-        if c.state == State::Settling {
-            // A GOAWAY before any stream: what was taken for them goes back.
-            self.shared.budget.give_back(c.reserved as u64);
-            c.reserved = 0;
-        }
         c.state = State::Draining;
         if c.inflight.is_empty() {
             self.reopen(i, now);
@@ -811,7 +820,7 @@ impl Loop<'_> {
 
     fn end_of_stream(&mut self, i: usize, now: Instant) {
         let c = &self.conns[i];
-        if c.inflight.is_empty() && c.state != State::Settling {
+        if c.inflight.is_empty() {
             // Closed with nothing owed (an idle timeout, the end of a drain): no error.
             self.reopen(i, now);
         } else {
