@@ -83,7 +83,8 @@ pub enum Command {
     /// Serve HTTP/1.1 (the demo routes) until stopped.
     #[command(disable_help_flag = true)]
     Serve(Box<ServeArgs>),
-    /// Load-test an HTTP/1.1 server: keep-alive like wrk, or a connection per request like ab.
+    /// Load-test an HTTP server: keep-alive like wrk, a connection per request like ab, or
+    /// HTTP/2 like h2load.
     #[command(disable_help_flag = true)]
     Bench(BenchArgs),
     /// Run every berth model and every installed peer server under the same loads, one after
