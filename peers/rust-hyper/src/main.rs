@@ -145,11 +145,16 @@ fn tls_acceptor(cert: &str, key: &str, h2: bool) -> Result<TlsAcceptor, String> 
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .map_err(|e| format!("{cert}: {e}"))?;
-    config.alpn_protocols = vec![if h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
+    config.alpn_protocols = vec![if h2 {
+        b"h2".to_vec()
+    } else {
+        b"http/1.1".to_vec()
+    }];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-const USAGE: &str = "usage: rust-hyper-peer PORT [--multi-thread] [--h2] [--tls-cert PEM --tls-key PEM]";
+const USAGE: &str =
+    "usage: rust-hyper-peer PORT [--multi-thread] [--h2] [--tls-cert PEM --tls-key PEM]";
 
 fn main() {
     let mut args = std::env::args().skip(1);
