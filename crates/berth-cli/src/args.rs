@@ -83,7 +83,8 @@ pub enum Command {
     /// Serve HTTP/1.1 (the demo routes) until stopped.
     #[command(disable_help_flag = true)]
     Serve(Box<ServeArgs>),
-    /// Load-test an HTTP/1.1 server: keep-alive like wrk, or a connection per request like ab.
+    /// Load-test an HTTP server: keep-alive like wrk, a connection per request like ab, or
+    /// HTTP/2 like h2load.
     #[command(disable_help_flag = true)]
     Bench(BenchArgs),
     /// Run every berth model and every installed peer server under the same loads, one after
@@ -221,6 +222,14 @@ pub struct BenchArgs {
         help_heading = heading::LOAD
     )]
     pub pipeline: NonZeroUsize,
+
+    /// Speak HTTP/2: h2c with prior knowledge on http://, ALPN h2 on https:// (like h2load).
+    #[arg(long, conflicts_with_all = ["no_keepalive", "pipeline"], help_heading = heading::LOAD)]
+    pub h2: bool,
+
+    /// With --h2: streams kept in flight on each connection (fewer if the server allows fewer).
+    #[arg(long, value_name = "N", default_value = "10", requires = "h2", help_heading = heading::LOAD)]
+    pub streams: NonZeroUsize,
 
     /// Longest wait for a response before it counts as a timeout error.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::LOAD)]

@@ -1,4 +1,5 @@
-//! `berth bench`: turns the options into a [`BenchConfig`], runs it, prints the report.
+//! `berth bench`: turns the options into a [`BenchConfig`], runs it, prints the report
+//! (HTTP/1.1, or HTTP/2 with `--h2`).
 
 use berth_lab::bench::{self, BenchConfig, Limit, RequestSpec, Target};
 
@@ -36,6 +37,7 @@ pub fn run(opts: BenchArgs) -> Result<(), String> {
         timeout: opts.timeout,
         progress: !opts.json && BenchConfig::stderr_is_terminal(),
         ca: opts.ca.clone(),
+        http2_streams: opts.h2.then_some(opts.streams.get()),
     };
     let report = bench::run(&config)?;
     if opts.json {

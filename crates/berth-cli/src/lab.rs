@@ -18,7 +18,7 @@ pub fn run(opts: LabArgs) -> Result<(), String> {
     }
     let config = LabConfig {
         duration: opts.duration.unwrap_or(if opts.quick {
-            // About a hundred runs (fifteen servers, eight to fourteen shapes each) and
+            // About a hundred and forty runs (fifteen servers, six to ten shapes each) and
             // their starts and stops fit two minutes with runs this short.
             Duration::from_millis(750)
         } else {

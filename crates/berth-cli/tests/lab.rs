@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use berth::drive::Model;
 use common::Berth;
 
-const SHAPES: [&str; 8] = [
+const SHAPES: [&str; 10] = [
     "hello",
     "hello-pipelined",
     "hello-close",
@@ -21,6 +21,8 @@ const SHAPES: [&str; 8] = [
     "slow",
     "hello-tls",
     "hello-tls-close",
+    "hello-h2",
+    "hello-h2-tls",
 ];
 
 #[test]
@@ -133,15 +135,32 @@ fn quick_lab_measures_every_model_under_every_shape() {
             assert!(stdout.contains("\n[1] single serves one connection at a time"));
         }
     }
-    // The TLS shapes compare berth with nginx only: the other peers are left out, saying so.
-    for row in rows
-        .iter()
-        .filter(|r| r["shape"].as_str().unwrap().contains("tls") && r["kind"] == "peer")
-    {
+    // The TLS and HTTP/2 shapes compare berth with nginx (and hyper, skipped here) only: the
+    // other peers are left out, saying so.
+    for row in rows.iter().filter(|r| {
+        let shape = r["shape"].as_str().unwrap();
+        (shape.contains("tls") || shape.contains("h2")) && r["kind"] == "peer"
+    }) {
         assert_eq!(row["server"], "nginx", "{row}");
     }
     if rows.iter().any(|r| r["server"] == "node") {
-        assert!(stdout.contains("node (serves plain HTTP only"), "{stdout}");
+        assert!(
+            stdout.contains("node (serves plain HTTP/1.1 only"),
+            "{stdout}"
+        );
+    }
+    // The HTTP/2 shapes were run over HTTP/2: every answer counted, none lost to a reset or
+    // a GOAWAY, in every model and in nginx if it ran.
+    for row in rows
+        .iter()
+        .filter(|r| r["shape"].as_str().unwrap().starts_with("hello-h2"))
+    {
+        let bench = &row["bench"];
+        assert_eq!(bench["http2"], true, "{row}");
+        assert_eq!(bench["streams"], 10, "{row}");
+        assert_eq!(bench["errors"]["reset"], 0, "{row}");
+        assert_eq!(bench["errors"]["goaway"], 0, "{row}");
+        assert_eq!(bench["errors"]["protocol"], 0, "{row}");
     }
     // A peer left out of a shape is named, with the reason.
     if rows.iter().any(|r| r["server"] == "nginx") {

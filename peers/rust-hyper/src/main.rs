@@ -1,8 +1,14 @@
 //! Peer for `berth lab`, bench/http.py and bench/h2.py: hyper 1.x on tokio, serving the lab's
 //! routes, as a Rust user would write a small server without a framework: HTTP/1.1, or with
-//! `--h2` HTTP/2 with prior knowledge (h2c; hyper's `http2` server, on the `h2` crate).
+//! `--h2` HTTP/2 (hyper's `http2` server, on the `h2` crate): with prior knowledge (h2c) on a
+//! plain port, by ALPN `h2` over TLS.
 //!
-//! Usage: rust-hyper-peer PORT [--multi-thread] [--h2]
+//! Usage: rust-hyper-peer PORT [--multi-thread] [--h2] [--tls-cert PEM --tls-key PEM]
+//!
+//! With `--tls-cert` and `--tls-key` (berth's own flag names, which the lab adds under its TLS
+//! shapes) every connection is TLS (rustls on ring, as berth's), offering ALPN `h2` alone with
+//! `--h2` and `http/1.1` alone without it: one protocol per run, so a shape measures the one
+//! it names.
 //!
 //! By default tokio's current-thread runtime runs everything on one thread (the shape of one
 //! berth event loop); `--multi-thread` uses the multi-thread runtime with tokio's default worker
@@ -11,6 +17,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -20,7 +27,12 @@ use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::{self, ServerConfig};
+use tokio_rustls::TlsAcceptor;
 
 const HELLO: &str = "Hello, World!";
 /// berth's `/test/slow` job takes 30 ms.
@@ -76,9 +88,28 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     Ok(res)
 }
 
-async fn serve(addr: SocketAddr, h2: bool) -> std::io::Result<()> {
+/// Serves one connection, plain or TLS, with the protocol the run was started for.
+async fn serve_connection<S>(io: S, h2: bool)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(io);
+    let _ = if h2 {
+        http2::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service_fn(handle))
+            .await
+    } else {
+        http1::Builder::new()
+            .pipeline_flush(true)
+            .serve_connection(io, service_fn(handle))
+            .await
+    };
+}
+
+async fn serve(addr: SocketAddr, h2: bool, tls: Option<TlsAcceptor>) -> std::io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
-    println!("rust-hyper listening on {addr}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("rust-hyper listening on {scheme}://{addr}");
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(conn) => conn,
@@ -86,44 +117,82 @@ async fn serve(addr: SocketAddr, h2: bool) -> std::io::Result<()> {
             Err(_) => continue,
         };
         let _ = stream.set_nodelay(true);
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let io = TokioIo::new(stream);
-            let _ = if h2 {
-                http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(io, service_fn(handle))
-                    .await
-            } else {
-                http1::Builder::new()
-                    .pipeline_flush(true)
-                    .serve_connection(io, service_fn(handle))
-                    .await
-            };
+            match tls {
+                None => serve_connection(stream, h2).await,
+                // A failed handshake ends that connection only.
+                Some(acceptor) => {
+                    if let Ok(stream) = acceptor.accept(stream).await {
+                        serve_connection(stream, h2).await;
+                    }
+                }
+            }
         });
     }
 }
+
+/// The TLS side: the certificate chain and key from PEM files, ALPN `h2` or `http/1.1`.
+fn tls_acceptor(cert: &str, key: &str, h2: bool) -> Result<TlsAcceptor, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect())
+        .map_err(|e| format!("{cert}: {e}"))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{key}: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("{cert}: {e}"))?;
+    config.alpn_protocols = vec![if h2 {
+        b"h2".to_vec()
+    } else {
+        b"http/1.1".to_vec()
+    }];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+const USAGE: &str =
+    "usage: rust-hyper-peer PORT [--multi-thread] [--h2] [--tls-cert PEM --tls-key PEM]";
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let port: u16 = match args.next().map(|p| p.parse()) {
         Some(Ok(p)) => p,
         _ => {
-            eprintln!("usage: rust-hyper-peer PORT [--multi-thread] [--h2]");
+            eprintln!("{USAGE}");
             std::process::exit(2);
         }
     };
     let (mut multi, mut h2) = (false, false);
-    for arg in args {
+    let (mut cert, mut key) = (None, None);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--multi-thread" => multi = true,
             "--h2" => h2 = true,
+            "--tls-cert" => cert = args.next(),
+            "--tls-key" => key = args.next(),
             other => {
-                eprintln!(
-                    "rust-hyper-peer: unknown option {other} (usage: PORT [--multi-thread] [--h2])"
-                );
+                eprintln!("rust-hyper-peer: unknown option {other} ({USAGE})");
                 std::process::exit(2);
             }
         }
     }
+    let tls = match (cert, key) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => match tls_acceptor(&cert, &key, h2) {
+            Ok(acceptor) => Some(acceptor),
+            Err(e) => {
+                eprintln!("rust-hyper-peer: {e}");
+                std::process::exit(1);
+            }
+        },
+        _ => {
+            eprintln!("rust-hyper-peer: --tls-cert and --tls-key go together ({USAGE})");
+            std::process::exit(2);
+        }
+    };
     let mut builder = if multi {
         tokio::runtime::Builder::new_multi_thread()
     } else {
@@ -132,7 +201,7 @@ fn main() {
     let runtime = builder.enable_all().build().expect("a tokio runtime");
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     // On the multi-thread runtime the accept loop is a task too, so it runs on the workers.
-    let served = runtime.block_on(async move { tokio::spawn(serve(addr, h2)).await });
+    let served = runtime.block_on(async move { tokio::spawn(serve(addr, h2, tls)).await });
     match served {
         Ok(Err(e)) => eprintln!("rust-hyper-peer: {addr}: {e}"),
         Err(e) => eprintln!("rust-hyper-peer: {e}"),

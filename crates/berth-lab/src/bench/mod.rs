@@ -1,10 +1,13 @@
-//! `berth bench`: an HTTP/1.1 load generator.
+//! `berth bench`: an HTTP/1.1 and HTTP/2 load generator.
 //!
 //! Keep-alive mode is wrk's closed loop (each connection sends a request, or a pipelined batch,
 //! as soon as the previous answer is in); `keep_alive: false` is ab's (a new connection per
-//! request, timed from the connect). Threads each own a share of the connections on their own
-//! mio loop (the private `load` module); their tallies are merged into one [`Report`] at the end.
+//! request, timed from the connect). HTTP/2 (`http2_streams`) is h2load's: each connection
+//! keeps that many streams in flight, h2c with prior knowledge on `http://` and ALPN `h2` on
+//! `https://`. Threads each own a share of the connections on their own mio loop (the private
+//! `load` and `h2` modules); their tallies are merged into one [`Report`] at the end.
 
+mod h2;
 mod load;
 mod report;
 mod target;
@@ -52,6 +55,10 @@ pub struct BenchConfig {
     /// `https://`: verify the server against this CA (PEM). Without it the certificate is
     /// not checked (as wrk does not): the run measures the server, not the trust chain.
     pub ca: Option<std::path::PathBuf>,
+    /// Speak HTTP/2 with this many streams in flight on each connection (h2c with prior
+    /// knowledge, or ALPN `h2` over TLS); `None`: HTTP/1.1. Needs `keep_alive` and no
+    /// pipelining (streams are HTTP/2's concurrency).
+    pub http2_streams: Option<usize>,
 }
 
 impl BenchConfig {
@@ -68,6 +75,7 @@ impl BenchConfig {
             timeout: Duration::from_secs(10),
             progress: false,
             ca: None,
+            http2_streams: None,
         }
     }
 
@@ -87,14 +95,41 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
     if config.limit == Limit::Requests(0) || config.limit == Limit::Duration(Duration::ZERO) {
         return Err("the run needs a duration or a request count above 0".to_owned());
     }
+    if let Some(streams) = config.http2_streams {
+        if streams == 0 {
+            return Err("HTTP/2 needs at least 1 stream per connection".to_owned());
+        }
+        if !config.keep_alive || config.pipeline != 1 {
+            return Err(
+                "HTTP/2 keeps its connections and does not pipeline (streams are its \
+                 concurrency)"
+                    .to_owned(),
+            );
+        }
+    }
+    // Over TLS, HTTP/2 is offered alone: a server that does not choose it is not measured
+    // as if it had.
+    let alpn: &[&[u8]] = if config.http2_streams.is_some() {
+        &[b"h2"]
+    } else {
+        &[b"http/1.1"]
+    };
     let tls = match &config.target.tls_host {
         None => None,
         Some(host) => Some(load::TlsTarget {
-            connector: berth::net::tls::TlsConnector::new(config.ca.as_deref(), &[b"http/1.1"])
+            connector: berth::net::tls::TlsConnector::new(config.ca.as_deref(), alpn)
                 .map_err(|e| format!("TLS: {e}"))?,
             host: host.clone(),
         }),
     };
+    let h2_plan = config.http2_streams.map(|streams| h2::Plan {
+        addr: config.target.addr,
+        tls: tls.clone(),
+        streams,
+        block: config.request.encode_h2(&config.target),
+        body: config.request.body.clone(),
+        timeout: config.timeout,
+    });
     let plan = load::Plan {
         tls,
         addr: config.target.addr,
@@ -129,9 +164,11 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
         },
         width: 70,
     };
-    let (tallies, elapsed) = load_threads::run(&threads, &shared.stop, progress, |conns| {
-        load::run(&plan, &shared, conns.len())
-    })?;
+    let (tallies, elapsed) =
+        load_threads::run(&threads, &shared.stop, progress, |conns| match &h2_plan {
+            Some(h2_plan) => h2::run(h2_plan, &shared, conns.len()),
+            None => load::run(&plan, &shared, conns.len()),
+        })?;
     let shape = RunShape {
         url: config.target.url.clone(),
         connections: config.connections,
@@ -139,6 +176,7 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
         keep_alive: config.keep_alive,
         pipeline: config.pipeline,
         method: config.request.method.clone(),
+        http2_streams: config.http2_streams,
     };
     Ok(Report::new(shape, elapsed, &tallies))
 }

@@ -24,14 +24,27 @@ pub struct Errors {
     pub timeout: u64,
     /// A complete response whose status was not 2xx.
     pub status: u64,
-    /// Bytes that are not an HTTP/1.x response.
+    /// Bytes that are not an HTTP response (HTTP/1.x text, or HTTP/2 frames that break the
+    /// protocol, or a TLS server that did not choose `h2`).
     pub protocol: u64,
+    /// HTTP/2: a stream the server reset (RST_STREAM), one per stream.
+    pub reset: u64,
+    /// HTTP/2: a GOAWAY with an error code, one per connection it ended (a GOAWAY with
+    /// NO_ERROR winds a connection down politely and is not counted).
+    pub goaway: u64,
 }
 
 impl Errors {
     /// Sum of every kind.
     pub fn total(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout + self.status + self.protocol
+        self.connect
+            + self.read
+            + self.write
+            + self.timeout
+            + self.status
+            + self.protocol
+            + self.reset
+            + self.goaway
     }
 
     fn add(&mut self, o: &Errors) {
@@ -41,12 +54,15 @@ impl Errors {
         self.timeout += o.timeout;
         self.status += o.status;
         self.protocol += o.protocol;
+        self.reset += o.reset;
+        self.goaway += o.goaway;
     }
 
     fn to_json(self) -> Value {
         json!({
             "connect": self.connect, "read": self.read, "write": self.write,
             "timeout": self.timeout, "status": self.status, "protocol": self.protocol,
+            "reset": self.reset, "goaway": self.goaway,
         })
     }
 }
@@ -119,6 +135,8 @@ pub struct RunShape {
     pub pipeline: usize,
     /// Request method.
     pub method: String,
+    /// HTTP/2 with this many streams in flight per connection; `None`: HTTP/1.1.
+    pub http2_streams: Option<usize>,
 }
 
 /// The merged result of a run.
@@ -173,6 +191,8 @@ impl Report {
             "threads": self.shape.threads,
             "keep_alive": self.shape.keep_alive,
             "pipeline": self.shape.pipeline,
+            "http2": self.shape.http2_streams.is_some(),
+            "streams": self.shape.http2_streams,
             "duration_s": secs,
             "requests": self.tally.responses,
             "requests_per_sec": self.requests_per_sec(),
@@ -190,10 +210,11 @@ impl Report {
         let s = &self.shape;
         let l = self.latency();
         let secs = self.elapsed.as_secs_f64();
-        let mode = match (s.keep_alive, s.pipeline) {
-            (false, _) => "a connection per request".to_owned(),
-            (true, 1) => "keep-alive".to_owned(),
-            (true, n) => format!("keep-alive, pipelined {n} deep"),
+        let mode = match (s.http2_streams, s.keep_alive, s.pipeline) {
+            (Some(n), _, _) => format!("HTTP/2, {n} streams per connection"),
+            (None, false, _) => "a connection per request".to_owned(),
+            (None, true, 1) => "keep-alive".to_owned(),
+            (None, true, n) => format!("keep-alive, pipelined {n} deep"),
         };
         let mut out = String::new();
         let _ = writeln!(out, "{} {}", s.method, s.url);
@@ -229,9 +250,15 @@ impl Report {
         };
         let _ = writeln!(out, "  status       {statuses}");
         let e = self.tally.errors;
+        // HTTP/2's own kinds only where they can happen.
+        let h2 = if s.http2_streams.is_some() {
+            format!(", reset {}, goaway {}", e.reset, e.goaway)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "  errors       {} (connect {}, read {}, write {}, timeout {}, non-2xx {}, protocol {})",
+            "  errors       {} (connect {}, read {}, write {}, timeout {}, non-2xx {}, protocol {}{h2})",
             e.total(),
             e.connect,
             e.read,
@@ -256,6 +283,7 @@ mod tests {
             keep_alive: true,
             pipeline: 1,
             method: "GET".into(),
+            http2_streams: None,
         }
     }
 

@@ -142,6 +142,61 @@ impl RequestSpec {
         out.extend_from_slice(&self.body);
         out
     }
+
+    /// The request's HTTP/2 header block (HPACK, berth-proto's encoder, which keeps no
+    /// dynamic table: the same bytes serve every request of a run). A user's `Host` becomes
+    /// `:authority`; the fields HTTP/2 forbids (RFC 9113 §8.2.2: `Connection` and those it
+    /// would name) are left out, since a server must refuse a request carrying them; names
+    /// are lowercased, as HTTP/2 requires (§8.2.1).
+    pub fn encode_h2(&self, target: &Target) -> Vec<u8> {
+        const HOP_BY_HOP: [&str; 5] = [
+            "connection",
+            "keep-alive",
+            "proxy-connection",
+            "transfer-encoding",
+            "upgrade",
+        ];
+        let authority = self
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map_or(target.host.as_str(), |(_, v)| v.as_str());
+        let scheme = if target.tls_host.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let mut fields: Vec<(String, String)> = vec![
+            (":method".into(), self.method.clone()),
+            (":scheme".into(), scheme.into()),
+            (":authority".into(), authority.into()),
+            (":path".into(), target.path.clone()),
+        ];
+        for (name, value) in &self.headers {
+            let name = name.to_ascii_lowercase();
+            if name == "host" || HOP_BY_HOP.contains(&name.as_str()) {
+                continue;
+            }
+            // `TE` may only say `trailers` in HTTP/2.
+            if name == "te" && !value.eq_ignore_ascii_case("trailers") {
+                continue;
+            }
+            fields.push((name, value.clone()));
+        }
+        let wants_length = !self.body.is_empty()
+            || ["POST", "PUT", "PATCH"]
+                .iter()
+                .any(|m| self.method.eq_ignore_ascii_case(m));
+        if wants_length && !fields.iter().any(|(n, _)| n == "content-length") {
+            fields.push(("content-length".into(), self.body.len().to_string()));
+        }
+        let mut block = Vec::with_capacity(64);
+        berth_proto::h2::hpack::encode(
+            fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+            &mut block,
+        );
+        block
+    }
 }
 
 #[cfg(test)]
@@ -196,6 +251,63 @@ mod tests {
         assert_eq!(
             own_host.encode(&t, true),
             b"GET /r HTTP/1.1\r\nhost: example\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn encodes_http2_header_blocks() {
+        use berth_proto::h2::hpack::{Decoder, ListLimits};
+        let decode = |block: &[u8]| {
+            let mut fields = Vec::new();
+            let limits = ListLimits {
+                max_size: 1 << 16,
+                max_fields: 64,
+            };
+            Decoder::new(4096)
+                .decode(block, limits, &mut fields)
+                .unwrap();
+            fields
+                .into_iter()
+                .map(|f| {
+                    format!(
+                        "{}: {}",
+                        String::from_utf8(f.name).unwrap(),
+                        String::from_utf8(f.value).unwrap()
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let t = Target::parse("https://127.0.0.1:1/r?x=1").unwrap();
+        let spec = RequestSpec {
+            method: "POST".into(),
+            headers: vec![
+                ("X-A".into(), "1".into()),
+                ("Connection".into(), "keep-alive".into()),
+                ("Host".into(), "example".into()),
+            ],
+            body: b"{}".to_vec(),
+        };
+        assert_eq!(
+            decode(&spec.encode_h2(&t)),
+            [
+                ":method: POST",
+                ":scheme: https",
+                ":authority: example",
+                ":path: /r?x=1",
+                "x-a: 1",
+                "content-length: 2"
+            ]
+        );
+        let get = RequestSpec::default();
+        let plain = Target::parse("http://127.0.0.1:1/").unwrap();
+        assert_eq!(
+            decode(&get.encode_h2(&plain)),
+            [
+                ":method: GET",
+                ":scheme: http",
+                ":authority: 127.0.0.1:1",
+                ":path: /"
+            ]
         );
     }
 

@@ -318,6 +318,7 @@ fn bench_config(
     b.limit = Limit::Duration(time);
     b.keep_alive = shape.keep_alive;
     b.pipeline = shape.pipeline;
+    b.http2_streams = shape.http2_streams;
     // A stalled server shows up as timeouts within the run rather than as a silent gap.
     b.timeout = config.duration.max(Duration::from_secs(2));
     Ok(b)
@@ -327,7 +328,7 @@ fn bench_config(
 /// run's total, which is only known once the server has exited.
 fn baseline(pinning: &pin::Pinning, server: &ServerDef, logs: &std::path::Path) -> Duration {
     let before = procstat::children_cpu();
-    match server.start(pinning, logs, None) {
+    match server.start(pinning, logs, None, false) {
         Ok(running) => {
             running.stop();
             procstat::children_cpu().saturating_sub(before)
@@ -351,7 +352,7 @@ fn measure(
     baseline: Duration,
 ) -> Result<Row, String> {
     let cpu_before = procstat::children_cpu();
-    let running = server.start(pinning, logs, tls)?;
+    let running = server.start(pinning, logs, tls, shape.http2())?;
     let result = (|| {
         let mut warm = (0, Duration::ZERO);
         if !config.warmup.is_zero() {
@@ -445,7 +446,7 @@ impl LabReport {
                 json!({
                     "name": s.name, "title": s.title, "method": s.method, "path": s.path,
                     "connections": s.connections, "pipeline": s.pipeline,
-                    "keep_alive": s.keep_alive,
+                    "keep_alive": s.keep_alive, "http2_streams": s.http2_streams,
                 })
             })
             .collect();

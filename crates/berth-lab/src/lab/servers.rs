@@ -1,6 +1,7 @@
 //! The servers the lab measures: berth's models, and the peers in `peers/` whose runtime is
 //! installed. Each run starts a server as the leader of a new process group on a free port,
-//! waits until it answers, and stops the whole group afterwards. A server follows the lab: if
+//! waits until it answers (over HTTP/2 for an HTTP/2 shape), and stops the whole group
+//! afterwards. A server follows the lab: if
 //! the lab dies without stopping it (SIGKILL), the kernel sends it SIGTERM
 //! (`PR_SET_PDEATHSIG`), so no server is left holding a core and a port.
 
@@ -30,15 +31,33 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How to start one server; `{port}` in an argument is replaced by the port.
 #[derive(Debug, Clone)]
 enum Launch {
-    /// A command line; under a TLS shape, berth's `--tls-cert` and `--tls-key` follow it.
-    Argv(Vec<String>),
-    /// nginx needs a config file naming the port: written from the template at each start
-    /// (`tls_template` under a TLS shape).
-    Nginx {
-        bin: PathBuf,
-        template: PathBuf,
-        tls_template: PathBuf,
-    },
+    /// A command line; under an HTTP/2 shape `h2` follows it (what the server needs to speak
+    /// HTTP/2: nothing for berth, which tells it by the preface or ALPN), and under a TLS
+    /// shape berth's `--tls-cert` and `--tls-key`.
+    Argv { argv: Vec<String>, h2: Vec<String> },
+    /// nginx needs a config file naming the port: written from the template of the shape's
+    /// protocol at each start.
+    Nginx { bin: PathBuf, templates: Templates },
+}
+
+/// nginx's config templates, one per transport and protocol: HTTP/2 is a `listen` parameter
+/// (nginx 1.22 has no `http2 on`), and an h2c port speaks HTTP/2 alone.
+#[derive(Debug, Clone)]
+struct Templates {
+    plain: PathBuf,
+    tls: PathBuf,
+    h2c: PathBuf,
+    h2_tls: PathBuf,
+}
+
+impl Launch {
+    /// A command line with nothing to add for HTTP/2.
+    fn argv(argv: Vec<String>) -> Launch {
+        Launch::Argv {
+            argv,
+            h2: Vec::new(),
+        }
+    }
 }
 
 /// A server the lab can run.
@@ -155,8 +174,26 @@ pub struct Skipped {
 
 const ALL_ROUTES: &[Route] = &[Route::Hello, Route::Reverse, Route::Slow];
 
-/// berth's routes: all the demo's, and hello world over TLS.
-const BERTH_ROUTES: &[Route] = &[Route::Hello, Route::Reverse, Route::Slow, Route::HelloTls];
+/// berth's routes: all the demo's, and hello world over TLS, over HTTP/2 and over both.
+const BERTH_ROUTES: &[Route] = &[
+    Route::Hello,
+    Route::Reverse,
+    Route::Slow,
+    Route::HelloTls,
+    Route::HelloH2,
+    Route::HelloH2Tls,
+];
+
+/// The hyper peer's: berth's (it takes `--tls-cert`, `--tls-key` and `--h2`).
+const HYPER_ROUTES: &[Route] = BERTH_ROUTES;
+
+/// nginx's: hello world only, over every transport and protocol.
+const NGINX_ROUTES: &[Route] = &[
+    Route::Hello,
+    Route::HelloTls,
+    Route::HelloH2,
+    Route::HelloH2Tls,
+];
 
 /// berth's models, each with the settings seed 001 ran its stress with (300 workers for slow
 /// jobs); the rest are defaults.
@@ -168,7 +205,7 @@ pub fn berth_models(berth: &Path, models: &[String]) -> Vec<ServerDef> {
             kind: "berth",
             routes: BERTH_ROUTES,
             routes_note: None,
-            launch: Launch::Argv(
+            launch: Launch::argv(
                 [
                     berth.to_string_lossy().as_ref(),
                     "serve",
@@ -212,10 +249,11 @@ pub fn peers(
                 kind: "peer",
                 routes,
                 routes_note: Some(if name == "nginx" {
-                    "serves GET /hello/world only (over TLS too): its config is a bare `return \
-                     200`, with no application for /reverse or /test/slow"
+                    "serves GET /hello/world only (over TLS and HTTP/2 too): its config is a \
+                     bare `return 200`, with no application for /reverse or /test/slow"
                 } else {
-                    "serves plain HTTP only: the lab's TLS shapes compare berth with nginx"
+                    "serves plain HTTP/1.1 only: the lab's TLS and HTTP/2 shapes compare berth \
+                     with nginx and hyper"
                 }),
                 launch,
             }),
@@ -234,13 +272,13 @@ pub fn peers(
         add(name, ALL_ROUTES, &mut || {
             python
                 .clone()
-                .map(|py| Launch::Argv(vec![py, script(file), "{port}".into()]))
+                .map(|py| Launch::argv(vec![py, script(file), "{port}".into()]))
         });
     }
     add("python-uvloop", ALL_ROUTES, &mut || {
         python.clone().and_then(|py| {
             if succeeds(Command::new(&py).args(["-c", "import uvloop, httptools"])) {
-                Ok(Launch::Argv(vec![
+                Ok(Launch::argv(vec![
                     py,
                     script("python_uvloop.py"),
                     "{port}".into(),
@@ -254,7 +292,7 @@ pub fn peers(
     add("granian", ALL_ROUTES, &mut || {
         python.clone().and_then(|py| {
             if succeeds(Command::new(&py).args(["-c", "import granian"])) {
-                Ok(Launch::Argv(
+                Ok(Launch::argv(
                     [
                         py.as_str(),
                         "-m",
@@ -289,7 +327,7 @@ pub fn peers(
     add("berth-asgi", ALL_ROUTES, &mut || {
         python.clone().and_then(|py| {
             if succeeds(Command::new(&py).args(["-c", "import berth.asgi"])) {
-                Ok(Launch::Argv(
+                Ok(Launch::argv(
                     [
                         py.as_str(),
                         "-m",
@@ -315,7 +353,7 @@ pub fn peers(
     add("node", ALL_ROUTES, &mut || {
         tools
             .find("node")
-            .map(|node| Launch::Argv(vec![node, script("node_http.js"), "{port}".into()]))
+            .map(|node| Launch::argv(vec![node, script("node_http.js"), "{port}".into()]))
             .ok_or_else(|| "node not found (apt-get install nodejs)".to_owned())
     });
     add("go", ALL_ROUTES, &mut || {
@@ -327,26 +365,31 @@ pub fn peers(
         ("rust-hyper", None),
         ("rust-hyper-mt", Some("--multi-thread")),
     ] {
-        add(name, ALL_ROUTES, &mut || {
+        add(name, HYPER_ROUTES, &mut || {
             let bin = hyper
                 .get_or_insert_with(|| build_hyper(peers_dir, build_dir, tools, progress))
                 .clone()?;
-            Ok(Launch::Argv(
-                [Some(bin.as_str()), Some("{port}"), flag]
+            Ok(Launch::Argv {
+                argv: [Some(bin.as_str()), Some("{port}"), flag]
                     .into_iter()
                     .flatten()
                     .map(String::from)
                     .collect(),
-            ))
+                h2: vec!["--h2".to_owned()],
+            })
         });
     }
-    add("nginx", &[Route::Hello, Route::HelloTls], &mut || {
+    add("nginx", NGINX_ROUTES, &mut || {
         tools
             .find("nginx")
             .map(|bin| Launch::Nginx {
                 bin: bin.into(),
-                template: peers_dir.join("nginx.conf.in"),
-                tls_template: peers_dir.join("nginx-tls.conf.in"),
+                templates: Templates {
+                    plain: peers_dir.join("nginx.conf.in"),
+                    tls: peers_dir.join("nginx-tls.conf.in"),
+                    h2c: peers_dir.join("nginx-h2.conf.in"),
+                    h2_tls: peers_dir.join("nginx-h2-tls.conf.in"),
+                },
             })
             .ok_or_else(|| "nginx not found (apt-get install nginx-light)".to_owned())
     });
@@ -377,7 +420,7 @@ fn build_go(peers_dir: &Path, build_dir: &Path, tools: &Tools) -> Result<Launch,
         .ok_or("go not found (apt-get install golang-go)")?;
     let source = peers_dir.join("go_nethttp.go");
     let out = build_dir.join("go-peer");
-    let launch = Launch::Argv(vec![out.to_string_lossy().into_owned(), "{port}".into()]);
+    let launch = Launch::argv(vec![out.to_string_lossy().into_owned(), "{port}".into()]);
     let modified = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
     if let (Some(built), Some(written)) = (modified(&out), modified(&source)) {
         if built >= written {
@@ -461,27 +504,34 @@ pub struct Running {
     log: PathBuf,
     /// The certificate it serves HTTPS with, if it does.
     tls: Option<TlsFiles>,
+    /// It was started for an HTTP/2 shape (and may speak nothing else).
+    h2: bool,
 }
 
 impl ServerDef {
     /// Starts the server on a free port, its output going to `work_dir/<name>.log`, and waits
-    /// until it answers `GET /hello/world`; with `tls`, over HTTPS with that certificate.
+    /// until it answers `GET /hello/world`; with `tls`, over HTTPS with that certificate; with
+    /// `h2`, ready for HTTP/2 and asked over it.
     pub fn start(
         &self,
         pin: &Pinning,
         work_dir: &Path,
         tls: Option<&TlsFiles>,
+        h2: bool,
     ) -> Result<Running, String> {
         let port = free_port().map_err(|e| format!("no free port: {e}"))?;
         let log = work_dir.join(format!("{}.log", self.name));
         let log_file = fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
         let argv: Vec<String> = match &self.launch {
-            Launch::Argv(argv) => {
+            Launch::Argv { argv, h2: h2_args } => {
                 let mut argv: Vec<String> = argv
                     .iter()
                     .map(|a| a.replace("{port}", &port.to_string()))
                     .collect();
+                if h2 {
+                    argv.extend(h2_args.iter().cloned());
+                }
                 if let Some(tls) = tls {
                     argv.extend([
                         "--tls-cert".to_owned(),
@@ -492,17 +542,14 @@ impl ServerDef {
                 }
                 argv
             }
-            Launch::Nginx {
-                bin,
-                template,
-                tls_template,
-            } => {
+            Launch::Nginx { bin, templates } => {
                 let dir = work_dir.join("nginx");
                 fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-                let template = if tls.is_some() {
-                    tls_template
-                } else {
-                    template
+                let template = match (tls.is_some(), h2) {
+                    (false, false) => &templates.plain,
+                    (true, false) => &templates.tls,
+                    (false, true) => &templates.h2c,
+                    (true, true) => &templates.h2_tls,
                 };
                 let path_of = |p: Option<&PathBuf>| {
                     p.map_or(String::new(), |p| p.to_string_lossy().into_owned())
@@ -545,6 +592,7 @@ impl ServerDef {
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             log,
             tls: tls.cloned(),
+            h2,
         };
         if let Err(e) = running.wait_ready() {
             running.stop();
@@ -561,7 +609,7 @@ impl Running {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!("exited at start ({status}): {}", self.log_tail()));
             }
-            if answers(self.addr, self.tls.as_ref()) {
+            if answers(self.addr, self.tls.as_ref(), self.h2) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -623,28 +671,91 @@ fn follow_lab(cmd: &mut Command) {
 }
 
 /// Whether something at `addr` answers a GET with an HTTP response (over TLS, verified
-/// against the lab's CA, with `tls`).
-fn answers(addr: SocketAddr, tls: Option<&TlsFiles>) -> bool {
+/// against the lab's CA, with `tls`; over HTTP/2 with `h2`).
+fn answers(addr: SocketAddr, tls: Option<&TlsFiles>, h2: bool) -> bool {
     let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+    let get = |s: &mut dyn ReadWrite| {
+        if h2 {
+            get_hello_h2(s, addr, tls.is_some())
+        } else {
+            get_hello(s, addr)
+        }
+    };
     match tls {
-        None => get_hello(s, addr),
+        None => get(&mut { s }),
         Some(files) => {
-            let Ok(connector) = TlsConnector::new(Some(&files.ca), &[b"http/1.1"]) else {
+            let alpn: &[u8] = if h2 { b"h2" } else { b"http/1.1" };
+            let Ok(connector) = TlsConnector::new(Some(&files.ca), &[alpn]) else {
                 return false;
             };
             match connector.connect("127.0.0.1", s) {
-                Ok(stream) => get_hello(stream, addr),
+                Ok(mut stream) => get(&mut stream),
                 Err(_) => false,
             }
         }
     }
 }
 
-fn get_hello(mut s: impl Read + Write, addr: SocketAddr) -> bool {
+/// A stream both ways, plain or TLS.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// One HTTP/2 GET with prior knowledge (h2c, or after ALPN `h2`): true once a HEADERS frame
+/// answers stream 1. The server's SETTINGS is acknowledged, as a server may wait for that.
+fn get_hello_h2(s: &mut dyn ReadWrite, addr: SocketAddr, https: bool) -> bool {
+    use berth_proto::h2::{frame, hpack};
+    let mut out = frame::PREFACE.to_vec();
+    frame::write_settings(&mut out, &[]);
+    let mut block = Vec::new();
+    let authority = addr.to_string();
+    hpack::encode(
+        [
+            (&b":method"[..], &b"GET"[..]),
+            (b":scheme", if https { &b"https"[..] } else { &b"http"[..] }),
+            (b":authority", authority.as_bytes()),
+            (b":path", b"/hello/world"),
+        ],
+        &mut block,
+    );
+    frame::write_headers(&mut out, 1, &block, true, 16_384);
+    if s.write_all(&out).is_err() || s.flush().is_err() {
+        return false;
+    }
+    let mut head = [0u8; frame::HEADER_LEN];
+    let mut payload = Vec::new();
+    // Frames up to the answer's HEADERS: the server's SETTINGS, WINDOW_UPDATE, our ack's ack.
+    for _ in 0..16 {
+        if s.read_exact(&mut head).is_err() {
+            return false;
+        }
+        let Some(h) = frame::Header::parse(&head) else {
+            return false;
+        };
+        payload.resize(h.len as usize, 0);
+        if s.read_exact(&mut payload).is_err() {
+            return false;
+        }
+        match h.kind {
+            frame::kind::HEADERS if h.stream == 1 => return true,
+            frame::kind::SETTINGS if !h.has(frame::flag::ACK) => {
+                let mut ack = Vec::new();
+                frame::write_settings_ack(&mut ack);
+                if s.write_all(&ack).is_err() || s.flush().is_err() {
+                    return false;
+                }
+            }
+            frame::kind::GOAWAY | frame::kind::RST_STREAM => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+fn get_hello(s: &mut dyn ReadWrite, addr: SocketAddr) -> bool {
     let req = format!("GET /hello/world HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     if s.write_all(req.as_bytes()).is_err() || s.flush().is_err() {
         return false;
@@ -761,7 +872,7 @@ mod tests {
                 .iter()
                 .find(|s| s.name == name)
                 .unwrap_or_else(|| panic!("{name} skipped: {skipped:?}"));
-            let Launch::Argv(argv) = &def.launch else {
+            let Launch::Argv { argv, .. } = &def.launch else {
                 panic!("{name}: {:?}", def.launch)
             };
             assert_eq!(argv[0], venv.to_string_lossy(), "{name}");

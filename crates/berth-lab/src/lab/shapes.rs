@@ -1,8 +1,9 @@
 //! The load shapes every server in the lab is measured under: the seeds' benchmarks (hello
 //! world over keep-alive and per-request connections, seed 004's `POST /reverse` at 1,000
 //! connections, seed 001's `/test/slow`), plus pipelining, which takes the load generator's
-//! per-request cost out of the way so the server becomes the bottleneck, and hello world over
-//! TLS, kept alive and with a full handshake per request.
+//! per-request cost out of the way so the server becomes the bottleneck, hello world over
+//! TLS, kept alive and with a full handshake per request, and hello world over HTTP/2 (issue
+//! 32's 100 connections of 10 streams each), h2c with prior knowledge and over TLS (ALPN h2).
 
 /// A route a server may or may not serve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +16,10 @@ pub enum Route {
     Slow,
     /// `GET /hello/world` over TLS, with the lab's certificate.
     HelloTls,
+    /// `GET /hello/world` over HTTP/2 with prior knowledge (h2c) on a plain port.
+    HelloH2,
+    /// `GET /hello/world` over HTTP/2 on TLS (ALPN h2), with the lab's certificate.
+    HelloH2Tls,
 }
 
 /// One load shape.
@@ -38,12 +43,19 @@ pub struct Shape {
     pub pipeline: usize,
     /// Keep connections open (false: one per request).
     pub keep_alive: bool,
+    /// HTTP/2 with this many streams in flight per connection; `None`: HTTP/1.1.
+    pub http2_streams: Option<usize>,
 }
 
 impl Shape {
     /// Whether the shape speaks HTTPS (the server starts with the lab's certificate).
     pub fn tls(&self) -> bool {
-        self.route == Route::HelloTls
+        matches!(self.route, Route::HelloTls | Route::HelloH2Tls)
+    }
+
+    /// Whether the shape speaks HTTP/2 (the server starts ready for it).
+    pub fn http2(&self) -> bool {
+        self.http2_streams.is_some()
     }
 }
 
@@ -51,7 +63,7 @@ impl Shape {
 const REVERSE_BODY: &[u8] = br#"{"greeting": "Hello, World!", "name": "berth"}"#;
 
 /// Every shape, in table order.
-pub const SHAPES: [Shape; 8] = [
+pub const SHAPES: [Shape; 10] = [
     Shape {
         name: "hello",
         title: "GET /hello/world, keep-alive, 100 connections",
@@ -62,6 +74,7 @@ pub const SHAPES: [Shape; 8] = [
         connections: 100,
         pipeline: 1,
         keep_alive: true,
+        http2_streams: None,
     },
     Shape {
         name: "hello-pipelined",
@@ -73,6 +86,7 @@ pub const SHAPES: [Shape; 8] = [
         connections: 100,
         pipeline: 16,
         keep_alive: true,
+        http2_streams: None,
     },
     Shape {
         name: "hello-close",
@@ -84,6 +98,7 @@ pub const SHAPES: [Shape; 8] = [
         connections: 50,
         pipeline: 1,
         keep_alive: false,
+        http2_streams: None,
     },
     Shape {
         name: "reverse",
@@ -95,6 +110,7 @@ pub const SHAPES: [Shape; 8] = [
         connections: 100,
         pipeline: 1,
         keep_alive: true,
+        http2_streams: None,
     },
     Shape {
         name: "reverse-1000",
@@ -106,6 +122,7 @@ pub const SHAPES: [Shape; 8] = [
         connections: 1000,
         pipeline: 1,
         keep_alive: true,
+        http2_streams: None,
     },
     Shape {
         name: "slow",
@@ -117,6 +134,7 @@ pub const SHAPES: [Shape; 8] = [
         connections: 100,
         pipeline: 1,
         keep_alive: true,
+        http2_streams: None,
     },
     Shape {
         name: "hello-tls",
@@ -128,6 +146,7 @@ pub const SHAPES: [Shape; 8] = [
         connections: 100,
         pipeline: 1,
         keep_alive: true,
+        http2_streams: None,
     },
     Shape {
         name: "hello-tls-close",
@@ -140,5 +159,30 @@ pub const SHAPES: [Shape; 8] = [
         connections: 50,
         pipeline: 1,
         keep_alive: false,
+        http2_streams: None,
+    },
+    Shape {
+        name: "hello-h2",
+        title: "GET /hello/world over HTTP/2 (h2c), 100 connections x 10 streams",
+        route: Route::HelloH2,
+        method: "GET",
+        path: "/hello/world",
+        body: b"",
+        connections: 100,
+        pipeline: 1,
+        keep_alive: true,
+        http2_streams: Some(10),
+    },
+    Shape {
+        name: "hello-h2-tls",
+        title: "GET /hello/world over HTTP/2 on TLS (ALPN h2), 100 connections x 10 streams",
+        route: Route::HelloH2Tls,
+        method: "GET",
+        path: "/hello/world",
+        body: b"",
+        connections: 100,
+        pipeline: 1,
+        keep_alive: true,
+        http2_streams: Some(10),
     },
 ];
