@@ -201,6 +201,10 @@ impl Service for Asgi {
     fn refusal(&self) -> &'static [u8] {
         self.refusal
     }
+
+    fn around_fork(&self, fork: &mut dyn FnMut() -> bool) {
+        crate::front::around_fork(fork);
+    }
 }
 
 impl Handler for AsgiHandler {
