@@ -803,6 +803,14 @@ impl AsgiServer {
                 crate::front::models().join(", ")
             ))
         })?;
+        if model.forks() {
+            // Its children would hand requests to an event loop that is not in them: every
+            // request waited forever.
+            return Err(PyValueError::new_err(format!(
+                "model {model}: ASGI applications run on this process's event loop, which \
+                 forked children do not have; use --workers N for processes"
+            )));
+        }
         let inherited = fd.map(crate::workers::inherited).transpose()?;
         let addr = crate::workers::address(host, port)?;
         let mut settings = Settings::new(model, addr);

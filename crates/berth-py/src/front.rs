@@ -201,6 +201,10 @@ pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -
                 // Per accept thread in berth: shared out so that the whole holds `limit`.
                 let threads = settings.common.accept_threads.max(1);
                 settings.common.capacity = limit.div_ceil(threads);
+                // The blocking models' own caps (a thread or a process per connection): they
+                // do not read the capacity, and served past the limit without a word.
+                settings.models.threaded.max_threads = limit;
+                settings.models.forked.max_children = limit;
             }
             "server_header" => settings.common.limits.server_header = value.extract()?,
             "date_header" => settings.common.limits.date_header = value.extract()?,

@@ -453,15 +453,32 @@ def test_timeout_keep_alive_closes_an_idle_connection(serve):
     conn.close()
 
 
-@pytest.mark.parametrize("app", ["apps.asgi_apps:raw", "apps.flask_app:app"])
-def test_limit_concurrency_answers_503_beyond_it(serve, app):
-    s = serve(app, "--limit-concurrency", "1")
+# Issue 33: the 503 follows --no-server-header as every other answer does; the blocking models
+# (a thread or a process per connection) served past the limit without a word.
+@pytest.mark.parametrize("app, model", [
+    ("apps.asgi_apps:raw", "evloop"), ("apps.asgi_apps:raw", "threaded"),
+    ("apps.flask_app:app", "evloop"), ("apps.flask_app:app", "threaded"),
+    ("apps.flask_app:app", "forked"),
+])
+@pytest.mark.parametrize("server", [True, False], ids=["server-header", "no-server-header"])
+def test_limit_concurrency_answers_503_beyond_it(serve, app, model, server):
+    s = serve(app, "--limit-concurrency", "1", "--model", model,
+              "--server-header" if server else "--no-server-header")
     held = http.client.HTTPConnection("127.0.0.1", s.port, timeout=WAIT)
     held.request("GET", "/hello/world")
     assert held.getresponse().read() == b"Hello, World!"
-    r, _ = s.get()
-    assert r.status == 503
+    head = raw_head(s.port)
+    assert head.startswith(b"http/1.1 503"), head
+    assert (b"\r\nserver: berth" in head) == server, head
     held.close()
+
+
+@pytest.mark.parametrize("model", ["forked", "prefork"])
+def test_asgi_in_a_forking_model_is_refused_at_startup(model):
+    # Its children had no event loop: every request waited forever.
+    helpers.need("starlette")
+    said = one_line(run("apps.asgi_apps:raw", "--model", model, "--port", "0"), 1)
+    assert "--workers" in said and model in said, said
 
 
 def test_backlog_reaches_the_listening_socket(serve):
