@@ -615,3 +615,16 @@ def test_wsgi_serves_in_every_model(serve, model):
                     headers={"Content-Type": "application/json"})
     assert r.status == 200 and json.loads(body) == {"data": ["olleh"]}, (model, body)
     assert s.stop() == 0, (model, s.err)
+
+
+# -- SIGTERM with an application's own thread (issue 33) ---------------------------------------
+
+@pytest.mark.parametrize("extra", [(), ("--workers", "2")], ids=["one-process", "workers"])
+def test_sigterm_drains_when_the_application_started_a_thread_at_import(serve, extra):
+    # The thread had SIGTERM unblocked: the kernel gave it the signal, whose default action
+    # ended the server at once (exit -15, nothing drained) instead of berth's drain (exit 0).
+    for _ in range(3):
+        s = serve("apps.import_thread:app", "--interface", "wsgi", *extra)
+        r, body = s.get()
+        assert (r.status, body) == (200, b"Hello, World!")
+        assert s.stop() == 0, s.err

@@ -5,7 +5,6 @@ the pids whose after-fork handler ran in that process (JSON)."""
 
 import json
 import os
-import signal
 import threading
 
 #: The pids in which CPython's after-fork handling ran (``os.register_at_fork``'s child hook).
@@ -21,14 +20,7 @@ def _spin():
         n += 1
 
 
-# Started with SIGTERM and SIGINT blocked, as berth's own threads run: a thread that takes them
-# with their default action ends the whole server at once, undrained (berth waits for them in
-# its main thread, and a thread an application starts at import has them unblocked).
-_old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-try:
-    threading.Thread(target=_spin, name="spinner", daemon=True).start()
-finally:
-    signal.pthread_sigmask(signal.SIG_SETMASK, _old)
+threading.Thread(target=_spin, name="spinner", daemon=True).start()
 
 
 def app(environ, start_response):
