@@ -10,8 +10,12 @@ one process pinned to core 0; wrk runs on core 1. Requests/s and server CPU per 
 
 Usage: python3 bench/python_asgi.py [--python target/py-venv/bin/python] [--rounds 2]
                                     [--duration 10] [--shapes hello,reverse,seed004]
-                                    [--servers berth,granian,uvicorn,asyncio]
+                                    [--servers berth,granian,uvicorn,asyncio] [--no-pin]
 Needs wrk, and berth, granian, uvicorn, uvloop and httptools installed for --python.
+
+`--workers` scaling (issue 33): `--servers berth,berth-w2 --shapes hello --no-pin` runs berth
+with one process and with `--workers 2` in turn, every process free to use every core (on a
+2-core machine wrk then shares them with the server).
 """
 import argparse
 import os
@@ -26,7 +30,7 @@ PEERS = os.path.join(HERE, "..", "peers")
 
 # shape: (connections, wrk script or None, path, servers it is run against)
 SHAPES = {
-    "hello": (50, None, "/hello/world", ("berth", "granian", "uvicorn")),
+    "hello": (50, None, "/hello/world", ("berth", "berth-w2", "granian", "uvicorn")),
     "reverse": (50, "reverse.lua", "/reverse", ("berth", "granian", "uvicorn")),
     "seed004": (1000, "reverse.lua", "/reverse", ("berth", "granian", "uvicorn", "asyncio")),
 }
@@ -36,6 +40,8 @@ def servers(py):
     return {
         "berth": lambda port: [py, "-m", "berth", "asgi_app:app", "--interface", "asgi",
                                "--port", str(port)],
+        "berth-w2": lambda port: [py, "-m", "berth", "asgi_app:app", "--interface", "asgi",
+                                  "--port", str(port), "--workers", "2"],
         "granian": lambda port: [py, "-m", "granian", "--interface", "asgi", "--workers", "1",
                                  "--runtime-threads", "1", "--http", "1", "--no-ws",
                                  "--log-level", "warning", "--host", "127.0.0.1",
@@ -54,7 +60,11 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--shapes", default="hello,reverse,seed004")
     ap.add_argument("--servers", default="berth,granian,uvicorn,asyncio")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="no taskset: the server and wrk may use every core")
     args = ap.parse_args()
+    pin_server = [] if args.no_pin else ["taskset", "-c", "0"]
+    pin_load = [] if args.no_pin else ["taskset", "-c", "1"]
     argvs = servers(os.path.abspath(args.python) if os.sep in args.python else args.python)
     wanted = args.servers.split(",")
     for shape in args.shapes.split(","):
@@ -64,13 +74,13 @@ def main():
                 if name not in wanted:
                     continue
                 port = free_port()
-                proc = subprocess.Popen(["taskset", "-c", "0"] + argvs[name](port), cwd=PEERS,
+                proc = subprocess.Popen(pin_server + argvs[name](port), cwd=PEERS,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
                 try:
                     wait_ready(port)
                     before = cpu_seconds(proc.pid)
-                    cmd = ["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{args.duration}s"]
+                    cmd = pin_load + ["wrk", "-t1", f"-c{conns}", f"-d{args.duration}s"]
                     if script:
                         cmd += ["-s", os.path.join(HERE, script)]
                     out = subprocess.run(cmd + [f"http://127.0.0.1:{port}{path}"], capture_output=True,

@@ -8,9 +8,15 @@ POST /reverse, interleaved per round (issue 18).
 Usage: python3 bench/python_wsgi.py [--python target/py-venv/bin/python] [--rounds 2]
                                     [--duration 10] [--threads 2]
                                     [--app apps.wsgi_apps:hello --shapes hello]
+                                    [--servers granian,berth] [--no-pin]
 Needs wrk, and berth, flask and granian installed for --python. `--app` serves another
 application of crates/berth-py/tests (issue 33: the plain WSGI hello, `apps.wsgi_apps:hello`,
 which answers every path); `--shapes hello` runs GET /hello/world only.
+
+Free-threaded CPython (issue 33): `--python /work/cpython-ft/venv/bin/python --servers berth
+--threads 1,2 --app apps.wsgi_apps:work --shapes hello --no-pin` runs berth with one and two
+application threads in turn (a comma list of --threads: a server per count, interleaved), every
+process free to use every core (`--no-pin`: on a 2-core machine wrk then shares them).
 """
 import argparse
 import os
@@ -48,33 +54,47 @@ def main():
     ap.add_argument("--python", default="target/py-venv/bin/python")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--duration", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2", help="application threads; a comma list runs each")
     ap.add_argument("--app", default="apps.flask_app:app")
     ap.add_argument("--shapes", choices=("all", "hello"), default="all")
     ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--servers", default="granian,berth")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="no taskset: the server and wrk may use every core")
     args = ap.parse_args()
+    counts = [int(t) for t in args.threads.split(",")]
     # The servers start in the apps' directory: a relative --python is the caller's.
     args.python = os.path.abspath(args.python) if os.sep in args.python else args.python
     lua = os.path.join(HERE, "reverse.lua")
-    servers = {
-        "granian": lambda port: [args.python, "-m", "granian", "--interface", "wsgi", "--workers", "1",
-                                 "--blocking-threads", str(args.threads), "--runtime-threads", "1",
-                                 "--log-level", "warning", "--host", "127.0.0.1", "--port", str(port),
-                                 args.app],
-        "berth": lambda port: [args.python, "-m", "berth", args.app, "--interface", "wsgi",
-                               "--port", str(port), "--threads", str(args.threads)],
-    }
+    def granian(threads):
+        return lambda port: [args.python, "-m", "granian", "--interface", "wsgi", "--workers", "1",
+                             "--blocking-threads", str(threads), "--runtime-threads", "1",
+                             "--log-level", "warning", "--host", "127.0.0.1", "--port", str(port),
+                             args.app]
+
+    def berth(threads):
+        return lambda port: [args.python, "-m", "berth", args.app, "--interface", "wsgi",
+                             "--port", str(port), "--threads", str(threads)]
+
+    makers = {"granian": granian, "berth": berth}
+    servers = {}
+    for threads in counts:
+        for name in args.servers.split(","):
+            label = name if len(counts) == 1 else "{}-t{}".format(name, threads)
+            servers[label] = makers[name](threads)
+    pin_server = [] if args.no_pin else ["taskset", "-c", "0"]
+    pin_load = [] if args.no_pin else ["taskset", "-c", "1"]
     shapes = (("GET /hello/world", None), ("POST /reverse", lua))
     for shape, script in shapes[:1] if args.shapes == "hello" else shapes:
         for rnd in range(1, args.rounds + 1):
             for name, argv in servers.items():
                 port = free_port()
-                proc = subprocess.Popen(["taskset", "-c", "0"] + argv(port), cwd=APPS, stdout=subprocess.DEVNULL,
+                proc = subprocess.Popen(pin_server + argv(port), cwd=APPS, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
                 try:
                     wait_ready(port)
                     before = cpu_seconds(proc.pid)
-                    cmd = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}",
+                    cmd = pin_load + ["wrk", "-t1", f"-c{args.connections}",
                            f"-d{args.duration}s"]
                     if script:
                         cmd += ["-s", script]
@@ -87,7 +107,7 @@ def main():
                 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
                 n = int(re.search(r"(\d+) requests in", out).group(1))
                 bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-                print(f"{shape:18} round {rnd} {name:8} {rps:>9.0f} req/s  cpu {cpu * 1e6 / max(n, 1):7.1f} us/req"
+                print(f"{shape:18} round {rnd} {name:10} {rps:>9.0f} req/s  cpu {cpu * 1e6 / max(n, 1):7.1f} us/req"
                       f"  non-2xx {bad.group(1) if bad else 0}", flush=True)
 
 

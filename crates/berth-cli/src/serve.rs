@@ -136,6 +136,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             .with_access_log(access_log)
             .over_unix_socket(matches!(addr, Addr::Unix(_)))
             .with_files(files.clone())
+            .with_server_header(args.server_header.on())
     };
     // Kept to announce a drain: /healthz reads it in every process of the server.
     let mut health = Vec::new();

@@ -300,6 +300,39 @@ fn server_and_date_headers_are_switches() {
     assert_usage_error(&["serve", "--server-header", "maybe"], &["--server-header"]);
 }
 
+/// The 503 at capacity follows `--server-header` as every other answer does (issue 33: it
+/// said `Server: berth` with the switch off).
+#[test]
+fn the_refusal_at_capacity_follows_the_server_header_switch() {
+    use std::io::{Read, Write};
+    for (switch, named) in [("on", true), ("off", false)] {
+        let (_server, addr) = serve(&["-C", "1", "--server-header", switch]);
+        // The one slot, held by a keep-alive connection that has had its answer.
+        let mut held = std::net::TcpStream::connect_timeout(&addr, LIMIT).expect("connect");
+        held.set_read_timeout(Some(LIMIT)).unwrap();
+        held.write_all(b"GET /hello/world HTTP/1.1\r\nHost: cli\r\n\r\n")
+            .unwrap();
+        let mut answer = [0u8; 512];
+        let n = held.read(&mut answer).expect("read the held answer");
+        assert!(answer[..n].starts_with(b"HTTP/1.1 200 OK"));
+        let refused = get(addr, "/hello/world");
+        assert!(
+            refused.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{refused}"
+        );
+        let head = refused
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
+        assert_eq!(
+            head.contains("\r\nserver: berth"),
+            named,
+            "{switch}: {refused}"
+        );
+    }
+}
+
 /// Starts `berth serve` on a free port; returns the guard and the address it serves.
 fn serve(extra: &[&str]) -> (Berth, SocketAddr) {
     let mut args = vec!["serve", "-p", "0", "-A", "1"];

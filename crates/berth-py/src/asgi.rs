@@ -201,6 +201,10 @@ impl Service for Asgi {
     fn refusal(&self) -> &'static [u8] {
         self.refusal
     }
+
+    fn around_fork(&self, fork: &mut dyn FnMut() -> bool) {
+        crate::front::around_fork(fork);
+    }
 }
 
 impl Handler for AsgiHandler {
@@ -799,6 +803,14 @@ impl AsgiServer {
                 crate::front::models().join(", ")
             ))
         })?;
+        if model.forks() {
+            // Its children would hand requests to an event loop that is not in them: every
+            // request waited forever.
+            return Err(PyValueError::new_err(format!(
+                "model {model}: ASGI applications run on this process's event loop, which \
+                 forked children do not have; use --workers N for processes"
+            )));
+        }
         let inherited = fd.map(crate::workers::inherited).transpose()?;
         let addr = crate::workers::address(host, port)?;
         let mut settings = Settings::new(model, addr);

@@ -201,6 +201,10 @@ pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -
                 // Per accept thread in berth: shared out so that the whole holds `limit`.
                 let threads = settings.common.accept_threads.max(1);
                 settings.common.capacity = limit.div_ceil(threads);
+                // The blocking models' own caps (a thread or a process per connection): they
+                // do not read the capacity, and served past the limit without a word.
+                settings.models.threaded.max_threads = limit;
+                settings.models.forked.max_children = limit;
             }
             "server_header" => settings.common.limits.server_header = value.extract()?,
             "date_header" => settings.common.limits.date_header = value.extract()?,
@@ -266,5 +270,42 @@ pub fn url(bound: &Addr, tls: bool) -> String {
         Addr::Unix(_) => bound.to_string(),
         Addr::Tcp(_) if tls => format!("https://{bound}"),
         Addr::Tcp(_) => format!("http://{bound}"),
+    }
+}
+
+/// [`berth::drive::Service::around_fork`] for a service that runs Python: the fork is made as
+/// `os.fork()` makes it, by a thread holding the GIL, between `PyOS_BeforeFork` and
+/// `PyOS_AfterFork_Parent`/`_Child`. Without them (berth's `forked` and `prefork` models fork
+/// from a Rust thread) the child inherited the interpreter as the fork found it: a GIL held by
+/// one of the parent's threads at that moment (the main thread printing the startup line, an
+/// application's own thread) was never let go in the child, whose requests then waited for it
+/// forever (one run of the `forked` WSGI test in about twenty); the import lock, `threading`'s
+/// state and the handlers registered with `os.register_at_fork` (logging's locks among them)
+/// were the parent's too.
+///
+/// In the child the forking thread is CPython's main thread from then on, and keeps its thread
+/// state for the process's life, letting only the GIL go: were it released, the interpreter
+/// would have no thread state left, and CPython (3.11) would hand the next thread to ask (an
+/// application thread) the dead main thread's, still marked in use: "Fatal Python error:
+/// init_threadstate: thread state already initialized".
+pub fn around_fork(fork: &mut dyn FnMut() -> bool) {
+    use pyo3::ffi;
+    // SAFETY: the C API's contract for these calls ("Process Control", "Thread State and the
+    // Global Interpreter Lock"): the interpreter is initialized (this module is loaded in it);
+    // `PyOS_BeforeFork` is called by a thread holding the GIL (`PyGILState_Ensure`) just before
+    // fork(2), and exactly one of the after-fork calls just after it, on the side we are on
+    // (the parent's after a failed fork). The parent releases what it ensured; the child lets
+    // the GIL go with its thread state kept (see above), as a thread that calls
+    // `PyEval_SaveThread` and never restores may.
+    unsafe {
+        let gil = ffi::PyGILState_Ensure();
+        ffi::PyOS_BeforeFork();
+        if fork() {
+            ffi::PyOS_AfterFork_Child();
+            ffi::PyEval_SaveThread();
+        } else {
+            ffi::PyOS_AfterFork_Parent();
+            ffi::PyGILState_Release(gil);
+        }
     }
 }

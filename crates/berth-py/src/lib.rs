@@ -359,8 +359,15 @@ impl Core {
     }
 }
 
-/// The extension module.
-#[pymodule]
+/// The extension module. It runs without the GIL on free-threaded CPython (3.13t and up;
+/// `gil_used = false`, so importing it does not turn the GIL back on): what Python threads share
+/// in it is behind locks or atomics (`Core`'s engine, the WSGI executor's queue and its
+/// `Mutex`), pyo3 checks every `&mut self` borrow of a class at run time (a second thread gets
+/// a `RuntimeError`, never a data race), an ASGI request's object is used by its event loop's
+/// thread only, and each WSGI request has objects of its own (its environ, copied from the
+/// shared base dict, whose reads CPython locks; its `start_response`), so that `--threads`
+/// run applications in parallel there.
+#[pymodule(gil_used = false)]
 fn _berth(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     m.add_function(wrap_pyfunction!(wsgi::serve_wsgi, m)?)?;

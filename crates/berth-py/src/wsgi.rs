@@ -64,6 +64,10 @@ impl Service for Wsgi {
     fn refusal(&self) -> &'static [u8] {
         self.0.refusal
     }
+
+    fn around_fork(&self, fork: &mut dyn FnMut() -> bool) {
+        front::around_fork(fork);
+    }
 }
 
 struct WsgiHandler(Arc<App>);

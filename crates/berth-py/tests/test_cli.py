@@ -453,15 +453,32 @@ def test_timeout_keep_alive_closes_an_idle_connection(serve):
     conn.close()
 
 
-@pytest.mark.parametrize("app", ["apps.asgi_apps:raw", "apps.flask_app:app"])
-def test_limit_concurrency_answers_503_beyond_it(serve, app):
-    s = serve(app, "--limit-concurrency", "1")
+# Issue 33: the 503 follows --no-server-header as every other answer does; the blocking models
+# (a thread or a process per connection) served past the limit without a word.
+@pytest.mark.parametrize("app, model", [
+    ("apps.asgi_apps:raw", "evloop"), ("apps.asgi_apps:raw", "threaded"),
+    ("apps.flask_app:app", "evloop"), ("apps.flask_app:app", "threaded"),
+    ("apps.flask_app:app", "forked"),
+])
+@pytest.mark.parametrize("server", [True, False], ids=["server-header", "no-server-header"])
+def test_limit_concurrency_answers_503_beyond_it(serve, app, model, server):
+    s = serve(app, "--limit-concurrency", "1", "--model", model,
+              "--server-header" if server else "--no-server-header")
     held = http.client.HTTPConnection("127.0.0.1", s.port, timeout=WAIT)
     held.request("GET", "/hello/world")
     assert held.getresponse().read() == b"Hello, World!"
-    r, _ = s.get()
-    assert r.status == 503
+    head = raw_head(s.port)
+    assert head.startswith(b"http/1.1 503"), head
+    assert (b"\r\nserver: berth" in head) == server, head
     held.close()
+
+
+@pytest.mark.parametrize("model", ["forked", "prefork"])
+def test_asgi_in_a_forking_model_is_refused_at_startup(model):
+    # Its children had no event loop: every request waited forever.
+    helpers.need("starlette")
+    said = one_line(run("apps.asgi_apps:raw", "--model", model, "--port", "0"), 1)
+    assert "--workers" in said and model in said, said
 
 
 def test_backlog_reaches_the_listening_socket(serve):
@@ -598,3 +615,16 @@ def test_wsgi_serves_in_every_model(serve, model):
                     headers={"Content-Type": "application/json"})
     assert r.status == 200 and json.loads(body) == {"data": ["olleh"]}, (model, body)
     assert s.stop() == 0, (model, s.err)
+
+
+# -- SIGTERM with an application's own thread (issue 33) ---------------------------------------
+
+@pytest.mark.parametrize("extra", [(), ("--workers", "2")], ids=["one-process", "workers"])
+def test_sigterm_drains_when_the_application_started_a_thread_at_import(serve, extra):
+    # The thread had SIGTERM unblocked: the kernel gave it the signal, whose default action
+    # ended the server at once (exit -15, nothing drained) instead of berth's drain (exit 0).
+    for _ in range(3):
+        s = serve("apps.import_thread:app", "--interface", "wsgi", *extra)
+        r, body = s.get()
+        assert (r.status, body) == (200, b"Hello, World!")
+        assert s.stop() == 0, s.err

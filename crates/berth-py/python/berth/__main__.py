@@ -19,6 +19,7 @@ A bad option is one line and exit 2; a server that cannot start, one line and ex
 """
 
 import argparse
+import contextlib
 import functools
 import importlib
 import inspect
@@ -503,13 +504,29 @@ def jittered(args) -> Optional[int]:
     return args.limit_max_requests + random.randint(0, args.limit_max_requests_jitter)
 
 
+@contextlib.contextmanager
+def terminations_blocked():
+    """SIGTERM and SIGINT blocked while the application is imported, so that the threads it
+    starts then (a metrics or error-reporting client's, say) have them blocked too, as berth's
+    own threads have: this process takes them in its main thread (WSGI: berth waits for them
+    there; ASGI and ``--workers``: Python's handlers). A thread with them unblocked took a
+    SIGTERM itself, whose default action ended the whole server at once, undrained (issue 33).
+    One that comes meanwhile waits, and is taken once the import is done."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def serve(args, app=None) -> int:
     """Loads the application (unless given) and serves it as ``args`` say; the exit code."""
     try:
         setup_logging(args)
         if app is None:
             try:
-                app = load(args.app, args.app_dir, args.factory)
+                with terminations_blocked():
+                    app = load(args.app, args.app_dir, args.factory)
             except LoadError as e:
                 raise LoadError("cannot load {}: {}".format(args.app, e))
             target = args.app

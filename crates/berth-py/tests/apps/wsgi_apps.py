@@ -33,3 +33,17 @@ def hello(environ, start_response):
     framework between the server and the app)."""
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "13")])
     return [b"Hello, World!"]
+
+
+def work(environ, start_response):
+    """Pure-Python work on every request (about a millisecond: a sum over 20,000 squares),
+    then a short answer: an application whose time is the interpreter's, where WSGI threads
+    run in parallel on a free-threaded CPython and take turns under the GIL (issue 33's
+    ``--threads 2`` against 1)."""
+    total = 0
+    for i in range(20000):
+        total += i * i
+    body = b"%d" % total
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+

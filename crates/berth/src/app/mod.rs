@@ -76,6 +76,9 @@ pub struct Demo {
     /// Served over a UNIX socket (the access log's client is then `unix:`).
     unix: bool,
     files: Files,
+    /// Whether the refusal at capacity names the server (`Server: berth`), as every other
+    /// answer does under [`Limits::server_header`](crate::proto::http::Limits).
+    server_header: bool,
 }
 
 impl Demo {
@@ -87,7 +90,15 @@ impl Demo {
             access_log: None,
             unix: false,
             files: Files::none(),
+            server_header: true,
         }
+    }
+
+    /// Whether the 503 written to a connection refused at capacity carries `Server: berth`
+    /// (on unless told; `berth serve --server-header off` says so for every answer).
+    pub fn with_server_header(mut self, on: bool) -> Self {
+        self.server_header = on;
+        self
     }
 
     /// Served over a UNIX socket: the access log names its clients, which have no address,
@@ -126,7 +137,11 @@ impl Service for Demo {
     }
 
     fn refusal(&self) -> &'static [u8] {
-        b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        if self.server_header {
+            b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        } else {
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        }
     }
 
     fn files(&self) -> Files {

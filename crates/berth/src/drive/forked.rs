@@ -85,7 +85,14 @@ pub fn spawn<S: Service>(
                     // Counted before the fork, so that the child's own `/stats` includes it.
                     parent.connection_opened();
                     let server = process::pid();
-                    match process::fork() {
+                    let mut forked = None;
+                    service.around_fork(&mut || {
+                        let result = process::fork();
+                        let child = matches!(result, Ok(Fork::Child));
+                        forked = Some(result);
+                        child
+                    });
+                    match forked.expect("around_fork calls fork") {
                         Ok(Fork::Child) => {
                             let files = service.files();
                             // The files root stays open too: files are opened relative to it.

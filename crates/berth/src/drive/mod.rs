@@ -96,6 +96,16 @@ pub trait Service: Clone + Send + Sync + 'static {
     fn files(&self) -> crate::files::Files {
         crate::files::Files::none()
     }
+
+    /// Wraps each fork of a process that will serve (the `forked` and `prefork` models fork
+    /// from a thread of their own): `fork` forks and says whether the caller is now the new
+    /// process (false in the parent, and when the fork failed). A service whose state must be
+    /// readied for a fork runs its handlers around the call (berth-py: CPython's before- and
+    /// after-fork handlers, as `os.fork()` runs them, without which a child could wait forever
+    /// for a lock the parent held at the fork). The default only calls it.
+    fn around_fork(&self, fork: &mut dyn FnMut() -> bool) {
+        fork();
+    }
 }
 
 /// A running server: stop it with [`Server::shutdown`] (now) or [`Server::drain`] (gracefully),

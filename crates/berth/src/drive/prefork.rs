@@ -160,7 +160,14 @@ pub fn spawn<S: Service>(
                 .collect::<io::Result<Vec<_>>>()?
         };
         let (ours, theirs) = UnixStream::pair()?;
-        match process::fork()? {
+        let mut forked = None;
+        service.around_fork(&mut || {
+            let result = process::fork();
+            let child = matches!(result, Ok(Fork::Child));
+            forked = Some(result);
+            child
+        });
+        match forked.expect("around_fork calls fork")? {
             Fork::Child => {
                 drop(ours);
                 let ready = Ready(theirs);
