@@ -85,6 +85,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         offload_slow,
         ws: berth::proto::ws::WsConfig {
             max_message: args.ws_max_message.get(),
+            deflate: args.ws_deflate.config(),
         },
     };
     let files = match &args.root {

@@ -50,7 +50,7 @@ use crate::front::{
     declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields, REFUSAL,
 };
 use berth::proto::upgrade::Switch;
-use berth::proto::ws::handshake;
+use berth::proto::ws::{handshake, Agreed, DeflateConfig};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -147,6 +147,9 @@ struct WsOffer {
     accept: String,
     /// The subprotocols the client offered, in its order.
     protocols: Vec<String>,
+    /// permessage-deflate, if agreed: for the session, and the `Sec-WebSocket-Extensions`
+    /// answer.
+    deflate: Option<(Agreed, String)>,
 }
 
 /// The job an I/O thread starts for each request: posts it to the loop and returns.
@@ -178,11 +181,14 @@ struct Asgi {
     bridge: Arc<Bridge>,
     /// The model can wake a connection from outside (the WebSocket scope needs it).
     websocket: bool,
+    /// permessage-deflate for the `websocket` scope (`None`: off).
+    deflate: Option<DeflateConfig>,
 }
 
 struct AsgiHandler {
     bridge: Arc<Bridge>,
     websocket: bool,
+    deflate: Option<DeflateConfig>,
 }
 
 impl Service for Asgi {
@@ -192,6 +198,7 @@ impl Service for Asgi {
         AsgiHandler {
             bridge: self.bridge.clone(),
             websocket: self.websocket,
+            deflate: self.deflate,
         }
     }
 
@@ -205,7 +212,7 @@ impl Handler for AsgiHandler {
     const STREAMS_BODY: bool = true;
 
     fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<AsgiJob> {
-        let websocket = match websocket_offer(req) {
+        let websocket = match websocket_offer(req, self.deflate) {
             None => None,
             Some(_) if !self.websocket => {
                 let why =
@@ -268,7 +275,10 @@ impl AsgiHandler {
 
 /// A request that asks for a WebSocket (a GET over HTTP/1.1 with `Connection: upgrade` and
 /// `Upgrade: websocket`): its checked offer, or why it is refused. `None`: an HTTP request.
-fn websocket_offer(req: &Request<'_>) -> Option<Result<WsOffer, handshake::Refused>> {
+fn websocket_offer(
+    req: &Request<'_>,
+    deflate: Option<DeflateConfig>,
+) -> Option<Result<WsOffer, handshake::Refused>> {
     let token = |name: &str, token: &str| {
         req.header(name).is_some_and(|v| {
             v.split(|&b| b == b',')
@@ -281,16 +291,25 @@ fn websocket_offer(req: &Request<'_>) -> Option<Result<WsOffer, handshake::Refus
     {
         return None;
     }
-    let accepted = match handshake::accept(req, &handshake::Offer::default()) {
+    let offer = handshake::Offer {
+        deflate,
+        ..handshake::Offer::default()
+    };
+    let accepted = match handshake::accept(req, &offer) {
         Ok(a) => a,
         Err(refused) => return Some(Err(refused)),
     };
-    let accept = accepted
-        .headers
-        .into_iter()
-        .find(|(n, _)| n == "Sec-WebSocket-Accept")
-        .map(|(_, v)| v)
-        .unwrap_or_default();
+    let field = |name: &str| {
+        accepted
+            .headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let accept = field("Sec-WebSocket-Accept").unwrap_or_default();
+    let deflate = accepted
+        .deflate
+        .zip(field("Sec-WebSocket-Extensions"));
     let protocols = req
         .headers
         .iter()
@@ -300,7 +319,11 @@ fn websocket_offer(req: &Request<'_>) -> Option<Result<WsOffer, handshake::Refus
         .filter(|p| !p.is_empty())
         .map(str::to_owned)
         .collect();
-    Some(Ok(WsOffer { accept, protocols }))
+    Some(Ok(WsOffer {
+        accept,
+        protocols,
+        deflate,
+    }))
 }
 
 /// Where a response is.
@@ -549,8 +572,16 @@ impl AsgiRequest {
         if let Some(p) = subprotocol {
             headers.push(("Sec-WebSocket-Protocol".to_owned(), p));
         }
+        if let Some((_, extensions)) = &ws.offer.deflate {
+            headers.push(("Sec-WebSocket-Extensions".to_owned(), extensions.clone()));
+        }
         for (name, value) in checked {
-            let own = ["sec-websocket-accept", "sec-websocket-protocol", "upgrade"];
+            let own = [
+                "sec-websocket-accept",
+                "sec-websocket-protocol",
+                "sec-websocket-extensions",
+                "upgrade",
+            ];
             if own.iter().any(|o| name.eq_ignore_ascii_case(o)) {
                 continue;
             }
@@ -565,6 +596,7 @@ impl AsgiRequest {
             self.bridge.clone(),
             self.id,
             ws.max_message,
+            ws.offer.deflate.as_ref().map(|(agreed, _)| *agreed),
         );
         answer.reply(Reply::switch(Switch {
             protocol: "websocket",
@@ -766,7 +798,7 @@ impl AsgiServer {
     #[new]
     /// `fd`: a listening socket to serve instead of binding `host:port` (`python -m berth
     /// --workers`: the parent's), taken over (closed when done).
-    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024, fd=None))]
+    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024, fd=None, ws_deflate=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -779,6 +811,7 @@ impl AsgiServer {
         max_connections: Option<usize>,
         ws_max_message: usize,
         fd: Option<i32>,
+        ws_deflate: bool,
     ) -> PyResult<AsgiServer> {
         let inherited = fd.map(crate::workers::inherited).transpose()?;
         let model: Model = model
@@ -805,6 +838,8 @@ impl AsgiServer {
             // The app's sends wake the connection from the bridge's thread: a model that waits
             // in `read` (a blocking one) could not be woken for them.
             websocket: model.caps().wakes_upgraded,
+            // permessage-deflate (RFC 7692) with berth's defaults, unless `ws_deflate=False`.
+            deflate: ws_deflate.then(DeflateConfig::default),
         };
         let (engine, bound) = if threads {
             let (server, bound) = py

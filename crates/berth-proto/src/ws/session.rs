@@ -223,9 +223,15 @@ impl<H: WsHandler> WsSession<H> {
     /// The session with permessage-deflate, if the handshake agreed it ([`super::deflate`]):
     /// compressed messages are taken, and what the handler sends is compressed.
     pub fn with_deflate(mut self, agreed: Option<Agreed>) -> Self {
+        self.set_deflate(agreed);
+        self
+    }
+
+    /// [`WsSession::with_deflate`] for a session made before its handshake was read (the
+    /// message engine's): call it before the first frame.
+    pub fn set_deflate(&mut self, agreed: Option<Agreed>) {
         self.compressor = agreed.map(Compressor::new);
         self.decompressor = agreed.map(Decompressor::new);
-        self
     }
 
     /// The handler, for a driver that collects what it was given (the message engine).

@@ -42,6 +42,7 @@ impl WsPeer {
     pub(crate) fn new(max_message: u64) -> WsPeer {
         let config = WsConfig {
             max_message: usize::try_from(max_message).unwrap_or(usize::MAX),
+            ..WsConfig::default()
         };
         WsPeer {
             opening: Some(Vec::new()),
@@ -107,11 +108,20 @@ impl Core {
     /// A read's bytes from a WebSocket client: the opening handshake, then frames, whose
     /// messages become its keyword and then its messages.
     pub(super) fn deliver_ws(&mut self, id: ClientId, input: &[u8], sink: &mut dyn Sink) {
-        let path = self
+        let endpoint = self
             .get(id)
             .and_then(|c| c.listener)
-            .and_then(|i| self.listeners[i].endpoint.websocket.clone())
+            .map(|i| &self.listeners[i].endpoint);
+        let path = endpoint
+            .and_then(|e| e.websocket.clone())
             .unwrap_or_default();
+        // permessage-deflate, unless the listener or the engine turns it off.
+        let offer = Offer {
+            deflate: endpoint
+                .is_some_and(|e| e.deflate)
+                .then_some(self.config.ws_deflate),
+            ..Offer::default()
+        };
         let max_opening = self.config.max_opening;
         let date = self.http_date();
         let Some(ws) = self.ws_mut(id) else { return };
@@ -121,7 +131,7 @@ impl Core {
             None => input,
             Some(head) => {
                 head.extend_from_slice(input);
-                match opening::open(head, &path, max_opening, &Offer::default(), &date) {
+                match opening::open(head, &path, max_opening, &offer, &date) {
                     Opening::Partial => return,
                     Opening::Refused { status, response } => {
                         log::debug!("client {id}: opening handshake refused ({status})");
@@ -129,8 +139,13 @@ impl Core {
                         closing = true;
                         &[][..]
                     }
-                    Opening::Open { consumed, response } => {
+                    Opening::Open {
+                        consumed,
+                        response,
+                        deflate,
+                    } => {
                         out = response;
+                        ws.session.set_deflate(deflate);
                         let mut head = ws.opening.take().expect("matched");
                         head.drain(..consumed);
                         ws.input = head;
