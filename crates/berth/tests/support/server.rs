@@ -64,6 +64,8 @@ pub struct Opts {
     pub files: Option<PathBuf>,
     /// Serve HTTPS (the test certificate) instead of plain HTTP.
     pub tls: bool,
+    /// `/ws/echo`'s limits and permessage-deflate settings.
+    pub ws: berth::proto::ws::WsConfig,
 }
 
 impl Opts {
@@ -82,7 +84,14 @@ impl Opts {
             offload_slow: None,
             files: None,
             tls: OVER_TLS.with(Cell::get),
+            ws: berth::proto::ws::WsConfig::default(),
         }
+    }
+
+    /// `/ws/echo`'s settings.
+    pub fn ws(mut self, ws: berth::proto::ws::WsConfig) -> Opts {
+        self.ws = ws;
+        self
     }
 
     /// Serves HTTPS with the test certificate (or plain HTTP, `false`).
@@ -202,6 +211,7 @@ impl Opts {
             offload_slow: self
                 .offload_slow
                 .unwrap_or(self.settings.common.workers > 0),
+            ws: self.ws,
             ..Default::default()
         };
         let files = match &self.files {
