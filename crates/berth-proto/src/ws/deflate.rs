@@ -14,14 +14,16 @@
 //! Memory. zlib-rs's deflate state is at least 128 KiB whatever the window (a hash table of
 //! 64 Ki entries), so a compressor per connection cannot fit the 64 KiB budget with any window.
 //! By default the server therefore answers `server_no_context_takeover` (RFC 7692 §7.1.1.1
-//! lets it, offered or not) and compresses with one compressor per thread, reset after each
-//! message: a connection holds no deflate state at all. Its inflater (32 KiB window and
+//! lets it, offered or not) and compresses with a compressor taken from a process-wide pool
+//! for the time of one message, reset and put back after it: a connection holds no deflate
+//! state at all, and the pool holds as many compressors as messages were ever compressed at
+//! once (at most [`POOL_MAX`] are kept). Its inflater (32 KiB window and
 //! the state, about 43 KiB, measured in `tests/ws_deflate_memory.rs`) is allocated at the first
 //! compressed message, and let go after each message when `client_no_context_takeover` was
 //! agreed. [`DeflateConfig::server_context_takeover`] gives each connection its own
 //! compressor instead (better ratios for small, similar messages; about 300 KiB more each).
 
-use std::cell::RefCell;
+use std::sync::{Mutex, PoisonError};
 
 use zlib_rs::{Deflate, DeflateConfig as ZConfig, DeflateFlush, Inflate, InflateFlush, Status};
 
@@ -281,10 +283,32 @@ fn new_deflate(window_bits: u8, mem_level: u8, level: u8) -> Deflate {
     })
 }
 
-thread_local! {
-    /// The thread's compressors for connections without server context takeover, one per
-    /// (window bits, memLevel, level), each reset after every message.
-    static SHARED: RefCell<Vec<((u8, u8, u8), Deflate)>> = const { RefCell::new(Vec::new()) };
+/// Most idle compressors the pool keeps (about 380 KiB each with window 15 and memLevel 8).
+pub const POOL_MAX: usize = 64;
+
+/// Idle compressors for connections without server context takeover, each under its
+/// (window bits, memLevel, level), reset.
+static POOL: Mutex<Vec<((u8, u8, u8), Deflate)>> = Mutex::new(Vec::new());
+
+/// A reset compressor for `key`, from the pool or new.
+fn take_pooled(key: (u8, u8, u8)) -> Deflate {
+    let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+    match pool.iter().rposition(|(k, _)| *k == key) {
+        Some(at) => pool.swap_remove(at).1,
+        None => {
+            drop(pool);
+            new_deflate(key.0, key.1, key.2)
+        }
+    }
+}
+
+/// Puts a compressor back (reset), unless the pool is full.
+fn put_back(key: (u8, u8, u8), mut deflate: Deflate) {
+    deflate.reset();
+    let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+    if pool.len() < POOL_MAX {
+        pool.push((key, deflate));
+    }
 }
 
 /// Sends messages compressed as agreed.
@@ -319,19 +343,9 @@ impl Compressor {
         let a = self.agreed;
         let key = (a.server_window_bits, a.mem_level, a.level);
         if a.server_no_context_takeover {
-            SHARED.with(|shared| {
-                let mut shared = shared.borrow_mut();
-                let at = match shared.iter().position(|(k, _)| *k == key) {
-                    Some(at) => at,
-                    None => {
-                        shared.push((key, new_deflate(key.0, key.1, key.2)));
-                        shared.len() - 1
-                    }
-                };
-                let deflate = &mut shared[at].1;
-                compress(deflate, payload, out);
-                deflate.reset();
-            });
+            let mut deflate = take_pooled(key);
+            compress(&mut deflate, payload, out);
+            put_back(key, deflate);
         } else {
             let deflate = self
                 .own
