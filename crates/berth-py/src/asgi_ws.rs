@@ -8,6 +8,9 @@
 //!  send(): websocket.send ─> outbox (framed) ─> the connection's waker ─> AsgiWs::wake ─> socket
 //! ```
 //!
+//! permessage-deflate, when the handshake agreed it: the session inflates the client's messages,
+//! and [`WsShared::send`] compresses the application's as it frames them.
+//!
 //! Both ways are bounded. The application's sends wait (`send` awaits room) while more than
 //! [`WINDOW`] bytes are framed and not yet taken by the connection, which takes them only as
 //! its output drains; the client's messages are not read further while more than [`WINDOW`]

@@ -11,7 +11,9 @@
 //! ```
 //!
 //! The frames are read by [`WsSession`] (berth-proto: unmasking, fragments, UTF-8, pings,
-//! the close handshake, `max_message`); this file turns what it collects into the engine's
+//! the close handshake, `max_message`, permessage-deflate's inflation when the opening agreed
+//! it: `EngineConfig::ws_deflate`, unless the listener says `?deflate=off`; what the engine
+//! sends goes uncompressed, which RFC 7692 allows); this file turns what it collects into the engine's
 //! keyword and messages. Messages arrive whole (a WebSocket message announces no length), up
 //! to the engine's `max_message`; the admission is not answered (a refused client gets the
 //! close), so a client may send messages right behind its name, as on `tcp://`.
