@@ -148,6 +148,7 @@ class AsgiServer:
         max_connections: Optional[int] = ...,
         ws_max_message: int = ...,
         fd: Optional[int] = ...,
+        ws_deflate: bool = ...,
     ) -> Self: ...
     inline: bool
     def describe(self) -> str: ...

@@ -360,12 +360,14 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
           shutdown_timeout: float = 30.0, app_timeout: float = 60.0, reuse_port: bool = False,
           max_body: Optional[int] = None, max_connections: Optional[int] = None,
           loop: str = "auto", ws_max_message: int = 16 * 1024 * 1024,
-          fd: Optional[int] = None, ready: Optional[Callable[[], None]] = None) -> int:
+          fd: Optional[int] = None, ready: Optional[Callable[[], None]] = None,
+          ws_deflate: bool = True) -> int:
     """Serves the ASGI application ``app`` until SIGTERM or SIGINT, then drains (requests in
     flight are answered, for up to ``shutdown_timeout`` seconds) and runs the lifespan
     shutdown. Prints ``berth listening on http://ADDR (...)`` once serving, then calls
     ``ready``, if given. ``fd``: a listening socket to serve instead of binding ``host:port``
-    (``--workers``: the parent's), taken over (closed when done). Returns the exit code: 0, or
+    (``--workers``: the parent's), taken over (closed when done). ``ws_deflate``: negotiate
+    permessage-deflate (RFC 7692) in the ``websocket`` scope. Returns the exit code: 0, or
     1 if the lifespan startup failed."""
     ev = new_loop(loop)
     asyncio.set_event_loop(ev)
@@ -378,7 +380,7 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
             print("berth: the application's startup failed: {}".format(e), file=sys.stderr)
             return 1
         server = AsgiServer(host, port, model, io_threads, reuse_port, max_body, max_connections,
-                            ws_max_message, fd)
+                            ws_max_message, fd, ws_deflate)
         runner.server = server
         stop = ev.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
