@@ -28,7 +28,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: as the trait requires.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -99,8 +102,11 @@ fn per_session(offer: &str, config: DeflateConfig) -> (isize, isize) {
 fn a_connection_holds_at_most_64_kib_of_zlib_state_by_default() {
     // One pooled compressor: what server_no_context_takeover shares.
     let before = live();
-    let (agreed, _) = negotiate([b"permessage-deflate".as_slice()], &DeflateConfig::default())
-        .unwrap();
+    let (agreed, _) = negotiate(
+        [b"permessage-deflate".as_slice()],
+        &DeflateConfig::default(),
+    )
+    .unwrap();
     let mut s = WsSession::new(EchoHandler, WsConfig::default()).with_deflate(Some(agreed));
     let mut input = frame(false, "x".repeat(1000).as_bytes());
     s.receive(&mut input, &mut Vec::new());

@@ -307,9 +307,7 @@ fn websocket_offer(
             .map(|(_, v)| v.clone())
     };
     let accept = field("Sec-WebSocket-Accept").unwrap_or_default();
-    let deflate = accepted
-        .deflate
-        .zip(field("Sec-WebSocket-Extensions"));
+    let deflate = accepted.deflate.zip(field("Sec-WebSocket-Extensions"));
     let protocols = req
         .headers
         .iter()

@@ -175,7 +175,9 @@ fn rsv1_marks_compressed_echoes_and_small_ones_go_plain() {
         let (mut sock, head) = open(&srv, "permessage-deflate; client_max_window_bits");
         assert!(head.starts_with("HTTP/1.1 101"), "{model}: {head}");
         assert!(
-            head.contains("\r\nSec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover\r\n"),
+            head.contains(
+                "\r\nSec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover\r\n"
+            ),
             "{model}: {head}"
         );
         // RFC 7692 §7.2.3.1's "Hello", compressed: echoed plain (below the threshold).
@@ -187,7 +189,11 @@ fn rsv1_marks_compressed_echoes_and_small_ones_go_plain() {
         sock.write_all(&masked(0x81, text.as_bytes())).unwrap();
         let (first, payload) = read_frame(&mut sock);
         assert_eq!(first, 0xC1, "{model}");
-        assert!(payload.len() < text.len() / 10, "{model}: {}", payload.len());
+        assert!(
+            payload.len() < text.len() / 10,
+            "{model}: {}",
+            payload.len()
+        );
         // Sent compressed in two fragments (RSV1 on the first only): the same echo.
         let whole = compressed(Opcode::Text, text.as_bytes(), 6);
         let h = parse_header(&whole).unwrap().unwrap();
@@ -200,7 +206,11 @@ fn rsv1_marks_compressed_echoes_and_small_ones_go_plain() {
         // A ping with RSV1: 1002.
         sock.write_all(&masked(0xC9, b"x")).unwrap();
         let (first, close) = read_frame(&mut sock);
-        assert_eq!((first, &close[..2]), (0x88, &1002u16.to_be_bytes()[..]), "{model}");
+        assert_eq!(
+            (first, &close[..2]),
+            (0x88, &1002u16.to_be_bytes()[..]),
+            "{model}"
+        );
         srv.stop();
     }
 }
@@ -218,7 +228,11 @@ fn a_raw_bomb_never_inflates_past_the_limit() {
         sock.write_all(&compressed(Opcode::Binary, &vec![0; 16 << 20], 9))
             .unwrap();
         let (first, close) = read_frame(&mut sock);
-        assert_eq!((first, &close[..2]), (0x88, &1009u16.to_be_bytes()[..]), "{model}");
+        assert_eq!(
+            (first, &close[..2]),
+            (0x88, &1009u16.to_be_bytes()[..]),
+            "{model}"
+        );
         srv.stop();
     }
 }

@@ -136,7 +136,10 @@ fn accept_offer(params: &[Param<'_>], config: &DeflateConfig) -> Option<(Agreed,
     // None: not offered; Some(None): offered without a value.
     let mut client_bits: Option<Option<u8>> = None;
     for (i, (name, value)) in params.iter().enumerate() {
-        if params[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+        if params[..i]
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
             return None;
         }
         match name.to_ascii_lowercase().as_str() {
@@ -269,9 +272,8 @@ fn unquote(v: &str) -> Option<String> {
 /// RFC 7230's token: one or more tchar.
 fn is_token(s: &str) -> bool {
     !s.is_empty()
-        && s.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-        })
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn new_deflate(window_bits: u8, mem_level: u8, level: u8) -> Deflate {
@@ -413,7 +415,12 @@ impl Decompressor {
     /// Inflates `data`, the next bytes of a compressed message, appending to `out`, which is
     /// never let grow past `limit` and one byte: a message that inflates past `limit` is a
     /// 1009, bad deflate data a 1007.
-    pub fn inflate(&mut self, data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), Violation> {
+    pub fn inflate(
+        &mut self,
+        data: &[u8],
+        out: &mut Vec<u8>,
+        limit: usize,
+    ) -> Result<(), Violation> {
         if self.ended {
             return Ok(());
         }
@@ -579,7 +586,10 @@ mod tests {
             server_context_takeover: true,
             ..DeflateConfig::default()
         };
-        assert_eq!(with("permessage-deflate", keep).unwrap(), "permessage-deflate");
+        assert_eq!(
+            with("permessage-deflate", keep).unwrap(),
+            "permessage-deflate"
+        );
         assert_eq!(
             with("permessage-deflate; server_no_context_takeover", keep).unwrap(),
             "permessage-deflate; server_no_context_takeover"

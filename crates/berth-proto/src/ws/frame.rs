@@ -242,7 +242,10 @@ mod tests {
         out.clear();
         write_header(&mut out, false, Opcode::Binary, 70_000);
         assert_eq!(parse_header(&out).unwrap().unwrap().len, 70_000);
-        assert!(parse_header(&[0xC1, 0x00]).unwrap().unwrap().rsv1, "RSV1 is read");
+        assert!(
+            parse_header(&[0xC1, 0x00]).unwrap().unwrap().rsv1,
+            "RSV1 is read"
+        );
         assert_eq!(parse_header(&[0xA1, 0x80]).unwrap_err().code, 1002, "RSV2");
         assert_eq!(parse_header(&[0x91, 0x80]).unwrap_err().code, 1002, "RSV3");
         assert_eq!(

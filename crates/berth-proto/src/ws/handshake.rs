@@ -226,7 +226,10 @@ mod tests {
         let bad = [
             header("Sec-WebSocket-Version", "13"),
             header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
-            header("Sec-WebSocket-Extensions", "permessage-deflate; server_max_window_bits=99"),
+            header(
+                "Sec-WebSocket-Extensions",
+                "permessage-deflate; server_max_window_bits=99",
+            ),
         ];
         let plain = accept(&request(&bad), &on).unwrap();
         assert_eq!((plain.deflate, plain.headers.len()), (None, 1));

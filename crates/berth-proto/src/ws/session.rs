@@ -471,7 +471,8 @@ impl<H: WsHandler> WsSession<H> {
                         }
                         let data = &*data;
                         at = end;
-                        let mut out = Outbox::new(output, &mut self.closed, self.compressor.as_mut());
+                        let mut out =
+                            Outbox::new(output, &mut self.closed, self.compressor.as_mut());
                         out.candidate = alone.then_some((header.opcode, data));
                         if header.opcode == Opcode::Text {
                             let text = std::str::from_utf8(data).map_err(|_| Violation {
@@ -921,7 +922,11 @@ mod deflate_tests {
                 break;
             }
         }
-        assert_eq!((&whole, flow), (&split, split_flow), "whole and split differ");
+        assert_eq!(
+            (&whole, flow),
+            (&split, split_flow),
+            "whole and split differ"
+        );
         (whole, flow)
     }
 
@@ -942,7 +947,9 @@ mod deflate_tests {
         for payload in [
             HELLO.to_vec(),
             // §7.2.3.3: a stored block.
-            vec![0x00, 0x05, 0x00, 0xfa, 0xff, 0x48, 0x65, 0x6c, 0x6c, 0x6f, 0x00],
+            vec![
+                0x00, 0x05, 0x00, 0xfa, 0xff, 0x48, 0x65, 0x6c, 0x6c, 0x6f, 0x00,
+            ],
             // §7.2.3.4: BFINAL set.
             vec![0xf3, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x00],
             // §7.2.3.5: two blocks.
@@ -950,7 +957,10 @@ mod deflate_tests {
                 0xf2, 0x48, 0x05, 0x00, 0x00, 0x00, 0xff, 0xff, 0xca, 0xc9, 0xc9, 0x07, 0x00,
             ],
         ] {
-            let (out, flow) = run(|| session("permessage-deflate"), &frame(true, true, 1, &payload));
+            let (out, flow) = run(
+                || session("permessage-deflate"),
+                &frame(true, true, 1, &payload),
+            );
             assert_eq!(flow, Flow::Continue);
             assert_eq!(text(&out), hello(), "{payload:02x?}");
         }
@@ -960,7 +970,10 @@ mod deflate_tests {
         bytes.extend(frame(false, false, 0, &HELLO[2..5]));
         bytes.extend(frame(true, false, 0, &HELLO[5..]));
         let (out, _) = run(|| session("permessage-deflate"), &bytes);
-        assert_eq!(text(&out), [(0xA, "ping".to_owned()), (1, "Hello".to_owned())]);
+        assert_eq!(
+            text(&out),
+            [(0xA, "ping".to_owned()), (1, "Hello".to_owned())]
+        );
     }
 
     #[test]
