@@ -290,10 +290,13 @@ pub const POOL_MAX: usize = 64;
 
 /// Idle compressors for connections without server context takeover, each under its
 /// (window bits, memLevel, level), reset.
-static POOL: Mutex<Vec<((u8, u8, u8), Deflate)>> = Mutex::new(Vec::new());
+static POOL: Mutex<Vec<(PoolKey, Deflate)>> = Mutex::new(Vec::new());
+
+/// A pooled compressor's window bits, memLevel and level.
+type PoolKey = (u8, u8, u8);
 
 /// A reset compressor for `key`, from the pool or new.
-fn take_pooled(key: (u8, u8, u8)) -> Deflate {
+fn take_pooled(key: PoolKey) -> Deflate {
     let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     match pool.iter().rposition(|(k, _)| *k == key) {
         Some(at) => pool.swap_remove(at).1,
@@ -305,7 +308,7 @@ fn take_pooled(key: (u8, u8, u8)) -> Deflate {
 }
 
 /// Puts a compressor back (reset), unless the pool is full.
-fn put_back(key: (u8, u8, u8), mut deflate: Deflate) {
+fn put_back(key: PoolKey, mut deflate: Deflate) {
     deflate.reset();
     let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
     if pool.len() < POOL_MAX {

@@ -206,14 +206,14 @@ impl Opts {
     /// Starts the server with the demo app and waits (bounded) until every listener it should
     /// have is listening.
     pub fn start(self) -> ModelServer {
-        let app = DemoConfig {
+        let mut app = DemoConfig {
             slow_duration: self.slow,
             offload_slow: self
                 .offload_slow
                 .unwrap_or(self.settings.common.workers > 0),
-            ws: self.ws,
             ..Default::default()
         };
+        app.ws = self.ws;
         let files = match &self.files {
             Some(root) => Files::new(root).expect("files root"),
             None => Files::none(),
