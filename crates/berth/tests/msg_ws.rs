@@ -349,3 +349,76 @@ fn a_ws_endpoint_is_for_listening_only() {
         .unwrap_err();
     assert!(err.to_string().contains("for listening"), "{err}");
 }
+
+/// A masked client frame of a message compressed with permessage-deflate (RSV1 set).
+fn compressed_frame(text: &str) -> Vec<u8> {
+    use berth::proto::ws::deflate::{negotiate, Compressor};
+    use berth::proto::ws::frame::{parse_header, Opcode};
+    use berth::proto::ws::DeflateConfig;
+    let config = DeflateConfig {
+        threshold: 0,
+        ..DeflateConfig::default()
+    };
+    let (agreed, _) = negotiate([b"permessage-deflate".as_slice()], &config).unwrap();
+    let mut server_frame = Vec::new();
+    Compressor::new(agreed).write_message(&mut server_frame, Opcode::Text, text.as_bytes());
+    let h = parse_header(&server_frame).unwrap().unwrap();
+    let payload = &server_frame[h.header_len..];
+    assert!(payload.len() < 126);
+    let mut out = vec![server_frame[0], 0x80 | payload.len() as u8, 0, 0, 0, 0];
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Issue 34: a `ws://` listener agrees permessage-deflate and inflates what its clients send
+/// (its own messages go uncompressed); `?deflate=off` turns it off for one listener.
+#[test]
+fn ws_listeners_inflate_compressed_messages_unless_deflate_is_off() {
+    let off = Endpoint::parse("ws://127.0.0.1:0?deflate=off").unwrap();
+    assert!(!off.deflate && ws_endpoint().deflate);
+    assert!(Endpoint::parse("tcp://127.0.0.1:0?deflate=off").is_err());
+    let served = echo(EngineConfig::default(), &[ws_endpoint(), off]);
+    let (on, off) = (addr_of(&served.endpoints[0]), addr_of(&served.endpoints[1]));
+    let opening = "GET /ws/relay HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\
+                   Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+                   Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n";
+    let head_of = |s: &mut TcpStream| {
+        let mut head = Vec::new();
+        let mut b = [0u8];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        String::from_utf8(head).unwrap()
+    };
+    let mut s = TcpStream::connect(off).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(opening.as_bytes()).unwrap();
+    let head = head_of(&mut s);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(!head.contains("Sec-WebSocket-Extensions"), "{head}");
+
+    let mut s = TcpStream::connect(on).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(opening.as_bytes()).unwrap();
+    let head = head_of(&mut s);
+    assert!(
+        head.contains(
+            "Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover\r\n"
+        ),
+        "{head}"
+    );
+    // The name and a message to itself, both compressed: the relay comes back plain.
+    s.write_all(&compressed_frame("alice")).unwrap();
+    s.write_all(&compressed_frame("@alice hello, compressed"))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !String::from_utf8_lossy(&got).contains("hello, compressed") {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed: {got:02x?}");
+        got.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(got[0], 0x81, "a plain text frame: {got:02x?}");
+}
