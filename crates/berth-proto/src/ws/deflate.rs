@@ -559,6 +559,41 @@ mod tests {
     }
 
     #[test]
+    fn the_agreed_server_window_is_kept_to() {
+        // Text whose repeats lie 300 to 3000 bytes apart: a 32 KiB window would reach them.
+        let text: Vec<u8> = (0..60_000u32)
+            .map(|i| b"abcdefghijklmnopqrstuvwxyz"[((i * 7919) % 2311 % 26) as usize])
+            .collect();
+        for (offer, bits) in [
+            ("permessage-deflate; server_max_window_bits=8", 8),
+            ("permessage-deflate; server_max_window_bits=9", 9),
+            ("permessage-deflate; server_max_window_bits=12", 12),
+        ] {
+            for level in [1, 6, 9] {
+                let config = DeflateConfig {
+                    level,
+                    ..DeflateConfig::default()
+                };
+                let (agreed, _) = negotiate([offer.as_bytes()], &config).unwrap();
+                let mut out = Vec::new();
+                Compressor::new(agreed).write_message(&mut out, Opcode::Binary, &text);
+                let h = frame::parse_header(&out).unwrap().unwrap();
+                let mut input = out[h.header_len..].to_vec();
+                input.extend_from_slice(&TAIL);
+                // An inflater with just the agreed window (zlib's smallest raw one is 9, and
+                // 8 means distances of at most 256, which 9 reads too).
+                let mut inflate = Inflate::new(false, bits.max(9));
+                let mut plain = vec![0; text.len() + 16];
+                inflate
+                    .decompress(&input, &mut plain, InflateFlush::SyncFlush)
+                    .unwrap_or_else(|e| panic!("{offer} level {level}: {e:?}"));
+                plain.truncate(inflate.total_out() as usize);
+                assert_eq!(plain, text, "{offer} level {level}");
+            }
+        }
+    }
+
+    #[test]
     fn the_configuration_turns_it_off_and_caps_the_windows() {
         let off = DeflateConfig {
             enabled: false,
