@@ -459,7 +459,14 @@ impl Decompressor {
                 }
                 // The room was filled: there may be more to come out.
                 _ if made == room => continue,
-                _ if input.is_empty() || (used == 0 && made == 0) => return Ok(()),
+                _ if input.is_empty() => return Ok(()),
+                // Input left, room left, and nothing moved: zlib is stuck on it.
+                _ if used == 0 && made == 0 => {
+                    return Err(Violation {
+                        code: 1007,
+                        why: "compressed data that does not inflate",
+                    })
+                }
                 _ => continue,
             }
         }
