@@ -430,8 +430,12 @@ impl Decompressor {
         // Inflating with the largest window reads whatever window the client kept to.
         let inflate = self.inflate.get_or_insert_with(|| Inflate::new(false, 15));
         let mut input = data;
+        // The output is zeroed before zlib writes it: room in proportion to the input (a
+        // small frame must not zero 64 KiB), doubled while zlib fills it.
+        let mut step = (input.len() * 4).clamp(256, INFLATE_STEP);
         loop {
-            let room = (limit.saturating_sub(out.len()) + 1).min(INFLATE_STEP);
+            let room = (limit.saturating_sub(out.len()) + 1).min(step);
+            step = (step * 2).min(INFLATE_STEP);
             let start = out.len();
             out.resize(start + room, 0);
             let (in0, out0) = (inflate.total_in(), inflate.total_out());
