@@ -7,7 +7,10 @@ POST /reverse, interleaved per round (issue 18).
 
 Usage: python3 bench/python_wsgi.py [--python target/py-venv/bin/python] [--rounds 2]
                                     [--duration 10] [--threads 2]
-Needs wrk, and berth, flask and granian installed for --python.
+                                    [--app apps.wsgi_apps:hello --shapes hello]
+Needs wrk, and berth, flask and granian installed for --python. `--app` serves another
+application of crates/berth-py/tests (issue 33: the plain WSGI hello, `apps.wsgi_apps:hello`,
+which answers every path); `--shapes hello` runs GET /hello/world only.
 """
 import argparse
 import os
@@ -15,7 +18,26 @@ import re
 import signal
 import subprocess
 
-from benchlib import cpu_seconds, free_port, wait_ready
+from benchlib import cpu_seconds, wait_ready
+
+
+def free_port():
+    """A port below the ephemeral range that a server can bind with SO_REUSEADDR: on a
+    machine whose other tests leave thousands of connections in TIME_WAIT, a port picked by
+    binding port 0 can still be refused to a server (its TIME_WAIT sockets lack SO_REUSEADDR)."""
+    import random
+    import socket
+    while True:
+        port = random.randint(20000, 30000)
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "..", "crates", "berth-py", "tests")
@@ -27,17 +49,23 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--app", default="apps.flask_app:app")
+    ap.add_argument("--shapes", choices=("all", "hello"), default="all")
+    ap.add_argument("--connections", type=int, default=50)
     args = ap.parse_args()
+    # The servers start in the apps' directory: a relative --python is the caller's.
+    args.python = os.path.abspath(args.python) if os.sep in args.python else args.python
     lua = os.path.join(HERE, "reverse.lua")
     servers = {
         "granian": lambda port: [args.python, "-m", "granian", "--interface", "wsgi", "--workers", "1",
                                  "--blocking-threads", str(args.threads), "--runtime-threads", "1",
                                  "--log-level", "warning", "--host", "127.0.0.1", "--port", str(port),
-                                 "apps.flask_app:app"],
-        "berth": lambda port: [args.python, "-m", "berth", "apps.flask_app:app", "--interface", "wsgi",
+                                 args.app],
+        "berth": lambda port: [args.python, "-m", "berth", args.app, "--interface", "wsgi",
                                "--port", str(port), "--threads", str(args.threads)],
     }
-    for shape, script in (("GET /hello/world", None), ("POST /reverse", lua)):
+    shapes = (("GET /hello/world", None), ("POST /reverse", lua))
+    for shape, script in shapes[:1] if args.shapes == "hello" else shapes:
         for rnd in range(1, args.rounds + 1):
             for name, argv in servers.items():
                 port = free_port()
@@ -46,7 +74,8 @@ def main():
                 try:
                     wait_ready(port)
                     before = cpu_seconds(proc.pid)
-                    cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c50", f"-d{args.duration}s"]
+                    cmd = ["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}",
+                           f"-d{args.duration}s"]
                     if script:
                         cmd += ["-s", script]
                     out = subprocess.run(cmd + [f"http://127.0.0.1:{port}/hello/world"], capture_output=True,

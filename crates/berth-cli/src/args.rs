@@ -278,6 +278,40 @@ pub struct LabArgs {
     /// Directory of the peers' sources [default: ./peers, or the one in berth's source tree].
     #[arg(long, value_name = "DIR")]
     pub peers: Option<PathBuf>,
+
+    /// The Python that runs the Python peers (python-*, granian, berth-asgi, berth-wsgi ...),
+    /// e.g. a venv's, where berth-py and granian are installed [default: python3 on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+}
+
+/// Whether `serve` speaks HTTP/2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Http2 {
+    /// A plain connection that starts with the preface is HTTP/2's (h2c with prior
+    /// knowledge), any other HTTP/1.1's; TLS offers `h2` by ALPN before `http/1.1`.
+    On,
+    /// HTTP/1.1 only: TLS offers `http/1.1` alone.
+    Off,
+    /// Every connection is HTTP/2's (prior knowledge, a gRPC backend's port; TLS offers `h2`
+    /// alone): an HTTP/1.1 request is a connection error.
+    Only,
+}
+
+/// A switch given as `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+impl OnOff {
+    /// Whether it is on.
+    pub fn on(self) -> bool {
+        self == OnOff::On
+    }
 }
 
 /// What the `--http-port` listener does.
@@ -318,9 +352,11 @@ impl From<AccessLogFormat> for berth::app::AccessLog {
 /// Options of `berth serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Where to listen (repeatable): tcp://HOST:PORT, tls://HOST:PORT[?cert=FILE&key=FILE]
-    /// (or --tls-cert and --tls-key), unix:///PATH. Each listener is served by its own
-    /// threads of the chosen model. Without it: --host and --port.
+    /// Where to listen (repeatable, kinds mixed): tcp://HOST:PORT,
+    /// tls://HOST:PORT[?cert=FILE&key=FILE] (or --tls-cert and --tls-key), unix:///PATH (every
+    /// model; a stale socket file is replaced, a live one refused, the file removed at exit).
+    /// Each listener is served by its own threads of the chosen model. Without it: --host and
+    /// --port.
     #[arg(short = 'l', long = "listen", value_name = "ENDPOINT", conflicts_with_all = ["host", "port"], help_heading = heading::LISTEN)]
     pub listen: Vec<String>,
 
@@ -391,6 +427,32 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub ws_deflate: WsDeflateArgs,
 
+    /// HTTP/2: with `on`, a plain connection that starts with its preface is served as HTTP/2
+    /// (h2c with prior knowledge) and TLS listeners offer `h2` by ALPN before `http/1.1`;
+    /// `only` serves every connection as HTTP/2.
+    #[arg(long, value_name = "on|off|only", value_enum, default_value_t = Http2::On, help_heading = heading::LIMITS)]
+    pub http2: Http2,
+
+    /// HTTP/2 streams a client may have open at once on one connection; one more is refused
+    /// (REFUSED_STREAM).
+    #[arg(long, value_name = "N", default_value = "128", value_parser = clap::value_parser!(u32).range(1..), help_heading = heading::LIMITS)]
+    pub http2_max_streams: u32,
+
+    /// HTTP/2 streams (requests) one connection may open in all; after them it is wound down
+    /// with GOAWAY NO_ERROR and the client goes on with a new connection (nginx's
+    /// `keepalive_requests`, which HTTP/2 connections obey too, defaults to 1000).
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = clap::value_parser!(u32).range(1..), help_heading = heading::LIMITS)]
+    pub http2_max_requests: u32,
+
+    /// `Server: berth` in every response (HTTP/2: `server: berth`); `off` writes none.
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, help_heading = heading::LIMITS)]
+    pub server_header: OnOff,
+
+    /// `Date` in every HTTP/1.1 response (RFC 9110 §6.6.1); `off` writes none (a proxy in
+    /// front adds its own).
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, help_heading = heading::LIMITS)]
+    pub date_header: OnOff,
+
     /// From a request's first byte until its head must be complete; then 408.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
     pub header_timeout: Duration,
@@ -447,6 +509,33 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", help_heading = heading::APP)]
     pub root: Option<PathBuf>,
 
+    /// Serve the site in DIR at `/`: `index.html` for a directory (301 to `dir/` without the
+    /// slash), ETag, Range and 304 as `/files/`, nothing outside DIR. The demo's own routes
+    /// (`/stats`, `/healthz`, `/files/`, ...) stay and win over files of the same name; `/`
+    /// is the site's.
+    #[arg(long, value_name = "DIR", help_heading = heading::APP)]
+    pub site: Option<PathBuf>,
+
+    /// Compress files of compressible types (text, JSON, JavaScript, SVG, XML, wasm) on the
+    /// fly with gzip, br or zstd, as the client accepts; never ranges, 304s or HTTP/1.0. See
+    /// the README's note on BREACH before turning it on for pages with secrets.
+    #[arg(long, help_heading = heading::APP)]
+    pub compress: bool,
+
+    /// Level of --compress, 1 (fastest) to 9 (smallest), for all three codings.
+    #[arg(long, value_name = "N", default_value = "5", value_parser = clap::value_parser!(u8).range(1..=9), help_heading = heading::APP)]
+    pub compress_level: u8,
+
+    /// Files smaller than this are sent as they are by --compress: 16k, 1m (bytes without a
+    /// suffix).
+    #[arg(long, value_name = "SIZE", default_value = "1k", value_parser = units::size, help_heading = heading::APP)]
+    pub compress_min_size: u64,
+
+    /// Do not look for precompressed siblings (`name.br`, `name.zst`, `name.gz`) of the files
+    /// of `/files/` and the site; by default the one the client accepts best is served.
+    #[arg(long, help_heading = heading::APP)]
+    pub no_precompressed: bool,
+
     /// How long `/test/slow` waits: 30ms, 1s; a bare number is milliseconds (seed 001).
     #[arg(short = 'D', long, value_name = "DURATION", default_value = "30", value_parser = units::slow_duration, help_heading = heading::APP)]
     pub slow_duration: Duration,
@@ -459,8 +548,8 @@ pub struct WsDeflateArgs {
     /// Compress WebSocket messages (permessage-deflate) with clients that offer it, as
     /// browsers do; `off` never negotiates it. In `msg serve`, a ws:// listener's
     /// `?deflate=off` turns it off for that listener.
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, help_heading = heading::LIMITS)]
-    pub ws_deflate: bool,
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, help_heading = heading::LIMITS)]
+    pub ws_deflate: OnOff,
 
     /// Largest LZ77 window permessage-deflate uses, as bits (8 to 15), both ways; below 15,
     /// a client that does not let the server limit its window gets no compression.
@@ -484,22 +573,13 @@ impl WsDeflateArgs {
     /// The settings these flags make.
     pub fn config(&self) -> berth::proto::ws::DeflateConfig {
         berth::proto::ws::DeflateConfig {
-            enabled: self.ws_deflate,
+            enabled: self.ws_deflate.on(),
             max_window_bits: self.ws_deflate_window_bits,
             mem_level: self.ws_deflate_mem_level,
             level: self.ws_deflate_level,
             threshold: self.ws_deflate_threshold,
             ..berth::proto::ws::DeflateConfig::default()
         }
-    }
-}
-
-/// `on` or `off`.
-fn on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("'{s}' is neither on nor off")),
     }
 }
 

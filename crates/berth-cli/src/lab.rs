@@ -34,6 +34,7 @@ pub fn run(opts: LabArgs) -> Result<(), String> {
         berth,
         models: Model::ALL.iter().map(|m| m.name().to_owned()).collect(),
         peers,
+        python: opts.python.clone(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let report = lab::run(&config, &mut |line| eprintln!("lab: {line}")).inspect_err(|e| {

@@ -2,7 +2,7 @@
 //! line.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use berth::app::redirect::HttpsRedirect;
@@ -12,17 +12,18 @@ use berth::files::Files;
 use berth::msg::{Address, Endpoint};
 use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
-use berth::net::{Acceptor, ListenConfig};
+use berth::net::{Acceptor, Addr, ListenConfig};
 use berth::stats::Stats;
+use berth_proto::h2::H2Config;
 use berth_proto::http::Limits;
 
-use crate::args::{usage_error, AccessLogFormat, HttpMode, ServeArgs};
+use crate::args::{usage_error, AccessLogFormat, Http2, HttpMode, ServeArgs};
 use crate::lifecycle;
 
 /// One `--listen` (or `--host`/`--port`): where, and whether over TLS.
 struct Listener {
-    /// A TCP address.
-    addr: SocketAddr,
+    /// A TCP address or a UNIX socket's path.
+    addr: Addr,
     /// HTTPS with this certificate.
     tls: Option<TlsAcceptor>,
 }
@@ -50,9 +51,18 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_headers: usize::from(args.max_headers),
         max_uri_bytes: args.max_uri_size.get(),
         max_body_bytes: args.max_body_size,
+        http2: (args.http2 != Http2::Off).then(|| H2Config {
+            max_concurrent_streams: args.http2_max_streams,
+            max_streams_per_connection: args.http2_max_requests,
+            exclusive: args.http2 == Http2::Only,
+            ..H2Config::default()
+        }),
+        server_header: args.server_header.on(),
+        date_header: args.date_header.on(),
         ..Limits::default()
     };
-    let mut settings = Settings::new(model, listeners[0].addr);
+    let mut settings = Settings::new(model, SocketAddr::from(([127, 0, 0, 1], 0)));
+    settings.addr = listeners[0].addr.clone();
     settings.common = Common {
         listen: ListenConfig {
             backlog: args.backlog,
@@ -87,6 +97,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             max_message: args.ws_max_message.get(),
             deflate: args.ws_deflate.config(),
         },
+        compress: args.compress.then_some(berth::proto::http::Compress {
+            level: args.compress_level,
+            min_size: args.compress_min_size,
+        }),
     };
     let files = match &args.root {
         Some(dir) => match Files::new(dir) {
@@ -99,6 +113,17 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         None if Path::new("public").is_dir() => Files::new("public")?,
         None => Files::none(),
     };
+    let files = match &args.site {
+        Some(dir) => match files.with_site(dir) {
+            Ok(files) => files,
+            Err(e) => usage_error(
+                "serve",
+                &format!("invalid value '{}' for '--site': {e}", dir.display()),
+            ),
+        },
+        None => files,
+    }
+    .precompressed(!args.no_precompressed);
     let access_log = match (args.access_log, args.access_log_format) {
         (_, Some(format)) => Some(format.into()),
         (true, None) => Some(AccessLogFormat::Combined.into()),
@@ -107,9 +132,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Detach now: every flag has been checked (usage errors reached the terminal), and no
     // thread has been started yet (fork keeps only the calling one).
     let mut daemon = lifecycle::detach(&args.daemon)?;
-    let demo = |stats: &Arc<Stats>| {
+    let demo = |stats: &Arc<Stats>, addr: &Addr| {
         Demo::new(app.clone(), stats.clone())
             .with_access_log(access_log)
+            .over_unix_socket(matches!(addr, Addr::Unix(_)))
             .with_files(files.clone())
     };
     // Kept to announce a drain: /healthz reads it in every process of the server.
@@ -118,19 +144,19 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut urls = Vec::new();
     for listener in &listeners {
         let mut one = settings.clone();
-        one.addr = listener.addr;
+        one.addr = listener.addr.clone();
         one.common.listen.transport = listener.tls.clone().map_or(Acceptor::Plain, Acceptor::Tls);
         one.common.listen.inherited = inherited.next();
         let stats = one.new_stats()?;
         health.push(stats.clone());
-        let (server, bound) = drive::serve(&one, demo(&stats), stats)
+        let (server, bound) = drive::serve(&one, demo(&stats, &listener.addr), stats)
             .map_err(|e| lifecycle::failed(&mut daemon, e))?;
-        let scheme = if listener.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        urls.push(format!("{scheme}://{bound}"));
+        urls.push(match (&bound, &listener.tls) {
+            // `unix:///PATH`, as --listen takes it (curl --unix-socket PATH http://localhost/).
+            (Addr::Unix(_), _) => bound.to_string(),
+            (Addr::Tcp(_), Some(_)) => format!("https://{bound}"),
+            (Addr::Tcp(_), None) => format!("http://{bound}"),
+        });
         servers.push(server);
     }
 
@@ -145,14 +171,15 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or(0);
+        let host = https.addr.tcp().expect("tls:// listeners are TCP").ip();
         let mut plain = settings.clone();
-        plain.addr = SocketAddr::new(https.addr.ip(), port);
+        plain.addr = Addr::Tcp(SocketAddr::new(host, port));
         plain.common.listen.transport = Acceptor::Plain;
         plain.common.listen.inherited = inherited.next();
         let stats = plain.new_stats()?;
         health.push(stats.clone());
         let started = match args.http_mode {
-            HttpMode::Serve => drive::serve(&plain, demo(&stats), stats),
+            HttpMode::Serve => drive::serve(&plain, demo(&stats, &plain.addr), stats),
             HttpMode::Redirect => drive::serve(&plain, HttpsRedirect { port: tls_port }, stats),
         };
         let (server, at) = started.map_err(|e| lifecycle::failed(&mut daemon, e))?;
@@ -171,6 +198,21 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             "no --root given and no ./public: /files/ answers 404 (give --root DIR, or create \
              ./public before starting)"
         );
+    }
+    if let Some(site) = files.site() {
+        // Said once: a file of the site that a demo route hides is never served.
+        let hidden: Vec<String> = berth::app::DEMO_ROUTES
+            .iter()
+            .filter(|route| site.join(&route[1..]).exists())
+            .map(|route| route.to_string())
+            .collect();
+        if !hidden.is_empty() {
+            log::warn!(
+                "--site {}: {} not served (the demo's routes of the same paths win)",
+                site.display(),
+                hidden.join(", ")
+            );
+        }
     }
     if inherited.len() > 0 {
         log::warn!(
@@ -246,7 +288,13 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// before anything starts.
 fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
     let certificate = |cert: &Path, key: &Path| {
-        TlsAcceptor::new(TlsSettings::http(cert, key)).map_err(|e| format!("TLS: {e}"))
+        let mut settings = TlsSettings::http(cert, key);
+        match args.http2 {
+            Http2::On => {}
+            Http2::Off => settings.alpn.retain(|p| p != b"h2"),
+            Http2::Only => settings.alpn.retain(|p| p == b"h2"),
+        }
+        TlsAcceptor::new(settings).map_err(|e| format!("TLS: {e}"))
     };
     // --tls-cert and --tls-key: read once, for --host/--port or every tls:// without files.
     let mut default_tls: Option<TlsAcceptor> = None;
@@ -272,7 +320,10 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
                 ),
             ),
         };
-        return Ok(vec![Listener { addr, tls }]);
+        return Ok(vec![Listener {
+            addr: Addr::Tcp(addr),
+            tls,
+        }]);
     }
     if args.tls_cert.is_some() && !args.listen.iter().any(|l| l.starts_with("tls://")) {
         usage_error(
@@ -309,25 +360,13 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
             },
         };
         let addr = match endpoint.address {
-            Address::Tcp(addr) => addr,
-            Address::Unix(path) => return unix(path),
+            Address::Tcp(addr) => Addr::Tcp(addr),
+            Address::Unix(path) => Addr::Unix(path),
             Address::Udp(_) => bad("HTTP is served over tcp://, tls:// and unix://, not udp://"),
         };
         listeners.push(Listener { addr, tls });
     }
     Ok(listeners)
-}
-
-/// `--listen unix:///PATH`.
-fn unix(path: PathBuf) -> Result<Vec<Listener>, String> {
-    usage_error(
-        "serve",
-        &format!(
-            "invalid value 'unix://{}' for '--listen': the HTTP models accept TCP connections \
-             only (msg serve takes unix://)",
-            path.display()
-        ),
-    )
 }
 
 /// SIGHUP: the certificates and keys are read again; new connections get them. A reload that

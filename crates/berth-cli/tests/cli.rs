@@ -97,7 +97,7 @@ fn assert_usage_error(args: &[&str], names: &[&str]) {
 
 #[test]
 fn malformed_options_are_usage_errors() {
-    let cases: [(&[&str], &[&str]); 10] = [
+    let cases: [(&[&str], &[&str]); 13] = [
         // `-d` works now (tests/daemon.rs); what it needs must come with it.
         (&["serve", "--log-file", "x.log"], &["--daemonize"]),
         (&["serve", "-p", "70000"], &["--port", "-p"]),
@@ -109,6 +109,15 @@ fn malformed_options_are_usage_errors() {
         (&["serve", "--max-headers", "0"], &["--max-headers"]),
         (&["serve", "--root", "/nonexistent/berth-root"], &["--root"]),
         (&["serve", "--actor-batch", "0"], &["--actor-batch"]),
+        (&["serve", "--http2", "maybe"], &["--http2"]),
+        (
+            &["serve", "--http2-max-streams", "0"],
+            &["--http2-max-streams"],
+        ),
+        (
+            &["serve", "--http2-max-requests", "0"],
+            &["--http2-max-requests"],
+        ),
     ];
     for (args, names) in cases {
         assert_usage_error(args, names);
@@ -195,7 +204,7 @@ fn address_in_use_is_a_runtime_failure() {
 fn a_second_berth_is_refused_the_port_of_a_running_one() {
     // The first one's listeners have SO_REUSEPORT (its threads, or its worker processes, share
     // the port): the kernel alone would let any berth join them.
-    for first_model in ["evloop", "prefork"] {
+    for first_model in sharing_a_port() {
         let mut first = Berth::spawn(&["serve", "-m", first_model, "-p", "0", "-A", "2"]);
         let addr = address_in(&first.line());
         let port = addr.port().to_string();
@@ -223,7 +232,7 @@ fn a_second_berth_is_refused_the_port_of_a_running_one() {
 fn reuse_port_shares_the_port_for_a_restart() {
     // README's zero-downtime restart: start the new server with --reuse-port next to the old
     // one, then stop the old one; the port never stops answering.
-    for new_model in ["evloop", "prefork"] {
+    for new_model in sharing_a_port() {
         let mut old = Berth::spawn(&["serve", "-p", "0", "-A", "1", "--reuse-port"]);
         let addr = address_in(&old.line());
         let port = addr.port().to_string();
@@ -255,6 +264,40 @@ fn sigterm_shuts_down_cleanly() {
     berth.signal("TERM");
     let status = berth.wait(LIMIT);
     assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+#[test]
+fn server_and_date_headers_are_switches() {
+    let has = |response: &str, field: &str| {
+        let head = response
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
+        head.contains(&format!("\r\n{field}: "))
+    };
+    let (_on, addr) = serve(&[]);
+    let response = get(addr, "/hello/world");
+    assert!(
+        has(&response, "server") && has(&response, "date"),
+        "{response}"
+    );
+    let (_off, addr) = serve(&["--server-header", "off", "--date-header", "off"]);
+    for path in ["/hello/world", "/nowhere", "/test/slow"] {
+        let response = get(addr, path);
+        assert!(response.starts_with("HTTP/1.1 "), "{response}");
+        assert!(
+            !has(&response, "server") && !has(&response, "date"),
+            "{response}"
+        );
+    }
+    let (_half, addr) = serve(&["--date-header", "off"]);
+    let response = get(addr, "/hello/world");
+    assert!(
+        has(&response, "server") && !has(&response, "date"),
+        "{response}"
+    );
+    assert_usage_error(&["serve", "--server-header", "maybe"], &["--server-header"]);
 }
 
 /// Starts `berth serve` on a free port; returns the guard and the address it serves.
@@ -505,4 +548,94 @@ fn serve_actor_model_with_its_batch() {
     );
     drop(server);
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The models whose listeners share their port through `SO_REUSEPORT` when there are several
+/// (`-A 2`: threads or processes of their own listening on it), from the model registry.
+fn sharing_a_port() -> Vec<&'static str> {
+    Model::ALL
+        .into_iter()
+        .filter(|&m| {
+            let mut settings = berth::drive::Settings::new(m, "127.0.0.1:0".parse().unwrap());
+            settings.common.accept_threads = 2;
+            settings.listeners() > 1
+        })
+        .map(Model::name)
+        .collect()
+}
+
+/// `--http2 on` (the default) serves HTTP/2 with prior knowledge and HTTP/1.1 on one port;
+/// `off` answers the preface as the HTTP/1.1 request-line it then is (505); `only` refuses
+/// HTTP/1.1; `--http2-max-requests` winds a connection down after that many streams (curl
+/// goes on with a new connection, so every transfer succeeds).
+#[test]
+fn http2_on_off_only_and_max_requests() {
+    berth_testkit::tools::require("curl");
+    let curl = |args: &[&str]| {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code} ",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (_on, addr) = serve(&[]);
+    let url = format!("http://{addr}/hello/world");
+    assert_eq!(curl(&["--http2-prior-knowledge", &url]), "200 ");
+    assert_eq!(curl(&["--http1.1", &url]), "200 ");
+    let (_off, addr) = serve(&["--http2", "off"]);
+    let url = format!("http://{addr}/hello/world");
+    assert_eq!(curl(&["--http1.1", &url]), "200 ");
+    assert_ne!(curl(&["--http2-prior-knowledge", &url]), "200 ");
+    let (_only, addr) = serve(&["--http2", "only"]);
+    let url = format!("http://{addr}/hello/world");
+    assert_eq!(curl(&["--http2-prior-knowledge", &url]), "200 ");
+    assert_ne!(curl(&["--http1.1", &url]), "200 ");
+    let (_few, addr) = serve(&["--http2-max-requests", "2"]);
+    // Two streams, as raw frames (the client writes nothing after them, so the server's close
+    // cannot meet a write of ours): both served, and the second spends the connection: GOAWAY
+    // NO_ERROR naming stream 3, then the close.
+    let frame = |out: &mut Vec<u8>, kind: u8, flags: u8, id: u32, payload: &[u8]| {
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+        out.extend_from_slice(&[kind, flags]);
+        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(payload);
+    };
+    // GET /hello/world, :scheme http, :authority x (HPACK without indexing).
+    let mut get = vec![0x82, 0x86, 0x04, 12];
+    get.extend_from_slice(b"/hello/world");
+    get.extend_from_slice(&[0x01, 1, b'x']);
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    frame(&mut out, 4, 0, 0, &[]);
+    frame(&mut out, 1, 0x5, 1, &get);
+    frame(&mut out, 1, 0x5, 3, &get);
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(LIMIT)).unwrap();
+    std::io::Write::write_all(&mut sock, &out).unwrap();
+    let mut all = Vec::new();
+    std::io::Read::read_to_end(&mut sock, &mut all).unwrap();
+    let (mut ended, mut goaway, mut at) = (0, None, 0);
+    while at + 9 <= all.len() {
+        let len = u32::from_be_bytes([0, all[at], all[at + 1], all[at + 2]]) as usize;
+        let payload = &all[at + 9..at + 9 + len];
+        match (all[at + 3], all[at + 4] & 1) {
+            (0, 1) => ended += 1,
+            (7, _) => {
+                let word = |k: usize| u32::from_be_bytes(payload[k..k + 4].try_into().unwrap());
+                goaway = Some((word(0), word(4)));
+            }
+            _ => {}
+        }
+        at += 9 + len;
+    }
+    assert_eq!(ended, 2, "both streams answered");
+    assert_eq!(goaway, Some((3, 0)), "GOAWAY NO_ERROR naming stream 3");
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use berth::net::tls::TlsConnector;
 use berth_testkit::certs::Certs;
 use berth_testkit::msg::try_hello;
+use berth_testkit::per_model;
 use common::{address_in, run_within, Berth};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -95,15 +96,14 @@ fn certificate_problems_stop_startup_with_their_cause() {
     assert!(err.contains("--tls-key"), "{err}");
 }
 
-/// In a model whose workers share the process (evloop), one that forks per connection from
-/// the master (forked), and one whose long-lived worker processes hold their own copy
-/// (prefork: renewed, a new worker before each old one drains); and uring, which shares the
-/// process like evloop.
-#[test]
-fn sighup_reloads_the_certificate_and_a_bad_reload_keeps_the_old() {
-    for model in ["evloop", "forked", "prefork", "uring"] {
-        reload_in(model);
-    }
+// In every model: those whose threads share the process, those that fork per connection
+// from the master (forked), and those whose long-lived worker processes hold their own copy
+// (prefork: renewed, a new worker before each old one drains). One test per model of the
+// registry (`case::uring`): see `per_model!`.
+berth::with_models!(per_model! { sighup_reloads_the_certificate_and_a_bad_reload_keeps_the_old });
+
+fn sighup_reloads_the_certificate_and_a_bad_reload_keeps_the_old(model: berth::drive::Model) {
+    reload_in(model.name());
 }
 
 fn reload_in(model: &str) {

@@ -310,6 +310,7 @@ impl<H: Handler<Job = TestJob>> Run<H> {
                 limits: leaked,
                 date: DATE,
                 stream_bodies,
+                now: std::time::Instant::now(),
             },
             bounds: Bounds {
                 config: H2Config::default(),

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use berth::drive::evloop::Inline;
 use berth::drive::{self, Model, Server, Service, Settings};
+use berth::net::{Acceptor, Addr};
 use berth::proto::http::{
     body_stream, Answer, BodyStream, Handled, Handler, Job, Popped, Reply, Request, Response,
     StreamWriter, Version,
@@ -47,7 +48,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::asgi_ws::{AsgiWs, Incoming, WsShared};
 use crate::front::{
-    declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields, REFUSAL,
+    declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields,
 };
 use berth::proto::upgrade::Switch;
 use berth::proto::ws::{handshake, Agreed, DeflateConfig};
@@ -183,6 +184,8 @@ struct Asgi {
     websocket: bool,
     /// permessage-deflate for the `websocket` scope (`None`: off).
     deflate: Option<DeflateConfig>,
+    /// Written to a connection refused at capacity (with `Server` or without).
+    refusal: &'static [u8],
 }
 
 struct AsgiHandler {
@@ -203,7 +206,7 @@ impl Service for Asgi {
     }
 
     fn refusal(&self) -> &'static [u8] {
-        REFUSAL
+        self.refusal
     }
 }
 
@@ -240,6 +243,12 @@ impl Handler for AsgiHandler {
         _res: &mut Response<'_>,
     ) -> Handled<AsgiJob> {
         self.call(req, Some(body), None)
+    }
+
+    fn on_response(&mut self, status: u16) {
+        if status == 413 {
+            crate::front::warn(crate::front::OVER_MAX_BODY);
+        }
     }
 }
 
@@ -781,9 +790,12 @@ pub struct AsgiServer {
     host: String,
     #[pyo3(get)]
     port: u16,
+    /// `http://HOST:PORT`, `https://...` or `unix:///PATH`: what the startup line says.
+    #[pyo3(get)]
+    url: String,
     describe: String,
-    /// Shared by every scope: `("http", ...)` pieces built once.
-    server_tuple: Py<PyTuple>,
+    /// Shared by every scope: its `server`, `(host, port)` built once (None over UNIX).
+    server_tuple: Py<PyAny>,
     asgi_version: Py<PyDict>,
     /// Largest WebSocket message a client may send.
     ws_max_message: usize,
@@ -796,7 +808,7 @@ impl AsgiServer {
     #[new]
     /// `fd`: a listening socket to serve instead of binding `host:port` (`python -m berth
     /// --workers`: the parent's), taken over (closed when done).
-    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024, fd=None, ws_deflate=true))]
+    #[pyo3(signature = (host="127.0.0.1", port=8000, model="evloop", io_threads=1, reuse_port=false, max_body=None, max_connections=None, ws_max_message=16 * 1024 * 1024, fd=None, options=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -809,12 +821,15 @@ impl AsgiServer {
         max_connections: Option<usize>,
         ws_max_message: usize,
         fd: Option<i32>,
-        ws_deflate: bool,
+        options: Option<Bound<'_, PyDict>>,
     ) -> PyResult<AsgiServer> {
+        let model: Model = model.parse().map_err(|_| {
+            PyValueError::new_err(format!(
+                "no model {model:?} (models: {})",
+                crate::front::models().join(", ")
+            ))
+        })?;
         let inherited = fd.map(crate::workers::inherited).transpose()?;
-        let model: Model = model
-            .parse()
-            .map_err(|_| PyValueError::new_err(format!("no model {model:?}")))?;
         let addr = crate::workers::address(host, port)?;
         let mut settings = Settings::new(model, addr);
         settings.common.accept_threads = io_threads.max(1);
@@ -828,6 +843,8 @@ impl AsgiServer {
         if let Some(max) = max_connections {
             settings.common.capacity = max;
         }
+        // `options`: TLS, backlog, keep-alive, concurrency limit (see `front::configure`).
+        let app = crate::front::configure(&mut settings, options.as_ref())?;
         let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
         let threads = model != Model::Evloop || io_threads > 1;
         let bridge = Arc::new(Bridge::new(threads).map_err(|e| crate::os_error("", e))?);
@@ -836,8 +853,9 @@ impl AsgiServer {
             // The app's sends wake the connection from the bridge's thread: a model that waits
             // in `read` (a blocking one) could not be woken for them.
             websocket: model.caps().wakes_upgraded,
-            // permessage-deflate (RFC 7692) with berth's defaults, unless `ws_deflate=False`.
-            deflate: ws_deflate.then(DeflateConfig::default),
+            // permessage-deflate (RFC 7692), unless the options' `ws_deflate` is false.
+            deflate: app.ws_deflate.enabled.then_some(app.ws_deflate),
+            refusal: crate::front::refusal(&settings.common.limits),
         };
         let (engine, bound) = if threads {
             let (server, bound) = py
@@ -846,7 +864,7 @@ impl AsgiServer {
             (Engine::Threads(Mutex::new(Some(server))), bound)
         } else {
             let (inline, bound) = Inline::bind(
-                addr,
+                settings.addr.clone(),
                 &service,
                 &settings.common,
                 &settings.models.evloop,
@@ -855,7 +873,23 @@ impl AsgiServer {
             .map_err(crate::bind_error)?;
             (Engine::Inline(Box::new(Mutex::new(inline))), bound)
         };
-        let host = bound.ip().to_string();
+        let tls = matches!(settings.common.listen.transport, Acceptor::Tls(_));
+        let url = crate::front::url(&bound, tls);
+        // Over a UNIX socket: the path, port 0 and no `server` in the scope (as uvicorn).
+        let (host, port, server) = match &bound {
+            Addr::Tcp(tcp) => {
+                let host = tcp.ip().to_string();
+                let tuple = PyTuple::new(
+                    py,
+                    [
+                        host.clone().into_pyobject(py)?.into_any(),
+                        tcp.port().into_pyobject(py)?.into_any(),
+                    ],
+                )?;
+                (host, tcp.port(), tuple.into_any().unbind())
+            }
+            Addr::Unix(path) => (path.display().to_string(), 0, py.None()),
+        };
         let asgi_version = PyDict::new(py);
         asgi_version.set_item("version", "3.0")?;
         asgi_version.set_item("spec_version", "2.4")?;
@@ -870,16 +904,10 @@ impl AsgiServer {
             bridge,
             engine,
             over: AtomicBool::new(false),
-            server_tuple: PyTuple::new(
-                py,
-                [
-                    host.clone().into_pyobject(py)?.into_any(),
-                    bound.port().into_pyobject(py)?.into_any(),
-                ],
-            )?
-            .unbind(),
+            server_tuple: server,
             host,
-            port: bound.port(),
+            port,
+            url,
             describe,
             asgi_version: asgi_version.unbind(),
             ws_max_message,

@@ -2,13 +2,33 @@
 //! application's header fields turned into berth's reply (dropping the ones berth writes
 //! itself), and the body length an application declares held to.
 
+use std::time::Duration;
+
+use berth::drive::{Model, Settings};
+use berth::net::tls::{TlsAcceptor, TlsSettings};
+use berth::net::{Acceptor, Addr};
 use berth::proto::http::{body_stream, Reply};
+use berth::proto::ws::DeflateConfig;
 use pyo3::exceptions::PyValueError;
-use pyo3::PyResult;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 /// Written to a connection refused at capacity.
 pub const REFUSAL: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nServer: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// [`REFUSAL`] without `Server` (`--no-server-header`).
+const REFUSAL_UNNAMED: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// What a connection refused at capacity is written, as the limits say of `Server`.
+pub fn refusal(limits: &berth::proto::http::Limits) -> &'static [u8] {
+    if limits.server_header {
+        REFUSAL
+    } else {
+        REFUSAL_UNNAMED
+    }
+}
 
 /// The request path with `%XX` decoded, as bytes (WSGI makes them latin-1 characters, ASGI
 /// UTF-8). A `%` not followed by two hex digits stays as it is.
@@ -129,4 +149,148 @@ pub fn whole_reply(
         with_app_fields(reply, fields.iter().map(|(n, v)| (n, v)))?,
         misfit,
     ))
+}
+
+/// Applies the server options both fronts share (`python -m berth`'s, given as a dict so that
+/// a new one needs no new parameter): `backlog` (listen backlog), `keep_alive` (seconds an
+/// idle keep-alive connection is kept), `limit_concurrency` (most connections at once; more
+/// are answered 503), `server_header`/`date_header` (berth's `Server` and `Date` fields,
+/// on unless false), `uds` (a UNIX socket's path to listen on instead of the host and port;
+/// its file is removed at exit), `ssl_certfile`/`ssl_keyfile`/`ssl_ca_certs` (TLS with berth's rustls;
+/// a CA asks clients for a certificate), `ws_deflate` (permessage-deflate in the `websocket`
+/// scope, on unless false) and `ws_deflate_window_bits` (its largest window, 8 to 15). An
+/// unknown key, or a value of the wrong kind, is a `ValueError`; a certificate or key that
+/// cannot be used is a `ValueError` naming it. The options that are the application's rather
+/// than the server's come back, as `berth serve`'s `DemoConfig` holds them.
+pub fn configure(
+    settings: &mut Settings,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<AppOptions> {
+    // A listening socket passed in (`fd`) is served as what it is: a UNIX socket at its path.
+    if let Some(path) = settings
+        .common
+        .listen
+        .inherited
+        .as_deref()
+        .and_then(berth::net::activation::unix_path)
+    {
+        settings.addr = Addr::Unix(path);
+    }
+    let mut app = AppOptions::default();
+    let Some(options) = options else {
+        return Ok(app);
+    };
+    let (mut cert, mut key, mut ca) = (None::<String>, None::<String>, None::<String>);
+    for (name, value) in options.iter() {
+        let name: String = name.extract()?;
+        if value.is_none() {
+            continue;
+        }
+        match name.as_str() {
+            "backlog" => {
+                let backlog: i32 = value.extract()?;
+                if backlog < 1 {
+                    return Err(PyValueError::new_err("backlog must be at least 1"));
+                }
+                settings.common.listen.backlog = backlog;
+            }
+            "keep_alive" => {
+                let secs: f64 = value.extract()?;
+                settings.common.timeouts.idle = Duration::try_from_secs_f64(secs)
+                    .map_err(|_| PyValueError::new_err("keep_alive: not a number of seconds"))?;
+            }
+            "limit_concurrency" => {
+                let limit: usize = value.extract()?;
+                if limit < 1 {
+                    return Err(PyValueError::new_err(
+                        "limit_concurrency must be at least 1",
+                    ));
+                }
+                // Per accept thread in berth: shared out so that the whole holds `limit`.
+                let threads = settings.common.accept_threads.max(1);
+                settings.common.capacity = limit.div_ceil(threads);
+            }
+            "server_header" => settings.common.limits.server_header = value.extract()?,
+            "date_header" => settings.common.limits.date_header = value.extract()?,
+            "uds" => {
+                let path: std::path::PathBuf = value.extract()?;
+                if settings.common.listen.inherited.is_none() {
+                    settings.addr = Addr::Unix(path);
+                }
+            }
+            "ws_deflate" => app.ws_deflate.enabled = value.extract()?,
+            "ws_deflate_window_bits" => {
+                let bits: u8 = value.extract()?;
+                if !(8..=15).contains(&bits) {
+                    return Err(PyValueError::new_err(
+                        "ws_deflate_window_bits must be 8 to 15",
+                    ));
+                }
+                app.ws_deflate.max_window_bits = bits;
+            }
+            "ssl_certfile" => cert = Some(value.extract()?),
+            "ssl_keyfile" => key = Some(value.extract()?),
+            "ssl_ca_certs" => ca = Some(value.extract()?),
+            other => return Err(PyValueError::new_err(format!("no server option {other:?}"))),
+        }
+    }
+    match (cert, key) {
+        (None, None) if ca.is_some() => Err(PyValueError::new_err(
+            "ssl_ca_certs needs ssl_certfile and ssl_keyfile",
+        )),
+        (None, None) => Ok(app),
+        (Some(cert), Some(key)) => {
+            let mut tls = TlsSettings::http(cert, key);
+            tls.client_ca = ca.map(Into::into);
+            let acceptor = TlsAcceptor::new(tls).map_err(|e| PyValueError::new_err(e.0))?;
+            settings.common.listen.transport = Acceptor::Tls(acceptor);
+            Ok(app)
+        }
+        (Some(_), None) => Err(PyValueError::new_err("ssl_certfile needs ssl_keyfile")),
+        (None, Some(_)) => Err(PyValueError::new_err("ssl_keyfile needs ssl_certfile")),
+    }
+}
+
+/// The options [`configure`] reads that concern what the front does with requests and
+/// messages, not the listening socket.
+#[derive(Debug, Clone, Default)]
+pub struct AppOptions {
+    /// permessage-deflate in the ASGI `websocket` scope (WSGI has none).
+    pub ws_deflate: DeflateConfig,
+}
+
+/// The models berth's registry has, by name, in its order (`python -m berth --model`'s
+/// choices).
+#[pyfunction]
+pub fn models() -> Vec<&'static str> {
+    Model::ALL.iter().map(|m| m.name()).collect()
+}
+
+/// The log line (and the 413's reason) for a request body over the limit: the option that
+/// raises it.
+pub const OVER_MAX_BODY: &str =
+    "a request body over the limit was answered 413; python -m berth --max-body raises the limit";
+
+/// Writes `message` to the Python logger `berth.error` at WARNING (taking the GIL: for rare
+/// events only).
+pub fn warn(message: &str) {
+    Python::with_gil(|py| {
+        let logged = py
+            .import("logging")
+            .and_then(|l| l.call_method1("getLogger", ("berth.error",)))
+            .and_then(|l| l.call_method1("warning", (message,)));
+        if let Err(e) = logged {
+            e.write_unraisable(py, None);
+        }
+    });
+}
+
+/// What a front says it listens on: `http://127.0.0.1:8000`, `https://...`, or
+/// `unix:///run/app.sock` (as `berth serve --listen` takes it).
+pub fn url(bound: &Addr, tls: bool) -> String {
+    match bound {
+        Addr::Unix(_) => bound.to_string(),
+        Addr::Tcp(_) if tls => format!("https://{bound}"),
+        Addr::Tcp(_) => format!("http://{bound}"),
+    }
 }

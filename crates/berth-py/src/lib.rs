@@ -365,7 +365,10 @@ fn _berth(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     m.add_function(wrap_pyfunction!(wsgi::serve_wsgi, m)?)?;
     m.add_function(wrap_pyfunction!(workers::listen_shared, m)?)?;
+    m.add_function(wrap_pyfunction!(workers::listen_unix, m)?)?;
     m.add_function(wrap_pyfunction!(workers::follow_parent, m)?)?;
+    m.add_function(wrap_pyfunction!(front::models, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     asgi::register(m)?;
     Ok(())
 }

@@ -14,24 +14,47 @@ use std::net::SocketAddr;
 use std::os::fd::IntoRawFd;
 use std::sync::Arc;
 
-use berth::net::{bind_tcp, ListenConfig};
+use berth::net::{bind, bind_tcp, Addr, ListenConfig, Listener};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// Binds and listens on `host:port` for workers to share (see the module docs). Returns the
 /// socket's descriptor (the caller owns it) and the address bound (port 0: the one chosen).
 /// `OSError` with berth's wording (`address 127.0.0.1:9000 already in use`) if it cannot.
+/// `backlog`: the listen backlog (`--backlog`).
 #[pyfunction]
-pub fn listen_shared(host: &str, port: u16) -> PyResult<(i32, String, u16)> {
+#[pyo3(signature = (host, port, backlog=None))]
+pub fn listen_shared(host: &str, port: u16, backlog: Option<i32>) -> PyResult<(i32, String, u16)> {
     let addr = address(host, port)?;
+    let defaults = ListenConfig::default();
     let config = ListenConfig {
+        backlog: backlog.unwrap_or(defaults.backlog),
         reuse_port: false,
-        ..ListenConfig::default()
+        ..defaults
     };
     let mut listeners = bind_tcp(addr, 1, config).map_err(crate::bind_error)?;
     let listener = listeners.remove(0);
     let bound = listener.local_addr().map_err(|e| crate::os_error("", e))?;
     Ok((listener.into_raw_fd(), bound.ip().to_string(), bound.port()))
+}
+
+/// Binds and listens on the UNIX socket `path` for workers to share (`--uds` with
+/// `--workers`): a stale socket file is replaced, a live one (another server's) or anything
+/// else at the path refused, with berth's wording. Returns the socket's descriptor (the
+/// caller owns it, and removes the file when done: the workers leave it alone).
+#[pyfunction]
+#[pyo3(signature = (path, backlog=None))]
+pub fn listen_unix(path: std::path::PathBuf, backlog: Option<i32>) -> PyResult<i32> {
+    let defaults = ListenConfig::default();
+    let config = ListenConfig {
+        backlog: backlog.unwrap_or(defaults.backlog),
+        ..defaults
+    };
+    let mut listeners = bind(&Addr::Unix(path), 1, config).map_err(crate::bind_error)?;
+    match listeners.remove(0) {
+        Listener::Unix(l) => Ok(l.into_raw_fd()),
+        Listener::Tcp(l) => Ok(l.into_raw_fd()),
+    }
 }
 
 /// Asks the kernel for SIGTERM when the parent (the process that forked this one, `parent`)

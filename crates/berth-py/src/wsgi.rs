@@ -1,33 +1,54 @@
-//! WSGI (PEP 3333) applications on berth's HTTP engine: every request is a job for berth's
-//! worker pool (`workers` threads), which takes the GIL, calls the application, and turns what
-//! it returns into berth's reply; the I/O threads parse, time out, limit and write without ever
-//! touching Python. An application that raises costs its own request (500, the traceback
-//! printed), never the server; one whose body does not fit the Content-Length it declared
-//! costs its connection (see [`front::whole_reply`]). berth's limits, timeouts and graceful
-//! shutdown apply as to any service.
+//! WSGI (PEP 3333) applications on berth's HTTP engine. The I/O threads parse, time out,
+//! limit and write without ever touching Python; each request is handed, as a deferred job, to
+//! the front's own threads (`--threads` of them, [`Executor`]), which run the application and
+//! answer it. An application that raises costs its own request (500, the traceback printed),
+//! never the server; one whose body does not fit the Content-Length it declared costs its
+//! connection (see [`front::whole_reply`]). berth's limits, timeouts and graceful shutdown
+//! apply as to any service.
+//!
+//! What a request costs in Python's time, and how it is kept low (issue 33):
+//! - the GIL is taken once per batch of ready requests, not once per request: a thread that
+//!   has it answers every request waiting in the queue before letting it go;
+//! - each thread keeps its Python thread state for its whole life (an outer `with_gil` around
+//!   `allow_threads`): taking the GIL from a thread without one made and destroyed a thread
+//!   state per request, and with it an `mmap`/`munmap` of its frame stack (a fifth of the CPU);
+//! - the environ starts as a copy of a dict holding what every request shares (one C call),
+//!   its keys are interned strings where the field is a common one, and the request's own
+//!   fields cross from the I/O thread in one buffer (two allocations, not two per field).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use berth::drive::{self, Model, Service, Settings};
-use berth::proto::http::{Handled, Handler, Job, Reply, Request, Response, Version};
+use berth::net::Acceptor;
+use berth::proto::http::{
+    Answer, Handled, Handler, Job, Method, Reply, Request, Response, Version,
+};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 
-use crate::front::{self, percent_decode, whole_reply, REFUSAL};
+use crate::front::{self, percent_decode, whole_reply};
 use crate::workers;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 /// The application and what every environ shares.
 struct App {
     app: Py<PyAny>,
-    server_name: String,
-    server_port: String,
+    /// What every environ holds whatever the request (`SCRIPT_NAME`, `SERVER_NAME`,
+    /// `SERVER_PORT`, `wsgi.*` but `wsgi.input`): each environ starts as a copy of it.
+    base: Py<PyDict>,
+    /// Written to a connection refused at capacity (with `Server` or without).
+    refusal: &'static [u8],
     /// Looked up once, not per request: `io.BytesIO`, `sys.stderr`, and the `write()` callable
     /// `start_response` returns (which refuses: PEP 3333's legacy write is not supported).
     bytes_io: Py<PyAny>,
     stderr: Py<PyAny>,
     refuse_write: Py<PyAny>,
+    /// The threads that run the application.
+    exec: Executor,
 }
 
 #[derive(Clone)]
@@ -41,19 +62,25 @@ impl Service for Wsgi {
     }
 
     fn refusal(&self) -> &'static [u8] {
-        REFUSAL
+        self.0.refusal
     }
 }
 
 struct WsgiHandler(Arc<App>);
 
-/// One request, owned, on its way to a worker.
+/// One request, owned, on its way to the application's threads.
 struct Call {
     app: Arc<App>,
-    method: &'static str,
-    path: String,
-    query: String,
-    headers: Vec<(String, Vec<u8>)>,
+    method: Method,
+    /// The request-target, then each field's name and value, in one buffer.
+    bytes: Vec<u8>,
+    /// Where the path ends in `bytes` (the query, if any, follows its `?`).
+    path_end: usize,
+    /// Where the request-target ends in `bytes`.
+    target_end: usize,
+    /// Each field: where its name starts, where its value starts (the name's end), where the
+    /// value ends, in `bytes`.
+    fields: Vec<(u32, u32, u32)>,
     body: Vec<u8>,
     version: Version,
     /// The client's address (`REMOTE_ADDR`, `REMOTE_PORT`), where the connection has one.
@@ -64,59 +91,293 @@ impl Handler for WsgiHandler {
     type Job = Call;
 
     fn handle(&mut self, req: &Request<'_>, _res: &mut Response<'_>) -> Handled<Call> {
-        Handled::Offload(Call {
-            app: self.0.clone(),
-            method: req.method.as_str(),
-            path: req.path.to_owned(),
-            query: req.query.unwrap_or("").to_owned(),
-            headers: req
+        let size = req.target.len()
+            + req
                 .headers
                 .iter()
-                .map(|h| (h.name.to_owned(), h.value.to_vec()))
-                .collect(),
+                .map(|h| h.name.len() + h.value.len())
+                .sum::<usize>();
+        let mut bytes = Vec::with_capacity(size);
+        bytes.extend_from_slice(req.path.as_bytes());
+        let path_end = bytes.len();
+        if let Some(query) = req.query {
+            bytes.push(b'?');
+            bytes.extend_from_slice(query.as_bytes());
+        }
+        let target_end = bytes.len();
+        let mut fields = Vec::with_capacity(req.headers.len());
+        for h in req.headers {
+            let name = bytes.len() as u32;
+            bytes.extend_from_slice(h.name.as_bytes());
+            let value = bytes.len() as u32;
+            bytes.extend_from_slice(h.value);
+            fields.push((name, value, bytes.len() as u32));
+        }
+        Handled::Offload(Call {
+            app: self.0.clone(),
+            method: req.method,
+            bytes,
+            path_end,
+            target_end,
+            fields,
             body: req.body.to_vec(),
             version: req.version,
             peer: req.peer,
         })
     }
+
+    fn on_response(&mut self, status: u16) {
+        if status == 413 {
+            front::warn(front::OVER_MAX_BODY);
+        }
+    }
 }
 
 impl Job for Call {
+    /// Answered by the application's threads ([`Executor`]), not by berth's worker pool.
+    const DEFERRED: bool = true;
+
+    fn start(self, answer: Answer) {
+        let app = self.app.clone();
+        app.exec.submit(self, answer);
+    }
+
     fn run(self) -> Reply {
-        Python::with_gil(|py| match self.call(py) {
-            Ok(reply) => reply,
-            Err(e) => {
-                // The application's failure costs its own request.
-                e.print(py);
-                Reply::failed()
+        Python::with_gil(|py| self.answer(py))
+    }
+}
+
+/// What an executor thread is given.
+enum Work {
+    Call(Call, Answer),
+    /// End the thread (the server has stopped).
+    Stop,
+}
+
+/// The threads that run a WSGI application (`--threads`), fed by one queue. Each takes the GIL
+/// once per batch: it answers every request waiting before it lets the GIL go. Started in the
+/// process that first needs them: a forked child (the `forked` and `prefork` models) has none
+/// of its parent's threads, so it starts its own at its first request.
+struct Executor {
+    threads: usize,
+    /// Requests that may wait in the queue; one more is answered 503 at once (berth's
+    /// `--queue-capacity`, as its worker pool does).
+    capacity: usize,
+    running: Mutex<Option<Running>>,
+}
+
+struct Running {
+    pid: u32,
+    tx: Sender<Work>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Executor {
+    fn new(threads: usize, capacity: usize) -> Executor {
+        Executor {
+            threads: threads.max(1),
+            capacity: capacity.max(1),
+            running: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a request for the application's threads (starting them in this process first
+    /// if it has none). If they are gone, the answer is dropped: 500.
+    fn submit(&self, call: Call, answer: Answer) {
+        let pid = std::process::id();
+        let tx = {
+            let mut running = self.lock();
+            if running.as_ref().is_none_or(|r| r.pid != pid) {
+                // A parent's threads are not in this (forked) process: leave them be.
+                if let Some(old) = running.take() {
+                    std::mem::forget(old.handles);
+                }
+                match Running::start(self.threads, self.capacity, pid) {
+                    Ok(started) => *running = Some(started),
+                    Err(e) => {
+                        front::warn(&format!("cannot start the WSGI threads: {e}"));
+                        return;
+                    }
+                }
+            }
+            running.as_ref().map(|r| r.tx.clone())
+        };
+        if let Some(tx) = tx {
+            if let Err(TrySendError::Full(Work::Call(_, answer))) =
+                tx.try_send(Work::Call(call, answer))
+            {
+                answer.reply(Reply::overloaded());
+            }
+        }
+    }
+
+    /// Ends this process's threads once the requests queued are answered, and waits for them.
+    /// Call without the GIL.
+    fn stop(&self) {
+        let Some(running) = self.lock().take() else {
+            return;
+        };
+        if running.pid != std::process::id() {
+            return;
+        }
+        for _ in &running.handles {
+            let _ = running.tx.send(Work::Stop);
+        }
+        for handle in running.handles {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Running {
+    fn start(threads: usize, capacity: usize, pid: u32) -> std::io::Result<Running> {
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        let handles = (0..threads)
+            .map(|i| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("berth-wsgi-{i}"))
+                    .spawn(move || serve_calls(rx))
+            })
+            .collect::<std::io::Result<_>>()?;
+        Ok(Running { pid, tx, handles })
+    }
+}
+
+/// An executor thread: keeps its Python thread state for its whole life (the outer
+/// `with_gil`), waits for work without the GIL, and answers a batch of requests per GIL.
+fn serve_calls(rx: Receiver<Work>) {
+    Python::with_gil(|py| {
+        py.allow_threads(|| {
+            while let Ok(Work::Call(call, answer)) = rx.recv() {
+                let stop = Python::with_gil(|py| {
+                    let mut next = (call, answer);
+                    loop {
+                        let (call, answer) = next;
+                        answer.reply(call.answer(py));
+                        match rx.try_recv() {
+                            Ok(Work::Call(call, answer)) => next = (call, answer),
+                            Ok(Work::Stop) => return true,
+                            Err(_) => return false,
+                        }
+                    }
+                });
+                if stop {
+                    break;
+                }
             }
         })
+    });
+}
+
+/// `HTTP_NAME` for a request field's `name` (upper case, `-` as `_`).
+fn field_key<'py>(py: Python<'py>, name: &[u8]) -> Bound<'py, PyString> {
+    let is = |known: &str| name.eq_ignore_ascii_case(known.as_bytes());
+    // The fields nearly every request carries: interned once, never built again.
+    let common = if is("host") {
+        Some(intern!(py, "HTTP_HOST"))
+    } else if is("user-agent") {
+        Some(intern!(py, "HTTP_USER_AGENT"))
+    } else if is("accept") {
+        Some(intern!(py, "HTTP_ACCEPT"))
+    } else if is("accept-encoding") {
+        Some(intern!(py, "HTTP_ACCEPT_ENCODING"))
+    } else if is("accept-language") {
+        Some(intern!(py, "HTTP_ACCEPT_LANGUAGE"))
+    } else if is("connection") {
+        Some(intern!(py, "HTTP_CONNECTION"))
+    } else if is("cookie") {
+        Some(intern!(py, "HTTP_COOKIE"))
+    } else if is("x-forwarded-for") {
+        Some(intern!(py, "HTTP_X_FORWARDED_FOR"))
+    } else if is("x-forwarded-proto") {
+        Some(intern!(py, "HTTP_X_FORWARDED_PROTO"))
+    } else {
+        None
+    };
+    if let Some(key) = common {
+        return key.clone();
+    }
+    let mut key = String::with_capacity(5 + name.len());
+    key.push_str("HTTP_");
+    key.extend(name.iter().map(|&b| match b {
+        b'-' => '_',
+        b => char::from(b.to_ascii_uppercase()),
+    }));
+    PyString::new(py, &key)
+}
+
+/// Whether two field names make the same environ key (`X-A`, `x_a`).
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    let norm = |c: u8| {
+        if c == b'-' {
+            b'_'
+        } else {
+            c.to_ascii_uppercase()
+        }
+    };
+    a.len() == b.len() && a.iter().zip(b).all(|(&x, &y)| norm(x) == norm(y))
+}
+
+/// Bytes as PEP 3333's "bytes in a str" (latin-1), without a copy when they are ASCII.
+fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyString> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if bytes.is_ascii() => PyString::new(py, text),
+        _ => PyString::new(
+            py,
+            &bytes.iter().map(|&b| char::from(b)).collect::<String>(),
+        ),
     }
 }
 
 impl Call {
+    fn path(&self) -> &[u8] {
+        &self.bytes[..self.path_end]
+    }
+
+    fn query(&self) -> &[u8] {
+        self.bytes
+            .get(self.path_end + 1..self.target_end)
+            .unwrap_or_default()
+    }
+
+    fn field(&self, i: usize) -> (&[u8], &[u8]) {
+        let (name, value, end) = self.fields[i];
+        (
+            &self.bytes[name as usize..value as usize],
+            &self.bytes[value as usize..end as usize],
+        )
+    }
+
     fn environ<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let env = PyDict::new(py);
-        env.set_item("REQUEST_METHOD", self.method)?;
-        env.set_item("SCRIPT_NAME", "")?;
+        let env = self.app.base.bind(py).copy()?;
+        env.set_item(
+            intern!(py, "REQUEST_METHOD"),
+            PyString::intern(py, self.method.as_str()),
+        )?;
         // PEP 3333: PATH_INFO is the decoded path as latin-1 "bytes in a str".
-        let path: String = percent_decode(&self.path)
-            .into_iter()
-            .map(char::from)
-            .collect();
-        env.set_item("PATH_INFO", path)?;
-        env.set_item("QUERY_STRING", &self.query)?;
-        env.set_item("SERVER_NAME", &self.app.server_name)?;
-        env.set_item("SERVER_PORT", &self.app.server_port)?;
-        let protocol = match self.version {
-            Version::Http10 => "HTTP/1.0",
-            Version::Http11 => "HTTP/1.1",
-            Version::Http2 => "HTTP/2",
+        let path = self.path();
+        let path = if path.contains(&b'%') {
+            let text = std::str::from_utf8(path).unwrap_or_default();
+            latin1(py, &percent_decode(text))
+        } else {
+            latin1(py, path)
         };
-        env.set_item("SERVER_PROTOCOL", protocol)?;
+        env.set_item(intern!(py, "PATH_INFO"), path)?;
+        env.set_item(intern!(py, "QUERY_STRING"), latin1(py, self.query()))?;
+        let protocol = match self.version {
+            Version::Http10 => intern!(py, "HTTP/1.0"),
+            Version::Http11 => intern!(py, "HTTP/1.1"),
+            Version::Http2 => intern!(py, "HTTP/2"),
+        };
+        env.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;
         if let Some(peer) = self.peer {
-            env.set_item("REMOTE_ADDR", peer.ip().to_string())?;
-            env.set_item("REMOTE_PORT", peer.port().to_string())?;
+            env.set_item(intern!(py, "REMOTE_ADDR"), peer.ip().to_string())?;
+            env.set_item(intern!(py, "REMOTE_PORT"), peer.port().to_string())?;
         }
         // The body is whole in memory, its chunked coding (if any) undone by berth: the app
         // is told its length, whatever framed it on the wire. Flask (werkzeug) and Django read
@@ -125,41 +386,54 @@ impl Call {
         // chunked body reached them empty. The request's own Content-Length and
         // Transfer-Encoding fields describe the wire, not what `wsgi.input` holds: left out.
         let mut framed = false;
-        for (name, value) in &self.headers {
-            let value: String = value.iter().map(|&b| b as char).collect();
-            let key = match name.to_ascii_lowercase().as_str() {
-                "content-type" => "CONTENT_TYPE".to_owned(),
-                "content-length" | "transfer-encoding" => {
-                    framed = true;
-                    continue;
-                }
-                _ => format!("HTTP_{}", name.to_ascii_uppercase().replace('-', "_")),
+        for i in 0..self.fields.len() {
+            let (name, value) = self.field(i);
+            let key = if name.eq_ignore_ascii_case(b"content-type") {
+                intern!(py, "CONTENT_TYPE").clone()
+            } else if name.eq_ignore_ascii_case(b"content-length")
+                || name.eq_ignore_ascii_case(b"transfer-encoding")
+            {
+                framed = true;
+                continue;
+            } else {
+                field_key(py, name)
             };
             // Repeated fields are joined with a comma, as RFC 9110 allows.
-            match env.get_item(&key)? {
-                Some(old) => {
-                    env.set_item(&key, format!("{}, {value}", old.extract::<String>()?))?
+            let repeated = (0..i).any(|j| {
+                let (earlier, _) = self.field(j);
+                same_key(earlier, name)
+            });
+            if repeated {
+                if let Some(old) = env.get_item(&key)? {
+                    let joined = format!("{}, {}", old.extract::<String>()?, latin1(py, value));
+                    env.set_item(key, joined)?;
+                    continue;
                 }
-                None => env.set_item(&key, value)?,
             }
+            env.set_item(key, latin1(py, value))?;
         }
         let input = self
             .app
             .bytes_io
             .call1(py, (PyBytes::new(py, &self.body),))?;
         if framed || !self.body.is_empty() {
-            env.set_item("CONTENT_LENGTH", self.body.len().to_string())?;
+            env.set_item(intern!(py, "CONTENT_LENGTH"), self.body.len().to_string())?;
         }
-        env.set_item("wsgi.input", input)?;
-        // The stream ends where the body does (an extension gunicorn and werkzeug share).
-        env.set_item("wsgi.input_terminated", true)?;
-        env.set_item("wsgi.errors", self.app.stderr.clone_ref(py))?;
-        env.set_item("wsgi.version", (1, 0))?;
-        env.set_item("wsgi.url_scheme", "http")?;
-        env.set_item("wsgi.multithread", true)?;
-        env.set_item("wsgi.multiprocess", false)?;
-        env.set_item("wsgi.run_once", false)?;
+        env.set_item(intern!(py, "wsgi.input"), input)?;
         Ok(env)
+    }
+
+    /// The application's answer to this request, or a 500 (the traceback printed) if it
+    /// failed.
+    fn answer(self, py: Python<'_>) -> Reply {
+        match self.call(py) {
+            Ok(reply) => reply,
+            Err(e) => {
+                // The application's failure costs its own request.
+                e.print(py);
+                Reply::failed()
+            }
+        }
     }
 
     fn call(&self, py: Python<'_>) -> PyResult<Reply> {
@@ -175,15 +449,14 @@ impl Call {
             Ok(())
         })();
         // PEP 3333: close() is called whatever happened while iterating.
-        if result.hasattr("close")? {
-            result.call_method0("close")?;
+        if result.hasattr(intern!(py, "close"))? {
+            result.call_method0(intern!(py, "close"))?;
         }
         iterated?;
-        let started = started.bind(py).borrow();
-        let (status, headers) = started
-            .status
-            .as_ref()
-            .ok_or_else(|| PyValueError::new_err("the application never called start_response"))?;
+        let (status, headers) =
+            started.bind(py).borrow_mut().status.take().ok_or_else(|| {
+                PyValueError::new_err("the application never called start_response")
+            })?;
         let code: u16 = status
             .split(' ')
             .next()
@@ -191,16 +464,18 @@ impl Call {
             .filter(|c| (100..1000).contains(c))
             .ok_or_else(|| PyValueError::new_err(format!("bad status {status:?}")))?;
         let fields: Vec<(String, Vec<u8>)> = headers
-            .iter()
-            .map(|(n, v)| (n.clone(), v.as_bytes().to_vec()))
+            .into_iter()
+            .map(|(n, v)| (n, v.into_bytes()))
             .collect();
-        let (reply, misfit) = whole_reply(code, &fields, body, self.method == "HEAD")?;
+        let head = self.method == Method::Head;
+        let (reply, misfit) = whole_reply(code, &fields, body, head)?;
         if let Some((sent, declared)) = misfit {
             // The application's error, logged as its exceptions are; the client sees it too
             // (an incomplete response).
+            let path = String::from_utf8_lossy(self.path());
             let line = format!(
                 "berth: {}\n",
-                front::misfit(self.method, &self.path, sent, declared)
+                front::misfit(self.method.as_str(), &path, sent, declared)
             );
             self.app.stderr.call_method1(py, "write", (line,))?;
         }
@@ -244,13 +519,15 @@ impl StartResponse {
     }
 }
 
-/// Serves the WSGI application `app` on `host:port` with berth's `model`, `workers` worker
-/// threads running the application, until SIGINT or SIGTERM; then drains for up to
+/// Serves the WSGI application `app` on `host:port` with berth's `model`, `workers` threads
+/// running the application ([`Executor`]), until SIGINT or SIGTERM; then drains for up to
 /// `shutdown_timeout` seconds. Prints `berth listening on http://ADDR (...)` once serving, then
 /// calls `ready`, if given. `fd`: a listening socket to serve instead of binding `host:port`
-/// (`python -m berth --workers`: the parent's), taken over (closed when done).
+/// (`python -m berth --workers`: the parent's), taken over (closed when done). `multiprocess`:
+/// `wsgi.multiprocess` (processes share the port); `options`: the server options of
+/// [`front::configure`] (TLS, backlog, keep-alive, concurrency limit).
 #[pyfunction]
-#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false, max_body=None, fd=None, ready=None))]
+#[pyo3(signature = (app, host="127.0.0.1", port=8000, workers=4, model="evloop", shutdown_timeout=30.0, reuse_port=false, max_body=None, fd=None, ready=None, multiprocess=false, options=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_wsgi(
     py: Python<'_>,
@@ -264,11 +541,16 @@ pub fn serve_wsgi(
     max_body: Option<usize>,
     fd: Option<i32>,
     ready: Option<Py<PyAny>>,
+    multiprocess: bool,
+    options: Option<Bound<'_, PyDict>>,
 ) -> PyResult<()> {
+    let model: Model = model.parse().map_err(|_| {
+        PyValueError::new_err(format!(
+            "no model {model:?} (models: {})",
+            front::models().join(", ")
+        ))
+    })?;
     let inherited = fd.map(workers::inherited).transpose()?;
-    let model: Model = model
-        .parse()
-        .map_err(|_| PyValueError::new_err(format!("no model {model:?}")))?;
     let addr = workers::address(host, port)?;
     let grace = Duration::try_from_secs_f64(shutdown_timeout)
         .map_err(|_| PyValueError::new_err("shutdown_timeout is not a number of seconds"))?;
@@ -276,12 +558,15 @@ pub fn serve_wsgi(
     // come to the wait below.
     berth::process::signal::block_termination().map_err(|e| crate::os_error("", e))?;
     let mut settings = Settings::new(model, addr);
-    settings.common.workers = workers.max(1);
+    // The application runs on the front's own threads (`Executor`): berth's pool is not used.
+    settings.common.workers = 0;
     settings.common.listen.exclusive = !reuse_port;
     settings.common.listen.inherited = inherited;
     if let Some(max) = max_body {
         settings.common.limits.max_body_bytes = max;
     }
+    front::configure(&mut settings, options.as_ref())?;
+    let tls = matches!(settings.common.listen.transport, Acceptor::Tls(_));
     let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
     // The legacy write() callable: not supported; a function that says so.
     let refuse_write = py
@@ -291,23 +576,51 @@ pub fn serve_wsgi(
             None,
         )?
         .unbind();
-    let service = Wsgi(Arc::new(App {
+    // Over a UNIX socket, SERVER_NAME is its path and SERVER_PORT empty (as gunicorn has
+    // them; the Host field names the site).
+    let (server_name, server_port) = match &settings.addr {
+        berth::net::Addr::Unix(path) => (path.display().to_string(), String::new()),
+        berth::net::Addr::Tcp(_) => (host.to_owned(), port.to_string()),
+    };
+    let stderr = py.import("sys")?.getattr("stderr")?;
+    let base = PyDict::new(py);
+    base.set_item("SCRIPT_NAME", "")?;
+    base.set_item("SERVER_NAME", server_name)?;
+    base.set_item("SERVER_PORT", server_port)?;
+    // The stream ends where the body does (an extension gunicorn and werkzeug share).
+    base.set_item("wsgi.input_terminated", true)?;
+    base.set_item("wsgi.errors", &stderr)?;
+    base.set_item("wsgi.version", (1, 0))?;
+    base.set_item("wsgi.url_scheme", if tls { "https" } else { "http" })?;
+    base.set_item("wsgi.multithread", true)?;
+    base.set_item("wsgi.multiprocess", multiprocess)?;
+    base.set_item("wsgi.run_once", false)?;
+    let app = Arc::new(App {
         app,
-        server_name: host.to_owned(),
-        server_port: port.to_string(),
+        base: base.unbind(),
+        refusal: front::refusal(&settings.common.limits),
         bytes_io: py.import("io")?.getattr("BytesIO")?.unbind(),
-        stderr: py.import("sys")?.getattr("stderr")?.unbind(),
+        stderr: stderr.unbind(),
         refuse_write,
-    }));
+        exec: Executor::new(workers, settings.common.queue_capacity),
+    });
+    let service = Wsgi(app.clone());
     let (server, bound) = py
         .allow_threads(|| drive::serve(&settings, service, stats))
         .map_err(crate::bind_error)?;
     // berth serves copies of an inherited socket: this one closes now, so that the port closes
     // with berth's copies when it drains.
     settings.common.listen.inherited = None;
+    // `--workers` are processes: the application's threads are said as threads.
+    let mut shown = settings.clone();
+    shown.common.workers = workers.max(1);
+    let shape = shown
+        .describe()
+        .replace(" workers,", " threads,")
+        .replace(" worker,", " thread,");
     let line = format!(
-        "berth listening on http://{bound} (model {model}, {}, WSGI)",
-        settings.describe()
+        "berth listening on {} (model {model}, {shape}, WSGI)",
+        front::url(&bound, tls)
     );
     // One write, so that the lines of processes sharing stdout (--workers) never interleave
     // (print() writes the line and its end apart when Python's output is unbuffered).
@@ -321,6 +634,8 @@ pub fn serve_wsgi(
         let _ = berth::process::signal::wait_for_termination();
         server.drain(grace);
         server.join();
+        // Every request is answered: the application's threads end.
+        app.exec.stop();
     });
     Ok(())
 }

@@ -303,3 +303,56 @@ def test_usage_errors_exit_2_with_one_line():
         assert "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert r.stderr.startswith("python -m berth: error:"), r.stderr
+
+
+# A request already on its way to a worker told to drain is answered: berth's event loop
+# serves a connection accepted and not yet answered if its request comes within the drain's
+# grace (crates/berth/src/drive/evloop/mod.rs, `arm`; Rust: evloop.rs
+# a_drain_answers_a_request_sent_on_a_connection_accepted_before_it).
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_sighup_restarts_every_worker_one_by_one_with_no_failed_request(kind, started):
+    w = started(kind)
+    old = set(w.pids)
+    load = Load(w.port)
+    await_("requests served", lambda: sum(ok for _, ok in load.results) > 50)
+    w.proc.send_signal(signal.SIGHUP)
+    w.logged(r"SIGHUP: restarting 2 workers one by one")
+    w.listening()
+    w.listening()
+    now = await_("2 new workers", lambda: len(w.workers()) == 2 and not old & set(w.workers())
+                 and w.workers())
+    hup_done = time.monotonic()
+    await_("requests after the restart",
+           lambda: sum(ok for at, ok in load.results if at > hup_done) > 50)
+    results = load.stop()
+    assert all(ok for _, ok in results), sum(not ok for _, ok in results)
+    for pid in old:
+        assert not alive(pid)
+    w.proc.send_signal(signal.SIGTERM)
+    assert w.proc.wait(WAIT) == 0, w.err
+    for pid in now:
+        assert not alive(pid)
+
+
+def test_sigttin_adds_a_worker_and_sigttou_drains_one(started):
+    w = started("asgi")
+    w.proc.send_signal(signal.SIGTTIN)
+    w.logged(r"SIGTTIN: 3 workers")
+    w.listening()
+    three = await_("3 workers", lambda: len(w.workers()) == 3 and w.workers())
+    w.proc.send_signal(signal.SIGTTOU)
+    w.logged(r"SIGTTOU: 2 workers")
+    two = await_("2 workers", lambda: len(w.workers()) == 2 and w.workers())
+    assert set(two) < set(three)
+    # The last one is never drained.
+    w.proc.send_signal(signal.SIGTTOU)
+    w.logged(r"SIGTTOU: 1 workers")
+    w.proc.send_signal(signal.SIGTTOU)
+    w.logged(r"one worker left")
+    conn = http.client.HTTPConnection("127.0.0.1", w.port, timeout=10)
+    conn.request("GET", "/hello/world")
+    assert conn.getresponse().read() == b"Hello, World!"
+    conn.close()
+    assert not any("Traceback" in line for line in w.err), w.err
+    w.proc.send_signal(signal.SIGTERM)
+    assert w.proc.wait(WAIT) == 0, w.err

@@ -1,8 +1,9 @@
 //! What berth's tests share, written once: the message protocol's frames as a client sends and
 //! reads them, engines served on a thread of their own ([`msg`]); waits with a deadline
 //! ([`wait`]); byte patterns and reads until a condition ([`bytes`]); certificates made in the
-//! test ([`certs`]); a TLS client that trusts them ([`tls`]); processes as `/proc` shows them
-//! ([`procs`]); and the tools a test runs, which must be there ([`tools`]).
+//! test ([`certs`]); a TLS client that trusts them ([`tls`]); an HTTP/2 client, h2c or over
+//! TLS ([`h2`]); processes as `/proc` shows them ([`procs`]); and the tools a test runs, which
+//! must be there ([`tools`]).
 //!
 //! A dev-dependency of `berth`, `berth-cli` and `berth-lab` (`publish = false`). It does not
 //! start HTTP servers of a model (`crates/berth/tests/support/server.rs` does, for the engine's
@@ -13,6 +14,7 @@
 
 pub mod bytes;
 pub mod certs;
+pub mod h2;
 pub mod msg;
 pub mod procs;
 pub mod tls;

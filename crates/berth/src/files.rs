@@ -13,6 +13,13 @@
 //! that would leave the root — a symlink to `/etc`, or one planted while the request is in
 //! flight. On kernels without `openat2` (before 5.6) the fallback resolves the path with
 //! `canonicalize`, checks it is still below the root, and opens it with `O_NOFOLLOW`.
+//!
+//! Precompressed siblings: beside the file `a.css`, `a.css.br`, `a.css.zst` and `a.css.gz` are
+//! looked for (opened the same way, so under the same rules) unless turned off
+//! ([`Files::precompressed`]). The one the client accepts best is opened instead
+//! ([`FileMeta::encoding`]); that any exists makes the answer vary with `Accept-Encoding`
+//! ([`FileMeta::vary`]). A sibling is trusted to hold the file's content: berth does not check
+//! that it is newer than the file (nginx's `gzip_static` does not either).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -22,15 +29,19 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use berth_proto::http::{content_type, FileError, FileMeta, FileRequest};
+use berth_proto::http::{content_type, Coding, FileError, FileMeta, FileRequest};
 
 use crate::sys;
 
-/// Where `/files` is served from: a root directory, or none (every file request is then 404).
-/// Cheap to clone; clones share the root's descriptor.
-#[derive(Clone, Default)]
+/// Where `/files` is served from: a root directory, or none (every file request is then 404);
+/// and the site served at `/` (`berth serve --site DIR`), if any ([`FileRequest::in_site`]
+/// says which a request is for). Cheap to clone; clones share the roots' descriptors.
+#[derive(Clone)]
 pub struct Files {
     root: Option<Arc<Root>>,
+    site: Option<Arc<Root>>,
+    /// Look for precompressed siblings (`.br`, `.zst`, `.gz`).
+    precompressed: bool,
 }
 
 struct Root {
@@ -56,8 +67,12 @@ pub struct OpenFile {
 impl std::fmt::Debug for Files {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.root {
-            Some(root) => write!(f, "Files({})", root.path.display()),
-            None => f.write_str("Files(none)"),
+            Some(root) => write!(f, "Files({}", root.path.display())?,
+            None => f.write_str("Files(none")?,
+        }
+        match &self.site {
+            Some(site) => write!(f, ", site {})", site.path.display()),
+            None => f.write_str(")"),
         }
     }
 }
@@ -65,7 +80,44 @@ impl std::fmt::Debug for Files {
 impl Files {
     /// Serves files below `root`, which must be a directory.
     pub fn new(root: impl AsRef<Path>) -> io::Result<Files> {
-        let path = root.as_ref().to_path_buf();
+        Ok(Files {
+            root: Some(Root::open(root.as_ref())?),
+            ..Files::none()
+        })
+    }
+
+    /// Serves the site below `dir` (a directory) too: requests made with
+    /// [`FileRequest::in_site`] are opened there, under the same rules as `/files`.
+    pub fn with_site(mut self, dir: impl AsRef<Path>) -> io::Result<Files> {
+        self.site = Some(Root::open(dir.as_ref())?);
+        Ok(self)
+    }
+
+    /// The site's directory, if there is one.
+    pub fn site(&self) -> Option<&Path> {
+        self.site.as_deref().map(|r| r.path.as_path())
+    }
+
+    /// No root: every file request is answered 404.
+    pub fn none() -> Files {
+        Files {
+            root: None,
+            site: None,
+            precompressed: true,
+        }
+    }
+}
+
+impl Default for Files {
+    fn default() -> Self {
+        Files::none()
+    }
+}
+
+impl Root {
+    /// Opens the directory `path` as a root.
+    fn open(path: &Path) -> io::Result<Arc<Root>> {
+        let path = path.to_path_buf();
         let dir = File::options()
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
@@ -77,24 +129,28 @@ impl Files {
             sys::fs::openat2_beneath(&dir, c".", libc::O_RDONLY | libc::O_DIRECTORY),
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS)
         );
-        Ok(Files {
-            root: Some(Arc::new(Root {
-                dir,
-                path,
-                canonical,
-                openat2,
-            })),
-        })
+        Ok(Arc::new(Root {
+            dir,
+            path,
+            canonical,
+            openat2,
+        }))
+    }
+}
+
+impl Files {
+    /// Whether precompressed siblings (`name.br`, `name.zst`, `name.gz`) are looked for and
+    /// served to clients that accept them (on by default).
+    pub fn precompressed(mut self, yes: bool) -> Files {
+        self.precompressed = yes;
+        self
     }
 
-    /// No root: every file request is answered 404.
-    pub fn none() -> Files {
-        Files { root: None }
-    }
-
-    /// The root's descriptor, which a forked child must keep open.
-    pub(crate) fn descriptor(&self) -> Option<std::os::fd::RawFd> {
-        self.root.as_deref().map(|r| r.dir.as_raw_fd())
+    /// The roots' descriptors, which a forked child must keep open.
+    pub(crate) fn descriptors(&self) -> impl Iterator<Item = std::os::fd::RawFd> + '_ {
+        [&self.root, &self.site]
+            .into_iter()
+            .filter_map(|r| r.as_deref().map(|r| r.dir.as_raw_fd()))
     }
 
     /// The root directory, if there is one.
@@ -107,13 +163,18 @@ impl Files {
     /// ([`FileError::Directory`]). A file asked for in directory form (`a.txt/`) is not found,
     /// as the kernel would say; anything but a regular file (a FIFO, a device) is not served.
     pub fn open(&self, req: &FileRequest) -> Result<OpenFile, FileError> {
-        let Some(root) = &self.root else {
+        let root = if req.in_site_root() {
+            &self.site
+        } else {
+            &self.root
+        };
+        let Some(root) = root else {
             return Err(FileError::NotFound);
         };
         let rel = req.path();
         let (file, meta) = root.open_regular_or_dir(if rel.is_empty() { "." } else { rel })?;
         if meta.is_file() && !req.dir_form() {
-            return Ok(opened(file, &meta, rel));
+            return Ok(self.with_sibling(root, req, opened(file, &meta, rel), rel));
         }
         if !meta.is_dir() {
             return Err(FileError::NotFound);
@@ -129,18 +190,59 @@ impl Files {
         if !req.dir_form() {
             return Err(FileError::Directory);
         }
-        Ok(opened(file, &meta, &index))
+        Ok(self.with_sibling(root, req, opened(file, &meta, &index), &index))
+    }
+
+    /// `plain`, or the precompressed sibling of `name` the client accepts best.
+    fn with_sibling(
+        &self,
+        root: &Root,
+        req: &FileRequest,
+        plain: OpenFile,
+        name: &str,
+    ) -> OpenFile {
+        if !self.precompressed {
+            return plain;
+        }
+        let mut found: [Option<(File, std::fs::Metadata)>; 3] = Default::default();
+        for (slot, coding) in found.iter_mut().zip(Coding::ALL) {
+            *slot = root
+                .open_regular_or_dir(&format!("{name}{}", coding.suffix()))
+                .ok()
+                .filter(|(_, meta)| meta.is_file());
+        }
+        let at = |c: Coding| Coding::ALL.iter().position(|&x| x == c).unwrap_or(0);
+        let vary = found.iter().any(Option::is_some);
+        let pick = req.accepted().pick(|c| found[at(c)].is_some());
+        match pick.and_then(|c| Some((c, found[at(c)].take()?))) {
+            Some((coding, (file, meta))) => OpenFile {
+                file,
+                meta: FileMeta {
+                    encoding: Some(coding),
+                    vary: true,
+                    ..FileMeta::plain(
+                        meta.len(),
+                        meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+                        plain.meta.content_type,
+                    )
+                },
+            },
+            None => OpenFile {
+                meta: FileMeta { vary, ..plain.meta },
+                ..plain
+            },
+        }
     }
 }
 
 fn opened(file: File, meta: &std::fs::Metadata, name: &str) -> OpenFile {
     OpenFile {
         file,
-        meta: FileMeta {
-            len: meta.len(),
-            modified: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
-            content_type: content_type(name),
-        },
+        meta: FileMeta::plain(
+            meta.len(),
+            meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+            content_type(name),
+        ),
     }
 }
 

@@ -4,7 +4,7 @@
 //! drain/stop control (`rt`).
 //!
 //! ```text
-//!   net::bind_tcp ──> listeners ──> drive::<model>::spawn(listeners, service, common, config, stats)
+//!   net::bind ──> listeners ──> drive::<model>::spawn(listeners, service, common, config, stats)
 //!                                          │  bytes <-> berth_proto::http::Session
 //!                                          └─ Service::handler() ──> app::DemoHandler (or yours)
 //! ```

@@ -7,6 +7,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use berth_proto::h2::{Abuse, Counts};
+
 use crate::sys::shm::{CacheAligned, SharedBox};
 
 /// Status codes counted individually; anything else lands in the `other` bucket.
@@ -79,7 +81,19 @@ type Counters = (
     [CacheAligned<[AtomicU64; SHARD_CELLS]>; MAX_SHARDS],
     [AtomicI64; 2],
     [AtomicU64; 4],
+    [AtomicU64; H2_CELLS],
 );
+
+/// HTTP/2's totals, by index, counted as each connection ends (`Stats::http2_ended`): then the
+/// connections ended for each kind of abuse, in `Abuse::ALL`'s order.
+const H2_CONNECTIONS: usize = 0;
+const H2_STREAMS: usize = 1;
+const H2_REFUSED: usize = 2;
+const H2_CLIENT_RESETS: usize = 3;
+const H2_PROVOKED_RESETS: usize = 4;
+const H2_OVERSIZED_HEADS: usize = 5;
+const H2_ABUSE: usize = 6;
+const H2_CELLS: usize = H2_ABUSE + Abuse::ALL.len();
 
 enum Storage {
     Private(Box<Counters>),
@@ -118,6 +132,28 @@ pub struct Snapshot {
     pub responses: Vec<(u16, u64)>,
     /// A drain has begun ([`Stats::set_draining`]): `/healthz` answers 503.
     pub draining: bool,
+    /// HTTP/2, counted as its connections end.
+    pub http2: Http2Totals,
+}
+
+/// What the HTTP/2 connections that ended did, and what they were ended for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Http2Totals {
+    /// Connections that spoke HTTP/2.
+    pub connections: u64,
+    /// Streams (requests) their clients opened.
+    pub streams: u64,
+    /// Streams refused: too many open at once (REFUSED_STREAM).
+    pub refused: u64,
+    /// Streams their clients reset before the answer was complete.
+    pub client_resets: u64,
+    /// Streams berth reset because of the client's frames.
+    pub provoked_resets: u64,
+    /// Requests answered 431 for their header list.
+    pub oversized_heads: u64,
+    /// `(kind, connections)` ended with GOAWAY ENHANCE_YOUR_CALM for each kind of abuse, every
+    /// kind listed.
+    pub abuse: Vec<(&'static str, u64)>,
 }
 
 /// Every counter at zero.
@@ -126,6 +162,7 @@ fn zeroed() -> Counters {
         std::array::from_fn(|_| CacheAligned::default()),
         Default::default(),
         Default::default(),
+        std::array::from_fn(|_| AtomicU64::new(0)),
     )
 }
 
@@ -216,6 +253,20 @@ impl Stats {
         self.total(JOBS_DONE).fetch_add(1, Relaxed);
     }
 
+    /// An HTTP/2 connection ended with these counts.
+    pub fn http2_ended(&self, c: &Counts) {
+        let h2 = &self.counters().3;
+        h2[H2_CONNECTIONS].fetch_add(1, Relaxed);
+        h2[H2_STREAMS].fetch_add(c.streams, Relaxed);
+        h2[H2_REFUSED].fetch_add(c.refused, Relaxed);
+        h2[H2_CLIENT_RESETS].fetch_add(c.client_resets, Relaxed);
+        h2[H2_PROVOKED_RESETS].fetch_add(c.provoked_resets, Relaxed);
+        h2[H2_OVERSIZED_HEADS].fetch_add(c.oversized_heads, Relaxed);
+        if let Some(abuse) = c.abuse {
+            h2[H2_ABUSE + abuse.index()].fetch_add(1, Relaxed);
+        }
+    }
+
     /// Reads every counter.
     pub fn snapshot(&self) -> Snapshot {
         let sum = |cell: usize| self.shards().map(|s| s[cell].load(Relaxed)).sum::<u64>();
@@ -238,6 +289,21 @@ impl Stats {
             jobs_cancelled: self.total(JOBS_CANCELLED).load(Relaxed),
             responses,
             draining: self.is_draining(),
+            http2: {
+                let h2 = |i: usize| self.counters().3[i].load(Relaxed);
+                Http2Totals {
+                    connections: h2(H2_CONNECTIONS),
+                    streams: h2(H2_STREAMS),
+                    refused: h2(H2_REFUSED),
+                    client_resets: h2(H2_CLIENT_RESETS),
+                    provoked_resets: h2(H2_PROVOKED_RESETS),
+                    oversized_heads: h2(H2_OVERSIZED_HEADS),
+                    abuse: Abuse::ALL
+                        .iter()
+                        .map(|a| (a.name(), h2(H2_ABUSE + a.index())))
+                        .collect(),
+                }
+            },
         }
     }
 }
@@ -311,6 +377,47 @@ impl Snapshot {
             "1 once a drain has begun (/healthz answers 503), else 0.",
             i128::from(self.draining),
         );
+        let h2 = &self.http2;
+        metric(
+            "berth_http2_connections_total",
+            "counter",
+            "HTTP/2 connections ended.",
+            h2.connections.into(),
+        );
+        metric(
+            "berth_http2_streams_total",
+            "counter",
+            "HTTP/2 streams (requests) their clients opened.",
+            h2.streams.into(),
+        );
+        metric(
+            "berth_http2_refused_streams_total",
+            "counter",
+            "HTTP/2 streams refused: too many open at once.",
+            h2.refused.into(),
+        );
+        metric(
+            "berth_http2_oversized_heads_total",
+            "counter",
+            "HTTP/2 requests answered 431 for their header list.",
+            h2.oversized_heads.into(),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP berth_http2_resets_total HTTP/2 streams reset before their answer was \
+             complete, by who reset them.\n# TYPE berth_http2_resets_total counter\n\
+             berth_http2_resets_total{{by=\"client\"}} {}\n\
+             berth_http2_resets_total{{by=\"server\"}} {}",
+            h2.client_resets, h2.provoked_resets
+        );
+        let _ = writeln!(
+            out,
+            "# HELP berth_http2_abuse_total HTTP/2 connections ended with GOAWAY \
+             ENHANCE_YOUR_CALM, by the abuse.\n# TYPE berth_http2_abuse_total counter"
+        );
+        for &(kind, n) in &h2.abuse {
+            let _ = writeln!(out, "berth_http2_abuse_total{{kind=\"{kind}\"}} {n}");
+        }
         let _ = writeln!(
             out,
             "# HELP berth_responses_total Responses written, by status."

@@ -32,6 +32,7 @@ berth::with_models!(per_model! {
     a_request_body_streams_to_its_job_as_it_arrives,
     an_answer_before_the_body_closes_the_connection_after_it,
     a_deferred_job_switches_protocols_and_the_protocol_is_woken_from_outside,
+    a_streamed_reply_arrives_whole_over_http2,
 });
 
 /// What the producers saw, shared with the tests.
@@ -696,5 +697,26 @@ fn a_deferred_job_switches_protocols_and_the_protocol_is_woken_from_outside(mode
     read_until(&mut sock, &mut buf, |b| b.ends_with(b"inline"));
     let text = String::from_utf8_lossy(&buf).into_owned();
     assert!(text.starts_with("HTTP/1.1 500 "), "{model}: {text}");
+    srv.stop();
+}
+
+/// The same streamed bodies over HTTP/2 (h2c), two at once on one connection: the producer's
+/// pushes wake the connection (in the blocking models too, whose thread waits on the socket
+/// and the streams' wake-ups together), and each body arrives whole and in order.
+fn a_streamed_reply_arrives_whole_over_http2(model: Model) {
+    use berth_testkit::h2::{connect, Req};
+    let (srv, _) = start(model);
+    let mut client = connect(srv.addr, None, &[]);
+    let a = client.send(&Req::get("/stream?count=6&size=3000"));
+    let b = client.send(&Req::get("/stream?count=40&size=1000"));
+    let ra = client.wait(a).response("first stream");
+    let rb = client.wait(b).response("second stream");
+    assert_eq!(ra.status, 200, "{model}");
+    assert_eq!(ra.body, pattern(0, 5 + 6 * 3000), "{model}: the first body");
+    assert_eq!(
+        rb.body,
+        pattern(0, 5 + 40 * 1000),
+        "{model}: the second body"
+    );
     srv.stop();
 }

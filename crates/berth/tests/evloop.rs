@@ -189,6 +189,61 @@ fn connection_beyond_capacity_is_refused_and_counted() {
     assert_eq!(b.get("/hello/world").text(), HELLO);
 }
 
+/// A drain serves what is in flight (issue 33): a client that connected before the drain and
+/// sends its request after it began is answered, as the connection's last (`Connection:
+/// close`), as nginx and uvicorn answer it; one that sends nothing within the grace is closed.
+/// Before the fix the loop closed every connection it had not read from yet, so the request
+/// met a closed connection.
+#[test]
+fn a_drain_answers_a_request_sent_on_a_connection_accepted_before_it() {
+    drain_answers_a_late_request(berth::drive::Model::Evloop);
+}
+
+/// The same rule in `uring`, the other model built on `loops` (rt::DRAIN_GRACE).
+#[test]
+fn a_uring_drain_answers_a_request_sent_on_a_connection_accepted_before_it() {
+    drain_answers_a_late_request(berth::drive::Model::Uring);
+}
+
+fn drain_answers_a_late_request(model: berth::drive::Model) {
+    let srv = Opts::new(model).accept_threads(1).start();
+    let mut late = srv.client();
+    let mut silent = srv.client();
+    let mut idle = srv.client();
+    assert_eq!(idle.get("/hello/world").status, 200);
+    srv.wait_stats("three connections", |s| s.connections_open == 3);
+    srv.drain(Duration::from_secs(10));
+    // The drain has begun once the listener is closed: a new connection is refused.
+    let began = Instant::now();
+    while std::net::TcpStream::connect(srv.addr).is_ok() {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "the listener stays open"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    // A keep-alive connection idle between requests is closed at once.
+    idle.expect_closed();
+    late.send(get_request("/hello/world").as_bytes());
+    let r = late.read_response();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), HELLO);
+    assert!(
+        r.closes(),
+        "the answer is the connection's last: {}",
+        r.text()
+    );
+    late.expect_closed();
+    // Nothing sent within the grace: closed, and the drain ends well before its deadline.
+    silent.expect_closed();
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    srv.wait_stats("every connection closed", |s| s.connections_open == 0);
+}
+
 // 6. Limits --------------------------------------------------------------------------------------
 
 #[test]

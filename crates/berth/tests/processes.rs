@@ -281,6 +281,7 @@ fn prefork_is_started_only_when_every_worker_listens() {
         let stats = settings.new_stats().unwrap();
         let demo = Demo::new(DemoConfig::default(), stats.clone());
         let (server, addr) = berth::drive::serve(&settings, demo, stats).unwrap();
+        let addr = addr.tcp().expect("served on TCP");
         // No waiting here: this is what a client sees the moment the server says it is up.
         assert_eq!(listeners_on(addr.port()), 6, "every worker listens");
         let r = get_once(addr, "/hello/world").expect("refused right after start");

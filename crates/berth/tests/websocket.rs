@@ -11,6 +11,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use berth::drive::Model;
+use berth_testkit::per_model;
 use server::{ModelServer, Opts};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Bytes, Message};
@@ -94,27 +95,31 @@ fn bad_handshakes_are_refused_with_the_right_status() {
     srv.stop();
 }
 
+// One test per model of the registry (`case::uring`): see `per_model!`.
+berth::with_models!(per_model! { a_protocol_breach_is_closed_with_1002 });
+
+fn a_protocol_breach_is_closed_with_1002(model: Model) {
+    let srv = start(model);
+    let (mut sock, text) = raw_handshake(
+        &srv,
+        "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+    );
+    assert!(text.starts_with("HTTP/1.1 101"), "{model}: {text}");
+    // An unmasked frame: clients must mask.
+    sock.write_all(&[0x81, 0x02, b'h', b'i']).unwrap();
+    let mut got = Vec::new();
+    let _ = sock.read_to_end(&mut got);
+    assert_eq!(
+        &got[..4],
+        &[0x88, got[1], 0x03, 0xEA],
+        "{model}: a close 1002"
+    );
+    srv.stop();
+}
+
 #[test]
-fn a_protocol_breach_is_closed_with_1002() {
-    for model in [Model::Threaded, Model::Evloop, Model::Actor] {
-        let srv = start(model);
-        let (mut sock, text) = raw_handshake(
-            &srv,
-            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
-        );
-        assert!(text.starts_with("HTTP/1.1 101"), "{model}: {text}");
-        // An unmasked frame: clients must mask.
-        sock.write_all(&[0x81, 0x02, b'h', b'i']).unwrap();
-        let mut got = Vec::new();
-        let _ = sock.read_to_end(&mut got);
-        assert_eq!(
-            &got[..4],
-            &[0x88, got[1], 0x03, 0xEA],
-            "{model}: a close 1002"
-        );
-        srv.stop();
-    }
-    // And through a real client: a close code no peer may send.
+fn a_close_code_no_peer_may_send_is_closed_with_1002() {
+    // Through a real client: a close code no peer may send.
     let srv = start(Model::Evloop);
     let (mut ws, _) = tungstenite::connect(format!("ws://{}/ws/echo", srv.addr)).unwrap();
     let _ = ws.close(Some(tungstenite::protocol::CloseFrame {

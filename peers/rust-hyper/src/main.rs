@@ -1,7 +1,8 @@
-//! Peer for `berth lab` and bench/http.py: hyper 1.x (HTTP/1.1 only) on tokio, serving the lab's
-//! routes, as a Rust user would write a small server without a framework.
+//! Peer for `berth lab`, bench/http.py and bench/h2.py: hyper 1.x on tokio, serving the lab's
+//! routes, as a Rust user would write a small server without a framework: HTTP/1.1, or with
+//! `--h2` HTTP/2 with prior knowledge (h2c; hyper's `http2` server, on the `h2` crate).
 //!
-//! Usage: rust-hyper-peer PORT [--multi-thread]
+//! Usage: rust-hyper-peer PORT [--multi-thread] [--h2]
 //!
 //! By default tokio's current-thread runtime runs everything on one thread (the shape of one
 //! berth event loop); `--multi-thread` uses the multi-thread runtime with tokio's default worker
@@ -15,10 +16,10 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
 const HELLO: &str = "Hello, World!";
@@ -75,7 +76,7 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     Ok(res)
 }
 
-async fn serve(addr: SocketAddr) -> std::io::Result<()> {
+async fn serve(addr: SocketAddr, h2: bool) -> std::io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
     println!("rust-hyper listening on {addr}");
     loop {
@@ -86,10 +87,17 @@ async fn serve(addr: SocketAddr) -> std::io::Result<()> {
         };
         let _ = stream.set_nodelay(true);
         tokio::spawn(async move {
-            let _ = http1::Builder::new()
-                .pipeline_flush(true)
-                .serve_connection(TokioIo::new(stream), service_fn(handle))
-                .await;
+            let io = TokioIo::new(stream);
+            let _ = if h2 {
+                http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(io, service_fn(handle))
+                    .await
+            } else {
+                http1::Builder::new()
+                    .pipeline_flush(true)
+                    .serve_connection(io, service_fn(handle))
+                    .await
+            };
         });
     }
 }
@@ -99,18 +107,23 @@ fn main() {
     let port: u16 = match args.next().map(|p| p.parse()) {
         Some(Ok(p)) => p,
         _ => {
-            eprintln!("usage: rust-hyper-peer PORT [--multi-thread]");
+            eprintln!("usage: rust-hyper-peer PORT [--multi-thread] [--h2]");
             std::process::exit(2);
         }
     };
-    let multi = match args.next().as_deref() {
-        None => false,
-        Some("--multi-thread") => true,
-        Some(other) => {
-            eprintln!("rust-hyper-peer: unknown option {other} (usage: PORT [--multi-thread])");
-            std::process::exit(2);
+    let (mut multi, mut h2) = (false, false);
+    for arg in args {
+        match arg.as_str() {
+            "--multi-thread" => multi = true,
+            "--h2" => h2 = true,
+            other => {
+                eprintln!(
+                    "rust-hyper-peer: unknown option {other} (usage: PORT [--multi-thread] [--h2])"
+                );
+                std::process::exit(2);
+            }
         }
-    };
+    }
     let mut builder = if multi {
         tokio::runtime::Builder::new_multi_thread()
     } else {
@@ -119,7 +132,7 @@ fn main() {
     let runtime = builder.enable_all().build().expect("a tokio runtime");
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     // On the multi-thread runtime the accept loop is a task too, so it runs on the workers.
-    let served = runtime.block_on(async move { tokio::spawn(serve(addr)).await });
+    let served = runtime.block_on(async move { tokio::spawn(serve(addr, h2)).await });
     match served {
         Ok(Err(e)) => eprintln!("rust-hyper-peer: {addr}: {e}"),
         Err(e) => eprintln!("rust-hyper-peer: {e}"),

@@ -47,6 +47,8 @@ pub struct LabConfig {
     pub models: Vec<String>,
     /// Directory with the peers' sources.
     pub peers: PathBuf,
+    /// The Python that runs the Python peers (`--python`); `None`: `python3` on the path.
+    pub python: Option<PathBuf>,
     /// The command line, recorded in `lab.json`.
     pub command: String,
 }
@@ -159,7 +161,7 @@ pub fn run(config: &LabConfig, progress: &mut dyn FnMut(&str)) -> Result<LabRepo
     let (peers, mut skipped) = servers::peers(
         &absolute(&config.peers),
         &servers::build_dir(&config.berth),
-        &servers::Tools::from_env(),
+        &servers::Tools::from_env().with_python(config.python.clone()),
         &wanted,
         progress,
     );

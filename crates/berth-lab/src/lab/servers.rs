@@ -77,6 +77,9 @@ pub const PEERS: [&str; 10] = [
 pub struct Tools {
     dirs: Vec<PathBuf>,
     cargo: Option<PathBuf>,
+    /// The Python that runs the Python peers (`berth lab --python`); else `python3` on the
+    /// path.
+    python: Option<PathBuf>,
 }
 
 impl Tools {
@@ -89,13 +92,39 @@ impl Tools {
         Tools {
             dirs,
             cargo: std::env::var_os("CARGO").map(PathBuf::from),
+            python: None,
+        }
+    }
+
+    /// These tools, with `python` running the Python peers (a venv's, where berth-py and
+    /// granian are installed) instead of the `python3` on the path.
+    pub fn with_python(mut self, python: Option<PathBuf>) -> Tools {
+        self.python = python;
+        self
+    }
+
+    /// The Python for the Python peers, or why there is none.
+    fn python(&self) -> Result<String, String> {
+        match &self.python {
+            Some(path) if path.is_file() => Ok(path.to_string_lossy().into_owned()),
+            Some(path) => Err(format!(
+                "--python {}: no such file (give a Python, e.g. target/py-venv/bin/python,                  or install python3)",
+                path.display()
+            )),
+            None => self
+                .find("python3")
+                .ok_or("python3 not found (apt-get install python3, or --python PATH)".to_owned()),
         }
     }
 
     /// Programs looked for in `dirs` only, cargo included.
     #[cfg(test)]
     pub fn in_dirs(dirs: Vec<PathBuf>) -> Tools {
-        Tools { dirs, cargo: None }
+        Tools {
+            dirs,
+            cargo: None,
+            python: None,
+        }
     }
 
     /// The path of `program`, if one of the directories has it.
@@ -197,9 +226,7 @@ pub fn peers(
         }
     };
     let script = |file: &str| peers_dir.join(file).to_string_lossy().into_owned();
-    let python = tools
-        .find("python3")
-        .ok_or("python3 not found (apt-get install python3)".to_owned());
+    let python = tools.python();
     for (name, file) in [
         ("python-threaded", "python_threaded.py"),
         ("python-asyncio", "python_asyncio.py"),
@@ -708,6 +735,40 @@ mod tests {
             let w = why(&skipped, name);
             assert!(w.contains("failed: error: no network"), "{w}");
         }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// `--python PATH` runs the Python peers with that Python (a venv's, where the packages
+    /// are), not the `python3` on the path; a path that is not there says so.
+    #[test]
+    fn the_python_peers_run_with_the_python_given() {
+        let dir = std::env::temp_dir().join(format!("berth-lab-python-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        // On the path: a python3 without any package. Given: one with every package.
+        let (bare, venv) = (dir.join("python3"), dir.join("venv-python"));
+        for (path, script) in [
+            (&bare, "#!/bin/sh\nexit 1\n"),
+            (&venv, "#!/bin/sh\nexit 0\n"),
+        ] {
+            fs::write(path, script).unwrap();
+            fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let build = dir.join("build");
+        let tools = Tools::in_dirs(vec![dir.clone()]).with_python(Some(venv.clone()));
+        let (found, skipped) = peers(&peers_dir(), &build, &tools, &|_| true, &mut |_| {});
+        for name in ["granian", "berth-asgi", "python-uvloop", "python-asyncio"] {
+            let def = found
+                .iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("{name} skipped: {skipped:?}"));
+            let Launch::Argv(argv) = &def.launch else {
+                panic!("{name}: {:?}", def.launch)
+            };
+            assert_eq!(argv[0], venv.to_string_lossy(), "{name}");
+        }
+        let missing = Tools::in_dirs(vec![dir.clone()]).with_python(Some(dir.join("nope")));
+        let skipped = skipped_with(&missing, &build);
+        assert!(why(&skipped, "granian").contains("--python"), "{skipped:?}");
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -79,6 +79,11 @@ pub struct H2Config {
     /// also keeps a client from exhausting stream ids on one connection. Default 10,000
     /// (berth's choice; HTTP/2 clients expect long connections).
     pub max_streams_per_connection: u32,
+    /// Every connection speaks HTTP/2 (a port for clients with prior knowledge only, such as
+    /// a gRPC backend's): first bytes that are not the preface are a connection error, not an
+    /// HTTP/1.1 request. Default false: a plain connection is HTTP/2's only if it starts with
+    /// the preface, and HTTP/1.1's otherwise (ALPN decides over TLS).
+    pub exclusive: bool,
 }
 
 impl Default for H2Config {
@@ -102,6 +107,7 @@ impl Default for H2Config {
             window_update_allowance: 100,
             priority_allowance: 100,
             max_streams_per_connection: 10_000,
+            exclusive: false,
         }
     }
 }
@@ -127,6 +133,41 @@ pub enum Abuse {
     WindowUpdateFlood,
     /// Too many PRIORITY frames.
     PriorityFlood,
+}
+
+impl Abuse {
+    /// Every kind, in a fixed order (a driver's counters index by it).
+    pub const ALL: [Abuse; 9] = [
+        Abuse::RapidReset,
+        Abuse::MadeYouReset,
+        Abuse::ContinuationFlood,
+        Abuse::HpackBomb,
+        Abuse::SettingsFlood,
+        Abuse::PingFlood,
+        Abuse::EmptyFrameFlood,
+        Abuse::WindowUpdateFlood,
+        Abuse::PriorityFlood,
+    ];
+
+    /// A short name for metrics (`rapid_reset`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Abuse::RapidReset => "rapid_reset",
+            Abuse::MadeYouReset => "made_you_reset",
+            Abuse::ContinuationFlood => "continuation_flood",
+            Abuse::HpackBomb => "hpack_bomb",
+            Abuse::SettingsFlood => "settings_flood",
+            Abuse::PingFlood => "ping_flood",
+            Abuse::EmptyFrameFlood => "empty_frame_flood",
+            Abuse::WindowUpdateFlood => "window_update_flood",
+            Abuse::PriorityFlood => "priority_flood",
+        }
+    }
+
+    /// Its place in [`Abuse::ALL`].
+    pub fn index(self) -> usize {
+        Abuse::ALL.iter().position(|&a| a == self).unwrap_or(0)
+    }
 }
 
 /// Running counts of one connection, for `/stats`.

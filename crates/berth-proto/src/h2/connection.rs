@@ -209,6 +209,8 @@ pub struct Connection {
     config: H2Config,
     /// The client's address, for each request ([`Request::peer`]).
     peer: Option<std::net::SocketAddr>,
+    /// Answers carry `server: berth` ([`Connection::set_server_header`]).
+    server_header: bool,
     phase: Phase,
     /// Our SETTINGS were written.
     started: bool,
@@ -276,10 +278,17 @@ impl Connection {
         self.peer = peer;
     }
 
+    /// Whether answers carry `server: berth` ([`Limits::server_header`](crate::http::Limits);
+    /// on by default).
+    pub fn set_server_header(&mut self, on: bool) {
+        self.server_header = on;
+    }
+
     /// A connection at its start, before the client's preface.
     pub fn new(config: H2Config) -> Self {
         Connection {
             peer: None,
+            server_header: true,
             decoder: Decoder::new(config.header_table_size as usize),
             config,
             phase: Phase::Preface,
@@ -321,6 +330,22 @@ impl Connection {
     /// Streams open (jobs out for reset streams included).
     pub fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// The client's preface and SETTINGS are in: the connection serves streams.
+    pub fn is_open(&self) -> bool {
+        self.phase == Phase::Open
+    }
+
+    /// A drain was asked for ([`Connection::close_after_response`]).
+    pub fn draining(&self) -> bool {
+        self.drain
+    }
+
+    /// A drain was asked for ([`Connection::close_after_response`]) and its GOAWAY is not
+    /// written yet: the connection has something to say before it closes.
+    pub fn goaway_pending(&self) -> bool {
+        self.drain && !self.goaway_sent
     }
 
     /// True once the connection is over (its last output written, it is to be closed).
@@ -443,13 +468,22 @@ impl Connection {
     fn settle<J>(&mut self, output: &mut Vec<u8>, cx: &Context<'_>) -> Step<J> {
         self.grant_windows(output);
         let full = self.send_data(output, cx);
+        if self.streams.is_empty() {
+            // An emptied BTreeMap keeps its leaf node (room for 11 streams, 1.5 KiB): an idle
+            // connection gives it back (issue 32: an idle connection costs at most 2 KiB).
+            self.streams = BTreeMap::new();
+        }
         if self.phase == Phase::Closed {
             return Step::Close;
         }
-        if (self.goaway_sent || self.peer_gone) && self.streams.is_empty() {
+        if self.peer_gone && self.streams.is_empty() {
             // RFC 9113 §6.8: an endpoint should send GOAWAY before it closes, even after the
-            // peer's.
+            // peer's. The closing is left to the client (or the idle timeout): it may still
+            // send PING or SETTINGS, and closing under them would reset the connection.
             self.goaway_now(output);
+        }
+        if self.goaway_sent && !self.peer_gone && self.streams.is_empty() {
+            // Our drain is done.
             self.phase = Phase::Closed;
             return Step::Close;
         }
@@ -714,9 +748,16 @@ impl Connection {
         Ok(())
     }
 
-    /// The stream was reset: it is dropped, or kept as a zombie while its job is out.
+    /// berth reset the stream: it is dropped (or kept as a zombie while its job is out), and
+    /// late frames on it are ignored (§5.4.2: they may have been sent before the RST_STREAM
+    /// arrived).
     fn forget(&mut self, id: u32) {
         remember(&mut self.reset, id);
+        self.drop_stream(id);
+    }
+
+    /// The stream is dropped, or kept as a zombie while its job is out.
+    fn drop_stream(&mut self, id: u32) {
         if let Some(s) = self.streams.get_mut(&id) {
             if let Some(feed) = s.feed.take() {
                 feed.abort();
@@ -1083,7 +1124,7 @@ impl Connection {
         let mut scratch = Vec::new();
         let mut res = Response {
             out: &mut scratch,
-            date: cx.date,
+            stamp: cx.stamp(),
             keep_alive: true,
             head_only,
             version: Version::Http2,
@@ -1191,6 +1232,8 @@ impl Connection {
         let mut block = Vec::new();
         let base: [(&[u8], &[u8]); 2] =
             [(b":status", status_text.as_bytes()), (b"server", b"berth")];
+        // `server` unless switched off (`Limits::server_header`).
+        let base = &base[..if self.server_header { 2 } else { 1 }];
         hpack::encode(
             base.iter().copied().chain(fields.iter().copied()),
             &mut block,
@@ -1327,7 +1370,10 @@ impl Connection {
                 return Err(Fail::Calm(Abuse::RapidReset));
             }
         }
-        self.forget(id);
+        // §5.1, "closed": a frame other than PRIORITY after the client's own RST_STREAM is a
+        // stream error STREAM_CLOSED (unlike frames after berth's, which crossed it).
+        remember(&mut self.closed, id);
+        self.drop_stream(id);
         Ok(())
     }
 

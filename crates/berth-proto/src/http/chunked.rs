@@ -122,7 +122,10 @@ impl Chunked {
                     } else {
                         let body_len = (self.write - body_start) as u64;
                         if body_len.saturating_add(size) > max_body as u64 {
-                            return Err(reject(413, "request body too large"));
+                            return Err(reject(
+                                413,
+                                "request body too large (over the server's --max-body)",
+                            ));
                         }
                         self.remaining = size;
                         self.phase = Phase::Data;

@@ -14,11 +14,21 @@
 //! answers, validators (`ETag`, `Last-Modified`) and the Content-Type table. Opening the file,
 //! refusing symlinks that leave the root, and moving the bytes are the driver's
 //! (`berth::files`).
+//!
+//! Content codings ([`super::encoding`]): the driver may open a precompressed sibling
+//! (`a.css.br`, `.zst`, `.gz`) that the client accepts ([`FileMeta::encoding`]); it is served
+//! as it is, with its own `ETag`, and ranges and conditions apply to its bytes (as nginx's
+//! `gzip_static` does). Otherwise a whole `200` of a compressible type may be encoded on the fly
+//! ([`FileRequest::compress`]): then [`Step::SendFile`](super::Step::SendFile) carries an
+//! [`Encode`], the body goes out chunked, and the `ETag` is the plain file's made weak. Never
+//! for a range, a 304, HTTP/1.0 (as nginx's `gzip_http_version 1.1`), or a request that says
+//! `Cache-Control: no-transform`.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::encoding::{compressible, Accepted, Coding, Compress};
 use super::request::{trim, Method, Request, Version};
-use super::response::{write_head, write_response, Head};
+use super::response::{write_head, write_response, Head, Stamp};
 
 /// A request for a file, checked and reduced to what answering it needs. Owned, so it can
 /// travel to whoever opens files (a worker, or the actor model's Files actor).
@@ -42,6 +52,26 @@ pub struct FileRequest {
     /// file is sent, which RFC 9110 §14.2 allows).
     range: Option<RangeSpec>,
     if_range: Option<IfRange>,
+    /// What `Accept-Encoding` allows.
+    accept: Accepted,
+    /// The request said `Cache-Control: no-transform`: nothing is encoded on the fly.
+    no_transform: bool,
+    /// On-the-fly compression, if the server does it ([`FileRequest::compress`]).
+    compress: Option<Compress>,
+    /// Opened below the site's root rather than the `/files` root ([`FileRequest::in_site`]).
+    site: bool,
+}
+
+/// A file body to encode as it is sent: what [`Step::SendFile`](super::Step::SendFile) asks of
+/// the driver besides the range (then always the whole file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encode {
+    /// The coding to apply.
+    pub coding: Coding,
+    /// Its level (1–9).
+    pub level: u8,
+    /// Frame the encoded bytes with the chunked transfer coding (HTTP/1.1; the head said so).
+    pub chunked: bool,
 }
 
 /// Why a request path was refused before any file was looked at. The answer is 404 either
@@ -59,6 +89,25 @@ pub struct FileMeta {
     /// The Content-Type of the file actually opened (a directory's `index.html`, say): see
     /// [`content_type`].
     pub content_type: &'static str,
+    /// The file opened is a precompressed sibling in this coding (`len` and `modified` are
+    /// the sibling's): sent with `Content-Encoding` and an `ETag` of its own.
+    pub encoding: Option<Coding>,
+    /// A precompressed sibling exists, whether or not this one was opened: the answer varies
+    /// with `Accept-Encoding` (`Vary`).
+    pub vary: bool,
+}
+
+impl FileMeta {
+    /// A plain file's metadata: no sibling.
+    pub fn plain(len: u64, modified: SystemTime, content_type: &'static str) -> FileMeta {
+        FileMeta {
+            len,
+            modified,
+            content_type,
+            encoding: None,
+            vary: false,
+        }
+    }
 }
 
 /// Why the driver could not open a [`FileRequest`].
@@ -137,7 +186,45 @@ impl FileRequest {
                 _ => None,
             },
             if_range: req.header("if-range").and_then(parse_if_range),
+            accept: Accepted::parse(
+                req.headers
+                    .iter()
+                    .filter(|h| h.name.eq_ignore_ascii_case("accept-encoding"))
+                    .map(|h| h.value),
+            ),
+            no_transform: req
+                .headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case("cache-control"))
+                .any(|h| super::request::list_contains(h.value, "no-transform")),
+            compress: None,
+            site: false,
         })
+    }
+
+    /// The file is the site's (`berth serve --site DIR`, served at `/`), not one below the
+    /// `/files` root: the driver opens it under the site's directory.
+    pub fn in_site(mut self) -> FileRequest {
+        self.site = true;
+        self
+    }
+
+    /// Whether the file is opened below the site's root ([`FileRequest::in_site`]).
+    pub fn in_site_root(&self) -> bool {
+        self.site
+    }
+
+    /// Encodes a whole `200` of a compressible type on the fly, as `compress` says (`None`:
+    /// never, the default).
+    pub fn compress(mut self, compress: Option<Compress>) -> FileRequest {
+        self.compress = compress;
+        self
+    }
+
+    /// What the request's `Accept-Encoding` allows: the driver picks a precompressed sibling
+    /// with it.
+    pub fn accepted(&self) -> &Accepted {
+        &self.accept
     }
 
     /// The relative path to open below the root; `""` means the root itself.
@@ -301,14 +388,17 @@ fn since_epoch(t: SystemTime) -> Duration {
 }
 
 /// The strong validator of a file: its modification time and length, as nginx builds one, with
-/// nanoseconds so that two writes within a second still change it.
+/// nanoseconds so that two writes within a second still change it. A precompressed sibling's
+/// names its coding too, so it never equals the plain file's.
 fn etag(meta: &FileMeta) -> String {
     let t = since_epoch(meta.modified);
+    let coding = meta.encoding.map_or("", Coding::token);
     format!(
-        "\"{:x}.{:x}-{:x}\"",
+        "\"{:x}.{:x}-{:x}{}{coding}\"",
         t.as_secs(),
         t.subsec_nanos(),
-        meta.len
+        meta.len,
+        if coding.is_empty() { "" } else { "-" },
     )
 }
 
@@ -357,17 +447,26 @@ fn decide(req: &FileRequest, meta: &FileMeta, tag: &str) -> Decision {
     }
 }
 
+/// What follows a file answer's head: `len` bytes of the file from `offset`, encoded on the
+/// way if `encode` says so (then the whole file, framed as it says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Send {
+    pub offset: u64,
+    pub len: u64,
+    pub encode: Option<Encode>,
+}
+
 /// Writes the response to a file request: its whole head, and for errors and 416 a short body.
-/// Returns the status and the byte range the driver must send after the head (none for HEAD,
-/// 304, errors and empty files).
+/// Returns the status and what the driver must send after the head (nothing for HEAD, 304,
+/// errors and empty files).
 pub(crate) fn write_answer(
     out: &mut Vec<u8>,
     req: &FileRequest,
     found: Result<&FileMeta, FileError>,
     keep_alive: bool,
     version: Version,
-    date: &[u8],
-) -> (u16, Option<(u64, u64)>) {
+    stamp: Stamp<'_>,
+) -> (u16, Option<Send>) {
     let head = |status, content_type, extra| Head {
         status,
         content_type,
@@ -375,7 +474,7 @@ pub(crate) fn write_answer(
         fields: &[],
         keep_alive,
         version,
-        date,
+        stamp,
     };
     let text = "text/plain; charset=utf-8";
     let meta = match found {
@@ -401,13 +500,39 @@ pub(crate) fn write_answer(
         // An IMF-fixdate is always DATE_LEN bytes.
         let _ = write!(slot, "{}", httpdate::HttpDate::from(meta.modified));
     }
-    let validators = [("ETag", tag.as_bytes()), ("Last-Modified", &modified[..])];
+    // On the fly: a plain file of a compressible type, big enough, over HTTP/1.1 (chunked).
+    let compress = req.compress.filter(|c| {
+        meta.encoding.is_none()
+            && version == Version::Http11
+            && meta.len >= c.min_size
+            && compressible(meta.content_type)
+    });
+    let fly = compress
+        .filter(|_| !req.no_transform)
+        .and_then(|c| Some((req.accept.pick(|_| true)?, c.level)));
+    let vary = meta.vary || meta.encoding.is_some() || compress.is_some();
     let decision = decide(req, meta, &tag);
+    // Ranges and conditions apply to the plain file (or the sibling opened); an encoded whole
+    // answer's validator is the plain file's made weak, as nginx's gzip does.
+    let fly = fly.filter(|_| decision == Decision::Full);
+    let weak;
+    let shown = match fly {
+        Some(_) => {
+            weak = format!("W/{tag}");
+            weak.as_str()
+        }
+        None => tag.as_str(),
+    };
+    let mut extra: Vec<(&str, &[u8])> =
+        vec![("ETag", shown.as_bytes()), ("Last-Modified", &modified[..])];
+    if vary {
+        extra.push(("Vary", b"Accept-Encoding"));
+    }
     match decision {
         Decision::NotModified => {
             // A 304 has no content and, here, no Content-Length: the only value allowed would be
             // the 200's, which a careless client could take for a body to wait for (§8.6).
-            write_head(out, &head(304, "", &validators), None);
+            write_head(out, &head(304, "", &extra), None);
             (304, None)
         }
         Decision::Unsatisfiable => {
@@ -421,23 +546,55 @@ pub(crate) fn write_answer(
             );
             (416, None)
         }
+        // The client refuses the file as it is, and no coding it takes is at hand.
+        Decision::Full | Decision::Partial { .. }
+            if meta.encoding.is_none() && fly.is_none() && !req.accept.identity_ok() =>
+        {
+            write_response(
+                out,
+                &head(406, text, &extra[extra.len() - usize::from(vary)..]),
+                b"Not Acceptable: no content coding the client accepts\n",
+                req.head_only,
+            );
+            (406, None)
+        }
+        Decision::Full if fly.is_some() => {
+            let (coding, level) = fly.unwrap_or((Coding::Gzip, 1));
+            extra.push(("Content-Encoding", coding.token().as_bytes()));
+            extra.push(("Transfer-Encoding", b"chunked"));
+            write_head(out, &head(200, meta.content_type, &extra), None);
+            let encode = Encode {
+                coding,
+                level,
+                chunked: true,
+            };
+            let send = (!req.head_only).then_some(Send {
+                offset: 0,
+                len: meta.len,
+                encode: Some(encode),
+            });
+            (200, send)
+        }
         Decision::Full | Decision::Partial { .. } => {
             let (status, start, len) = match decision {
                 Decision::Partial { start, len } => (206, start, len),
                 _ => (200, 0, meta.len),
             };
             let range;
-            let mut extra = vec![
-                validators[0],
-                validators[1],
-                ("Accept-Ranges", &b"bytes"[..]),
-            ];
+            extra.push(("Accept-Ranges", &b"bytes"[..]));
+            if let Some(coding) = meta.encoding {
+                extra.push(("Content-Encoding", coding.token().as_bytes()));
+            }
             if status == 206 {
                 range = format!("bytes {}-{}/{}", start, start + len - 1, meta.len);
                 extra.push(("Content-Range", range.as_bytes()));
             }
             write_head(out, &head(status, meta.content_type, &extra), Some(len));
-            let send = (!req.head_only && len > 0).then_some((start, len));
+            let send = (!req.head_only && len > 0).then_some(Send {
+                offset: start,
+                len,
+                encode: None,
+            });
             (status, send)
         }
     }
@@ -522,11 +679,11 @@ mod tests {
     }
 
     fn meta(len: u64) -> FileMeta {
-        FileMeta {
+        FileMeta::plain(
             len,
-            modified: UNIX_EPOCH + Duration::new(784_111_777, 5),
-            content_type: "text/plain; charset=utf-8",
-        }
+            UNIX_EPOCH + Duration::new(784_111_777, 5),
+            "text/plain; charset=utf-8",
+        )
     }
 
     /// Runs `write_answer` and returns (status, range to send, response text).
@@ -536,8 +693,170 @@ mod tests {
     ) -> (u16, Option<(u64, u64)>, String) {
         let mut out = Vec::new();
         let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
-        let (status, send) = write_answer(&mut out, req, found, true, Version::Http11, date);
+        let stamp = Stamp::both(date);
+        let (status, send) = write_answer(&mut out, req, found, true, Version::Http11, stamp);
+        assert!(send.is_none_or(|s| s.encode.is_none()), "{send:?}");
+        (
+            status,
+            send.map(|s| (s.offset, s.len)),
+            String::from_utf8(out).unwrap(),
+        )
+    }
+
+    /// Runs `write_answer` and returns (status, what to send, response text).
+    fn answer_coded(req: &FileRequest, found: &FileMeta) -> (u16, Option<Send>, String) {
+        let mut out = Vec::new();
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        let stamp = Stamp::both(date);
+        let (status, send) = write_answer(&mut out, req, Ok(found), true, Version::Http11, stamp);
         (status, send, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn a_precompressed_sibling_has_its_own_tag_and_ranges_over_its_bytes() {
+        let plain = FileMeta {
+            vary: true,
+            ..meta(1000)
+        };
+        let gz = FileMeta {
+            encoding: Some(Coding::Gzip),
+            vary: true,
+            ..meta(100)
+        };
+        assert_ne!(
+            etag(&plain),
+            etag(&FileMeta {
+                vary: false,
+                ..meta(100)
+            })
+            .replace("-gzip", "")
+        );
+        assert!(etag(&gz).ends_with("-gzip\""), "{}", etag(&gz));
+        let (status, send, text) = answer_coded(&get(&[("Accept-Encoding", "gzip")]), &gz);
+        assert_eq!(
+            (status, send.map(|s| (s.offset, s.len, s.encode))),
+            (200, Some((0, 100, None)))
+        );
+        assert!(text.contains("\r\nContent-Encoding: gzip\r\n"), "{text}");
+        assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
+        assert!(text.contains("\r\nContent-Length: 100\r\n"), "{text}");
+        assert!(
+            text.contains(&format!("\r\nETag: {}\r\n", etag(&gz))),
+            "{text}"
+        );
+        // The plain answer varies too.
+        let (_, _, text) = answer_coded(&get(&[]), &plain);
+        assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
+        assert!(!text.contains("Content-Encoding"), "{text}");
+        // A range is of the encoded bytes.
+        let (status, send, text) = answer_coded(
+            &get(&[("Accept-Encoding", "gzip"), ("Range", "bytes=10-19")]),
+            &gz,
+        );
+        assert_eq!(
+            (status, send.map(|s| (s.offset, s.len))),
+            (206, Some((10, 10)))
+        );
+        assert!(
+            text.contains("\r\nContent-Range: bytes 10-19/100\r\n"),
+            "{text}"
+        );
+        // 304 by the sibling's tag, not by the plain file's.
+        let tag: &'static str = Box::leak(etag(&gz).into_boxed_str());
+        let (status, _, text) = answer_coded(&get(&[("If-None-Match", tag)]), &gz);
+        assert_eq!(status, 304);
+        assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
+        let plain_tag: &'static str = Box::leak(etag(&plain).into_boxed_str());
+        assert_eq!(
+            answer_coded(&get(&[("If-None-Match", plain_tag)]), &gz).0,
+            200
+        );
+    }
+
+    #[test]
+    fn on_the_fly_only_for_whole_compressible_answers() {
+        let on = Some(Compress {
+            level: 3,
+            min_size: 50,
+        });
+        let m = meta(100);
+        let gz = |h: &[(&'static str, &'static str)]| {
+            let mut all = vec![("Accept-Encoding", "gzip, br;q=0.5")];
+            all.extend_from_slice(h);
+            get(&all).compress(on)
+        };
+        let (status, send, text) = answer_coded(&gz(&[]), &m);
+        let encode = Encode {
+            coding: Coding::Gzip,
+            level: 3,
+            chunked: true,
+        };
+        assert_eq!(
+            (status, send),
+            (
+                200,
+                Some(Send {
+                    offset: 0,
+                    len: 100,
+                    encode: Some(encode)
+                })
+            )
+        );
+        assert!(
+            text.contains("\r\nTransfer-Encoding: chunked\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nContent-Encoding: gzip\r\n"), "{text}");
+        assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
+        assert!(
+            text.contains(&format!("\r\nETag: W/{}\r\n", etag(&m))),
+            "{text}"
+        );
+        assert!(!text.contains("Content-Length"), "{text}");
+        assert!(!text.contains("Accept-Ranges"), "{text}");
+        // HEAD: the same head, nothing to send.
+        let head = request(&[("Accept-Encoding", "gzip")], Method::Head).compress(on);
+        let (status, send, text) = answer_coded(&head, &m);
+        assert_eq!((status, send), (200, None));
+        assert!(text.contains("\r\nContent-Encoding: gzip\r\n"), "{text}");
+        // Never: a range, a 304, no-transform, too small, not compressible, off, not accepted.
+        let (status, send, text) = answer_coded(&gz(&[("Range", "bytes=0-9")]), &m);
+        assert_eq!((status, send.map(|s| s.encode)), (206, Some(None)));
+        assert!(!text.contains("Content-Encoding"), "{text}");
+        assert!(text.contains("\r\nVary: Accept-Encoding\r\n"), "{text}");
+        assert_eq!(answer_coded(&gz(&[("If-None-Match", "*")]), &m).0, 304);
+        for (req, m) in [
+            (
+                gz(&[("Cache-Control", "no-cache, no-transform")]),
+                meta(100),
+            ),
+            (gz(&[]), meta(49)),
+            (
+                gz(&[]),
+                FileMeta {
+                    content_type: "image/png",
+                    ..meta(100)
+                },
+            ),
+            (get(&[("Accept-Encoding", "gzip")]), meta(100)),
+            (
+                get(&[("Accept-Encoding", "gzip;q=0")]).compress(on),
+                meta(100),
+            ),
+        ] {
+            let (status, send, text) = answer_coded(&req, &m);
+            assert_eq!(
+                (status, send.map(|s| s.encode)),
+                (200, Some(None)),
+                "{text}"
+            );
+            assert!(!text.contains("Content-Encoding"), "{text}");
+        }
+        // identity refused and nothing else at hand: 406.
+        let refused = get(&[("Accept-Encoding", "identity;q=0")]);
+        assert_eq!(answer_coded(&refused, &m).0, 406);
+        let refused = get(&[("Accept-Encoding", "gzip, identity;q=0")]).compress(on);
+        assert_eq!(answer_coded(&refused, &m).0, 200);
     }
 
     #[test]
@@ -879,6 +1198,7 @@ mod tests {
             limits: &limits,
             date: b"Sun, 06 Nov 1994 08:49:37 GMT",
             stream_bodies: false,
+            now: std::time::Instant::now(),
         };
         let mut session = Session::new();
         let mut input = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\
@@ -898,7 +1218,8 @@ mod tests {
             step,
             Step::SendFile {
                 offset: 0,
-                len: 100
+                len: 100,
+                encode: None,
             }
         );
         assert!(String::from_utf8_lossy(&output).ends_with("\r\n\r\n"));

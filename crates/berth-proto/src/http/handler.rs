@@ -5,7 +5,7 @@
 use super::files::FileRequest;
 use super::limits::Limits;
 use super::request::Request;
-use super::response::{Reply, Response};
+use super::response::{Reply, Response, Stamp};
 use super::stream::{Answer, BodyStream};
 use crate::upgrade::Switch;
 
@@ -23,6 +23,19 @@ pub struct Context<'a> {
     /// its jobs inline (the blocking models, the in-memory pump) says false, and such a handler
     /// gets the body whole.
     pub stream_bodies: bool,
+    /// The driver's time: when it last woke, near enough for HTTP/2's rates and header
+    /// timeouts (the protocol reads no clock).
+    pub now: std::time::Instant,
+}
+
+impl<'a> Context<'a> {
+    /// The fields berth writes itself into a response head, as the limits say.
+    pub(crate) fn stamp(&self) -> Stamp<'a> {
+        Stamp {
+            server: self.limits.server_header,
+            date: self.limits.date_header.then_some(self.date),
+        }
+    }
 }
 
 /// How a [`Handler`] dealt with a request.

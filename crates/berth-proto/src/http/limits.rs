@@ -1,5 +1,8 @@
-//! Per-request size limits. Every limit has a default a public server can live with, and each
-//! maps to the status code a client is told when it is exceeded.
+//! Per-request size limits, and what an HTTP/2 connection may do. Every limit has a default a
+//! public server can live with, and each maps to the status code a client is told when it is
+//! exceeded.
+
+use crate::h2::H2Config;
 
 /// Size limits applied by a [`Session`](super::Session) to each request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +18,16 @@ pub struct Limits {
     /// Output a session may queue before it stops parsing pipelined requests and asks the driver
     /// to flush ([`Step::Flush`](super::Step::Flush)); bounds memory per slow reader.
     pub output_high_water: usize,
+    /// A connection that starts with HTTP/2's preface is served as HTTP/2 under these
+    /// settings and limits; `None`: HTTP/1.1 only (the preface is then a bad request).
+    pub http2: Option<H2Config>,
+    /// Write `Server: berth` into every response head (HTTP/2: `server: berth`). Off, no
+    /// `Server` field is written (`berth serve --server-header off`, uvicorn's
+    /// `--no-server-header`).
+    pub server_header: bool,
+    /// Write `Date` into every HTTP/1.1 response head (RFC 9110 §6.6.1: an origin server with
+    /// a clock does). Off, none is written (a proxy in front adds its own).
+    pub date_header: bool,
 }
 
 impl Limits {
@@ -30,6 +43,9 @@ impl Default for Limits {
             max_uri_bytes: 8 * 1024,
             max_body_bytes: 1024 * 1024,
             output_high_water: 64 * 1024,
+            http2: Some(H2Config::default()),
+            server_header: true,
+            date_header: true,
         }
     }
 }

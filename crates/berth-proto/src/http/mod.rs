@@ -17,8 +17,9 @@
 //! 5. on [`Step::Close`], write out `output`, then close the connection;
 //! 6. on [`Step::Open`], open the file it names under the server's root (see [`files`]) and pass
 //!    what was found to [`Session::file`];
-//! 7. on [`Step::SendFile`], write out `output`, then that range of the file just opened, then
-//!    call `process` again;
+//! 7. on [`Step::SendFile`], write out `output`, then that range of the file just opened
+//!    (encoded through a [`BodyEncoder`] if the step says [`Encode`]), then call `process`
+//!    again;
 //! 8. on [`Step::Stream`], write out `output`, then the streamed body as its producer yields
 //!    it ([`Streamed::take`]) until it ends, then call `process` again.
 //!
@@ -29,6 +30,7 @@
 
 mod chunked;
 pub mod client;
+pub mod encoding;
 pub mod files;
 mod framing;
 pub(crate) mod handler;
@@ -40,7 +42,8 @@ pub(crate) mod response;
 pub(crate) mod session;
 pub mod stream;
 
-pub use files::{content_type, BadPath, FileError, FileMeta, FileRequest};
+pub use encoding::{Accepted, BodyEncoder, Coding, Compress, EncodeError, Encoder};
+pub use files::{content_type, BadPath, Encode, FileError, FileMeta, FileRequest};
 pub use handler::{Context, Handled, Handler, Job};
 pub use limits::Limits;
 pub use request::{Method, Request, Version};

@@ -39,6 +39,7 @@ use super::limits::Limits;
 use super::response::Reply;
 use super::session::{Phase, Session, Step, Streamed, Timeouts};
 use super::stream::Taken;
+use crate::h2;
 use crate::upgrade::{Flow, Handover, Upgraded};
 
 /// `Flush` steps in a row with nothing written before the pump calls it a livelock.
@@ -52,8 +53,15 @@ pub enum Action<J> {
     Read,
     /// The output passed the high-water mark: write it, then call [`Core::process`] again.
     Flush,
-    /// Run this job and pass its reply to [`Core::complete`].
-    Offload(J),
+    /// Run `job` and pass its reply to [`Core::complete`] with `stream`: 0 for HTTP/1.1's one
+    /// request at a time; an HTTP/2 stream's id, of which many may be out at once (the
+    /// connection goes on reading and answering meanwhile, [`Core::multiplexed`]).
+    Offload {
+        /// The stream the reply answers.
+        stream: u32,
+        /// The job.
+        job: J,
+    },
     /// Open the file the request names (under the server's root, never outside it) and pass
     /// what was found to [`Core::file`].
     Open(FileRequest),
@@ -65,6 +73,8 @@ pub enum Action<J> {
         offset: u64,
         /// How many bytes.
         len: u64,
+        /// Encode them on the way ([`crate::http::BodyEncoder`]): a file compressed on the fly.
+        encode: Option<super::files::Encode>,
     },
     /// The response's body is streamed: after the output, send what [`Streamed::take`] yields
     /// until it ends, then call [`Core::process`] again.
@@ -81,6 +91,10 @@ pub enum Action<J> {
 /// take the pump's input and output buffers, as [`Session`]'s do.
 pub struct Core {
     session: Session,
+    /// HTTP/2, once the connection began with its preface ([`Limits::http2`] allowing it).
+    h2: Option<Box<h2::Connection>>,
+    /// Whether the connection's first bytes were looked at for HTTP/2's preface.
+    sniffed: bool,
     /// The protocol the connection was handed to, once it was.
     upgraded: Option<Box<dyn Upgraded>>,
     /// The upgraded protocol said to close, or its peer left.
@@ -89,6 +103,8 @@ pub struct Core {
     woken: bool,
     /// Whether the upgraded protocol was told the server is going away.
     leaving: Leaving,
+    /// The client's address, for HTTP/2 if the connection turns out to speak it.
+    peer: Option<std::net::SocketAddr>,
 }
 
 /// A drain, as an upgraded protocol hears of it ([`Upgraded::going_away`]).
@@ -112,6 +128,7 @@ impl fmt::Debug for Core {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Core")
             .field("session", &self.session)
+            .field("h2", &self.h2)
             .field("upgraded", &self.upgraded.is_some())
             .field("over", &self.over)
             .finish()
@@ -123,17 +140,80 @@ impl Core {
     pub fn new() -> Self {
         Core {
             session: Session::new(),
+            h2: None,
+            sniffed: false,
             upgraded: None,
             over: false,
             woken: false,
             leaving: Leaving::Staying,
+            peer: None,
         }
     }
 
     /// Tells the session its peer's address, which every request carries
     /// ([`Request::peer`](super::Request::peer)); drivers call it once, at accept.
     pub fn set_peer(&mut self, peer: Option<std::net::SocketAddr>) {
+        self.peer = peer;
         self.session.set_peer(peer);
+    }
+
+    /// Whether the connection speaks HTTP/2: many requests in flight at once, each a stream,
+    /// so that input is read and answered while jobs are out ([`Action::Offload`]'s stream).
+    pub fn multiplexed(&self) -> bool {
+        self.h2.is_some()
+    }
+
+    /// The HTTP/2 connection, once the connection speaks it (for its counts).
+    pub fn http2(&self) -> Option<&h2::Connection> {
+        self.h2.as_deref()
+    }
+
+    /// Looks at a connection's first bytes, once: HTTP/2's preface (RFC 9113 §3.4: a client
+    /// that knows the server speaks it, h2c with prior knowledge, or one that agreed on `h2`
+    /// by ALPN, which sends the same preface) makes the connection HTTP/2's; anything else
+    /// is HTTP/1.1. `None`: too few bytes to tell yet (a prefix of the preface).
+    fn sniff(&mut self, input: &[u8], cx: &Context<'_>) -> Option<()> {
+        let Some(config) = &cx.limits.http2 else {
+            self.sniffed = true;
+            return Some(());
+        };
+        let n = input.len().min(h2::PREFACE.len());
+        if config.exclusive {
+            self.speak_h2(*config, cx.limits);
+            return Some(());
+        }
+        if input[..n] != h2::PREFACE[..n] {
+            self.sniffed = true;
+            return Some(());
+        }
+        if n < h2::PREFACE.len() {
+            return None;
+        }
+        self.speak_h2(*config, cx.limits);
+        Some(())
+    }
+
+    fn speak_h2(&mut self, config: h2::H2Config, limits: &Limits) {
+        self.sniffed = true;
+        let mut conn = Box::new(h2::Connection::new(config));
+        conn.set_peer(self.peer);
+        conn.set_server_header(limits.server_header);
+        self.h2 = Some(conn);
+    }
+
+    /// Whether the connection's first bytes are still to be looked at for HTTP/2's preface.
+    pub fn undecided(&self) -> bool {
+        !self.sniffed
+    }
+
+    /// The transport agreed on `h2` by ALPN: the connection is HTTP/2's whatever it sends (a
+    /// wrong preface is then its connection error, not an HTTP/1.1 request), if `limits`
+    /// allow HTTP/2 (a listener that does not offers no `h2`).
+    pub fn agreed_h2(&mut self, limits: &Limits) {
+        match limits.http2 {
+            Some(config) if !self.sniffed => self.speak_h2(config, limits),
+            _ => {}
+        }
     }
 
     /// The HTTP session (done with the connection once it was handed over).
@@ -146,15 +226,26 @@ impl Core {
         self.upgraded.is_some()
     }
 
+    /// How a streamed body's producer, or a job taking a streamed request body, wakes the
+    /// driver to call [`Core::process`] (HTTP/2's streams; HTTP/1.1's body is the pump's).
+    pub fn set_waker(&mut self, wake: std::sync::Arc<dyn Fn() + Send + Sync>) {
+        if let Some(h2) = &mut self.h2 {
+            h2.set_waker(wake);
+        }
+    }
+
     /// Whether a request body is going to its job as it arrives ([`Session::feeding`]): the
     /// pump should go on calling [`Core::process`] with new input while the job runs.
     pub fn feeding(&self) -> bool {
-        self.upgraded.is_none() && self.session.feeding()
+        self.upgraded.is_none() && self.h2.is_none() && self.session.feeding()
     }
 
     /// True once the connection is to close after its output: HTTP wrote a final response,
     /// or the upgraded protocol said so (or its peer left).
     pub fn is_closed(&self) -> bool {
+        if let Some(h2) = &self.h2 {
+            return h2.is_closed();
+        }
         match self.upgraded {
             Some(_) => self.over,
             None => self.session.is_closed(),
@@ -164,6 +255,16 @@ impl Core {
     /// Between requests with nothing buffered: HTTP, no request begun (`input` is the pump's
     /// unprocessed input). A pump adds its own conditions (no job out, no output waiting).
     pub fn is_idle(&self, input: &[u8]) -> bool {
+        if let Some(h2) = &self.h2 {
+            // A drain's GOAWAY still to be written is something in flight: the client is told
+            // before the connection closes (RFC 9113 §6.8).
+            // Nor is a connection whose preface or SETTINGS is still to come: the header
+            // timeout applies to it, as to a request begun.
+            return input.is_empty()
+                && h2.is_open()
+                && h2.open_streams() == 0
+                && !h2.goaway_pending();
+        }
         self.upgraded.is_none() && self.session.phase(input) == Phase::Idle
     }
 
@@ -172,6 +273,12 @@ impl Core {
     /// [`Core::process`] ([`Upgraded::going_away`]), once. True if the caller should call
     /// `process` for that (the first time, for an upgraded connection).
     pub fn close_after_response(&mut self) -> bool {
+        if let Some(h2) = &mut self.h2 {
+            // GOAWAY goes out at the next `process` (asked once).
+            let first = !h2.draining();
+            h2.close_after_response();
+            return first;
+        }
         if self.upgraded.is_none() {
             self.session.close_after_response();
             return false;
@@ -188,7 +295,8 @@ impl Core {
     /// connection is not upgraded (nothing to do here).
     pub fn poke(&mut self) -> bool {
         self.woken = self.upgraded.is_some();
-        self.woken
+        // HTTP/2 looks at its streams' producers and consumers at every `process`.
+        self.woken || self.h2.is_some()
     }
 
     /// Input arrived (appended to `input`): HTTP parses and answers what it can; an upgraded
@@ -215,6 +323,13 @@ impl Core {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Action<H::Job> {
+        if !self.sniffed && self.sniff(input, cx).is_none() {
+            return Action::Read;
+        }
+        if let Some(h2) = &mut self.h2 {
+            let step = h2.process(cx.now, input, output, cx, handler);
+            return Self::h2_act(step);
+        }
         if let Some(upgraded) = &mut self.upgraded {
             if self.over {
                 input.clear();
@@ -254,12 +369,17 @@ impl Core {
     /// input ([`Session::complete`]).
     pub fn complete<H: Handler>(
         &mut self,
+        stream: u32,
         reply: Reply,
         input: &mut Vec<u8>,
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Action<H::Job> {
+        if let Some(h2) = &mut self.h2 {
+            let step = h2.complete(stream, reply, cx.now, input, output, cx, handler);
+            return Self::h2_act(step);
+        }
         let step = self.session.complete(reply, input, output, cx, handler);
         self.act(step)
     }
@@ -291,6 +411,9 @@ impl Core {
         now: Instant,
         t: &Timeouts,
     ) -> Option<Instant> {
+        if let Some(h2) = &mut self.h2 {
+            return h2.poll_timeout(input, output_pending, now, t);
+        }
         match &mut self.upgraded {
             Some(_) if output_pending => Some(now + t.write),
             Some(upgraded) => upgraded.poll_timeout(now, t),
@@ -309,6 +432,9 @@ impl Core {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Action<H::Job> {
+        if let Some(h2) = &mut self.h2 {
+            return Self::h2_act(h2.expire(now, input, output, cx, handler));
+        }
         if let Some(upgraded) = &mut self.upgraded {
             if self.over || upgraded.handle_timeout(now, output) == Flow::Close {
                 self.over = true;
@@ -332,14 +458,32 @@ impl Core {
         }
     }
 
+    /// An HTTP/2 step as the pump sees it.
+    fn h2_act<J>(step: h2::Step<J>) -> Action<J> {
+        match step {
+            h2::Step::Read => Action::Read,
+            h2::Step::Flush => Action::Flush,
+            h2::Step::Offload { stream, job } => Action::Offload { stream, job },
+            h2::Step::Close => Action::Close,
+        }
+    }
+
     /// A session step as the pump sees it; a handover is kept here.
     fn act<J>(&mut self, step: Step<J>) -> Action<J> {
         match step {
             Step::Read => Action::Read,
             Step::Flush => Action::Flush,
-            Step::Offload(job) => Action::Offload(job),
+            Step::Offload(job) => Action::Offload { stream: 0, job },
             Step::Open(request) => Action::Open(request),
-            Step::SendFile { offset, len } => Action::Body { offset, len },
+            Step::SendFile {
+                offset,
+                len,
+                encode,
+            } => Action::Body {
+                offset,
+                len,
+                encode,
+            },
             Step::Stream(streamed) => Action::Stream(streamed),
             Step::Upgrade(Handover(upgraded)) => {
                 self.upgraded = Some(upgraded);
@@ -448,6 +592,7 @@ impl<H: Handler> Pump<H> {
             limits: &self.limits,
             date: &self.date,
             stream_bodies: false,
+            now: Instant::now(),
         };
         self.core
             .process(&mut self.input, &mut self.out, &cx, &mut self.handler)
@@ -459,8 +604,10 @@ impl<H: Handler> Pump<H> {
             limits: &self.limits,
             date: &self.date,
             stream_bodies: false,
+            now: Instant::now(),
         };
         self.core.complete(
+            0,
             reply,
             &mut self.input,
             &mut self.out,
@@ -552,6 +699,7 @@ impl<H: Handler> Pump<H> {
                         limits: &self.limits,
                         date: &self.date,
                         stream_bodies: false,
+                        now: Instant::now(),
                     };
                     action = self.core.file(
                         &request,
@@ -562,8 +710,24 @@ impl<H: Handler> Pump<H> {
                         &mut self.handler,
                     );
                 }
-                Action::Body { offset, len } => {
+                Action::Body {
+                    offset,
+                    len,
+                    encode: None,
+                } => {
                     files.read(offset, len, &mut self.written);
+                    action = self.process();
+                }
+                Action::Body {
+                    offset,
+                    len,
+                    encode: Some(encode),
+                } => {
+                    let mut plain = Vec::new();
+                    files.read(offset, len, &mut plain);
+                    let mut body = super::encoding::BodyEncoder::new(encode, len);
+                    let encoded = body.feed(&plain, &mut self.written);
+                    encoded.and_then(|()| body.finish(&mut self.written)).ok();
                     action = self.process();
                 }
                 Action::Stream(streamed) => {
@@ -592,7 +756,7 @@ impl<H: Handler> Pump<H> {
                     }
                     action = self.process();
                 }
-                Action::Offload(job) => {
+                Action::Offload { job, .. } => {
                     if !self.session().is_waiting() {
                         return Err(Violation(
                             "Step::Offload but the session is not waiting".into(),
@@ -614,7 +778,7 @@ fn action_name<J>(action: &Action<J>) -> &'static str {
     match action {
         Action::Read => "Read",
         Action::Flush => "Flush",
-        Action::Offload(_) => "Offload",
+        Action::Offload { .. } => "Offload",
         Action::Open(_) => "Open",
         Action::Body { .. } => "Body",
         Action::Stream(_) => "Stream",

@@ -118,7 +118,7 @@ impl Reply {
         &'a self,
         keep_alive: bool,
         version: Version,
-        date: &'a [u8],
+        stamp: Stamp<'a>,
     ) -> Head<'a> {
         Head {
             status: self.status,
@@ -127,7 +127,7 @@ impl Reply {
             fields: &self.fields,
             keep_alive,
             version,
-            date,
+            stamp,
         }
     }
 
@@ -158,7 +158,7 @@ impl Reply {
 /// Lets a [`Handler`](super::Handler) answer the request it was given, once.
 pub struct Response<'a> {
     pub(crate) out: &'a mut Vec<u8>,
-    pub(crate) date: &'a [u8],
+    pub(crate) stamp: Stamp<'a>,
     pub(crate) keep_alive: bool,
     pub(crate) head_only: bool,
     pub(crate) version: Version,
@@ -191,7 +191,7 @@ impl Response<'_> {
             fields: &[],
             keep_alive: self.keep_alive,
             version: self.version,
-            date: self.date,
+            stamp: self.stamp,
         };
         write_response(self.out, &head, body, self.head_only);
     }
@@ -215,7 +215,28 @@ pub(crate) struct Head<'a> {
     pub fields: &'a [(String, Vec<u8>)],
     pub keep_alive: bool,
     pub version: Version,
-    pub date: &'a [u8],
+    pub stamp: Stamp<'a>,
+}
+
+/// The fields berth writes itself into every head, each unless switched off
+/// ([`Limits::server_header`](super::Limits::server_header),
+/// [`Limits::date_header`](super::Limits::date_header)): `Server: berth` and `Date` (the
+/// driver's cached IMF-fixdate). Borrowed, so the head is still written without allocating.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp<'a> {
+    pub server: bool,
+    pub date: Option<&'a [u8]>,
+}
+
+impl<'a> Stamp<'a> {
+    /// Both fields, with `date` (the message engine's WebSocket listeners, which have no
+    /// switch for them).
+    pub(crate) fn both(date: &'a [u8]) -> Self {
+        Stamp {
+            server: true,
+            date: Some(date),
+        }
+    }
 }
 
 /// Appends the head of `101 Switching Protocols` to `protocol`, with `fields` (the new
@@ -225,7 +246,7 @@ pub(crate) fn write_switching(
     protocol: &str,
     fields: &[(String, String)],
     version: Version,
-    date: &[u8],
+    stamp: Stamp<'_>,
 ) {
     let mut extra: Vec<(&str, &[u8])> =
         vec![("Connection", b"Upgrade"), ("Upgrade", protocol.as_bytes())];
@@ -237,7 +258,7 @@ pub(crate) fn write_switching(
         fields: &[],
         keep_alive: true,
         version,
-        date,
+        stamp,
     };
     write_head(out, &head, None);
 }
@@ -269,8 +290,13 @@ fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Opt
     out.extend_from_slice(num.format(head.status).as_bytes());
     out.push(b' ');
     out.extend_from_slice(reason_phrase(head.status).as_bytes());
-    out.extend_from_slice(b"\r\nServer: berth\r\nDate: ");
-    out.extend_from_slice(head.date);
+    if head.stamp.server {
+        out.extend_from_slice(b"\r\nServer: berth");
+    }
+    if let Some(date) = head.stamp.date {
+        out.extend_from_slice(b"\r\nDate: ");
+        out.extend_from_slice(date);
+    }
     if with_type {
         out.extend_from_slice(b"\r\nContent-Type: ");
         out.extend_from_slice(head.content_type.as_bytes());
@@ -346,7 +372,7 @@ mod tests {
             fields: &reply.fields,
             keep_alive: true,
             version: Version::Http11,
-            date: b"Tue, 24 Nov 2026 00:00:00 GMT",
+            stamp: Stamp::both(b"Tue, 24 Nov 2026 00:00:00 GMT"),
         };
         let mut out = Vec::new();
         write_response(&mut out, &head, &reply.body, false);

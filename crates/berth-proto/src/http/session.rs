@@ -41,6 +41,8 @@ pub enum Step<J> {
         offset: u64,
         /// How many bytes.
         len: u64,
+        /// Encode them on the way (a whole file compressed on the fly), framed as it says.
+        encode: Option<files::Encode>,
     },
     /// Write the output, then the body the stream yields until it ends (see
     /// [`Streamed::take`]); then call `process` again (it says [`Step::Close`] if this response
@@ -540,7 +542,7 @@ impl Session {
                 handler,
             );
         }
-        let head = reply.head(keep_alive, version, cx.date);
+        let head = reply.head(keep_alive, version, cx.stamp());
         write_response(output, &head, &reply.body, head_only);
         handler.on_response(reply.status);
         self.next_request(keep_alive, input, output, cx, handler)
@@ -571,7 +573,7 @@ impl Session {
                 .fields
                 .push(("Transfer-Encoding".to_owned(), b"chunked".to_vec()));
         }
-        let head = reply.head(keep_alive, version, cx.date);
+        let head = reply.head(keep_alive, version, cx.stamp());
         write_head(output, &head, sized);
         let discard = head_only || bodiless;
         if let (Some(length), false) = (sized, discard) {
@@ -618,17 +620,25 @@ impl Session {
             return Step::Close;
         };
         let (status, send) =
-            files::write_answer(output, request, found, keep_alive, version, cx.date);
+            files::write_answer(output, request, found, keep_alive, version, cx.stamp());
         handler.on_response(status);
         match send {
             // The file's bytes go out before anything else is read.
-            Some((offset, len)) => {
+            Some(files::Send {
+                offset,
+                len,
+                encode,
+            }) => {
                 self.state = if keep_alive {
                     State::Head { scan: 0 }
                 } else {
                     State::Closed
                 };
-                Step::SendFile { offset, len }
+                Step::SendFile {
+                    offset,
+                    len,
+                    encode,
+                }
             }
             None => self.next_request(keep_alive, input, output, cx, handler),
         }
@@ -701,7 +711,10 @@ impl Session {
         match framing.body {
             BodyKind::Empty => {}
             BodyKind::Fixed(n) if n > limits.max_body_bytes as u64 => {
-                return Err(reject(413, "request body too large"));
+                return Err(reject(
+                    413,
+                    "request body too large (over the server's --max-body)",
+                ));
             }
             _ => return Ok(HeadOutcome::Body { head_len, framing }),
         }
@@ -885,7 +898,7 @@ impl Session {
         let head_only = request.method == Method::Head;
         let mut res = Response {
             out: output,
-            date: cx.date,
+            stamp: cx.stamp(),
             keep_alive: keep_alive && !self.wind_down,
             head_only,
             version: request.version,
@@ -929,7 +942,7 @@ impl Session {
                     fields: &[],
                     keep_alive,
                     version: request.version,
-                    date: cx.date,
+                    stamp: cx.stamp(),
                 };
                 write_response(output, &head, b"handler sent no response\n", head_only);
                 handler.on_response(500);
@@ -971,7 +984,13 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        write_switching(output, switch.protocol, &switch.headers, version, cx.date);
+        write_switching(
+            output,
+            switch.protocol,
+            &switch.headers,
+            version,
+            cx.stamp(),
+        );
         handler.on_response(101);
         self.state = State::Upgraded;
         Step::Upgrade(Handover(switch.session))
@@ -993,7 +1012,7 @@ impl Session {
             fields: &[],
             keep_alive: false,
             version: Version::Http11,
-            date: cx.date,
+            stamp: cx.stamp(),
         };
         let mut body = [0u8; 128];
         let n = r.reason.len().min(body.len() - 1);

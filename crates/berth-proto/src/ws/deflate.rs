@@ -367,23 +367,9 @@ impl Compressor {
 
 /// Appends `payload` deflated and sync-flushed to `out`, without the flush's 00 00 ff ff.
 fn compress(deflate: &mut Deflate, payload: &[u8], out: &mut Vec<u8>) {
-    let mut input = payload;
-    loop {
-        // Enough for incompressible input (stored blocks: 5 bytes per 16 KiB) and the flush.
-        let room = input.len() + input.len() / 1024 * 5 + 64;
-        let start = out.len();
-        out.resize(start + room, 0);
-        let (in0, out0) = (deflate.total_in(), deflate.total_out());
-        let status = deflate.compress(input, &mut out[start..], DeflateFlush::SyncFlush);
-        let used = (deflate.total_in() - in0) as usize;
-        let made = (deflate.total_out() - out0) as usize;
-        out.truncate(start + made);
-        input = &input[used..];
-        // Done once all the input is in and the flush did not fill the room given.
-        if status.is_err() || (input.is_empty() && made < room) {
-            break;
-        }
-    }
+    // A stream error cannot come from a valid compressor fed a sync flush; were it to, what
+    // was made so far goes out and the client's inflater finds the message bad (1007).
+    let _ = crate::zlib::deflate_into(deflate, payload, out, DeflateFlush::SyncFlush);
     if out.ends_with(&TAIL) {
         out.truncate(out.len() - TAIL.len());
     }

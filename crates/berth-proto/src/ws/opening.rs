@@ -11,7 +11,7 @@ use super::deflate::Agreed;
 use super::handshake::{self, Offer};
 use crate::http::head::asks_to_switch;
 use crate::http::request::{Method, Request, Version};
-use crate::http::response::{write_response, write_switching, Head};
+use crate::http::response::{write_response, write_switching, Head, Stamp};
 
 /// Most header fields an opening handshake may have.
 const MAX_FIELDS: usize = 64;
@@ -105,7 +105,7 @@ pub fn open(input: &[u8], path: &str, max_head: usize, offer: &Offer<'_>, date: 
                 "websocket",
                 &accepted.headers,
                 Version::Http11,
-                date,
+                Stamp::both(date),
             );
             Opening::Open {
                 consumed,
@@ -133,7 +133,7 @@ pub fn refusal(status: u16, why: &str, extra: &[(&str, &[u8])], date: &[u8]) -> 
         fields: &[],
         keep_alive: false,
         version: Version::Http11,
-        date,
+        stamp: Stamp::both(date),
     };
     write_response(&mut out, &head, why.as_bytes(), false);
     out

@@ -299,6 +299,7 @@ impl<H: Handler> Server<H> {
             limits,
             date: DATE,
             stream_bodies: self.stream_bodies,
+            now: self.now,
         }
     }
 

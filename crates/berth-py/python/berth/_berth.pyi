@@ -12,8 +12,13 @@ __all__ = [
     "Core",
     "follow_parent",
     "listen_shared",
+    "listen_unix",
+    "models",
     "serve_wsgi",
+    "__version__",
 ]
+
+__version__: str
 
 @final
 class Core:
@@ -81,14 +86,24 @@ def serve_wsgi(
     max_body: Optional[int] = ...,
     fd: Optional[int] = ...,
     ready: Optional[Callable[[], object]] = ...,
+    multiprocess: bool = ...,
+    options: Optional[Dict[str, Any]] = ...,
 ) -> None:
     """Serves a WSGI application on berth's HTTP engine until SIGINT or SIGTERM, then drains.
     ``fd``: a listening socket to serve instead of binding (taken over); ``ready``: called once
-    serving."""
+    serving; ``multiprocess``: ``wsgi.multiprocess``; ``options``: ``backlog``, ``keep_alive``,
+    ``limit_concurrency``, ``uds``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_ca_certs``."""
 
-def listen_shared(host: str, port: int) -> Tuple[int, str, int]:
+def models() -> List[str]:
+    """The models of berth's registry, by name."""
+
+def listen_shared(host: str, port: int, backlog: Optional[int] = ...) -> Tuple[int, str, int]:
     """Binds and listens on ``host:port`` without SO_REUSEPORT, for ``--workers`` to share:
     the descriptor (the caller's), and the address bound. ``OSError`` if anything listens there."""
+
+def listen_unix(path: str, backlog: Optional[int] = ...) -> int:
+    """Binds and listens on the UNIX socket ``path`` for ``--workers`` to share: the descriptor
+    (the caller's, who removes the file when done). ``OSError`` if a server listens there."""
 
 def follow_parent(parent: int) -> bool:
     """Asks for SIGTERM when the parent dies; False if ``parent`` is already gone."""
@@ -137,6 +152,7 @@ class AsgiServer:
 
     host: str
     port: int
+    url: str
     def __new__(
         cls,
         host: str = ...,
@@ -148,7 +164,7 @@ class AsgiServer:
         max_connections: Optional[int] = ...,
         ws_max_message: int = ...,
         fd: Optional[int] = ...,
-        ws_deflate: bool = ...,
+        options: Optional[Dict[str, Any]] = ...,
     ) -> Self: ...
     inline: bool
     def describe(self) -> str: ...

@@ -54,7 +54,7 @@ from ._berth import AsgiServer, ClientDisconnected
 
 __all__ = ["serve", "ClientDisconnected"]
 
-log = logging.getLogger("berth.asgi")
+log = logging.getLogger("berth.error")
 
 #: How often requests are checked for a departed client and for the application timeout.
 TICK = 0.25
@@ -328,7 +328,7 @@ class _Runner:
             error = task.exception() if not task.cancelled() else None
             if mode == "on":
                 raise LifespanFailed("the application does not support lifespan: {!r}".format(error))
-            log.info("the application does not support lifespan (%r); going on without it", error)
+            log.debug("the application does not support lifespan (%r); going on without it", error)
             return None
         started.result()  # raises LifespanFailed
         self.state = state
@@ -361,14 +361,16 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
           max_body: Optional[int] = None, max_connections: Optional[int] = None,
           loop: str = "auto", ws_max_message: int = 16 * 1024 * 1024,
           fd: Optional[int] = None, ready: Optional[Callable[[], None]] = None,
-          ws_deflate: bool = True) -> int:
+          options: Optional[Dict[str, Any]] = None) -> int:
     """Serves the ASGI application ``app`` until SIGTERM or SIGINT, then drains (requests in
     flight are answered, for up to ``shutdown_timeout`` seconds) and runs the lifespan
     shutdown. Prints ``berth listening on http://ADDR (...)`` once serving, then calls
     ``ready``, if given. ``fd``: a listening socket to serve instead of binding ``host:port``
-    (``--workers``: the parent's), taken over (closed when done). ``ws_deflate``: negotiate
-    permessage-deflate (RFC 7692) in the ``websocket`` scope. Returns the exit code: 0, or
-    1 if the lifespan startup failed."""
+    (``--workers``: the parent's), taken over (closed when done). ``options``: the server
+    options ``python -m berth`` passes on (TLS, backlog, keep-alive, concurrency limit; see
+    ``berth._berth.serve_wsgi``). Returns the exit code: 0, or 1 if the lifespan startup
+    failed. A server that cannot start (the port in use, a bad certificate) raises its error
+    after the lifespan's shutdown has run, so that nothing is left pending."""
     ev = new_loop(loop)
     asyncio.set_event_loop(ev)
     runner = _Runner(app, ev, app_timeout)
@@ -379,8 +381,14 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
         except LifespanFailed as e:
             print("berth: the application's startup failed: {}".format(e), file=sys.stderr)
             return 1
-        server = AsgiServer(host, port, model, io_threads, reuse_port, max_body, max_connections,
-                            ws_max_message, fd, ws_deflate)
+        try:
+            server = AsgiServer(host, port, model, io_threads, reuse_port, max_body,
+                                max_connections, ws_max_message, fd, options)
+        except BaseException:
+            # The application's lifespan task ends here, not destroyed pending with the loop.
+            if shutdown is not None:
+                await shutdown()
+            raise
         runner.server = server
         stop = ev.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -388,8 +396,8 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
         ev.add_reader(server.fileno(), runner.ready, True)
         ev.call_later(TICK, runner.tick)
         # One write, so that the lines of processes sharing stdout (--workers) never interleave.
-        sys.stdout.write("berth listening on http://{}:{} ({}, ASGI on {})\n".format(
-            server.host, server.port, server.describe(), type(ev).__module__.split(".")[0]))
+        sys.stdout.write("berth listening on {} ({}, ASGI on {})\n".format(
+            server.url, server.describe(), type(ev).__module__.split(".")[0]))
         sys.stdout.flush()
         if ready is not None:
             ready()

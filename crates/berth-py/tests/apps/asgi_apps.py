@@ -240,3 +240,58 @@ async def path(scope, receive, send):
                 "headers": [(b"content-type", b"application/octet-stream")]})
     await send({"type": "http.response.body",
                 "body": scope["path"].encode("utf-8") + b"\n" + scope["query_string"]})
+
+
+async def scope_app(scope, receive, send):
+    """Answers with what the scope says of the client and the mount: ``client``, ``scheme``,
+    ``root_path``, ``path``, ``http_version`` (JSON)."""
+    if scope["type"] != "http":
+        return
+    import json
+
+    body = json.dumps({"client": scope.get("client"), "scheme": scope["scheme"],
+                       "root_path": scope.get("root_path"), "path": scope["path"],
+                       "http_version": scope["http_version"]}).encode()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class AsgiObject:
+    """An ASGI 3 application that is an object with an async ``__call__`` (as Django's
+    ASGIHandler and most middleware are)."""
+
+    async def __call__(self, scope, receive, send):
+        await raw(scope, receive, send)
+
+
+asgi_object = AsgiObject()
+
+
+async def _greeting(greeting, scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": greeting})
+
+
+# An ASGI 3 application made with functools.partial.
+import functools  # noqa: E402
+
+asgi_partial = functools.partial(_greeting, b"partial")
+
+
+class Asgi2App:
+    """ASGI 2: the class is instantiated with the scope, the instance awaited with
+    (receive, send)."""
+
+    def __init__(self, scope):
+        self.scope = scope
+
+    async def __call__(self, receive, send):
+        await _greeting(b"asgi2", self.scope, receive, send)
+
+
+def starlette_factory():
+    """``--factory``: a function that returns the application."""
+    return starlette_app

@@ -12,6 +12,9 @@ settings.configure(
     ALLOWED_HOSTS=["*"],
     MIDDLEWARE=[],
     INSTALLED_APPS=[],
+    # Django's own limit on a body read into memory (2.5 MB by default, its 400 beyond), set
+    # as a site taking uploads sets it: the tests' 10 MB uploads are the server's to pass.
+    DATA_UPLOAD_MAX_MEMORY_SIZE=64 * 1024 * 1024,
 )
 django.setup()
 

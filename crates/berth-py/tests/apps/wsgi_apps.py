@@ -15,3 +15,21 @@ def path(environ, start_response):
     body = environ["PATH_INFO"].encode("latin-1") + b"\n" + environ["QUERY_STRING"].encode("latin-1")
     start_response("200 OK", [("Content-Type", "application/octet-stream")])
     return [body]
+
+
+def environ_app(environ, start_response):
+    """Answers with what the environ says of the client, the mount and the server (JSON)."""
+    import json
+
+    keys = ("REMOTE_ADDR", "REMOTE_PORT", "wsgi.url_scheme", "SCRIPT_NAME", "PATH_INFO",
+            "wsgi.multiprocess", "wsgi.multithread", "SERVER_PROTOCOL")
+    body = json.dumps({k: environ.get(k) for k in keys}).encode()
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [body]
+
+
+def hello(environ, start_response):
+    """The plainest WSGI app: ``Hello, World!`` to every request (issue 33's speed target, no
+    framework between the server and the app)."""
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "13")])
+    return [b"Hello, World!"]

@@ -9,7 +9,8 @@
 //!
 //! Known only where the handler sees it: the body's size is that of the answers the handler
 //! writes (`-` for files and answers the session writes); the client's address is the
-//! request's peer (`-` over a UNIX socket, and for answers the session writes).
+//! request's peer; over a UNIX socket, whose clients have no address, it is `unix:` (as nginx
+//! writes `$remote_addr` there), and `-` for answers the session writes.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -55,10 +56,13 @@ pub(crate) struct Pending {
     body: Option<u64>,
     /// The client, where known.
     addr: Option<SocketAddr>,
+    /// The requests come over a UNIX socket: a client without an address is `unix:`.
+    unix: bool,
 }
 
 impl Pending {
-    pub(crate) fn new(format: AccessLog) -> Self {
+    /// Lines in `format`, for requests over a UNIX socket if `unix`.
+    pub(crate) fn new(format: AccessLog, unix: bool) -> Self {
         Pending {
             format,
             open: false,
@@ -70,6 +74,7 @@ impl Pending {
             started: Instant::now(),
             body: None,
             addr: None,
+            unix,
         }
     }
 
@@ -113,7 +118,11 @@ impl Pending {
     /// The line for a response with `status`, written at `now`.
     fn line(&self, status: u16, now: SystemTime) -> String {
         let open = self.open;
-        let addr = self.addr.filter(|_| open).map(|a| a.ip().to_string());
+        let addr = match (open, self.addr) {
+            (false, _) => None,
+            (true, Some(a)) => Some(a.ip().to_string()),
+            (true, None) => self.unix.then(|| "unix:".to_owned()),
+        };
         let bytes = self.body.filter(|_| open);
         let seconds = open.then(|| self.started.elapsed().as_secs_f64());
         let protocol = match self.version {
@@ -284,7 +293,7 @@ mod tests {
     #[test]
     fn formats() {
         let t = UNIX_EPOCH + Duration::from_secs(971_185_336);
-        let mut p = Pending::new(AccessLog::Combined);
+        let mut p = Pending::new(AccessLog::Combined, false);
         // The client is the request's peer.
         p.start(&Request {
             peer: Some(([127, 0, 0, 1], 5000).into()),
@@ -318,5 +327,21 @@ mod tests {
             p.line(400, t),
             "- - - [10/Oct/2000:13:42:16 +0000] \"-\" 400 -"
         );
+    }
+
+    #[test]
+    fn a_client_over_a_unix_socket_is_unix() {
+        let t = UNIX_EPOCH + Duration::from_secs(971_185_336);
+        let mut p = Pending::new(AccessLog::Common, true);
+        p.start(&request());
+        let line = p.line(200, t);
+        assert!(line.starts_with("unix: - - ["), "{line}");
+        p.format = AccessLog::Json;
+        let json: serde_json::Value = serde_json::from_str(&p.line(200, t)).unwrap();
+        assert_eq!(json["addr"], "unix:");
+        // Still no client for an answer the session wrote itself.
+        p.open = false;
+        p.format = AccessLog::Common;
+        assert!(p.line(400, t).starts_with("- - - ["));
     }
 }

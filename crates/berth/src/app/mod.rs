@@ -12,6 +12,13 @@
 //! | `GET /healthz` | 200 `ok`; 503 `draining` once a drain has begun ([`Stats::set_draining`]) |
 //! | `OPTIONS *` | 200, `Allow: GET, HEAD, POST, OPTIONS`, no body (RFC 9110 §9.3.7) |
 //! | anything else | 404; a known path with the wrong method gets 405 and `Allow` |
+//!
+//! With a site ([`Files::with_site`], `berth serve --site DIR`), every path but the demo's own
+//! routes above (`/hello/world`, `/test/*`, `/reverse`, `/stats`, `/healthz`, `/echo`,
+//! `/ws/echo`, `/files/...`, `OPTIONS *`) is a file of the site: `/` is its `index.html`, as
+//! nginx's `location /` with `root DIR` beside more specific `location`s. A file of the site
+//! named like a demo route (`DIR/stats`) is therefore not served; the CLI warns of such
+//! names at startup.
 
 mod access;
 pub mod redirect;
@@ -21,7 +28,9 @@ mod reverse;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_proto::http::{FileRequest, Handled, Handler, Job, Method, Reply, Request, Response};
+use berth_proto::http::{
+    Compress, FileRequest, Handled, Handler, Job, Method, Reply, Request, Response,
+};
 use berth_proto::upgrade::{Echo, Switch};
 use berth_proto::ws::handshake::{self, Offer};
 use berth_proto::ws::{EchoHandler, WsConfig, WsSession};
@@ -43,6 +52,8 @@ pub struct DemoConfig {
     pub offload_slow: bool,
     /// Limits of `/ws/echo`'s WebSocket connections.
     pub ws: WsConfig,
+    /// On-the-fly compression of files (`/files` and the site); `None`: never (the default).
+    pub compress: Option<Compress>,
 }
 
 impl Default for DemoConfig {
@@ -51,6 +62,7 @@ impl Default for DemoConfig {
             slow_duration: Duration::from_millis(30),
             offload_slow: true,
             ws: WsConfig::default(),
+            compress: None,
         }
     }
 }
@@ -61,6 +73,8 @@ pub struct Demo {
     config: Arc<DemoConfig>,
     stats: Arc<Stats>,
     access_log: Option<AccessLog>,
+    /// Served over a UNIX socket (the access log's client is then `unix:`).
+    unix: bool,
     files: Files,
 }
 
@@ -71,8 +85,16 @@ impl Demo {
             config: Arc::new(config),
             stats,
             access_log: None,
+            unix: false,
             files: Files::none(),
         }
+    }
+
+    /// Served over a UNIX socket: the access log names its clients, which have no address,
+    /// `unix:` (nginx's `$remote_addr` there) rather than `-`.
+    pub fn over_unix_socket(mut self, yes: bool) -> Self {
+        self.unix = yes;
+        self
     }
 
     /// Serves `GET /files/<path>` from `files` (without it, every such request is 404).
@@ -98,7 +120,8 @@ impl Service for Demo {
             stats: self.stats.clone(),
             thread,
             scratch: Vec::new(),
-            access_log: self.access_log.map(Pending::new),
+            access_log: self.access_log.map(|f| Pending::new(f, self.unix)),
+            site: self.files.site().is_some(),
         }
     }
 
@@ -121,6 +144,26 @@ pub struct DemoHandler {
     /// With `--access-log`: what the line of the request being answered needs (see the
     /// `access` module).
     access_log: Option<Pending>,
+    /// A site is served at `/` ([`Files::with_site`]).
+    site: bool,
+}
+
+/// The demo's own routes, which a site does not shadow (see the module's documentation).
+pub const DEMO_ROUTES: [&str; 9] = [
+    "/hello/world",
+    "/test/fast",
+    "/test/slow",
+    "/reverse",
+    "/stats",
+    "/healthz",
+    "/echo",
+    "/ws/echo",
+    "/files",
+];
+
+/// Whether `path` is one of [`DEMO_ROUTES`] (or below `/files/`, or `*`).
+fn demo_route(path: &str) -> bool {
+    path == "*" || path.starts_with("/files/") || DEMO_ROUTES.contains(&path)
 }
 
 /// Offloaded demo work.
@@ -163,6 +206,9 @@ impl Handler for DemoHandler {
             log.start(req);
         }
         let readable = matches!(req.method, Method::Get | Method::Head);
+        if self.site && !demo_route(req.path) {
+            return self.file(req, res, req.path.strip_prefix('/'), true);
+        }
         match req.path {
             "/" | "/hello/world" if readable => send(&mut self.access_log, res, 200, TEXT, HELLO),
             "/test/fast" if readable => send(&mut self.access_log, res, 200, TEXT, b""),
@@ -280,27 +326,10 @@ impl Handler for DemoHandler {
                 b"the request-target * is for OPTIONS only\n",
             ),
             path if path == "/files" || path.starts_with("/files/") => {
-                if !readable {
-                    send_with(
-                        &mut self.access_log,
-                        res,
-                        405,
-                        TEXT,
-                        &[("Allow", b"GET, HEAD")],
-                        b"Method Not Allowed\n",
-                    );
-                    return Handled::Done;
-                }
                 // `/files//etc/passwd` keeps its second slash: an absolute path, refused.
                 let rel = &path["/files".len()..];
                 let rel = rel.strip_prefix('/').unwrap_or(rel);
-                match FileRequest::parse(req, rel) {
-                    Ok(file) => return Handled::File(file),
-                    Err(why) => {
-                        log::debug!("{}: refused ({})", req.target, why.0);
-                        send(&mut self.access_log, res, 404, TEXT, b"Not Found\n");
-                    }
-                }
+                return self.file(req, res, Some(rel), false);
             }
             _ => send(&mut self.access_log, res, 404, TEXT, b"Not Found\n"),
         }
@@ -312,6 +341,40 @@ impl Handler for DemoHandler {
         if let Some(log) = &mut self.access_log {
             log.respond(status);
         }
+    }
+}
+
+impl DemoHandler {
+    /// A file below the `/files` root, or the site's (`site`): `rel` is the request path below
+    /// it (`None`: not a path at all).
+    fn file(
+        &mut self,
+        req: &Request<'_>,
+        res: &mut Response<'_>,
+        rel: Option<&str>,
+        site: bool,
+    ) -> Handled<DemoJob> {
+        if !matches!(req.method, Method::Get | Method::Head) {
+            send_with(
+                &mut self.access_log,
+                res,
+                405,
+                TEXT,
+                &[("Allow", b"GET, HEAD")],
+                b"Method Not Allowed\n",
+            );
+            return Handled::Done;
+        }
+        match rel.map(|rel| FileRequest::parse(req, rel)) {
+            Some(Ok(file)) => {
+                let file = file.compress(self.config.compress);
+                return Handled::File(if site { file.in_site() } else { file });
+            }
+            Some(Err(why)) => log::debug!("{}: refused ({})", req.target, why.0),
+            None => {}
+        }
+        send(&mut self.access_log, res, 404, TEXT, b"Not Found\n");
+        Handled::Done
     }
 }
 

@@ -7,9 +7,7 @@
 
 use std::io;
 
-use mio::net::{TcpListener, TcpStream};
-
-use crate::net::Transport;
+use crate::net::{EventedListener, Socket, Transport};
 use crate::stats::Shard;
 
 /// Turns away a connection accepted over a cap (`-C`, `--max-threads`, `--max-children`), the
@@ -36,13 +34,13 @@ pub(crate) fn refuse<T: Transport>(
 /// The next waiting connection, or `None` when there is none now (`*paused` cleared) or
 /// accepting failed (`*paused` set, the failure logged once per pause with `who`).
 pub(crate) fn next(
-    listener: &TcpListener,
+    listener: &EventedListener,
     paused: &mut bool,
     who: impl std::fmt::Display,
-) -> Option<TcpStream> {
+) -> Option<Socket> {
     loop {
         match listener.accept() {
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 *paused = false;
                 return Some(stream);
             }

@@ -20,9 +20,10 @@
 //! out as the pump sends any body (`sendfile(2)` on a plain socket, bounded chunks otherwise),
 //! blocking only this connection's thread.
 
-use std::io;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -32,7 +33,7 @@ use super::pump::{Blocks, Conn, Env, Fate};
 use super::stall::Stalls;
 use super::Timeouts;
 use crate::files::Files;
-use crate::net::{Acceptor, Blocking};
+use crate::net::{Acceptor, Blocking, BlockingSocket, Listener};
 use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, StopKind};
 use crate::stats::Stats;
@@ -121,7 +122,7 @@ impl Default for ConnConfig {
 /// Makes `listener` stop listening now, from any thread: on Linux, `shutdown(2)` on a listening
 /// socket closes its queue, so new connections are refused while the thread that owns it may
 /// still be busy with a connection.
-pub(crate) fn stop_listening(listener: &TcpListener) {
+pub(crate) fn stop_listening(listener: &Listener) {
     let _ = socket2::SockRef::from(listener).shutdown(Shutdown::Both);
 }
 
@@ -157,7 +158,7 @@ pub(crate) fn serve_connection<H: Handler, S: Blocking>(
     serving: Serving<'_, H>,
     config: &ConnConfig,
     should_yield: impl Fn() -> bool,
-    rival: Option<&TcpListener>,
+    rival: Option<&Listener>,
 ) -> io::Result<()> {
     // Writes end once the peer stalls for the write timeout, however the kernel split the
     // waiting (see `stall`).
@@ -177,7 +178,7 @@ fn serve<H: Handler, T: Blocking>(
     serving: Serving<'_, H>,
     config: &ConnConfig,
     should_yield: impl Fn() -> bool,
-    rival: Option<&TcpListener>,
+    rival: Option<&Listener>,
 ) -> io::Result<()> {
     let Serving {
         handler,
@@ -209,8 +210,22 @@ fn serve<H: Handler, T: Blocking>(
             }
         };
     }
+    // HTTP/2's streams wake the connection (a streamed answer's producer pushed, a job took
+    // some of a streamed request body) through a socket pair: the thread waits on the
+    // connection and on it together, as HTTP/1.1's one body waits on its producer alone.
+    let mut wake: Option<UnixStream> = None;
     let mut fate = Fate::Keep;
     loop {
+        if wake.is_none() && conn.wants_waker() {
+            let (rx, tx) = UnixStream::pair()?;
+            tx.set_nonblocking(true)?;
+            rx.set_nonblocking(true)?;
+            // A full pair already holds a wake-up: a failed write loses nothing.
+            conn.set_waker(std::sync::Arc::new(move || {
+                let _ = (&tx).write(&[1]);
+            }));
+            wake = Some(rx);
+        }
         fate = match fate {
             Fate::Keep if conn.timed_out() => {
                 // SO_RCVTIMEO ran out: 408 for a request in progress, silence for an idle
@@ -222,6 +237,8 @@ fn serve<H: Handler, T: Blocking>(
                 // Between HTTP requests (answered, nothing buffered): the model may let the
                 // connection go now. Not a connection handed to another protocol: that one is
                 // served until it ends.
+                // (An idle HTTP/2 connection counts too: `single` serves one connection at a
+                // time, and one that idles while another client waits is let go.)
                 let between = conn.is_idle() && conn.answered();
                 if between && should_yield() {
                     return linger_close(&mut conn.stream, false);
@@ -242,6 +259,31 @@ fn serve<H: Handler, T: Blocking>(
                     conn.stream.set_read_timeout(wait)?;
                     read_timeout = Some(wait);
                 }
+                // Not over TLS: decrypted bytes it holds would not make the socket readable
+                // (a streamed answer over TLS in these models waits for the client's next
+                // frame, as it did before the pair: issue 32's note).
+                if let Some(rx) = wake.as_ref().filter(|_| conn.stream.short_read_drains()) {
+                    match poll_either(&conn.stream, rx, wait.unwrap_or(t.idle))? {
+                        Ready::First => {}
+                        Ready::Second => {
+                            let mut sink = [0u8; 64];
+                            while matches!((&*rx).read(&mut sink), Ok(n) if n > 0) {}
+                            conn.poke();
+                            fate = conn.pump(&mut lend!());
+                            continue;
+                        }
+                        Ready::Neither if wait.is_some() => {
+                            date.refresh();
+                            fate = conn.expire(&mut lend!());
+                            continue;
+                        }
+                        // Nothing is timed (only producers are awaited): wait again.
+                        Ready::Neither => {
+                            fate = Fate::Keep;
+                            continue;
+                        }
+                    }
+                }
                 // `single`: between requests, wait on this connection and on the listener
                 // together, so that a client arriving while this one idles is not kept
                 // waiting for it.
@@ -259,7 +301,8 @@ fn serve<H: Handler, T: Blocking>(
             }
             // Not with an unlimited budget; if it ever were, going on is right.
             Fate::Again => conn.pump(&mut lend!()),
-            Fate::Offload(job) => {
+            // HTTP/2's streams are answered in turn: each job runs here, then the pump goes on.
+            Fate::Offload { stream, job } => {
                 // Answers to earlier pipelined requests are out (the pump wrote them).
                 if peer_reset(&conn.stream) {
                     stats.job_cancelled();
@@ -267,7 +310,7 @@ fn serve<H: Handler, T: Blocking>(
                 }
                 let reply = super::run_job(job, stats);
                 date.refresh();
-                conn.complete(reply, &mut lend!())
+                conn.complete(stream, reply, &mut lend!())
             }
             Fate::Open(request) => {
                 let found = files.open(&request);
@@ -327,10 +370,10 @@ pub(crate) fn has_pending_input(fd: &impl AsRawFd) -> bool {
 /// Transient accept errors (a peer that gave up, EMFILE) are logged and retried. `tick` runs
 /// at least every [`STOP_POLL`] while waiting (the forked model reaps children there).
 pub(crate) fn accept(
-    listener: &TcpListener,
+    listener: &Listener,
     ctl: &Control,
     mut tick: impl FnMut(),
-) -> Option<TcpStream> {
+) -> Option<BlockingSocket> {
     while !ctl.stopping() {
         tick();
         match poll_readable(listener, STOP_POLL) {
@@ -343,13 +386,10 @@ pub(crate) fn accept(
             }
         }
         match listener.accept() {
-            Ok((stream, _)) => {
-                // The listener is non-blocking (shared with the event loop code); connections
-                // of the blocking models are not.
-                if stream.set_nonblocking(false).is_ok() {
-                    return Some(stream);
-                }
-            }
+            // The listener is non-blocking (shared with the event loop code); connections of
+            // the blocking models are not, and an accepted socket does not inherit the
+            // listener's `O_NONBLOCK` (std's accept4 asks only for `SOCK_CLOEXEC`).
+            Ok(stream) => return Some(stream),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e)
                 if matches!(
@@ -372,13 +412,13 @@ pub(crate) fn accept(
 /// Turns away a connection a blocking acceptor took over its cap: [`super::accept::refuse`],
 /// on the socket made non-blocking so that the acceptor never waits on the peer.
 pub(crate) fn refuse(
-    stream: TcpStream,
+    stream: BlockingSocket,
     refusal: &[u8],
     shard: crate::stats::Shard<'_>,
     cap: usize,
     who: &str,
 ) {
-    let _ = stream.set_nonblocking(true);
+    let _ = socket2::SockRef::from(&stream).set_nonblocking(true);
     super::accept::refuse(stream, refusal, shard, cap, who);
 }
 
@@ -386,13 +426,13 @@ pub(crate) fn refuse(
 /// in `read` by shutting their sockets down.
 #[derive(Default)]
 pub(crate) struct Active {
-    streams: std::sync::Mutex<slab::Slab<TcpStream>>,
+    streams: std::sync::Mutex<slab::Slab<socket2::Socket>>,
 }
 
 impl Active {
     /// Registers a connection; the returned key unregisters it.
-    pub(crate) fn insert(&self, stream: &TcpStream) -> Option<usize> {
-        let clone = stream.try_clone().ok()?;
+    pub(crate) fn insert(&self, stream: &BlockingSocket) -> Option<usize> {
+        let clone = socket2::SockRef::from(stream).try_clone().ok()?;
         Some(
             self.streams
                 .lock()

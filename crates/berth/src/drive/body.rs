@@ -12,6 +12,12 @@
 //! written like any output. Either way a connection holds an open file and an offset, never
 //! more than one buffer of the file's bytes, however large the file or slow the peer.
 //!
+//! A file compressed on the fly ([`Body::encoded`]) always goes through the output buffer: the
+//! file is read [`ENCODE_READ`] bytes at a time into a buffer on the stack, fed to the body's
+//! encoder ([`BodyEncoder`]), and what comes out (chunk-framed) is written like any output, at
+//! most [`CHUNK`] plain bytes a step; so a connection holds the encoder's state and one
+//! buffer, never the body.
+//!
 //! A streamed body's chunks are moved into the output buffer, about [`CHUNK`] bytes a time.
 //! When the producer has pushed nothing yet, a non-blocking pump parks ([`Sent::Parked`]) until
 //! the producer's push wakes its owner; a blocking one waits for the push, up to the write
@@ -23,7 +29,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
-use berth_proto::http::{Streamed, Taken};
+use berth_proto::http::{BodyEncoder, Encode, Streamed, Taken};
 
 use crate::net::Transport;
 
@@ -41,7 +47,18 @@ pub(crate) enum Body {
     },
     /// A streamed body, until its producer ends it.
     Stream { streamed: Streamed, ended: bool },
+    /// `remaining` bytes of `file` from `offset`, encoded on the way.
+    Encoded {
+        file: File,
+        offset: u64,
+        remaining: u64,
+        encoder: Box<BodyEncoder>,
+        ended: bool,
+    },
 }
+
+/// How much of a file is read at a time for its encoder.
+pub const ENCODE_READ: usize = 16 * 1024;
 
 /// What one [`Body::send`] call did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +81,17 @@ impl Body {
         }
     }
 
+    /// `len` bytes of `file` from `offset`, encoded as `encode` says.
+    pub(crate) fn encoded(file: File, offset: u64, len: u64, encode: Encode) -> Body {
+        Body::Encoded {
+            file,
+            offset,
+            remaining: len,
+            encoder: Box::new(BodyEncoder::new(encode, len)),
+            ended: false,
+        }
+    }
+
     /// A streamed body.
     pub(crate) fn stream(streamed: Streamed) -> Body {
         Body::Stream {
@@ -76,13 +104,13 @@ impl Body {
     pub(crate) fn is_done(&self) -> bool {
         match self {
             Body::File { remaining, .. } => *remaining == 0,
-            Body::Stream { ended, .. } => *ended,
+            Body::Stream { ended, .. } | Body::Encoded { ended, .. } => *ended,
         }
     }
 
     /// Whether the bytes always go through the output buffer (the pump must lend it one).
     pub(crate) fn is_buffered(&self) -> bool {
-        matches!(self, Body::Stream { .. })
+        matches!(self, Body::Stream { .. } | Body::Encoded { .. })
     }
 
     /// Moves the next bytes one step towards `transport`: one `sendfile` call if the transport
@@ -127,6 +155,16 @@ impl Body {
                     Taken::Empty => Ok(Sent::Parked),
                 };
             }
+            Body::Encoded {
+                file,
+                offset,
+                remaining,
+                encoder,
+                ended,
+            } => {
+                debug_assert!(out.is_empty(), "a body chunk over unwritten output");
+                return encode_step(file, offset, remaining, encoder, ended, out);
+            }
         };
         if transport.can_send_file() {
             let n = transport.send_file(file, offset, (*remaining).min(CHUNK as u64))?;
@@ -146,6 +184,34 @@ impl Body {
         *remaining -= n as u64;
         Ok(Sent::Buffered)
     }
+}
+
+/// One step of an encoded body: reads and encodes until some encoded bytes are in `out`, at
+/// most [`CHUNK`] plain bytes; at the end of the file, the encoder's trailer.
+fn encode_step(
+    file: &File,
+    offset: &mut u64,
+    remaining: &mut u64,
+    encoder: &mut BodyEncoder,
+    ended: &mut bool,
+    out: &mut Vec<u8>,
+) -> io::Result<Sent> {
+    let mut buf = [0u8; ENCODE_READ];
+    let mut read = 0;
+    while out.is_empty() && read < CHUNK {
+        if *remaining == 0 {
+            encoder.finish(out).map_err(io::Error::other)?;
+            *ended = true;
+            break;
+        }
+        let want = (*remaining).min(ENCODE_READ as u64) as usize;
+        let n = read_chunk(file, &mut buf[..want], *offset)?;
+        *offset += n as u64;
+        *remaining -= n as u64;
+        read += n;
+        encoder.feed(&buf[..n], out).map_err(io::Error::other)?;
+    }
+    Ok(Sent::Buffered)
 }
 
 /// Reads up to `buf.len()` bytes of `file` at `offset`, retrying interruptions. A file that

@@ -9,7 +9,6 @@
 //! Counters reach the parent only if `stats` lives in shared memory ([`Stats::new_shared`]).
 
 use std::io;
-use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 
 use std::sync::Arc;
@@ -19,7 +18,7 @@ use super::blocking::{self, ConnConfig};
 use crate::rt::DateCache;
 use super::{Server, Service};
 use crate::process::signal;
-use crate::net::Acceptor;
+use crate::net::{Acceptor, Listener};
 use crate::rt::Control;
 use crate::stats::Stats;
 use crate::sys::process::{self, Fork};
@@ -41,7 +40,7 @@ impl Default for Config {
 /// Accepts on a thread of the calling process and forks a child per connection, which serves
 /// it over `transport`.
 pub fn spawn<S: Service>(
-    listener: TcpListener,
+    listener: Listener,
     transport: Acceptor,
     service: S,
     conn: ConnConfig,
@@ -90,7 +89,10 @@ pub fn spawn<S: Service>(
                         Ok(Fork::Child) => {
                             let files = service.files();
                             // The files root stays open too: files are opened relative to it.
-                            let keep = [stream.as_raw_fd(), files.descriptor().unwrap_or(-1)];
+                            let keep: Vec<_> = [stream.as_raw_fd()]
+                                .into_iter()
+                                .chain(files.descriptors())
+                                .collect();
                             process::close_inherited(&keep);
                             // SIGTERM from a draining parent: finish the request in flight, then go.
                             let Ok(terminated) = signal::interrupt_on_termination(&stream) else {
@@ -192,12 +194,12 @@ impl super::Driver for Forked {
     type Config = Config;
 
     fn spawn<S: Service>(
-        addr: std::net::SocketAddr,
+        addr: &crate::net::Addr,
         common: &super::Common,
         config: &Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+    ) -> Result<(Server, crate::net::Addr), crate::net::BindError> {
         super::registry::on_one_listener(addr, common, |listener| {
             let transport = common.listen.transport.clone();
             spawn(listener, transport, service, common.conn(), *config, stats)

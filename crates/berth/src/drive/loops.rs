@@ -258,7 +258,7 @@ pub(super) fn start<J: berth_proto::http::Job>(
 pub(super) struct Parts<J, C> {
     pub wiring: Wiring<J>,
     pub poll: Poll,
-    pub listener: std::net::TcpListener,
+    pub listener: crate::net::Listener,
     pub ctl: Arc<Control>,
     pub config: LoopConfig<C>,
 }
@@ -279,11 +279,12 @@ pub(super) trait Runs: Sized {
     fn run(&mut self) -> io::Result<()>;
 }
 
-/// Starts one loop `L` per listener (listeners should share a port through `SO_REUSEPORT`)
+/// Starts one loop `L` per listener (TCP listeners should share a port through `SO_REUSEPORT`;
+/// copies of one UNIX socket share its queue)
 /// and `common.workers` workers: the `spawn` of `evloop` and `uring`. Returns once every loop
 /// is set up, or with the first failure to set one up (the others are then stopped).
 pub(super) fn spawn<S, L>(
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<crate::net::Listener>,
     service: S,
     common: &super::Common,
     config: LoopConfig<L::Own>,
@@ -402,6 +403,9 @@ pub(super) trait Loop {
     /// Acts on what a connection's pump decided, until it waits or closes.
     fn settle(&mut self, key: usize, mut fate: Fate<<Self::H as Handler>::Job>) {
         loop {
+            if !matches!(fate, Fate::Close) {
+                self.give_waker(key);
+            }
             match fate {
                 Fate::Keep => return self.arm(key),
                 Fate::Close => return self.finish(key),
@@ -420,20 +424,29 @@ pub(super) trait Loop {
                     };
                     fate = conn.file_opened(&file, found, &mut shared.env());
                 }
-                Fate::Offload(job) => {
+                Fate::Offload { stream, job } => {
                     let st = self.state();
                     let reply_to = || LoopConn {
                         loops: st.loops.clone(),
                         owner: st.owner,
                         conn: key,
+                        stream,
                     };
                     match workers::offload(st.queue.as_ref(), job, reply_to, &st.stats) {
-                        Offloaded::Queued => return self.arm(key),
+                        Offloaded::Queued => {
+                            let Some((conn, mut shared)) = self.conn(key) else {
+                                return;
+                            };
+                            if !conn.pump_again() {
+                                return self.arm(key);
+                            }
+                            fate = conn.pump(&mut shared.env());
+                        }
                         Offloaded::Answer(reply) => {
                             let Some((conn, mut shared)) = self.conn(key) else {
                                 return;
                             };
-                            fate = conn.complete(reply, &mut shared.env());
+                            fate = conn.complete(stream, reply, &mut shared.env());
                         }
                         Offloaded::Gone => return self.finish(key),
                     }
@@ -442,13 +455,31 @@ pub(super) trait Loop {
         }
     }
 
+    /// Gives a connection that began speaking HTTP/2 the way its streams wake this loop: a
+    /// post of [`Done::More`], as a streamed body's producer makes.
+    fn give_waker(&mut self, key: usize) {
+        if !self.conn(key).is_some_and(|(c, _)| c.wants_waker()) {
+            return;
+        }
+        let st = self.state();
+        let to = LoopConn {
+            loops: st.loops.clone(),
+            owner: st.owner,
+            conn: key,
+            stream: 0,
+        };
+        if let Some((conn, _)) = self.conn(key) {
+            conn.set_waker(std::sync::Arc::new(move || workers::ReplyTo::more(&to)));
+        }
+    }
+
     /// Hands every finished job's reply to its connection (or frees the slot of one whose
     /// peer has gone).
     fn take_replies(&mut self) {
         while let Ok((key, done)) = self.state().replies.try_recv() {
-            let reply = match done {
-                Done::Reply(reply) => Some(reply),
-                Done::Cancelled => None,
+            let (stream, reply) = match done {
+                Done::Reply(stream, reply) => (stream, Some(reply)),
+                Done::Cancelled => (0, None),
                 // A streamed body has more. Its connection may have ended since (and the slot
                 // been reused: one extra pump is harmless).
                 Done::More => {
@@ -463,13 +494,16 @@ pub(super) trait Loop {
                 debug_assert!(false, "reply for a freed slot");
                 continue;
             };
-            // A cancelled job's slot is dead: its reply (none) frees it.
+            // A cancelled job's slot is dead: its reply (none) frees it, once no other job of
+            // the connection (HTTP/2's streams) is out.
             let (false, Some(reply)) = (conn.is_orphan(), reply) else {
                 debug_assert!(conn.is_orphan(), "a live connection's job was cancelled");
-                self.free(key);
+                if conn.work_back() {
+                    self.free(key);
+                }
                 continue;
             };
-            let fate = conn.complete(reply, &mut shared.env());
+            let fate = conn.complete(stream, reply, &mut shared.env());
             self.settle(key, fate);
         }
     }

@@ -1,5 +1,8 @@
 //! `prefork`: N long-lived worker processes, each binding its own `SO_REUSEPORT` listener on the
-//! same port and running an event loop (seed 003's "multiple instances share one port"). The
+//! same port and running an event loop (seed 003's "multiple instances share one port"). A UNIX
+//! socket cannot be shared through `SO_REUSEPORT` (an inet option): its path is bound once, by
+//! the parent, and every worker serves a copy of that one socket, all taking connections from
+//! its one accept queue. The
 //! parent holds the port with a bound, non-listening socket (so it takes no connections),
 //! supervises the children — restarting one that dies, with a backoff that grows while children
 //! keep dying young — and on shutdown sends them SIGTERM and waits for them. Children follow
@@ -7,7 +10,6 @@
 //! them SIGTERM (`PR_SET_PDEATHSIG`) and they drain and exit, freeing the port.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::{evloop, Common, Server, Service};
 use crate::process::signal;
-use crate::net::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
+use crate::net::{bind, check_unshared, reserve_port, Addr, BindError, ListenConfig, Listener};
 use crate::rt::Control;
 use crate::stats::Stats;
 use crate::sys::process::{self, Fork};
@@ -69,26 +71,43 @@ struct Child {
 /// should: each asks the kernel for SIGTERM when that thread (and so the master) is gone, and
 /// drains and exits on it.
 pub fn spawn<S: Service>(
-    addr: SocketAddr,
+    addr: &Addr,
     service: S,
     common: &Common,
     config: Config,
     stats: Arc<Stats>,
-) -> Result<(Server, SocketAddr), BindError> {
-    let (reservation, bound) = match &common.listen.inherited {
-        // A socket passed in (systemd) holds the port already: a copy of it is the reservation.
-        Some(socket) => {
-            let error = |source| BindError { addr, source };
-            let bound = socket.local_addr().map_err(error)?.as_socket().unwrap_or(addr);
-            (socket.try_clone().map_err(error)?, bound)
+) -> Result<(Server, Addr), BindError> {
+    // What holds the address for the children: a bound, non-listening TCP socket on the port
+    // (each worker slot binds its own listeners on it), or the one UNIX socket, bound here
+    // (every slot serves copies of it).
+    let (reservation, shared, bound) = match (addr, &common.listen.inherited) {
+        (Addr::Unix(_), _) => {
+            let listeners = bind(addr, common.accept_threads.max(1), common.listen.clone())?;
+            let error = |source| BindError {
+                addr: addr.clone(),
+                source,
+            };
+            let bound = listeners[0].local_addr().map_err(error)?;
+            (None, Some(listeners), bound)
         }
-        None => {
+        // A socket passed in (systemd) holds the port already: a copy of it is the reservation.
+        (Addr::Tcp(tcp), Some(socket)) => {
+            let error = |source| BindError {
+                addr: addr.clone(),
+                source,
+            };
+            let bound = socket.local_addr().map_err(error)?.as_socket().unwrap_or(*tcp);
+            (Some(socket.try_clone().map_err(error)?), None, Addr::Tcp(bound))
+        }
+        (Addr::Tcp(tcp), None) => {
             if common.listen.exclusive {
-                check_unshared(addr)?;
+                check_unshared(*tcp)?;
             }
-            reserve_port(addr)?
+            let (socket, bound) = reserve_port(*tcp)?;
+            (Some(socket), None, Addr::Tcp(bound))
         }
     };
+    let shared = Arc::new(std::sync::Mutex::new(shared));
     let ctl = Arc::new(Control::default());
     let child_common = Common {
         listen: ListenConfig {
@@ -102,13 +121,17 @@ pub fn spawn<S: Service>(
     // every worker that serves the slot: a worker that is replaced (a restart, a renewal)
     // closes only its copy, so connections waiting in the slot's accept queue are taken by
     // its successor instead of being reset with the socket.
-    let slots: Arc<std::sync::Mutex<Vec<Option<Vec<TcpListener>>>>> = Arc::default();
+    let slots: Arc<std::sync::Mutex<Vec<Option<Vec<Listener>>>>> = Arc::default();
     // A stop closes the master's copies at once, so that once the workers have closed theirs
     // the port refuses new connections (instead of queueing them for nobody).
     ctl.on_stop({
-        let slots = slots.clone();
-        move |_| slots.lock().unwrap_or_else(|e| e.into_inner()).clear()
+        let (slots, shared) = (slots.clone(), shared.clone());
+        move |_| {
+            slots.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            *shared.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
     });
+    let slot_bound = bound.clone();
     // Each child says it is listening over a socket pair: the server is reported started
     // only once every worker takes connections, never between a fork and its bind.
     let start = move |index: usize| -> io::Result<(libc::pid_t, UnixStream)> {
@@ -119,17 +142,21 @@ pub fn spawn<S: Service>(
                 slots.resize_with(index + 1, || None);
             }
             if slots[index].is_none() {
-                let bound_here = bind_tcp(
-                    bound,
-                    child_common.accept_threads.max(1),
-                    child_common.listen.clone(),
-                )
-                .map_err(|e| io::Error::other(e.to_string()))?;
+                let shared = shared.lock().unwrap_or_else(|e| e.into_inner());
+                let bound_here = match shared.as_ref() {
+                    Some(one) => one.iter().map(Listener::try_clone).collect::<io::Result<_>>()?,
+                    None => bind(
+                        &slot_bound,
+                        child_common.accept_threads.max(1),
+                        child_common.listen.clone(),
+                    )
+                    .map_err(|e| io::Error::other(e.to_string()))?,
+                };
                 slots[index] = Some(bound_here);
             }
             let slot = slots[index].as_ref().expect("bound above");
             slot.iter()
-                .map(TcpListener::try_clone)
+                .map(Listener::try_clone)
                 .collect::<io::Result<Vec<_>>>()?
         };
         let (ours, theirs) = UnixStream::pair()?;
@@ -206,7 +233,7 @@ pub fn spawn<S: Service>(
                 process::stop_children(&mut pids, grace);
             })
             .map_err(|source| BindError {
-                addr: bound,
+                addr: bound.clone(),
                 source,
             })?
     };
@@ -339,7 +366,7 @@ impl Ready {
 fn run_child<S: Service>(
     index: usize,
     master: libc::pid_t,
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
     service: &S,
     common: &Common,
     config: &Config,
@@ -350,8 +377,7 @@ fn run_child<S: Service>(
     // this process says it is ready on.
     let files = service.files();
     let keep: Vec<_> = files
-        .descriptor()
-        .into_iter()
+        .descriptors()
         .chain([ready.fd()])
         .chain(listeners.iter().map(|l| l.as_raw_fd()))
         .collect();
@@ -405,7 +431,10 @@ impl super::Driver for Prefork {
             accept_threads: super::AcceptThreads::PerProcess,
             workers: true,
         },
-        caps: super::Caps::READINESS,
+        caps: super::Caps {
+            allocation_free: true,
+            ..super::Caps::READINESS
+        },
         flags: &[super::Flag {
             long: "processes",
             value_name: "N",
@@ -430,12 +459,12 @@ impl super::Driver for Prefork {
     type Config = Config;
 
     fn spawn<S: Service>(
-        addr: SocketAddr,
+        addr: &Addr,
         common: &Common,
         config: &Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, SocketAddr), BindError> {
+    ) -> Result<(Server, Addr), BindError> {
         spawn(addr, service, common, config.clone(), stats)
     }
 }

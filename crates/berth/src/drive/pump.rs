@@ -212,16 +212,27 @@ enum Sending {
     Parked(Body),
 }
 
-/// Work the connection handed to its owner that has not come back.
+/// Work the connection handed to its owner that has not come back: jobs running or a file
+/// being opened (HTTP/1.1 hands out one at a time; HTTP/2 a job per stream). While any is out
+/// the slot must outlive it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Handed {
-    /// None.
-    Nothing,
-    /// A job is running, or a file being opened, for the connection: its slot must outlive it.
-    Work,
-    /// The connection is finished but its work is still out: the slot is freed when it comes
-    /// back.
-    Orphan,
+struct Handed {
+    /// How many.
+    out: u32,
+    /// The connection is finished but work is still out: the slot is freed when the last
+    /// comes back.
+    orphan: bool,
+}
+
+impl Handed {
+    const NOTHING: Handed = Handed {
+        out: 0,
+        orphan: false,
+    };
+
+    fn nothing(self) -> bool {
+        self.out == 0
+    }
 }
 
 /// Whether the session has seen all of the input.
@@ -276,6 +287,7 @@ fn context<'a, W: Waits>(limits: &'a Limits, date: &'a DateCache) -> Context<'a>
         limits,
         date: date.get(),
         stream_bodies: W::CAPS.streams_bodies,
+        now: date.now(),
     }
 }
 
@@ -285,8 +297,14 @@ pub(super) enum Fate<J> {
     /// Keep it; wait for readiness, a job or a file (blocking: for the owner to ask for a read,
     /// or to expire it if [`Conn::timed_out`]).
     Keep,
-    /// Keep it, and run this job for it; then [`Conn::complete`].
-    Offload(J),
+    /// Keep it, and run `job` for it; then [`Conn::complete`] with `stream` (see
+    /// [`Action::Offload`]).
+    Offload {
+        /// The stream its reply answers.
+        stream: u32,
+        /// The job.
+        job: J,
+    },
     /// Keep it, and open this file for it; then [`Conn::file_opened`].
     Open(FileRequest),
     /// The budget ran out with more to do at once: pump again soon.
@@ -297,7 +315,7 @@ pub(super) enum Fate<J> {
 
 /// Work a pump handed out, not yet given to the owner.
 enum Handoff<J> {
-    Job(J),
+    Job(u32, J),
     Open(FileRequest),
 }
 
@@ -334,6 +352,10 @@ pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     error: Option<io::Error>,
     /// When the transport's handshake was first seen under way (see [`Conn::deadline`]).
     handshake_since: Option<Instant>,
+    /// The owner gave the connection's HTTP/2 streams a waker.
+    has_waker: bool,
+    /// An HTTP/2 connection's counts went to the server's `/stats` (once, as it closed).
+    counted: bool,
     waits: PhantomData<W>,
 }
 
@@ -360,7 +382,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             reading: Reading::Wait,
             writing: Writing::Ready,
             seen: Input::Seen,
-            handed: Handed::Nothing,
+            handed: Handed::NOTHING,
             sending: Sending::Output,
             pumped: Pumped::Through,
 
@@ -368,6 +390,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             body_wait: Timeouts::default().write,
             error: None,
             handshake_since: None,
+            has_waker: false,
+            counted: false,
             waits: PhantomData,
         }
     }
@@ -418,19 +442,26 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
     /// A job or a file open is out for this connection (and its slot must outlive it).
     pub fn work_out(&self) -> bool {
-        self.handed != Handed::Nothing
+        !self.handed.nothing()
     }
 
     /// The connection is finished, its slot kept only until its work comes back.
     pub fn is_orphan(&self) -> bool {
-        self.handed == Handed::Orphan
+        self.handed.orphan
     }
 
     /// The connection is finished while its work is out: the slot waits for the work (see
     /// [`Conn::is_orphan`]).
     pub fn orphan(&mut self) {
         debug_assert!(self.work_out(), "an orphan without work out");
-        self.handed = Handed::Orphan;
+        self.handed.orphan = true;
+    }
+
+    /// An orphan's work came back (a reply, or word that it was cancelled): true once none is
+    /// out, and the slot may be freed.
+    pub fn work_back(&mut self) -> bool {
+        self.handed.out = self.handed.out.saturating_sub(1);
+        self.handed.nothing()
     }
 
     /// The last pump stopped for want of budget. If it also handed out a job, nothing pumps the
@@ -438,6 +469,25 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// would go unnoticed, and its job would run.
     pub fn cut_short(&self) -> bool {
         self.pumped == Pumped::CutShort
+    }
+
+    /// The owner just handed out the job of an HTTP/2 stream: input behind it waits to be
+    /// seen, so pump again now rather than wait for an event that may not come.
+    pub fn pump_again(&self) -> bool {
+        self.core.multiplexed() && self.seen == Input::Unseen
+    }
+
+    /// The connection began speaking HTTP/2 and has no way yet to wake its owner: the owner
+    /// gives it one ([`Conn::set_waker`]) for its streams' bodies (a producer that pushes, a
+    /// job that takes a streamed request body).
+    pub fn wants_waker(&self) -> bool {
+        self.core.multiplexed() && !self.has_waker
+    }
+
+    /// How the connection's streams wake its owner (see [`Conn::wants_waker`]).
+    pub fn set_waker(&mut self, wake: std::sync::Arc<dyn Fn() + Send + Sync>) {
+        self.core.set_waker(wake);
+        self.has_waker = true;
     }
 
     /// Blocking: the last read waited out the read timeout the owner set; call
@@ -492,7 +542,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// under way (a client in the middle of one is about to send its request: a drain must
     /// not cut it off; the handshake has the header timeout to finish).
     pub fn is_idle(&self) -> bool {
-        self.handed == Handed::Nothing
+        self.handed.nothing()
             && !self.out_pending()
             && self.core.is_idle(&self.input)
             && !self.stream.handshaking()
@@ -542,13 +592,23 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     }
 
     /// Hands a finished job's reply to the session, then carries on like [`Conn::pump`].
-    pub fn complete<H: Handler>(&mut self, reply: Reply, env: &mut Env<'_, H>) -> Fate<H::Job> {
-        self.handed = Handed::Nothing;
+    pub fn complete<H: Handler>(
+        &mut self,
+        stream: u32,
+        reply: Reply,
+        env: &mut Env<'_, H>,
+    ) -> Fate<H::Job> {
+        self.handed.out = self.handed.out.saturating_sub(1);
         let cx = context::<W>(env.limits, env.date);
         self.ensure_output(env.pool);
-        let action = self
-            .core
-            .complete(reply, &mut self.input, &mut self.output, &cx, env.handler);
+        let action = self.core.complete(
+            stream,
+            reply,
+            &mut self.input,
+            &mut self.output,
+            &cx,
+            env.handler,
+        );
         let handoff = self.after(action);
         self.pump_with(env, handoff)
     }
@@ -561,7 +621,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         found: Result<OpenFile, FileError>,
         env: &mut Env<'_, H>,
     ) -> Fate<H::Job> {
-        self.handed = Handed::Nothing;
+        self.handed.out = self.handed.out.saturating_sub(1);
         let cx = context::<W>(env.limits, env.date);
         self.ensure_output(env.pool);
         let meta = found.as_ref().map(|f| &f.meta).map_err(|e| *e);
@@ -600,19 +660,23 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         }
         let keep = self.run(env, &mut handoff);
         match (keep, handoff) {
-            (true, Some(Handoff::Job(job))) => Fate::Offload(job),
+            (true, Some(Handoff::Job(stream, job))) => Fate::Offload { stream, job },
             (true, Some(Handoff::Open(file))) => Fate::Open(file),
             // A handoff's answer pumps again anyway, and readiness flags persist till then.
             (true, None) if self.pumped == Pumped::CutShort => Fate::Again,
             (true, None) => Fate::Keep,
             (false, handoff) => {
+                if let (Some(h2), false) = (self.core.http2(), self.counted) {
+                    self.counted = true;
+                    env.stats.http2_ended(h2.counts());
+                }
                 // Dropping work never handed out: nothing else refers to the slot. A job whose
                 // peer left before it could be queued is dropped like a queued one.
-                if let Some(Handoff::Job(_)) = handoff {
+                if let Some(Handoff::Job(..)) = handoff {
                     env.stats.job_cancelled();
                 }
                 if handoff.is_some() {
-                    self.handed = Handed::Nothing;
+                    self.handed.out -= 1;
                 }
                 Fate::Close
             }
@@ -656,8 +720,9 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             let upgraded = self.core.is_upgraded();
             // Blocking: a drain reaches an upgraded connection through the model's rule (its
             // thread is on it, not on a loop that could tell it).
+            // So does it an HTTP/2 connection, which says GOAWAY before it closes.
             if W::asks_for_itself()
-                && upgraded
+                && (upgraded || self.core.multiplexed())
                 && env.going.is_some_and(|going| going())
                 && self.wind_down()
             {
@@ -672,16 +737,19 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 continue;
             }
             let finished = self.core.is_closed()
-                || (!upgraded
-                    && peer_closed
-                    && self.handed == Handed::Nothing
-                    && self.seen == Input::Seen);
+                || (!upgraded && peer_closed && self.handed.nothing() && self.seen == Input::Seen);
             if finished {
                 return self.out_pending();
             }
 
+            let multiplexed = self.core.multiplexed();
+            if multiplexed && handoff.is_some() && self.seen == Input::Unseen {
+                // HTTP/2 hands out one job per pump: the owner hands it on, then pumps again
+                // at once for the streams behind it ([`Conn::pump_again`]).
+                return true;
+            }
             if self.seen == Input::Unseen
-                && (self.handed == Handed::Nothing || self.core.feeding())
+                && (self.handed.nothing() || self.core.feeding() || multiplexed)
                 // Responses to later requests wait until a body is all out.
                 && !self.has_body()
                 && self.room_for_output(env.limits)
@@ -697,6 +765,9 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 }
                 if W::asks_for_itself() {
                     env.date.refresh();
+                }
+                if self.core.undecided() && self.stream.alpn() == Some(b"h2") {
+                    self.core.agreed_h2(env.limits);
                 }
                 let cx = context::<W>(env.limits, env.date);
                 // With nothing waiting to be written, an upgraded protocol may answer from the
@@ -732,7 +803,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     return true;
                 }
                 // The session wants more bytes only when it has seen all it has and is not busy.
-                let wants_more = self.seen == Input::Seen && self.handed == Handed::Nothing;
+                let wants_more =
+                    self.seen == Input::Seen && (self.handed.nothing() || self.core.multiplexed());
                 if self.input.capacity() == 0 {
                     self.input = env.pool.take();
                 }
@@ -806,16 +878,17 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// Records what an action asks of the connection; returns work to hand out.
     fn after<J>(&mut self, action: Action<J>) -> Option<Handoff<J>> {
         match action {
-            Action::Offload(job) => {
-                self.handed = Handed::Work;
-                // A body streaming to the job may already be in the input.
-                if self.core.feeding() {
+            Action::Offload { stream, job } => {
+                self.handed.out += 1;
+                // A body streaming to the job may already be in the input; HTTP/2 stops at
+                // each job, with more frames perhaps behind it.
+                if self.core.feeding() || self.core.multiplexed() {
                     self.seen = Input::Unseen;
                 }
-                Some(Handoff::Job(job))
+                Some(Handoff::Job(stream, job))
             }
             Action::Open(file) => {
-                self.handed = Handed::Work;
+                self.handed.out += 1;
                 Some(Handoff::Open(file))
             }
             // What the client sent behind a switching request is the new protocol's first
@@ -824,11 +897,18 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 self.seen = Input::Unseen;
                 None
             }
-            Action::Body { offset, len } => {
+            Action::Body {
+                offset,
+                len,
+                encode,
+            } => {
                 let file = self.opened.take();
                 debug_assert!(file.is_some(), "a file body without an opened file");
                 if let Some(file) = file {
-                    self.sending = Sending::Body(Body::file(file, offset, len));
+                    self.sending = Sending::Body(match encode {
+                        None => Body::file(file, offset, len),
+                        Some(encode) => Body::encoded(file, offset, len, encode),
+                    });
                 }
                 None
             }

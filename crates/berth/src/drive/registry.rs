@@ -40,12 +40,11 @@
 //! no capacity to refuse at). What a case needs of a model it reads from [`Caps`].
 
 use std::fmt;
-use std::net::{SocketAddr, TcpListener};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use super::{Common, Model, ModelConfigs, Server, Service};
-use crate::net::{bind_tcp, BindError};
+use crate::net::{bind, Addr, BindError, Listener, SocketFile};
 use crate::stats::Stats;
 
 /// A concurrency model, as the registry knows it: implemented by a unit struct in the model's
@@ -57,16 +56,16 @@ pub trait Driver {
     /// after its module.
     type Config: fmt::Debug + Clone + Default + Send + Sync + 'static;
 
-    /// Binds `addr` as [`Common::listen`] says and starts serving. Returns the server and the
-    /// bound address. (Handlers must be `Send`: in the `actor` model a connection moves between
-    /// threads.)
+    /// Binds `addr` (TCP or a UNIX socket's path: [`crate::net::bind`]) as [`Common::listen`]
+    /// says and starts serving. Returns the server and the bound address. (Handlers must be
+    /// `Send`: in the `actor` model a connection moves between threads.)
     fn spawn<S: Service>(
-        addr: SocketAddr,
+        addr: &Addr,
         common: &Common,
         config: &Self::Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, SocketAddr), BindError>
+    ) -> Result<(Server, Addr), BindError>
     where
         S::Handler: Send + 'static;
 }
@@ -136,6 +135,11 @@ pub struct Caps {
     /// It serves many connections at once; else one at a time, the others waiting in the
     /// listen backlog (`single`).
     pub concurrent: bool,
+    /// Once warm, a keep-alive connection's plain requests allocate nothing on the heap: its
+    /// buffers come from its loop's pool and its answers are written in place (`evloop`,
+    /// `uring`, and `prefork`'s loops; `tests/alloc.rs` counts it where the serving threads
+    /// are in the test's own process).
+    pub allocation_free: bool,
 }
 
 impl Caps {
@@ -145,6 +149,7 @@ impl Caps {
         wakes_upgraded: false,
         streams_bodies: false,
         concurrent: true,
+        allocation_free: false,
     };
     /// Non-blocking sockets an event loop or scheduler is told about (`evloop`, `prefork`,
     /// `actor`, `uring`).
@@ -153,6 +158,7 @@ impl Caps {
         wakes_upgraded: true,
         streams_bodies: true,
         concurrent: true,
+        allocation_free: false,
     };
 }
 
@@ -250,14 +256,14 @@ macro_rules! models {
                 settings: &$crate::drive::Settings,
                 service: S,
                 stats: std::sync::Arc<$crate::stats::Stats>,
-            ) -> Result<(Server, std::net::SocketAddr), $crate::net::BindError>
+            ) -> Result<(Server, $crate::net::Addr), $crate::net::BindError>
             where
                 S::Handler: Send + 'static,
             {
                 use $crate::drive::registry::Driver;
                 match self {
                     $(Model::$driver => $module::$driver::spawn(
-                        settings.addr,
+                        &settings.addr,
                         &settings.common,
                         &settings.models.$module,
                         service,
@@ -379,8 +385,8 @@ impl ModelConfigs {
 pub struct Settings {
     /// Which model.
     pub model: Model,
-    /// Where to listen.
-    pub addr: SocketAddr,
+    /// Where to listen: a TCP address or a UNIX socket's path.
+    pub addr: Addr,
     /// The settings every model shares: listening, accept threads, capacity, workers, limits,
     /// timeouts, buffer sizes.
     pub common: Common,
@@ -389,11 +395,12 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Defaults for `model` on `addr`.
-    pub fn new(model: Model, addr: SocketAddr) -> Self {
+    /// Defaults for `model` on the TCP address `addr` (for a UNIX socket, set
+    /// [`Settings::addr`] to an [`Addr::Unix`]).
+    pub fn new(model: Model, addr: std::net::SocketAddr) -> Self {
         Settings {
             model,
-            addr,
+            addr: addr.into(),
             common: Common::default(),
             models: ModelConfigs::default(),
         }
@@ -428,22 +435,41 @@ impl Settings {
 
 /// Binds and starts the model `settings` names. Returns the server and the bound address.
 /// (Handlers must be `Send`: in the `actor` model a connection moves between threads.)
+///
+/// A UNIX socket's file is removed when the server stops listening (a drain or a stop, in the
+/// process that bound it), if it is still the file bound ([`SocketFile`]). A socket served
+/// from [`ListenConfig::inherited`](crate::net::ListenConfig::inherited) is not this
+/// process's to remove: whoever bound it does (a supervisor whose workers come and go).
 pub fn serve<S: Service>(
     settings: &Settings,
     service: S,
     stats: Arc<Stats>,
-) -> Result<(Server, SocketAddr), BindError>
+) -> Result<(Server, Addr), BindError>
 where
     S::Handler: Send + 'static,
 {
-    settings.model.spawn(settings, service, stats)
+    let (server, bound) = settings.model.spawn(settings, service, stats)?;
+    if settings.common.listen.inherited.is_none() {
+        remove_on_stop(&server.ctl, &bound);
+    }
+    Ok((server, bound))
+}
+
+/// Removes the file of a UNIX socket bound at `addr` once `ctl` is told to stop (what
+/// [`serve`] and the embedded loop do), before the model's own hooks close its listeners:
+/// while it still listens, nobody else can have taken the path ([`SocketFile::remove`]).
+/// Nothing for TCP.
+pub(crate) fn remove_on_stop(ctl: &crate::rt::Control, addr: &Addr) {
+    if let Addr::Unix(path) = addr {
+        match SocketFile::bound(path) {
+            Ok(file) => ctl.on_stop_first(move |_| file.remove()),
+            Err(e) => log::warn!("{addr}: the socket file will not be removed at exit: {e}"),
+        }
+    }
 }
 
 /// Binds one listener on `addr` (for [`Driver::spawn`]). Returns it and its address.
-pub(crate) fn bind_one(
-    addr: SocketAddr,
-    common: &Common,
-) -> Result<(TcpListener, SocketAddr), BindError> {
+pub(crate) fn bind_one(addr: &Addr, common: &Common) -> Result<(Listener, Addr), BindError> {
     let (mut listeners, bound) = bind_each(addr, 1, common)?;
     Ok((listeners.remove(0), bound))
 }
@@ -451,30 +477,33 @@ pub(crate) fn bind_one(
 /// The [`Driver::spawn`] of a model served from one listener: binds it on `addr`, starts the
 /// server on it with `start`, and names `addr` in a failure to start.
 pub(crate) fn on_one_listener(
-    addr: SocketAddr,
+    addr: &Addr,
     common: &Common,
-    start: impl FnOnce(TcpListener) -> std::io::Result<Server>,
-) -> Result<(Server, SocketAddr), BindError> {
+    start: impl FnOnce(Listener) -> std::io::Result<Server>,
+) -> Result<(Server, Addr), BindError> {
     let (listener, bound) = bind_one(addr, common)?;
     let server = start(listener).map_err(bind_error(addr))?;
     Ok((server, bound))
 }
 
-/// Binds `count` listeners sharing `addr`'s port (for [`Driver::spawn`]). Returns them and
-/// their address.
+/// Binds `count` listeners on `addr` (for [`Driver::spawn`]): TCP listeners sharing its port,
+/// or copies of one UNIX socket ([`crate::net::bind`]). Returns them and their address.
 pub(crate) fn bind_each(
-    addr: SocketAddr,
+    addr: &Addr,
     count: usize,
     common: &Common,
-) -> Result<(Vec<TcpListener>, SocketAddr), BindError> {
-    let listeners = bind_tcp(addr, count, common.listen.clone())?;
+) -> Result<(Vec<Listener>, Addr), BindError> {
+    let listeners = bind(addr, count, common.listen.clone())?;
     let bound = listeners[0].local_addr().map_err(bind_error(addr))?;
     Ok((listeners, bound))
 }
 
 /// Turns an I/O error of starting a server on `addr` into a [`BindError`].
-pub(crate) fn bind_error(addr: SocketAddr) -> impl Fn(std::io::Error) -> BindError {
-    move |source| BindError { addr, source }
+pub(crate) fn bind_error(addr: &Addr) -> impl Fn(std::io::Error) -> BindError + '_ {
+    move |source| BindError {
+        addr: addr.clone(),
+        source,
+    }
 }
 
 /// The startup-line shape of a model that runs one loop per accept thread (`evloop`, `uring`):

@@ -4,21 +4,20 @@
 //! idle keep-alive client cannot hold the only thread.
 
 use std::io;
-use std::net::TcpListener;
 
 use std::sync::Arc;
 
 use super::blocking::{self, has_pending_input, Active, ConnConfig};
 use crate::rt::DateCache;
 use super::{Server, Service};
-use crate::net::Acceptor;
+use crate::net::{Acceptor, Listener};
 use crate::rt::Control;
 use crate::stats::Stats;
 
 /// Serves `listener` on one thread, its connections over `transport`. Returns once the thread
 /// runs.
 pub fn spawn<S: Service>(
-    listener: TcpListener,
+    listener: Listener,
     transport: Acceptor,
     service: S,
     config: ConnConfig,
@@ -99,12 +98,12 @@ impl super::Driver for Single {
     type Config = ();
 
     fn spawn<S: Service>(
-        addr: std::net::SocketAddr,
+        addr: &crate::net::Addr,
         common: &super::Common,
         _: &(),
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+    ) -> Result<(Server, crate::net::Addr), crate::net::BindError> {
         super::registry::on_one_listener(addr, common, |listener| {
             let transport = common.listen.transport.clone();
             spawn(listener, transport, service, common.conn(), stats)

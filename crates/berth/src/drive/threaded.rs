@@ -3,14 +3,13 @@
 //! closed and counted, rather than left to queue behind threads that may never finish.
 
 use std::io;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::blocking::{self, Active, ConnConfig};
 use crate::rt::DateCache;
 use super::{Server, Service};
-use crate::net::Acceptor;
+use crate::net::{Acceptor, Listener};
 use crate::rt::{Control, StopKind};
 use crate::stats::Stats;
 
@@ -36,7 +35,7 @@ impl Default for Config {
 
 /// Accepts on one thread and serves each connection on a thread of its own, over `transport`.
 pub fn spawn<S: Service>(
-    listener: TcpListener,
+    listener: Listener,
     transport: Acceptor,
     service: S,
     conn: ConnConfig,
@@ -158,12 +157,12 @@ impl super::Driver for Threaded {
     type Config = Config;
 
     fn spawn<S: Service>(
-        addr: std::net::SocketAddr,
+        addr: &crate::net::Addr,
         common: &super::Common,
         config: &Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+    ) -> Result<(Server, crate::net::Addr), crate::net::BindError> {
         super::registry::on_one_listener(addr, common, |listener| {
             let transport = common.listen.transport.clone();
             spawn(listener, transport, service, common.conn(), *config, stats)

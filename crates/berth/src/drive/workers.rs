@@ -38,8 +38,8 @@ pub(crate) trait ReplyTo: Send + 'static {
 
 /// What a loop's completion queue carries for a connection.
 pub(crate) enum Done {
-    /// The job's reply.
-    Reply(Reply),
+    /// The reply of a job for the stream (0 for HTTP/1.1, see `Fate::Offload`).
+    Reply(u32, Reply),
     /// The job was dropped unrun: its peer left.
     Cancelled,
     /// The streamed body the connection sends has more.
@@ -98,11 +98,13 @@ impl LoopQueue {
     }
 }
 
-/// A connection of an event loop: the loops' queues, which loop, and the connection's key.
+/// A connection of an event loop: the loops' queues, which loop, the connection's key, and
+/// the stream a job answers.
 pub(crate) struct LoopConn {
     pub loops: Arc<Vec<LoopQueue>>,
     pub owner: usize,
     pub conn: usize,
+    pub stream: u32,
 }
 
 impl ReplyTo for LoopConn {
@@ -114,7 +116,7 @@ impl ReplyTo for LoopConn {
     }
 
     fn reply(&self, reply: Option<Reply>) {
-        self.post(reply.map_or(Done::Cancelled, Done::Reply));
+        self.post(reply.map_or(Done::Cancelled, |r| Done::Reply(self.stream, r)));
     }
 
     fn more(&self) {

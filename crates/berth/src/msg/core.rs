@@ -215,7 +215,8 @@ pub(crate) trait Sink {
 
 pub(crate) enum ListenSock {
     Tcp(TcpListener),
-    Unix(UnixListener),
+    /// With its file, removed when the engine stops listening.
+    Unix(UnixListener, crate::net::SocketFile),
     Udp(UdpSocket),
     /// No longer listening (shutting down); kept so that indices stay valid.
     Closed,
@@ -746,7 +747,7 @@ impl Core {
         let token = Token(LISTENERS + index);
         match &mut listener.sock {
             ListenSock::Tcp(l) => self.registry.register(l, token, Interest::READABLE)?,
-            ListenSock::Unix(l) => self.registry.register(l, token, Interest::READABLE)?,
+            ListenSock::Unix(l, _) => self.registry.register(l, token, Interest::READABLE)?,
             ListenSock::Udp(s) => {
                 self.registry
                     .register(s, token, Interest::READABLE | Interest::WRITABLE)?

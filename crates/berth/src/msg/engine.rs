@@ -34,7 +34,7 @@ use super::core::{Arrival, Core, EngineConfig, ListenSock, Listener, Note, Sink}
 use super::endpoint::{Address, Endpoint};
 use super::stats::MsgStats;
 use crate::net::tls::{TlsAcceptor, TlsConnector, TlsSettings, TlsStream};
-use crate::net::{bind_tcp, bind_udp, bind_unix, Acceptor, ListenConfig, Socket};
+use crate::net::{bind_tcp, bind_udp, bind_unix, Acceptor, ListenConfig, Socket, SocketFile};
 
 const WAKER: Token = Token(usize::MAX);
 
@@ -204,7 +204,10 @@ impl Engine {
                 bound.address = Address::Tcp(l.local_addr()?);
                 ListenSock::Tcp(TcpListener::from_std(l))
             }
-            Address::Unix(path) => ListenSock::Unix(UnixListener::from_std(bind_unix(path)?)),
+            Address::Unix(path) => {
+                let listener = UnixListener::from_std(bind_unix(path)?);
+                ListenSock::Unix(listener, SocketFile::bound(path)?)
+            }
             Address::Udp(addr) => {
                 let s = bind_udp(*addr, self.core.config.reuse_port)?;
                 bound.address = Address::Udp(s.local_addr()?);

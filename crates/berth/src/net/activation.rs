@@ -57,11 +57,25 @@ pub fn listen_fds() -> io::Result<Vec<Arc<Socket>>> {
 /// Takes over the listening socket `fd` this process inherited from the one that forked it
 /// (a supervisor that bound the port once for all its workers, as `python -m berth --workers`
 /// does): checked to be open and listening, marked close-on-exec. The caller owns `fd` and
-/// hands it over; it is closed when the returned socket is.
+/// hands it over; it is closed when the returned socket is. A TCP socket, or a UNIX socket
+/// bound to a path ([`unix_path`] tells which: serve it at [`Addr::Unix`](super::Addr)).
 pub fn inherited_listener(fd: i32) -> io::Result<Arc<Socket>> {
     let socket = Socket::from(crate::sys::fd::adopt_inherited(fd)?);
-    check_listening(&socket)?;
+    if unix_path(&socket).is_none() {
+        check_listening(&socket)?;
+    } else if !socket.is_listener()? {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a socket that is not listening",
+        ));
+    }
     Ok(Arc::new(socket))
+}
+
+/// The path a UNIX socket is bound to; `None` for any other socket (or an unnamed one).
+pub fn unix_path(socket: &Socket) -> Option<std::path::PathBuf> {
+    let addr = socket.local_addr().ok()?;
+    addr.as_pathname().map(ToOwned::to_owned)
 }
 
 /// A passed descriptor must be a listening TCP socket: a unit with `ListenDatagram=`, or a

@@ -1,5 +1,12 @@
-//! Binding TCP listeners: one per accept thread or process, all on the same address through
+//! Binding listeners: [`bind`] takes an [`Addr`] (TCP or a UNIX socket's path) and gives
+//! [`Listener`]s, the one listener type every model holds.
+//!
+//! TCP: one listener per accept thread or process, all on the same address through
 //! `SO_REUSEPORT`, so the kernel spreads incoming connections over them (seed 001, seed 003).
+//! A UNIX socket cannot be shared that way (`SO_REUSEPORT` is an inet option): its path is bound
+//! once ([`bind_unix`](super::bind_unix), which replaces a stale socket file and refuses a live
+//! one or anything that is not a socket), and every thread gets a copy of the one socket, so
+//! they share one accept queue, as with a socket passed by systemd.
 //!
 //! # Whose port it is
 //!
@@ -18,13 +25,172 @@
 //! `exclusive` off (`--reuse-port`) skips the check on purpose, to share the port with another
 //! process — the old server during a zero-downtime restart.
 
+use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::transport::BlockingSocket;
 use super::Acceptor;
+
+/// Where a server listens: a TCP address, or the path of a UNIX stream socket.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Addr {
+    /// A TCP address (port 0: the kernel picks one).
+    Tcp(SocketAddr),
+    /// A UNIX stream socket's path.
+    Unix(PathBuf),
+}
+
+impl Addr {
+    /// The TCP address, if it is one.
+    pub fn tcp(&self) -> Option<SocketAddr> {
+        match self {
+            Addr::Tcp(addr) => Some(*addr),
+            Addr::Unix(_) => None,
+        }
+    }
+}
+
+impl From<SocketAddr> for Addr {
+    fn from(addr: SocketAddr) -> Addr {
+        Addr::Tcp(addr)
+    }
+}
+
+/// `127.0.0.1:9000`, or `unix:///run/berth.sock` (as `--listen` takes it).
+impl fmt::Display for Addr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Addr::Tcp(addr) => write!(f, "{addr}"),
+            Addr::Unix(path) => write!(f, "unix://{}", path.display()),
+        }
+    }
+}
+
+/// A listening socket of either family, the one listener type of every model: std sockets by
+/// default (the blocking models accept on it; [`Listener::accept`] gives a blocking socket),
+/// [`EventedListener`] once a readiness model has made it mio's ([`Listener::into_evented`]).
+/// uring accepts on its descriptor. A new transport family is a variant here and in
+/// [`Socket`](super::Socket), bound in [`bind`].
+#[derive(Debug)]
+pub enum Listener<T = TcpListener, U = UnixListener> {
+    /// TCP.
+    Tcp(T),
+    /// A UNIX stream socket.
+    Unix(U),
+}
+
+/// A [`Listener`] registered with a mio poll (the readiness models): accepts non-blocking
+/// sockets ([`EventedListener::accept`]).
+pub type EventedListener = Listener<mio::net::TcpListener, mio::net::UnixListener>;
+
+/// Calls `$body` with `$l` bound to the socket inside a [`Listener`].
+macro_rules! either {
+    ($listener:expr, $l:ident => $body:expr) => {
+        match $listener {
+            Listener::Tcp($l) => $body,
+            Listener::Unix($l) => $body,
+        }
+    };
+}
+
+impl Listener {
+    /// Another handle on the same listening socket (its accept queue is shared).
+    pub fn try_clone(&self) -> io::Result<Listener> {
+        Ok(match self {
+            Listener::Tcp(l) => Listener::Tcp(l.try_clone()?),
+            Listener::Unix(l) => Listener::Unix(l.try_clone()?),
+        })
+    }
+
+    /// What it listens on.
+    pub fn local_addr(&self) -> io::Result<Addr> {
+        match self {
+            Listener::Tcp(l) => l.local_addr().map(Addr::Tcp),
+            Listener::Unix(l) => {
+                let addr = l.local_addr()?;
+                let path = addr.as_pathname().ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "an unnamed UNIX socket")
+                })?;
+                Ok(Addr::Unix(path.to_owned()))
+            }
+        }
+    }
+
+    /// Sets `O_NONBLOCK` on the listening socket.
+    pub fn set_nonblocking(&self, yes: bool) -> io::Result<()> {
+        either!(self, l => l.set_nonblocking(yes))
+    }
+
+    /// Accepts a connection as a blocking socket (`accept4(2)` without `SOCK_NONBLOCK`: the
+    /// listener's own `O_NONBLOCK` is not inherited).
+    pub fn accept(&self) -> io::Result<BlockingSocket> {
+        use super::Socket;
+        match self {
+            Listener::Tcp(l) => l.accept().map(|(s, _)| Socket::Tcp(s)),
+            Listener::Unix(l) => l.accept().map(|(s, _)| Socket::Unix(s)),
+        }
+    }
+
+    /// The same socket as mio's, to register with a poll (it must be non-blocking).
+    pub fn into_evented(self) -> EventedListener {
+        match self {
+            Listener::Tcp(l) => Listener::Tcp(mio::net::TcpListener::from_std(l)),
+            Listener::Unix(l) => Listener::Unix(mio::net::UnixListener::from_std(l)),
+        }
+    }
+}
+
+impl EventedListener {
+    /// Accepts a connection as a non-blocking socket (one `accept4(2)` with `SOCK_NONBLOCK`).
+    pub fn accept(&self) -> io::Result<super::Socket> {
+        use super::Socket;
+        match self {
+            Listener::Tcp(l) => l.accept().map(|(s, _)| Socket::Tcp(s)),
+            Listener::Unix(l) => l.accept().map(|(s, _)| Socket::Unix(s)),
+        }
+    }
+}
+
+impl<T: AsRawFd, U: AsRawFd> AsRawFd for Listener<T, U> {
+    fn as_raw_fd(&self) -> RawFd {
+        either!(self, l => l.as_raw_fd())
+    }
+}
+
+impl<T: AsFd, U: AsFd> AsFd for Listener<T, U> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        either!(self, l => l.as_fd())
+    }
+}
+
+impl mio::event::Source for EventedListener {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        either!(self, l => l.register(registry, token, interests))
+    }
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        either!(self, l => l.reregister(registry, token, interests))
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        either!(self, l => l.deregister(registry))
+    }
+}
 
 /// How listeners are bound, and what their connections are served over.
 #[derive(Debug, Clone)]
@@ -70,11 +236,12 @@ impl Default for ListenConfig {
     }
 }
 
-/// Why binding failed, worded for a person: `address 127.0.0.1:9000 already in use`.
+/// Why binding failed, worded for a person: `address 127.0.0.1:9000 already in use`,
+/// `address unix:///run/berth.sock already in use`.
 #[derive(Debug)]
 pub struct BindError {
     /// The address that could not be bound.
-    pub addr: SocketAddr,
+    pub addr: Addr,
     /// The underlying error.
     pub source: io::Error,
 }
@@ -87,6 +254,8 @@ impl std::fmt::Display for BindError {
                 write!(f, "address {} is not available on this host", self.addr)
             }
             io::ErrorKind::PermissionDenied => write!(f, "permission denied binding {}", self.addr),
+            // A UNIX socket's own reasons (a file that is not a socket, a missing directory)
+            // are worded by `bind_unix`.
             _ => write!(f, "cannot listen on {}: {}", self.addr, self.source),
         }
     }
@@ -96,6 +265,42 @@ impl std::error::Error for BindError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.source)
     }
+}
+
+/// Binds `count` non-blocking, close-on-exec listeners on `addr`, as [`bind_tcp`] does for a
+/// TCP address. A UNIX socket's path is bound once ([`bind_unix`](super::bind_unix): a stale
+/// socket file is replaced, a live one or anything else at the path refused) and the others
+/// are copies of it, sharing its accept queue: `SO_REUSEPORT` does not apply to UNIX sockets.
+/// `config`'s TCP options (`reuse_port`, `nodelay`, `defer_accept_secs`) do not apply to a
+/// path. An inherited UNIX socket ([`ListenConfig::inherited`], e.g. bound by a supervisor for
+/// its workers) is served as it is, in copies: nothing is bound, and its file is not touched.
+pub fn bind(addr: &Addr, count: usize, config: ListenConfig) -> Result<Vec<Listener>, BindError> {
+    let path = match addr {
+        Addr::Tcp(tcp) => {
+            return Ok(bind_tcp(*tcp, count, config)?
+                .into_iter()
+                .map(Listener::Tcp)
+                .collect())
+        }
+        Addr::Unix(path) => path,
+    };
+    let error = |source| BindError {
+        addr: addr.clone(),
+        source,
+    };
+    let first = match &config.inherited {
+        Some(socket) => {
+            socket.set_nonblocking(true).map_err(error)?;
+            UnixListener::from(socket.try_clone().map_err(error)?)
+        }
+        None => super::local::bind_unix_with(path, config.backlog).map_err(error)?,
+    };
+    let mut listeners = Vec::with_capacity(count.max(1));
+    for _ in 1..count.max(1) {
+        listeners.push(Listener::Unix(first.try_clone().map_err(error)?));
+    }
+    listeners.insert(0, Listener::Unix(first));
+    Ok(listeners)
 }
 
 /// Binds `count` non-blocking, close-on-exec listeners on `addr`. With port 0 the first listener
@@ -116,11 +321,15 @@ pub fn bind_tcp(
     let mut listeners = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count.max(1) {
-        let listener = bind_one(addr, &config).map_err(|source| BindError { addr, source })?;
+        let listener = bind_one(addr, &config).map_err(|source| BindError {
+            addr: Addr::Tcp(addr),
+            source,
+        })?;
         if addr.port() == 0 {
-            addr = listener
-                .local_addr()
-                .map_err(|source| BindError { addr, source })?;
+            addr = listener.local_addr().map_err(|source| BindError {
+                addr: Addr::Tcp(addr),
+                source,
+            })?;
         }
         listeners.push(listener);
     }
@@ -145,7 +354,10 @@ pub fn check_unshared(addr: SocketAddr) -> Result<(), BindError> {
         socket.bind(&addr.into())
         // Closed here: the probe never listens, so it never takes a connection.
     };
-    probe().map_err(|source| BindError { addr, source })
+    probe().map_err(|source| BindError {
+        addr: Addr::Tcp(addr),
+        source,
+    })
 }
 
 /// Binds a `SO_REUSEPORT` socket on `addr` without listening on it. It holds the port (and
@@ -160,7 +372,10 @@ pub fn reserve_port(addr: SocketAddr) -> Result<(Socket, SocketAddr), BindError>
         let bound = socket.local_addr()?.as_socket().unwrap_or(addr);
         Ok((socket, bound))
     };
-    reserve().map_err(|source| BindError { addr, source })
+    reserve().map_err(|source| BindError {
+        addr: Addr::Tcp(addr),
+        source,
+    })
 }
 
 /// `count` copies of an inherited listening socket, with berth's options set on it.
@@ -186,7 +401,10 @@ fn adopt(
             .map(|_| Ok(socket.try_clone()?.into()))
             .collect()
     };
-    prepare().map_err(|source| BindError { addr, source })
+    prepare().map_err(|source| BindError {
+        addr: Addr::Tcp(addr),
+        source,
+    })
 }
 
 fn bind_one(addr: SocketAddr, config: &ListenConfig) -> io::Result<TcpListener> {

@@ -7,39 +7,105 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-/// Binds a non-blocking UNIX stream listener at `path`. Errors name the path.
+/// Binds a non-blocking UNIX stream listener at `path` (backlog 1024), for the message
+/// engine. Errors name the path.
 pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
-    let named = |e: io::Error| io::Error::new(e.kind(), format!("unix://{}: {e}", path.display()));
+    bind_unix_with(path, 1024)
+        .map_err(|e| io::Error::new(e.kind(), format!("unix://{}: {e}", path.display())))
+}
+
+/// Binds a non-blocking, close-on-exec UNIX stream listener at `path` with `backlog`: the one
+/// binder of UNIX sockets, for [`bind_unix`] and [`bind`](super::bind). A stale socket file
+/// (nobody accepts on it) is replaced; a live one is refused (`AddrInUse`), and so is anything
+/// else at the path (`AlreadyExists`: berth removes nothing but a stale socket). The file
+/// gets the mode the umask leaves (0777 & !umask, as `bind(2)` makes it); connecting needs
+/// write permission on it. Errors do not name the path (the caller does).
+pub(crate) fn bind_unix_with(path: &Path, backlog: i32) -> io::Result<UnixListener> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
-            return Err(named(io::Error::new(
+            return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 "the path exists and is not a socket; berth removes only a stale socket",
-            )));
+            ));
         }
         match UnixStream::connect(path) {
             Ok(_) => {
-                return Err(named(io::Error::new(
+                return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
                     "a server is already listening there",
-                )))
+                ))
             }
             // Nobody answers: a stale socket file from a server that did not clean up.
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                std::fs::remove_file(path).map_err(named)?;
+                std::fs::remove_file(path)?;
             }
-            Err(e) => return Err(named(e)),
+            Err(e) => return Err(e),
         }
     }
-    let listener = UnixListener::bind(path).map_err(named)?;
-    listener.set_nonblocking(true).map_err(named)?;
-    Ok(listener)
+    let bind = || -> io::Result<UnixListener> {
+        // socket2 creates sockets with SOCK_CLOEXEC, so forked children never inherit them by
+        // accident.
+        let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+        socket.bind(&SockAddr::unix(path)?)?;
+        socket.listen(backlog)?;
+        socket.set_nonblocking(true)?;
+        Ok(socket.into())
+    };
+    bind().map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            io::Error::new(
+                e.kind(),
+                format!("the directory {} does not exist", dir.display()),
+            )
+        }
+        _ => e,
+    })
+}
+
+/// A UNIX socket's file as its server bound it, to remove when the server stops listening
+/// ([`SocketFile::remove`]), so the next start finds no stale file (uvicorn and nginx do the
+/// same). Only that very file is removed: the device and inode seen at bind time must still
+/// be at the path. Remove it while the socket still listens: until then no other server can
+/// have taken the path over (a live socket is refused), and a file removed by someone else
+/// cannot have freed its inode number for a newcomer's file. Removed once: a later call
+/// (a drain's stop, then its deadline's) does nothing, the path being a newcomer's by then.
+#[derive(Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    id: (u64, u64),
+    removed: std::sync::atomic::AtomicBool,
+}
+
+impl SocketFile {
+    /// The socket file at `path`, just bound by this process.
+    pub fn bound(path: &Path) -> io::Result<SocketFile> {
+        let meta = std::fs::symlink_metadata(path)?;
+        Ok(SocketFile {
+            path: path.to_owned(),
+            id: (meta.dev(), meta.ino()),
+            removed: Default::default(),
+        })
+    }
+
+    /// Removes the file if it is still the one bound; quietly does nothing otherwise (gone
+    /// already, or replaced by someone else's).
+    pub fn remove(&self) {
+        if self.removed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        let ours = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| m.file_type().is_socket() && (m.dev(), m.ino()) == self.id);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// Binds a non-blocking UDP socket on `addr`, with `SO_REUSEPORT` when `reuse_port` (several
@@ -99,6 +165,27 @@ mod tests {
         std::fs::create_dir_all(&sub).unwrap();
         assert!(bind_unix(&sub).is_err());
         assert!(sub.is_dir());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_socket_file_is_removed_only_while_it_is_the_one_bound() {
+        let dir = std::env::temp_dir().join(format!("berth-local-rm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let _first = bind_unix(&path).unwrap();
+        let file = SocketFile::bound(&path).unwrap();
+        // Someone moved ours away and bound another at the path: not ours to remove.
+        std::fs::rename(&path, dir.join("moved.sock")).unwrap();
+        let _second = bind_unix(&path).unwrap();
+        file.remove();
+        assert!(path.exists());
+        std::fs::remove_file(dir.join("moved.sock")).unwrap();
+        SocketFile::bound(&path).unwrap().remove();
+        assert!(!path.exists());
+        let err = bind_unix(&dir.join("missing/s.sock")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert!(err.to_string().contains("does not exist"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

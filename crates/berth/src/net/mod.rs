@@ -9,6 +9,9 @@ pub mod tls;
 pub mod transport;
 
 pub use crate::sys::io::read_into_spare;
-pub use listen::{bind_tcp, check_unshared, reserve_port, BindError, ListenConfig};
-pub use local::{bind_udp, bind_unix};
-pub use transport::{Acceptor, Blocking, Evented, Socket, Stream, Transport};
+pub use listen::{
+    bind, bind_tcp, check_unshared, reserve_port, Addr, BindError, EventedListener, ListenConfig,
+    Listener,
+};
+pub use local::{bind_udp, bind_unix, SocketFile};
+pub use transport::{Acceptor, Blocking, BlockingSocket, Evented, Socket, Stream, Transport};

@@ -57,12 +57,13 @@ pub struct TlsSettings {
 }
 
 impl TlsSettings {
-    /// HTTP/1.1 over TLS with the certificate and key in these files.
+    /// HTTP over TLS with the certificate and key in these files: ALPN offers `h2`, then
+    /// `http/1.1` (a server that turns HTTP/2 off takes `h2` out).
     pub fn http(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> TlsSettings {
         TlsSettings {
             cert: cert.into(),
             key: key.into(),
-            alpn: vec![b"http/1.1".to_vec()],
+            alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             session_cache: 4096,
             tickets: true,
             client_ca: None,
@@ -636,6 +637,9 @@ impl<S: Transport> Transport for TlsStream<S> {
     }
     fn peer(&self) -> Option<std::net::SocketAddr> {
         self.sock.peer()
+    }
+    fn alpn(&self) -> Option<&[u8]> {
+        self.alpn_protocol()
     }
 }
 

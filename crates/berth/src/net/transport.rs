@@ -25,7 +25,7 @@
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
 /// A connected byte stream.
@@ -96,6 +96,12 @@ pub trait Transport: Read + Write {
     fn peer(&self) -> Option<std::net::SocketAddr> {
         None
     }
+
+    /// The application protocol agreed by ALPN (TLS), once the handshake is done: `h2` makes
+    /// the connection HTTP/2's whatever its first bytes are.
+    fn alpn(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
@@ -152,7 +158,8 @@ plain_socket!(
     mio::net::TcpStream,
     mio::net::UnixStream,
     std::net::TcpStream,
-    std::os::unix::net::UnixStream
+    std::os::unix::net::UnixStream,
+    socket2::Socket
 );
 
 impl Evented for mio::net::TcpStream {
@@ -185,14 +192,20 @@ impl Blocking for std::os::unix::net::UnixStream {
     }
 }
 
-/// A non-blocking stream socket of either family: what the message engine and the lab hold
-/// (their listeners and endpoints are TCP or UNIX), under a [`Stream`].
-pub enum Socket {
+/// A stream socket of either family, TCP or UNIX: what a listener of either family accepts
+/// ([`Listener`](super::Listener)), under a [`Stream`]. Its two parameters are the socket
+/// types the holder keeps: non-blocking mio sockets by default (the readiness models, the msg
+/// engine, the lab's load generators), blocking std ones in the blocking models
+/// ([`BlockingSocket`]). With one family in use the other arm is never taken.
+pub enum Socket<T = mio::net::TcpStream, U = mio::net::UnixStream> {
     /// TCP.
-    Tcp(mio::net::TcpStream),
+    Tcp(T),
     /// A UNIX stream socket.
-    Unix(mio::net::UnixStream),
+    Unix(U),
 }
+
+/// A blocking socket of either family: what the blocking models accept and serve.
+pub type BlockingSocket = Socket<std::net::TcpStream, std::os::unix::net::UnixStream>;
 
 /// Calls `$body` with `$s` bound to the socket inside a [`Socket`].
 macro_rules! either {
@@ -220,20 +233,26 @@ impl Socket {
     }
 }
 
-impl AsRawFd for Socket {
+impl<T: AsRawFd, U: AsRawFd> AsRawFd for Socket<T, U> {
     fn as_raw_fd(&self) -> RawFd {
         either!(self, s => s.as_raw_fd())
     }
 }
 
-impl Read for Socket {
+impl<T: AsFd, U: AsFd> AsFd for Socket<T, U> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        either!(self, s => s.as_fd())
+    }
+}
+
+impl<T: Read, U: Read> Read for Socket<T, U> {
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         either!(self, s => s.read(buf))
     }
 }
 
-impl Write for Socket {
+impl<T: Write, U: Write> Write for Socket<T, U> {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         either!(self, s => s.write(buf))
@@ -246,13 +265,13 @@ impl Write for Socket {
     }
 }
 
-impl Transport for Socket {
+impl<T: Transport, U: Transport> Transport for Socket<T, U> {
     #[inline]
     fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         either!(self, s => s.read_spare(buf))
     }
     fn can_send_file(&self) -> bool {
-        true
+        either!(self, s => s.can_send_file())
     }
     fn send_file(&mut self, file: &File, offset: &mut u64, len: u64) -> io::Result<usize> {
         either!(self, s => s.send_file(file, offset, len))
@@ -268,9 +287,18 @@ impl Transport for Socket {
     }
 }
 
-impl Evented for Socket {
+impl<T: Evented, U: Evented> Evented for Socket<T, U> {
     fn source(&mut self) -> &mut dyn mio::event::Source {
-        either!(self, s => s)
+        either!(self, s => s.source())
+    }
+}
+
+impl<T: Blocking, U: Blocking> Blocking for Socket<T, U> {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        either!(self, s => s.set_read_timeout(t))
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        either!(self, s => s.set_write_timeout(t))
     }
 }
 
@@ -484,6 +512,9 @@ impl<S: Transport> Transport for Stream<S> {
     }
     fn peer(&self) -> Option<std::net::SocketAddr> {
         stream!(self, s => s.peer())
+    }
+    fn alpn(&self) -> Option<&[u8]> {
+        stream!(self, s => s.alpn())
     }
 }
 

@@ -1,8 +1,9 @@
 //! The `Date` header value, formatted at most once a second per I/O thread rather than per
-//! response (the same trick nginx and hyper use).
+//! response (the same trick nginx and hyper use), and the monotonic time of the same refresh
+//! (what HTTP/2 counts its rates and header timeouts by).
 
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use berth_proto::http::DATE_LEN;
 
@@ -10,6 +11,8 @@ use berth_proto::http::DATE_LEN;
 pub struct DateCache {
     bytes: [u8; DATE_LEN],
     second: u64,
+    /// When it was last refreshed.
+    now: Instant,
 }
 
 impl Default for DateCache {
@@ -17,6 +20,7 @@ impl Default for DateCache {
         let mut cache = DateCache {
             bytes: [b' '; DATE_LEN],
             second: u64::MAX,
+            now: Instant::now(),
         };
         cache.refresh();
         cache
@@ -24,9 +28,10 @@ impl Default for DateCache {
 }
 
 impl DateCache {
-    /// Reformats the date if the second has changed since the last call. Cheap otherwise: one
-    /// vDSO clock read. Never allocates.
+    /// Reformats the date if the second has changed since the last call. Cheap otherwise: two
+    /// vDSO clock reads. Never allocates.
     pub fn refresh(&mut self) {
+        self.now = Instant::now();
         let now = SystemTime::now();
         let second = now
             .duration_since(UNIX_EPOCH)
@@ -43,6 +48,11 @@ impl DateCache {
     /// The current value, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
     pub fn get(&self) -> &[u8] {
         &self.bytes
+    }
+
+    /// The monotonic time of the last refresh.
+    pub fn now(&self) -> Instant {
+        self.now
     }
 }
 

@@ -18,6 +18,14 @@ use std::time::{Duration, Instant};
 
 use mio::Waker;
 
+/// What "in flight" includes for a drain in the event-loop models (`evloop`, `uring`): a
+/// connection accepted and not yet answered anything is a client whose request is on its way
+/// (or already in the socket), as nginx and uvicorn count it. It gets this long from the
+/// drain's start to bring its request, which is then served as the connection's last
+/// (`Connection: close`); one that sends nothing in this time is closed. A client that
+/// connected before the drain sends its request within a round trip.
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
 /// Something to run when a stop or a drain is asked for.
 type Hook = Box<dyn Fn(StopKind) + Send + Sync>;
 
@@ -93,6 +101,12 @@ impl Control {
     /// polls woken): closing a listener a thread blocks in, shutting connections' sockets.
     pub(crate) fn on_stop(&self, hook: impl Fn(StopKind) + Send + Sync + 'static) {
         lock(&self.hooks).push(Box::new(hook));
+    }
+
+    /// Runs `hook` on a stop or a drain before the hooks registered so far (which may close
+    /// listeners): what must happen while the server still listens.
+    pub(crate) fn on_stop_first(&self, hook: impl Fn(StopKind) + Send + Sync + 'static) {
+        lock(&self.hooks).insert(0, Box::new(hook));
     }
 
     /// Asks every thread to stop now.

@@ -21,6 +21,6 @@ mod pool;
 mod timer;
 
 pub(crate) use self::clock::DateCache;
-pub(crate) use self::control::{Control, StopKind};
+pub(crate) use self::control::{Control, StopKind, DRAIN_GRACE};
 pub(crate) use self::pool::BufPool;
 pub(crate) use self::timer::Wheel;

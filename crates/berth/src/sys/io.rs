@@ -24,9 +24,11 @@ pub fn read_into_spare(fd: &impl AsRawFd, buf: &mut Vec<u8>) -> io::Result<usize
     Ok(n)
 }
 
-/// `timeout` as poll(2)'s milliseconds, saturating.
+/// `timeout` as poll(2)'s milliseconds, rounded up (a wait for a deadline must not end before
+/// it: 299.9 ms truncated to 299 woke a connection 0.1 ms before its write timeout), saturating.
 fn poll_ms(timeout: Duration) -> libc::c_int {
-    libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX)
+    let ms = timeout.as_nanos().div_ceil(1_000_000);
+    libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
 }
 
 /// Which of two descriptors [`poll_either`] found readable.

@@ -51,6 +51,11 @@ unsafe impl<T: ProcessShared, const N: usize> ProcessShared for [T; N] {}
 unsafe impl<A: ProcessShared, B: ProcessShared> ProcessShared for (A, B) {}
 // SAFETY: as above.
 unsafe impl<A: ProcessShared, B: ProcessShared, C: ProcessShared> ProcessShared for (A, B, C) {}
+// SAFETY: as above.
+unsafe impl<A: ProcessShared, B: ProcessShared, C: ProcessShared, D: ProcessShared> ProcessShared
+    for (A, B, C, D)
+{
+}
 
 /// A value aligned (and so padded) to 128 bytes, so that two of them never share a cache line
 /// (nor the adjacent line that x86 prefetches in pairs): counters written by different threads

@@ -235,6 +235,7 @@ impl Opts {
         }
         let (server, addr) = serve(&settings, make(&stats), stats.clone())
             .unwrap_or_else(|e| panic!("{model}: serve: {e}"));
+        let addr = addr.tcp().expect("served on TCP");
         if self.tls {
             tls_addrs().insert(addr);
         }
@@ -311,6 +312,14 @@ impl ModelServer {
             self.model,
             listeners_on(port)
         );
+    }
+
+    /// Begins a graceful drain ([`Server::drain`]) with `timeout`; [`ModelServer::stop`]
+    /// (or dropping it) then waits for the end.
+    pub fn drain(&self, timeout: Duration) {
+        if let Some(server) = &self.server {
+            server.drain(timeout);
+        }
     }
 
     /// Stops the server and waits for it (children included).

@@ -142,6 +142,8 @@ pub struct LimitOverrides {
     pub max_body_bytes: Option<usize>,
     /// See [`Limits::output_high_water`].
     pub output_high_water: Option<usize>,
+    /// Whether HTTP/2 is on (see [`Limits::http2`]); `false` serves HTTP/1.1 only.
+    pub http2: Option<bool>,
 }
 
 impl LimitOverrides {
@@ -152,6 +154,7 @@ impl LimitOverrides {
             && self.max_uri_bytes.is_none()
             && self.max_body_bytes.is_none()
             && self.output_high_water.is_none()
+            && self.http2.is_none()
     }
 
     /// `base` with this case's overrides applied.
@@ -162,6 +165,11 @@ impl LimitOverrides {
             max_uri_bytes: self.max_uri_bytes.unwrap_or(base.max_uri_bytes),
             max_body_bytes: self.max_body_bytes.unwrap_or(base.max_body_bytes),
             output_high_water: self.output_high_water.unwrap_or(base.output_high_water),
+            http2: match self.http2 {
+                Some(false) => None,
+                _ => base.http2,
+            },
+            ..base
         }
     }
 }

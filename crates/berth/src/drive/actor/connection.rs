@@ -40,8 +40,8 @@ pub(super) enum ConnMsg {
     Continue,
     /// A streamed body has more (a reply's, or room for the request's): pump again.
     More,
-    /// A worker ran the connection's job.
-    Done(Reply),
+    /// A worker ran the job of the connection's stream (0 for HTTP/1.1).
+    Done(u32, Reply),
     /// The Files actor's answer.
     File(FileRequest, Result<OpenFile, FileError>),
     /// The poller found the connection's deadline passed.
@@ -60,7 +60,7 @@ pub(super) struct OpenMsg {
 
 /// A job's return address: the connection actor. An actor whose peer has gone closes its
 /// socket and stops at once, so a stopped actor means a cancelled job.
-pub(super) struct ActorReply(pub Addr<ConnMsg>);
+pub(super) struct ActorReply(pub Addr<ConnMsg>, pub u32);
 
 impl ReplyTo for ActorReply {
     fn cancelled(&self) -> bool {
@@ -69,7 +69,7 @@ impl ReplyTo for ActorReply {
 
     fn reply(&self, reply: Option<Reply>) {
         if let Some(reply) = reply {
-            self.0.send(ConnMsg::Done(reply));
+            self.0.send(ConnMsg::Done(self.1, reply));
         }
     }
 
@@ -106,7 +106,7 @@ impl<J> Shared<J> {
 
 /// One connection.
 pub(super) struct ConnActor<H: Handler> {
-    pub conn: Conn,
+    pub conn: Conn<crate::net::Stream<crate::net::Socket>>,
     /// Its key in the poller's slab.
     pub key: usize,
     /// Its stats shard.
@@ -164,7 +164,7 @@ where
                 self.conn.poke();
                 self.conn.pump(&mut env)
             }
-            ConnMsg::Done(reply) => self.conn.complete(reply, &mut env),
+            ConnMsg::Done(stream, reply) => self.conn.complete(stream, reply, &mut env),
             ConnMsg::File(request, found) => self.conn.file_opened(&request, found, &mut env),
             ConnMsg::Expire => {
                 let due = self.deadline.load(Ordering::Acquire);
@@ -197,6 +197,11 @@ where
     /// Acts on what the connection needs next.
     fn settle(&mut self, mut fate: Fate<H::Job>, cx: &mut Context<'_, Self>) {
         loop {
+            if self.conn.wants_waker() {
+                let to = ActorReply(cx.addr(), 0);
+                self.conn
+                    .set_waker(Arc::new(move || workers::ReplyTo::more(&to)));
+            }
             fate = match fate {
                 Fate::Keep if self.draining && self.conn.is_idle() => Fate::Close,
                 Fate::Keep => return self.arm(),
@@ -215,14 +220,15 @@ where
                     // The Files actor is gone: only during shutdown.
                     Fate::Close
                 }
-                Fate::Offload(job) => {
+                Fate::Offload { stream, job } => {
                     let (queue, stats) = (self.shared.queue.as_ref(), &self.shared.stats);
-                    let reply_to = || ActorReply(cx.addr());
+                    let reply_to = || ActorReply(cx.addr(), stream);
                     let reply = match workers::offload(queue, job, reply_to, stats) {
                         Offloaded::Queued => {
                             // Go on reading, so that a peer that resets while the job waits is
-                            // seen and the job dropped (see `workers`).
-                            if self.conn.cut_short() {
+                            // seen and the job dropped (see `workers`); HTTP/2's streams behind
+                            // the job are looked at next.
+                            if self.conn.cut_short() || self.conn.pump_again() {
                                 cx.addr().send(ConnMsg::Continue);
                             }
                             return self.arm();
@@ -243,9 +249,9 @@ where
                         budget: BUDGET,
                         stats: &shared.stats,
                         wind_down: None,
-            going: None,
+                        going: None,
                     };
-                    self.conn.complete(reply, &mut env)
+                    self.conn.complete(stream, reply, &mut env)
                 }
                 Fate::Close => return self.close(cx),
             };

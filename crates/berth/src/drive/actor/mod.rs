@@ -27,14 +27,12 @@ mod files;
 pub mod runtime;
 
 use std::io;
-use std::net::TcpListener as StdListener;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::http::{Handler, Limits};
 use crossbeam_channel::Receiver;
-use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
@@ -46,7 +44,7 @@ use crate::rt::DateCache;
 use super::pump::Conn;
 use super::workers;
 use super::{Server, Service, Timeouts};
-use crate::net::{Acceptor, Evented};
+use crate::net::{Acceptor, Evented, EventedListener, Listener};
 use crate::rt::{BufPool, Control};
 use crate::stats::Stats;
 
@@ -117,7 +115,7 @@ impl Flat {
 /// Serves `listener` with connection actors on `common.accept_threads` scheduler threads.
 /// Returns once every thread runs.
 pub fn spawn<S: Service>(
-    listener: StdListener,
+    listener: Listener,
     service: S,
     common: &super::Common,
     config: &Config,
@@ -132,7 +130,7 @@ where
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
     listener.set_nonblocking(true)?;
-    let mut listener = TcpListener::from_std(listener);
+    let mut listener = listener.into_evented();
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
 
@@ -205,7 +203,7 @@ struct Entry {
 struct Poller<S: Service> {
     poll: Poll,
     /// `None` once a drain has closed it.
-    listener: Option<TcpListener>,
+    listener: Option<EventedListener>,
     conns: Slab<Entry>,
     /// Keys of connections whose actors have closed them.
     closed: Receiver<usize>,
@@ -422,12 +420,12 @@ impl super::Driver for Actor {
     type Config = Config;
 
     fn spawn<S: Service>(
-        addr: std::net::SocketAddr,
+        addr: &crate::net::Addr,
         common: &super::Common,
         config: &Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError>
+    ) -> Result<(Server, crate::net::Addr), crate::net::BindError>
     where
         S::Handler: Send + 'static,
     {

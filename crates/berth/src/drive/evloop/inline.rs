@@ -11,7 +11,6 @@
 //! costs one wake-up.
 
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
@@ -22,7 +21,7 @@ use super::{Config, EventLoop, Own, WAKER};
 use crate::drive::loops::{Loop, Parts, Runs, Started, Wiring};
 use crate::drive::registry::{bind_one, bind_error};
 use crate::drive::{Common, Service};
-use crate::net::BindError;
+use crate::net::{Addr, BindError};
 use crate::rt::Control;
 use crate::stats::Stats;
 
@@ -39,12 +38,13 @@ impl<H: Handler> Inline<H> {
     /// for its offloaded jobs (deferred jobs need none). Returns the loop and the address
     /// bound. Nothing is served until the first [`Inline::turn`].
     pub fn bind<S: Service<Handler = H>>(
-        addr: SocketAddr,
+        addr: impl Into<Addr>,
         service: &S,
         common: &Common,
         config: &Config,
         stats: Arc<Stats>,
-    ) -> Result<(Inline<H>, SocketAddr), BindError> {
+    ) -> Result<(Inline<H>, Addr), BindError> {
+        let addr = &addr.into();
         let (listener, bound) = bind_one(addr, common)?;
         let make = || -> io::Result<Inline<H>> {
             let config = Own::config(common, config);
@@ -89,6 +89,10 @@ impl<H: Handler> Inline<H> {
             })
         };
         let inline = make().map_err(bind_error(addr))?;
+        // An inherited socket's file is its binder's to remove (see `drive::serve`).
+        if common.listen.inherited.is_none() {
+            crate::drive::registry::remove_on_stop(&inline.ctl, &bound);
+        }
         Ok((inline, bound))
     }
 

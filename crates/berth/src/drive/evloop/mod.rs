@@ -22,13 +22,11 @@ mod inline;
 pub use inline::Inline;
 
 use std::io;
-use std::net::TcpListener as StdListener;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_proto::http::Handler;
-use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
@@ -38,8 +36,8 @@ use super::loops::{
 };
 use super::pump::Conn;
 use super::{Server, Service};
-use crate::net::{Evented, Stream};
-use crate::rt::Control;
+use crate::net::{Addr, BindError, Evented, EventedListener, Listener, Socket, Stream};
+use crate::rt::{Control, DRAIN_GRACE};
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -85,10 +83,11 @@ impl Own {
     }
 }
 
-/// Starts one event loop per listener (listeners should share a port through `SO_REUSEPORT`)
+/// Starts one event loop per listener (TCP listeners should share a port through
+/// `SO_REUSEPORT`; copies of one UNIX socket share its accept queue)
 /// and `common.workers` workers. Returns once every loop is running.
 pub fn spawn<S: Service>(
-    listeners: Vec<StdListener>,
+    listeners: Vec<Listener>,
     service: S,
     common: &super::Common,
     config: &Config,
@@ -103,10 +102,12 @@ struct EventLoop<H: Handler> {
     state: State<H>,
     poll: Poll,
     /// `None` once a drain has closed it.
-    listener: Option<TcpListener>,
-    /// A drain is under way: no new connections, idle ones closed, busy ones closed once idle.
-    draining: bool,
-    conns: Slab<Conn>,
+    listener: Option<EventedListener>,
+    /// A drain is under way (until when a connection not yet answered may still bring its
+    /// request: see [`DRAIN_GRACE`]): no new connections, idle ones closed, busy ones closed
+    /// once idle. `None`: serving.
+    draining: Option<Instant>,
+    conns: Slab<Conn<Stream<Socket>>>,
     /// Accepting failed for want of descriptors (EMFILE/ENFILE) or memory. The listener is
     /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
     /// timer until accepting works again (nginx does the same).
@@ -123,7 +124,7 @@ impl<H: Handler> Runs for EventLoop<H> {
     /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
     fn make<S: Service<Handler = H>>(service: &S, p: Parts<H::Job, Own>) -> io::Result<Self> {
         let config = p.config;
-        let mut listener = TcpListener::from_std(p.listener);
+        let mut listener = p.listener.into_evented();
         p.poll
             .registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
@@ -131,7 +132,7 @@ impl<H: Handler> Runs for EventLoop<H> {
             state: State::new(service, p.wiring, &config),
             poll: p.poll,
             listener: Some(listener),
-            draining: false,
+            draining: None,
             conns: Slab::with_capacity(config.capacity),
             accept_paused: false,
             ctl: p.ctl,
@@ -163,7 +164,7 @@ impl<H: Handler> EventLoop<H> {
                 return Ok(false);
             }
             if self.ctl.draining() {
-                if !self.draining {
+                if self.draining.is_none() {
                     self.begin_drain();
                 }
                 if self.conns.is_empty() {
@@ -277,24 +278,21 @@ impl<H: Handler> EventLoop<H> {
     }
 
     /// Starts a drain: close the listener (new connections are refused once every loop has),
-    /// and close the connections that are idle; busy ones are closed when they become idle.
+    /// and close the keep-alive connections that are idle; busy ones are closed when they
+    /// become idle, and connections not yet answered get [`DRAIN_GRACE`] to bring their
+    /// request (see [`EventLoop::arm`]).
     fn begin_drain(&mut self) {
-        self.draining = true;
+        let now = Instant::now();
+        self.draining = Some(now + DRAIN_GRACE);
+        self.state.now = now;
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
         self.accept_paused = false;
-        let idle: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.is_idle())
-            .map(|(k, _)| k)
-            .collect();
-        for key in idle {
-            self.finish(key);
-        }
-        // The rest are told, in the response they are waiting for, that it is the last; an
-        // upgraded protocol is told now (a WebSocket's close 1001).
+        // Told first (an upgraded protocol: a WebSocket's close 1001; HTTP/2: GOAWAY, after
+        // which it closes once its streams are done), then what is idle is closed; HTTP/1.1
+        // connections busy with a request are told, in the response they wait for, that it is
+        // the last.
         let told: Vec<usize> = self
             .conns
             .iter_mut()
@@ -303,12 +301,29 @@ impl<H: Handler> EventLoop<H> {
         for key in told {
             self.pump(key);
         }
+        let (idle, fresh): (Vec<usize>, Vec<usize>) = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_idle())
+            .map(|(k, _)| k)
+            .partition(|&k| self.conns[k].answered());
+        for key in idle {
+            self.finish(key);
+        }
+        // A connection accepted and not yet answered: its request may be in the socket
+        // already (arrived after the last poll) or on its way. Read it now; what it lacks
+        // comes within the grace (`arm`).
+        for key in fresh {
+            self.conns[key].wind_down();
+            self.conns[key].mark_readable();
+            self.pump(key);
+        }
     }
 }
 
 impl<H: Handler> Loop for EventLoop<H> {
     type H = H;
-    type T = Stream<mio::net::TcpStream>;
+    type T = Stream<Socket>;
 
     fn conn(&mut self, key: usize) -> Option<Lent<'_, Self::T, H>> {
         let conn = self.conns.get_mut(key)?;
@@ -320,9 +335,27 @@ impl<H: Handler> Loop for EventLoop<H> {
     }
 
     /// Sets the connection's deadline for what it now waits for.
+    ///
+    /// While draining, an idle connection is closed, with one exception, the rule nginx and
+    /// uvicorn follow for what is in flight: a connection accepted and not yet answered
+    /// anything (its client connected before the drain and its request is on its way, or
+    /// was already in the socket) is kept until the drain's grace ends ([`DRAIN_GRACE`]), and
+    /// a request that comes within it is served, as the connection's last (`Connection:
+    /// close`). A keep-alive connection idle between requests is closed at once: a client
+    /// retries a request that meets a closing keep-alive connection (RFC 9112 §9.3.1).
     fn arm(&mut self, key: usize) {
-        if self.draining && self.conns[key].is_idle() {
-            return self.finish(key);
+        if let Some(grace) = self.draining {
+            let conn = &mut self.conns[key];
+            if conn.is_idle() {
+                if conn.answered() || self.state.now >= grace {
+                    return self.finish(key);
+                }
+                let at = conn.deadline(self.state.now, &self.config.timeouts);
+                self.state
+                    .wheel
+                    .set(key, Some(at.map_or(grace, |at| at.min(grace))));
+                return;
+            }
         }
         let at = self.conns[key].deadline(self.state.now, &self.config.timeouts);
         self.state.wheel.set(key, at);
@@ -369,7 +402,10 @@ impl super::Driver for Evloop {
             accept_threads: super::AcceptThreads::PerServer,
             workers: true,
         },
-        caps: super::Caps::READINESS,
+        caps: super::Caps {
+            allocation_free: true,
+            ..super::Caps::READINESS
+        },
         flags: &[],
         shards: |common, _| common.accept_threads,
         listeners: |common, _| common.accept_threads,
@@ -378,12 +414,12 @@ impl super::Driver for Evloop {
     type Config = Config;
 
     fn spawn<S: Service>(
-        addr: std::net::SocketAddr,
+        addr: &Addr,
         common: &super::Common,
         config: &Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, std::net::SocketAddr), crate::net::BindError> {
+    ) -> Result<(Server, Addr), BindError> {
         use super::registry::{bind_each, bind_error};
         let (listeners, bound) = bind_each(addr, common.accept_threads, common)?;
         let server = spawn(listeners, service, common, config, stats).map_err(bind_error(addr))?;

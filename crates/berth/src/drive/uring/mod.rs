@@ -48,7 +48,7 @@ mod stream;
 pub use stream::UringStream;
 
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,8 +61,8 @@ use super::accept;
 use super::loops::{Lent, Loop, LoopConfig, Parts, Runs, State, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
 use super::{Server, Service};
-use crate::net::Stream;
-use crate::rt::Control;
+use crate::net::{Addr, BindError, Listener, Stream};
+use crate::rt::{Control, DRAIN_GRACE};
 use crate::stats::Stats;
 use crate::sys::uring::{Completion, Ring, RingConfig};
 use stream::{Io, Spares};
@@ -142,11 +142,12 @@ pub fn check(config: &Config, common: &super::Common) -> io::Result<()> {
     })
 }
 
-/// Starts one loop per listener (listeners should share a port through `SO_REUSEPORT`) and
+/// Starts one loop per listener (TCP listeners should share a port through `SO_REUSEPORT`;
+/// copies of one UNIX socket share its queue, the accept working on either family) and
 /// `common.workers` workers. Returns once every loop has set up its ring, or the first
 /// failure to (the others are stopped).
 pub fn spawn<S: Service>(
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
     service: S,
     common: &super::Common,
     config: &Config,
@@ -202,10 +203,12 @@ struct UringLoop<H: Handler> {
     poll: Poll,
     events: Events,
     /// `None` once a drain has closed it.
-    listener: Option<TcpListener>,
+    listener: Option<Listener>,
     /// The accept failed (out of descriptors, say): arm it again at this time.
     accept_retry: Option<Instant>,
-    draining: bool,
+    /// A drain is under way, until when a connection not yet answered may still bring its
+    /// request ([`DRAIN_GRACE`], as `evloop`'s). `None`: serving.
+    draining: Option<Instant>,
     slots: Slab<Slot>,
     /// Per slot key: the incarnation of its next connection.
     incarnations: Vec<u16>,
@@ -240,7 +243,7 @@ impl<H: Handler> Runs for UringLoop<H> {
             events: Events::with_capacity(8),
             listener: Some(p.listener),
             accept_retry: None,
-            draining: false,
+            draining: None,
             slots: Slab::with_capacity(config.capacity),
             incarnations: vec![0; config.capacity],
             to_send: Vec::with_capacity(1024),
@@ -271,7 +274,7 @@ impl<H: Handler> UringLoop<H> {
             return Ok(false);
         }
         if self.ctl.draining() {
-            if !self.draining {
+            if self.draining.is_none() {
                 self.begin_drain();
             }
             if self.slots.is_empty() {
@@ -290,7 +293,7 @@ impl<H: Handler> UringLoop<H> {
         }
         let timeout = if self.accept_retry.is_some() {
             Some(ACCEPT_RETRY)
-        } else if !self.slots.is_empty() || self.draining {
+        } else if !self.slots.is_empty() || self.draining.is_some() {
             Some(self.state.wheel.resolution())
         } else {
             None
@@ -326,7 +329,7 @@ impl<H: Handler> UringLoop<H> {
                 debug_assert_eq!(tag, LISTENER_TAG);
                 let failed = match result {
                     Ok(fd) => {
-                        self.accepted(TcpStream::from(fd));
+                        self.accepted(socket2::Socket::from(fd));
                         false
                     }
                     Err(e) => {
@@ -377,7 +380,7 @@ impl<H: Handler> UringLoop<H> {
         Ok(())
     }
 
-    fn accepted(&mut self, stream: TcpStream) {
+    fn accepted(&mut self, stream: socket2::Socket) {
         if self.listener.is_none() {
             // Accepted while the drain closed the listener: nobody will serve it.
             return;
@@ -605,21 +608,18 @@ impl<H: Handler> UringLoop<H> {
         }
     }
 
-    /// Starts a drain: close the listener, close the idle connections; busy ones are closed
-    /// when they become idle.
+    /// Starts a drain: close the listener, close the idle keep-alive connections; busy ones
+    /// are closed when they become idle, and connections not yet answered get
+    /// [`DRAIN_GRACE`] to bring their request (their receive is armed: it comes as any).
     fn begin_drain(&mut self) {
-        self.draining = true;
+        let now = Instant::now();
+        self.draining = Some(now + DRAIN_GRACE);
+        self.state.now = now;
         self.close_listener();
-        let idle: Vec<usize> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| !s.io_ref().closing() && s.conn.is_idle())
-            .map(|(k, _)| k)
-            .collect();
-        for key in idle {
-            self.finish(key);
-        }
-        // An upgraded protocol is told now (a WebSocket's close 1001).
+        // Told first (an upgraded protocol: a WebSocket's close 1001; HTTP/2: GOAWAY, after
+        // which it closes once its streams are done), then what is idle is closed; HTTP/1.1
+        // connections busy with a request are told, in the response they wait for, that it is
+        // the last.
         let told: Vec<usize> = self
             .slots
             .iter_mut()
@@ -628,6 +628,19 @@ impl<H: Handler> UringLoop<H> {
             .collect();
         for key in told {
             self.pump(key);
+        }
+        let (idle, fresh): (Vec<usize>, Vec<usize>) = self
+            .slots
+            .iter()
+            .filter(|(_, s)| !s.io_ref().closing() && s.conn.is_idle())
+            .map(|(k, _)| k)
+            .partition(|&k| self.slots[k].conn.answered());
+        for key in idle {
+            self.finish(key);
+        }
+        for key in fresh {
+            self.slots[key].conn.wind_down();
+            self.arm(key);
         }
     }
 
@@ -694,9 +707,15 @@ impl<H: Handler> Loop for UringLoop<H> {
 
     /// After a pump that keeps the connection: queue its bytes, give back empty buffers, pause
     /// or resume receiving, and set its deadline.
+    ///
+    /// While draining, an idle connection is closed, but for one accepted and not yet answered
+    /// while the drain's grace lasts (the rule and its reason: `evloop`'s `arm`).
     fn arm(&mut self, key: usize) {
-        if self.draining && self.slots[key].conn.is_idle() {
-            return self.finish(key);
+        let grace = self.draining.filter(|_| self.slots[key].conn.is_idle());
+        if let Some(grace) = grace {
+            if self.slots[key].conn.answered() || self.state.now >= grace {
+                return self.finish(key);
+            }
         }
         self.queue_send(key);
         self.poll_room(key);
@@ -724,6 +743,10 @@ impl<H: Handler> Loop for UringLoop<H> {
         let at = self.slots[key]
             .conn
             .deadline(self.state.now, &self.config.timeouts);
+        let at = match grace {
+            Some(grace) => Some(at.map_or(grace, |at| at.min(grace))),
+            None => at,
+        };
         self.state.wheel.set(key, at);
     }
 
@@ -784,7 +807,10 @@ impl super::Driver for Uring {
             accept_threads: super::AcceptThreads::PerServer,
             workers: true,
         },
-        caps: super::Caps::READINESS,
+        caps: super::Caps {
+            allocation_free: true,
+            ..super::Caps::READINESS
+        },
         flags: &[
             super::Flag {
                 long: "ring-entries",
@@ -809,12 +835,12 @@ impl super::Driver for Uring {
     type Config = Config;
 
     fn spawn<S: Service>(
-        addr: SocketAddr,
+        addr: &Addr,
         common: &super::Common,
         config: &Config,
         service: S,
         stats: Arc<Stats>,
-    ) -> Result<(Server, SocketAddr), crate::net::BindError> {
+    ) -> Result<(Server, Addr), BindError> {
         use super::registry::{bind_each, bind_error};
         // Refuse before binding: where io_uring cannot run, nothing is left listening.
         check(config, common).map_err(bind_error(addr))?;
@@ -839,7 +865,7 @@ mod tests {
             Occupied(T),
         }
         let uring = std::mem::size_of::<Entry<Slot>>();
-        let evloop = std::mem::size_of::<Entry<Conn>>();
+        let evloop = std::mem::size_of::<Entry<Conn<Stream<crate::net::Socket>>>>();
         assert!(uring <= evloop, "uring {uring} bytes per slot, evloop {evloop}");
         assert_eq!(std::mem::size_of::<Io>(), 16, "a descriptor, bits and a box");
     }

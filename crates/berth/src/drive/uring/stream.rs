@@ -16,7 +16,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::os::fd::{AsRawFd, RawFd};
 
 use crate::net::{Stream, Transport};
@@ -29,8 +29,9 @@ use crate::rt::BufPool;
 /// (a unit test of the model checks it). The loop keeps detached queues for the next busy
 /// connection ([`Spares`]).
 pub(super) struct Io {
-    /// The socket (non-blocking; only `shutdown` is called on it directly).
-    pub sock: TcpStream,
+    /// The socket, TCP or UNIX (non-blocking; only `shutdown`, `sendfile` and `getpeername`
+    /// are called on it directly, none of them particular to a family).
+    pub sock: socket2::Socket,
     /// This connection's incarnation of its slot: completions of an earlier connection in the
     /// same slot carry another, and are ignored.
     pub incarnation: u16,
@@ -133,7 +134,7 @@ pub(super) const MIN_TX_LIMIT: usize = 64 * 1024;
 
 impl Io {
     /// A connection in the slot's `incarnation`.
-    pub fn new(sock: TcpStream, incarnation: u16) -> Io {
+    pub fn new(sock: socket2::Socket, incarnation: u16) -> Io {
         Io {
             sock,
             incarnation,
@@ -417,7 +418,8 @@ impl Transport for UringStream {
     }
 
     fn peer(&self) -> Option<std::net::SocketAddr> {
-        self.io.sock.peer_addr().ok()
+        // None for a UNIX socket, whose peer has no address.
+        self.io.sock.peer_addr().ok()?.as_socket()
     }
 
     /// Bytes written are not out until the ring has sent them: the pump waits for the loop's
@@ -442,11 +444,11 @@ mod tests {
 
     use super::*;
 
-    fn stream() -> (Stream<UringStream>, TcpStream) {
+    fn stream() -> (Stream<UringStream>, std::net::TcpStream) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (sock, _) = listener.accept().unwrap();
-        (Stream::Plain(UringStream::new(Io::new(sock, 0))), peer)
+        (Stream::Plain(UringStream::new(Io::new(sock.into(), 0))), peer)
     }
 
     #[test]

@@ -21,7 +21,7 @@ impl Core {
             let listener = &self.listeners[index];
             let accepted = match &listener.sock {
                 ListenSock::Tcp(l) => l.accept().map(|(s, a)| (Socket::Tcp(s), Some(a.ip()))),
-                ListenSock::Unix(l) => l.accept().map(|(s, _)| (Socket::Unix(s), None)),
+                ListenSock::Unix(l, _) => l.accept().map(|(s, _)| (Socket::Unix(s), None)),
                 ListenSock::Udp(_) | ListenSock::Closed => return,
             };
             // Through the listener's acceptor, as every model's connections are.

@@ -51,14 +51,9 @@ impl Core {
             if matches!(l.sock, ListenSock::Udp(_)) {
                 continue;
             }
-            if let ListenSock::Unix(_) = l.sock {
-                if let crate::msg::endpoint::Address::Unix(path) = &l.endpoint.address {
-                    // Only our socket: something else may have been put there since.
-                    use std::os::unix::fs::FileTypeExt;
-                    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
-                        let _ = std::fs::remove_file(path);
-                    }
-                }
+            // Only our socket: something else may have been put there since.
+            if let ListenSock::Unix(_, file) = &l.sock {
+                file.remove();
             }
             // Dropping the socket closes it, which also takes it out of the poll.
             l.sock = ListenSock::Closed;

@@ -1,0 +1,72 @@
+"""ASGI and WSGI applications over HTTP/2 (issue 32), served by the same engine as HTTP/1.1: curl
+(nghttp2) with prior knowledge (h2c) and over TLS with ALPN h2. The scope says
+``http_version: "2"``, the environ ``SERVER_PROTOCOL: HTTP/2``; a streamed ASGI response (many
+body messages) arrives whole; HTTP/1.1 is still served on the same port."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+from helpers import HERE, start, stop
+
+
+def curl(*args):
+    assert shutil.which("curl"), "this test needs curl"
+    out = subprocess.run(["curl", "-sS", "--max-time", "10", *args], capture_output=True)
+    assert out.returncode == 0, out.stderr.decode()
+    return out.stdout
+
+
+def test_asgi_over_h2c_says_http_version_2_and_streams():
+    proc, port, _ = start("apps.asgi_apps:scope_app", "--interface", "asgi")
+    try:
+        got = json.loads(curl("--http2-prior-knowledge", "http://127.0.0.1:{}/x".format(port)))
+        assert got["http_version"] == "2"
+        assert got["path"] == "/x"
+        assert got["client"][0] == "127.0.0.1"
+        h1 = json.loads(curl("--http1.1", "http://127.0.0.1:{}/y".format(port)))
+        assert h1["http_version"] == "1.1"
+    finally:
+        stop(proc)
+    proc, port, _ = start("apps.asgi_apps:starlette_app", "--interface", "asgi")
+    try:
+        body = curl("--http2-prior-knowledge",
+                    "http://127.0.0.1:{}/stream?count=300&size=1000".format(port))
+        assert body == b"".join(bytes([i % 251]) * 1000 for i in range(300))
+    finally:
+        stop(proc)
+
+
+def test_wsgi_over_h2c_says_server_protocol_http2():
+    proc, port, _ = start("apps.wsgi_apps:environ_app", "--interface", "wsgi")
+    try:
+        got = json.loads(curl("--http2-prior-knowledge", "http://127.0.0.1:{}/".format(port)))
+        assert got["SERVER_PROTOCOL"] == "HTTP/2"
+        assert got["REMOTE_ADDR"] == "127.0.0.1"
+    finally:
+        stop(proc)
+
+
+def test_asgi_over_tls_takes_h2_by_alpn(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                    "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "berth", "apps.asgi_apps:scope_app", "--interface", "asgi",
+         "--port", "0", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)],
+        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("berth listening on https://"), line
+        port = int(line.split("https://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
+        out = curl("-k", "--http2", "-w", "|%{http_version}",
+                   "https://127.0.0.1:{}/z".format(port)).decode()
+        body, version = out.rsplit("|", 1)
+        assert version == "2"
+        got = json.loads(body)
+        assert got["http_version"] == "2" and got["scheme"] == "https"
+    finally:
+        stop(proc)
