@@ -377,6 +377,8 @@ struct AsgiRequest {
     gone: bool,
     /// A HEAD request: its response's body is not sent, so a declared length is not held to.
     head: bool,
+    /// `--compress` on: the request's accepted codings, for a whole response body.
+    encoding: Option<crate::front::Encoding>,
     answer: Option<Answer>,
     progress: Progress,
     bridge: Arc<Bridge>,
@@ -476,7 +478,13 @@ impl AsgiRequest {
                 "http.response.body after the response was complete",
             )),
             Progress::Started { status, fields } if !more => {
-                let (reply, misfit) = whole_reply(status, &fields, body.to_vec(), self.head)?;
+                let (reply, misfit) = whole_reply(
+                    status,
+                    &fields,
+                    body.to_vec(),
+                    self.head,
+                    self.encoding.as_ref(),
+                )?;
                 if let Some(answer) = self.answer.take() {
                     answer.reply(reply);
                 }
@@ -799,6 +807,8 @@ pub struct AsgiServer {
     asgi_version: Py<PyDict>,
     /// Largest WebSocket message a client may send.
     ws_max_message: usize,
+    /// On-the-fly compression of responses (`--compress`); `None`: off.
+    compress: Option<berth::proto::http::Compress>,
 }
 
 #[pymethods]
@@ -911,6 +921,7 @@ impl AsgiServer {
             describe,
             asgi_version: asgi_version.unbind(),
             ws_max_message,
+            compress: app.compress,
         })
     }
 
@@ -1098,6 +1109,13 @@ impl AsgiServer {
                     body_cut: false,
                     gone: false,
                     head: call.method == "HEAD",
+                    encoding: crate::front::Encoding::for_request(
+                        self.compress,
+                        call.headers
+                            .iter()
+                            .filter(|(name, _)| name == b"accept-encoding")
+                            .map(|(_, value)| value.as_slice()),
+                    ),
                     answer: Some(answer),
                     progress: Progress::Idle,
                     bridge: self.bridge.clone(),
