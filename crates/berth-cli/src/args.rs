@@ -428,10 +428,13 @@ pub struct ServeArgs {
     #[arg(long, visible_alias = "max-body", value_name = "SIZE", default_value = "1m", value_parser = units::size_usize, help_heading = heading::LIMITS)]
     pub max_body_size: usize,
 
-    /// Largest WebSocket message (`/ws/echo`), its fragments together; beyond it the
-    /// connection is closed with 1009.
+    /// Largest WebSocket message (`/ws/echo`), its fragments together (inflated, if it came
+    /// compressed); beyond it the connection is closed with 1009.
     #[arg(long, value_name = "SIZE", default_value = "16m", value_parser = units::limit_usize, help_heading = heading::LIMITS)]
     pub ws_max_message: NonZeroUsize,
+
+    #[command(flatten)]
+    pub ws_deflate: WsDeflateArgs,
 
     /// HTTP/2: with `on`, a plain connection that starts with its preface is served as HTTP/2
     /// (h2c with prior knowledge) and TLS listeners offer `h2` by ALPN before `http/1.1`;
@@ -545,6 +548,48 @@ pub struct ServeArgs {
     /// How long `/test/slow` waits: 30ms, 1s; a bare number is milliseconds (seed 001).
     #[arg(short = 'D', long, value_name = "DURATION", default_value = "30", value_parser = units::slow_duration, help_heading = heading::APP)]
     pub slow_duration: Duration,
+}
+
+/// WebSocket permessage-deflate (RFC 7692), for `serve` (`/ws/echo`) and `msg serve` (`ws://`
+/// and `wss://` listeners).
+#[derive(Debug, Args)]
+pub struct WsDeflateArgs {
+    /// Compress WebSocket messages (permessage-deflate) with clients that offer it, as
+    /// browsers do; `off` never negotiates it. In `msg serve`, a ws:// listener's
+    /// `?deflate=off` turns it off for that listener.
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, help_heading = heading::LIMITS)]
+    pub ws_deflate: OnOff,
+
+    /// Largest LZ77 window permessage-deflate uses, as bits (8 to 15), both ways; below 15,
+    /// a client that does not let the server limit its window gets no compression.
+    #[arg(long, value_name = "BITS", default_value_t = 15, value_parser = clap::value_parser!(u8).range(8..=15), help_heading = heading::LIMITS)]
+    pub ws_deflate_window_bits: u8,
+
+    /// zlib's memLevel (1 to 9) of the WebSocket compressor: the size of its buffers.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=9), help_heading = heading::LIMITS)]
+    pub ws_deflate_mem_level: u8,
+
+    /// Compression level of WebSocket messages (0 to 9; 1 is the fast path).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=9), help_heading = heading::LIMITS)]
+    pub ws_deflate_level: u8,
+
+    /// WebSocket messages shorter than this are sent uncompressed.
+    #[arg(long, value_name = "SIZE", default_value = "256", value_parser = units::size_usize, help_heading = heading::LIMITS)]
+    pub ws_deflate_threshold: usize,
+}
+
+impl WsDeflateArgs {
+    /// The settings these flags make.
+    pub fn config(&self) -> berth::proto::ws::DeflateConfig {
+        berth::proto::ws::DeflateConfig {
+            enabled: self.ws_deflate.on(),
+            max_window_bits: self.ws_deflate_window_bits,
+            mem_level: self.ws_deflate_mem_level,
+            level: self.ws_deflate_level,
+            threshold: self.ws_deflate_threshold,
+            ..berth::proto::ws::DeflateConfig::default()
+        }
+    }
 }
 
 /// Prints a parse error followed by the usage of the command it concerns, and exits with 2

@@ -95,6 +95,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         offload_slow,
         ws: berth::proto::ws::WsConfig {
             max_message: args.ws_max_message.get(),
+            deflate: args.ws_deflate.config(),
         },
         compress: args.compress.then_some(berth::proto::http::Compress {
             level: args.compress_level,

@@ -24,3 +24,4 @@ pub mod http;
 pub mod msg;
 pub mod upgrade;
 pub mod ws;
+pub mod zlib;

@@ -51,7 +51,7 @@ use crate::front::{
     declared_length, has_body, misfit, percent_decode, whole_reply, with_app_fields,
 };
 use berth::proto::upgrade::Switch;
-use berth::proto::ws::handshake;
+use berth::proto::ws::{handshake, Agreed, DeflateConfig};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -148,6 +148,9 @@ struct WsOffer {
     accept: String,
     /// The subprotocols the client offered, in its order.
     protocols: Vec<String>,
+    /// permessage-deflate, if agreed: for the session, and the `Sec-WebSocket-Extensions`
+    /// answer.
+    deflate: Option<(Agreed, String)>,
 }
 
 /// The job an I/O thread starts for each request: posts it to the loop and returns.
@@ -179,6 +182,8 @@ struct Asgi {
     bridge: Arc<Bridge>,
     /// The model can wake a connection from outside (the WebSocket scope needs it).
     websocket: bool,
+    /// permessage-deflate for the `websocket` scope (`None`: off).
+    deflate: Option<DeflateConfig>,
     /// Written to a connection refused at capacity (with `Server` or without).
     refusal: &'static [u8],
 }
@@ -186,6 +191,7 @@ struct Asgi {
 struct AsgiHandler {
     bridge: Arc<Bridge>,
     websocket: bool,
+    deflate: Option<DeflateConfig>,
 }
 
 impl Service for Asgi {
@@ -195,6 +201,7 @@ impl Service for Asgi {
         AsgiHandler {
             bridge: self.bridge.clone(),
             websocket: self.websocket,
+            deflate: self.deflate,
         }
     }
 
@@ -212,7 +219,7 @@ impl Handler for AsgiHandler {
     const STREAMS_BODY: bool = true;
 
     fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<AsgiJob> {
-        let websocket = match websocket_offer(req) {
+        let websocket = match websocket_offer(req, self.deflate) {
             None => None,
             Some(_) if !self.websocket => {
                 let why =
@@ -281,7 +288,10 @@ impl AsgiHandler {
 
 /// A request that asks for a WebSocket (a GET over HTTP/1.1 with `Connection: upgrade` and
 /// `Upgrade: websocket`): its checked offer, or why it is refused. `None`: an HTTP request.
-fn websocket_offer(req: &Request<'_>) -> Option<Result<WsOffer, handshake::Refused>> {
+fn websocket_offer(
+    req: &Request<'_>,
+    deflate: Option<DeflateConfig>,
+) -> Option<Result<WsOffer, handshake::Refused>> {
     let token = |name: &str, token: &str| {
         req.header(name).is_some_and(|v| {
             v.split(|&b| b == b',')
@@ -294,16 +304,23 @@ fn websocket_offer(req: &Request<'_>) -> Option<Result<WsOffer, handshake::Refus
     {
         return None;
     }
-    let accepted = match handshake::accept(req, &handshake::Offer::default()) {
+    let offer = handshake::Offer {
+        deflate,
+        ..handshake::Offer::default()
+    };
+    let accepted = match handshake::accept(req, &offer) {
         Ok(a) => a,
         Err(refused) => return Some(Err(refused)),
     };
-    let accept = accepted
-        .headers
-        .into_iter()
-        .find(|(n, _)| n == "Sec-WebSocket-Accept")
-        .map(|(_, v)| v)
-        .unwrap_or_default();
+    let field = |name: &str| {
+        accepted
+            .headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let accept = field("Sec-WebSocket-Accept").unwrap_or_default();
+    let deflate = accepted.deflate.zip(field("Sec-WebSocket-Extensions"));
     let protocols = req
         .headers
         .iter()
@@ -313,7 +330,11 @@ fn websocket_offer(req: &Request<'_>) -> Option<Result<WsOffer, handshake::Refus
         .filter(|p| !p.is_empty())
         .map(str::to_owned)
         .collect();
-    Some(Ok(WsOffer { accept, protocols }))
+    Some(Ok(WsOffer {
+        accept,
+        protocols,
+        deflate,
+    }))
 }
 
 /// Where a response is.
@@ -360,6 +381,8 @@ struct AsgiRequest {
     gone: bool,
     /// A HEAD request: its response's body is not sent, so a declared length is not held to.
     head: bool,
+    /// `--compress` on: the request's accepted codings, for a whole response body.
+    encoding: Option<crate::front::Encoding>,
     answer: Option<Answer>,
     progress: Progress,
     bridge: Arc<Bridge>,
@@ -459,7 +482,13 @@ impl AsgiRequest {
                 "http.response.body after the response was complete",
             )),
             Progress::Started { status, fields } if !more => {
-                let (reply, misfit) = whole_reply(status, &fields, body.to_vec(), self.head)?;
+                let (reply, misfit) = whole_reply(
+                    status,
+                    &fields,
+                    body.to_vec(),
+                    self.head,
+                    self.encoding.as_ref(),
+                )?;
                 if let Some(answer) = self.answer.take() {
                     answer.reply(reply);
                 }
@@ -562,8 +591,16 @@ impl AsgiRequest {
         if let Some(p) = subprotocol {
             headers.push(("Sec-WebSocket-Protocol".to_owned(), p));
         }
+        if let Some((_, extensions)) = &ws.offer.deflate {
+            headers.push(("Sec-WebSocket-Extensions".to_owned(), extensions.clone()));
+        }
         for (name, value) in checked {
-            let own = ["sec-websocket-accept", "sec-websocket-protocol", "upgrade"];
+            let own = [
+                "sec-websocket-accept",
+                "sec-websocket-protocol",
+                "sec-websocket-extensions",
+                "upgrade",
+            ];
             if own.iter().any(|o| name.eq_ignore_ascii_case(o)) {
                 continue;
             }
@@ -578,6 +615,7 @@ impl AsgiRequest {
             self.bridge.clone(),
             self.id,
             ws.max_message,
+            ws.offer.deflate.as_ref().map(|(agreed, _)| *agreed),
         );
         answer.reply(Reply::switch(Switch {
             protocol: "websocket",
@@ -773,6 +811,8 @@ pub struct AsgiServer {
     asgi_version: Py<PyDict>,
     /// Largest WebSocket message a client may send.
     ws_max_message: usize,
+    /// On-the-fly compression of responses (`--compress`); `None`: off.
+    compress: Option<berth::proto::http::Compress>,
 }
 
 #[pymethods]
@@ -826,7 +866,7 @@ impl AsgiServer {
             settings.common.capacity = max;
         }
         // `options`: TLS, backlog, keep-alive, concurrency limit (see `front::configure`).
-        crate::front::configure(&mut settings, options.as_ref())?;
+        let app = crate::front::configure(&mut settings, options.as_ref())?;
         let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
         let threads = model != Model::Evloop || io_threads > 1;
         let bridge = Arc::new(Bridge::new(threads).map_err(|e| crate::os_error("", e))?);
@@ -835,6 +875,8 @@ impl AsgiServer {
             // The app's sends wake the connection from the bridge's thread: a model that waits
             // in `read` (a blocking one) could not be woken for them.
             websocket: model.caps().wakes_upgraded,
+            // permessage-deflate (RFC 7692), unless the options' `ws_deflate` is false.
+            deflate: app.ws_deflate.enabled.then_some(app.ws_deflate),
             refusal: crate::front::refusal(&settings.common.limits),
         };
         let (engine, bound) = if threads {
@@ -891,6 +933,7 @@ impl AsgiServer {
             describe,
             asgi_version: asgi_version.unbind(),
             ws_max_message,
+            compress: app.compress,
         })
     }
 
@@ -1078,6 +1121,13 @@ impl AsgiServer {
                     body_cut: false,
                     gone: false,
                     head: call.method == "HEAD",
+                    encoding: crate::front::Encoding::for_request(
+                        self.compress,
+                        call.headers
+                            .iter()
+                            .filter(|(name, _)| name == b"accept-encoding")
+                            .map(|(_, value)| value.as_slice()),
+                    ),
                     answer: Some(answer),
                     progress: Progress::Idle,
                     bridge: self.bridge.clone(),

@@ -8,6 +8,9 @@
 //!  send(): websocket.send ─> outbox (framed) ─> the connection's waker ─> AsgiWs::wake ─> socket
 //! ```
 //!
+//! permessage-deflate, when the handshake agreed it: the session inflates the client's messages,
+//! and [`WsShared::send`] compresses the application's as it frames them.
+//!
 //! Both ways are bounded. The application's sends wait (`send` awaits room) while more than
 //! [`WINDOW`] bytes are framed and not yet taken by the connection, which takes them only as
 //! its output drains; the client's messages are not read further while more than [`WINDOW`]
@@ -19,8 +22,9 @@ use std::time::Instant;
 
 use berth::proto::http::Timeouts;
 use berth::proto::upgrade::{Flow, Upgraded};
+use berth::proto::ws::deflate::Compressor;
 use berth::proto::ws::frame::{write_frame, Opcode};
-use berth::proto::ws::{Message, Outbox, WsConfig, WsHandler, WsSession};
+use berth::proto::ws::{Agreed, Message, Outbox, WsConfig, WsHandler, WsSession};
 
 use crate::asgi::{Bridge, Event};
 
@@ -49,6 +53,9 @@ struct State {
     inbox_bytes: usize,
     /// Frames the application sent, ready to write.
     outbox: Vec<u8>,
+    /// permessage-deflate, if agreed: the application's messages are compressed as they are
+    /// framed (the session inflates the client's).
+    compressor: Option<Compressor>,
     /// The application's close (code, reason), not yet written.
     close: Option<(u16, String)>,
     /// The application closed (its close is written or on its way).
@@ -84,9 +91,16 @@ impl WsShared {
         if s.gone || s.closed_by_app {
             return Err(());
         }
-        match text {
-            Some(t) => write_frame(&mut s.outbox, Opcode::Text, t.as_bytes()),
-            None => write_frame(&mut s.outbox, Opcode::Binary, data),
+        let (opcode, bytes) = match text {
+            Some(t) => (Opcode::Text, t.as_bytes()),
+            None => (Opcode::Binary, data),
+        };
+        let State {
+            outbox, compressor, ..
+        } = &mut *s;
+        match compressor {
+            Some(c) => c.write_message(outbox, opcode, bytes),
+            None => write_frame(outbox, opcode, bytes),
         }
         Ok(s.outbox.len() < WINDOW)
     }
@@ -173,13 +187,22 @@ impl AsgiWs {
         bridge: Arc<Bridge>,
         id: u64,
         max_message: usize,
+        deflate: Option<Agreed>,
     ) -> AsgiWs {
+        shared.lock().compressor = deflate.map(Compressor::new);
         let inbound = Inbound {
             shared: shared.clone(),
             news: false,
         };
         AsgiWs {
-            session: WsSession::new(inbound, WsConfig { max_message }),
+            session: WsSession::new(
+                inbound,
+                WsConfig {
+                    max_message,
+                    ..WsConfig::default()
+                },
+            )
+            .with_deflate(deflate),
             shared,
             bridge,
             id,

@@ -1,13 +1,17 @@
 //! What the WSGI and ASGI fronts share: the answer at capacity, the request path decoded, an
 //! application's header fields turned into berth's reply (dropping the ones berth writes
-//! itself), and the body length an application declares held to.
+//! itself), the body length an application declares held to, and a whole body compressed on
+//! the fly when `--compress` is on and the client accepts a coding.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use berth::drive::{Model, Settings};
 use berth::net::tls::{TlsAcceptor, TlsSettings};
 use berth::net::{Acceptor, Addr};
-use berth::proto::http::{body_stream, Reply};
+use berth::proto::http::encoding::compressible;
+use berth::proto::http::{body_stream, Accepted, Compress, Encoder, Reply};
+use berth::proto::ws::DeflateConfig;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -125,12 +129,21 @@ pub fn misfit(method: &str, path: &str, sent: u64, declared: u64) -> String {
 /// head still says the declared length (never one rewritten to fit), the bytes sent follow, up
 /// to it, and the connection is closed after them, so that the client sees an incomplete read
 /// rather than a complete response of another length.
+///
+/// With `encoding` (`--compress` on), a body worth it goes out compressed (see
+/// [`Encoding::apply`]).
 pub fn whole_reply(
     status: u16,
     fields: &[(String, Vec<u8>)],
     body: Vec<u8>,
     head: bool,
+    encoding: Option<&Encoding>,
 ) -> PyResult<(Reply, Option<(u64, u64)>)> {
+    let (fields, body) = match encoding {
+        Some(e) => e.apply(status, fields, body, head)?,
+        None => (Cow::Borrowed(fields), body),
+    };
+    let fields = &fields[..];
     let declared =
         declared_length(fields.iter().map(|(n, v)| (n, v)))?.filter(|_| has_body(status));
     let sent = body.len() as u64;
@@ -156,9 +169,18 @@ pub fn whole_reply(
 /// are answered 503), `server_header`/`date_header` (berth's `Server` and `Date` fields,
 /// on unless false), `uds` (a UNIX socket's path to listen on instead of the host and port;
 /// its file is removed at exit), `ssl_certfile`/`ssl_keyfile`/`ssl_ca_certs` (TLS with berth's rustls;
-/// a CA asks clients for a certificate). An unknown key, or a value of the wrong kind, is a
-/// `ValueError`; a certificate or key that cannot be used is a `ValueError` naming it.
-pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+/// a CA asks clients for a certificate), `ws_deflate` (permessage-deflate in the `websocket`
+/// scope, on unless false), `ws_deflate_window_bits` (its largest window, 8 to 15),
+/// `compress` (on-the-fly gzip, br or zstd of responses, off unless true), `compress_level`
+/// (1 to 9, default 5) and `compress_min_size` (bytes, default 1024; smaller bodies go as they
+/// are), as `berth serve`'s flags of the same names. An
+/// unknown key, or a value of the wrong kind, is a `ValueError`; a certificate or key that
+/// cannot be used is a `ValueError` naming it. The options that are the application's rather
+/// than the server's come back, as `berth serve`'s `DemoConfig` holds them.
+pub fn configure(
+    settings: &mut Settings,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<AppOptions> {
     // A listening socket passed in (`fd`) is served as what it is: a UNIX socket at its path.
     if let Some(path) = settings
         .common
@@ -169,9 +191,11 @@ pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -
     {
         settings.addr = Addr::Unix(path);
     }
+    let mut app = AppOptions::default();
     let Some(options) = options else {
-        return Ok(());
+        return Ok(app);
     };
+    let (mut compress, mut level, mut min_size) = (false, None::<u8>, None::<u64>);
     let (mut cert, mut key, mut ca) = (None::<String>, None::<String>, None::<String>);
     for (name, value) in options.iter() {
         let name: String = name.extract()?;
@@ -214,27 +238,155 @@ pub fn configure(settings: &mut Settings, options: Option<&Bound<'_, PyDict>>) -
                     settings.addr = Addr::Unix(path);
                 }
             }
+            "ws_deflate" => app.ws_deflate.enabled = value.extract()?,
+            "ws_deflate_window_bits" => {
+                let bits: u8 = value.extract()?;
+                if !(8..=15).contains(&bits) {
+                    return Err(PyValueError::new_err(
+                        "ws_deflate_window_bits must be 8 to 15",
+                    ));
+                }
+                app.ws_deflate.max_window_bits = bits;
+            }
+            "compress" => compress = value.extract()?,
+            "compress_level" => {
+                let n: u8 = value.extract()?;
+                if !(1..=9).contains(&n) {
+                    return Err(PyValueError::new_err("compress_level must be 1 to 9"));
+                }
+                level = Some(n);
+            }
+            "compress_min_size" => min_size = Some(value.extract()?),
             "ssl_certfile" => cert = Some(value.extract()?),
             "ssl_keyfile" => key = Some(value.extract()?),
             "ssl_ca_certs" => ca = Some(value.extract()?),
             other => return Err(PyValueError::new_err(format!("no server option {other:?}"))),
         }
     }
+    if compress {
+        let default = Compress::default();
+        app.compress = Some(Compress {
+            level: level.unwrap_or(default.level),
+            min_size: min_size.unwrap_or(default.min_size),
+        });
+    }
     match (cert, key) {
         (None, None) if ca.is_some() => Err(PyValueError::new_err(
             "ssl_ca_certs needs ssl_certfile and ssl_keyfile",
         )),
-        (None, None) => Ok(()),
+        (None, None) => Ok(app),
         (Some(cert), Some(key)) => {
             let mut tls = TlsSettings::http(cert, key);
             tls.client_ca = ca.map(Into::into);
             let acceptor = TlsAcceptor::new(tls).map_err(|e| PyValueError::new_err(e.0))?;
             settings.common.listen.transport = Acceptor::Tls(acceptor);
-            Ok(())
+            Ok(app)
         }
         (Some(_), None) => Err(PyValueError::new_err("ssl_certfile needs ssl_keyfile")),
         (None, Some(_)) => Err(PyValueError::new_err("ssl_keyfile needs ssl_certfile")),
     }
+}
+
+/// An application's response fields, as the fronts hold them.
+type Fields = [(String, Vec<u8>)];
+
+/// On-the-fly compression of one response (`--compress`, issue 34): the settings, and what
+/// the request's `Accept-Encoding` allows. Whole bodies only: a streamed ASGI body goes as the
+/// application sends it.
+#[derive(Debug, Clone, Copy)]
+pub struct Encoding {
+    compress: Compress,
+    accept: Accepted,
+}
+
+impl Encoding {
+    /// For a request whose `Accept-Encoding` values are `values`, if compression is on.
+    pub fn for_request<'a>(
+        compress: Option<Compress>,
+        values: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Option<Encoding> {
+        compress.map(|compress| Encoding {
+            compress,
+            accept: Accepted::parse(values),
+        })
+    }
+
+    /// The application's fields and body as they go out. A response worth compressing (a body
+    /// of `min_size` bytes or more, of a compressible Content-Type, not already encoded, not a
+    /// range, no `Cache-Control: no-transform`) gets `Vary: Accept-Encoding` whether or not
+    /// this client takes a coding (a cache must tell the answers apart); if it takes one, the
+    /// body is encoded with the coding it prefers, `Content-Encoding` says which, and the
+    /// length is the encoded body's. A HEAD answer, or a body that does not fit the length the
+    /// application declared, is left as it is (the length said must stay the one declared).
+    fn apply<'f>(
+        &self,
+        status: u16,
+        fields: &'f [(String, Vec<u8>)],
+        body: Vec<u8>,
+        head: bool,
+    ) -> PyResult<(Cow<'f, Fields>, Vec<u8>)> {
+        let field = |name: &'static str| {
+            fields
+                .iter()
+                .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_slice())
+        };
+        let has_token = |name: &'static str, token: &[u8]| {
+            field(name).any(|v| {
+                v.split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+            })
+        };
+        let worth = (200..300).contains(&status)
+            && has_body(status)
+            && status != 206
+            && body.len() as u64 >= self.compress.min_size
+            && field("content-encoding").next().is_none()
+            && field("content-range").next().is_none()
+            && !has_token("cache-control", b"no-transform")
+            && field("content-type")
+                .next()
+                .and_then(|t| std::str::from_utf8(t).ok())
+                .is_some_and(compressible);
+        if !worth {
+            return Ok((Cow::Borrowed(fields), body));
+        }
+        let mut out = fields.to_vec();
+        if !has_token("vary", b"accept-encoding") && !has_token("vary", b"*") {
+            out.push(("Vary".into(), b"Accept-Encoding".to_vec()));
+        }
+        let declared = declared_length(fields.iter().map(|(n, v)| (n, v)))?;
+        let coding = self.accept.pick(|_| true);
+        let (Some(coding), false) = (
+            coding,
+            head || declared.is_some_and(|d| d != body.len() as u64),
+        ) else {
+            return Ok((Cow::Owned(out), body));
+        };
+        let failed = |e: berth::proto::http::EncodeError| PyValueError::new_err(e.0);
+        let mut encoder =
+            Encoder::new(coding, self.compress.level, body.len() as u64).map_err(failed)?;
+        let mut encoded = Vec::with_capacity(body.len() / 4 + 64);
+        encoder.encode(&body, &mut encoded).map_err(failed)?;
+        encoder.finish(&mut encoded).map_err(failed)?;
+        // The application's length was the plain body's.
+        out.retain(|(n, _)| !n.eq_ignore_ascii_case("content-length"));
+        out.push((
+            "Content-Encoding".into(),
+            coding.token().as_bytes().to_vec(),
+        ));
+        Ok((Cow::Owned(out), encoded))
+    }
+}
+
+/// The options [`configure`] reads that concern what the front does with requests and
+/// messages, not the listening socket.
+#[derive(Debug, Clone, Default)]
+pub struct AppOptions {
+    /// permessage-deflate in the ASGI `websocket` scope (WSGI has none).
+    pub ws_deflate: DeflateConfig,
+    /// On-the-fly compression of responses (`--compress`); `None`: off, the default.
+    pub compress: Option<Compress>,
 }
 
 /// The models berth's registry has, by name, in its order (`python -m berth --model`'s

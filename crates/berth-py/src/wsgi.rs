@@ -49,6 +49,8 @@ struct App {
     refuse_write: Py<PyAny>,
     /// The threads that run the application.
     exec: Executor,
+    /// On-the-fly compression of responses (`--compress`); `None`: off.
+    compress: Option<berth::proto::http::Compress>,
 }
 
 #[derive(Clone)]
@@ -472,7 +474,14 @@ impl Call {
             .map(|(n, v)| (n, v.into_bytes()))
             .collect();
         let head = self.method == Method::Head;
-        let (reply, misfit) = whole_reply(code, &fields, body, head)?;
+        let encoding = front::Encoding::for_request(
+            self.app.compress,
+            (0..self.fields.len())
+                .map(|i| self.field(i))
+                .filter(|(name, _)| name.eq_ignore_ascii_case(b"accept-encoding"))
+                .map(|(_, value)| value),
+        );
+        let (reply, misfit) = whole_reply(code, &fields, body, head, encoding.as_ref())?;
         if let Some((sent, declared)) = misfit {
             // The application's error, logged as its exceptions are; the client sees it too
             // (an incomplete response).
@@ -569,7 +578,7 @@ pub fn serve_wsgi(
     if let Some(max) = max_body {
         settings.common.limits.max_body_bytes = max;
     }
-    front::configure(&mut settings, options.as_ref())?;
+    let options = front::configure(&mut settings, options.as_ref())?;
     let tls = matches!(settings.common.listen.transport, Acceptor::Tls(_));
     let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
     // The legacy write() callable: not supported; a function that says so.
@@ -607,6 +616,7 @@ pub fn serve_wsgi(
         stderr: stderr.unbind(),
         refuse_write,
         exec: Executor::new(workers, settings.common.queue_capacity),
+        compress: options.compress,
     });
     let service = Wsgi(app.clone());
     let (server, bound) = py

@@ -350,6 +350,47 @@ def test_a_starlette_websocket_echoes_text_and_bytes(server, events):
     assert body == b"Hello, World!"
 
 
+def test_permessage_deflate_in_the_websocket_scope_and_a_bomb_is_closed_with_1009(events):
+    # websockets offers permessage-deflate by default: berth agrees, inflates what the client
+    # sends (the limit on the inflated size) and compresses the app's sends (issue 34).
+    proc, port, line = start("apps.asgi_apps:starlette_app", "--ws-max-message", "1000000",
+                             env={"BERTH_TEST_EVENTS": str(events)})
+    try:
+        with ws_connect(ws_url(port, "/ws/echo"), open_timeout=10, max_size=None) as ws:
+            assert ws.response.headers["Sec-WebSocket-Extensions"] == (
+                "permessage-deflate; server_no_context_takeover")
+            doc = json.dumps([{"id": i, "name": "item %d" % i} for i in range(500)])
+            for msg in [doc, "small", doc.encode(), ""]:
+                ws.send(msg)
+                assert ws.recv(10) == msg
+            # 64 MiB of zeros, about 64 KiB compressed: closed as soon as it passes 1 MB.
+            ws.send(b"\0" * (64 << 20))
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as e:
+                ws.recv(10)
+            assert e.value.rcvd.code == 1009
+    finally:
+        helpers.stop(proc)
+
+
+def test_ws_deflate_off_and_window_bits_from_the_command_line(events):
+    # python -m berth --ws-deflate off: websockets' offer is declined, the connection plain;
+    # --ws-deflate-window-bits 10: both windows held to 10 (websockets lets the server ask).
+    for args, expected in [(["--ws-deflate", "off"], None),
+                           (["--ws-deflate-window-bits", "10"],
+                            "permessage-deflate; server_no_context_takeover; "
+                            "server_max_window_bits=10; client_max_window_bits=10")]:
+        proc, port, _ = start("apps.asgi_apps:starlette_app", *args,
+                              env={"BERTH_TEST_EVENTS": str(events)})
+        try:
+            with ws_connect(ws_url(port, "/ws/echo"), open_timeout=10, max_size=None) as ws:
+                assert ws.response.headers.get("Sec-WebSocket-Extensions") == expected, args
+                doc = json.dumps([{"id": i, "name": "item %d" % i} for i in range(500)])
+                ws.send(doc)
+                assert ws.recv(10) == doc
+        finally:
+            helpers.stop(proc)
+
+
 def test_sigterm_closes_websockets_with_1001_and_the_app_hears_it(events):
     """Issue 29: at the drain each open WebSocket gets a close with 1001, the application a
     websocket.disconnect with 1001, and the server exits as soon as the clients answer, not at

@@ -2,6 +2,7 @@
 real sockets with real clients: the interface found from the application, one-line failures,
 the default body limit, ``berth.run`` and ``berth-py``, and every option."""
 
+import gzip
 import http.client
 import json
 import os
@@ -628,3 +629,41 @@ def test_sigterm_drains_when_the_application_started_a_thread_at_import(serve, e
         r, body = s.get()
         assert (r.status, body) == (200, b"Hello, World!")
         assert s.stop() == 0, s.err
+
+
+@pytest.mark.parametrize("app,path", [("apps.flask_app:app", "/reverse"),
+                                      ("apps.asgi_apps:starlette_app", "/echo")])
+def test_compress_encodes_what_the_client_accepts(serve, app, path):
+    """Issue 34: python -m berth --compress, as berth serve's: a compressible body above the
+    threshold comes back gzip-encoded (Content-Encoding, Vary, the encoded length) when the
+    client accepts gzip, br when it prefers br; plain (with Vary) when it accepts nothing; a
+    small body plain without Vary; and nothing is encoded without --compress."""
+    body = json.dumps({"a": "hello berth " * 400, "b": "x"}).encode()
+    asked = {"Content-Type": "application/json", "Accept-Encoding": "gzip"}
+    s = serve(app, "--compress")
+    r, data = s.get(path, "POST", body, asked)
+    assert r.status == 200, data
+    assert r.getheader("Content-Encoding") == "gzip"
+    assert r.getheader("Vary") == "Accept-Encoding"
+    assert int(r.getheader("Content-Length")) == len(data)
+    plain = gzip.decompress(data)
+    assert len(data) * 4 < len(plain), (len(data), len(plain))
+
+    r, same = s.get(path, "POST", body, {"Content-Type": "application/json"})
+    assert r.getheader("Content-Encoding") is None
+    assert r.getheader("Vary") == "Accept-Encoding"
+    assert same == plain
+
+    brotli = helpers.need("brotli")
+    r, data = s.get(path, "POST", body, {**asked, "Accept-Encoding": "gzip;q=0.5, br"})
+    assert r.getheader("Content-Encoding") == "br"
+    assert brotli.decompress(data) == plain
+
+    small = json.dumps({"a": "hi"}).encode()
+    r, data = s.get(path, "POST", small, asked)
+    assert r.getheader("Content-Encoding") is None and r.getheader("Vary") is None
+    assert len(data) < 100
+
+    off = serve(app)
+    r, data = off.get(path, "POST", body, asked)
+    assert r.getheader("Content-Encoding") is None and data == plain

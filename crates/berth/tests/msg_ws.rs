@@ -349,3 +349,263 @@ fn a_ws_endpoint_is_for_listening_only() {
         .unwrap_err();
     assert!(err.to_string().contains("for listening"), "{err}");
 }
+
+/// A masked client frame of a message compressed with permessage-deflate (RSV1 set).
+fn compressed_frame(text: &str) -> Vec<u8> {
+    use berth::proto::ws::deflate::{negotiate, Compressor};
+    use berth::proto::ws::frame::{parse_header, Opcode};
+    use berth::proto::ws::DeflateConfig;
+    let config = DeflateConfig {
+        threshold: 0,
+        ..DeflateConfig::default()
+    };
+    let (agreed, _) = negotiate([b"permessage-deflate".as_slice()], &config).unwrap();
+    let mut server_frame = Vec::new();
+    Compressor::new(agreed).write_message(&mut server_frame, Opcode::Text, text.as_bytes());
+    let h = parse_header(&server_frame).unwrap().unwrap();
+    let payload = &server_frame[h.header_len..];
+    assert!(payload.len() < 126);
+    let mut out = vec![server_frame[0], 0x80 | payload.len() as u8, 0, 0, 0, 0];
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Issue 34: a `ws://` listener agrees permessage-deflate and inflates what its clients send
+/// (a short answer goes uncompressed, below the threshold); `?deflate=off` turns it off for
+/// one listener.
+#[test]
+fn ws_listeners_inflate_compressed_messages_unless_deflate_is_off() {
+    let off = Endpoint::parse("ws://127.0.0.1:0?deflate=off").unwrap();
+    assert!(!off.deflate && ws_endpoint().deflate);
+    assert!(Endpoint::parse("tcp://127.0.0.1:0?deflate=off").is_err());
+    let served = echo(EngineConfig::default(), &[ws_endpoint(), off]);
+    let (on, off) = (addr_of(&served.endpoints[0]), addr_of(&served.endpoints[1]));
+    let opening = "GET /ws/relay HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\
+                   Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+                   Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n";
+    let head_of = |s: &mut TcpStream| {
+        let mut head = Vec::new();
+        let mut b = [0u8];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        String::from_utf8(head).unwrap()
+    };
+    let mut s = TcpStream::connect(off).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(opening.as_bytes()).unwrap();
+    let head = head_of(&mut s);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(!head.contains("Sec-WebSocket-Extensions"), "{head}");
+
+    let mut s = TcpStream::connect(on).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(opening.as_bytes()).unwrap();
+    let head = head_of(&mut s);
+    assert!(
+        head.contains(
+            "Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover\r\n"
+        ),
+        "{head}"
+    );
+    // The name and a message to itself, both compressed: the relay comes back plain.
+    s.write_all(&compressed_frame("alice")).unwrap();
+    s.write_all(&compressed_frame("@alice hello, compressed"))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !String::from_utf8_lossy(&got).contains("hello, compressed") {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed: {got:02x?}");
+        got.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(got[0], 0x81, "a plain text frame: {got:02x?}");
+}
+
+/// A masked client frame (FIN, `opcode`, RSV clear) of any length; the mask key is random
+/// enough for a test and not zero, so that an unmasking bug shows.
+fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let key = [0x37, 0xfa, 0x21, 0x3d];
+    let mut out = vec![0x80 | opcode];
+    match payload.len() {
+        n if n < 126 => out.push(0x80 | n as u8),
+        n if n < 65536 => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&key);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    out
+}
+
+/// The next server frame: its first byte (FIN, RSV1, opcode) and its payload (unmasked).
+fn server_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut head = [0u8; 2];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(head[1] & 0x80, 0, "a server frame is not masked");
+    let len = match head[1] & 0x7f {
+        126 => {
+            let mut b = [0u8; 2];
+            s.read_exact(&mut b).unwrap();
+            u64::from(u16::from_be_bytes(b))
+        }
+        127 => {
+            let mut b = [0u8; 8];
+            s.read_exact(&mut b).unwrap();
+            u64::from_be_bytes(b)
+        }
+        n => u64::from(n),
+    };
+    let mut payload = vec![0u8; len as usize];
+    s.read_exact(&mut payload).unwrap();
+    (head[0], payload)
+}
+
+/// A raw permessage-deflate message (RFC 7692 §7.2.2: the sync flush's tail put back)
+/// inflated with zlib-rs's own inflater, not berth's.
+fn inflate_raw(payload: &[u8]) -> Vec<u8> {
+    use zlib_rs::{Inflate, InflateFlush};
+    let mut input = payload.to_vec();
+    input.extend_from_slice(&[0, 0, 0xff, 0xff]);
+    let mut inflate = Inflate::new(false, 15);
+    let mut out = vec![0u8; 4 << 20];
+    inflate
+        .decompress(&input, &mut out, InflateFlush::SyncFlush)
+        .unwrap();
+    out.truncate(inflate.total_out() as usize);
+    out
+}
+
+/// JSON-like text of about `n` bytes.
+fn json_like(n: usize) -> String {
+    let mut s = String::from("[");
+    let mut i = 0;
+    while s.len() < n {
+        s.push_str(&format!(
+            r#"{{"id":{i},"name":"item {i}","tags":["a","b"]}},"#
+        ));
+        i += 1;
+    }
+    s.push(']');
+    s
+}
+
+/// Issue 34: what a `ws://` listener sends a client that agreed permessage-deflate goes out
+/// compressed from the threshold (256 bytes) up, RSV1 set on the wire and inflating (with
+/// zlib-rs's inflater, not berth's) to the message: the echo of a message (handed to the
+/// queue whole), a relay from a `tcp://` client (a stream gathered whole) and a binary
+/// message. Shorter messages go plain, a relayed stream longer than 64 KiB goes plain (its
+/// header leaves before its payload has arrived), and a client that offered nothing gets
+/// everything plain.
+#[test]
+fn ws_listeners_compress_what_they_send_from_the_threshold_up() {
+    let (_served, tcp_addr, ws_addr) = relay(EngineConfig::default());
+    let connect = |offer: &str| {
+        let mut s = TcpStream::connect(ws_addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let opening = format!(
+            "GET /ws/relay HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{offer}\r\n"
+        );
+        s.write_all(opening.as_bytes()).unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        (s, String::from_utf8(head).unwrap())
+    };
+    let (mut alice, head) =
+        connect("Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n");
+    assert!(head.contains("permessage-deflate"), "{head}");
+    alice.write_all(&client_frame(1, b"alice")).unwrap();
+    let (mut bob, answer) = hello(tcp(tcp_addr), "bob");
+    assert_eq!(answer, ok());
+
+    // The echo of a 16 KiB JSON-like text: whole, compressed, text.
+    let doc = json_like(16 * 1024);
+    alice.write_all(&client_frame(1, doc.as_bytes())).unwrap();
+    let (first, payload) = server_frame(&mut alice);
+    assert_eq!(first, 0xc1, "FIN, RSV1, text");
+    assert!(payload.len() < doc.len() / 4, "{} bytes", payload.len());
+    assert_eq!(inflate_raw(&payload), doc.as_bytes());
+
+    // A relay from the tcp:// client (streamed to the queue, gathered): compressed.
+    let relayed = format!("@alice {doc}");
+    bob.write_all(&frame(relayed.as_bytes())).unwrap();
+    let (first, payload) = server_frame(&mut alice);
+    assert_eq!(first, 0xc1);
+    assert_eq!(inflate_raw(&payload), format!("@bob {doc}").as_bytes());
+
+    // Binary stays binary when compressed.
+    let blob: Vec<u8> = (0..4096u32).map(|i| (i % 7) as u8 | 0x80).collect();
+    alice.write_all(&client_frame(2, &blob)).unwrap();
+    let (first, payload) = server_frame(&mut alice);
+    assert_eq!(first, 0xc2, "FIN, RSV1, binary");
+    assert_eq!(inflate_raw(&payload), blob);
+
+    // Below the threshold: plain.
+    bob.write_all(&frame(b"@alice short")).unwrap();
+    assert_eq!(server_frame(&mut alice), (0x81, b"@bob short".to_vec()));
+
+    // A relayed stream past 64 KiB: plain, as it came.
+    let long = format!("@alice {}", json_like(200 * 1024));
+    bob.write_all(&frame(long.as_bytes())).unwrap();
+    let (first, payload) = server_frame(&mut alice);
+    assert_eq!(first & 0x40, 0, "no RSV1 on a long stream");
+    assert_eq!(payload, format!("@bob {}", &long[7..]).as_bytes());
+
+    // A client that offered nothing: everything plain.
+    let (mut carol, head) = connect("");
+    assert!(!head.contains("permessage-deflate"), "{head}");
+    carol.write_all(&client_frame(1, b"carol")).unwrap();
+    carol.write_all(&client_frame(1, doc.as_bytes())).unwrap();
+    let (first, payload) = server_frame(&mut carol);
+    assert_eq!(first, 0x81);
+    assert_eq!(payload, doc.as_bytes());
+}
+
+/// Issue 34: Python's `websockets` (which offers permessage-deflate by default) as a client
+/// of a `ws://` listener: it agrees, and what the listener sends it (echoes of 64 B and 16 KiB
+/// texts, a binary message, a relay) inflates to what was sent, as the client's own
+/// inflater reads it.
+#[test]
+fn python_websockets_reads_what_a_ws_listener_compresses() {
+    let python = berth_testkit::require_python_module("websockets");
+    let (_served, _tcp_addr, ws_addr) = relay(EngineConfig::default());
+    let script = r#"
+import json, sys
+from websockets.sync.client import connect
+with connect(sys.argv[1], max_size=None) as ws:
+    print(ws.response.headers.get("Sec-WebSocket-Extensions"))
+    ws.send("py")
+    doc = json.dumps([{"id": i, "name": "item %d" % i} for i in range(600)])
+    for msg in ["x" * 64, doc, bytes(range(256)) * 64]:
+        ws.send(msg)
+        assert ws.recv(10) == msg, len(msg)
+    ws.send("@py " + doc)
+    assert ws.recv(10) == "@py " + doc
+    print("ok")
+"#;
+    let out = std::process::Command::new(python)
+        .args(["-c", script, &format!("ws://{ws_addr}/ws/relay")])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("permessage-deflate"), "{stdout}");
+    assert!(stdout.contains("ok"), "{stdout}");
+}

@@ -133,6 +133,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", default_value = "16k", value_parser = units::limit, help_heading = heading::LIMITS)]
     pub ws_max_head: u64,
 
+    #[command(flatten)]
+    pub ws_deflate: crate::args::WsDeflateArgs,
+
     /// Time allowed for a client's keyword.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
     pub handshake_timeout: Duration,

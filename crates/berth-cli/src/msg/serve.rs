@@ -95,6 +95,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         policy,
         reuse_port: args.reuse_port,
         max_opening: usize::try_from(args.ws_max_head).unwrap_or(usize::MAX),
+        ws_deflate: args.ws_deflate.config(),
         cluster: args.cluster.as_ref().map(|url| ClusterConfig {
             url: url.clone(),
             lease: args.cluster_lease,

@@ -12,7 +12,7 @@
 
 use std::io::Write;
 
-use zlib_rs::{Deflate, DeflateConfig, DeflateFlush, Status};
+use zlib_rs::{Deflate, DeflateConfig, DeflateFlush};
 
 /// A content coding berth can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -419,7 +419,7 @@ impl BodyEncoder {
 
 fn deflate_into(
     deflate: &mut Deflate,
-    mut input: &[u8],
+    input: &[u8],
     out: &mut Vec<u8>,
     end: bool,
 ) -> Result<(), EncodeError> {
@@ -428,25 +428,7 @@ fn deflate_into(
     } else {
         DeflateFlush::NoFlush
     };
-    loop {
-        // Enough for incompressible input (stored blocks: 5 bytes per 16 KiB) and a trailer.
-        let room = input.len() + input.len() / 1024 * 5 + 64;
-        let start = out.len();
-        out.resize(start + room, 0);
-        let (in0, out0) = (deflate.total_in(), deflate.total_out());
-        let status = deflate.compress(input, &mut out[start..], flush);
-        let used = (deflate.total_in() - in0) as usize;
-        let made = (deflate.total_out() - out0) as usize;
-        out.truncate(start + made);
-        input = &input[used..];
-        match status {
-            Err(e) => return Err(EncodeError(format!("{e:?}"))),
-            Ok(Status::StreamEnd) => return Ok(()),
-            // Without a finish, done once the input is in and the room was not filled.
-            Ok(_) if !end && input.is_empty() && made < room => return Ok(()),
-            Ok(_) => {}
-        }
-    }
+    crate::zlib::deflate_into(deflate, input, out, flush).map_err(|e| EncodeError(format!("{e:?}")))
 }
 
 #[cfg(test)]
@@ -590,7 +572,7 @@ mod tests {
 
     /// gzip decoding with zlib-rs's inflate (window bits 31: the gzip wrapper).
     fn zlib_gunzip(gz: &[u8]) -> std::io::Cursor<Vec<u8>> {
-        use zlib_rs::{Inflate, InflateFlush};
+        use zlib_rs::{Inflate, InflateFlush, Status};
         let mut inflate = Inflate::new(true, 31);
         let mut out = vec![0u8; 4 << 20];
         let status = inflate.decompress(gz, &mut out, InflateFlush::Finish);

@@ -1,5 +1,7 @@
 //! WebSocket frames (RFC 6455 §5.2): the header parsed from the front of a buffer, payloads
-//! unmasked in place, and frames written for the server side (never masked).
+//! unmasked in place, and frames written for the server side (never masked). RSV1 is read
+//! and written for permessage-deflate (RFC 7692); whether it may be set is the session's
+//! question (only when the extension was agreed, only on a data message's first frame).
 
 /// A frame's opcode (RFC 6455 §5.2, §11.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +55,8 @@ impl Opcode {
 pub struct Header {
     /// The last frame of its message.
     pub fin: bool,
+    /// RSV1: the message is compressed (permessage-deflate, RFC 7692 §6).
+    pub rsv1: bool,
     /// What the frame carries.
     pub opcode: Opcode,
     /// The masking key (every frame from a client has one).
@@ -77,8 +81,8 @@ pub fn parse_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
     let [b0, b1, ..] = *buf else {
         return Ok(None);
     };
-    if b0 & 0x70 != 0 {
-        // No extension is negotiated, so no RSV bit may be set.
+    if b0 & 0x30 != 0 {
+        // No extension that uses RSV2 or RSV3 is ever negotiated.
         return Err(Violation {
             code: 1002,
             why: "reserved bits set",
@@ -130,6 +134,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Option<Header>, Violation> {
     };
     Ok(Some(Header {
         fin,
+        rsv1: b0 & 0x40 != 0,
         opcode,
         mask,
         len,
@@ -169,8 +174,13 @@ pub fn write_header(out: &mut Vec<u8>, fin: bool, opcode: Opcode, len: u64) {
 
 /// The header of an unmasked frame of `len` payload bytes: its bytes, and how many of them.
 pub fn header_bytes(fin: bool, opcode: Opcode, len: u64) -> ([u8; 10], usize) {
+    header_bytes_rsv1(fin, false, opcode, len)
+}
+
+/// [`header_bytes`], with RSV1 set if `rsv1` (a compressed message's first frame).
+pub fn header_bytes_rsv1(fin: bool, rsv1: bool, opcode: Opcode, len: u64) -> ([u8; 10], usize) {
     let mut h = [0u8; 10];
-    h[0] = if fin { 0x80 } else { 0 } | opcode.bits();
+    h[0] = if fin { 0x80 } else { 0 } | if rsv1 { 0x40 } else { 0 } | opcode.bits();
     let n = match len {
         0..=125 => {
             h[1] = len as u8;
@@ -232,7 +242,12 @@ mod tests {
         out.clear();
         write_header(&mut out, false, Opcode::Binary, 70_000);
         assert_eq!(parse_header(&out).unwrap().unwrap().len, 70_000);
-        assert_eq!(parse_header(&[0xC1, 0x80]).unwrap_err().code, 1002, "RSV1");
+        assert!(
+            parse_header(&[0xC1, 0x00]).unwrap().unwrap().rsv1,
+            "RSV1 is read"
+        );
+        assert_eq!(parse_header(&[0xA1, 0x80]).unwrap_err().code, 1002, "RSV2");
+        assert_eq!(parse_header(&[0x91, 0x80]).unwrap_err().code, 1002, "RSV3");
         assert_eq!(
             parse_header(&[0x83, 0x80]).unwrap_err().code,
             1002,

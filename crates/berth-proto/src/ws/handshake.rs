@@ -6,6 +6,7 @@
 use base64::Engine as _;
 use sha1::{Digest, Sha1};
 
+use super::deflate::{self, Agreed, DeflateConfig};
 use crate::http::{Method, Request};
 
 /// The GUID every accept key is made with (RFC 6455 §1.3).
@@ -22,8 +23,8 @@ pub fn accept_key(key: &[u8]) -> String {
 /// Decides whether a handshake's `Origin` (`None`: the client sent none) may come in.
 pub type OriginCheck<'a> = &'a dyn Fn(Option<&[u8]>) -> bool;
 
-/// What the server offers: subprotocols it speaks (in its order of preference) and which
-/// origins it lets in.
+/// What the server offers: subprotocols it speaks (in its order of preference), which
+/// origins it lets in, and whether (and how) it compresses.
 #[derive(Default)]
 pub struct Offer<'a> {
     /// Subprotocols the server speaks; the first the client also offers is chosen.
@@ -31,6 +32,9 @@ pub struct Offer<'a> {
     /// Decides on the `Origin` field (`None` if the client sent none); `None` here lets every
     /// origin in.
     pub origin: Option<OriginCheck<'a>>,
+    /// permessage-deflate (RFC 7692), negotiated under these settings; `None`: never (the
+    /// session must then be made without it).
+    pub deflate: Option<DeflateConfig>,
 }
 
 /// Why a request is not accepted: the status to answer and why.
@@ -49,6 +53,9 @@ pub struct Accepted {
     pub headers: Vec<(String, String)>,
     /// The subprotocol chosen, if any.
     pub protocol: Option<String>,
+    /// permessage-deflate, if it was agreed (`Sec-WebSocket-Extensions` is among `headers`):
+    /// for [`WsSession::with_deflate`](super::WsSession::with_deflate).
+    pub deflate: Option<Agreed>,
 }
 
 /// Checks what RFC 6455 §4.2.1 asks of a client's opening handshake beyond the upgrade tokens:
@@ -92,7 +99,23 @@ pub fn accept(req: &Request<'_>, offer: &Offer<'_>) -> Result<Accepted, Refused>
     if let Some(p) = &protocol {
         headers.push(("Sec-WebSocket-Protocol".to_owned(), p.clone()));
     }
-    Ok(Accepted { headers, protocol })
+    let extensions = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("sec-websocket-extensions"))
+        .map(|h| h.value);
+    let agreed = offer
+        .deflate
+        .and_then(|config| deflate::negotiate(extensions, &config));
+    let deflate = agreed.map(|(agreed, response)| {
+        headers.push(("Sec-WebSocket-Extensions".to_owned(), response));
+        agreed
+    });
+    Ok(Accepted {
+        headers,
+        protocol,
+        deflate,
+    })
 }
 
 fn trim(v: &[u8]) -> &[u8] {
@@ -145,6 +168,7 @@ mod tests {
         let offer = Offer {
             protocols: &["superchat", "chat"],
             origin: None,
+            deflate: None,
         };
         let accepted = accept(&req, &offer).unwrap();
         assert_eq!(accepted.protocol.as_deref(), Some("superchat"));
@@ -163,13 +187,52 @@ mod tests {
         let offer = Offer {
             protocols: &[],
             origin: Some(&only_bad),
+            deflate: None,
         };
         assert_eq!(accept(&req, &offer).unwrap_err().status, 403);
         let offer = Offer {
             protocols: &[],
             origin: Some(&strict),
+            deflate: None,
         };
         assert_eq!(accept(&req, &offer).unwrap_err().status, 403);
+    }
+
+    #[test]
+    fn permessage_deflate_is_agreed_only_when_offered_on_both_sides() {
+        let headers = [
+            header("Sec-WebSocket-Version", "13"),
+            header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            header("Sec-WebSocket-Extensions", "x-foo, permessage-deflate; bad"),
+            header(
+                "Sec-WebSocket-Extensions",
+                "permessage-deflate; client_max_window_bits",
+            ),
+        ];
+        let req = request(&headers);
+        let on = Offer {
+            deflate: Some(DeflateConfig::default()),
+            ..Offer::default()
+        };
+        let accepted = accept(&req, &on).unwrap();
+        assert!(accepted.deflate.is_some());
+        assert!(accepted.headers.contains(&(
+            "Sec-WebSocket-Extensions".to_owned(),
+            "permessage-deflate; server_no_context_takeover".to_owned()
+        )));
+        let off = accept(&req, &Offer::default()).unwrap();
+        assert_eq!((off.deflate, off.headers.len()), (None, 1));
+        // Nothing acceptable offered: the handshake goes on without the extension.
+        let bad = [
+            header("Sec-WebSocket-Version", "13"),
+            header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            header(
+                "Sec-WebSocket-Extensions",
+                "permessage-deflate; server_max_window_bits=99",
+            ),
+        ];
+        let plain = accept(&request(&bad), &on).unwrap();
+        assert_eq!((plain.deflate, plain.headers.len()), (None, 1));
     }
 
     #[test]

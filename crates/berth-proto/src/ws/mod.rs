@@ -6,8 +6,9 @@
 //! Written here rather than on a crate's codec: the well-kept ones (tungstenite's
 //! `WebSocketContext`) drive a `Read + Write` stream and bring a random-number generator for
 //! client masking, whose dependency on libc this crate does not take; the server side needs
-//! neither, and the frame rules are short. No extension is negotiated (permessage-deflate is
-//! not offered), so every RSV bit is a protocol error.
+//! neither, and the frame rules are short. The one extension is permessage-deflate (RFC 7692,
+//! [`deflate`]): negotiated in the handshake, it compresses messages with RSV1 set; without it
+//! (and RSV2, RSV3 always) a reserved bit is a protocol error.
 //!
 //! ```text
 //!   GET /ws/echo, Upgrade: websocket ──> handshake::accept ──> Switch { "websocket", 101 }
@@ -15,9 +16,11 @@
 //!   output <── frames (pong, close, messages the handler sends)
 //! ```
 
+pub mod deflate;
 pub mod frame;
 pub mod handshake;
 pub mod opening;
 mod session;
 
+pub use deflate::{Agreed, DeflateConfig};
 pub use session::{EchoHandler, Message, Outbox, WsConfig, WsHandler, WsSession};

@@ -7,6 +7,7 @@
 //! the tokens ([`Switch`](crate::upgrade::Switch)) and writes the 101; both use
 //! [`handshake::accept`] for what RFC 6455 adds.
 
+use super::deflate::Agreed;
 use super::handshake::{self, Offer};
 use crate::http::head::asks_to_switch;
 use crate::http::request::{Method, Request, Version};
@@ -27,6 +28,8 @@ pub enum Opening {
         consumed: usize,
         /// The 101 Switching Protocols.
         response: Vec<u8>,
+        /// permessage-deflate, if it was agreed (for the session).
+        deflate: Option<Agreed>,
     },
     /// Refused: `response` is to be sent, then the connection closed.
     Refused {
@@ -104,7 +107,11 @@ pub fn open(input: &[u8], path: &str, max_head: usize, offer: &Offer<'_>, date: 
                 Version::Http11,
                 Stamp::both(date),
             );
-            Opening::Open { consumed, response }
+            Opening::Open {
+                consumed,
+                response,
+                deflate: accepted.deflate,
+            }
         }
         Err(refused) => Opening::Refused {
             status: refused.status,
@@ -158,8 +165,9 @@ mod tests {
     fn a_good_handshake_is_answered_101_with_the_accept_key() {
         let mut input = GOOD.as_bytes().to_vec();
         input.extend_from_slice(b"\x81\x80");
-        let Opening::Open { consumed, response } =
-            open(&input, "/ws/relay", 8192, &Offer::default(), DATE)
+        let Opening::Open {
+            consumed, response, ..
+        } = open(&input, "/ws/relay", 8192, &Offer::default(), DATE)
         else {
             panic!("not accepted");
         };

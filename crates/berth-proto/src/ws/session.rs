@@ -8,9 +8,15 @@
 //! 1007). Pings are answered with pongs, closes with a close echoing the code; any breach of
 //! RFC 6455 is answered with a close 1002 and the end of the connection. An idle connection is
 //! pinged once after the idle timeout, and closed (1001) if nothing comes back before the next.
+//!
+//! With permessage-deflate agreed ([`WsSession::with_deflate`]), a message whose first frame
+//! has RSV1 set is inflated as its frames arrive, the limit applying to the inflated bytes
+//! (close 1009 as soon as they pass it, the buffer never more than one byte past it), and
+//! messages sent through the [`Outbox`] are compressed (see [`super::deflate`]).
 
 use std::time::Instant;
 
+use super::deflate::{Agreed, Compressor, Decompressor, DeflateConfig};
 use super::frame::{self, parse_header, unmask, valid_close_code, Header, Opcode, Violation};
 use crate::http::Timeouts;
 use crate::upgrade::{Flow, Upgraded};
@@ -22,15 +28,18 @@ const WHOLE_FRAME_MAX: u64 = 64 * 1024;
 /// Limits of a WebSocket connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WsConfig {
-    /// Largest message (the sum of its fragments), in bytes; past it the connection is closed
-    /// with 1009.
+    /// Largest message (the sum of its fragments, inflated if it is compressed), in bytes;
+    /// past it the connection is closed with 1009.
     pub max_message: usize,
+    /// permessage-deflate: whether it is negotiated, and its limits.
+    pub deflate: DeflateConfig,
 }
 
 impl Default for WsConfig {
     fn default() -> Self {
         WsConfig {
             max_message: 16 * 1024 * 1024,
+            deflate: DeflateConfig::default(),
         }
     }
 }
@@ -53,15 +62,31 @@ pub struct Outbox<'a> {
     candidate: Option<(Opcode, &'a [u8])>,
     /// `candidate` was echoed and not yet written.
     echoed: bool,
+    /// Compresses what is sent, when permessage-deflate was agreed.
+    deflate: Option<&'a mut Compressor>,
 }
 
 impl<'a> Outbox<'a> {
-    fn new(out: &'a mut Vec<u8>, close: &'a mut Option<u16>) -> Self {
+    fn new(
+        out: &'a mut Vec<u8>,
+        close: &'a mut Option<u16>,
+        deflate: Option<&'a mut Compressor>,
+    ) -> Self {
         Outbox {
             out,
             close,
             candidate: None,
             echoed: false,
+            deflate,
+        }
+    }
+
+    /// Writes a message, compressed if that was agreed and it is long enough.
+    fn write(&mut self, opcode: Opcode, data: &[u8]) {
+        self.settle();
+        match self.deflate.as_deref_mut() {
+            Some(deflate) => deflate.write_message(self.out, opcode, data),
+            None => frame::write_frame(self.out, opcode, data),
         }
     }
 
@@ -75,14 +100,12 @@ impl<'a> Outbox<'a> {
 
     /// Sends a text message.
     pub fn text(&mut self, text: &str) {
-        self.settle();
-        frame::write_frame(self.out, Opcode::Text, text.as_bytes());
+        self.write(Opcode::Text, text.as_bytes());
     }
 
     /// Sends a binary message.
     pub fn binary(&mut self, data: &[u8]) {
-        self.settle();
-        frame::write_frame(self.out, Opcode::Binary, data);
+        self.write(Opcode::Binary, data);
     }
 
     /// Sends `message` back as it came.
@@ -92,8 +115,13 @@ impl<'a> Outbox<'a> {
             Message::Binary(b) => b,
         };
         if let Some((_, data)) = self.candidate {
-            // The message itself, first out: it need not be copied.
-            if !self.echoed && self.out.is_empty() && std::ptr::eq(data, bytes) {
+            // The message itself, first out, and sent as it came (not compressed): it need
+            // not be copied.
+            let plain = self
+                .deflate
+                .as_ref()
+                .is_none_or(|d| !d.compresses(bytes.len()));
+            if plain && !self.echoed && self.out.is_empty() && std::ptr::eq(data, bytes) {
                 self.echoed = true;
                 return;
             }
@@ -163,6 +191,12 @@ pub struct WsSession<H: WsHandler> {
     in_place: Option<(Opcode, usize)>,
     /// The handler was told the connection is ending ([`WsHandler::closed`], once).
     ended: bool,
+    /// permessage-deflate's sending side, if it was agreed.
+    compressor: Option<Compressor>,
+    /// permessage-deflate's receiving side, if it was agreed.
+    decompressor: Option<Decompressor>,
+    /// The message being assembled is compressed (its first frame had RSV1).
+    compressed: bool,
 }
 
 impl<H: WsHandler> WsSession<H> {
@@ -180,7 +214,24 @@ impl<H: WsHandler> WsSession<H> {
             pinged: false,
             in_place: None,
             ended: false,
+            compressor: None,
+            decompressor: None,
+            compressed: false,
         }
+    }
+
+    /// The session with permessage-deflate, if the handshake agreed it ([`super::deflate`]):
+    /// compressed messages are taken, and what the handler sends is compressed.
+    pub fn with_deflate(mut self, agreed: Option<Agreed>) -> Self {
+        self.set_deflate(agreed);
+        self
+    }
+
+    /// [`WsSession::with_deflate`] for a session made before its handshake was read (the
+    /// message engine's): call it before the first frame.
+    pub fn set_deflate(&mut self, agreed: Option<Agreed>) {
+        self.compressor = agreed.map(Compressor::new);
+        self.decompressor = agreed.map(Decompressor::new);
     }
 
     /// The handler, for a driver that collects what it was given (the message engine).
@@ -229,13 +280,18 @@ impl<H: WsHandler> WsSession<H> {
             self.control.extend_from_slice(data);
             return Ok(());
         }
-        if self.buf.len() + data.len() > self.config.max_message {
+        if self.compressed {
+            if let Some(inflater) = self.decompressor.as_mut() {
+                inflater.inflate(data, &mut self.buf, self.config.max_message)?;
+            }
+        } else if self.buf.len() + data.len() > self.config.max_message {
             return Err(Violation {
                 code: 1009,
                 why: "message too big",
             });
+        } else {
+            self.buf.extend_from_slice(data);
         }
-        self.buf.extend_from_slice(data);
         if self.message == Some(Opcode::Text) {
             match std::str::from_utf8(&self.buf[self.valid..]) {
                 Ok(_) => self.valid = self.buf.len(),
@@ -257,6 +313,12 @@ impl<H: WsHandler> WsSession<H> {
         if header.mask.is_none() {
             return breach("an unmasked frame from a client");
         }
+        // RSV1 marks a compressed message: only with permessage-deflate agreed, only on a
+        // message's first frame (RFC 7692 §6).
+        let first = matches!(header.opcode, Opcode::Text | Opcode::Binary);
+        if header.rsv1 && !(first && self.decompressor.is_some()) {
+            return breach("reserved bits set");
+        }
         match header.opcode {
             Opcode::Text | Opcode::Binary if self.message.is_some() => {
                 breach("a new message before the last one ended")
@@ -269,6 +331,7 @@ impl<H: WsHandler> WsSession<H> {
                     });
                 }
                 self.message = Some(header.opcode);
+                self.compressed = header.rsv1;
                 self.buf.clear();
                 self.valid = 0;
                 Ok(())
@@ -331,9 +394,14 @@ impl<H: WsHandler> WsSession<H> {
                 return Ok(false);
             }
             Opcode::Text | Opcode::Binary | Opcode::Continuation if header.fin => {
+                if std::mem::take(&mut self.compressed) {
+                    if let Some(inflater) = self.decompressor.as_mut() {
+                        inflater.finish(&mut self.buf, self.config.max_message)?;
+                    }
+                }
                 let kind = self.message.take();
                 let buf = std::mem::take(&mut self.buf);
-                let mut out = Outbox::new(output, &mut self.closed);
+                let mut out = Outbox::new(output, &mut self.closed, self.compressor.as_mut());
                 match kind {
                     Some(Opcode::Text) => {
                         let Ok(text) = std::str::from_utf8(&buf) else {
@@ -382,6 +450,7 @@ impl<H: WsHandler> WsSession<H> {
                     // fails at once (read by read, below).
                     let end = at + header.header_len + header.len as usize;
                     let whole = header.fin
+                        && !header.rsv1
                         && self.message.is_none()
                         && header.len <= WHOLE_FRAME_MAX
                         && (header.opcode == Opcode::Binary
@@ -402,7 +471,8 @@ impl<H: WsHandler> WsSession<H> {
                         }
                         let data = &*data;
                         at = end;
-                        let mut out = Outbox::new(output, &mut self.closed);
+                        let mut out =
+                            Outbox::new(output, &mut self.closed, self.compressor.as_mut());
                         out.candidate = alone.then_some((header.opcode, data));
                         if header.opcode == Opcode::Text {
                             let text = std::str::from_utf8(data).map_err(|_| Violation {
@@ -674,7 +744,13 @@ mod tests {
 
     #[test]
     fn a_message_over_the_limit_closes_with_1009() {
-        let mut s = WsSession::new(EchoHandler, WsConfig { max_message: 10 });
+        let mut s = WsSession::new(
+            EchoHandler,
+            WsConfig {
+                max_message: 10,
+                ..WsConfig::default()
+            },
+        );
         let mut bytes = client_frame(false, 2, b"123456");
         bytes.extend(client_frame(true, 0, b"7890x"));
         let (out, flow) = feed_bytewise(&mut s, &bytes);
@@ -760,5 +836,312 @@ mod tests {
         let mut want = server_frame(Opcode::Text, b"hi");
         want.extend_from_slice(&server_frame(Opcode::Text, b"after"));
         assert_eq!(output, want);
+    }
+}
+
+/// permessage-deflate in the session (RFC 7692): the examples of §7.2.3, split at every byte,
+/// context takeover either way, the limit on the inflated size, and RSV1's rules.
+#[cfg(test)]
+mod deflate_tests {
+    use super::*;
+    use crate::ws::deflate::negotiate;
+    use zlib_rs::{Inflate, InflateFlush};
+
+    /// A client frame with RSV1 as given, masked.
+    fn frame(fin: bool, rsv1: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let key = [0x37, 0xfa, 0x21, 0x3d];
+        let mut out = vec![if fin { 0x80 } else { 0 } | if rsv1 { 0x40 } else { 0 } | opcode];
+        match payload.len() {
+            n @ 0..=125 => out.push(0x80 | n as u8),
+            n @ 126..=0xFFFF => {
+                out.push(0x80 | 126);
+                out.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                out.push(0x80 | 127);
+                out.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(&key);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i & 3]));
+        out
+    }
+
+    fn agreed(offer: &str, config: DeflateConfig) -> Agreed {
+        negotiate([offer.as_bytes()], &config).unwrap().0
+    }
+
+    fn session_with(offer: &str, config: WsConfig) -> WsSession<EchoHandler> {
+        let a = agreed(offer, config.deflate);
+        WsSession::new(EchoHandler, config).with_deflate(Some(a))
+    }
+
+    fn session(offer: &str) -> WsSession<EchoHandler> {
+        session_with(offer, WsConfig::default())
+    }
+
+    /// The server's frames: (RSV1, opcode byte, payload), payloads inflated where RSV1 is set
+    /// (with one inflater, as a client taking over the context would).
+    fn server_frames(mut out: &[u8]) -> Vec<(bool, u8, Vec<u8>)> {
+        let mut inflate = Inflate::new(false, 15);
+        let mut frames = Vec::new();
+        while !out.is_empty() {
+            let h = frame::parse_header(out).unwrap().unwrap();
+            let payload = &out[h.header_len..h.header_len + h.len as usize];
+            let data = if h.rsv1 {
+                let mut input = payload.to_vec();
+                input.extend_from_slice(&[0, 0, 0xff, 0xff]);
+                let mut plain = vec![0; 8 << 20];
+                let before = inflate.total_out();
+                inflate
+                    .decompress(&input, &mut plain, InflateFlush::SyncFlush)
+                    .unwrap();
+                plain.truncate((inflate.total_out() - before) as usize);
+                plain
+            } else {
+                payload.to_vec()
+            };
+            frames.push((h.rsv1, out[0] & 0x0F, data));
+            out = &out[h.header_len + h.len as usize..];
+        }
+        frames
+    }
+
+    /// Feeds `bytes` whole, then again one byte at a time into a fresh session: both give the
+    /// same output, which is returned with the last flow.
+    fn run(make: impl Fn() -> WsSession<EchoHandler>, bytes: &[u8]) -> (Vec<u8>, Flow) {
+        let mut s = make();
+        let (mut input, mut whole) = (bytes.to_vec(), Vec::new());
+        let flow = s.receive(&mut input, &mut whole);
+        let mut s = make();
+        let (mut input, mut split, mut split_flow) = (Vec::new(), Vec::new(), Flow::Continue);
+        for &b in bytes {
+            input.push(b);
+            split_flow = s.receive(&mut input, &mut split);
+            if split_flow == Flow::Close {
+                break;
+            }
+        }
+        assert_eq!(
+            (&whole, flow),
+            (&split, split_flow),
+            "whole and split differ"
+        );
+        (whole, flow)
+    }
+
+    /// RFC 7692 §7.2.3.1: "Hello" in one compressed block.
+    const HELLO: &[u8] = &[0xf2, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00];
+    /// §7.2.3.2: the second "Hello", taken from the shared window.
+    const HELLO_AGAIN: &[u8] = &[0xf2, 0x00, 0x11, 0x00, 0x00];
+
+    #[test]
+    fn the_rfcs_examples_inflate_whole_and_split_at_every_byte() {
+        let text = |out: &[u8]| {
+            server_frames(out)
+                .into_iter()
+                .map(|(_, op, d)| (op, String::from_utf8(d).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let hello = || vec![(1, "Hello".to_owned())];
+        for payload in [
+            HELLO.to_vec(),
+            // §7.2.3.3: a stored block.
+            vec![
+                0x00, 0x05, 0x00, 0xfa, 0xff, 0x48, 0x65, 0x6c, 0x6c, 0x6f, 0x00,
+            ],
+            // §7.2.3.4: BFINAL set.
+            vec![0xf3, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x00],
+            // §7.2.3.5: two blocks.
+            vec![
+                0xf2, 0x48, 0x05, 0x00, 0x00, 0x00, 0xff, 0xff, 0xca, 0xc9, 0xc9, 0x07, 0x00,
+            ],
+        ] {
+            let (out, flow) = run(
+                || session("permessage-deflate"),
+                &frame(true, true, 1, &payload),
+            );
+            assert_eq!(flow, Flow::Continue);
+            assert_eq!(text(&out), hello(), "{payload:02x?}");
+        }
+        // §7.2.3.1's message in three fragments: RSV1 on the first only.
+        let mut bytes = frame(false, true, 1, &HELLO[..2]);
+        bytes.extend(frame(true, false, 9, b"ping"));
+        bytes.extend(frame(false, false, 0, &HELLO[2..5]));
+        bytes.extend(frame(true, false, 0, &HELLO[5..]));
+        let (out, _) = run(|| session("permessage-deflate"), &bytes);
+        assert_eq!(
+            text(&out),
+            [(0xA, "ping".to_owned()), (1, "Hello".to_owned())]
+        );
+    }
+
+    #[test]
+    fn the_window_is_shared_across_messages_unless_the_client_gives_it_up() {
+        let mut bytes = frame(true, true, 1, HELLO);
+        bytes.extend(frame(true, true, 1, HELLO_AGAIN));
+        let (out, flow) = run(|| session("permessage-deflate"), &bytes);
+        assert_eq!(flow, Flow::Continue);
+        assert_eq!(server_frames(&out).len(), 2);
+        assert!(server_frames(&out).iter().all(|f| f.2 == b"Hello"));
+        // client_no_context_takeover: each message on its own; one that reaches back into the
+        // last fails (1007), and one that does not is fine.
+        let nct = "permessage-deflate; client_no_context_takeover";
+        let mut alone = frame(true, true, 1, HELLO);
+        alone.extend(frame(true, true, 1, HELLO));
+        let (out, _) = run(|| session(nct), &alone);
+        assert!(server_frames(&out).iter().all(|f| f.2 == b"Hello"));
+        let (out, flow) = run(|| session(nct), &bytes);
+        assert_eq!(flow, Flow::Close);
+        let frames = server_frames(&out);
+        assert_eq!(frames[1].1, 0x8);
+        assert_eq!(frames[1].2[..2], 1007u16.to_be_bytes());
+        // And the inflater is let go between messages.
+        let mut s = session(nct);
+        let mut input = frame(true, true, 1, HELLO);
+        s.receive(&mut input, &mut Vec::new());
+        assert!(!s.decompressor.as_ref().unwrap().is_holding());
+        let mut s = session("permessage-deflate");
+        let mut input = frame(true, true, 1, HELLO);
+        s.receive(&mut input, &mut Vec::new());
+        assert!(s.decompressor.as_ref().unwrap().is_holding());
+    }
+
+    #[test]
+    fn rsv1_is_a_protocol_error_where_it_does_not_belong() {
+        let no_deflate = || WsSession::new(EchoHandler, WsConfig::default());
+        let continuation = {
+            let mut b = frame(false, true, 1, &HELLO[..3]);
+            b.extend(frame(true, true, 0, &HELLO[3..]));
+            b
+        };
+        for (bytes, with) in [
+            (frame(true, true, 1, HELLO), false),
+            (frame(true, true, 9, b"x"), true),
+            (frame(true, true, 8, &1000u16.to_be_bytes()), true),
+            (continuation, true),
+        ] {
+            let make = || match with {
+                true => session("permessage-deflate"),
+                false => no_deflate(),
+            };
+            let (out, flow) = run(make, &bytes);
+            assert_eq!(flow, Flow::Close);
+            assert_eq!(out[0], 0x88, "{bytes:02x?}");
+            assert_eq!(out[2..4], 1002u16.to_be_bytes(), "{bytes:02x?}");
+        }
+    }
+
+    #[test]
+    fn a_compression_bomb_is_closed_with_1009_and_the_buffer_stays_within_the_limit() {
+        // 4 MiB of zeros compress to about 4 KiB (at level 9).
+        let zeros = vec![0u8; 4 << 20];
+        let mut deflated = Vec::new();
+        let best = DeflateConfig {
+            level: 9,
+            ..DeflateConfig::default()
+        };
+        Compressor::new(agreed("permessage-deflate", best)).write_message(
+            &mut deflated,
+            Opcode::Binary,
+            &zeros,
+        );
+        let h = frame::parse_header(&deflated).unwrap().unwrap();
+        let payload = &deflated[h.header_len..];
+        assert!(payload.len() < 8192, "{}", payload.len());
+        let config = WsConfig {
+            max_message: 100_000,
+            ..WsConfig::default()
+        };
+        let mut s = session_with("permessage-deflate", config);
+        let mut input = frame(true, true, 2, payload);
+        let mut out = Vec::new();
+        assert_eq!(s.receive(&mut input, &mut out), Flow::Close);
+        assert_eq!(out[2..4], 1009u16.to_be_bytes());
+        assert!(s.buf.capacity() <= 2 * 100_001, "{}", s.buf.capacity());
+        // Just within the limit: taken.
+        let config = WsConfig {
+            max_message: 4 << 20,
+            ..WsConfig::default()
+        };
+        let (out, flow) = run(
+            || session_with("permessage-deflate", config),
+            &frame(true, true, 2, payload),
+        );
+        assert_eq!(flow, Flow::Continue);
+        assert_eq!(server_frames(&out)[0].2.len(), 4 << 20);
+    }
+
+    #[test]
+    fn sent_messages_are_compressed_above_the_threshold_with_rsv1_on_the_first_frame() {
+        let small = "x".repeat(255);
+        let big = "abcdefgh".repeat(100);
+        let mut bytes = frame(true, false, 1, small.as_bytes());
+        bytes.extend(frame(true, false, 1, big.as_bytes()));
+        bytes.extend(frame(true, false, 1, big.as_bytes()));
+        let (out, _) = run(|| session("permessage-deflate"), &bytes);
+        let frames = server_frames(&out);
+        assert_eq!(frames[0], (false, 1, small.clone().into_bytes()));
+        assert_eq!(frames[1], (true, 1, big.clone().into_bytes()));
+        assert_eq!(frames[2], (true, 1, big.clone().into_bytes()));
+        // The frames really are small, and each stands alone (server_no_context_takeover).
+        assert!(out.len() < 255 + 2 * 40, "{}", out.len());
+        // The threshold is configurable: 0 compresses everything, even "" (§7.2.3.6: 0x00).
+        let config = WsConfig {
+            deflate: DeflateConfig {
+                threshold: 0,
+                level: 6,
+                ..DeflateConfig::default()
+            },
+            ..WsConfig::default()
+        };
+        let mut bytes = frame(true, false, 1, b"Hello");
+        bytes.extend(frame(true, false, 2, b""));
+        let (out, _) = run(|| session_with("permessage-deflate", config), &bytes);
+        // §7.2.3.1's bytes exactly, then an empty message as a single 0x00.
+        assert_eq!(out[..2], [0xC1, 7]);
+        assert_eq!(out[2..9], *HELLO);
+        assert_eq!(out[9..], [0xC2, 1, 0x00]);
+        // With the server keeping its context, the second "Hello" reaches back (§7.2.3.2).
+        let keep = WsConfig {
+            deflate: DeflateConfig {
+                server_context_takeover: true,
+                ..config.deflate
+            },
+            ..WsConfig::default()
+        };
+        let mut bytes = frame(true, false, 1, b"Hello");
+        bytes.extend(frame(true, false, 1, b"Hello"));
+        let (out, _) = run(|| session_with("permessage-deflate", keep), &bytes);
+        assert_eq!(out[9..11], [0xC1, 5]);
+        assert_eq!(out[11..], *HELLO_AGAIN);
+        assert!(server_frames(&out).iter().all(|f| f.2 == b"Hello"));
+    }
+
+    #[test]
+    fn bad_deflate_data_and_bad_utf8_inside_it_close_the_connection() {
+        let (out, flow) = run(
+            || session("permessage-deflate"),
+            &frame(true, true, 1, &[0xff, 0xff, 0xff]),
+        );
+        assert_eq!(flow, Flow::Close);
+        assert_eq!(out[2..4], 1007u16.to_be_bytes());
+        // 0xff inflated: not UTF-8.
+        let mut deflated = Vec::new();
+        let config = DeflateConfig {
+            threshold: 0,
+            ..DeflateConfig::default()
+        };
+        Compressor::new(agreed("permessage-deflate", config)).write_message(
+            &mut deflated,
+            Opcode::Binary,
+            b"ok \xff",
+        );
+        let (out, flow) = run(
+            || session("permessage-deflate"),
+            &frame(true, true, 1, &deflated[2..]),
+        );
+        assert_eq!(flow, Flow::Close);
+        assert_eq!(out[2..4], 1007u16.to_be_bytes());
     }
 }

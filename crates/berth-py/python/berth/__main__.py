@@ -233,6 +233,23 @@ def port(text: str) -> int:
     return n
 
 
+def ranged(low: int, high: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("{!r} is not a whole number".format(text))
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError("{} must be {} to {}".format(what, low, high))
+        return n
+    parse.__name__ = "number"
+    return parse
+
+
+window_bits = ranged(8, 15, "window bits")
+level = ranged(1, 9, "a level")
+
+
 def seconds(text: str) -> float:
     try:
         n = float(text)
@@ -323,7 +340,15 @@ def parser() -> Parser:
                    help="on SIGTERM, how long requests in flight get to finish (default: "
                         "%(default)s)")
     g.add_argument("--ws-max-message", type=size, default=16 * MIB, metavar="SIZE",
-                   help="ASGI: largest WebSocket message a client may send (default: 16m)")
+                   help="ASGI: largest WebSocket message a client may send, inflated if it "
+                        "came compressed (default: 16m)")
+    g.add_argument("--ws-deflate", choices=("on", "off"), default="on",
+                   help="ASGI: permessage-deflate (RFC 7692) with WebSocket clients that offer "
+                        "it, as berth serve's --ws-deflate (default: %(default)s)")
+    g.add_argument("--ws-deflate-window-bits", type=window_bits, default=15, metavar="BITS",
+                   help="ASGI: largest LZ77 window of permessage-deflate, 8 to 15, both ways; "
+                        "below 15 a client that cannot be held to it gets no compression "
+                        "(default: %(default)s)")
     g = ap.add_argument_group("proxies and responses")
     g.add_argument("--proxy-headers", action=argparse.BooleanOptionalAction, default=False,
                    help="take the client's address and scheme from X-Forwarded-For/-Proto or "
@@ -339,6 +364,19 @@ def parser() -> Parser:
                    help="berth's Server field (Server: berth) in every response; "
                         "--no-server-header writes none (an application's own Server field "
                         "is never sent; default: on)")
+    g.add_argument("--compress", action="store_true",
+                   help="compress responses of compressible types (text, JSON, JavaScript, "
+                        "SVG, XML) on the fly with gzip, br or zstd, as the client accepts, "
+                        "with Vary: Accept-Encoding; whole bodies only (a streamed ASGI body "
+                        "goes as sent); never ranges or already-encoded bodies. Mind BREACH "
+                        "for pages with secrets (README). As berth serve --compress "
+                        "(default: off)")
+    g.add_argument("--compress-level", type=level, default=5, metavar="N",
+                   help="level of --compress, 1 (fastest) to 9 (smallest) (default: "
+                        "%(default)s)")
+    g.add_argument("--compress-min-size", type=size, default=1024, metavar="SIZE",
+                   help="bodies smaller than this are sent as they are by --compress "
+                        "(default: 1k)")
     g.add_argument("--date-header", action=argparse.BooleanOptionalAction, default=True,
                    help="berth's Date field in every HTTP/1.1 response; --no-date-header "
                         "writes none (an application's own Date field is never sent; "
@@ -464,6 +502,11 @@ def server_options(args) -> Dict[str, Any]:
         "ssl_certfile": args.ssl_certfile,
         "ssl_keyfile": args.ssl_keyfile,
         "ssl_ca_certs": args.ssl_ca_certs,
+        "ws_deflate": args.ws_deflate == "on",
+        "ws_deflate_window_bits": args.ws_deflate_window_bits,
+        "compress": args.compress,
+        "compress_level": args.compress_level,
+        "compress_min_size": args.compress_min_size or 0,
     }
 
 

@@ -92,7 +92,9 @@ def serve_wsgi(
     """Serves a WSGI application on berth's HTTP engine until SIGINT or SIGTERM, then drains.
     ``fd``: a listening socket to serve instead of binding (taken over); ``ready``: called once
     serving; ``multiprocess``: ``wsgi.multiprocess``; ``options``: ``backlog``, ``keep_alive``,
-    ``limit_concurrency``, ``uds``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_ca_certs``."""
+    ``limit_concurrency``, ``uds``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_ca_certs``,
+    ``server_header``, ``date_header``, ``compress``, ``compress_level``, ``compress_min_size``
+    (and, for ASGI's ``AsgiServer``, ``ws_deflate``, ``ws_deflate_window_bits``)."""
 
 def models() -> List[str]:
     """The models of berth's registry, by name."""

@@ -202,6 +202,16 @@ impl Job for DemoJob {
 const HELLO: &[u8] = b"Hello, World!";
 const TEXT: &str = "text/plain; charset=utf-8";
 
+impl DemoHandler {
+    /// What `/ws/echo` offers a WebSocket client: permessage-deflate as configured.
+    fn ws_offer(&self) -> Offer<'static> {
+        Offer {
+            deflate: Some(self.config.ws.deflate),
+            ..Offer::default()
+        }
+    }
+}
+
 impl Handler for DemoHandler {
     type Job = DemoJob;
 
@@ -271,12 +281,16 @@ impl Handler for DemoHandler {
             "/echo" => not_allowed(&mut self.access_log, res, b"GET"),
             // WebSocket echo (RFC 6455): the handshake checked here, the frames by the session
             // the connection is handed to.
-            "/ws/echo" => match handshake::accept(req, &Offer::default()) {
+            // permessage-deflate (RFC 7692) is agreed when the client offers it and the
+            // configuration allows it.
+            "/ws/echo" => match handshake::accept(req, &self.ws_offer()) {
                 Ok(accepted) => {
+                    let session =
+                        WsSession::new(EchoHandler, self.config.ws).with_deflate(accepted.deflate);
                     return Handled::Upgrade(Switch {
                         protocol: "websocket",
                         headers: accepted.headers,
-                        session: Box::new(WsSession::new(EchoHandler, self.config.ws)),
+                        session: Box::new(session),
                     });
                 }
                 Err(r) if r.status == 426 => send_with(

@@ -110,6 +110,9 @@ pub struct EngineConfig {
     /// Longest opening handshake (the HTTP head) a `ws://` client may send; a longer one is
     /// answered 431 (`--ws-max-head`).
     pub max_opening: usize,
+    /// permessage-deflate (RFC 7692) on `ws://` and `wss://` listeners (`--ws-deflate`,
+    /// `--ws-deflate-*`); a listener's `?deflate=off` turns it off there.
+    pub ws_deflate: berth_proto::ws::DeflateConfig,
     /// What a name may be (`policy.names`), expected names and rules.
     pub policy: Policy,
     /// Share TCP and UDP ports with other processes (`--reuse-port`). Off (the default), a
@@ -149,6 +152,7 @@ impl Default for EngineConfig {
             inbox_high: 8 << 20,
             buffer_size: 64 * 1024,
             max_opening: 16 * 1024,
+            ws_deflate: berth_proto::ws::DeflateConfig::default(),
             policy: Policy::default(),
             reuse_port: false,
             nodelay: true,

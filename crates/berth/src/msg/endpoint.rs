@@ -41,6 +41,9 @@ pub struct Endpoint {
     /// WebSocket (`ws://`, `wss://`): clients open with a WebSocket handshake for this path,
     /// and each message is a WebSocket message (listeners only).
     pub websocket: Option<String>,
+    /// WebSocket listeners only: permessage-deflate may be negotiated (`?deflate=off` turns
+    /// it off for this listener; the engine's `ws_deflate` decides otherwise).
+    pub deflate: bool,
 }
 
 /// The path a `ws://` endpoint serves when its URL names none.
@@ -139,6 +142,7 @@ impl Endpoint {
                 ..TlsFiles::default()
             }),
             websocket: websocket.then_some(path),
+            deflate: true,
         };
         for option in query.split('&').filter(|o| !o.is_empty()) {
             match option {
@@ -146,6 +150,9 @@ impl Endpoint {
                 "anonymous=no" => endpoint.no_anonymous = true,
                 "anonymous=yes" => endpoint.no_anonymous = false,
                 "expected-only" | "expected-only=yes" => endpoint.expected_only = true,
+                "deflate=on" | "deflate=off" if websocket => {
+                    endpoint.deflate = option == "deflate=on";
+                }
                 other => {
                     let (name, path) = other.split_once('=').unwrap_or((other, ""));
                     if let ("insecure", Some(tls)) = (name, endpoint.tls.as_mut()) {
@@ -161,7 +168,8 @@ impl Endpoint {
                             return Err(bad(&format!(
                                 "unknown option {other:?} (known: raw, anonymous=no, \
                                  expected-only; for tls:// and wss://, cert=, key=, \
-                                 client-ca=, ca=, insecure)"
+                                 client-ca=, ca=, insecure; for ws:// and wss://, \
+                                 deflate=on|off)"
                             )))
                         }
                     };

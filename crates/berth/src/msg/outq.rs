@@ -9,6 +9,14 @@
 //! A streamed message (a relay passing a 1 GiB frame through) must not have other frames
 //! spliced into its payload: while one is open, whole messages and sequences wait in `behind`
 //! and move into line when its last byte is in.
+//!
+//! WebSocket clients that agreed permessage-deflate (RFC 7692) get each whole message of the
+//! agreed threshold or more compressed as it is queued (RSV1 set): short streams too, once
+//! gathered. A stream longer than [`WS_ASSEMBLE`] goes uncompressed (RSV1 clear, which the RFC
+//! allows per message): its header is sent before its payload has arrived, and compressing it
+//! would mean holding it or fragmenting it. The engine agrees no server context takeover, so
+//! each message is compressed alone and the order in which they are compressed (a sequence's
+//! messages are made after what was queued behind it) does not matter.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
@@ -16,6 +24,7 @@ use std::io::{self, IoSlice, Write};
 use bytes::Bytes;
 
 use berth_proto::msg::frame::header;
+use berth_proto::ws::deflate::{Agreed, Compressor};
 use berth_proto::ws::frame::{write_header, Opcode};
 
 /// Messages at least this long get a block of their own instead of being copied into one.
@@ -132,6 +141,9 @@ pub(crate) struct OutQueue {
     spare: Vec<u8>,
     /// A large block written out, for the engine to reuse (see [`OutQueue::take_recycled`]).
     recycled: Option<Vec<u8>>,
+    /// permessage-deflate, when a WebSocket client agreed it (see the module's note). Boxed:
+    /// most queues have none.
+    deflate: Option<Box<Compressor>>,
 }
 
 impl OutQueue {
@@ -147,7 +159,23 @@ impl OutQueue {
             lazies: 0,
             spare: Vec::new(),
             recycled: None,
+            deflate: None,
         }
+    }
+
+    /// Compresses the WebSocket messages queued from now on as `agreed` says (the client's
+    /// opening handshake agreed permessage-deflate). The agreement must be without server
+    /// context takeover (see the module's note).
+    pub(crate) fn set_deflate(&mut self, agreed: Option<Agreed>) {
+        debug_assert!(agreed.is_none_or(|a| a.server_no_context_takeover));
+        self.deflate = agreed
+            .filter(|_| self.framing == Framing::WebSocket)
+            .map(|a| Box::new(Compressor::new(a)));
+    }
+
+    /// Whether a whole message of `len` bytes is sent compressed.
+    fn compresses(&self, len: usize) -> bool {
+        self.deflate.as_ref().is_some_and(|d| d.compresses(len))
     }
 
     /// Bytes waiting to be written, held ones included (not counting what lazy sequences have
@@ -183,8 +211,10 @@ impl OutQueue {
     /// Queues one whole message.
     pub(crate) fn push_message(&mut self, msg: &[u8]) {
         let framing = self.framing;
+        let mut deflate = self.deflate.take();
         let (line, count, spare) = self.line();
-        *count += put(line, spare, framing, msg);
+        *count += put(line, spare, framing, deflate.as_deref_mut(), msg);
+        self.deflate = deflate;
     }
 
     /// Where whole messages go now: behind the open stream if there is one, else in line;
@@ -200,7 +230,8 @@ impl OutQueue {
 
     /// Queues one whole message, taking its buffer (no copy when it is large).
     pub(crate) fn push_owned(&mut self, msg: Vec<u8>) {
-        if msg.len() < OWN_BLOCK || self.framing == Framing::Datagram {
+        if msg.len() < OWN_BLOCK || self.framing == Framing::Datagram || self.compresses(msg.len())
+        {
             return self.push_message(&msg);
         }
         self.push_block(Item::Bytes { data: msg, pos: 0 });
@@ -209,7 +240,8 @@ impl OutQueue {
     /// Queues one whole message whose memory stays its owner's: a large one is written from
     /// there (no copy), a small one is copied into a block like any other.
     pub(crate) fn push_shared(&mut self, msg: Bytes) {
-        if msg.len() < SHARE_FROM || self.framing == Framing::Datagram {
+        if msg.len() < SHARE_FROM || self.framing == Framing::Datagram || self.compresses(msg.len())
+        {
             return self.push_message(&msg);
         }
         self.push_block(Item::Shared { data: msg, pos: 0 });
@@ -357,7 +389,13 @@ impl OutQueue {
         if self.open == Some(0) {
             self.open = None;
             if let Some(whole) = self.gathering.take() {
-                self.ready += put(&mut self.items, &mut self.spare, self.framing, &whole);
+                self.ready += put(
+                    &mut self.items,
+                    &mut self.spare,
+                    self.framing,
+                    self.deflate.as_deref_mut(),
+                    &whole,
+                );
             }
             self.items.append(&mut self.behind);
             self.ready += std::mem::take(&mut self.held);
@@ -391,9 +429,10 @@ impl OutQueue {
             let mut made = VecDeque::new();
             let mut spare = std::mem::take(&mut self.spare);
             let framing = self.framing;
+            let mut deflate = self.deflate.as_deref_mut();
             let mut added = 0;
             let more = producer.produce(
-                &mut |m| added += put(&mut made, &mut spare, framing, m),
+                &mut |m| added += put(&mut made, &mut spare, framing, deflate.as_deref_mut(), m),
                 PRODUCE_BUDGET,
             );
             self.spare = spare;
@@ -520,9 +559,31 @@ impl OutQueue {
     }
 }
 
-/// Appends `msg`, framed, to `line`; returns the bytes added.
-fn put(line: &mut VecDeque<Item>, spare: &mut Vec<u8>, framing: Framing, msg: &[u8]) -> usize {
+/// Appends `msg`, framed (compressed if `deflate` says so), to `line`; returns the bytes added.
+fn put(
+    line: &mut VecDeque<Item>,
+    spare: &mut Vec<u8>,
+    framing: Framing,
+    deflate: Option<&mut Compressor>,
+    msg: &[u8],
+) -> usize {
     match framing {
+        Framing::WebSocket if deflate.as_ref().is_some_and(|d| d.compresses(msg.len())) => {
+            let deflate = deflate.expect("checked");
+            let mut frame = Vec::new();
+            deflate.write_message(&mut frame, ws_opcode(msg), msg);
+            let n = frame.len();
+            if n < OWN_BLOCK {
+                append(line, spare, &frame)
+            } else {
+                // Large compressed messages travel in the buffer they were made in.
+                line.push_back(Item::Bytes {
+                    data: frame,
+                    pos: 0,
+                });
+                n
+            }
+        }
         Framing::Frames => {
             append(line, spare, &header(msg.len() as u64)) + append(line, spare, msg)
         }
@@ -544,13 +605,18 @@ fn put(line: &mut VecDeque<Item>, spare: &mut Vec<u8>, framing: Framing, msg: &[
 /// The header of a WebSocket message of `len` bytes that starts with (or is) `msg`: text if
 /// `msg` is UTF-8 (callers pass the whole message, or a non-UTF-8 byte for binary).
 fn ws_header(msg: &[u8], len: u64) -> Vec<u8> {
-    let opcode = match std::str::from_utf8(msg) {
-        Ok(_) => Opcode::Text,
-        Err(_) => Opcode::Binary,
-    };
+    let opcode = ws_opcode(msg);
     let mut h = Vec::with_capacity(10);
     write_header(&mut h, true, opcode, len);
     h
+}
+
+/// A WebSocket message's opcode: text if its bytes are UTF-8, else binary.
+fn ws_opcode(msg: &[u8]) -> Opcode {
+    match std::str::from_utf8(msg) {
+        Ok(_) => Opcode::Text,
+        Err(_) => Opcode::Binary,
+    }
 }
 
 /// Appends wire bytes to the last block when it is small, else to a new block.

@@ -64,6 +64,8 @@ pub struct Opts {
     pub files: Option<PathBuf>,
     /// Serve HTTPS (the test certificate) instead of plain HTTP.
     pub tls: bool,
+    /// `/ws/echo`'s limits and permessage-deflate settings.
+    pub ws: berth::proto::ws::WsConfig,
 }
 
 impl Opts {
@@ -82,7 +84,14 @@ impl Opts {
             offload_slow: None,
             files: None,
             tls: OVER_TLS.with(Cell::get),
+            ws: berth::proto::ws::WsConfig::default(),
         }
+    }
+
+    /// `/ws/echo`'s settings.
+    pub fn ws(mut self, ws: berth::proto::ws::WsConfig) -> Opts {
+        self.ws = ws;
+        self
     }
 
     /// Serves HTTPS with the test certificate (or plain HTTP, `false`).
@@ -197,13 +206,14 @@ impl Opts {
     /// Starts the server with the demo app and waits (bounded) until every listener it should
     /// have is listening.
     pub fn start(self) -> ModelServer {
-        let app = DemoConfig {
+        let mut app = DemoConfig {
             slow_duration: self.slow,
             offload_slow: self
                 .offload_slow
                 .unwrap_or(self.settings.common.workers > 0),
             ..Default::default()
         };
+        app.ws = self.ws;
         let files = match &self.files {
             Some(root) => Files::new(root).expect("files root"),
             None => Files::none(),

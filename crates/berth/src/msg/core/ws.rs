@@ -11,8 +11,10 @@
 //! ```
 //!
 //! The frames are read by [`WsSession`] (berth-proto: unmasking, fragments, UTF-8, pings,
-//! the close handshake, `max_message`); this file turns what it collects into the engine's
-//! keyword and messages. Messages arrive whole (a WebSocket message announces no length), up
+//! the close handshake, `max_message`, permessage-deflate's inflation when the opening agreed
+//! it: `EngineConfig::ws_deflate`, unless the listener says `?deflate=off`); what the engine
+//! sends is compressed by the client's output queue (`outq.rs`); this file turns what it
+//! collects into the engine's keyword and messages. Messages arrive whole (a WebSocket message announces no length), up
 //! to the engine's `max_message`; the admission is not answered (a refused client gets the
 //! close), so a client may send messages right behind its name, as on `tcp://`.
 
@@ -24,7 +26,7 @@ use berth_proto::msg::{Ending, Refusal};
 use berth_proto::upgrade::{Flow, Upgraded};
 use berth_proto::ws::handshake::Offer;
 use berth_proto::ws::opening::{self, Opening};
-use berth_proto::ws::{Message, Outbox, WsConfig, WsHandler, WsSession};
+use berth_proto::ws::{DeflateConfig, Message, Outbox, WsConfig, WsHandler, WsSession};
 
 use super::{ClientId, Core, Io, Phase, Proto, Sink};
 
@@ -42,6 +44,7 @@ impl WsPeer {
     pub(crate) fn new(max_message: u64) -> WsPeer {
         let config = WsConfig {
             max_message: usize::try_from(max_message).unwrap_or(usize::MAX),
+            ..WsConfig::default()
         };
         WsPeer {
             opening: Some(Vec::new()),
@@ -107,21 +110,37 @@ impl Core {
     /// A read's bytes from a WebSocket client: the opening handshake, then frames, whose
     /// messages become its keyword and then its messages.
     pub(super) fn deliver_ws(&mut self, id: ClientId, input: &[u8], sink: &mut dyn Sink) {
-        let path = self
+        let endpoint = self
             .get(id)
             .and_then(|c| c.listener)
-            .and_then(|i| self.listeners[i].endpoint.websocket.clone())
+            .map(|i| &self.listeners[i].endpoint);
+        let path = endpoint
+            .and_then(|e| e.websocket.clone())
             .unwrap_or_default();
+        // permessage-deflate, unless the listener or the engine turns it off; always without
+        // server context takeover: the output queue compresses messages in the order they are
+        // queued, not always the order they are sent (see outq.rs).
+        let offer = Offer {
+            deflate: endpoint
+                .is_some_and(|e| e.deflate)
+                .then_some(DeflateConfig {
+                    server_context_takeover: false,
+                    ..self.config.ws_deflate
+                }),
+            ..Offer::default()
+        };
         let max_opening = self.config.max_opening;
         let date = self.http_date();
         let Some(ws) = self.ws_mut(id) else { return };
         let mut out = Vec::new();
         let mut closing = false;
+        // Set when the opening agreed permessage-deflate: the output queue's compressor.
+        let mut agreed = None;
         let frames = match ws.opening.as_mut() {
             None => input,
             Some(head) => {
                 head.extend_from_slice(input);
-                match opening::open(head, &path, max_opening, &Offer::default(), &date) {
+                match opening::open(head, &path, max_opening, &offer, &date) {
                     Opening::Partial => return,
                     Opening::Refused { status, response } => {
                         log::debug!("client {id}: opening handshake refused ({status})");
@@ -129,8 +148,14 @@ impl Core {
                         closing = true;
                         &[][..]
                     }
-                    Opening::Open { consumed, response } => {
+                    Opening::Open {
+                        consumed,
+                        response,
+                        deflate,
+                    } => {
                         out = response;
+                        ws.session.set_deflate(deflate);
+                        agreed = deflate;
                         let mut head = ws.opening.take().expect("matched");
                         head.drain(..consumed);
                         ws.input = head;
@@ -147,6 +172,9 @@ impl Core {
         }
         let messages = std::mem::take(&mut ws.session.handler_mut().messages);
         if let Some(c) = self.get_mut(id) {
+            if agreed.is_some() {
+                c.out.set_deflate(agreed);
+            }
             if !out.is_empty() {
                 // Behind a stream still arriving for it, if one is open: frames never
                 // interleave.
