@@ -272,12 +272,7 @@ impl EventLoop for Loop<'_> {
     }
 
     fn publish(&mut self) {
-        let counts = (self.tally.responses, self.tally.errors.total());
-        let before = std::mem::replace(&mut self.published, counts);
-        self.shared
-            .responses
-            .fetch_add(counts.0 - before.0, Relaxed);
-        self.shared.errors.fetch_add(counts.1 - before.1, Relaxed);
+        self.shared.publish(&self.tally, &mut self.published);
     }
 
     fn tick(&mut self, now: Instant) {

@@ -75,6 +75,17 @@ pub(crate) struct Shared {
     pub errors: AtomicU64,
 }
 
+impl Shared {
+    /// Adds what `tally` counted since `published` to the progress counters (and moves
+    /// `published` on): each load loop's part of the line, HTTP/1.1's and HTTP/2's alike.
+    pub(crate) fn publish(&self, tally: &Tally, published: &mut (u64, u64)) {
+        let counts = (tally.responses, tally.errors.total());
+        let before = std::mem::replace(published, counts);
+        self.responses.fetch_add(counts.0 - before.0, Relaxed);
+        self.errors.fetch_add(counts.1 - before.1, Relaxed);
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// No socket: waiting for `retry_at`, or for nothing when the budget is spent.
@@ -165,12 +176,7 @@ impl EventLoop for Loop<'_> {
     }
 
     fn publish(&mut self) {
-        let counts = (self.tally.responses, self.tally.errors.total());
-        let before = std::mem::replace(&mut self.published, counts);
-        self.shared
-            .responses
-            .fetch_add(counts.0 - before.0, Relaxed);
-        self.shared.errors.fetch_add(counts.1 - before.1, Relaxed);
+        self.shared.publish(&self.tally, &mut self.published);
     }
 
     fn tick(&mut self, now: Instant) {
