@@ -616,9 +616,14 @@ mod tests {
     use super::*;
 
     /// A client frame: masked with a fixed key.
-    fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    pub(super) fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+        masked(fin, false, opcode, payload)
+    }
+
+    /// A client frame with RSV1 as given (a compressed message's first frame), masked.
+    pub(super) fn masked(fin: bool, rsv1: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
         let key = [1, 2, 3, 4];
-        let mut out = vec![if fin { 0x80 } else { 0 } | opcode];
+        let mut out = vec![if fin { 0x80 } else { 0 } | if rsv1 { 0x40 } else { 0 } | opcode];
         match payload.len() {
             n @ 0..=125 => out.push(0x80 | n as u8),
             n @ 126..=0xFFFF => {
@@ -849,22 +854,7 @@ mod deflate_tests {
 
     /// A client frame with RSV1 as given, masked.
     fn frame(fin: bool, rsv1: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
-        let key = [0x37, 0xfa, 0x21, 0x3d];
-        let mut out = vec![if fin { 0x80 } else { 0 } | if rsv1 { 0x40 } else { 0 } | opcode];
-        match payload.len() {
-            n @ 0..=125 => out.push(0x80 | n as u8),
-            n @ 126..=0xFFFF => {
-                out.push(0x80 | 126);
-                out.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                out.push(0x80 | 127);
-                out.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        out.extend_from_slice(&key);
-        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i & 3]));
-        out
+        super::tests::masked(fin, rsv1, opcode, payload)
     }
 
     fn agreed(offer: &str, config: DeflateConfig) -> Agreed {
