@@ -15,22 +15,9 @@ import pytest
 from berth._berth import models
 
 import helpers
-from test_cli import Server
+from test_cli import serve  # noqa: F401 (the fixture, shared with test_cli)
 
 FORKING = ["forked", "prefork"]
-
-
-@pytest.fixture
-def serve():
-    made = []
-
-    def start(*args, **kw):
-        s = Server(*args, **kw)
-        made.append(s)
-        return s
-    yield start
-    for s in made:
-        s.stop()
 
 
 def ask(s):

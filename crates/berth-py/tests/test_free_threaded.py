@@ -10,22 +10,9 @@ import sysconfig
 
 import pytest
 
-from test_cli import Server
+from test_cli import serve  # noqa: F401 (the fixture, shared with test_cli)
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-
-
-@pytest.fixture
-def serve():
-    made = []
-
-    def start(*args, **kw):
-        s = Server(*args, **kw)
-        made.append(s)
-        return s
-    yield start
-    for s in made:
-        s.stop()
 
 
 @pytest.mark.parametrize("interface, threads", [("wsgi", "1"), ("wsgi", "2"), ("asgi", None)])
