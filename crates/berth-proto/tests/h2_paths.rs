@@ -127,6 +127,57 @@ fn a_streamed_answer_follows_its_producer_and_wakes_the_driver() {
     assert_eq!(s.conn.open_streams(), 0);
 }
 
+/// Trailers end the stream: the last DATA frame does not, a HEADERS frame after it does,
+/// its fields lowercased; a whole reply's trailers go the same way, after a body of none.
+#[test]
+fn trailers_end_the_stream_after_the_body() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    s.feed(
+        &Client::default()
+            .get(1, "/test/slow")
+            .get(3, "/test/slow")
+            .take(),
+    );
+    let _jobs = (s.take_job(1), s.take_job(3));
+    let (writer, stream) = body_stream();
+    s.reply(1, Reply::streamed(200, b"head-".to_vec(), stream));
+    writer.push(b"body".to_vec()).unwrap();
+    s.pump();
+    assert!(s.heard().trailers.is_empty());
+    let fields = |pairs: &[(&str, &str)]| -> Vec<(String, Vec<u8>)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+            .collect()
+    };
+    writer
+        .end_with(fields(&[("Grpc-Status", "0"), ("grpc-message", "fine")]))
+        .unwrap();
+    s.pump();
+    let whole = Reply::empty(200)
+        .with_trailers(fields(&[("x-sum", "42")]))
+        .unwrap();
+    s.reply(3, whole);
+    let heard = s.heard();
+    assert_eq!(heard.responses[0].3, b"head-body");
+    assert!(heard.responses[0].4, "ended by the trailers");
+    let owned = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        heard.trailers,
+        [
+            (1, owned(&[("grpc-status", "0"), ("grpc-message", "fine")])),
+            (3, owned(&[("x-sum", "42")])),
+        ]
+    );
+    assert!(heard.responses[1].3.is_empty() && heard.responses[1].4);
+    assert_eq!(s.conn.open_streams(), 0);
+}
+
 #[test]
 fn a_streamed_answer_whose_producer_fails_is_reset() {
     let mut s = Server::new(H2Config::default());

@@ -133,10 +133,12 @@ impl Req {
 pub struct Response {
     /// `:status`.
     pub status: u16,
-    /// The other fields, in order (trailers after them).
+    /// The other fields, in order.
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
+    /// The fields of the header block that ended the stream after the body, if one did.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl Response {
@@ -203,6 +205,7 @@ struct Stream {
     status: Option<u16>,
     headers: Vec<(String, String)>,
     data: Vec<u8>,
+    trailers: Vec<(String, String)>,
     /// How it ended, once it did.
     outcome: Option<Outcome>,
 }
@@ -702,9 +705,16 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
             s.status = Some(status);
             s.headers = headers;
         } else {
-            // Trailers.
-            s.headers
-                .extend(fields.iter().map(|f| (text(&f.name), text(&f.value))));
+            if !b.end_stream {
+                return Err(format!(
+                    "trailers without END_STREAM on stream {}",
+                    b.stream
+                ));
+            }
+            s.trailers = fields
+                .iter()
+                .map(|f| (text(&f.name), text(&f.value)))
+                .collect();
         }
         if b.end_stream {
             self.finish(b.stream);
@@ -719,6 +729,7 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
                     status: s.status.unwrap_or(0),
                     headers: std::mem::take(&mut s.headers),
                     body: std::mem::take(&mut s.data),
+                    trailers: std::mem::take(&mut s.trailers),
                 }));
             }
         }

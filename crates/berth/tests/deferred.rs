@@ -34,6 +34,9 @@ berth::with_models!(per_model! {
     a_deferred_job_switches_protocols_and_the_protocol_is_woken_from_outside,
     a_streamed_reply_arrives_whole_over_http2,
     a_streamed_reply_arrives_whole_over_http2_tls,
+    trailers_follow_the_body_over_http11,
+    trailers_end_the_stream_over_http2,
+    trailers_end_the_stream_over_http2_tls,
 });
 
 /// What the producers saw, shared with the tests.
@@ -56,14 +59,16 @@ struct StreamsHandler(Arc<Seen>);
 
 /// What a request asks the producer thread to do.
 enum Work {
-    /// `count` chunks of `size` bytes (byte `i % 251` of the body), `pause` apart.
+    /// `count` chunks of `size` bytes (byte `i % 251` of the body), `pause` apart; with
+    /// `trailers`, ended with `grpc-status: 0` and the body's `x-sum`.
     Stream {
         count: usize,
         size: usize,
         pause: Duration,
+        trailers: bool,
     },
-    /// One whole reply, after a pause.
-    Whole,
+    /// One whole reply, after a pause; with `trailers`, the same two.
+    Whole { trailers: bool },
     /// Drop the answer without answering.
     Drop,
     /// Switch to the `ticker` protocol, then send `ticks` lines on its own, `pause` apart.
@@ -97,10 +102,14 @@ impl Job for Deferred {
 
 /// The application: answers on its own thread, as another event loop would.
 fn produce(work: Work, answer: Answer, seen: &Seen) {
-    let (count, size, pause) = match work {
-        Work::Whole => {
+    let (count, size, pause, trailers) = match work {
+        Work::Whole { trailers } => {
             std::thread::sleep(Duration::from_millis(20));
-            return answer.reply(Reply::new(200, "text/plain", b"whole".to_vec()));
+            let mut reply = Reply::new(200, "text/plain", b"whole".to_vec());
+            if trailers {
+                reply = reply.with_trailers(sum_trailers(b"whole")).unwrap();
+            }
+            return answer.reply(reply);
         }
         Work::Drop => return drop(answer),
         Work::Switch { ticks } => return switch(ticks, answer),
@@ -110,7 +119,12 @@ fn produce(work: Work, answer: Answer, seen: &Seen) {
             pause,
             early,
         } => return upload(stream, whole, pause, early, answer, seen),
-        Work::Stream { count, size, pause } => (count, size, pause),
+        Work::Stream {
+            count,
+            size,
+            pause,
+            trailers,
+        } => (count, size, pause, trailers),
     };
     let (writer, stream) = body_stream();
     let (room_tx, room_rx) = mpsc::channel();
@@ -138,7 +152,19 @@ fn produce(work: Work, answer: Answer, seen: &Seen) {
         }
         at += size;
     }
-    writer.end();
+    if trailers {
+        writer.end_with(sum_trailers(&pattern(0, at))).unwrap();
+    } else {
+        writer.end();
+    }
+}
+
+/// The trailers a producer ends with: a gRPC status and the body's sum, known only at the end.
+fn sum_trailers(body: &[u8]) -> Vec<(String, Vec<u8>)> {
+    vec![
+        ("grpc-status".to_owned(), b"0".to_vec()),
+        ("X-Sum".to_owned(), sum(body).to_string().into_bytes()),
+    ]
 }
 
 /// Reads a request body as it arrives and answers `len=N sum=S`.
@@ -275,8 +301,11 @@ impl Handler for StreamsHandler {
                 count: arg("count", 4),
                 size: arg("size", 1000),
                 pause: Duration::from_millis(arg("pause", 5) as u64),
+                trailers: arg("trailers", 0) == 1,
             },
-            "/whole" => Work::Whole,
+            "/whole" => Work::Whole {
+                trailers: arg("trailers", 0) == 1,
+            },
             "/upload" => upload_work(req, None, req.body.to_vec()),
             "/drop" => Work::Drop,
             "/switch" => Work::Switch {
@@ -736,5 +765,96 @@ fn streamed_over_http2(model: Model, tls: bool) {
         pattern(0, 5 + 40 * 1000),
         "{model}: the second body"
     );
+    srv.stop();
+}
+
+/// Trailers over HTTP/1.1: a trailer section after the last chunk, of a streamed reply and of a
+/// whole one, and the pipelined request behind them is answered after them. HTTP/1.0 and HEAD
+/// have nowhere to carry them: the body (or the head) comes alone.
+fn trailers_follow_the_body_over_http11(model: Model) {
+    let (srv, _) = start(model);
+    let mut sock = connect(&srv);
+    sock.write_all(
+        b"GET /stream?count=3&size=10&trailers=1 HTTP/1.1\r\nHost: t\r\n\r\n\
+          GET /whole?trailers=1 HTTP/1.1\r\nHost: t\r\n\r\n\
+          HEAD /whole?trailers=1 HTTP/1.1\r\nHost: t\r\n\r\n\
+          GET /inline HTTP/1.1\r\nHost: t\r\n\r\n",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut sock, &mut buf, |b| b.ends_with(b"inline"));
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let streamed = format!(
+        "0\r\ngrpc-status: 0\r\nX-Sum: {}\r\n\r\nHTTP/1.1 200 OK\r\n",
+        sum(&pattern(0, 35))
+    );
+    assert!(text.contains(&streamed), "{model}: {text}");
+    let whole = format!(
+        "5\r\nwhole\r\n0\r\ngrpc-status: 0\r\nX-Sum: {}\r\n\r\nHTTP/1.1 200 OK\r\n",
+        sum(b"whole")
+    );
+    assert!(text.contains(&whole), "{model}: {text}");
+    let first = head_end(&buf).unwrap();
+    let (body, _) = dechunk(&buf[first..]).unwrap();
+    assert_eq!(body, pattern(0, 35), "{model}");
+    assert_eq!(
+        text.matches("grpc-status").count(),
+        2,
+        "{model}: none after HEAD: {text}"
+    );
+    drop(sock);
+
+    let mut sock = connect(&srv);
+    sock.write_all(b"GET /stream?count=2&size=10&trailers=1 HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut sock, &mut buf, |_| false);
+    let end = head_end(&buf).unwrap();
+    assert_eq!(
+        &buf[end..],
+        &pattern(0, 25)[..],
+        "{model}: HTTP/1.0, the body alone"
+    );
+    srv.stop();
+}
+
+/// Trailers over HTTP/2 (h2c): a HEADERS frame ends each stream after its body, a streamed
+/// reply's and a whole one's, two streams at once on one connection.
+fn trailers_end_the_stream_over_http2(model: Model) {
+    trailers_over_http2(model, false);
+}
+
+/// The same over TLS.
+fn trailers_end_the_stream_over_http2_tls(model: Model) {
+    trailers_over_http2(model, true);
+}
+
+fn trailers_over_http2(model: Model, tls: bool) {
+    use berth_testkit::h2::{connect, Req};
+    let seen = Arc::new(Seen::default());
+    let s = seen.clone();
+    let srv = Opts::new(model).tls(tls).start_service(move |_| Streams(s));
+    let ca = tls.then(|| server::test_tls().certs.ca.clone());
+    let mut client = connect(srv.addr, ca.as_deref(), &[]);
+    let a = client.send(&Req::get("/stream?count=20&size=1000&trailers=1"));
+    let b = client.send(&Req::get("/whole?trailers=1"));
+    let c = client.send(&Req::get("/stream?count=2&size=10"));
+    let ra = client.wait(a).response("streamed with trailers");
+    let rb = client.wait(b).response("whole with trailers");
+    let rc = client.wait(c).response("streamed without");
+    let expect = |body: &[u8]| {
+        vec![
+            ("grpc-status".to_owned(), "0".to_owned()),
+            ("x-sum".to_owned(), sum(body).to_string()),
+        ]
+    };
+    assert_eq!(ra.body, pattern(0, 5 + 20 * 1000), "{model}");
+    assert_eq!(ra.trailers, expect(&ra.body), "{model}");
+    assert_eq!(
+        (rb.body.as_slice(), &rb.trailers),
+        (&b"whole"[..], &expect(b"whole")),
+        "{model}"
+    );
+    assert!(rc.trailers.is_empty(), "{model}: {rc:?}");
     srv.stop();
 }

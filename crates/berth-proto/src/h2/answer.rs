@@ -94,3 +94,21 @@ pub(crate) fn begin_block(
     }
     block.extend_from_slice(rest);
 }
+
+/// Writes the header block of an answer's trailers to `block`: a pending table size update,
+/// then each field, its name lowercased, not indexed (trailers seldom repeat; the table is
+/// kept for the fields that do). The fields were checked ([`check_trailers`]
+/// (crate::http::check_trailers)): no pseudo-fields, none HTTP/2 forbids.
+pub(crate) fn trailer_block(
+    encoder: &mut Encoder,
+    trailers: &[(String, Vec<u8>)],
+    block: &mut Vec<u8>,
+) {
+    encoder.begin(block);
+    let mut name = Vec::new();
+    for (n, value) in trailers {
+        name.clear();
+        name.extend(n.bytes().map(|b| b.to_ascii_lowercase()));
+        hpack::encode([(&name[..], &value[..])], block);
+    }
+}

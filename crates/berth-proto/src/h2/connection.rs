@@ -166,6 +166,9 @@ struct Stream {
     out_end: bool,
     /// Where the body's bytes come from once `out` is sent, if not all in `out`.
     source: Option<Source>,
+    /// Fields that end the answer after its body (the producer's trailers): a HEADERS frame
+    /// with END_STREAM instead of the last DATA frame's flag.
+    trailers: Vec<(String, Vec<u8>)>,
 }
 
 /// Where a response body's bytes come from, a piece at a time as the windows take them.
@@ -281,6 +284,7 @@ impl Stream {
             out_pos: 0,
             out_end: false,
             source: None,
+            trailers: Vec::new(),
         }
     }
 }
@@ -1750,6 +1754,9 @@ impl Connection {
                     match taken {
                         Taken::Bytes(_) | Taken::Empty => {}
                         Taken::Ended => {
+                            if let Some(Source::Stream(src)) = &s.source {
+                                s.trailers = src.take_trailers();
+                            }
                             s.source = None;
                             s.out_end = true;
                         }
@@ -1766,8 +1773,20 @@ impl Connection {
                 let left = s.out.len() - s.out_pos;
                 if left == 0 {
                     if s.out_end {
-                        frame::write_data(output, id, &[], true);
                         s.answer = Answer::Done;
+                        let trailers = std::mem::take(&mut s.trailers);
+                        if trailers.is_empty() {
+                            frame::write_data(output, id, &[], true);
+                        } else {
+                            self.answer_block.clear();
+                            answer::trailer_block(
+                                &mut self.encoder,
+                                &trailers,
+                                &mut self.answer_block,
+                            );
+                            let block = &self.answer_block;
+                            frame::write_headers(output, id, block, true, self.peer_max_frame);
+                        }
                         self.stream_done(id, output);
                         progress = true;
                     }
@@ -1782,7 +1801,8 @@ impl Connection {
                     continue;
                 }
                 let n = n as usize;
-                let end = n == left && s.out_end;
+                // With trailers to follow, the last DATA frame does not end the stream.
+                let end = n == left && s.out_end && s.trailers.is_empty();
                 frame::write_data(output, id, &s.out[s.out_pos..s.out_pos + n], end);
                 self.data_frames_sent += 1;
                 sent = true;

@@ -47,7 +47,7 @@ pub use files::{content_type, BadPath, Encode, FileError, FileMeta, FileRequest}
 pub use handler::{Context, Handled, Handler, Job};
 pub use limits::Limits;
 pub use request::{Method, Request, Version};
-pub use response::{reason_phrase, Reply, Response};
+pub use response::{check_trailers, reason_phrase, BadTrailer, Reply, Response};
 pub use session::{Phase, Session, Step, Streamed, Timeouts};
 pub use stream::{body_stream, Answer, BodyStream, Gone, Popped, Respond, StreamWriter, Taken};
 

@@ -74,24 +74,37 @@ impl Reply {
     /// into the response; also for the fields berth writes itself (`Content-Length`,
     /// `Connection`, `Transfer-Encoding`, `Date`, `Server`), which the caller should drop.
     pub fn with_field(mut self, name: &str, value: &[u8]) -> Result<Self, Self> {
-        let token = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-        let clean = !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
-        let own = [
-            "content-length",
-            "connection",
-            "transfer-encoding",
-            "date",
-            "server",
-        ]
-        .iter()
-        .any(|f| name.eq_ignore_ascii_case(f));
-        if !token || !clean || own {
+        if !field_is_clean(name, value) || is_one_of(name, &BERTHS_OWN) {
             return Err(self);
         }
         self.fields.push((name.to_owned(), value.to_vec()));
+        Ok(self)
+    }
+
+    /// Sends `trailers` after the body: a trailer section after the last chunk for HTTP/1.1,
+    /// a HEADERS frame ending the stream for HTTP/2 (gRPC's `grpc-status` goes there). The
+    /// reply becomes a streamed one whose stream has already ended, so HTTP/1.1 frames it
+    /// chunked; an HTTP/1.0 client, which has no way to receive trailers, gets the body alone,
+    /// ended by the close. Nothing is sent after a body a status forbids (1xx, 204, 304) or a
+    /// HEAD request's. Announcing them in a `Trailer` field ([`Reply::with_field`]) is the
+    /// caller's choice, as RFC 9110 §6.6.2 suggests.
+    ///
+    /// `Err` (the reply unchanged) for a field [`check_trailers`] refuses, or a reply that is
+    /// already streamed: its producer gives its trailers at the end
+    /// ([`StreamWriter::end_with`](super::StreamWriter::end_with)).
+    pub fn with_trailers(mut self, trailers: Vec<(String, Vec<u8>)>) -> Result<Self, Self> {
+        if self.stream.is_some() || self.switch.is_some() || check_trailers(&trailers).is_err() {
+            return Err(self);
+        }
+        let (writer, stream) = super::stream::body_stream();
+        if writer.end_with(trailers).is_err() {
+            return Err(self);
+        }
+        if self.body.is_empty() {
+            // As for a whole reply: no type for no content.
+            self.content_type = "";
+        }
+        self.stream = Some(stream);
         Ok(self)
     }
 
@@ -153,6 +166,79 @@ impl Reply {
             b"the request failed on the server\n".to_vec(),
         )
     }
+}
+
+/// The fields berth writes itself: an application's own would duplicate or contradict them.
+const BERTHS_OWN: [&str; 5] = [
+    "content-length",
+    "connection",
+    "transfer-encoding",
+    "date",
+    "server",
+];
+
+/// Fields a trailer section must not carry (RFC 9110 §6.5.1): framing, routing, connection
+/// control, what describes the content as a whole, and berth's own. HTTP/2 forbids the
+/// connection-specific ones anywhere (RFC 9113 §8.2.2).
+const NOT_IN_TRAILERS: [&str; 14] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "host",
+    "content-type",
+    "content-encoding",
+    "content-range",
+    "date",
+    "server",
+];
+
+/// A trailer field berth will not send: its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTrailer(pub String);
+
+impl std::fmt::Display for BadTrailer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "trailer field {:?} is not allowed (not a token, a value with CR, LF or NUL, or a \
+             field a trailer must not carry: framing, routing, connection control, the \
+             content's type, encoding or range)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadTrailer {}
+
+/// Checks trailer fields before they are sent: each name a token (not a pseudo-field), each
+/// value free of CR, LF and NUL, and none of the fields a trailer section must not carry.
+pub fn check_trailers(trailers: &[(String, Vec<u8>)]) -> Result<(), BadTrailer> {
+    match trailers
+        .iter()
+        .find(|(name, value)| !field_is_clean(name, value) || is_one_of(name, &NOT_IN_TRAILERS))
+    {
+        Some((name, _)) => Err(BadTrailer(name.clone())),
+        None => Ok(()),
+    }
+}
+
+/// A field name that is a token and a value without CR, LF or NUL: nothing that could end
+/// the field early and smuggle another.
+fn field_is_clean(name: &str, value: &[u8]) -> bool {
+    let token = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    token && !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)
+}
+
+fn is_one_of(name: &str, names: &[&str]) -> bool {
+    names.iter().any(|f| name.eq_ignore_ascii_case(f))
 }
 
 /// Lets a [`Handler`](super::Handler) answer the request it was given, once.
@@ -430,6 +516,39 @@ mod tests {
             "Server",
         ] {
             assert!(ok().with_field(own, b"1").is_err(), "{own}");
+        }
+    }
+
+    #[test]
+    fn trailers_make_a_whole_reply_streamed_and_bad_ones_are_refused() {
+        let trailers = vec![("x-sum".to_owned(), b"42".to_vec())];
+        let reply = Reply::new(200, "text/plain", b"body".to_vec())
+            .with_trailers(trailers.clone())
+            .unwrap();
+        assert!(
+            reply.stream.is_some(),
+            "the trailers ride on an ended stream"
+        );
+        assert_eq!(
+            (reply.body.as_slice(), reply.content_type),
+            (&b"body"[..], "text/plain")
+        );
+        assert_eq!(
+            Reply::empty(204)
+                .with_trailers(trailers.clone())
+                .unwrap()
+                .content_type,
+            ""
+        );
+        let (_writer, stream) = super::super::stream::body_stream();
+        let streamed = Reply::streamed(200, Vec::new(), stream);
+        assert!(
+            streamed.with_trailers(trailers).is_err(),
+            "a producer ends its own"
+        );
+        for bad in ["Content-Type", "Trailer", "Host", "Connection", "TE", "x y"] {
+            let bad = vec![(bad.to_owned(), b"1".to_vec())];
+            assert!(Reply::empty(200).with_trailers(bad).is_err());
         }
     }
 

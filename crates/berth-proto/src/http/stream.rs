@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::response::Reply;
+use super::response::{BadTrailer, Reply};
 
 /// Bytes a stream holds that the pump has not taken before [`StreamWriter::push`] reports it
 /// full. Enough for a few socket writes, so a producer is rarely stopped by a reader that
@@ -139,6 +139,8 @@ struct State {
     wake: Option<Box<dyn Fn() + Send>>,
     /// Called when a full stream has room again, or the consumer goes.
     room: Option<Box<dyn Fn() + Send>>,
+    /// Fields to send after the body ([`StreamWriter::end_with`]), checked.
+    trailers: Vec<(String, Vec<u8>)>,
 }
 
 impl State {
@@ -223,6 +225,22 @@ impl StreamWriter {
             s.ended = true;
             self.wake(&mut s);
         }
+    }
+
+    /// The body is complete, and `trailers` follow it: a trailer section after the last
+    /// chunk (HTTP/1.1), a HEADERS frame that ends the stream (HTTP/2). Where the response
+    /// cannot carry them they are dropped, the body still complete: HTTP/1.0, a body framed
+    /// by its declared length ([`Reply::with_length`]), a HEAD request. `Err` (nothing ended)
+    /// for a field [`check_trailers`](super::response::check_trailers) refuses.
+    pub fn end_with(&self, trailers: Vec<(String, Vec<u8>)>) -> Result<(), BadTrailer> {
+        super::response::check_trailers(&trailers)?;
+        let mut s = self.0.lock();
+        if !s.ended {
+            s.trailers = trailers;
+            s.ended = true;
+            self.wake(&mut s);
+        }
+        Ok(())
     }
 
     /// The producer failed: the body ends unfinished (the connection is closed without the
@@ -411,12 +429,25 @@ impl BodyStream {
         }
         if s.ended {
             if chunked && !discard {
-                out.extend_from_slice(b"0\r\n\r\n");
+                out.extend_from_slice(b"0\r\n");
+                for (name, value) in std::mem::take(&mut s.trailers) {
+                    out.extend_from_slice(name.as_bytes());
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(&value);
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b"\r\n");
             }
             return Taken::Ended;
         }
         s.parked = true;
         Taken::Empty
+    }
+
+    /// The trailers the producer ended with ([`StreamWriter::end_with`]), taken once, for a
+    /// consumer that frames them itself (HTTP/2). Empty before the end.
+    pub(crate) fn take_trailers(&self) -> Vec<(String, Vec<u8>)> {
+        std::mem::take(&mut self.0.lock().trailers)
     }
 }
 
@@ -560,6 +591,56 @@ mod tests {
         drop(writer);
         // The writer is gone without ending: the body is cut short, not complete.
         assert_eq!(stream.take(&mut out, 1024, false, false), Taken::Aborted);
+    }
+
+    /// Trailers follow the last chunk as a trailer section; unframed (HTTP/1.0, a declared
+    /// length) or discarded (HEAD) there is nowhere for them and the body ends alone. A field
+    /// a trailer must not carry is refused and ends nothing.
+    #[test]
+    fn trailers_follow_the_last_chunk() {
+        let fields = |pairs: &[(&str, &str)]| -> Vec<(String, Vec<u8>)> {
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+                .collect()
+        };
+        let ended = |chunked: bool, discard: bool| {
+            let (writer, stream) = body_stream();
+            writer.push(b"abc".to_vec()).unwrap();
+            writer
+                .end_with(fields(&[("Grpc-Status", "0"), ("x-sum", "294")]))
+                .unwrap();
+            let mut out = Vec::new();
+            while stream.take(&mut out, 1 << 20, chunked, discard) != Taken::Ended {}
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            ended(true, false),
+            "3\r\nabc\r\n0\r\nGrpc-Status: 0\r\nx-sum: 294\r\n\r\n"
+        );
+        assert_eq!(ended(false, false), "abc");
+        assert_eq!(ended(true, true), "");
+        let (writer, stream) = body_stream();
+        for bad in [
+            ("Content-Length", "3"),
+            ("transfer-encoding", "chunked"),
+            ("x-a", "1\r\nx-b: 2"),
+            (":status", "200"),
+            ("", "1"),
+        ] {
+            assert!(
+                writer.end_with(fields(&[("x-ok", "1"), bad])).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            stream.take(&mut Vec::new(), 1024, true, false),
+            Taken::Empty
+        );
+        writer.end();
+        let mut out = Vec::new();
+        assert_eq!(stream.take(&mut out, 1024, true, false), Taken::Ended);
+        assert_eq!(out, b"0\r\n\r\n", "a refused end left nothing behind");
     }
 
     /// A declared length holds the body to it: exact, it ends; short, or past it, it ends

@@ -190,6 +190,8 @@ pub type Answer = (u32, u16, Vec<(String, String)>, Vec<u8>, bool);
 pub struct Heard {
     /// `(stream, status, fields, body, ended)` in the order the HEADERS came.
     pub responses: Vec<Answer>,
+    /// `(stream, fields)` of each trailer block, in order.
+    pub trailers: Vec<(u32, Vec<(String, String)>)>,
     pub resets: Vec<(u32, u32)>,
     pub goaway: Option<(u32, u32)>,
     pub pings: usize,
@@ -230,6 +232,20 @@ pub fn hear(mut out: &[u8]) -> Heard {
                             )
                         })
                         .collect();
+                    if fields.first().is_some_and(|f| f.0 != ":status") {
+                        // Trailers: they end the answer already under way.
+                        let r = heard
+                            .responses
+                            .iter_mut()
+                            .rev()
+                            .find(|r| r.0 == stream)
+                            .expect("trailers before HEADERS");
+                        assert!(!r.4, "trailers after END_STREAM on {stream}");
+                        assert!(ended, "trailers without END_STREAM on {stream}");
+                        r.4 = true;
+                        heard.trailers.push((stream, fields));
+                        continue;
+                    }
                     let status = fields[0].1.parse().unwrap();
                     heard
                         .responses
