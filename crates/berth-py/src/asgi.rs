@@ -341,16 +341,25 @@ fn websocket_offer(
 enum Progress {
     /// Nothing sent yet.
     Idle,
-    /// `http.response.start` received: held until the first body message.
+    /// `http.response.start` received: held until the first body message. `trailers`: the
+    /// application said trailers follow the body (the `http.response.trailers` extension).
     Started {
         status: u16,
         fields: Vec<(String, Vec<u8>)>,
+        trailers: bool,
     },
     /// A streamed body is going out; `held` to the length the application declared, if it did
     /// (and the request is not a HEAD, whose body is not sent).
     Streaming {
         writer: StreamWriter,
         held: Option<Held>,
+        trailers: bool,
+    },
+    /// The body is complete; its trailers are arriving (`http.response.trailers` with
+    /// `more_trailers`), `fields` so far. The stream ends with them.
+    Trailers {
+        writer: StreamWriter,
+        fields: Vec<(String, Vec<u8>)>,
     },
     /// The response is complete (or abandoned).
     Done,
@@ -438,8 +447,11 @@ impl AsgiRequest {
         }
     }
 
-    /// `http.response.start`: held until the first body message.
-    fn start(&mut self, status: u16, headers: Bound<'_, PyAny>) -> PyResult<()> {
+    /// `http.response.start`: held until the first body message. With `trailers`, the body is
+    /// streamed whatever its size, and the response ends with the `http.response.trailers`
+    /// that follow its last message.
+    #[pyo3(signature = (status, headers, trailers=false))]
+    fn start(&mut self, status: u16, headers: Bound<'_, PyAny>, trailers: bool) -> PyResult<()> {
         if !matches!(self.progress, Progress::Idle) {
             return Err(PyRuntimeError::new_err(
                 "http.response.start sent twice, or after the body",
@@ -448,18 +460,12 @@ impl AsgiRequest {
         if !(100..1000).contains(&status) {
             return Err(PyValueError::new_err(format!("bad status {status}")));
         }
-        let mut fields = Vec::new();
-        for pair in headers.try_iter()? {
-            let pair = pair?;
-            let name = pair.get_item(0)?;
-            let value = pair.get_item(1)?;
-            let name = name.downcast::<PyBytes>()?.as_bytes();
-            let value = value.downcast::<PyBytes>()?.as_bytes();
-            let name = std::str::from_utf8(name)
-                .map_err(|_| PyValueError::new_err("a header name is not ASCII"))?;
-            fields.push((name.to_owned(), value.to_vec()));
-        }
-        self.progress = Progress::Started { status, fields };
+        let fields = fields_of(&headers)?;
+        self.progress = Progress::Started {
+            status,
+            fields,
+            trailers,
+        };
         Ok(())
     }
 
@@ -481,7 +487,17 @@ impl AsgiRequest {
             Progress::Done => Err(PyRuntimeError::new_err(
                 "http.response.body after the response was complete",
             )),
-            Progress::Started { status, fields } if !more => {
+            progress @ Progress::Trailers { .. } => {
+                self.progress = progress;
+                Err(PyRuntimeError::new_err(
+                    "http.response.body after the body's last message (trailers are due)",
+                ))
+            }
+            Progress::Started {
+                status,
+                fields,
+                trailers: false,
+            } if !more => {
                 let (reply, misfit) = whole_reply(
                     status,
                     &fields,
@@ -497,7 +513,11 @@ impl AsgiRequest {
                     None => Ok(true),
                 }
             }
-            Progress::Started { status, fields } => {
+            Progress::Started {
+                status,
+                fields,
+                trailers,
+            } => {
                 let declared = declared_length(fields.iter().map(|(n, v)| (n, v)))?
                     .filter(|_| has_body(status));
                 let (writer, stream) = body_stream();
@@ -519,10 +539,23 @@ impl AsgiRequest {
                     // Past the length already: the session sent what fits and no more.
                     return Err(self.misfit(py, h.sent, h.length));
                 }
-                self.progress = Progress::Streaming { writer, held };
+                if !more {
+                    // The whole body, with trailers to come.
+                    self.last(py, writer, held, trailers)?;
+                    return Ok(true);
+                }
+                self.progress = Progress::Streaming {
+                    writer,
+                    held,
+                    trailers,
+                };
                 Ok(true)
             }
-            Progress::Streaming { writer, mut held } => {
+            Progress::Streaming {
+                writer,
+                mut held,
+                trailers,
+            } => {
                 let Ok(room) = writer.push(body.to_vec()) else {
                     self.gone = true;
                     return Err(ClientDisconnected::new_err(
@@ -531,7 +564,7 @@ impl AsgiRequest {
                 };
                 if let Some(h) = &mut held {
                     h.sent += body.len() as u64;
-                    if h.sent > h.length || (!more && h.sent < h.length) {
+                    if h.sent > h.length {
                         // What was pushed goes out up to the length; then the connection
                         // closes.
                         writer.abort();
@@ -539,11 +572,52 @@ impl AsgiRequest {
                     }
                 }
                 if more {
-                    self.progress = Progress::Streaming { writer, held };
+                    self.progress = Progress::Streaming {
+                        writer,
+                        held,
+                        trailers,
+                    };
                 } else {
-                    writer.end();
+                    self.last(py, writer, held, trailers)?;
                 }
                 Ok(room)
+            }
+        }
+    }
+
+    /// `http.response.trailers`: fields sent after the body, for a response started with
+    /// `trailers=True` whose body's last message has gone. With `more`, more trailers follow;
+    /// without, the response ends with them all (over HTTP/1.1 a trailer section after the
+    /// last chunk, over HTTP/2 a HEADERS frame; HTTP/1.0, a HEAD request and a body under the
+    /// application's own `content-length` have nowhere for them, and the body ends alone).
+    /// A field a trailer must not carry (framing, routing, the content's type or encoding)
+    /// raises `ValueError` and cuts the response off, as a failure mid-body does.
+    #[pyo3(signature = (headers, more=false))]
+    fn trailers(&mut self, headers: Bound<'_, PyAny>, more: bool) -> PyResult<()> {
+        match std::mem::replace(&mut self.progress, Progress::Done) {
+            Progress::Trailers { writer, mut fields } => {
+                fields.extend(fields_of(&headers)?);
+                if more {
+                    self.progress = Progress::Trailers { writer, fields };
+                    return Ok(());
+                }
+                // Refused, the writer is dropped: the body ends unfinished.
+                writer
+                    .end_with(fields)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))
+            }
+            progress => {
+                let promised = matches!(
+                    progress,
+                    Progress::Started { trailers: true, .. }
+                        | Progress::Streaming { trailers: true, .. }
+                );
+                self.progress = progress;
+                Err(PyRuntimeError::new_err(if promised {
+                    "http.response.trailers before the body's last message (more_body False)"
+                } else {
+                    "http.response.trailers without trailers=True in http.response.start"
+                }))
             }
         }
     }
@@ -572,18 +646,10 @@ impl AsgiRequest {
                 )));
             }
         }
-        let mut fields = Vec::new();
-        if let Some(headers) = headers {
-            for pair in headers.try_iter()? {
-                let pair = pair?;
-                let name = pair.get_item(0)?;
-                let value = pair.get_item(1)?;
-                let name = std::str::from_utf8(name.downcast::<PyBytes>()?.as_bytes())
-                    .map_err(|_| PyValueError::new_err("a header name is not ASCII"))?
-                    .to_owned();
-                fields.push((name, value.downcast::<PyBytes>()?.as_bytes().to_vec()));
-            }
-        }
+        let fields = match headers {
+            Some(headers) => fields_of(&headers)?,
+            None => Vec::new(),
+        };
         // The application's fields are checked as any response's are; berth writes the
         // handshake's own.
         let checked = with_app_fields(Reply::empty(101), fields)?.fields;
@@ -744,7 +810,9 @@ impl AsgiRequest {
             return ws.shared.gone();
         }
         match &self.progress {
-            Progress::Streaming { writer, .. } => writer.is_gone(),
+            Progress::Streaming { writer, .. } | Progress::Trailers { writer, .. } => {
+                writer.is_gone()
+            }
             Progress::Done => false,
             _ => self.answer.as_ref().is_some_and(|a| a.cancelled()),
         }
@@ -763,7 +831,7 @@ impl AsgiRequest {
             return false;
         }
         let progress = std::mem::replace(&mut self.progress, Progress::Done);
-        if let Progress::Streaming { writer, .. } = progress {
+        if let Progress::Streaming { writer, .. } | Progress::Trailers { writer, .. } = progress {
             writer.abort();
             return false;
         }
@@ -780,6 +848,49 @@ impl AsgiRequest {
             None => false,
         }
     }
+}
+
+impl AsgiRequest {
+    /// The body's last message has gone into `writer`: held to the declared length, then
+    /// ended, or left open for the trailers the application promised.
+    fn last(
+        &mut self,
+        py: Python<'_>,
+        writer: StreamWriter,
+        held: Option<Held>,
+        trailers: bool,
+    ) -> PyResult<()> {
+        if let Some(h) = held.filter(|h| h.sent != h.length) {
+            // Short of the length: what was pushed goes out; then the connection closes.
+            writer.abort();
+            return Err(self.misfit(py, h.sent, h.length));
+        }
+        if trailers {
+            self.progress = Progress::Trailers {
+                writer,
+                fields: Vec::new(),
+            };
+        } else {
+            writer.end();
+        }
+        Ok(())
+    }
+}
+
+/// An ASGI header list (`[(name, value), ...]`, both bytes) as fields; names must be ASCII.
+/// What the fields may be is checked where they are used.
+fn fields_of(headers: &Bound<'_, PyAny>) -> PyResult<Vec<(String, Vec<u8>)>> {
+    let mut fields = Vec::new();
+    for pair in headers.try_iter()? {
+        let pair = pair?;
+        let name = pair.get_item(0)?;
+        let value = pair.get_item(1)?;
+        let name = std::str::from_utf8(name.downcast::<PyBytes>()?.as_bytes())
+            .map_err(|_| PyValueError::new_err("a header name is not ASCII"))?
+            .to_owned();
+        fields.push((name, value.downcast::<PyBytes>()?.as_bytes().to_vec()));
+    }
+    Ok(fields)
 }
 
 /// Where berth's loop runs (see the module docs).
@@ -1157,6 +1268,12 @@ impl AsgiServer {
             Version::Http2 => intern!(py, "2"),
         };
         scope.set_item(intern!(py, "http_version"), version)?;
+        if call.websocket.is_none() && call.version != Version::Http10 {
+            // HTTP/1.1 (a trailer section) and HTTP/2 (a HEADERS frame) can carry trailers.
+            let extensions = PyDict::new(py);
+            extensions.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
+            scope.set_item(intern!(py, "extensions"), extensions)?;
+        }
         match &call.websocket {
             Some(offer) => scope.set_item(intern!(py, "subprotocols"), &offer.protocols)?,
             None => scope.set_item(intern!(py, "method"), call.method)?,

@@ -70,3 +70,36 @@ def test_asgi_over_tls_takes_h2_by_alpn(tmp_path):
         assert got["http_version"] == "2" and got["scheme"] == "https"
     finally:
         stop(proc)
+
+
+def test_asgi_trailers_end_the_response_over_http11_and_h2(tmp_path):
+    """The ``http.response.trailers`` extension (issue 32): offered in the scope over HTTP/1.1
+    and HTTP/2; the trailers follow the last chunk over HTTP/1.1 and end the stream in a
+    HEADERS frame over HTTP/2 (curl shows them after the body); HTTP/1.0 gets the body alone.
+    Misuse raises in ``send``: a field a trailer must not carry cuts the response off."""
+    events = tmp_path / "events.txt"
+    proc, port, _ = start("apps.asgi_apps:trailers", "--interface", "asgi",
+                          env={"BERTH_TEST_EVENTS": str(events)})
+    url = "http://127.0.0.1:{}".format(port)
+    try:
+        assert curl("--http1.1", url + "/offered") == b"True"
+        assert curl("--http2-prior-knowledge", url + "/offered") == b"True"
+        assert curl("--http1.0", url + "/offered") == b"False"
+        raw = curl("--http1.1", "--raw", url + "/stream?n=2")
+        assert raw == b"6\r\npart0;\r\n6\r\npart1;\r\n0\r\ngrpc-status: 0\r\nx-count: 7\r\n\r\n"
+        raw = curl("--http1.1", "--raw", url + "/whole")
+        assert raw == b"5\r\nwhole\r\n0\r\ngrpc-status: 0\r\nx-count: 7\r\n\r\n"
+        dump = tmp_path / "h2.txt"
+        body = curl("--http2-prior-knowledge", "-D", str(dump), url + "/stream?n=40")
+        assert body == b"".join(b"part%d;" % i for i in range(40))
+        head, _, trailers = dump.read_bytes().decode().partition("\r\n\r\n")
+        assert "trailer: grpc-status, x-count" in head
+        assert trailers.split("\r\n")[:2] == ["grpc-status: 0", "x-count: 7"], trailers
+        assert curl("--http1.0", url + "/stream?n=2") == b"part0;part1;"
+        out = subprocess.run(["curl", "-sS", "--max-time", "10", "--http1.1", "--raw",
+                              url + "/bad"], capture_output=True)
+        assert out.returncode == 18, out  # the body cut short: no last chunk
+        assert b"0\r\n" not in out.stdout
+    finally:
+        stop(proc)
+    assert "trailers /bad ValueError" in events.read_text()

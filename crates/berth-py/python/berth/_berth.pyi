@@ -122,10 +122,15 @@ class AsgiRequest:
     def read_body(self) -> Optional[Tuple[bytes, bool]]:
         """The next piece of the request body and whether more follows; None: wait for this
         request's wake event. Raises ClientDisconnected if the body was cut short."""
-    def start(self, status: int, headers: Iterable[Tuple[bytes, bytes]]) -> None:
+    def start(
+        self, status: int, headers: Iterable[Tuple[bytes, bytes]], trailers: bool = False
+    ) -> None:
         """``http.response.start`` (held until the first body message)."""
     def body(self, body: bytes, more: bool) -> bool:
         """``http.response.body``; False: the stream is full, wait for room."""
+    def trailers(self, headers: Iterable[Tuple[bytes, bytes]], more: bool = False) -> None:
+        """``http.response.trailers``: after the body's last message, when started with
+        ``trailers``; the response ends with the last (``more`` false)."""
     def answered(self) -> bool: ...
     def body_cut(self) -> bool:
         """The streamed request body was cut short (client left, malformed, too slow)."""

@@ -37,6 +37,15 @@ What the application gets (ASGI 3, HTTP spec 2.4):
   error, as in uvicorn: the client gets the declared header, the bytes sent up to that length,
   then the connection closed (an incomplete read, never a response rewritten to fit), and
   ``send`` raises ``RuntimeError`` (logged with the application's other failures).
+- the ``http.response.trailers`` extension (in ``scope["extensions"]`` over HTTP/1.1 and
+  HTTP/2): ``http.response.start`` with ``trailers`` true streams the body, and the
+  ``http.response.trailers`` messages after its last one (``headers``, ``more_trailers``)
+  end the response: a trailer section after the last chunk over HTTP/1.1, a HEADERS frame
+  over HTTP/2 (gRPC's ``grpc-status``). Fields a trailer must not carry (framing, routing,
+  the content's type or encoding) raise ``ValueError`` and cut the response off. HTTP/1.0, a
+  HEAD request and a body under the application's own ``content-length`` have nowhere for
+  trailers: the body ends alone. Announcing them in a ``trailer`` header is the
+  application's choice.
 
 An application that raises before its response started costs its request a 500; one that fails
 mid-body has its connection closed without the final chunk, so the client can tell. One that
@@ -108,10 +117,14 @@ class _Cycle:
             more = message.get("more_body", False)
             if not req.body(message.get("body", b""), more):
                 await self.run.room(req)
-            if not more:
+            if not more and req.complete():
                 self.run.wake_disconnect(req.id)
         elif kind == "http.response.start":
-            req.start(message["status"], message.get("headers", ()))
+            req.start(message["status"], message.get("headers", ()), message.get("trailers", False))
+        elif kind == "http.response.trailers":
+            req.trailers(message.get("headers", ()), message.get("more_trailers", False))
+            if req.complete():
+                self.run.wake_disconnect(req.id)
         else:
             raise RuntimeError("unexpected ASGI message {!r} for an http scope".format(kind))
 

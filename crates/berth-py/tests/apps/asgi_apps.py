@@ -231,6 +231,44 @@ async def declared(scope, receive, send):
         await send({"type": "http.response.body", "body": b"hello"})
 
 
+async def trailers(scope, receive, send):
+    """Responses that end with trailers (the ``http.response.trailers`` extension), as a gRPC
+    server's do: ``/stream?n=N`` sends N body messages and two trailer messages; ``/whole``
+    one body message; ``/offered`` says whether the scope offers the extension (JSON).
+    Misuse: ``/bad`` sends a ``content-length`` trailer, ``/early`` trailers before the body's
+    end, ``/unpromised`` trailers without promising them; each records what ``send`` raised."""
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    offered = "http.response.trailers" in scope.get("extensions", {})
+    if path == "/offered":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": str(offered).encode()})
+        return
+    promise = path != "/unpromised"
+    await send({"type": "http.response.start", "status": 200, "trailers": promise,
+                "headers": [(b"content-type", b"text/plain"),
+                            (b"trailer", b"grpc-status, x-count")]})
+    try:
+        if path == "/early":
+            await send({"type": "http.response.trailers", "headers": [(b"x-a", b"1")]})
+        if path == "/stream":
+            n = int(scope["query_string"].decode().partition("=")[2] or "3")
+            for i in range(n):
+                await send({"type": "http.response.body", "body": b"part%d;" % i,
+                            "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            await send({"type": "http.response.body", "body": b"whole"})
+        await send({"type": "http.response.trailers", "headers": [(b"grpc-status", b"0")],
+                    "more_trailers": True})
+        last = [(b"content-length", b"5")] if path == "/bad" else [(b"x-count", b"7")]
+        await send({"type": "http.response.trailers", "headers": last})
+    except Exception as e:
+        record("trailers {} {}".format(path, type(e).__name__))
+        raise
+
+
 async def path(scope, receive, send):
     """Answers with ``scope["path"]`` as the server decoded it (UTF-8) and the raw
     ``query_string`` after a newline."""
