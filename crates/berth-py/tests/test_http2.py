@@ -103,3 +103,30 @@ def test_asgi_trailers_end_the_response_over_http11_and_h2(tmp_path):
     finally:
         stop(proc)
     assert "trailers /bad ValueError" in events.read_text()
+
+
+def test_a_grpc_service_on_asgi_answers_grpcios_client():
+    """A gRPC server can be written on berth: grpcio's own client (h2c) calls a bare ASGI app
+    whose status travels in trailers: a unary call, a server stream of 500 messages, and a
+    failure whose code and message the client reads from the trailers."""
+    grpc = __import__("grpc")
+    proc, port, _ = start("apps.asgi_apps:grpc_echo", "--interface", "asgi")
+    try:
+        with grpc.insecure_channel("127.0.0.1:{}".format(port)) as channel:
+            same = lambda b: b  # noqa: E731 - messages are plain bytes, no protobuf
+            reverse = channel.unary_unary("/echo.Echo/Reverse", request_serializer=same,
+                                          response_deserializer=same)
+            assert reverse(b"hello, grpc", timeout=10) == b"cprg ,olleh"
+            count = channel.unary_stream("/echo.Echo/Count", request_serializer=same,
+                                         response_deserializer=same)
+            assert list(count(b"500", timeout=10)) == [str(i).encode() for i in range(1, 501)]
+            missing = channel.unary_unary("/echo.Echo/Missing", request_serializer=same,
+                                          response_deserializer=same)
+            try:
+                missing(b"x", timeout=10)
+                raise AssertionError("NOT_FOUND expected")
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.NOT_FOUND, e
+                assert e.details() == "no such method"
+    finally:
+        stop(proc)

@@ -269,6 +269,42 @@ async def trailers(scope, receive, send):
         raise
 
 
+async def grpc_echo(scope, receive, send):
+    """A gRPC service on the bare ASGI API, as grpcio's client speaks it (length-prefixed
+    messages, the status in trailers): ``/echo.Echo/Reverse`` answers its message reversed,
+    ``/echo.Echo/Count`` streams the numbers up to the one asked for, one message each,
+    ``/echo.Echo/Missing`` fails with NOT_FOUND (5) and a message, in the trailers."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    assert body[:1] == b"\0" and int.from_bytes(body[1:5], "big") == len(body) - 5, body
+    request = body[5:]
+
+    def framed(data):
+        return b"\0" + len(data).to_bytes(4, "big") + data
+
+    await send({"type": "http.response.start", "status": 200, "trailers": True,
+                "headers": [(b"content-type", b"application/grpc")]})
+    status = [(b"grpc-status", b"0")]
+    method = scope["path"]
+    if method == "/echo.Echo/Reverse":
+        await send({"type": "http.response.body", "body": framed(request[::-1])})
+    elif method == "/echo.Echo/Count":
+        for i in range(1, int(request) + 1):
+            await send({"type": "http.response.body", "body": framed(str(i).encode()),
+                        "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    else:
+        await send({"type": "http.response.body", "body": b""})
+        status = [(b"grpc-status", b"5"), (b"grpc-message", b"no such method")]
+    await send({"type": "http.response.trailers", "headers": status})
+
+
 async def path(scope, receive, send):
     """Answers with ``scope["path"]`` as the server decoded it (UTF-8) and the raw
     ``query_string`` after a newline."""
