@@ -41,8 +41,8 @@ use berth::drive::evloop::Inline;
 use berth::drive::{self, Model, Server, Service, Settings};
 use berth::net::{Acceptor, Addr};
 use berth::proto::http::{
-    body_stream, Answer, BodyStream, Handled, Handler, Job, Popped, Reply, Request, Response,
-    StreamWriter, Version,
+    body_stream, Answer, BodyStream, Encoder, Handled, Handler, Job, Popped, Reply, Request,
+    Response, StreamWriter, Version,
 };
 use crossbeam_channel::{Receiver, Sender};
 
@@ -354,6 +354,8 @@ enum Progress {
         writer: StreamWriter,
         held: Option<Held>,
         trailers: bool,
+        /// `--compress`: the body's messages go through it ([`encoded`]).
+        encoder: Option<Encoder>,
     },
     /// The body is complete; its trailers are arriving (`http.response.trailers` with
     /// `more_trailers`), `fields` so far. The stream ends with them.
@@ -518,12 +520,17 @@ impl AsgiRequest {
                 fields,
                 trailers,
             } => {
+                let (fields, mut encoder) = match &self.encoding {
+                    Some(e) => e.for_stream(status, fields, self.head)?,
+                    None => (fields, None),
+                };
                 let declared = declared_length(fields.iter().map(|(n, v)| (n, v)))?
                     .filter(|_| has_body(status));
                 let (writer, stream) = body_stream();
                 let (bridge, id) = (self.bridge.clone(), self.id);
                 writer.on_room(move || bridge.post(Event::Wake(id)));
-                let mut reply = Reply::streamed(status, body.to_vec(), stream);
+                let first = encoded(&mut encoder, body, !more)?;
+                let mut reply = Reply::streamed(status, first, stream);
                 if let Some(length) = declared {
                     reply = reply.with_length(length);
                 }
@@ -548,6 +555,7 @@ impl AsgiRequest {
                     writer,
                     held,
                     trailers,
+                    encoder,
                 };
                 Ok(true)
             }
@@ -555,8 +563,16 @@ impl AsgiRequest {
                 writer,
                 mut held,
                 trailers,
+                mut encoder,
             } => {
-                let Ok(room) = writer.push(body.to_vec()) else {
+                let bytes = match encoded(&mut encoder, body, !more) {
+                    Ok(bytes) => bytes,
+                    Err(e) => {
+                        writer.abort();
+                        return Err(e);
+                    }
+                };
+                let Ok(room) = writer.push(bytes) else {
                     self.gone = true;
                     return Err(ClientDisconnected::new_err(
                         "the client has gone; the body was not sent",
@@ -576,6 +592,7 @@ impl AsgiRequest {
                         writer,
                         held,
                         trailers,
+                        encoder,
                     };
                 } else {
                     self.last(py, writer, held, trailers)?;
@@ -875,6 +892,24 @@ impl AsgiRequest {
         }
         Ok(())
     }
+}
+
+/// What a body message sends: its bytes as they are, or through the response's encoder,
+/// flushed so that the message reaches the client now (an event stream's events must), and
+/// at the `last` message ended with the coding's trailer. An encoder that fails ends the
+/// response unfinished (the caller aborts it).
+fn encoded(encoder: &mut Option<Encoder>, body: &[u8], last: bool) -> PyResult<Vec<u8>> {
+    let Some(e) = encoder else {
+        return Ok(body.to_vec());
+    };
+    let mut out = Vec::with_capacity(body.len() / 2 + 32);
+    let result = if last {
+        e.encode(body, &mut out).and_then(|()| e.finish(&mut out))
+    } else {
+        e.flush(body, &mut out)
+    };
+    result.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(out)
 }
 
 /// An ASGI header list (`[(name, value), ...]`, both bytes) as fields; names must be ASCII.

@@ -1,7 +1,7 @@
 //! What the WSGI and ASGI fronts share: the answer at capacity, the request path decoded, an
 //! application's header fields turned into berth's reply (dropping the ones berth writes
-//! itself), the body length an application declares held to, and a whole body compressed on
-//! the fly when `--compress` is on and the client accepts a coding.
+//! itself), the body length an application declares held to, and bodies compressed on the
+//! fly when `--compress` is on and the client accepts a coding.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -290,9 +290,12 @@ pub fn configure(
 /// An application's response fields, as the fronts hold them.
 type Fields = [(String, Vec<u8>)];
 
+/// [`Fields`], owned.
+type FieldVec = Vec<(String, Vec<u8>)>;
+
 /// On-the-fly compression of one response (`--compress`, issue 34): the settings, and what
-/// the request's `Accept-Encoding` allows. Whole bodies only: a streamed ASGI body goes as the
-/// application sends it.
+/// the request's `Accept-Encoding` allows. A whole body is compressed at once
+/// ([`Encoding::apply`]); a streamed ASGI body message by message ([`Encoding::for_stream`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Encoding {
     compress: Compress,
@@ -325,36 +328,10 @@ impl Encoding {
         body: Vec<u8>,
         head: bool,
     ) -> PyResult<(Cow<'f, Fields>, Vec<u8>)> {
-        let field = |name: &'static str| {
-            fields
-                .iter()
-                .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_slice())
-        };
-        let has_token = |name: &'static str, token: &[u8]| {
-            field(name).any(|v| {
-                v.split(|&b| b == b',')
-                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
-            })
-        };
-        let worth = (200..300).contains(&status)
-            && has_body(status)
-            && status != 206
-            && body.len() as u64 >= self.compress.min_size
-            && field("content-encoding").next().is_none()
-            && field("content-range").next().is_none()
-            && !has_token("cache-control", b"no-transform")
-            && field("content-type")
-                .next()
-                .and_then(|t| std::str::from_utf8(t).ok())
-                .is_some_and(compressible);
-        if !worth {
+        if !self.worth(status, fields, Some(body.len() as u64)) {
             return Ok((Cow::Borrowed(fields), body));
         }
-        let mut out = fields.to_vec();
-        if !has_token("vary", b"accept-encoding") && !has_token("vary", b"*") {
-            out.push(("Vary".into(), b"Accept-Encoding".to_vec()));
-        }
+        let mut out = with_vary(fields);
         let declared = declared_length(fields.iter().map(|(n, v)| (n, v)))?;
         let coding = self.accept.pick(|_| true);
         let (Some(coding), false) = (
@@ -363,12 +340,11 @@ impl Encoding {
         ) else {
             return Ok((Cow::Owned(out), body));
         };
-        let failed = |e: berth::proto::http::EncodeError| PyValueError::new_err(e.0);
-        let mut encoder =
-            Encoder::new(coding, self.compress.level, body.len() as u64).map_err(failed)?;
+        let mut encoder = Encoder::new(coding, self.compress.level, Some(body.len() as u64))
+            .map_err(encode_failed)?;
         let mut encoded = Vec::with_capacity(body.len() / 4 + 64);
-        encoder.encode(&body, &mut encoded).map_err(failed)?;
-        encoder.finish(&mut encoded).map_err(failed)?;
+        encoder.encode(&body, &mut encoded).map_err(encode_failed)?;
+        encoder.finish(&mut encoded).map_err(encode_failed)?;
         // The application's length was the plain body's.
         out.retain(|(n, _)| !n.eq_ignore_ascii_case("content-length"));
         out.push((
@@ -377,6 +353,82 @@ impl Encoding {
         ));
         Ok((Cow::Owned(out), encoded))
     }
+
+    /// The same for a streamed body (ASGI's `more_body`), whose size is not known: worth
+    /// compressing whatever its size, as GZipMiddleware judges a streamed response. Returns
+    /// the fields it goes out with and, if this client takes a coding, the encoder its
+    /// messages go through ([`Encoder::flush`] each, so that each reaches the client when
+    /// sent). A body under the application's own `content-length`, or a HEAD answer, goes as
+    /// sent.
+    pub fn for_stream(
+        &self,
+        status: u16,
+        fields: FieldVec,
+        head: bool,
+    ) -> PyResult<(FieldVec, Option<Encoder>)> {
+        if !self.worth(status, &fields, None) {
+            return Ok((fields, None));
+        }
+        let mut out = with_vary(&fields);
+        let declared = declared_length(fields.iter().map(|(n, v)| (n, v)))?;
+        let (Some(coding), false) = (self.accept.pick(|_| true), head || declared.is_some())
+        else {
+            return Ok((out, None));
+        };
+        let encoder = Encoder::new(coding, self.compress.level, None).map_err(encode_failed)?;
+        out.push((
+            "Content-Encoding".into(),
+            coding.token().as_bytes().to_vec(),
+        ));
+        Ok((out, Some(encoder)))
+    }
+
+    /// Whether a response of `status` with `fields` and a body of `size` bytes (`None`:
+    /// streamed, not known) is worth compressing: see [`Encoding::apply`].
+    fn worth(&self, status: u16, fields: &Fields, size: Option<u64>) -> bool {
+        let field = |name: &'static str| {
+            fields
+                .iter()
+                .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_slice())
+        };
+        (200..300).contains(&status)
+            && has_body(status)
+            && status != 206
+            && size.is_none_or(|size| size >= self.compress.min_size)
+            && field("content-encoding").next().is_none()
+            && field("content-range").next().is_none()
+            && !has_token(fields, "cache-control", b"no-transform")
+            && field("content-type")
+                .next()
+                .and_then(|t| std::str::from_utf8(t).ok())
+                .is_some_and(compressible)
+    }
+}
+
+/// Whether a field `name` of `fields` lists `token` (comma-separated, any case).
+fn has_token(fields: &Fields, name: &str, token: &[u8]) -> bool {
+    fields
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .any(|(_, v)| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+        })
+}
+
+/// `fields` with `Vary: Accept-Encoding` added unless they vary on it (or on everything)
+/// already: a response that is compressed for some clients.
+fn with_vary(fields: &Fields) -> FieldVec {
+    let mut out = fields.to_vec();
+    if !has_token(fields, "vary", b"accept-encoding") && !has_token(fields, "vary", b"*") {
+        out.push(("Vary".into(), b"Accept-Encoding".to_vec()));
+    }
+    out
+}
+
+fn encode_failed(e: berth::proto::http::EncodeError) -> PyErr {
+    PyValueError::new_err(e.0)
 }
 
 /// The options [`configure`] reads that concern what the front does with requests and

@@ -667,3 +667,43 @@ def test_compress_encodes_what_the_client_accepts(serve, app, path):
     off = serve(app)
     r, data = off.get(path, "POST", body, asked)
     assert r.getheader("Content-Encoding") is None and data == plain
+
+
+def test_compress_encodes_a_streamed_asgi_body_message_by_message(serve):
+    """Issue 34: under --compress a streamed ASGI body (an event stream) is compressed too,
+    each message flushed: the client decodes the first event while the application still
+    waits for it to say so, then the rest and a complete gzip stream. A stream under the
+    application's own content-length, or a HEAD, goes as sent (with Vary)."""
+    import http.client
+    import zlib
+
+    s = serve("apps.asgi_apps:starlette_app", "--interface", "asgi", "--compress")
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+    conn.request("GET", "/events?count=4&id=a", headers={"Accept-Encoding": "gzip"})
+    r = conn.getresponse()
+    assert r.status == 200
+    assert r.getheader("Content-Encoding") == "gzip"
+    assert r.getheader("Vary") == "Accept-Encoding"
+    assert r.getheader("Transfer-Encoding") == "chunked"
+    gunzip = zlib.decompressobj(31)
+    got = b""
+    while b"event 0" not in got:
+        piece = r.read1(65536)
+        assert piece, "the stream ended before its first event decoded"
+        got += gunzip.decompress(piece)
+    assert b"event 1" not in got, "the second event is held until the first is seen"
+    r2, ok = s.get("/events-seen?id=a")
+    assert ok == b"ok"
+    rest = r.read()
+    got += gunzip.decompress(rest)
+    assert gunzip.eof, "a complete gzip stream"
+    assert got == b"".join(b"data: event %d %s\n\n" % (i, b"x" * 200) for i in range(4))
+    conn.close()
+
+    s.get("/events-seen?id=b")
+    r, data = s.get("/events?count=3&id=b&length=1", headers={"Accept-Encoding": "gzip"})
+    assert r.getheader("Content-Encoding") is None and r.getheader("Vary") == "Accept-Encoding"
+    assert int(r.getheader("Content-Length")) == len(data) and data.count(b"data: ") == 3
+
+    r, data = s.get("/events?count=3&id=b", "HEAD", headers={"Accept-Encoding": "gzip"})
+    assert r.getheader("Content-Encoding") is None and data == b""

@@ -270,9 +270,9 @@ impl std::fmt::Display for EncodeError {
 impl std::error::Error for EncodeError {}
 
 impl Encoder {
-    /// An encoder for `coding` at `level` (1–9) for a body of `size` bytes (zstd sizes its
-    /// window to it).
-    pub fn new(coding: Coding, level: u8, size: u64) -> Result<Encoder, EncodeError> {
+    /// An encoder for `coding` at `level` (1–9) for a body of `size` bytes, if known (zstd
+    /// sizes its window to it, and holds the body to it).
+    pub fn new(coding: Coding, level: u8, size: Option<u64>) -> Result<Encoder, EncodeError> {
         let level = level.clamp(1, 9);
         let inner = match coding {
             Coding::Gzip => Inner::Gzip(Box::new(Deflate::new_with_config(DeflateConfig {
@@ -290,7 +290,7 @@ impl Encoder {
             Coding::Zstd => {
                 let mut z = zstd::stream::write::Encoder::new(Vec::new(), i32::from(level))
                     .map_err(|e| EncodeError(e.to_string()))?;
-                z.set_pledged_src_size(Some(size))
+                z.set_pledged_src_size(size)
                     .map_err(|e| EncodeError(e.to_string()))?;
                 z.include_checksum(false)
                     .map_err(|e| EncodeError(e.to_string()))?;
@@ -303,25 +303,39 @@ impl Encoder {
     /// Takes all of `input`, appending to `out` whatever encoded bytes are ready (perhaps none:
     /// the encoders hold back up to a block).
     pub fn encode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        self.run(input, out, false)
+        self.run(input, out, Mode::Take)
+    }
+
+    /// Takes all of `input` and appends everything it encodes to, so that a client can decode
+    /// all it was sent so far (a sync flush; it costs a few bytes and some ratio): for a body
+    /// streamed by an application, whose every message must reach the client when sent.
+    pub fn flush(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        self.run(input, out, Mode::Flush)
     }
 
     /// Ends the body: appends the last encoded bytes and the coding's trailer.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        self.run(&[], out, true)
+        self.run(&[], out, Mode::Finish)
     }
 
-    fn run(&mut self, input: &[u8], out: &mut Vec<u8>, end: bool) -> Result<(), EncodeError> {
+    fn run(&mut self, input: &[u8], out: &mut Vec<u8>, mode: Mode) -> Result<(), EncodeError> {
         let failed = |e: &dyn std::fmt::Display| EncodeError(e.to_string());
+        let flush = mode == Mode::Flush;
         let result = match &mut self.inner {
-            Inner::Gzip(deflate) => deflate_into(deflate, input, out, end),
+            Inner::Gzip(deflate) => deflate_into(deflate, input, out, mode),
             Inner::Br(w) => {
-                let r = w.write_all(input).map_err(|e| failed(&e));
+                let mut r = w.write_all(input).map_err(|e| failed(&e));
+                if flush && r.is_ok() {
+                    r = w.flush().map_err(|e| failed(&e));
+                }
                 out.append(w.get_mut());
                 r
             }
             Inner::Zstd(z) => {
-                let r = z.write_all(input).map_err(|e| failed(&e));
+                let mut r = z.write_all(input).map_err(|e| failed(&e));
+                if flush && r.is_ok() {
+                    r = z.flush().map_err(|e| failed(&e));
+                }
                 out.append(z.get_mut());
                 r
             }
@@ -331,7 +345,7 @@ impl Encoder {
             self.inner = Inner::Done;
             return result;
         }
-        if end {
+        if mode == Mode::Finish {
             match std::mem::replace(&mut self.inner, Inner::Done) {
                 Inner::Br(w) => out.append(&mut w.into_inner()),
                 Inner::Zstd(z) => out.append(&mut z.finish().map_err(|e| failed(&e))?),
@@ -393,7 +407,7 @@ impl BodyEncoder {
             None => self.encoder.insert(Encoder::new(
                 self.encode.coding,
                 self.encode.level,
-                self.size,
+                Some(self.size),
             )?),
         };
         if !self.encode.chunked {
@@ -417,16 +431,27 @@ impl BodyEncoder {
     }
 }
 
+/// How far [`Encoder::run`] pushes what it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// As far as the encoder likes.
+    Take,
+    /// Everything taken, decodable (a sync flush).
+    Flush,
+    /// To the body's end.
+    Finish,
+}
+
 fn deflate_into(
     deflate: &mut Deflate,
     input: &[u8],
     out: &mut Vec<u8>,
-    end: bool,
+    mode: Mode,
 ) -> Result<(), EncodeError> {
-    let flush = if end {
-        DeflateFlush::Finish
-    } else {
-        DeflateFlush::NoFlush
+    let flush = match mode {
+        Mode::Take => DeflateFlush::NoFlush,
+        Mode::Flush => DeflateFlush::SyncFlush,
+        Mode::Finish => DeflateFlush::Finish,
     };
     crate::zlib::deflate_into(deflate, input, out, flush).map_err(|e| EncodeError(format!("{e:?}")))
 }
@@ -502,7 +527,7 @@ mod tests {
     }
 
     fn encode_in_chunks(coding: Coding, data: &[u8], chunk: usize) -> Vec<u8> {
-        let mut e = Encoder::new(coding, 5, data.len() as u64).unwrap();
+        let mut e = Encoder::new(coding, 5, Some(data.len() as u64)).unwrap();
         let mut out = Vec::new();
         for piece in data.chunks(chunk) {
             e.encode(piece, &mut out).unwrap();
@@ -533,6 +558,57 @@ mod tests {
         // An empty body is a valid empty stream.
         let empty = encode_in_chunks(Coding::Zstd, b"", 1);
         assert!(zstd::decode_all(&empty[..]).unwrap().is_empty());
+    }
+
+    /// After a flush, what was sent decodes to everything taken so far (an application's
+    /// streamed message reaches the client when sent), and the body still ends whole.
+    #[test]
+    fn a_flush_makes_all_taken_so_far_decodable() {
+        use std::io::Read;
+        let prefix = |coding: Coding, bytes: &[u8]| -> Vec<u8> {
+            let mut reader: Box<dyn Read + '_> = match coding {
+                Coding::Gzip => {
+                    use zlib_rs::{Inflate, InflateFlush};
+                    let mut inflate = Inflate::new(true, 31);
+                    let mut out = vec![0u8; 1 << 20];
+                    inflate
+                        .decompress(bytes, &mut out, InflateFlush::SyncFlush)
+                        .unwrap();
+                    out.truncate(inflate.total_out() as usize);
+                    return out;
+                }
+                Coding::Br => Box::new(brotli::Decompressor::new(bytes, 4096)),
+                Coding::Zstd => Box::new(zstd::stream::read::Decoder::new(bytes).unwrap()),
+            };
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Read what decodes; the stream is unfinished, so it ends in an error or EOF.
+            while let Ok(n @ 1..) = reader.read(&mut buf) {
+                out.extend_from_slice(&buf[..n]);
+            }
+            out
+        };
+        for coding in [Coding::Gzip, Coding::Br, Coding::Zstd] {
+            let mut e = Encoder::new(coding, 5, None).unwrap();
+            let mut sent = Vec::new();
+            let mut plain = Vec::new();
+            for event in ["data: one\n\n", "data: two\n\n", "data: three\n\n"] {
+                e.flush(event.as_bytes(), &mut sent).unwrap();
+                plain.extend_from_slice(event.as_bytes());
+                assert_eq!(prefix(coding, &sent), plain, "{coding:?}");
+            }
+            e.finish(&mut sent).unwrap();
+            let whole = match coding {
+                Coding::Gzip => prefix(coding, &sent),
+                Coding::Br => {
+                    let mut out = Vec::new();
+                    brotli::BrotliDecompress(&mut &sent[..], &mut out).unwrap();
+                    out
+                }
+                Coding::Zstd => zstd::decode_all(&sent[..]).unwrap(),
+            };
+            assert_eq!(whole, plain, "{coding:?}");
+        }
     }
 
     #[test]

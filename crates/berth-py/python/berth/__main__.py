@@ -367,8 +367,8 @@ def parser() -> Parser:
     g.add_argument("--compress", action="store_true",
                    help="compress responses of compressible types (text, JSON, JavaScript, "
                         "SVG, XML) on the fly with gzip, br or zstd, as the client accepts, "
-                        "with Vary: Accept-Encoding; whole bodies only (a streamed ASGI body "
-                        "goes as sent); never ranges or already-encoded bodies. Mind BREACH "
+                        "with Vary: Accept-Encoding; a streamed ASGI body message by "
+                        "message, each flushed; never ranges or already-encoded bodies. Mind BREACH "
                         "for pages with secrets (README). As berth serve --compress "
                         "(default: off)")
     g.add_argument("--compress-level", type=level, default=5, metavar="N",

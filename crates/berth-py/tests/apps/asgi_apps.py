@@ -85,6 +85,32 @@ async def stream(request: Request):
     return StreamingResponse(parts(), media_type="application/octet-stream")
 
 
+async def events(request: Request):
+    """An event stream (``text/event-stream``) of ``count`` events: the first at once, the
+    next only once the client has said it has the first (``/events-seen``), then the rest,
+    as a live feed is: each must reach the client when sent. ``?length=1`` declares the
+    whole stream's ``content-length`` (such a body is sent as it is, not compressed)."""
+    count = int(request.query_params.get("count", "5"))
+    seen = _EVENTS_SEEN.setdefault(request.query_params.get("id", ""), asyncio.Event())
+    lines = [b"data: event %d %s\n\n" % (i, b"x" * 200) for i in range(count)]
+
+    async def parts():
+        for i, line in enumerate(lines):
+            yield line
+            if i == 0:
+                await asyncio.wait_for(seen.wait(), 10)
+    headers = {"content-length": str(sum(map(len, lines)))} if "length" in request.query_params else None
+    return StreamingResponse(parts(), media_type="text/event-stream", headers=headers)
+
+
+_EVENTS_SEEN = {}
+
+
+async def events_seen(request: Request):
+    _EVENTS_SEEN.setdefault(request.query_params.get("id", ""), asyncio.Event()).set()
+    return PlainTextResponse("ok")
+
+
 async def endless(request: Request):
     async def parts():
         try:
@@ -156,6 +182,8 @@ starlette_app = Starlette(
         Route("/never", never),
         Route("/stream", stream),
         Route("/endless", endless),
+        Route("/events", events),
+        Route("/events-seen", events_seen),
         Route("/wait-disconnect", wait_disconnect),
         WebSocketRoute("/ws/echo", ws_echo),
         WebSocketRoute("/ws/refuse", ws_refuse),
