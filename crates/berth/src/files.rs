@@ -19,7 +19,9 @@
 //! ([`Files::precompressed`]). The one the client accepts best is opened instead
 //! ([`FileMeta::encoding`]); that any exists makes the answer vary with `Accept-Encoding`
 //! ([`FileMeta::vary`]). A sibling is trusted to hold the file's content: berth does not check
-//! that it is newer than the file (nginx's `gzip_static` does not either).
+//! that it is newer than the file (nginx's `gzip_static` does not either). For a file asked
+//! for by name the sibling is looked for first and the file itself is not opened when one is
+//! found, so a sibling is served even where its file is missing, as `gzip_static` serves it.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -125,6 +127,14 @@ impl Default for Files {
 }
 
 impl Root {
+    /// Opens `name`'s precompressed sibling for `coding` (`name.gz`, ...) if it is a regular
+    /// file, under the same rules as any file.
+    fn open_sibling(&self, name: &str, coding: Coding) -> Option<(File, std::fs::Metadata)> {
+        self.open_regular_or_dir(&format!("{name}{}", coding.suffix()))
+            .ok()
+            .filter(|(_, meta)| meta.is_file())
+    }
+
     /// Opens the directory `path` as a root.
     fn open(path: &Path) -> io::Result<Arc<Root>> {
         let path = path.to_path_buf();
@@ -182,9 +192,18 @@ impl Files {
             return Err(FileError::NotFound);
         };
         let rel = req.path();
+        // A file asked for by name: the sibling the client takes best is opened without the
+        // file itself (one open where it would be two, as nginx's `gzip_static` does).
+        let named = !rel.is_empty() && !req.dir_form();
+        let mut tried = [false; 3];
+        if named {
+            if let Some(found) = self.sibling(root, req, rel, &mut tried) {
+                return Ok(found);
+            }
+        }
         let (file, meta) = root.open_regular_or_dir(if rel.is_empty() { "." } else { rel })?;
         if meta.is_file() && !req.dir_form() {
-            return Ok(self.with_sibling(root, req, opened(file, &meta, rel), rel));
+            return Ok(self.plain(root, opened(file, &meta, rel), rel, tried));
         }
         if !meta.is_dir() {
             return Err(FileError::NotFound);
@@ -200,38 +219,30 @@ impl Files {
         if !req.dir_form() {
             return Err(FileError::Directory);
         }
-        Ok(self.with_sibling(root, req, opened(file, &meta, &index), &index))
+        let mut tried = [false; 3];
+        if let Some(found) = self.sibling(root, req, &index, &mut tried) {
+            return Ok(found);
+        }
+        Ok(self.plain(root, opened(file, &meta, &index), &index, tried))
     }
 
-    /// `plain`, or the precompressed sibling of `name` the client accepts best.
-    fn with_sibling(
+    /// The precompressed sibling of `name` the client takes best, if one is there: the
+    /// codings it takes, best first, until one is found (a client that takes gzip costs one
+    /// open, not one per coding berth knows). `tried` notes the codings looked for.
+    fn sibling(
         &self,
         root: &Root,
         req: &FileRequest,
-        plain: OpenFile,
         name: &str,
-    ) -> OpenFile {
+        tried: &mut [bool; 3],
+    ) -> Option<OpenFile> {
         if !self.precompressed {
-            return plain;
+            return None;
         }
-        let sibling = |c: Coding| {
-            root.open_regular_or_dir(&format!("{name}{}", c.suffix()))
-                .ok()
-                .filter(|(_, meta)| meta.is_file())
-        };
-        // The codings the client takes, best first, until one is there: a client that takes
-        // gzip costs one open, not one per coding berth knows.
-        let mut tried = [false; 3];
-        let mut pick = None;
-        for c in req.accepted().preferred() {
-            tried[c.index()] = true;
-            if let Some(found) = sibling(c) {
-                pick = Some((c, found));
-                break;
-            }
-        }
-        match pick {
-            Some((coding, (file, meta))) => OpenFile {
+        req.accepted().preferred().find_map(|coding| {
+            tried[coding.index()] = true;
+            let (file, meta) = root.open_sibling(name, coding)?;
+            Some(OpenFile {
                 file,
                 meta: FileMeta {
                     encoding: Some(coding),
@@ -239,22 +250,24 @@ impl Files {
                     ..FileMeta::plain(
                         meta.len(),
                         meta.modified().unwrap_or(std::time::UNIX_EPOCH),
-                        plain.meta.content_type,
+                        content_type(name),
                     )
                 },
-            },
-            None => {
-                // The plain file varies with Accept-Encoding if a sibling exists that another
-                // client would get.
-                let vary = Coding::ALL
-                    .iter()
-                    .zip(tried)
-                    .any(|(&c, tried)| !tried && sibling(c).is_some());
-                OpenFile {
-                    meta: FileMeta { vary, ..plain.meta },
-                    ..plain
-                }
-            }
+            })
+        })
+    }
+
+    /// `plain`, the file `name` itself, varying with `Accept-Encoding` if a sibling not
+    /// `tried` is there for another client.
+    fn plain(&self, root: &Root, plain: OpenFile, name: &str, tried: [bool; 3]) -> OpenFile {
+        let vary = self.precompressed
+            && Coding::ALL
+                .iter()
+                .zip(tried)
+                .any(|(&c, tried)| !tried && root.open_sibling(name, c).is_some());
+        OpenFile {
+            meta: FileMeta { vary, ..plain.meta },
+            ..plain
         }
     }
 }
@@ -435,6 +448,60 @@ mod tests {
         let mut files = Files::new(base.join("root")).unwrap();
         Arc::get_mut(files.root.as_mut().unwrap()).unwrap().openat2 = false;
         check(&files);
+        let _ = std::fs::remove_dir_all(base);
+    }
+
+    /// A file asked for by name: the sibling the client takes is served without the file
+    /// (it need not even exist, as under nginx's `gzip_static`); the file varies with
+    /// `Accept-Encoding` for a client that takes no sibling; `index.html` has siblings too.
+    #[test]
+    fn the_sibling_the_client_takes_is_opened_first() {
+        let base = scratch("siblings");
+        let root = base.join("root");
+        std::fs::write(root.join("a.txt.gz"), "gz of a").unwrap();
+        std::fs::write(root.join("only.css.br"), "br of only").unwrap();
+        std::fs::write(root.join("withindex/index.html.zst"), "zst").unwrap();
+        let files = Files::new(&root).unwrap();
+        let open = |rel: &str, accept: &str| {
+            let headers = [berth_proto::http::Header {
+                name: "Accept-Encoding",
+                value: accept.as_bytes(),
+            }];
+            let get = Request {
+                headers: &headers,
+                ..GET
+            };
+            files
+                .open(&FileRequest::parse(&get, rel).unwrap())
+                .map(|f| {
+                    (
+                        f.meta.encoding,
+                        f.meta.len,
+                        f.meta.vary,
+                        f.meta.content_type,
+                    )
+                })
+        };
+        let css = "text/css; charset=utf-8";
+        assert_eq!(
+            open("a.txt", "gzip"),
+            Ok((Some(Coding::Gzip), 7, true, "text/plain; charset=utf-8"))
+        );
+        assert_eq!(open("a.txt", "br").map(|f| (f.0, f.2)), Ok((None, true)));
+        assert_eq!(
+            open("only.css", "br, gzip"),
+            Ok((Some(Coding::Br), 10, true, css))
+        );
+        assert_eq!(open("only.css", "gzip"), Err(FileError::NotFound));
+        assert_eq!(
+            open("withindex/", "zstd").map(|f| f.0),
+            Ok(Some(Coding::Zstd))
+        );
+        assert_eq!(open("withindex", "zstd"), Err(FileError::Directory));
+        assert_eq!(
+            open("sub/deeper/x.css", "gzip, br, zstd").map(|f| (f.0, f.2)),
+            Ok((None, false))
+        );
         let _ = std::fs::remove_dir_all(base);
     }
 

@@ -45,6 +45,8 @@ pub mod stream;
 pub use encoding::{Accepted, BodyEncoder, Coding, Compress, EncodeError, Encoder};
 pub use files::{content_type, BadPath, Encode, FileError, FileMeta, FileRequest};
 pub use handler::{Context, Handled, Handler, Job};
+/// A request's header field, as [`Request::headers`] holds them (httparse's, parsed in place).
+pub use httparse::Header;
 pub use limits::Limits;
 pub use request::{Method, Request, Version};
 pub use response::{check_trailers, reason_phrase, BadTrailer, Reply, Response};

@@ -7,7 +7,7 @@
 //!
 //! How a file's bytes move is the transport's call, not the model's: one that
 //! [`can_send_file`](Transport::can_send_file) (a plain socket) gets them straight from the page
-//! cache with `sendfile(2)`, [`CHUNK`] bytes a call at most; one that cannot (an encrypting
+//! cache with `sendfile(2)`, [`SENDFILE_MAX`] bytes a call at most; one that cannot (an encrypting
 //! transport) gets them read into the pump's output buffer, one pooled buffer at a time, and
 //! written like any output. Either way a connection holds an open file and an offset, never
 //! more than one buffer of the file's bytes, however large the file or slow the peer.
@@ -33,9 +33,14 @@ use berth_proto::http::{BodyEncoder, Encode, Streamed, Taken};
 
 use crate::net::Transport;
 
-/// The most one `sendfile` call is asked for, so that one connection's large file cannot hold
-/// its thread for long.
+/// The most bytes a step of a read or streamed body moves into the output buffer.
 pub const CHUNK: usize = 64 * 1024;
+
+/// The most one `sendfile` call is asked for, so that one connection's large file cannot hold
+/// its thread for long (nginx's `sendfile_max_chunk` is 2 MiB). Larger than [`CHUNK`]: the
+/// kernel copies no more than the socket takes, and a typical answer (a precompressed page of
+/// a few hundred KiB) goes in one call instead of one per 64 KiB, as nginx's does.
+pub const SENDFILE_MAX: usize = 1024 * 1024;
 
 /// What a body still has to send.
 pub(crate) enum Body {
@@ -167,7 +172,7 @@ impl Body {
             }
         };
         if transport.can_send_file() {
-            let n = transport.send_file(file, offset, (*remaining).min(CHUNK as u64))?;
+            let n = transport.send_file(file, offset, (*remaining).min(SENDFILE_MAX as u64))?;
             if n == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
