@@ -30,10 +30,11 @@ use std::time::Duration;
 use berth::app::{Demo, DemoConfig, DemoHandler};
 use berth::drive::Service;
 use berth::stats::Stats;
-use berth_proto::http::pump::{NoFiles, Pump};
-use berth_proto::http::Limits;
+use berth::files::Files;
+use berth_proto::http::pump::{FileSource, NoFiles, Pump};
+use berth_proto::http::{FileError, FileMeta, FileRequest, Limits};
 
-use vectors::{check_stream, escape, Case, Expected, FIXED_DATE, FOLLOWUP_REQUEST};
+use vectors::{check_stream, escape, Case, Expected, FilesRoot, FIXED_DATE, FOLLOWUP_REQUEST};
 
 /// A case (all of its ways) that takes longer than this counts as a hang.
 const CASE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -87,34 +88,70 @@ impl Way {
 /// [`Pump`], which runs the step loop and checks the rules every driver relies on.
 struct Conn {
     pump: Pump<DemoHandler>,
+    /// The case's files (none: every file is missing).
+    files: Box<dyn FileSource>,
+}
+
+/// A case's files as the pump reads them: opened by berth's own [`Files`] (its rules and
+/// precompressed siblings), read with `pread`.
+struct DirFiles {
+    files: Files,
+    open: Option<std::fs::File>,
+}
+
+impl FileSource for DirFiles {
+    fn open(&mut self, req: &FileRequest) -> Result<FileMeta, FileError> {
+        let found = self.files.open(req)?;
+        self.open = Some(found.file);
+        Ok(found.meta)
+    }
+
+    fn read(&mut self, offset: u64, len: u64, out: &mut Vec<u8>) {
+        use std::os::unix::fs::FileExt;
+        let file = self.open.as_ref().expect("a read after an open");
+        let start = out.len();
+        out.resize(start + len as usize, 0);
+        file.read_exact_at(&mut out[start..], offset)
+            .expect("reading a vector's file");
+    }
 }
 
 impl Conn {
-    fn new(limits: Limits, hold_jobs: bool) -> Conn {
+    fn new(case: &Case, limits: Limits, hold_jobs: bool, root: Option<&FilesRoot>) -> Conn {
         let demo = Demo::new(
             DemoConfig {
                 slow_duration: Duration::from_millis(1),
                 offload_slow: true,
+                compress: case.compress,
                 ..Default::default()
             },
             Arc::new(Stats::new(1)),
         );
+        let files: Box<dyn FileSource> = match root {
+            Some(root) => Box::new(DirFiles {
+                files: Files::new(&root.0).expect("the case's files root"),
+                open: None,
+            }),
+            None => Box::new(NoFiles),
+        };
         Conn {
             pump: Pump::new(demo.handler(0), limits, FIXED_DATE, hold_jobs),
+            files,
         }
     }
 
-    /// Bytes arrive from the peer. The vectors run without a files root: every file is
-    /// missing.
+    /// Bytes arrive from the peer.
     fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.pump
-            .feed(bytes, &mut NoFiles)
+            .feed(bytes, &mut *self.files)
             .map_err(|v| v.to_string())
     }
 
     /// All input is in: run a held job, if any.
     fn finish(&mut self) -> Result<(), String> {
-        self.pump.finish(&mut NoFiles).map_err(|v| v.to_string())
+        self.pump
+            .finish(&mut *self.files)
+            .map_err(|v| v.to_string())
     }
 
     /// Checks the connection's end state and everything written against `expected`.
@@ -155,8 +192,9 @@ fn run_way(case: &Case, way: Way) -> Result<(), String> {
     if way == Way::HighWater1 {
         limits.output_high_water = 1;
     }
+    let root = case.files_root();
     let run = |reads: &[&[u8]]| -> Result<(), String> {
-        let mut conn = Conn::new(limits, way == Way::LateJobs);
+        let mut conn = Conn::new(case, limits, way == Way::LateJobs, root.as_ref());
         let result = reads
             .iter()
             .try_for_each(|r| conn.feed(r))
@@ -313,6 +351,7 @@ fn mutation_problems(cases: &[Case]) -> Vec<String> {
         .iter()
         .filter(|c| c.limits.output_high_water != Some(0))
     {
+        let root = case.files_root();
         for _ in 0..PER_CASE {
             let bytes = mutate(&case.request, &mut rng);
             let a = rng.below(bytes.len());
@@ -323,7 +362,7 @@ fn mutation_problems(cases: &[Case]) -> Vec<String> {
                 vec![&bytes[..a], &bytes[a..b], &bytes[b..]],
             ] {
                 let run = || -> Result<(), String> {
-                    let mut conn = Conn::new(limits, false);
+                    let mut conn = Conn::new(case, limits, false, root.as_ref());
                     reads.iter().try_for_each(|r| conn.feed(r))?;
                     conn.finish()?;
                     if conn.pump.session().is_waiting() {

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use berth_proto::http::{Limits, DATE_LEN};
+use berth_proto::http::{Compress, Limits, DATE_LEN};
 use serde::Deserialize;
 
 /// The Date value a sans-IO runner passes to the session, so responses are reproducible.
@@ -99,6 +99,21 @@ struct RawCase {
     incomplete: bool,
     #[serde(default)]
     known_bug: Option<String>,
+    #[serde(default)]
+    files: BTreeMap<String, String>,
+    #[serde(default)]
+    compress: Option<CompressOverrides>,
+}
+
+/// On-the-fly compression of `/files` (`berth serve --compress`) a case turns on; unset fields
+/// keep [`Compress`]'s defaults.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompressOverrides {
+    /// See [`Compress::level`].
+    pub level: Option<u8>,
+    /// See [`Compress::min_size`].
+    pub min_size: Option<u64>,
 }
 
 /// One vector: bytes a client sends and what the server must answer.
@@ -126,6 +141,11 @@ pub struct Case {
     /// The server is known to disagree with this vector; the reason. Runners report the case
     /// as a known failure, and fail if it unexpectedly passes (so the marker gets removed).
     pub known_bug: Option<String>,
+    /// Files under the `/files` root, by path relative to it, with their contents; none: the
+    /// server has no root (every file is 404).
+    pub files: BTreeMap<String, String>,
+    /// On-the-fly compression of `/files`, if the case turns it on.
+    pub compress: Option<Compress>,
 }
 
 /// Limits a case sets; unset fields keep the server's defaults.
@@ -197,6 +217,10 @@ pub struct Expected {
     /// Only for interim (1xx) responses: the server may or may not send it.
     #[serde(default)]
     pub optional: bool,
+    /// The exact body once its `Content-Encoding` (gzip, br or zstd) is undone: for a body
+    /// whose encoded bytes the vector cannot fix (compressed on the fly).
+    #[serde(default)]
+    pub decoded_body: Option<String>,
 }
 
 impl Expected {
@@ -209,6 +233,7 @@ impl Expected {
             body: Some("Hello, World!".into()),
             head: false,
             optional: false,
+            decoded_body: None,
         }
     }
 }
@@ -259,6 +284,16 @@ impl Case {
         if matches!(raw.known_bug.as_deref(), Some("")) {
             return Err("`known_bug` must say what is wrong".into());
         }
+        if raw.files.keys().any(|p| p.is_empty() || p.starts_with('/') || p.contains("..")) {
+            return Err("`files` paths are relative, below the root".into());
+        }
+        let compress = raw.compress.map(|c| {
+            let d = Compress::default();
+            Compress {
+                level: c.level.unwrap_or(d.level),
+                min_size: c.min_size.unwrap_or(d.min_size),
+            }
+        });
         Ok(Case {
             file,
             name: raw.name,
@@ -270,7 +305,30 @@ impl Case {
             close: raw.close,
             incomplete: raw.incomplete,
             known_bug: raw.known_bug,
+            files: raw.files,
+            compress,
         })
+    }
+
+    /// Writes the case's [`files`](Case::files) under a new directory; `None` if it has none.
+    /// The directory is removed when the guard is dropped.
+    pub fn files_root(&self) -> Option<FilesRoot> {
+        if self.files.is_empty() {
+            return None;
+        }
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "berth-vector-{}-{}-{n}",
+            self.name,
+            std::process::id()
+        ));
+        for (path, content) in &self.files {
+            let path = dir.join(path);
+            std::fs::create_dir_all(path.parent().expect("below the root")).expect("mkdir");
+            std::fs::write(&path, content).expect("write a vector's file");
+        }
+        Some(FilesRoot(dir))
     }
 
     /// `file/name`, for messages.
@@ -305,6 +363,16 @@ impl Case {
     /// `date`, if given, is the exact Date value every final response must carry.
     pub fn check(&self, output: &[u8], date: Option<&[u8]>) -> Result<(), String> {
         check_stream(output, &self.responses, self.close, date).map(|_| ())
+    }
+}
+
+/// A case's files on disk ([`Case::files_root`]), removed when dropped.
+#[derive(Debug)]
+pub struct FilesRoot(pub PathBuf);
+
+impl Drop for FilesRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -414,7 +482,11 @@ pub fn parse_response(buf: &[u8], head: bool) -> Result<(Parsed, usize), String>
     };
     let mut len = end + 4;
     let bodiless = head || status < 200 || status == 204 || status == 304;
-    if !bodiless {
+    if !bodiless && is_chunked(&parsed) {
+        let (body, used) = dechunk(&buf[len..])?;
+        parsed.body = body;
+        len += used;
+    } else if !bodiless {
         let cl = content_length(&parsed)?;
         if buf.len() < len + cl {
             return Err(format!(
@@ -426,6 +498,69 @@ pub fn parse_response(buf: &[u8], head: bool) -> Result<(Parsed, usize), String>
         len += cl;
     }
     Ok((parsed, len))
+}
+
+/// Whether the response says `Transfer-Encoding: chunked` (and nothing else).
+fn is_chunked(p: &Parsed) -> bool {
+    matches!(p.all("transfer-encoding").as_slice(), [v] if v.eq_ignore_ascii_case(b"chunked"))
+}
+
+/// A chunked body at the front of `buf` (RFC 9112 §7.1, no extensions or trailers: berth
+/// writes none): the body and the bytes it took.
+fn dechunk(buf: &[u8]) -> Result<(Vec<u8>, usize), String> {
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let line = find(&buf[at..], b"\r\n").ok_or("truncated chunk size line")?;
+        let size = std::str::from_utf8(&buf[at..at + line])
+            .ok()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|s| usize::from_str_radix(s, 16).ok())
+            .ok_or_else(|| format!("bad chunk size line {}", escape(&buf[at..at + line])))?;
+        at += line + 2;
+        if size == 0 {
+            if buf.get(at..at + 2) != Some(b"\r\n") {
+                return Err("the last chunk is not followed by CRLF".into());
+            }
+            return Ok((body, at + 2));
+        }
+        let data = buf.get(at..at + size).ok_or("truncated chunk")?;
+        body.extend_from_slice(data);
+        at += size;
+        if buf.get(at..at + 2) != Some(b"\r\n") {
+            return Err("chunk data not followed by CRLF".into());
+        }
+        at += 2;
+    }
+}
+
+/// `body` with its `Content-Encoding` undone (none, gzip, br or zstd).
+fn decoded(p: &Parsed) -> Result<Vec<u8>, String> {
+    let coding = p.all("content-encoding");
+    match coding.as_slice() {
+        [] => Ok(p.body.clone()),
+        [b"gzip"] => {
+            use zlib_rs::{Inflate, InflateFlush, Status};
+            let mut inflate = Inflate::new(true, 31);
+            let mut out = vec![0u8; p.body.len() * 64 + 1024];
+            match inflate.decompress(&p.body, &mut out, InflateFlush::Finish) {
+                Ok(Status::StreamEnd) => {}
+                other => return Err(format!("gzip body does not decode: {other:?}")),
+            }
+            out.truncate(inflate.total_out() as usize);
+            Ok(out)
+        }
+        [b"br"] => {
+            let mut out = Vec::new();
+            brotli::BrotliDecompress(&mut &p.body[..], &mut out)
+                .map_err(|e| format!("br body does not decode: {e}"))?;
+            Ok(out)
+        }
+        [b"zstd"] => {
+            zstd::decode_all(&p.body[..]).map_err(|e| format!("zstd body does not decode: {e}"))
+        }
+        _ => Err(format!("Content-Encoding {coding:?}")),
+    }
 }
 
 fn content_length(p: &Parsed) -> Result<usize, String> {
@@ -514,24 +649,38 @@ fn check_one(
                 return Err(format!("Date is {}, not {}", escape(d), escape(want)));
             }
         }
-        let cl = content_length(p)?;
-        if exp.head {
-            if let Some(body) = &exp.body {
-                if cl != body.len() {
-                    return Err(format!(
-                        "HEAD: Content-Length {cl}, but GET's body is {} bytes",
-                        body.len()
-                    ));
-                }
-            }
-        } else if p.status != 204 && p.status != 304 && cl != p.body.len() {
-            return Err(format!(
-                "Content-Length {cl} but {} body bytes",
-                p.body.len()
-            ));
+        let chunked = is_chunked(p);
+        if chunked && !p.all("content-length").is_empty() {
+            return Err("Content-Length with Transfer-Encoding: chunked".into());
         }
-        if !p.all("transfer-encoding").is_empty() {
-            return Err("response has Transfer-Encoding".into());
+        // 204 and 304 have no content, and (berth's) no length.
+        let cl = match p.status {
+            204 | 304 => None,
+            _ if chunked => Some(p.body.len()),
+            _ => Some(content_length(p)?),
+        };
+        if let (true, Some(cl), Some(body)) = (exp.head, cl, &exp.body) {
+            if cl != body.len() {
+                return Err(format!(
+                    "HEAD: Content-Length {cl}, but GET's body is {} bytes",
+                    body.len()
+                ));
+            }
+        } else if let (false, Some(cl)) = (exp.head, cl) {
+            if cl != p.body.len() {
+                return Err(format!(
+                    "Content-Length {cl} but {} body bytes",
+                    p.body.len()
+                ));
+            }
+        }
+        if !chunked && !p.all("transfer-encoding").is_empty() {
+            return Err("response has a Transfer-Encoding other than chunked".into());
+        }
+        if chunked && p.all("content-encoding").is_empty() {
+            // berth frames chunked only what it encodes as it sends it (a file compressed on
+            // the fly); everything else in the vectors has a length.
+            return Err("chunked without a Content-Encoding".into());
         }
         let says_close = p.all("connection").iter().any(|v| {
             v.split(|&b| b == b',')
@@ -564,6 +713,16 @@ fn check_one(
     }
     if exp.head && !p.body.is_empty() {
         return Err("HEAD response has a body".into());
+    }
+    if let (Some(want), false) = (&exp.decoded_body, exp.head) {
+        let got = decoded(p)?;
+        if got != want.as_bytes() {
+            return Err(format!(
+                "decoded body {}, not {}",
+                escape(&got),
+                escape(want.as_bytes())
+            ));
+        }
     }
     if let (Some(body), false) = (&exp.body, exp.head) {
         if p.body != body.as_bytes() {
