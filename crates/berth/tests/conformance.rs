@@ -22,13 +22,14 @@ mod server;
 #[path = "support/vectors.rs"]
 mod vectors;
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use berth::drive::Model;
-use berth::proto::http::Limits;
+use berth::proto::http::{Compress, Limits};
 
 use berth_testkit::{per_model_and_tls, procs, read_until, ReadEnd};
 use server::{
@@ -314,20 +315,26 @@ fn http1_vector_output_high_water_zero(m: Model) {
 
 /// Runs `cases` whole, byte by byte and pipelined, one server per distinct set of limits.
 fn run_vectors(m: Model, cases: &[Case]) {
-    // One server per distinct set of limits.
-    let mut groups: Vec<(Limits, Vec<&Case>)> = Vec::new();
+    // One server per distinct set of limits, files and compression.
+    type Setup<'a> = (Limits, &'a BTreeMap<String, String>, Option<Compress>);
+    let mut groups: Vec<(Setup, Vec<&Case>)> = Vec::new();
     for case in cases {
-        let limits = case.limits();
-        match groups.iter_mut().find(|(l, _)| *l == limits) {
+        let setup = (case.limits(), &case.files, case.compress);
+        match groups.iter_mut().find(|(s, _)| *s == setup) {
             Some((_, g)) => g.push(case),
-            None => groups.push((limits, vec![case])),
+            None => groups.push((setup, vec![case])),
         }
     }
     let started = Instant::now();
     let (mut failed, mut known, mut fixed) = (Vec::new(), Vec::new(), Vec::new());
     let mut stopping = Vec::new();
-    for (limits, group) in &groups {
-        let srv = Opts::new(m).limits(*limits).start();
+    for ((limits, _, compress), group) in &groups {
+        let root = group[0].files_root();
+        let mut opts = Opts::new(m).limits(*limits).compress(*compress);
+        if let Some(root) = &root {
+            opts = opts.files(&root.0);
+        }
+        let srv = opts.start();
         for case in group {
             let errors: Vec<String> = [Way::Whole, Way::Bytewise, Way::Pipelined]
                 .into_iter()
@@ -347,7 +354,10 @@ fn run_vectors(m: Model, cases: &[Case]) {
             }
         }
         // Blocking models take up to their stop-poll interval to stop: overlap that.
-        stopping.push(thread::spawn(move || drop(srv)));
+        stopping.push(thread::spawn(move || {
+            drop(srv);
+            drop(root);
+        }));
     }
     for t in stopping {
         t.join().expect("stopping a server");

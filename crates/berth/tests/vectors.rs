@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig, DemoHandler};
 use berth::drive::Service;
-use berth::stats::Stats;
 use berth::files::Files;
+use berth::stats::Stats;
 use berth_proto::http::pump::{FileSource, NoFiles, Pump};
 use berth_proto::http::{FileError, FileMeta, FileRequest, Limits};
 

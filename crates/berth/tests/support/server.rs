@@ -66,6 +66,8 @@ pub struct Opts {
     pub tls: bool,
     /// `/ws/echo`'s limits and permessage-deflate settings.
     pub ws: berth::proto::ws::WsConfig,
+    /// On-the-fly compression of `/files` (`--compress`); off by default.
+    pub compress: Option<berth::proto::http::Compress>,
 }
 
 impl Opts {
@@ -85,7 +87,14 @@ impl Opts {
             files: None,
             tls: OVER_TLS.with(Cell::get),
             ws: berth::proto::ws::WsConfig::default(),
+            compress: None,
         }
+    }
+
+    /// On-the-fly compression of `/files`, as `--compress` turns it on.
+    pub fn compress(mut self, compress: Option<berth::proto::http::Compress>) -> Opts {
+        self.compress = compress;
+        self
     }
 
     /// `/ws/echo`'s settings.
@@ -214,6 +223,7 @@ impl Opts {
             ..Default::default()
         };
         app.ws = self.ws;
+        app.compress = self.compress;
         let files = match &self.files {
             Some(root) => Files::new(root).expect("files root"),
             None => Files::none(),
