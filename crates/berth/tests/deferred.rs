@@ -744,13 +744,27 @@ fn a_streamed_reply_arrives_whole_over_http2_tls(model: Model) {
     streamed_over_http2(model, true);
 }
 
-fn streamed_over_http2(model: Model, tls: bool) {
-    use berth_testkit::h2::{connect, Req};
+/// A server of the deferred jobs in `model` and an HTTP/2 client connected to it (h2c, or TLS
+/// with ALPN `h2`).
+fn h2_served(
+    model: Model,
+    tls: bool,
+) -> (
+    ModelServer,
+    berth_testkit::h2::H2Client<berth_testkit::h2::Conn>,
+) {
     let seen = Arc::new(Seen::default());
-    let s = seen.clone();
-    let srv = Opts::new(model).tls(tls).start_service(move |_| Streams(s));
+    let srv = Opts::new(model)
+        .tls(tls)
+        .start_service(move |_| Streams(seen));
     let ca = tls.then(|| server::test_tls().certs.ca.clone());
-    let mut client = connect(srv.addr, ca.as_deref(), &[]);
+    let client = berth_testkit::h2::connect(srv.addr, ca.as_deref(), &[]);
+    (srv, client)
+}
+
+fn streamed_over_http2(model: Model, tls: bool) {
+    use berth_testkit::h2::Req;
+    let (srv, mut client) = h2_served(model, tls);
     // Both bodies fit the initial windows: the client sends nothing once it has asked, so
     // only the producers' wake-ups can move the answers.
     client.auto_window(false);
@@ -830,12 +844,8 @@ fn trailers_end_the_stream_over_http2_tls(model: Model) {
 }
 
 fn trailers_over_http2(model: Model, tls: bool) {
-    use berth_testkit::h2::{connect, Req};
-    let seen = Arc::new(Seen::default());
-    let s = seen.clone();
-    let srv = Opts::new(model).tls(tls).start_service(move |_| Streams(s));
-    let ca = tls.then(|| server::test_tls().certs.ca.clone());
-    let mut client = connect(srv.addr, ca.as_deref(), &[]);
+    use berth_testkit::h2::Req;
+    let (srv, mut client) = h2_served(model, tls);
     let a = client.send(&Req::get("/stream?count=20&size=1000&trailers=1"));
     let b = client.send(&Req::get("/whole?trailers=1"));
     let c = client.send(&Req::get("/stream?count=2&size=10"));
