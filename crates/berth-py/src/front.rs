@@ -371,8 +371,7 @@ impl Encoding {
         }
         let mut out = with_vary(&fields);
         let declared = declared_length(fields.iter().map(|(n, v)| (n, v)))?;
-        let (Some(coding), false) = (self.accept.pick(|_| true), head || declared.is_some())
-        else {
+        let (Some(coding), false) = (self.accept.pick(|_| true), head || declared.is_some()) else {
             return Ok((out, None));
         };
         let encoder = Encoder::new(coding, self.compress.level, None).map_err(encode_failed)?;
