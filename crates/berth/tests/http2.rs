@@ -346,6 +346,63 @@ fn single_lets_an_idle_h2_connection_go_with_goaway_when_another_client_waits() 
     );
 }
 
+/// `single` sets aside a connection whose client has said nothing past its TLS handshake (a
+/// browser's preconnect; h2spec opens one, then a second to measure an answer, before it
+/// speaks on the first) and serves the client who came after it: B is answered while A stays
+/// silent, then A, which was neither closed nor told GOAWAY, is answered once it speaks (B,
+/// idle by then, is let go). Over HTTP/2 and HTTP/1.1. Before, B waited out A's header timeout
+/// (and h2spec's cases 6.5.3/1, 6.9.1/1, 6.9.2/1 and 6.9.2/2 failed in `single` over TLS).
+#[test]
+fn single_sets_aside_a_tls_client_that_has_not_spoken_for_the_next_one() {
+    use berth_testkit::h2::{tls, H2Client, Req};
+    let header = IO_TIMEOUT * 6;
+    let server = Opts::new(Model::Single)
+        .tls(true)
+        .timeouts(berth::drive::Timeouts {
+            header,
+            ..Default::default()
+        })
+        .start();
+    let ca = test_tls().certs.ca.clone();
+    // A's handshake done, then silence; B answered within its read timeout, a sixth of the
+    // header timeout A could hold the thread for.
+    let b_is_answered = || {
+        let mut b = berth_testkit::h2::connect(server.addr, Some(&ca), &[]);
+        let answer = b
+            .request(&Req::get("/hello/world"))
+            .response("B, while A is silent");
+        assert_eq!(answer.body, b"Hello, World!");
+    };
+    // HTTP/2: A speaks its preface only after B's answer.
+    let a = tls(server.addr, &ca);
+    b_is_answered();
+    let mut a =
+        H2Client::start(berth_testkit::h2::Conn::Tls(Box::new(a)), &[]).expect("A's preface");
+    let answer = a
+        .request(&Req::get("/hello/world"))
+        .response("A, once it speaks");
+    assert_eq!(answer.body, b"Hello, World!");
+    assert!(a.goaway().is_none(), "A was kept, not let go");
+    drop(a);
+    // HTTP/1.1: the same with a request.
+    let mut a = berth::net::tls::TlsConnector::new(Some(&ca), &[b"http/1.1"])
+        .unwrap()
+        .connect("127.0.0.1", TcpStream::connect(server.addr).unwrap())
+        .unwrap();
+    a.complete_handshake().unwrap();
+    a.get_ref().set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    b_is_answered();
+    a.write_all(b"GET /hello/world HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = a.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200 OK") && answer.ends_with("Hello, World!"),
+        "{answer}"
+    );
+}
+
 /// An attack's kind (as `/stats` names it) and the bytes that make it.
 type Flood = (&'static str, fn() -> Vec<u8>);
 

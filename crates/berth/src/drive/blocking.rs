@@ -33,7 +33,7 @@ use super::pump::{Blocks, Conn, Env, Fate};
 use super::stall::Stalls;
 use super::Timeouts;
 use crate::files::Files;
-use crate::net::{Acceptor, Blocking, BlockingSocket, Listener};
+use crate::net::{Acceptor, Blocking, BlockingSocket, Listener, Stream};
 use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, StopKind};
 use crate::stats::Stats;
@@ -151,7 +151,9 @@ pub(crate) struct Serving<'a, H> {
 /// leaves, the session closes, a timeout passes, or — between requests — `should_yield` says
 /// the connection should go (the `single` model's fairness rule: an idle keep-alive connection
 /// must not hold the only thread; `forked`'s stop). With `rival` (`single`'s listener), an idle
-/// connection is let go as soon as a client is waiting there.
+/// connection is let go as soon as a client is waiting there; with `parking` too, a connection
+/// whose client has said nothing yet is set aside there instead (see [`Parked`]), and one
+/// idling between requests is let go as soon as the one set aside speaks.
 pub(crate) fn serve_connection<H: Handler, S: Blocking>(
     socket: S,
     acceptor: &Acceptor,
@@ -159,27 +161,65 @@ pub(crate) fn serve_connection<H: Handler, S: Blocking>(
     config: &ConnConfig,
     should_yield: impl Fn() -> bool,
     rival: Option<&Listener>,
+    parking: Option<&mut Parking<Stream<Stalls<S>>>>,
 ) -> io::Result<()> {
     // Writes end once the peer stalls for the write timeout, however the kernel split the
     // waiting (see `stall`).
     let socket = Stalls::new(socket, config.timeouts.write)?;
-    serve(
-        Conn::accept(socket, acceptor)?,
-        serving,
-        config,
-        should_yield,
-        rival,
-    )
+    let parked = Parked {
+        conn: Conn::accept(socket, acceptor)?,
+        wake: None,
+    };
+    serve(parked, serving, config, should_yield, rival, parking)
+}
+
+/// A connection `single` set aside before its client said anything: the transport handshake
+/// is done and the client waits (a browser's preconnect does; h2spec's cases open a connection
+/// and then, before speaking on it, a second one to measure an answer). For all the client
+/// can tell it is still in the accept queue, so a client who came after it is served
+/// meanwhile, one connection at a time still. It is taken up again as soon as it speaks (the
+/// connection then being served is let go between requests, as for any waiting client), or
+/// when no one else waits. At most one is set aside; its state (TLS, HTTP/2's SETTINGS sent,
+/// its waker) is kept whole.
+pub(crate) struct Parked<T: Blocking> {
+    conn: Conn<T, Blocks>,
+    /// The read end of the connection's HTTP/2 waker, if it has one.
+    wake: Option<UnixStream>,
+}
+
+/// Where `single` keeps the connection it set aside, if any.
+pub(crate) type Parking<T> = Option<Parked<T>>;
+
+impl<T: Blocking> Parked<T> {
+    /// Whether its client has sent something (or gone) since it was set aside.
+    pub(crate) fn spoke(&self) -> bool {
+        has_pending_input(&self.conn.stream)
+    }
+
+    /// Serves it again from where it was set aside, as [`serve_connection`] serves a new one
+    /// (it may be set aside again).
+    pub(crate) fn resume<H: Handler>(
+        self,
+        serving: Serving<'_, H>,
+        config: &ConnConfig,
+        should_yield: impl Fn() -> bool,
+        rival: Option<&Listener>,
+        parking: &mut Parking<T>,
+    ) -> io::Result<()> {
+        serve(self, serving, config, should_yield, rival, Some(parking))
+    }
 }
 
 /// [`serve_connection`], over any blocking transport.
 fn serve<H: Handler, T: Blocking>(
-    mut conn: Conn<T, Blocks>,
+    parked: Parked<T>,
     serving: Serving<'_, H>,
     config: &ConnConfig,
     should_yield: impl Fn() -> bool,
     rival: Option<&Listener>,
+    mut parking: Option<&mut Parking<T>>,
 ) -> io::Result<()> {
+    let Parked { mut conn, mut wake } = parked;
     let Serving {
         handler,
         files,
@@ -211,9 +251,8 @@ fn serve<H: Handler, T: Blocking>(
         };
     }
     // HTTP/2's streams wake the connection (a streamed answer's producer pushed, a job took
-    // some of a streamed request body) through a socket pair: the thread waits on the
+    // some of a streamed request body) through a socket pair (`wake`): the thread waits on the
     // connection and on it together, as HTTP/1.1's one body waits on its producer alone.
-    let mut wake: Option<UnixStream> = None;
     let mut fate = Fate::Keep;
     loop {
         if wake.is_none() && conn.wants_waker() {
@@ -227,6 +266,14 @@ fn serve<H: Handler, T: Blocking>(
             wake = Some(rx);
         }
         fate = match fate {
+            Fate::Keep if parking.is_some() && conn.stream.handshaking() => {
+                // `single` sets aside a client that has not spoken (below): the transport's
+                // handshake first, within the header timeout, and no read past it.
+                conn.stream.set_read_timeout(Some(t.header))?;
+                read_timeout = Some(Some(t.header));
+                conn.stream.finish_handshake()?;
+                Fate::Keep
+            }
             Fate::Keep if conn.timed_out() => {
                 // SO_RCVTIMEO ran out: 408 for a request in progress, silence for an idle
                 // connection.
@@ -269,15 +316,37 @@ fn serve<H: Handler, T: Blocking>(
                 // idles is not kept waiting for it. Not while the transport holds input (TLS
                 // plaintext decrypted ahead): the socket would not say so, and a read takes it
                 // at once.
-                let waker = wake.as_ref().filter(|_| !conn.stream.holds_input());
-                let rival = rival.filter(|_| between && !conn.stream.holds_input());
-                if waker.is_some() || rival.is_some() {
+                // With `single`'s parking: a client that has said nothing may be set aside for
+                // one who comes (if none is already); one idling between requests goes when
+                // the one set aside speaks.
+                let held = conn.stream.holds_input();
+                let (may_park, set_aside) = match parking.as_deref() {
+                    Some(None) => (conn.unheard(), None),
+                    Some(Some(other)) => (false, Some(&other.conn.stream).filter(|_| between)),
+                    None => (false, None),
+                };
+                let waker = wake.as_ref().filter(|_| !held);
+                let rival = rival.filter(|_| (between || may_park) && !held);
+                let set_aside = set_aside.filter(|_| !held);
+                if waker.is_some() || rival.is_some() || set_aside.is_some() {
                     let mut fds: Vec<&dyn AsRawFd> = vec![&conn.stream];
+                    let mut next = 1;
+                    let mut at = |present: bool| {
+                        present.then(|| {
+                            next += 1;
+                            next - 1
+                        })
+                    };
+                    let (waker_at, rival_at) = (at(waker.is_some()), at(rival.is_some()));
+                    let aside_at = at(set_aside.is_some());
                     fds.extend(waker.map(|w| w as &dyn AsRawFd));
                     fds.extend(rival.map(|l| l as &dyn AsRawFd));
-                    match poll_first(&fds, wait.unwrap_or(t.idle))? {
+                    fds.extend(set_aside.map(|s| s as &dyn AsRawFd));
+                    let ready = poll_first(&fds, wait.unwrap_or(t.idle))?;
+                    let others = rival_at.is_some() || aside_at.is_some();
+                    match ready {
                         Some(0) => {}
-                        Some(1) if waker.is_some() => {
+                        Some(i) if Some(i) == waker_at => {
                             if let Some(rx) = waker {
                                 let mut sink = [0u8; 64];
                                 while matches!((&*rx).read(&mut sink), Ok(n) if n > 0) {}
@@ -286,9 +355,17 @@ fn serve<H: Handler, T: Blocking>(
                             fate = conn.pump(&mut lend!());
                             continue;
                         }
-                        // Another client waits, or this one idled out: let it go (HTTP/2
-                        // with GOAWAY: the pump says it, then closes).
-                        _ if rival.is_some() => {
+                        // A client came while this one has said nothing: set this one aside.
+                        Some(i) if Some(i) == rival_at && may_park => {
+                            if let Some(slot) = parking.as_deref_mut() {
+                                *slot = Some(Parked { conn, wake });
+                            }
+                            return Ok(());
+                        }
+                        // Another client waits (or the one set aside spoke), or this one
+                        // idled out: let it go (HTTP/2 with GOAWAY: the pump says it, then
+                        // closes).
+                        Some(_) | None if between && others => {
                             if conn.wind_down() {
                                 fate = conn.pump(&mut lend!());
                                 continue;

@@ -131,6 +131,7 @@ pub fn spawn<S: Service>(
                                         &conn,
                                         || terminated.load(std::sync::atomic::Ordering::Acquire),
                                         None,
+                                        None,
                                     )
                                 }));
                             process::exit_child(if served.is_ok() { 0 } else { 101 });

@@ -362,6 +362,8 @@ pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     has_waker: bool,
     /// An HTTP/2 connection's counts went to the server's `/stats` (once, as it closed).
     counted: bool,
+    /// The client has sent some bytes of its protocol (past any transport handshake).
+    heard: bool,
     waits: PhantomData<W>,
 }
 
@@ -398,6 +400,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             handshake_since: None,
             has_waker: false,
             counted: false,
+            heard: false,
             waits: PhantomData,
         }
     }
@@ -505,6 +508,18 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// Some response bytes have been written on this connection.
     pub fn answered(&self) -> bool {
         self.sent > 0
+    }
+
+    /// The client has said nothing yet (its transport handshake, if any, is done) and nothing
+    /// is owed to it: as far as it can tell, the connection could still be waiting in the
+    /// accept queue (`single` sets such a connection aside for a client who came after it).
+    pub fn unheard(&self) -> bool {
+        !self.heard
+            && self.input.is_empty()
+            && self.handed.nothing()
+            && !self.out_pending()
+            && !self.stream.handshaking()
+            && !self.stream.holds_input()
     }
 
     /// The peer has shut down its side.
@@ -848,6 +863,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     Ok(0) => self.reading = Reading::Closed,
                     Ok(_) => {
                         self.seen = Input::Unseen;
+                        self.heard = true;
                         let filled = self.input.len() == self.input.capacity();
                         let to_the_end = self.reading == Reading::ToTheEnd;
                         if !W::read_again(filled, to_the_end, self.stream.short_read_drains()) {
@@ -1243,8 +1259,16 @@ mod tests {
             going: &|| false,
         };
         let config = ConnConfig::default();
-        blocking::serve_connection(wrap(s), &Acceptor::Plain, serving, &config, || false, None)
-            .unwrap();
+        blocking::serve_connection(
+            wrap(s),
+            &Acceptor::Plain,
+            serving,
+            &config,
+            || false,
+            None,
+            None,
+        )
+        .unwrap();
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `single`: one thread accepts and serves one connection at a time (seed 000's `-type s`,
 //! seed 004's "dumb server"). Keep-alive is honoured while no one else is waiting: between two
 //! requests, a connection is let go as soon as another client is queued on the listener, so an
-//! idle keep-alive client cannot hold the only thread.
+//! idle keep-alive client cannot hold the only thread. A connection whose client has said
+//! nothing yet (past its TLS handshake) is set aside instead for the client who came after it
+//! (`blocking::Parked`), as if it were still in the accept queue, and served once it speaks.
 
 use std::io;
 
@@ -35,9 +37,33 @@ pub fn spawn<S: Service>(
                 let files = service.files();
                 let mut date = DateCache::default();
                 let shard = stats.shard(0);
-                while let Some(stream) = blocking::accept(&listener, &ctl, || {}) {
-                    shard.connection_opened();
-                    let key = active.insert(&stream);
+                // The connection set aside before its client spoke (see `Parked`), and its
+                // key among the active ones.
+                let mut parking = None;
+                let mut parked_key = None;
+                loop {
+                    // The one set aside comes first once it speaks, or when no one else waits;
+                    // else the next client.
+                    let resumed = match parking.take() {
+                        Some(p) if blocking::Parked::spoke(&p) || !has_pending_input(&listener) => {
+                            Some(p)
+                        }
+                        other => {
+                            parking = other;
+                            None
+                        }
+                    };
+                    let (stream, key) = match resumed {
+                        Some(p) => (Either::Resumed(p), parked_key.take()),
+                        None => {
+                            let Some(stream) = blocking::accept(&listener, &ctl, || {}) else {
+                                break;
+                            };
+                            shard.connection_opened();
+                            let key = active.insert(&stream);
+                            (Either::New(stream), key)
+                        }
+                    };
                     let others_waiting = || ctl.stopping() || has_pending_input(&listener);
                     let serving = blocking::Serving {
                         handler: &mut handler,
@@ -46,15 +72,32 @@ pub fn spawn<S: Service>(
                         stats: &stats,
                         going: &|| ctl.stopping(),
                     };
-                    if let Err(e) = blocking::serve_connection(
-                        stream,
-                        &transport,
-                        serving,
-                        &config,
-                        others_waiting,
-                        Some(&listener),
-                    ) {
+                    let was_empty = parking.is_none();
+                    let served = match stream {
+                        Either::New(stream) => blocking::serve_connection(
+                            stream,
+                            &transport,
+                            serving,
+                            &config,
+                            others_waiting,
+                            Some(&listener),
+                            Some(&mut parking),
+                        ),
+                        Either::Resumed(p) => p.resume(
+                            serving,
+                            &config,
+                            others_waiting,
+                            Some(&listener),
+                            &mut parking,
+                        ),
+                    };
+                    if let Err(e) = served {
                         log::debug!("connection ended with an error: {e}");
+                    }
+                    if was_empty && parking.is_some() {
+                        // Set aside, not closed: it stays among the active ones.
+                        parked_key = key;
+                        continue;
                     }
                     if let Some(key) = key {
                         active.remove(key);
@@ -71,6 +114,12 @@ pub fn spawn<S: Service>(
         active.shutdown_all(kind)
     });
     Ok(server)
+}
+
+/// A connection to serve: a new one, or the one set aside.
+enum Either<S, P> {
+    New(S),
+    Resumed(P),
 }
 
 /// The `single` model in the registry.

@@ -93,6 +93,7 @@ pub fn spawn<S: Service>(
                                 &conn,
                                 || false,
                                 None,
+                                None,
                             ) {
                                 log::debug!("connection ended with an error: {e}");
                             }

@@ -634,6 +634,12 @@ impl<S: Transport> Transport for TlsStream<S> {
         self.conn.is_handshaking()
     }
 
+    fn finish_handshake(&mut self) -> io::Result<()> {
+        self.complete_handshake()?;
+        // Session tickets and the like, which rustls queues once the handshake is done.
+        self.push()
+    }
+
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.take(buf, true)
     }

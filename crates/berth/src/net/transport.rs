@@ -83,6 +83,15 @@ pub trait Transport: Read + Write {
         false
     }
 
+    /// Blocking: drives the transport's handshake (TLS) to its end and sends what it left to
+    /// send, without waiting for application bytes after it (a read would): for a blocking
+    /// model that looks around once the client could speak (`single`'s parking). Nothing to
+    /// do without a handshake.
+    #[inline]
+    fn finish_handshake(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Writes the last bytes the connection will send, as [`Write::write`] does. A transport
     /// that ends its stream with a message of its own (TLS's close_notify) adds it once all of
     /// `buf` is taken, so that it leaves in the same write as the last bytes rather than in a
@@ -514,6 +523,9 @@ impl<S: Transport> Transport for Stream<S> {
     #[inline]
     fn handshaking(&self) -> bool {
         stream!(self, s => s.handshaking())
+    }
+    fn finish_handshake(&mut self) -> io::Result<()> {
+        stream!(self, s => s.finish_handshake())
     }
     #[inline]
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
