@@ -403,6 +403,59 @@ fn single_sets_aside_a_tls_client_that_has_not_spoken_for_the_next_one() {
     );
 }
 
+/// A client set aside by `single` gets the header timeout, counted from when it was first set
+/// aside, to speak, however often it is taken up and set aside again while other clients come
+/// and go (else a silent client kept busy by a stream of others would live forever).
+#[test]
+fn single_closes_a_client_set_aside_that_stays_silent_past_the_header_timeout() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let server = Opts::new(Model::Single)
+        .tls(true)
+        .timeouts(berth::drive::Timeouts {
+            header: std::time::Duration::from_secs(1),
+            ..Default::default()
+        })
+        .start();
+    let ca = test_tls().certs.ca.clone();
+    let mut a = berth::net::tls::TlsConnector::new(Some(&ca), &[b"http/1.1"])
+        .unwrap()
+        .connect("127.0.0.1", TcpStream::connect(server.addr).unwrap())
+        .unwrap();
+    a.complete_handshake().unwrap();
+    // Five times the header timeout: before, A was closed only once the others stopped.
+    a.get_ref()
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                let mut b = berth::net::tls::TlsConnector::new(Some(&ca), &[b"http/1.1"])
+                    .unwrap()
+                    .connect("127.0.0.1", TcpStream::connect(server.addr).unwrap())
+                    .unwrap();
+                b.get_ref().set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                b.write_all(b"GET /hello/world HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                let mut answer = Vec::new();
+                let _ = b.read_to_end(&mut answer);
+                assert!(answer.starts_with(b"HTTP/1.1 200"), "B answered");
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        let mut sink = [0u8; 64];
+        let ended = a.read(&mut sink);
+        done.store(true, Ordering::SeqCst);
+        assert!(
+            matches!(ended, Ok(0))
+                || ended
+                    .as_ref()
+                    .is_err_and(|e| e.kind() != std::io::ErrorKind::WouldBlock),
+            "A closed, not still open: {ended:?}"
+        );
+    });
+}
+
 /// An attack's kind (as `/stats` names it) and the bytes that make it.
 type Flood = (&'static str, fn() -> Vec<u8>);
 

@@ -169,6 +169,7 @@ pub(crate) fn serve_connection<H: Handler, S: Blocking>(
     let parked = Parked {
         conn: Conn::accept(socket, acceptor)?,
         wake: None,
+        since: None,
     };
     serve(parked, serving, config, should_yield, rival, parking)
 }
@@ -185,6 +186,9 @@ pub(crate) struct Parked<T: Blocking> {
     conn: Conn<T, Blocks>,
     /// The read end of the connection's HTTP/2 waker, if it has one.
     wake: Option<UnixStream>,
+    /// When it was first set aside: its client has the header timeout from then to speak,
+    /// however often it is taken up and set aside again.
+    since: Option<Instant>,
 }
 
 /// Where `single` keeps the connection it set aside, if any.
@@ -219,7 +223,16 @@ fn serve<H: Handler, T: Blocking>(
     rival: Option<&Listener>,
     mut parking: Option<&mut Parking<T>>,
 ) -> io::Result<()> {
-    let Parked { mut conn, mut wake } = parked;
+    let Parked {
+        mut conn,
+        mut wake,
+        since,
+    } = parked;
+    if since.is_some_and(|since| since.elapsed() >= config.timeouts.header) {
+        // Set aside and silent for as long as a request head may take: closed, as one would
+        // be that idled out.
+        return linger_close(&mut conn.stream, false);
+    }
     let Serving {
         handler,
         files,
@@ -358,7 +371,8 @@ fn serve<H: Handler, T: Blocking>(
                         // A client came while this one has said nothing: set this one aside.
                         Some(i) if Some(i) == rival_at && may_park => {
                             if let Some(slot) = parking.as_deref_mut() {
-                                *slot = Some(Parked { conn, wake });
+                                let since = since.or_else(|| Some(Instant::now()));
+                                *slot = Some(Parked { conn, wake, since });
                             }
                             return Ok(());
                         }
