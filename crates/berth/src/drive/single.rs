@@ -104,6 +104,13 @@ pub fn spawn<S: Service>(
                     }
                     shard.connection_closed();
                 }
+                // Stopping: the one set aside is closed with the rest.
+                if parking.take().is_some() {
+                    if let Some(key) = parked_key {
+                        active.remove(key);
+                    }
+                    shard.connection_closed();
+                }
             })?
     };
     let server = Server::new(ctl, vec![thread]);
