@@ -176,6 +176,17 @@ fn trailers_end_the_stream_after_the_body() {
     );
     assert!(heard.responses[1].3.is_empty() && heard.responses[1].4);
     assert_eq!(s.conn.open_streams(), 0);
+    // Trailers larger than a frame go on in CONTINUATION frames, the block whole.
+    s.feed(&Client::default().get(5, "/test/slow").take());
+    let _job = s.take_job(5);
+    let big = "v".repeat(40_000);
+    let whole = Reply::empty(200)
+        .with_trailers(fields(&[("x-big", big.as_str())]))
+        .unwrap();
+    s.reply(5, whole);
+    let heard = s.heard();
+    assert_eq!(heard.trailers[2], (5, owned(&[("x-big", big.as_str())])));
+    assert_eq!(s.conn.open_streams(), 0);
 }
 
 #[test]
