@@ -15,9 +15,13 @@ Needs wrk, and berth, granian, uvicorn, uvloop and httptools installed for --pyt
 
 `--workers` scaling (issue 33): `--servers berth,berth-w2 --shapes hello --no-pin` runs berth
 with one process and with `--workers 2` in turn, every process free to use every core (on a
-2-core machine wrk then shares them with the server).
+2-core machine wrk then shares them with the server). `--load berth --berth BIN` loads with
+berth's own generator instead of wrk, pipelined (`BIN bench -t 1 --pipeline 16`, `-c 64` unless
+`--connections`): it takes less of the machine, which two workers on two cores need (issue 43);
+the load generator's own CPU is printed too.
 """
 import argparse
+import json
 import os
 import re
 import signal
@@ -53,6 +57,13 @@ def servers(py):
     }
 
 
+def children_cpu():
+    """CPU time of this process's reaped children: a load generator's, once it has exited and
+    been reaped (it is then no longer in /proc)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", default="target/py-venv/bin/python")
@@ -62,6 +73,11 @@ def main():
     ap.add_argument("--servers", default="berth,granian,uvicorn,asyncio")
     ap.add_argument("--no-pin", action="store_true",
                     help="no taskset: the server and wrk may use every core")
+    ap.add_argument("--load", choices=("wrk", "berth"), default="wrk")
+    ap.add_argument("--berth", default="target/release/berth",
+                    help="the berth binary of --load berth")
+    ap.add_argument("--connections", type=int, help="connections (default: the shape's; "
+                    "--load berth: 64)")
     args = ap.parse_args()
     pin_server = [] if args.no_pin else ["taskset", "-c", "0"]
     pin_load = [] if args.no_pin else ["taskset", "-c", "1"]
@@ -77,18 +93,44 @@ def main():
                 proc = subprocess.Popen(pin_server + argvs[name](port), cwd=PEERS,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
+                url = f"http://127.0.0.1:{port}{path}"
                 try:
                     wait_ready(port)
                     before = cpu_seconds(proc.pid)
-                    cmd = pin_load + ["wrk", "-t1", f"-c{conns}", f"-d{args.duration}s"]
-                    if script:
-                        cmd += ["-s", os.path.join(HERE, script)]
-                    out = subprocess.run(cmd + [f"http://127.0.0.1:{port}{path}"], capture_output=True,
-                                         text=True, timeout=args.duration + 60).stdout
+                    if args.load == "berth":
+                        if script:
+                            raise SystemExit(f"--load berth: shape {shape} needs a wrk script")
+                        conns = args.connections or 64
+                        reaped = children_cpu()
+                        load = subprocess.Popen(
+                            pin_load + [args.berth, "bench", "-c", str(conns), "-t", "1",
+                                        "--pipeline", "16", "--duration", f"{args.duration}s",
+                                        "--json", url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                        out, err = load.communicate(timeout=args.duration + 60)
+                        # Only the load generator was reaped since (the server is after).
+                        load_cpu = children_cpu() - reaped
+                    else:
+                        conns = args.connections or conns
+                        cmd = pin_load + ["wrk", "-t1", f"-c{conns}", f"-d{args.duration}s"]
+                        if script:
+                            cmd += ["-s", os.path.join(HERE, script)]
+                        out = subprocess.run(cmd + [url], capture_output=True, text=True,
+                                             timeout=args.duration + 60).stdout
                     cpu = cpu_seconds(proc.pid) - before
                 finally:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+                if args.load == "berth":
+                    report = json.loads(out)
+                    rps, n = report["requests_per_sec"], report["requests"]
+                    bad = sum(v for k, v in report["status"].items() if not k.startswith("2"))
+                    print(f"{shape:8} c{conns:<5} round {rnd} {name:8} {rps:>9.0f} req/s"
+                          f"  cpu {cpu * 1e6 / max(n, 1):6.1f} us/req"
+                          f"  server cores {cpu / args.duration:4.2f}"
+                          f"  load cores {load_cpu / args.duration:4.2f}  non-2xx {bad}",
+                          flush=True)
+                    continue
                 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
                 n = int(re.search(r"(\d+) requests in", out).group(1))
                 bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)

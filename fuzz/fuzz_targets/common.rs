@@ -6,20 +6,27 @@ use std::time::Duration;
 
 use berth::app::{Demo, DemoConfig, DemoHandler};
 use berth::drive::Service;
-use berth::proto::http::pump::{NoFiles, Pump};
+use berth::proto::switch::{NoFiles, Pump};
 use berth::proto::http::Limits;
 use berth::stats::Stats;
 
 pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
 
 pub fn handler() -> DemoHandler {
-    let config = DemoConfig { slow_duration: Duration::ZERO, offload_slow: true };
+    let config = DemoConfig { slow_duration: Duration::ZERO, offload_slow: true, ..DemoConfig::default() };
     Demo::new(config, Arc::new(Stats::new(1))).handler(0)
 }
 
 /// Small limits, so the fuzzer reaches every limit path quickly.
 pub fn limits() -> Limits {
-    Limits { max_header_bytes: 1024, max_headers: 16, max_uri_bytes: 256, max_body_bytes: 2048, output_high_water: 512 }
+    Limits {
+        max_header_bytes: 1024,
+        max_headers: 16,
+        max_uri_bytes: 256,
+        max_body_bytes: 2048,
+        output_high_water: 512,
+        ..Limits::default()
+    }
 }
 
 /// Feeds `chunks` one after another through berth-proto's in-memory pump (jobs run inline,

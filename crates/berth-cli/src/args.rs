@@ -1,7 +1,7 @@
 //! Command-line flags. Each flag documents itself; `--help` is generated from these docs,
 //! grouped by heading. The serve options keep seed 001's names and short forms
 //! (`-v -d -p -A -C -w -D`), and every subcommand shares one vocabulary: a flag name, its unit
-//! syntax ([`crate::units`]) and its default mean the same in `serve` and `msg serve`, and a
+//! syntax ([`berth::units`]) and its default mean the same in `serve` and `msg serve`, and a
 //! short flag means the same in every subcommand that has it. Older spellings are rewritten
 //! before parsing, each with a note ([`crate::spellings`]).
 
@@ -14,7 +14,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Arg, ArgAction, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::units;
+use berth::units;
 
 /// Headings of `--help`, shared by the subcommands.
 pub mod heading {
@@ -80,7 +80,8 @@ pub struct Cli {
 /// What to run.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve HTTP/1.1 (the demo routes) until stopped.
+    /// Serve HTTP/1.1 and HTTP/2, plain or TLS: files, a site (--site DIR), WebSocket and the
+    /// demo routes, until stopped.
     #[command(disable_help_flag = true)]
     Serve(Box<ServeArgs>),
     /// Load-test an HTTP server: keep-alive like wrk, a connection per request like ab, or
@@ -332,30 +333,10 @@ pub enum HttpMode {
     Serve,
 }
 
-/// How `--access-log` writes a response's line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AccessLogFormat {
-    /// nginx's `combined` (Apache's too), with the request's duration in seconds added last:
-    /// ADDR - - [TIME] "REQUEST" STATUS BYTES "REFERER" "USER-AGENT" SECONDS
-    Combined,
-    /// The Common Log Format: ADDR - - [TIME] "REQUEST" STATUS BYTES
-    Common,
-    /// One JSON object per line: time, addr, method, target, protocol, status, bytes,
-    /// duration_ms, referer, user_agent.
-    Json,
-    /// berth's former line: `GET /path -> 200`.
-    Short,
-}
-
-impl From<AccessLogFormat> for berth::app::AccessLog {
-    fn from(format: AccessLogFormat) -> Self {
-        match format {
-            AccessLogFormat::Combined => berth::app::AccessLog::Combined,
-            AccessLogFormat::Common => berth::app::AccessLog::Common,
-            AccessLogFormat::Json => berth::app::AccessLog::Json,
-            AccessLogFormat::Short => berth::app::AccessLog::Short,
-        }
-    }
+/// `--access-log-format`: a format's name or a template of atoms, as
+/// [`berth::app::AccessLog::parse`] reads it (the one parser `python -m berth` uses too).
+fn access_log_format(text: &str) -> Result<berth::app::AccessLog, String> {
+    berth::app::AccessLog::parse(text)
 }
 
 /// Options of `berth serve`.
@@ -389,7 +370,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..), help_heading = heading::LISTEN)]
     pub backlog: i32,
 
-    /// Concurrency model. Seed 000's `-type s|t|f` (and `-types`, `-typet`, `-typef`) and
+    /// Concurrency model. SocketAll's ServerSocket demo's `-type s|t|f` (and `-types`, `-typet`, `-typef`) and
     /// `-port N` spellings work too.
     #[arg(short = 'm', long, value_parser = model_parser(), default_value = Model::DEFAULT.name(), help_heading = heading::THREADS)]
     pub model: Model,
@@ -407,6 +388,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "10000", help_heading = heading::THREADS)]
     pub queue_capacity: NonZeroUsize,
 
+    /// Slow jobs one connection may have queued or running at once [default: the number of
+    /// worker threads]: an HTTP/2 connection's further requests wait in the connection, not in
+    /// the shared queue, so one client's hundred streams cannot hold every worker ahead of
+    /// other clients.
+    #[arg(long, value_name = "N", help_heading = heading::THREADS)]
+    pub jobs_per_connection: Option<NonZeroUsize>,
+
     /// Each model's own flags (`--max-threads`, `--processes`, ...), from the model registry.
     #[command(flatten)]
     pub model_flags: ModelFlags,
@@ -423,9 +411,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", default_value = "8k", value_parser = units::limit_usize, help_heading = heading::LIMITS)]
     pub max_uri_size: NonZeroUsize,
 
-    /// Largest request body; beyond it: 413. `--max-body`, as `python -m berth` says, works
-    /// too.
-    #[arg(long, visible_alias = "max-body", value_name = "SIZE", default_value = "1m", value_parser = units::size_usize, help_heading = heading::LIMITS)]
+    /// Largest request body; beyond it: 413. `0` or `none`: no limit. `--max-body`, as
+    /// `python -m berth` says, works too, and means the same; its default there is 1g, for an
+    /// application's uploads (a WSGI body is read whole first), here 1m, for the demo routes.
+    #[arg(long, visible_alias = "max-body", value_name = "SIZE", default_value = "1m", value_parser = units::limit_or_none, help_heading = heading::LIMITS)]
     pub max_body_size: usize,
 
     /// Largest WebSocket message (`/ws/echo`), its fragments together (inflated, if it came
@@ -453,12 +442,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value = "10000", value_parser = clap::value_parser!(u32).range(1..), help_heading = heading::LIMITS)]
     pub http2_max_requests: u32,
 
+    /// Files one HTTP/2 connection may hold open for its answers at once; a stream asking for
+    /// one more (or whose window is shut) has its file opened when one of those is done.
+    #[arg(long, value_name = "N", default_value = "8", help_heading = heading::LIMITS)]
+    pub files_per_connection: NonZeroUsize,
+
+    /// Files open for answers at once, across every connection [default: half of the
+    /// process's descriptor limit, `ulimit -n`]; past it a file request is answered 503 with
+    /// `Retry-After`, and connections keep the other half.
+    #[arg(long, value_name = "N", help_heading = heading::LIMITS)]
+    pub max_open_files: Option<NonZeroUsize>,
+
     /// `Server: berth` in every response (HTTP/2: `server: berth`); `off` writes none.
     #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, help_heading = heading::LIMITS)]
     pub server_header: OnOff,
 
-    /// `Date` in every HTTP/1.1 response (RFC 9110 §6.6.1); `off` writes none (a proxy in
-    /// front adds its own).
+    /// `Date` in every response, HTTP/1.1 and HTTP/2 (RFC 9110 §6.6.1); `off` writes none (a
+    /// proxy in front adds its own).
     #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, help_heading = heading::LIMITS)]
     pub date_header: OnOff,
 
@@ -488,6 +488,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert", help_heading = heading::TLS)]
     pub tls_key: Option<PathBuf>,
 
+    /// The password of an encrypted --tls-key (ENCRYPTED PRIVATE KEY: PKCS#8 with PBES2, as
+    /// openssl pkcs8 -topk8 writes it), kept for SIGHUP's reload. Anyone who can list the
+    /// processes sees it: on a shared machine decrypt the key instead (openssl pkey).
+    #[arg(long, value_name = "PASSWORD", requires = "tls_key", help_heading = heading::TLS)]
+    pub tls_key_password: Option<String>,
+
+    /// On a TLS listener, a plain HTTP request (http:// to the https:// port) is redirected
+    /// to the same host, port and target over https:// (308, which keeps the method), rather
+    /// than answered 400 "plain HTTP request sent to an HTTPS port" (nginx's answer, and
+    /// berth's without this). A request with no usable Host still gets the 400.
+    #[arg(long, help_heading = heading::TLS)]
+    pub redirect_https: bool,
+
     /// With --tls-cert: also listen for plain HTTP on this port, answering as --http-mode
     /// says.
     #[arg(long, value_name = "PORT", requires = "tls_cert", help_heading = heading::TLS)]
@@ -508,10 +521,12 @@ pub struct ServeArgs {
     #[arg(long, help_heading = heading::LOGGING)]
     pub access_log: bool,
 
-    /// How --access-log writes its lines; giving it turns the access log on [default:
-    /// combined].
-    #[arg(long, value_name = "FORMAT", value_enum, help_heading = heading::LOGGING)]
-    pub access_log_format: Option<AccessLogFormat>,
+    /// How --access-log writes its lines, the same as python -m berth's: combined (nginx's,
+    /// with the seconds taken last), common, json, short, or a template of gunicorn's atoms
+    /// ('%(h)s "%(r)s" %(s)s %(b)s %(D)s') or granian's ('%(addr)s %(status)d
+    /// %(dt_ms).3f'); giving it turns the access log on [default: combined].
+    #[arg(long, value_name = "FORMAT", value_parser = access_log_format, help_heading = heading::LOGGING)]
+    pub access_log_format: Option<berth::app::AccessLog>,
 
     /// Directory served under `/files/` [default: ./public if it exists; otherwise `/files/`
     /// answers 404]. Nothing outside it is served, symlinks included.
@@ -527,7 +542,7 @@ pub struct ServeArgs {
 
     /// Compress files of compressible types (text, JSON, JavaScript, SVG, XML, wasm) on the
     /// fly with gzip, br or zstd, as the client accepts; never ranges, 304s or HTTP/1.0. See
-    /// the README's note on BREACH before turning it on for pages with secrets.
+    /// docs/serve.md's note on BREACH before turning it on for pages with secrets.
     #[arg(long, help_heading = heading::APP)]
     pub compress: bool,
 
@@ -545,7 +560,7 @@ pub struct ServeArgs {
     #[arg(long, help_heading = heading::APP)]
     pub no_precompressed: bool,
 
-    /// How long `/test/slow` waits: 30ms, 1s; a bare number is milliseconds (seed 001).
+    /// How long `/test/slow` waits: 30ms, 1s; a bare number is milliseconds (as server-demo's).
     #[arg(short = 'D', long, value_name = "DURATION", default_value = "30", value_parser = units::slow_duration, help_heading = heading::APP)]
     pub slow_duration: Duration,
 }
@@ -680,6 +695,14 @@ impl Args for ModelFlags {
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_args(cmd)
     }
+}
+
+/// Refuses a setting berth understands but does not serve yet (`--listen quic://...` before
+/// HTTP/3): exit 2, as a usage error, but in one line without the usage (the command line is
+/// written right; the program is what falls short).
+pub fn not_served_yet(what: &str) -> ! {
+    eprintln!("berth: {what}");
+    std::process::exit(2);
 }
 
 /// The innermost subcommand `words` name, walking from `berth` (options and their values

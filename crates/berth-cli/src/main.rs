@@ -11,7 +11,6 @@ mod logging;
 mod msg;
 mod serve;
 mod spellings;
-mod units;
 
 use std::process::ExitCode;
 

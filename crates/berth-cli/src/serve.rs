@@ -2,6 +2,7 @@
 //! line.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -9,15 +10,14 @@ use berth::app::redirect::HttpsRedirect;
 use berth::app::{Demo, DemoConfig};
 use berth::drive::{self, Common, Server, Settings};
 use berth::files::Files;
-use berth::msg::{Address, Endpoint};
 use berth::net::activation;
-use berth::net::tls::{TlsAcceptor, TlsSettings};
-use berth::net::{Acceptor, Addr, ListenConfig};
+use berth::net::tls::{KeyPassword, TlsAcceptor, TlsSettings};
+use berth::net::{Acceptor, Addr, Endpoint, ListenConfig, Scheme};
 use berth::stats::Stats;
 use berth_proto::h2::H2Config;
 use berth_proto::http::Limits;
 
-use crate::args::{usage_error, AccessLogFormat, Http2, HttpMode, ServeArgs};
+use crate::args::{not_served_yet, usage_error, Http2, HttpMode, ServeArgs};
 use crate::lifecycle;
 
 /// One `--listen` (or `--host`/`--port`): where, and whether over TLS.
@@ -59,6 +59,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }),
         server_header: args.server_header.on(),
         date_header: args.date_header.on(),
+        jobs_per_connection: args
+            .jobs_per_connection
+            .map_or(workers.max(1), NonZeroUsize::get),
+        files_per_connection: args.files_per_connection.get(),
         ..Limits::default()
     };
     let mut settings = Settings::new(model, SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -124,18 +128,23 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => files,
     }
     .precompressed(!args.no_precompressed);
-    let access_log = match (args.access_log, args.access_log_format) {
-        (_, Some(format)) => Some(format.into()),
-        (true, None) => Some(AccessLogFormat::Combined.into()),
+    let files = match args.max_open_files {
+        Some(n) => files.budget(n.get()),
+        None => files,
+    };
+    let access_log = match (args.access_log, &args.access_log_format) {
+        (_, Some(format)) => Some(format.clone()),
+        (true, None) => Some(berth::app::AccessLog::Combined),
         (false, None) => None,
     };
     // Detach now: every flag has been checked (usage errors reached the terminal), and no
     // thread has been started yet (fork keeps only the calling one).
     let mut daemon = lifecycle::detach(&args.daemon)?;
-    let demo = |stats: &Arc<Stats>, addr: &Addr| {
+    let demo = |stats: &Arc<Stats>, addr: &Addr, tls: bool| {
         Demo::new(app.clone(), stats.clone())
-            .with_access_log(access_log)
+            .with_access_log(access_log.clone())
             .over_unix_socket(matches!(addr, Addr::Unix(_)))
+            .over_tls(tls)
             .with_files(files.clone())
             .with_server_header(args.server_header.on())
     };
@@ -150,11 +159,16 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         one.common.listen.inherited = inherited.next();
         let stats = one.new_stats()?;
         health.push(stats.clone());
-        let (server, bound) = drive::serve(&one, demo(&stats, &listener.addr), stats)
-            .map_err(|e| lifecycle::failed(&mut daemon, e))?;
+        let (server, bound) = drive::serve(
+            &one,
+            demo(&stats, &listener.addr, listener.tls.is_some()),
+            stats,
+        )
+        .map_err(|e| lifecycle::failed(&mut daemon, e))?;
         urls.push(match (&bound, &listener.tls) {
             // `unix:///PATH`, as --listen takes it (curl --unix-socket PATH http://localhost/).
-            (Addr::Unix(_), _) => bound.to_string(),
+            // (No model binds a UDP address: `drive::serve` refuses it.)
+            (Addr::Unix(_) | Addr::Udp(_), _) => bound.to_string(),
             (Addr::Tcp(_), Some(_)) => format!("https://{bound}"),
             (Addr::Tcp(_), None) => format!("http://{bound}"),
         });
@@ -180,7 +194,7 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         let stats = plain.new_stats()?;
         health.push(stats.clone());
         let started = match args.http_mode {
-            HttpMode::Serve => drive::serve(&plain, demo(&stats, &plain.addr), stats),
+            HttpMode::Serve => drive::serve(&plain, demo(&stats, &plain.addr, false), stats),
             HttpMode::Redirect => drive::serve(&plain, HttpsRedirect { port: tls_port }, stats),
         };
         let (server, at) = started.map_err(|e| lifecycle::failed(&mut daemon, e))?;
@@ -285,11 +299,14 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// The listeners asked for: every `--listen` (endpoints as `msg serve` takes them, parsed by
 /// the same [`Endpoint::parse`]), or `--host`/`--port` (HTTPS with `--tls-cert`). Mistakes
-/// are usage errors; certificate problems runtime failures with their cause (exit 1), found
-/// before anything starts.
+/// are usage errors; `quic://` is refused in one line, exit 2, until HTTP/3 serves it;
+/// certificate problems are runtime failures with their cause (exit 1), found before anything
+/// starts.
 fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
     let certificate = |cert: &Path, key: &Path| {
         let mut settings = TlsSettings::http(cert, key);
+        settings.key_password = args.tls_key_password.clone().map(KeyPassword);
+        settings.redirect_plain_http = args.redirect_https;
         match args.http2 {
             Http2::On => {}
             Http2::Off => settings.alpn.retain(|p| p != b"h2"),
@@ -321,12 +338,52 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
                 ),
             ),
         };
+        if args.redirect_https && tls.is_none() {
+            usage_error(
+                "serve",
+                "--redirect-https is for TLS listeners, and none is asked for (--tls-cert \
+                 with --tls-key, or a tls:// --listen)",
+            );
+        }
         return Ok(vec![Listener {
             addr: Addr::Tcp(addr),
             tls,
         }]);
     }
-    if args.tls_cert.is_some() && !args.listen.iter().any(|l| l.starts_with("tls://")) {
+    let bad = |text: &str, why: &str| -> ! {
+        usage_error(
+            "serve",
+            &format!("invalid value '{text}' for '--listen': {why}"),
+        )
+    };
+    let mut endpoints = Vec::new();
+    for text in &args.listen {
+        let endpoint = Endpoint::parse(text).unwrap_or_else(|e| bad(text, &e));
+        match endpoint.scheme() {
+            Scheme::Tcp | Scheme::Tls | Scheme::Unix => {}
+            Scheme::Quic => not_served_yet(&format!(
+                "--listen {text}: quic:// (HTTP/3) is not served yet; serve takes tcp://, \
+                 tls:// and unix://"
+            )),
+            Scheme::Udp => bad(
+                text,
+                "HTTP is served over tcp://, tls:// and unix://, not udp://",
+            ),
+            Scheme::Ws | Scheme::Wss => bad(
+                text,
+                "ws:// and wss:// are msg serve's; serve takes tcp://, tls:// and unix:// (and \
+                 answers WebSocket upgrades on them)",
+            ),
+        }
+        if endpoint.raw || endpoint.no_anonymous || endpoint.expected_only {
+            bad(
+                text,
+                "the options ?raw, ?anonymous, ?expected-only are msg serve's",
+            );
+        }
+        endpoints.push((text, endpoint));
+    }
+    if args.tls_cert.is_some() && !endpoints.iter().any(|(_, e)| e.scheme() == Scheme::Tls) {
         usage_error(
             "serve",
             "--tls-cert is for tls:// listeners, and no --listen is one (write tls://HOST:PORT \
@@ -334,21 +391,8 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
         );
     }
     let mut listeners = Vec::new();
-    for text in &args.listen {
-        let bad = |why: &str| -> ! {
-            usage_error(
-                "serve",
-                &format!("invalid value '{text}' for '--listen': {why}"),
-            )
-        };
-        let endpoint = Endpoint::parse(text).unwrap_or_else(|e| bad(&e));
-        if endpoint.websocket.is_some()
-            || endpoint.raw
-            || endpoint.no_anonymous
-            || endpoint.expected_only
-        {
-            bad("ws://, wss:// and the options ?raw, ?anonymous, ?expected-only are msg serve's; serve takes tcp://, tls:// and unix://");
-        }
+    for (text, endpoint) in endpoints {
+        let bad = |why: &str| -> ! { bad(text, why) };
         let tls = match endpoint.tls.as_ref() {
             None => None,
             Some(files) => match (&files.cert, &files.key) {
@@ -360,12 +404,17 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
                 _ => bad("tls:// needs both ?cert=FILE and key=FILE"),
             },
         };
-        let addr = match endpoint.address {
-            Address::Tcp(addr) => Addr::Tcp(addr),
-            Address::Unix(path) => Addr::Unix(path),
-            Address::Udp(_) => bad("HTTP is served over tcp://, tls:// and unix://, not udp://"),
-        };
-        listeners.push(Listener { addr, tls });
+        listeners.push(Listener {
+            addr: endpoint.address,
+            tls,
+        });
+    }
+    if args.redirect_https && listeners.iter().all(|l| l.tls.is_none()) {
+        usage_error(
+            "serve",
+            "--redirect-https is for TLS listeners, and none is asked for (--tls-cert with \
+             --tls-key, or a tls:// --listen)",
+        );
     }
     Ok(listeners)
 }

@@ -85,6 +85,27 @@ pub const DEPRECATED: &[Deprecated] = &[
     },
 ];
 
+/// A flag of another server (or of `python -m berth`) that means something else in berth's
+/// CLI: refused with the flag that does what its users mean, rather than with clap's nearest
+/// spelling (`--workers` is nearest to `--worker-threads`, threads for slow jobs, not
+/// processes).
+pub struct Foreign {
+    /// The subcommand, words separated by a space.
+    pub command: &'static str,
+    /// The flag, `--long`.
+    pub flag: &'static str,
+    /// What to use instead, for the error.
+    pub instead: &'static str,
+}
+
+/// Every flag refused that way.
+pub const FOREIGN: &[Foreign] = &[Foreign {
+    command: "serve",
+    flag: "--workers",
+    instead: "worker processes are --processes N with -m prefork (-w, --worker-threads, are \
+              threads for slow jobs); --workers is python -m berth's process count",
+}];
+
 /// Rewrites `argv` as clap should read it: seed 000's spellings ([`seed_spellings`]), then
 /// every [`DEPRECATED`] spelling into its new one, with a note on stderr for each spelling
 /// used (once). Values of options are never rewritten, nor anything after `--`.
@@ -112,6 +133,13 @@ pub fn rewrite(argv: Vec<String>) -> Vec<String> {
             }
             out.push(word);
             continue;
+        }
+        let flag = word.split('=').next().unwrap_or_default();
+        if let Some(f) = FOREIGN.iter().find(|f| f.command == path && f.flag == flag) {
+            usage_error(
+                &path,
+                &format!("unexpected argument '{}': {}", f.flag, f.instead),
+            );
         }
         let word = match renamed(&path, &word) {
             Some((d, new)) => {

@@ -6,7 +6,8 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 
 use berth::drive::Model;
 use common::{address_in, free_port, get, run, Berth, LIMIT};
@@ -671,4 +672,31 @@ fn http2_on_off_only_and_max_requests() {
     }
     assert_eq!(ended, 2, "both streams answered");
     assert_eq!(goaway, Some((3, 0)), "GOAWAY NO_ERROR naming stream 3");
+}
+
+/// Issue 41: `--max-body-size 0` (or `none`) lifts the limit, as `python -m berth --max-body 0`
+/// does; it once meant a limit of zero bytes here. The default (1m) still answers 413.
+#[test]
+fn max_body_zero_means_no_limit_as_in_python() {
+    let mut body = br#"{"a": ""#.to_vec();
+    body.resize(2 << 20, b'x');
+    body.extend_from_slice(br#""}"#);
+    let post = |addr: SocketAddr| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let head = format!(
+            "POST /reverse HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = s.write_all(&[head.as_bytes(), &body].concat());
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out[..out.len().min(40)]).into_owned()
+    };
+    for lifted in ["0", "none"] {
+        let (_server, addr) = serve(&["--max-body-size", lifted]);
+        assert!(post(addr).starts_with("HTTP/1.1 200 "), "{lifted}");
+    }
+    let (_server, addr) = serve(&[]);
+    assert!(post(addr).starts_with("HTTP/1.1 413 "));
 }

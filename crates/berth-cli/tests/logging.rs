@@ -45,6 +45,40 @@ fn access_log_has_a_line_per_response() {
     assert!(log.contains("- -> 400"), "{log}");
 }
 
+/// `--access-log-format` takes gunicorn's and granian's templates as well as the names (the
+/// formatter `python -m berth` uses too: crates/berth-py/tests/test_habits.py).
+#[test]
+fn access_log_templates_of_gunicorns_and_granians_atoms() {
+    let log = log_of(&[
+        "--access-log-format",
+        "gunicorn %(h)s \"%(r)s\" %(s)s %(b)s %(H)s %(D)s",
+    ]);
+    let line = log
+        .lines()
+        .find(|l| {
+            l.starts_with("gunicorn 127.0.0.1 \"GET /hello/world HTTP/1.1\" 200 13 HTTP/1.1 ")
+        })
+        .unwrap_or_else(|| panic!("{log}"));
+    let micros = line.rsplit(' ').next().unwrap();
+    assert!(micros.parse::<u64>().is_ok(), "{line}");
+    assert!(log.contains("gunicorn - \"-\" 400 - - -"), "{log}");
+    let log = log_of(&[
+        "--access-log-format",
+        "granian %(addr)s %(method)s %(path)s %(protocol)s %(status)d %(dt_ms).3f",
+    ]);
+    assert!(
+        log.contains("granian 127.0.0.1 GET /hello/world HTTP/1.1 200 "),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_bad_access_log_format_is_a_usage_error() {
+    let (status, _, err) = common::run(&["serve", "--access-log-format", "%(nope)s"]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("no atom %(nope)s"), "{err}");
+}
+
 #[test]
 fn nothing_per_request_by_default() {
     let log = log_of(&[]);
@@ -73,5 +107,21 @@ fn a_clean_stop_logs_no_warning() {
                 "{model}: a clean stop logged {level}:\n{log}"
             );
         }
+    }
+}
+
+/// Issue 44: with `-v`, each connection's start (plain or TLS) and its end, with what it spoke
+/// and why it ended (here: the response closed it, and a bad request), in every model.
+#[test]
+fn verbose_says_when_a_connection_opens_and_why_it_closes() {
+    for model in ["evloop", "threaded", "actor", "uring"] {
+        let log = log_of(&["-v", "-m", model]);
+        let opened = log.matches("connection from 127.0.0.1:").count();
+        assert!(opened >= 4, "{model}: {log}");
+        assert!(log.contains(" opened (plain)"), "{model}: {log}");
+        assert!(
+            log.contains("closed (HTTP/1.1, ") && log.contains(" bytes sent): "),
+            "{model}: {log}"
+        );
     }
 }

@@ -772,13 +772,6 @@ fn a_stranger_cannot_block_a_named_clients_messages() {
     assert_eq!(code, 0, "{err}");
 }
 
-/// Open descriptors of process `pid`.
-fn fds_of(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count()
-}
-
 /// Issue 29 attacked again from outside, several at once, against `--stall-timeout` and a
 /// receiver whose rule takes streams (`--rule victim:streams=1m`): one stalls mid-header, one
 /// sends the 2^63 - 1 attack, two stall after part of a stream the victim takes (only one can
@@ -800,7 +793,7 @@ fn several_attackers_at_once_cannot_stop_a_receiver() {
     let addr = server.addr();
     let pid = server.berth.pid();
     let mut victim = client(addr, "victim");
-    let before = fds_of(pid);
+    let before = berth_testkit::procs::open_descriptors(pid);
 
     let mut attackers = Vec::new();
     let mut mid_header = client(addr, "");
@@ -864,9 +857,10 @@ fn several_attackers_at_once_cannot_stop_a_receiver() {
     drop(friend);
     // Every attacker's descriptor is closed (lingering ones within the 2 s linger).
     assert!(
-        common::wait_for(LIMIT, || fds_of(pid) <= before),
+        common::wait_for(LIMIT, || berth_testkit::procs::open_descriptors(pid)
+            <= before),
         "{} descriptors, {before} before",
-        fds_of(pid)
+        berth_testkit::procs::open_descriptors(pid)
     );
     let (code, err) = server.stop();
     assert_eq!(code, 0, "{err}");

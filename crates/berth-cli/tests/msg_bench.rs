@@ -97,7 +97,9 @@ fn usage_errors_exit_2_with_usage() {
     }
     let (status, _, err) = berth(&["msg", "bench", "127.0.0.1:9100", "-n", "1"]);
     assert_eq!(status.code(), Some(2));
-    assert!(err.contains("not an endpoint"));
+    // Said by the parser every command shares (berth::net::Endpoint).
+    assert!(err.contains("bad endpoint \"127.0.0.1:9100\""), "{err}");
+    assert!(err.contains("expected tcp://HOST:PORT"), "{err}");
 }
 
 #[test]

@@ -145,6 +145,163 @@ fn reload_in(model: &str) {
     );
 }
 
+// Plain HTTP sent to a TLS port (issue 44) is answered as nginx answers it, in every model:
+// 400 and its reason in clear, and a debug line naming the client; HTTPS on the same port
+// goes on as before.
+berth::with_models!(per_model! { plain_http_to_the_tls_port_is_answered_400 });
+
+fn plain_http_to_the_tls_port_is_answered_400(model: berth::drive::Model) {
+    berth_testkit::require("curl");
+    let certs = Certs::new(&format!("cli-plain-{model}", model = model.name()));
+    let (cert, key) = (certs.cert.to_str().unwrap(), certs.key.to_str().unwrap());
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "-m",
+        model.name(),
+        "-p",
+        "0",
+        "-A",
+        "1",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+        "--log-level",
+        "info,berth::net=debug",
+    ]);
+    let addr = address_in(&berth.line());
+    // curl as someone who typed http:// for an https:// site.
+    let answer = plain_curl(addr, "/hello/world", &[]);
+    assert!(
+        answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+        "{model}: {answer}"
+    );
+    assert!(
+        answer.ends_with("\r\n\r\nplain HTTP request sent to an HTTPS port\n"),
+        "{model}: {answer}"
+    );
+    // The same port still speaks TLS.
+    assert_eq!(get(&certs, addr).0, "Hello, World!", "{model}");
+    berth.signal("TERM");
+    let (status, _, err) = berth.finish(LIMIT);
+    assert!(status.success(), "{model}: {err}");
+    assert!(
+        err.contains("127.0.0.1:") && err.contains("plain HTTP request sent to an HTTPS port"),
+        "{model}: no debug line: {err}"
+    );
+}
+
+/// What curl, given `http://` for a TLS port, prints of the answer (`-i`: head and body),
+/// with `extra` options.
+fn plain_curl(addr: SocketAddr, target: &str, extra: &[&str]) -> String {
+    let out = Command::new("curl")
+        .args(["-sS", "-i", "--max-time", "10"])
+        .args(extra)
+        .arg(format!("http://{addr}{target}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `--redirect-https` (issue 44): plain HTTP to the TLS port is sent to the same host, port
+/// and target over https:// with 308 (the method kept), in a readiness model and a blocking
+/// one; a request whose Host is no host still gets the 400; HTTPS on the port goes on. Without
+/// a TLS listener the flag is a usage error.
+#[test]
+fn redirect_https_sends_plain_http_to_the_same_place_over_https() {
+    berth_testkit::require("curl");
+    for model in ["evloop", "threaded"] {
+        let certs = Certs::new(&format!("cli-redirect-{model}"));
+        let (cert, key) = (certs.cert.to_str().unwrap(), certs.key.to_str().unwrap());
+        let mut berth = Berth::spawn(&[
+            "serve",
+            "-m",
+            model,
+            "-p",
+            "0",
+            "-A",
+            "1",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+            "--redirect-https",
+        ]);
+        let addr = address_in(&berth.line());
+        let curl = |extra: &[&str]| plain_curl(addr, "/hello/world?x=1", extra);
+        let answer = curl(&[]);
+        assert!(
+            answer.starts_with("HTTP/1.1 308 Permanent Redirect\r\n"),
+            "{model}: {answer}"
+        );
+        let location = format!("Location: https://{addr}/hello/world?x=1\r\n");
+        assert!(answer.contains(&location), "{model}: {answer}");
+        // A POST keeps its method through a 308; the Host the client named is the one used.
+        let answer = curl(&["-X", "POST", "-d", "x", "-H", "Host: example.test:8443"]);
+        assert!(
+            answer.contains("Location: https://example.test:8443/hello/world?x=1\r\n"),
+            "{model}: {answer}"
+        );
+        // A Host that is no host (a space, a slash) could make the Location point elsewhere.
+        for host in ["Host: a b", "Host: evil.test/path", "Host:"] {
+            let answer = curl(&["-H", host]);
+            assert!(
+                answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+                "{model} {host}: {answer}"
+            );
+        }
+        assert_eq!(get(&certs, addr).0, "Hello, World!", "{model}");
+        berth.signal("TERM");
+        let (status, _, err) = berth.finish(LIMIT);
+        assert!(status.success(), "{model}: {err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["serve", "-p", "0", "--redirect-https"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    // clap's usage error: the cause on the first line, then the usage.
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("--redirect-https is for TLS listeners"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// A `tls://` listener of the message protocol speaks no HTTP: plain bytes to it get no HTTP
+/// answer (its ALPN offers none).
+#[test]
+fn a_msg_tls_listener_answers_no_http() {
+    let certs = Certs::new("cli-plain-msg");
+    let endpoint = format!(
+        "tls://127.0.0.1:0?cert={}&key={}",
+        certs.cert.display(),
+        certs.key.display()
+    );
+    let mut berth = Berth::spawn(&["msg", "serve", "--listen", &endpoint, "-A", "1"]);
+    let line = berth.line();
+    let at = line.find("tls://").expect(&line) + "tls://".len();
+    let addr: SocketAddr = line[at..]
+        .split(|c: char| c.is_whitespace() || c == '?' || c == ',' || c == ')')
+        .next()
+        .unwrap()
+        .parse()
+        .expect(&line);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(
+        !answer.starts_with(b"HTTP/"),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+}
+
 #[test]
 fn curl_gets_its_answer_over_tls_1_2_and_1_3() {
     berth_testkit::require("curl");
@@ -669,4 +826,77 @@ with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=10) as ra
         berth.signal("TERM");
         assert!(berth.wait(LIMIT).success());
     }
+}
+
+/// `--tls-key-password` (issue 43): an encrypted PKCS#8 key (`openssl pkcs8 -topk8`) is served
+/// with it; without it startup stops (exit 1) saying the key is encrypted and how to decrypt
+/// it; with a wrong one, saying so.
+#[test]
+fn an_encrypted_key_needs_its_password() {
+    let certs = Certs::new("cli-encrypted");
+    let encrypted = certs.path("encrypted.pem");
+    let out = Command::new("openssl")
+        .args([
+            "pkcs8",
+            "-topk8",
+            "-v2",
+            "aes-256-cbc",
+            "-passout",
+            "pass:sesame",
+            "-in",
+        ])
+        .arg(&certs.key)
+        .arg("-out")
+        .arg(&encrypted)
+        .output()
+        .expect("this test needs the openssl command");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cert = certs.cert.to_str().unwrap();
+    let key = encrypted.to_str().unwrap();
+    let (status, _, err) = run_within(
+        &["serve", "-p", "0", "--tls-cert", cert, "--tls-key", key],
+        LIMIT,
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the private key is encrypted (ENCRYPTED PRIVATE KEY)")
+            && err.contains("--tls-key-password")
+            && err.contains("openssl pkey -in"),
+        "{err}"
+    );
+    let (status, _, err) = run_within(
+        &[
+            "serve",
+            "-p",
+            "0",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+            "--tls-key-password",
+            "nope",
+        ],
+        LIMIT,
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("wrong password"), "{err}");
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "-p",
+        "0",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+        "--tls-key-password",
+        "sesame",
+    ]);
+    let line = berth.line();
+    assert!(line.starts_with("berth listening on https://"), "{line}");
+    let (body, _) = get(&certs, address_in(&line));
+    assert_eq!(body, "Hello, World!");
 }

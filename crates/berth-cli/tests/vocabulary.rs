@@ -440,6 +440,49 @@ fn serve_listens_on_every_listen_address() {
     }
 }
 
+/// `quic://` is an endpoint every command parses (one parser, net/endpoint.rs) and none serves
+/// yet (issue 42): refused before anything starts, exit 2, in one line naming it.
+#[test]
+fn quic_endpoints_are_refused_in_one_line_until_http3_serves_them() {
+    for args in [
+        &["serve", "--listen", "quic://127.0.0.1:0"][..],
+        &["serve", "--listen", "quic://[::1]:0?cert=c.pem&key=k.pem"],
+        &[
+            "serve",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--listen",
+            "quic://127.0.0.1:0",
+        ],
+        &[
+            "serve",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+        ],
+        &["msg", "serve", "--listen", "quic://127.0.0.1:0"],
+        &["msg", "send", "quic://127.0.0.1:9", "m"],
+    ] {
+        let (status, out, err) = run(args);
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("berth: "), "{args:?}: {err}");
+        assert!(
+            err.contains("quic://") && err.contains("not"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("yet"), "{args:?}: {err}");
+    }
+    // A quic:// endpoint that does not parse is a usage error like any other.
+    let (status, _, err) = run(&["serve", "--listen", "quic://127.0.0.1"]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("no port"), "{err}");
+}
+
 /// Runs berth with `flags`, makes one request with a referer and a user agent and one
 /// malformed one, stops it, returns stderr.
 fn access_log_of(flags: &[&str], env: &[(&str, &str)]) -> String {

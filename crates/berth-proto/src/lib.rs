@@ -20,8 +20,11 @@
 #![deny(missing_docs)]
 
 pub mod h2;
+pub mod h3;
 pub mod http;
 pub mod msg;
+pub mod settings;
+pub mod switch;
 pub mod upgrade;
 pub mod ws;
 pub mod zlib;

@@ -20,8 +20,10 @@ mod h2_support;
 use std::time::{Duration, Instant};
 
 use berth_proto::h2::frame::{self, kind, setting, Header, HEADER_LEN, PREFACE};
-use berth_proto::h2::{Connection, H2Config, Step};
+use berth_proto::h2::{Connection, H2Config};
+use berth_proto::http::Action;
 use berth_proto::http::{Context, Handler, Job, Limits, Reply, Timeouts};
+use berth_proto::switch::{KeptBodies, KeptBody};
 
 use h2_support::vectors::{self, bytes_of};
 use h2_support::{hear, Client, Demo, Sink, TestJob, DATE};
@@ -292,10 +294,11 @@ struct Run<H: Handler<Job = TestJob>> {
     handler: H,
     cx: Context<'static>,
     bounds: Bounds,
-    now: Instant,
     input: Vec<u8>,
     output: Vec<u8>,
     held: Vec<(u32, TestJob)>,
+    /// Streamed bodies kept for their streams, pulled as the connection asks.
+    kept: KeptBodies<u32>,
     closed: bool,
 }
 
@@ -316,41 +319,65 @@ impl<H: Handler<Job = TestJob>> Run<H> {
                 config: H2Config::default(),
                 limits,
             },
-            now: Instant::now(),
             input: Vec::new(),
             output: Vec::new(),
             held: Vec::new(),
+            kept: KeptBodies::default(),
             closed: false,
         }
     }
 
     /// Takes one step's output and checks it, then follows the step.
-    fn after(&mut self, mut step: Step<TestJob>, mut out: Vec<u8>, what: &str) {
+    fn after(&mut self, mut step: Action<TestJob>, mut out: Vec<u8>, what: &str) {
         loop {
             self.bounds.check(&self.conn, &out, what);
             self.output.append(&mut out);
             match step {
-                Step::Close => {
+                Action::Close => {
                     assert!(self.conn.is_closed(), "{what}: Close, and not closed");
                     self.closed = true;
                     return;
                 }
-                Step::Read => {
+                Action::Read => {
                     assert!(!self.conn.is_closed(), "{what}: Read, and closed");
                     return;
                 }
-                Step::Flush => {}
-                Step::Offload { stream, job } => {
+                Action::Flush => {}
+                Action::Switched => panic!("{what}: HTTP/2 never switches protocols"),
+                Action::Body { stream, .. } => {
+                    panic!("{what}: a file body for stream {stream}, and no file was found");
+                }
+                Action::Stream { stream, streamed } => {
+                    self.kept.keep(stream, KeptBody::Producer(streamed));
+                }
+                Action::Pull { stream, max } => {
+                    let conn = &self.conn;
+                    let (mut bytes, pulled, trailers) = self
+                        .kept
+                        .pull(stream, max, |s| conn.pulls(s))
+                        .unwrap_or_else(|| panic!("{what}: a pull for stream {stream}, no body"));
+                    step = self.conn.pulled(
+                        stream,
+                        &mut bytes,
+                        pulled,
+                        trailers,
+                        &mut self.input,
+                        &mut out,
+                        &self.cx,
+                        &mut self.handler,
+                    );
+                    continue;
+                }
+                Action::Offload { stream, job } => {
                     assert!(stream % 2 == 1, "{what}: a job for stream {stream}");
                     self.held.push((stream, job));
                 }
-                Step::Open { stream, request } => {
+                Action::Open { stream, request } => {
                     assert!(stream % 2 == 1, "{what}: a file for stream {stream}");
                     step = self.conn.file(
                         stream,
                         &request,
                         Err(berth_proto::http::FileError::NotFound),
-                        self.now,
                         &mut self.input,
                         &mut out,
                         &self.cx,
@@ -359,13 +386,9 @@ impl<H: Handler<Job = TestJob>> Run<H> {
                     continue;
                 }
             }
-            step = self.conn.process(
-                self.now,
-                &mut self.input,
-                &mut out,
-                &self.cx,
-                &mut self.handler,
-            );
+            step = self
+                .conn
+                .process(&mut self.input, &mut out, &self.cx, &mut self.handler);
         }
     }
 
@@ -375,13 +398,9 @@ impl<H: Handler<Job = TestJob>> Run<H> {
         }
         self.input.extend_from_slice(bytes);
         let mut out = Vec::new();
-        let step = self.conn.process(
-            self.now,
-            &mut self.input,
-            &mut out,
-            &self.cx,
-            &mut self.handler,
-        );
+        let step = self
+            .conn
+            .process(&mut self.input, &mut out, &self.cx, &mut self.handler);
         self.after(step, out, "process");
     }
 
@@ -395,7 +414,6 @@ impl<H: Handler<Job = TestJob>> Run<H> {
         let step = self.conn.complete(
             stream,
             reply,
-            self.now,
             &mut self.input,
             &mut out,
             &self.cx,
@@ -410,24 +428,20 @@ impl<H: Handler<Job = TestJob>> Run<H> {
             return None;
         }
         let t = Timeouts::default();
-        let deadline = self.conn.poll_timeout(&self.input, false, self.now, &t);
+        let deadline = self.conn.poll_timeout(&self.input, false, self.cx.now, &t);
         let Some(d) = deadline else {
-            self.now += by;
+            self.cx.now += by;
             return None;
         };
-        if due || d <= self.now + by {
-            self.now = self.now.max(d);
+        if due || d <= self.cx.now + by {
+            self.cx.now = self.cx.now.max(d);
             let mut out = Vec::new();
-            let step = self.conn.expire(
-                self.now,
-                &mut self.input,
-                &mut out,
-                &self.cx,
-                &mut self.handler,
-            );
+            let step = self
+                .conn
+                .expire(&mut self.input, &mut out, &self.cx, &mut self.handler);
             self.after(step, out, "expire");
         } else {
-            self.now += by;
+            self.cx.now += by;
         }
         deadline
     }

@@ -6,8 +6,8 @@
 
 mod h2_support;
 
-use berth_proto::http::pump::{NoFiles, Pump};
 use berth_proto::http::{Handled, Handler, Job, Limits, Reply, Request, Response};
+use berth_proto::switch::{NoFiles, Pump};
 
 use h2_support::{hear, Client};
 

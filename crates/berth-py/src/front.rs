@@ -7,14 +7,19 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use berth::drive::{Model, Settings};
-use berth::net::tls::{TlsAcceptor, TlsSettings};
+use berth::files::Files;
+use berth::net::tls::{KeyPassword, TlsAcceptor, TlsSettings};
 use berth::net::{Acceptor, Addr};
 use berth::proto::http::encoding::compressible;
-use berth::proto::http::{body_stream, Accepted, Compress, Encoder, Reply};
+use berth::proto::http::{
+    body_stream, Accepted, Compress, Encoder, FileRequest, Handled, Method, Reply, Request,
+    Response,
+};
 use berth::proto::ws::DeflateConfig;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::Arc;
 
 /// Written to a connection refused at capacity.
 pub const REFUSAL: &[u8] =
@@ -169,11 +174,16 @@ pub fn whole_reply(
 /// are answered 503), `server_header`/`date_header` (berth's `Server` and `Date` fields,
 /// on unless false), `uds` (a UNIX socket's path to listen on instead of the host and port;
 /// its file is removed at exit), `ssl_certfile`/`ssl_keyfile`/`ssl_ca_certs` (TLS with berth's rustls;
-/// a CA asks clients for a certificate), `ws_deflate` (permessage-deflate in the `websocket`
+/// a CA asks clients for a certificate; `ssl_keyfile_password` decrypts an encrypted key;
+/// `redirect_https` redirects plain HTTP on the TLS port to https:// rather than answer 400),
+/// `uds_permissions` (the UNIX socket file's mode, e.g. `0o660`; default: the umask's), `ws_deflate` (permessage-deflate in the `websocket`
 /// scope, on unless false), `ws_deflate_window_bits` (its largest window, 8 to 15),
 /// `compress` (on-the-fly gzip, br or zstd of responses, off unless true), `compress_level`
 /// (1 to 9, default 5) and `compress_min_size` (bytes, default 1024; smaller bodies go as they
-/// are), as `berth serve`'s flags of the same names. An
+/// are), as `berth serve`'s flags of the same names; `static_path_mount` (a directory
+/// served under `static_path_route`, default `/static`, before the application: see
+/// [`StaticMount`]) with `static_cache_control` (its answers' `Cache-Control`, default none)
+/// and `static_dotfiles` (serve names starting with `.`, default false). An
 /// unknown key, or a value of the wrong kind, is a `ValueError`; a certificate or key that
 /// cannot be used is a `ValueError` naming it. The options that are the application's rather
 /// than the server's come back, as `berth serve`'s `DemoConfig` holds them.
@@ -196,7 +206,14 @@ pub fn configure(
         return Ok(app);
     };
     let (mut compress, mut level, mut min_size) = (false, None::<u8>, None::<u64>);
+    // granian's --http: "auto" (HTTP/1.1 and HTTP/2), "1" (HTTP/1.1 only), "2" (HTTP/2 only).
+    let mut http = String::from("auto");
     let (mut cert, mut key, mut ca) = (None::<String>, None::<String>, None::<String>);
+    let mut mount = None::<std::path::PathBuf>;
+    let mut password = None::<KeyPassword>;
+    let mut redirect = false;
+    let mut route = String::from("/static");
+    let (mut cache_control, mut dotfiles) = (None::<String>, false);
     for (name, value) in options.iter() {
         let name: String = name.extract()?;
         if value.is_none() {
@@ -257,10 +274,48 @@ pub fn configure(
                 level = Some(n);
             }
             "compress_min_size" => min_size = Some(value.extract()?),
+            "http" => http = value.extract()?,
+            "announce" => app.announce = Some(std::sync::Arc::new(value.clone().unbind())),
             "ssl_certfile" => cert = Some(value.extract()?),
             "ssl_keyfile" => key = Some(value.extract()?),
             "ssl_ca_certs" => ca = Some(value.extract()?),
+            "ssl_keyfile_password" => password = Some(KeyPassword(value.extract()?)),
+            "redirect_https" => redirect = value.extract()?,
+            "uds_permissions" => {
+                let mode: u32 = value.extract()?;
+                if mode > 0o777 {
+                    return Err(PyValueError::new_err(format!(
+                        "uds_permissions {mode:o}: a mode from 0 to 777 (octal)"
+                    )));
+                }
+                settings.common.listen.unix_mode = Some(mode);
+            }
+            "static_path_mount" => mount = Some(value.extract()?),
+            "static_path_route" => route = value.extract()?,
+            "static_cache_control" => cache_control = Some(value.extract()?),
+            "static_dotfiles" => dotfiles = value.extract()?,
+            "more_fds" => {
+                let fds: Vec<i32> = value.extract()?;
+                app.more = fds
+                    .into_iter()
+                    .map(crate::workers::inherited)
+                    .collect::<PyResult<_>>()?;
+            }
             other => return Err(PyValueError::new_err(format!("no server option {other:?}"))),
+        }
+    }
+    match http.as_str() {
+        "auto" => {}
+        "1" => settings.common.limits.http2 = None,
+        "2" => {
+            if let Some(h2) = &mut settings.common.limits.http2 {
+                h2.exclusive = true;
+            }
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "http {other:?}: expected auto, 1 or 2"
+            )))
         }
     }
     if compress {
@@ -270,6 +325,15 @@ pub fn configure(
             min_size: min_size.unwrap_or(default.min_size),
         });
     }
+    if let Some(dir) = mount {
+        app.statics = Some(StaticMount::new(
+            &dir,
+            &route,
+            cache_control,
+            dotfiles,
+            app.compress,
+        )?);
+    }
     match (cert, key) {
         (None, None) if ca.is_some() => Err(PyValueError::new_err(
             "ssl_ca_certs needs ssl_certfile and ssl_keyfile",
@@ -278,6 +342,14 @@ pub fn configure(
         (Some(cert), Some(key)) => {
             let mut tls = TlsSettings::http(cert, key);
             tls.client_ca = ca.map(Into::into);
+            tls.key_password = password;
+            tls.redirect_plain_http = redirect;
+            // ALPN offers what the server speaks (as berth serve --http2 off|only).
+            match http.as_str() {
+                "1" => tls.alpn.retain(|p| p != b"h2"),
+                "2" => tls.alpn.retain(|p| p == b"h2"),
+                _ => {}
+            }
             let acceptor = TlsAcceptor::new(tls).map_err(|e| PyValueError::new_err(e.0))?;
             settings.common.listen.transport = Acceptor::Tls(acceptor);
             Ok(app)
@@ -430,14 +502,134 @@ fn encode_failed(e: berth::proto::http::EncodeError) -> PyErr {
     PyValueError::new_err(e.0)
 }
 
+/// A directory served under a route before the application sees the request
+/// (`--static-path-mount DIR`, `--static-path-route`, granian's flags; whitenoise's role): the
+/// files go out by berth's own file path, as `berth serve`'s `/files` do (`Handled::File`,
+/// opened under the directory with `openat2(RESOLVE_BENEATH)`, `sendfile(2)`, ranges,
+/// validators and 304, precompressed siblings, `--compress`), without entering Python.
+#[derive(Debug, Clone)]
+pub struct StaticMount {
+    /// The route, without a trailing `/` (`""` for `/`: every path).
+    route: String,
+    files: Files,
+    /// The answers' `Cache-Control` (`--static-path-expires`).
+    cache_control: Option<Arc<str>>,
+    /// Serve names that start with `.` (`.env`, `.git/`); refused (404) by default.
+    dotfiles: bool,
+    compress: Option<Compress>,
+}
+
+impl StaticMount {
+    /// Serves `dir` (a directory) under `route` (a path starting with `/`).
+    pub fn new(
+        dir: &std::path::Path,
+        route: &str,
+        cache_control: Option<String>,
+        dotfiles: bool,
+        compress: Option<Compress>,
+    ) -> PyResult<StaticMount> {
+        if !route.starts_with('/') || route.contains(['?', '#']) {
+            return Err(PyValueError::new_err(format!(
+                "static_path_route {route:?}: a path, starting with /"
+            )));
+        }
+        let files = Files::new(dir).map_err(|e| {
+            PyValueError::new_err(format!("static_path_mount {}: {e}", dir.display()))
+        })?;
+        if let Some(v) = &cache_control {
+            if Reply::empty(200)
+                .with_field("cache-control", v.as_bytes())
+                .is_err()
+            {
+                return Err(PyValueError::new_err(format!(
+                    "static cache control {v:?} is not a field value"
+                )));
+            }
+        }
+        Ok(StaticMount {
+            route: route.trim_end_matches('/').to_owned(),
+            files,
+            cache_control: cache_control.map(Into::into),
+            dotfiles,
+            compress,
+        })
+    }
+
+    /// Where its files are opened (the service's [`berth::drive::Service::files`]).
+    pub fn files(&self) -> Files {
+        self.files.clone()
+    }
+
+    /// The answer to `req` if its path is under the route (`None`: the application's): a file
+    /// for the driver to open, or a refusal written to `res` (405 for a method other than GET
+    /// and HEAD; 404 for a path that could leave the directory, or a dotfile unless allowed).
+    pub fn answer<J>(&self, req: &Request<'_>, res: &mut Response<'_>) -> Option<Handled<J>> {
+        let rest = req.path.strip_prefix(self.route.as_str())?;
+        if !(rest.is_empty() || rest.starts_with('/')) {
+            // `/staticky` is not below `/static`.
+            return None;
+        }
+        if !matches!(req.method, Method::Get | Method::Head) {
+            res.send_with(
+                405,
+                "text/plain",
+                &[("Allow", b"GET, HEAD")],
+                b"Method Not Allowed\n",
+            );
+            return Some(Handled::Done);
+        }
+        // `/static//etc/passwd` keeps its second slash: an absolute path, refused.
+        let rel = rest.strip_prefix('/').unwrap_or(rest);
+        let file = match FileRequest::parse(req, rel) {
+            Ok(file) => file,
+            Err(_) => {
+                res.send(404, "text/plain", b"Not Found\n");
+                return Some(Handled::Done);
+            }
+        };
+        if !self.dotfiles && file.path().split('/').any(|seg| seg.starts_with('.')) {
+            // Hidden files (`.env`, `.git/config`) are not published by accident.
+            res.send(404, "text/plain", b"Not Found\n");
+            return Some(Handled::Done);
+        }
+        Some(Handled::File(
+            file.compress(self.compress)
+                .cache_control(self.cache_control.clone()),
+        ))
+    }
+}
+
 /// The options [`configure`] reads that concern what the front does with requests and
 /// messages, not the listening socket.
 #[derive(Debug, Clone, Default)]
 pub struct AppOptions {
+    /// Files served under a route before the application (`None`: none).
+    pub statics: Option<StaticMount>,
     /// permessage-deflate in the ASGI `websocket` scope (WSGI has none).
     pub ws_deflate: DeflateConfig,
     /// On-the-fly compression of responses (`--compress`); `None`: off, the default.
     pub compress: Option<Compress>,
+    /// Prints the startup line, given the URL served and the server's shape (`python -m
+    /// berth`'s, which names a worker and its pid); `None`: berth's own line.
+    pub announce: Option<std::sync::Arc<Py<PyAny>>>,
+    /// More listening sockets to serve beside the main address (`-b` given more than once,
+    /// gunicorn's habit: the option `more_fds`), each taken over as an inherited socket is
+    /// (closed when done). Bound by the caller: `listen_shared`, `listen_unix`.
+    pub more: Vec<std::sync::Arc<socket2::Socket>>,
+}
+
+/// The settings that serve `socket` (one of [`AppOptions::more`]): `settings` with the socket
+/// as the inherited listener, and its address (a UNIX socket served as one, at its path).
+pub fn more_settings(settings: &Settings, socket: &std::sync::Arc<socket2::Socket>) -> Settings {
+    let mut more = settings.clone();
+    more.common.listen.inherited = Some(socket.clone());
+    let local = socket.local_addr().ok();
+    if let Some(path) = berth::net::activation::unix_path(socket) {
+        more.addr = Addr::Unix(path);
+    } else if let Some(tcp) = local.as_ref().and_then(|a| a.as_socket()) {
+        more.addr = Addr::Tcp(tcp);
+    }
+    more
 }
 
 /// The models berth's registry has, by name, in its order (`python -m berth --model`'s
@@ -445,6 +637,23 @@ pub struct AppOptions {
 #[pyfunction]
 pub fn models() -> Vec<&'static str> {
     Model::ALL.iter().map(|m| m.name()).collect()
+}
+
+/// A duration as every berth command line reads it (`berth::units::duration_or_zero`):
+/// `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds; in seconds. `ValueError` with
+/// berth's own message otherwise.
+#[pyfunction]
+pub fn parse_duration(text: &str) -> PyResult<f64> {
+    berth::units::duration_or_zero(text)
+        .map(|d| d.as_secs_f64())
+        .map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
+/// A size as every berth command line reads it (`berth::units::size`): `1000`, `64k`, `1m`,
+/// `1g` (powers of 1024); in bytes. `ValueError` with berth's own message otherwise.
+#[pyfunction]
+pub fn parse_size(text: &str) -> PyResult<u64> {
+    berth::units::size(text).map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
 /// The log line (and the 413's reason) for a request body over the limit: the option that
@@ -455,11 +664,21 @@ pub const OVER_MAX_BODY: &str =
 /// Writes `message` to the Python logger `berth.error` at WARNING (taking the GIL: for rare
 /// events only).
 pub fn warn(message: &str) {
+    say("warning", message)
+}
+
+/// Writes `message` to the Python logger `berth.error` at INFO (taking the GIL: for rare
+/// events only: a drain's start and end).
+pub fn info(message: &str) {
+    say("info", message)
+}
+
+fn say(level: &str, message: &str) {
     Python::with_gil(|py| {
         let logged = py
             .import("logging")
             .and_then(|l| l.call_method1("getLogger", ("berth.error",)))
-            .and_then(|l| l.call_method1("warning", (message,)));
+            .and_then(|l| l.call_method1(level, ("%s", message)));
         if let Err(e) = logged {
             e.write_unraisable(py, None);
         }
@@ -473,6 +692,7 @@ pub fn url(bound: &Addr, tls: bool) -> String {
         Addr::Unix(_) => bound.to_string(),
         Addr::Tcp(_) if tls => format!("https://{bound}"),
         Addr::Tcp(_) => format!("http://{bound}"),
+        Addr::Udp(_) => bound.to_string(),
     }
 }
 

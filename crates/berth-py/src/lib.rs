@@ -13,9 +13,11 @@
 //! Client ids are the engine's, as integers: never reused while the engine runs, so a stale id
 //! finds nothing rather than someone else.
 
+mod access;
 mod asgi;
 mod asgi_ws;
 mod front;
+mod logs;
 mod workers;
 mod wsgi;
 
@@ -179,8 +181,10 @@ impl Core {
             config.buffer_size = size;
         }
         config.policy.expected_only = expected_only;
-        config.reuse_port = reuse_port;
-        config.nodelay = nodelay;
+        // Joining a port another process listens on with SO_REUSEPORT, as `msg serve
+        // --reuse-port` does.
+        config.listen.exclusive = !reuse_port;
+        config.listen.nodelay = nodelay;
         let engine = Engine::new(config).map_err(|e| os_error("", e))?;
         Ok(Core {
             engine: Mutex::new(engine),
@@ -375,6 +379,10 @@ fn _berth(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workers::listen_unix, m)?)?;
     m.add_function(wrap_pyfunction!(workers::follow_parent, m)?)?;
     m.add_function(wrap_pyfunction!(front::models, m)?)?;
+    m.add_function(wrap_pyfunction!(front::parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(front::parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::log_to_python, m)?)?;
+    m.add_class::<access::AccessFormat>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     asgi::register(m)?;
     Ok(())

@@ -1,14 +1,18 @@
 //! What `python -m berth --workers N` needs from Rust: the port, bound once by the parent and
 //! shared by its workers, and a worker's tie to its parent.
 //!
-//! The parent binds the listening socket itself, *without* `SO_REUSEPORT`: the kernel refuses
-//! that bind while any other socket listens on the address (another berth, whose listeners have
-//! `SO_REUSEPORT`, included), and while it is held no socket can join the port (`SO_REUSEPORT`
-//! needs every listener on the port to have it). So a port another server holds is refused
-//! before any worker starts, and two servers can never split one port's requests. The workers
-//! inherit the socket across `fork` and serve it (berth's `ListenConfig::inherited`: one accept
-//! queue for all, as gunicorn's and uvicorn's workers share theirs); the parent keeps it open,
-//! so the port takes connections while a worker is replaced, even while none is alive.
+//! The parent binds the listening sockets itself. Over TCP, one per worker slot, each with
+//! `SO_REUSEPORT` (issue 43): the kernel spreads new connections over them (a hash of each
+//! connection's addresses), so each worker drains a queue of its own and a burst of
+//! connections is shared out, where one queue for all let whichever worker woke first take the
+//! whole burst (32:0). The first is bound only if nothing listens on the port (berth's
+//! exclusive check), so a port another server holds is refused before any worker starts. Over
+//! a UNIX socket (no such balancing there) or a socket passed in, one socket without
+//! `SO_REUSEPORT`, shared by all. The workers inherit their slot's socket across `fork` and
+//! serve it (berth's `ListenConfig::inherited`); the parent keeps every one open, so the port
+//! takes connections while a worker is replaced, even while none is alive (they wait in the
+//! slot's queue for its next worker), and a successor and the worker it replaces share the
+//! slot's queue while one starts and the other drains.
 
 use std::net::SocketAddr;
 use std::os::fd::IntoRawFd;
@@ -21,15 +25,25 @@ use pyo3::prelude::*;
 /// Binds and listens on `host:port` for workers to share (see the module docs). Returns the
 /// socket's descriptor (the caller owns it) and the address bound (port 0: the one chosen).
 /// `OSError` with berth's wording (`address 127.0.0.1:9000 already in use`) if it cannot.
-/// `backlog`: the listen backlog (`--backlog`).
+/// `backlog`: the listen backlog (`--backlog`). With `reuse_port`, the socket has
+/// `SO_REUSEPORT` (one listener per worker slot: the kernel spreads connections over them);
+/// `join` then skips the check that nothing listens on the port (the slots after the first
+/// join it).
 #[pyfunction]
-#[pyo3(signature = (host, port, backlog=None))]
-pub fn listen_shared(host: &str, port: u16, backlog: Option<i32>) -> PyResult<(i32, String, u16)> {
+#[pyo3(signature = (host, port, backlog=None, reuse_port=false, join=false))]
+pub fn listen_shared(
+    host: &str,
+    port: u16,
+    backlog: Option<i32>,
+    reuse_port: bool,
+    join: bool,
+) -> PyResult<(i32, String, u16)> {
     let addr = address(host, port)?;
     let defaults = ListenConfig::default();
     let config = ListenConfig {
         backlog: backlog.unwrap_or(defaults.backlog),
-        reuse_port: false,
+        reuse_port,
+        exclusive: !join,
         ..defaults
     };
     let mut listeners = bind_tcp(addr, 1, config).map_err(crate::bind_error)?;
@@ -41,13 +55,22 @@ pub fn listen_shared(host: &str, port: u16, backlog: Option<i32>) -> PyResult<(i
 /// Binds and listens on the UNIX socket `path` for workers to share (`--uds` with
 /// `--workers`): a stale socket file is replaced, a live one (another server's) or anything
 /// else at the path refused, with berth's wording. Returns the socket's descriptor (the
-/// caller owns it, and removes the file when done: the workers leave it alone).
+/// caller owns it, and removes the file when done: the workers leave it alone). `mode`: the
+/// socket file's mode (`--uds-permissions`), else the umask's.
 #[pyfunction]
-#[pyo3(signature = (path, backlog=None))]
-pub fn listen_unix(path: std::path::PathBuf, backlog: Option<i32>) -> PyResult<i32> {
+#[pyo3(signature = (path, backlog=None, mode=None))]
+pub fn listen_unix(
+    path: std::path::PathBuf,
+    backlog: Option<i32>,
+    mode: Option<u32>,
+) -> PyResult<i32> {
     let defaults = ListenConfig::default();
+    if mode.is_some_and(|m| m > 0o777) {
+        return Err(PyValueError::new_err("mode: from 0 to 0o777"));
+    }
     let config = ListenConfig {
         backlog: backlog.unwrap_or(defaults.backlog),
+        unix_mode: mode,
         ..defaults
     };
     let mut listeners = bind(&Addr::Unix(path), 1, config).map_err(crate::bind_error)?;

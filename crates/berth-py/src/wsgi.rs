@@ -15,11 +15,26 @@
 //! - the environ starts as a copy of a dict holding what every request shares (one C call),
 //!   its keys are interned strings where the field is a common one, and the request's own
 //!   fields cross from the I/O thread in one buffer (two allocations, not two per field).
+//!
+//! Where berth's loop runs (issue 43):
+//!
+//! - **inline** (`--threads 1` with one `evloop` loop, the model and thread count the speed
+//!   target is measured with): the one application thread also turns berth's loop
+//!   ([`berth::drive::evloop::Inline`]), with the GIL released, between batches of requests,
+//!   as the ASGI front does. No hand-off between threads: no wake-up write, no futex and no
+//!   context switch per batch. With one application thread the application answers one
+//!   request at a time either way; what the loop does meanwhile (accepting, reading, writing)
+//!   waits for the request in hand, as under gunicorn's sync worker.
+//! - **threads** (otherwise): berth's loops run in their own threads and queue requests for
+//!   the application's threads ([`Executor`]), waking one when it sleeps; each answer wakes
+//!   the connection's loop when it sleeps.
 
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use berth::drive::evloop::Inline;
 use berth::drive::{self, Model, Service, Settings};
 use berth::net::Acceptor;
 use berth::proto::http::{
@@ -38,8 +53,9 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 struct App {
     app: Py<PyAny>,
     /// What every environ holds whatever the request (`SCRIPT_NAME`, `SERVER_NAME`,
-    /// `SERVER_PORT`, `wsgi.*` but `wsgi.input`): each environ starts as a copy of it.
-    base: Py<PyDict>,
+    /// `SERVER_PORT`, `wsgi.*` but `wsgi.input`): each environ starts as a copy of its
+    /// listener's (the main address first, then each of [`front::AppOptions::more`]).
+    bases: Vec<Py<PyDict>>,
     /// Written to a connection refused at capacity (with `Server` or without).
     refusal: &'static [u8],
     /// Looked up once, not per request: `io.BytesIO`, `sys.stderr`, and the `write()` callable
@@ -51,32 +67,70 @@ struct App {
     exec: Executor,
     /// On-the-fly compression of responses (`--compress`); `None`: off.
     compress: Option<berth::proto::http::Compress>,
+    /// Files served before the application (`--static-path-mount`).
+    statics: Option<front::StaticMount>,
 }
 
+/// Where berth's loop runs (see the module docs).
+enum Engine {
+    /// Turned by the one application thread ([`serve_inline`]).
+    Inline(Arc<Mutex<Inline<WsgiHandler>>>),
+    /// In berth's own threads: a server per listener.
+    Threads(Vec<drive::Server>),
+}
+
+/// The service one listener is served with: the application, and which listener it is (an
+/// index of [`App::bases`]).
 #[derive(Clone)]
-struct Wsgi(Arc<App>);
+struct Wsgi {
+    app: Arc<App>,
+    listener: usize,
+}
 
 impl Service for Wsgi {
     type Handler = WsgiHandler;
 
     fn handler(&self, _thread: usize) -> WsgiHandler {
-        WsgiHandler(self.0.clone())
+        WsgiHandler {
+            app: self.app.clone(),
+            listener: self.listener,
+        }
     }
 
     fn refusal(&self) -> &'static [u8] {
-        self.0.refusal
+        self.app.refusal
+    }
+
+    fn files(&self) -> berth::files::Files {
+        self.app
+            .statics
+            .as_ref()
+            .map_or_else(berth::files::Files::none, front::StaticMount::files)
     }
 
     fn around_fork(&self, fork: &mut dyn FnMut() -> bool) {
-        front::around_fork(fork);
+        let exec = &self.app.exec;
+        front::around_fork(&mut || {
+            let child = fork();
+            if child {
+                // The application's threads stayed in the parent.
+                exec.forks.fetch_add(1, Relaxed);
+            }
+            child
+        });
     }
 }
 
-struct WsgiHandler(Arc<App>);
+struct WsgiHandler {
+    app: Arc<App>,
+    listener: usize,
+}
 
 /// One request, owned, on its way to the application's threads.
 struct Call {
     app: Arc<App>,
+    /// The listener it came through (an index of [`App::bases`]).
+    listener: usize,
     method: Method,
     /// The request-target, then each field's name and value, in one buffer.
     bytes: Vec<u8>,
@@ -96,7 +150,10 @@ struct Call {
 impl Handler for WsgiHandler {
     type Job = Call;
 
-    fn handle(&mut self, req: &Request<'_>, _res: &mut Response<'_>) -> Handled<Call> {
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response<'_>) -> Handled<Call> {
+        if let Some(handled) = self.app.statics.as_ref().and_then(|s| s.answer(req, res)) {
+            return handled;
+        }
         let size = req.target.len()
             + req
                 .headers
@@ -120,7 +177,8 @@ impl Handler for WsgiHandler {
             fields.push((name, value, bytes.len() as u32));
         }
         Handled::Offload(Call {
-            app: self.0.clone(),
+            app: self.app.clone(),
+            listener: self.listener,
             method: req.method,
             bytes,
             path_end,
@@ -163,27 +221,63 @@ enum Work {
 /// The threads that run a WSGI application (`--threads`), fed by one queue. Each takes the GIL
 /// once per batch: it answers every request waiting before it lets the GIL go. Started in the
 /// process that first needs them: a forked child (the `forked` and `prefork` models) has none
-/// of its parent's threads, so it starts its own at its first request.
+/// of its parent's threads, so it starts its own at its first request. Inline (see the module
+/// docs) it has no threads: the serving thread drains the queue after each turn of the loop.
 struct Executor {
+    /// Requests queued or running, and answered: what a drain's log lines count.
+    counts: Arc<Counts>,
     threads: usize,
     /// Requests that may wait in the queue; one more is answered 503 at once (berth's
     /// `--queue-capacity`, as its worker pool does).
     capacity: usize,
+    /// Forks this process is into since the executor was made (bumped in the child by
+    /// [`Wsgi::around_fork`]): threads started under another count are a parent's. Read per
+    /// request instead of asking the kernel for the process id.
+    forks: AtomicU32,
     running: Mutex<Option<Running>>,
+    /// Inline: the queue the serving thread drains ([`serve_inline`]).
+    inline: Option<(Sender<Work>, Receiver<Work>)>,
 }
 
 struct Running {
-    pid: u32,
+    /// [`Executor::forks`] when these threads started.
+    forks: u32,
     tx: Sender<Work>,
     handles: Vec<JoinHandle<()>>,
 }
 
+/// What the application's threads have in hand and have done, in this process.
+#[derive(Default)]
+struct Counts {
+    /// Requests queued for the application or being answered by it.
+    inflight: AtomicUsize,
+    /// Requests the application has answered.
+    answered: AtomicUsize,
+}
+
+impl Counts {
+    fn now(&self) -> (usize, usize) {
+        (self.inflight.load(Relaxed), self.answered.load(Relaxed))
+    }
+
+    /// Answers `call` (the GIL held), and counts it answered.
+    fn answer(&self, py: Python<'_>, call: Call, answer: Answer) {
+        answer.reply(call.answer(py));
+        self.inflight.fetch_sub(1, Relaxed);
+        self.answered.fetch_add(1, Relaxed);
+    }
+}
+
 impl Executor {
-    fn new(threads: usize, capacity: usize) -> Executor {
+    fn new(threads: usize, capacity: usize, inline: bool) -> Executor {
+        let capacity = capacity.max(1);
         Executor {
+            counts: Arc::default(),
             threads: threads.max(1),
-            capacity: capacity.max(1),
+            capacity,
+            forks: AtomicU32::new(0),
             running: Mutex::new(None),
+            inline: inline.then(|| crossbeam_channel::bounded(capacity)),
         }
     }
 
@@ -194,30 +288,38 @@ impl Executor {
     /// Queues a request for the application's threads (starting them in this process first
     /// if it has none). If they are gone, the answer is dropped: 500.
     fn submit(&self, call: Call, answer: Answer) {
-        let pid = std::process::id();
-        let tx = {
-            let mut running = self.lock();
-            if running.as_ref().is_none_or(|r| r.pid != pid) {
-                // A parent's threads are not in this (forked) process: leave them be.
-                if let Some(old) = running.take() {
-                    std::mem::forget(old.handles);
-                }
-                match Running::start(self.threads, self.capacity, pid) {
-                    Ok(started) => *running = Some(started),
-                    Err(e) => {
-                        front::warn(&format!("cannot start the WSGI threads: {e}"));
-                        return;
-                    }
+        if let Some((tx, _)) = &self.inline {
+            return self.queue(tx, call, answer);
+        }
+        let forks = self.forks.load(Relaxed);
+        let mut running = self.lock();
+        if running.as_ref().is_none_or(|r| r.forks != forks) {
+            // A parent's threads are not in this (forked) process: leave them be.
+            if let Some(old) = running.take() {
+                std::mem::forget(old.handles);
+            }
+            match Running::start(self.threads, self.capacity, forks, &self.counts) {
+                Ok(started) => *running = Some(started),
+                Err(e) => {
+                    front::warn(&format!("cannot start the WSGI threads: {e}"));
+                    return;
                 }
             }
-            running.as_ref().map(|r| r.tx.clone())
-        };
-        if let Some(tx) = tx {
-            if let Err(TrySendError::Full(Work::Call(_, answer))) =
-                tx.try_send(Work::Call(call, answer))
-            {
-                answer.reply(Reply::overloaded());
+        }
+        if let Some(r) = running.as_ref() {
+            // Never blocks (a full queue is answered 503): sent under the lock rather than
+            // with a clone of the sender per request.
+            self.queue(&r.tx, call, answer);
+        }
+    }
+
+    fn queue(&self, tx: &Sender<Work>, call: Call, answer: Answer) {
+        match tx.try_send(Work::Call(call, answer)) {
+            Ok(()) => {
+                self.counts.inflight.fetch_add(1, Relaxed);
             }
+            Err(TrySendError::Full(Work::Call(_, answer))) => answer.reply(Reply::overloaded()),
+            Err(_) => {}
         }
     }
 
@@ -227,7 +329,7 @@ impl Executor {
         let Some(running) = self.lock().take() else {
             return;
         };
-        if running.pid != std::process::id() {
+        if running.forks != self.forks.load(Relaxed) {
             return;
         }
         for _ in &running.handles {
@@ -240,23 +342,29 @@ impl Executor {
 }
 
 impl Running {
-    fn start(threads: usize, capacity: usize, pid: u32) -> std::io::Result<Running> {
+    fn start(
+        threads: usize,
+        capacity: usize,
+        forks: u32,
+        counts: &Arc<Counts>,
+    ) -> std::io::Result<Running> {
         let (tx, rx) = crossbeam_channel::bounded(capacity);
         let handles = (0..threads)
             .map(|i| {
                 let rx = rx.clone();
+                let counts = counts.clone();
                 std::thread::Builder::new()
                     .name(format!("berth-wsgi-{i}"))
-                    .spawn(move || serve_calls(rx))
+                    .spawn(move || serve_calls(rx, counts))
             })
             .collect::<std::io::Result<_>>()?;
-        Ok(Running { pid, tx, handles })
+        Ok(Running { forks, tx, handles })
     }
 }
 
 /// An executor thread: keeps its Python thread state for its whole life (the outer
 /// `with_gil`), waits for work without the GIL, and answers a batch of requests per GIL.
-fn serve_calls(rx: Receiver<Work>) {
+fn serve_calls(rx: Receiver<Work>, counts: Arc<Counts>) {
     Python::with_gil(|py| {
         py.allow_threads(|| {
             while let Ok(Work::Call(call, answer)) = rx.recv() {
@@ -264,7 +372,7 @@ fn serve_calls(rx: Receiver<Work>) {
                     let mut next = (call, answer);
                     loop {
                         let (call, answer) = next;
-                        answer.reply(call.answer(py));
+                        counts.answer(py, call, answer);
                         match rx.try_recv() {
                             Ok(Work::Call(call, answer)) => next = (call, answer),
                             Ok(Work::Stop) => return true,
@@ -278,6 +386,49 @@ fn serve_calls(rx: Receiver<Work>) {
             }
         })
     });
+}
+
+/// How long the inline serving thread waits for its loop at most: the loop's deadlines
+/// (timeouts, the drain's end) are looked at this often (the timing wheel's resolution).
+const INLINE_TICK: f64 = 0.1;
+
+/// The inline serving thread (see the module docs): turns berth's loop with the GIL released,
+/// answers what the turn queued under one GIL, and waits (the GIL released, in `epoll.poll`)
+/// until the loop has work. Answers given after a turn wake the loop's descriptor, so the
+/// next wait returns at once and the turn after it writes them. Returns once the loop is over
+/// (drained or stopped).
+fn serve_inline(inline: &Mutex<Inline<WsgiHandler>>, exec: &Executor) -> PyResult<()> {
+    let Some((_, rx)) = &exec.inline else {
+        return Ok(());
+    };
+    let lock = || inline.lock().unwrap_or_else(|e| e.into_inner());
+    Python::with_gil(|py| {
+        // Level-triggered: the loop's descriptor stays readable while it has work the last
+        // turn left (more ready events than one turn takes).
+        let epoll = py.import("select")?.getattr("epoll")?.call0()?;
+        let fd = lock().fd();
+        epoll.call_method1(intern!(py, "register"), (fd,))?;
+        let result = (|| -> PyResult<()> {
+            loop {
+                let going = py.allow_threads(|| lock().turn());
+                match going {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(()),
+                    Err(e) => return Err(crate::os_error("berth's loop failed: ", e)),
+                }
+                if !rx.is_empty() {
+                    while let Ok(Work::Call(call, answer)) = rx.try_recv() {
+                        exec.counts.answer(py, call, answer);
+                    }
+                    // Their answers woke the loop's descriptor: turn again to write them.
+                    continue;
+                }
+                epoll.call_method1(intern!(py, "poll"), (INLINE_TICK,))?;
+            }
+        })();
+        let _ = epoll.call_method0(intern!(py, "close"));
+        result
+    })
 }
 
 /// `HTTP_NAME` for a request field's `name` (upper case, `-` as `_`).
@@ -360,7 +511,7 @@ impl Call {
     }
 
     fn environ<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let env = self.app.base.bind(py).copy()?;
+        let env = self.app.bases[self.listener].bind(py).copy()?;
         env.set_item(
             intern!(py, "REQUEST_METHOD"),
             PyString::intern(py, self.method.as_str()),
@@ -578,7 +729,9 @@ pub fn serve_wsgi(
     if let Some(max) = max_body {
         settings.common.limits.max_body_bytes = max;
     }
-    let options = front::configure(&mut settings, options.as_ref())?;
+    let mut options = front::configure(&mut settings, options.as_ref())?;
+    // Held only until served: berth serves copies (see below).
+    let more = std::mem::take(&mut options.more);
     let tls = matches!(settings.common.listen.transport, Acceptor::Tls(_));
     let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
     // The legacy write() callable: not supported; a function that says so.
@@ -589,67 +742,205 @@ pub fn serve_wsgi(
             None,
         )?
         .unbind();
-    // Over a UNIX socket, SERVER_NAME is its path and SERVER_PORT empty (as gunicorn has
-    // them; the Host field names the site).
-    let (server_name, server_port) = match &settings.addr {
-        berth::net::Addr::Unix(path) => (path.display().to_string(), String::new()),
-        berth::net::Addr::Tcp(_) => (host.to_owned(), port.to_string()),
-    };
     let stderr = py.import("sys")?.getattr("stderr")?;
-    let base = PyDict::new(py);
-    base.set_item("SCRIPT_NAME", "")?;
-    base.set_item("SERVER_NAME", server_name)?;
-    base.set_item("SERVER_PORT", server_port)?;
-    // The stream ends where the body does (an extension gunicorn and werkzeug share).
-    base.set_item("wsgi.input_terminated", true)?;
-    base.set_item("wsgi.errors", &stderr)?;
-    base.set_item("wsgi.version", (1, 0))?;
-    base.set_item("wsgi.url_scheme", if tls { "https" } else { "http" })?;
-    base.set_item("wsgi.multithread", true)?;
-    base.set_item("wsgi.multiprocess", multiprocess)?;
-    base.set_item("wsgi.run_once", false)?;
+    // What every environ of a listener starts from. Over a UNIX socket, SERVER_NAME is its
+    // path and SERVER_PORT empty (as gunicorn has them; the Host field names the site).
+    let base = |addr: &berth::net::Addr, name: &str, port: String| -> PyResult<Py<PyDict>> {
+        let (server_name, server_port) = match addr {
+            berth::net::Addr::Unix(path) => (path.display().to_string(), String::new()),
+            berth::net::Addr::Tcp(_) | berth::net::Addr::Udp(_) => (name.to_owned(), port),
+        };
+        let base = PyDict::new(py);
+        base.set_item("SCRIPT_NAME", "")?;
+        base.set_item("SERVER_NAME", server_name)?;
+        base.set_item("SERVER_PORT", server_port)?;
+        // The stream ends where the body does (an extension gunicorn and werkzeug share).
+        base.set_item("wsgi.input_terminated", true)?;
+        base.set_item("wsgi.errors", &stderr)?;
+        base.set_item("wsgi.version", (1, 0))?;
+        base.set_item("wsgi.url_scheme", if tls { "https" } else { "http" })?;
+        base.set_item("wsgi.multithread", true)?;
+        base.set_item("wsgi.multiprocess", multiprocess)?;
+        base.set_item("wsgi.run_once", false)?;
+        Ok(base.unbind())
+    };
+    // The main address, then each more (`-b` given again), served with settings of its own.
+    let mut listeners = vec![settings.clone()];
+    listeners.extend(more.iter().map(|s| front::more_settings(&settings, s)));
+    let bases = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match (&l.addr, i) {
+            (addr, 0) => base(addr, host, port.to_string()),
+            (addr @ berth::net::Addr::Tcp(tcp), _) => {
+                base(addr, &tcp.ip().to_string(), tcp.port().to_string())
+            }
+            (addr, _) => base(addr, "", String::new()),
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    // Inline (see the module docs): one application thread and one loop of the default model,
+    // on one address.
+    let inline = model == Model::Evloop
+        && workers <= 1
+        && settings.common.accept_threads <= 1
+        && listeners.len() == 1;
     let app = Arc::new(App {
         app,
-        base: base.unbind(),
+        bases,
         refusal: front::refusal(&settings.common.limits),
         bytes_io: py.import("io")?.getattr("BytesIO")?.unbind(),
         stderr: stderr.unbind(),
         refuse_write,
-        exec: Executor::new(workers, settings.common.queue_capacity),
+        exec: Executor::new(workers, settings.common.queue_capacity, inline),
         compress: options.compress,
+        statics: options.statics.clone(),
     });
-    let service = Wsgi(app.clone());
-    let (server, bound) = py
-        .allow_threads(|| drive::serve(&settings, service, stats))
+    let (engine, bounds) = if inline {
+        let service = Wsgi {
+            app: app.clone(),
+            listener: 0,
+        };
+        let (inline, bound) = Inline::bind(
+            settings.addr.clone(),
+            &service,
+            &settings.common,
+            &settings.models.evloop,
+            stats,
+        )
         .map_err(crate::bind_error)?;
-    // berth serves copies of an inherited socket: this one closes now, so that the port closes
+        (Engine::Inline(Arc::new(Mutex::new(inline))), vec![bound])
+    } else {
+        let mut servers = Vec::new();
+        let mut bounds = Vec::new();
+        for (listener, l) in listeners.iter().enumerate() {
+            let service = Wsgi {
+                app: app.clone(),
+                listener,
+            };
+            let stats = match listener {
+                0 => stats.clone(),
+                _ => l.new_stats().map_err(|e| crate::os_error("", e))?,
+            };
+            let started = py.allow_threads(|| drive::serve(l, service, stats));
+            match started {
+                Ok((server, bound)) => {
+                    servers.push(server);
+                    bounds.push(bound);
+                }
+                Err(e) => {
+                    for server in servers {
+                        server.shutdown();
+                        server.join();
+                    }
+                    return Err(crate::bind_error(e));
+                }
+            }
+        }
+        (Engine::Threads(servers), bounds)
+    };
+    // berth serves copies of an inherited socket: these close now, so that the port closes
     // with berth's copies when it drains.
     settings.common.listen.inherited = None;
+    drop((listeners, more));
     // `--workers` are processes: the application's threads are said as threads.
     let mut shown = settings.clone();
     shown.common.workers = workers.max(1);
-    let shape = shown
+    let mut shape = shown
         .describe()
         .replace(" workers,", " threads,")
         .replace(" worker,", " thread,");
-    let line = format!(
-        "berth listening on {} (model {model}, {shape}, WSGI)",
-        front::url(&bound, tls)
-    );
-    // One write, so that the lines of processes sharing stdout (--workers) never interleave
-    // (print() writes the line and its end apart when Python's output is unbuffered).
-    let stdout = py.import("sys")?.getattr("stdout")?;
-    stdout.call_method1("write", (line + "\n",))?;
-    stdout.call_method0("flush")?;
+    if inline {
+        shape.push_str(", loop inline on the application thread");
+    }
+    for bound in &bounds {
+        let url = front::url(bound, tls);
+        match &options.announce {
+            Some(announce) => {
+                announce.call1(py, (url, format!("model {model}, {shape}")))?;
+            }
+            None => {
+                let line = format!("berth listening on {url} (model {model}, {shape}, WSGI)");
+                // One write, so that the lines of processes sharing stdout (--workers) never
+                // interleave (print() writes the line and its end apart when Python's output
+                // is unbuffered).
+                let stdout = py.import("sys")?.getattr("stdout")?;
+                stdout.call_method1("write", (line + "\n",))?;
+                stdout.call_method0("flush")?;
+            }
+        }
+    }
     if let Some(ready) = ready {
         ready.call0(py)?;
     }
-    py.allow_threads(|| {
+    // Inline: the serving thread, started once the line is out (it takes the GIL).
+    let serving = match &engine {
+        Engine::Inline(inline) => {
+            let (inline, app) = (inline.clone(), app.clone());
+            let thread = std::thread::Builder::new()
+                .name("berth-wsgi-0".into())
+                .spawn(move || {
+                    let served = serve_inline(&inline, &app.exec);
+                    if served.is_err() {
+                        // The main thread waits for SIGTERM or SIGINT: a loop that failed ends
+                        // that wait, so that its error is raised (exit 1), not a server left
+                        // running with nothing serving.
+                        let _ = Python::with_gil(|py| -> PyResult<()> {
+                            let os = py.import("os")?;
+                            let term = py.import("signal")?.getattr("SIGTERM")?;
+                            os.call_method1("kill", (os.call_method0("getpid")?, term))?;
+                            Ok(())
+                        });
+                    }
+                    served
+                })
+                .map_err(|e| crate::os_error("cannot start the WSGI thread: ", e))?;
+            Some(thread)
+        }
+        Engine::Threads(_) => None,
+    };
+    let served = py.allow_threads(|| {
         let _ = berth::process::signal::wait_for_termination();
-        server.drain(grace);
-        server.join();
+        let (inflight, answered) = app.exec.counts.now();
+        let pid = std::process::id();
+        front::info(&format!(
+            "pid {pid} draining: {inflight} request{} in flight (up to {} s)",
+            if inflight == 1 { "" } else { "s" },
+            grace.as_secs_f64()
+        ));
+        let served = match engine {
+            Engine::Threads(servers) => {
+                for server in &servers {
+                    server.drain(grace);
+                }
+                for server in servers {
+                    server.join();
+                }
+                Ok(())
+            }
+            Engine::Inline(inline) => {
+                inline
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .drain(grace);
+                // The serving thread turns the loop until the drain is over.
+                serving.map_or(Ok(()), |thread| {
+                    thread
+                        .join()
+                        .unwrap_or_else(|_| Err(PyValueError::new_err("the WSGI thread panicked")))
+                })
+            }
+        };
+        // What the application still has in hand now had its connection closed by the drain's
+        // deadline: cut off (it runs on; its answer goes nowhere).
+        let (cut, done) = app.exec.counts.now();
+        front::info(&format!(
+            "pid {pid} drained: {} finished, {cut} cut off",
+            done.saturating_sub(answered)
+        ));
         // Every request is answered: the application's threads end.
         app.exec.stop();
+        served
     });
+    served?;
     Ok(())
 }

@@ -170,7 +170,9 @@ def test_interface_overrides_and_a_mismatch_is_refused_at_startup_with_the_fix(s
     (["apps.flask_app:app", "--ssl-certfile", "x"], 2, "go together"),
     (["apps.nowhere:app"], 1, "cannot import module 'apps.nowhere'"),
     (["apps.flask_app:nothing"], 1, "module 'apps.flask_app' has no attribute 'nothing'"),
-    (["apps.flask_app"], 1, "expected MODULE:APP"),
+    # MODULE alone serves its application or app (issue 44); one with neither is refused.
+    (["apps.wsgi_apps"], 1, "has no application or app"),
+    (["apps.flask_app:"], 1, "expected MODULE:APP"),
     (["apps.flask_app:__name__"], 1, "not an application"),
 ])
 def test_bad_options_and_startup_failures_are_one_line(args, code, says):
@@ -197,12 +199,37 @@ def test_a_port_in_use_is_one_line_with_no_event_loop_noise(app, workers):
         assert "Event loop is closed" not in r.stderr and "Task was destroyed" not in r.stderr
 
 
+def test_units_are_read_as_berth_serve_reads_them():
+    """Issue 41: one unit syntax in every front. `--shutdown-timeout 30s` failed here while
+    `berth serve` took it; `--max-body 0` meant no limit here and zero bytes there (now no
+    limit in both). The parsers are berth's own (berth._berth.parse_duration, parse_size)."""
+    from berth.__main__ import parser
+    args = parser().parse_args(["apps.flask_app:app", "--shutdown-timeout", "30s",
+                                "--timeout-keep-alive", "500ms", "--max-body", "64k",
+                                "--ws-max-message", "1m"])
+    assert args.shutdown_timeout == 30.0
+    assert args.timeout_keep_alive == 0.5
+    assert args.max_body == 64 * 1024
+    assert args.ws_max_message == 1024 * 1024
+    for lifted in ("0", "none"):
+        assert parser().parse_args(["apps.flask_app:app", "--max-body", lifted]).max_body is None
+    # Bare numbers of seconds, as before.
+    assert parser().parse_args(["apps.flask_app:app", "--shutdown-timeout", "2.5"]
+                               ).shutdown_timeout == 2.5
+    line = one_line(run("apps.flask_app:app", "--shutdown-timeout", "soon"), 2)
+    assert "is not a duration" in line, line
+
+
 def test_help_gives_every_option_help_and_its_default():
     r = run("--help")
     assert r.returncode == 0
     from berth.__main__ import parser
     for action in parser()._actions:
         if action.dest in ("help", "version", "app"):
+            continue
+        # Other servers' names for berth's options (issue 44) have the default of the option
+        # they name; the refused ones are not listed.
+        if action.default == "==SUPPRESS==" or action.help == "==SUPPRESS==":
             continue
         assert action.help, action.option_strings
         assert "default" in action.help or "$" in action.help, action.option_strings

@@ -5,8 +5,12 @@ body messages) arrives whole; HTTP/1.1 is still served on the same port."""
 
 import json
 import shutil
+import socket
+import ssl
+import struct
 import subprocess
 import sys
+import time
 
 from helpers import HERE, start, stop
 
@@ -128,5 +132,148 @@ def test_a_grpc_service_on_asgi_answers_grpcios_client():
             except grpc.RpcError as e:
                 assert e.code() == grpc.StatusCode.NOT_FOUND, e
                 assert e.details() == "no such method"
+    finally:
+        stop(proc)
+
+
+# --- frames on a stream the client reset (RFC 9113 §5.1), over real sockets ---------------------
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x7
+END_STREAM, END_HEADERS = 0x1, 0x4
+CANCEL, STREAM_CLOSED = 0x8, 0x5
+
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + \
+        struct.pack(">I", stream) + payload
+
+
+def request_block():
+    """A POST to / in HPACK: static-table indexes for :method POST (3), :scheme http (6) and
+    :path / (4) (RFC 7541 Appendix A), :authority a literal without indexing."""
+    return b"\x83\x86\x84" + b"\x01\x09localhost"
+
+
+def read_frames(sock, until, timeout=5.0):
+    """Frames as ``(type, flags, stream, payload)`` until ``until(frame)`` is true, the peer
+    closes, or ``timeout`` seconds pass; returns them all."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    buf, frames = b"", []
+    while time.monotonic() < deadline:
+        while len(buf) >= 9:
+            length = int.from_bytes(buf[:3], "big")
+            if len(buf) < 9 + length:
+                break
+            f = (buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + length])
+            buf = buf[9 + length:]
+            frames.append(f)
+            if until(f):
+                return frames
+        try:
+            got = sock.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            return frames
+        if not got:
+            return frames
+        buf += got
+    return frames
+
+
+def stream_closed_after_reset(sock, late, opened=False):
+    """Opens stream 1 (a POST whose body is not all sent) unless ``opened``, resets it, sends
+    ``late`` on it, and returns the code of the RST_STREAM on stream 1 or GOAWAY that answers,
+    or None."""
+    opening = b"" if opened else PREFACE + h2_frame(SETTINGS, 0, 0) + \
+        h2_frame(HEADERS, END_HEADERS, 1, request_block())
+    sock.sendall(opening + h2_frame(RST_STREAM, 0, 1, struct.pack(">I", CANCEL)) + late)
+
+    def error(f):
+        return (f[0] == RST_STREAM and f[2] == 1) or f[0] == GOAWAY
+    frames = [f for f in read_frames(sock, error) if error(f)]
+    if not frames:
+        return None
+    f = frames[0]
+    return int.from_bytes(f[3][:4] if f[0] == RST_STREAM else f[3][4:8], "big")
+
+
+def test_frames_after_the_clients_reset_are_stream_closed_while_the_app_runs(tmp_path):
+    """h2spec 5.1/8 and 5.1/9 against the ASGI front (issue 43): after the client's own
+    RST_STREAM, a DATA or HEADERS frame on that stream is a STREAM_CLOSED error (RFC 9113
+    §5.1, "closed"), also while the application still runs for the stream (berth keeps the
+    stream for its job then, and once answered nothing at all: h2spec timed out). Over h2c and
+    over TLS (ALPN h2)."""
+    late_data = h2_frame(DATA, END_STREAM, 1, b"test")
+    late_headers = h2_frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block())
+    proc, port, _ = start("apps.ext_apps:slow", "--interface", "asgi")
+    try:
+        for late in (late_data, late_headers):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                assert stream_closed_after_reset(sock, late) == STREAM_CLOSED
+    finally:
+        stop(proc)
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                    "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "berth", "apps.ext_apps:slow", "--interface", "asgi",
+         "--port", "0", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)],
+        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        port = int(line.split("https://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
+        tls = ssl.create_default_context()
+        tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
+        tls.set_alpn_protocols(["h2"])
+        for late in (late_data, late_headers):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+                with tls.wrap_socket(raw, server_hostname="localhost") as sock:
+                    assert sock.selected_alpn_protocol() == "h2"
+                    assert stream_closed_after_reset(sock, late) == STREAM_CLOSED
+    finally:
+        stop(proc)
+
+
+def test_frames_after_the_clients_reset_of_an_answered_stream_are_stream_closed():
+    """An application that answers before the request body is all in (without reading it):
+    berth ends the stream with RST_STREAM NO_ERROR after the answer (RFC 9113 §8.1). Frames
+    that crossed that are dropped, but a DATA frame the client sends after its own RST_STREAM
+    is STREAM_CLOSED (§5.1): the race h2spec 5.1/8 lost now and then against such an app."""
+    proc, port, _ = start("apps.ext_apps:early", "--interface", "asgi")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(PREFACE + h2_frame(SETTINGS, 0, 0)
+                         + h2_frame(HEADERS, END_HEADERS, 1, request_block()))
+            frames = read_frames(sock, lambda f: f[0] == RST_STREAM and f[2] == 1)
+            assert (DATA, END_STREAM, 1, b"early") in frames
+            assert frames[-1][0] == RST_STREAM and frames[-1][3] == struct.pack(">I", 0)
+            assert stream_closed_after_reset(sock, h2_frame(DATA, END_STREAM, 1, b"x"),
+                                             opened=True) == STREAM_CLOSED
+    finally:
+        stop(proc)
+
+
+def test_http2_on_off_only():
+    """``--http2`` as ``berth serve --http2``: ``off`` answers HTTP/2's preface as the HTTP/1.1
+    request it looks like, of a version not served (505); ``only`` refuses HTTP/1.1 and speaks
+    HTTP/2 with prior knowledge."""
+    proc, port, _ = start("apps.asgi_apps:scope_app", "--interface", "asgi", "--http2", "off")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(PREFACE + h2_frame(SETTINGS, 0, 0))
+            assert sock.recv(100).startswith(b"HTTP/1.1 505 ")
+        assert json.loads(curl("--http1.1", "http://127.0.0.1:{}/".format(port)))["path"] == "/"
+    finally:
+        stop(proc)
+    proc, port, _ = start("apps.asgi_apps:scope_app", "--interface", "asgi", "--http2", "only")
+    try:
+        out = subprocess.run(["curl", "-sS", "--max-time", "5", "--http1.1",
+                              "http://127.0.0.1:{}/".format(port)], capture_output=True)
+        assert out.returncode != 0
+        got = json.loads(curl("--http2-prior-knowledge", "http://127.0.0.1:{}/".format(port)))
+        assert got["http_version"] == "2"
     finally:
         stop(proc)

@@ -128,6 +128,8 @@ def test_uds_and_fd_together_are_a_usage_error(sock):
 def test_the_workers_leave_the_file_to_the_parent_across_a_sighup(sock):
     s = served(sock, "apps.asgi_apps:raw", "--workers", "2")
     try:
+        # The supervisor's line came first (issue 44): both workers serve before the SIGHUP.
+        s.listening()
         s.listening()
         s.proc.send_signal(signal.SIGHUP)
         s.logged(r"SIGHUP: restarting 2 workers one by one")
@@ -169,3 +171,30 @@ def test_berth_run_takes_uds(sock):
     finally:
         assert s.stop() == 0
     assert not os.path.exists(sock)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("app, mode", [("apps.asgi_apps:scope_app", "666"),
+                                       ("apps.wsgi_apps:environ_app", "0o600")])
+def test_uds_permissions_set_the_socket_files_mode(sock, app, mode, workers):
+    """``--uds-permissions`` (granian's; issue 43): the socket file gets that mode, whatever
+    the umask (022 here, which alone leaves 755), in one process and with ``--workers`` (whose
+    parent binds it); the socket serves as before."""
+    old = os.umask(0o022)
+    try:
+        s = served(sock, app, "--workers", workers, "--uds-permissions", mode)
+    finally:
+        os.umask(old)
+    try:
+        assert oct(os.stat(sock).st_mode & 0o777) == oct(int(mode.replace("0o", ""), 8))
+        r, _ = get(sock, "/mode")
+        assert r.status == 200
+    finally:
+        assert s.stop() == 0, s.err
+
+
+def test_uds_permissions_usage_errors(sock):
+    for args, says in ((["--uds", sock, "--uds-permissions", "rw"], "not an octal mode"),
+                       (["--uds", sock, "--uds-permissions", "1777"], "from 0 to 777"),
+                       (["--uds-permissions", "660"], "--uds-permissions needs --uds")):
+        assert says in one_line(run("apps.asgi_apps:scope_app", *args), 2)

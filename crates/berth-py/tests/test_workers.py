@@ -77,6 +77,8 @@ class Workers:
                          daemon=True).start()
         self.port = None
         try:
+            # The supervisor's line (issue 44), then one per worker, each with its pid.
+            self.listening(who="supervisor, pid %d;" % self.proc.pid)
             for _ in range(workers):
                 self.listening()
             self.pids = await_("%d workers" % workers,
@@ -91,13 +93,15 @@ class Workers:
         for line in stream:
             put(line.rstrip("\n"))
 
-    def listening(self, timeout=WAIT):
-        """Waits for the next worker's ``berth listening`` line; checks the port is the same."""
+    def listening(self, timeout=WAIT, who="worker "):
+        """Waits for the next worker's ``berth listening`` line (or the supervisor's: ``who``);
+        checks the port is the same."""
         try:
             line = self.out.get(timeout=timeout)
         except queue.Empty:
             raise AssertionError("no worker listening; stderr: %s" % self.err)
         assert line.startswith("berth listening on http://"), line
+        assert " (" + who in line, line
         port = int(line.split("http://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
         assert self.port in (None, port)
         self.port = port

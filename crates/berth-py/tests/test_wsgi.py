@@ -23,9 +23,13 @@ flask = pytest.importorskip("flask")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.fixture
-def server():
-    proc, port, _ = helpers.start("apps.flask_app:app", "--interface", "wsgi", "--threads", "2")
+@pytest.fixture(params=["2", "1"], ids=["threads", "inline"])
+def server(request):
+    """The Flask app with two application threads (berth's loop in its own thread), and with
+    one (the application thread turns berth's loop inline: issue 43)."""
+    proc, port, line = helpers.start("apps.flask_app:app", "--interface", "wsgi", "--threads",
+                                     request.param)
+    assert ("inline" in line) == (request.param == "1"), line
     yield proc, port
     helpers.stop(proc)
 
@@ -169,3 +173,52 @@ def test_the_clients_address_reaches_flask(server):
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), answer
     assert json.loads(body) == {"addr": "127.0.0.1", "port": str(mine), "protocol": "HTTP/1.1"}
+
+
+def test_inline_many_connections_at_once_each_get_their_answers():
+    """One application thread turning berth's loop itself (``--threads 1``): 40 connections
+    that each send three requests at once (pipelined) all get their three answers, in order,
+    with the bodies each request sent."""
+    proc, port, line = helpers.start("apps.wsgi_apps:path", "--interface", "wsgi",
+                                     "--threads", "1")
+    try:
+        assert "inline" in line, line
+        socks = []
+        for i in range(40):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"".join(b"GET /c%d/r%d?q HTTP/1.1\r\nHost: x\r\n\r\n" % (i, j)
+                               for j in range(3)))
+            socks.append(s)
+        for i, s in enumerate(socks):
+            data = b""
+            while data.count(b"HTTP/1.1 200") < 3 or not data.endswith(b"\nq"):
+                chunk = s.recv(65536)
+                assert chunk, data
+                data += chunk
+            bodies = [part.split(b"\r\n\r\n", 1)[1] for part in data.split(b"HTTP/1.1 200")[1:]]
+            assert bodies == [b"/c%d/r%d\nq" % (i, j) for j in range(3)]
+            s.close()
+    finally:
+        helpers.stop(proc)
+
+
+def test_inline_a_request_in_flight_at_sigterm_is_answered():
+    """``--threads 1`` (inline): SIGTERM while the application is busy with a request; the
+    drain lets it finish, the client gets its answer, and the server exits 0."""
+    proc, port, _ = helpers.start("apps.wsgi_apps:work", "--interface", "wsgi", "--threads", "1")
+    try:
+        conns = []
+        for _ in range(20):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/")
+            conns.append(conn)
+        # Until the first answer, the others are queued or being answered.
+        first = conns[0].getresponse()
+        assert first.status == 200
+        proc.send_signal(signal.SIGTERM)
+        for conn in conns[1:]:
+            r = conn.getresponse()
+            assert (r.status, r.read()) == (200, b"%d" % sum(i * i for i in range(20000)))
+        assert proc.wait(15) == 0
+    finally:
+        helpers.stop(proc)

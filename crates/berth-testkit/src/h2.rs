@@ -1,18 +1,19 @@
-//! A small HTTP/2 client for tests (RFC 9113), honest about the protocol: it sends the
-//! preface and its SETTINGS, requests as HEADERS (and CONTINUATION past the server's frame
-//! size) and DATA within the server's windows and frame size, acknowledges the server's
-//! SETTINGS and PING, opens its own windows (WINDOW_UPDATE) as it reads DATA unless told not
-//! to, and decodes answers with berth-proto's HPACK decoder. Several streams may be in flight:
-//! [`H2Client::send`] them, then [`H2Client::wait`] for each one's [`Outcome`].
+//! A blocking HTTP/2 client for tests: a socket (plain TCP or TLS) with a read deadline under
+//! berth-proto's client role ([`berth::proto::h2::client`]), which does all the protocol: the
+//! preface and SETTINGS, requests as HEADERS (CONTINUATION past the server's frame size) and
+//! DATA within the server's windows, SETTINGS and PING acknowledged, windows opened as DATA is
+//! read unless told not to, answers decoded with berth-proto's HPACK decoder. This file only
+//! moves bytes and gathers each stream's events into an [`Outcome`]. Several streams may be
+//! in flight: [`H2Client::send`] them, then [`H2Client::wait`] for each one.
 //!
 //! ```text
-//!   send(Req) ──> HEADERS [+ CONTINUATION] ──> DATA as windows allow ──> server
-//!   wait(id)  <── HEADERS, DATA, RST_STREAM, GOAWAY (SETTINGS, PING answered) <── server
+//!   send(Req) ──> Client::open / send_data ──> poll_transmit ──> socket ──> server
+//!   wait(id)  <── Outcome <── poll_event <── Client::recv <── socket (deadline) <── server
 //! ```
 //!
 //! It does **not** keep to the server's SETTINGS_MAX_CONCURRENT_STREAMS (a test may want to
-//! go past it), push, prioritise, or index anything in its own HPACK encoding
-//! ([`hpack::encode`] never does). Every read has a deadline ([`LIMIT`] unless
+//! go past it), push, prioritise, or index anything in its own HPACK encoding unless a
+//! request asks ([`Req::indexing`]). Every read has a deadline ([`LIMIT`] unless
 //! [`H2Client::set_limit`] says otherwise), so a server that stops answering fails the test
 //! instead of hanging it.
 
@@ -23,8 +24,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use berth::net::tls::{TlsConnector, TlsStream};
-use berth::proto::h2::frame::{self, flag, kind, setting, Header, HEADER_LEN};
-use berth::proto::h2::hpack::{self, Decoder, Field, ListLimits};
+use berth::proto::h2::client::{self, Client, ClientConfig, Event, Windows};
+use berth::proto::h2::frame;
 
 use crate::bytes::{is_reset, TimedRead};
 use crate::wait::LIMIT;
@@ -129,7 +130,7 @@ impl Req {
 }
 
 /// A stream's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Response {
     /// `:status`.
     pub status: u16,
@@ -190,55 +191,34 @@ pub struct GoAway {
     pub debug: String,
 }
 
+/// What has come on a stream the client opened: the answer so far, and how it ended once
+/// it did.
 #[derive(Debug, Default)]
-struct Stream {
-    /// Body bytes still to send, from `pos`.
-    body: Vec<u8>,
-    pos: usize,
-    chunk: usize,
-    /// END_STREAM to be sent with the last DATA.
-    end: bool,
-    /// Everything we had to send is sent.
-    sent_all: bool,
-    send_window: i64,
-    /// The answer so far.
-    status: Option<u16>,
-    headers: Vec<(String, String)>,
-    data: Vec<u8>,
-    trailers: Vec<(String, String)>,
-    /// How it ended, once it did.
+struct Tracked {
+    answer: Response,
     outcome: Option<Outcome>,
-}
-
-/// A header block in progress (HEADERS without END_HEADERS, then CONTINUATION).
-struct Block {
-    stream: u32,
-    end_stream: bool,
-    buf: Vec<u8>,
 }
 
 /// An HTTP/2 client connection over `S` (a TCP socket, or TLS over one).
 pub struct H2Client<S: Read + Write + TimedRead> {
     io: S,
-    input: Vec<u8>,
-    decoder: Decoder,
-    streams: BTreeMap<u32, Stream>,
-    next_id: u32,
-    /// The server's SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE.
-    peer_window: i64,
-    peer_max_frame: usize,
-    /// How much more we may send on the connection.
-    send_window: i64,
-    /// Whether we open our windows as DATA arrives.
-    auto_window: bool,
-    /// SETTINGS frames received from the server (acked by us), and our SETTINGS acked.
+    client: Client,
+    /// Output taken from the client, written at once (kept for its capacity).
+    out: Vec<u8>,
+    streams: BTreeMap<u32, Tracked>,
+    /// SETTINGS frames received from the server (acked by the client role).
     settings_seen: u32,
-    acked: bool,
-    block: Option<Block>,
     goaway: Option<GoAway>,
     /// The server closed the connection (EOF or reset).
     closed: bool,
     limit: Duration,
+}
+
+/// Appends one raw frame (RFC 9113 §4.1): for the attack tests, which write what no client
+/// of good faith would.
+pub fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+    frame::write_header(out, payload.len(), kind, flags, stream);
+    out.extend_from_slice(payload);
 }
 
 /// A plain TCP connection to `addr` with [`LIMIT`] read and write timeouts and `TCP_NODELAY`.
@@ -329,35 +309,33 @@ pub fn connect(addr: SocketAddr, ca: Option<&Path>, settings: &[(u16, u32)]) -> 
 impl<S: Read + Write + TimedRead> H2Client<S> {
     /// Writes the preface and a SETTINGS frame with `settings` (`frame::setting` ids; push is
     /// always turned off) on a connected stream.
-    pub fn start(mut io: S, settings: &[(u16, u32)]) -> io::Result<H2Client<S>> {
-        let mut out = frame::PREFACE.to_vec();
-        let mut params = vec![(setting::ENABLE_PUSH, 0)];
-        params.extend_from_slice(settings);
-        frame::write_settings(&mut out, &params);
-        io.write_all(&out)?;
-        Ok(H2Client {
+    pub fn start(io: S, settings: &[(u16, u32)]) -> io::Result<H2Client<S>> {
+        let client = Client::new(ClientConfig {
+            settings: settings.to_vec(),
+            ..ClientConfig::default()
+        });
+        let mut c = H2Client {
             io,
-            input: Vec::new(),
-            decoder: Decoder::new(4096),
+            client,
+            out: Vec::new(),
             streams: BTreeMap::new(),
-            next_id: 1,
-            peer_window: i64::from(frame::DEFAULT_WINDOW),
-            peer_max_frame: frame::DEFAULT_MAX_FRAME as usize,
-            send_window: i64::from(frame::DEFAULT_WINDOW),
-            auto_window: true,
             settings_seen: 0,
-            acked: false,
-            block: None,
             goaway: None,
             closed: false,
             limit: LIMIT,
-        })
+        };
+        c.flush()?;
+        Ok(c)
     }
 
     /// Whether WINDOW_UPDATE frames are sent as DATA is read (default true). With `false`
     /// the client never opens a window past what its SETTINGS gave.
     pub fn auto_window(&mut self, yes: bool) {
-        self.auto_window = yes;
+        self.client.set_windows(if yes {
+            Windows::Refill { every: 1 }
+        } else {
+            Windows::Shut
+        });
     }
 
     /// How long a wait may take before it fails (default [`LIMIT`]).
@@ -391,52 +369,40 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
         self.settings_seen
     }
 
-    /// Writes raw bytes (a frame a test makes itself).
+    /// Writes raw bytes (a frame a test makes itself), after what the client has queued.
     pub fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.io.write_all(bytes)?;
-        self.io.flush()
+        self.client.write_raw(bytes);
+        self.flush()
     }
 
     /// Opens a stream for `req`: HEADERS (+ CONTINUATION) now, the body as far as the
     /// windows allow (the rest as the server opens them, while waiting). Returns its id.
     pub fn send(&mut self, req: &Req) -> u32 {
-        let id = self.next_id;
-        self.next_id += 2;
-        let pseudo: [(&[u8], &[u8]); 3] = [
-            (b":method", req.method.as_bytes()),
-            (b":scheme", b"http"),
-            (b":path", req.path.as_bytes()),
-        ];
-        let mut rest: Vec<(&[u8], &[u8])> = Vec::new();
-        if let Some(a) = &req.authority {
-            rest.push((b":authority", a.as_bytes()));
-        }
-        rest.extend(req.fields.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())));
+        let fields: Vec<(&[u8], &[u8])> = req
+            .fields
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), v.as_slice()))
+            .collect();
+        let head = client::Request {
+            method: req.method.as_bytes(),
+            scheme: b"http",
+            path: req.path.as_bytes(),
+            authority: req.authority.as_deref().map(str::as_bytes),
+            fields: &fields,
+            indexed: req.indexed,
+        };
         let mut block = Vec::new();
-        hpack::encode(pseudo, &mut block);
-        if req.indexed {
-            for (name, value) in rest {
-                encode_indexed(name, value, &mut block);
-            }
-        } else {
-            hpack::encode(rest, &mut block);
+        head.encode(&mut block);
+        let id = self
+            .client
+            .open(&block, req.end && req.body.is_empty())
+            .expect("a stream id left");
+        if !req.body.is_empty() || !req.end {
+            self.client.set_chunk(id, req.chunk);
+            self.client.send_data(id, &req.body, req.end);
         }
-        let end_on_headers = req.end && req.body.is_empty();
-        let mut out = Vec::new();
-        frame::write_headers(&mut out, id, &block, end_on_headers, self.peer_max_frame);
-        self.io.write_all(&out).expect("write HEADERS");
-        self.streams.insert(
-            id,
-            Stream {
-                body: req.body.clone(),
-                chunk: req.chunk,
-                end: req.end,
-                sent_all: req.body.is_empty(),
-                send_window: self.peer_window,
-                ..Stream::default()
-            },
-        );
-        self.send_data().expect("write DATA");
+        self.streams.insert(id, Tracked::default());
+        self.flush().expect("write HEADERS and DATA");
         id
     }
 
@@ -489,7 +455,18 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
         Ok(())
     }
 
-    /// One read (bounded by `deadline`) and every whole frame it completes.
+    /// Writes what the client role has queued.
+    fn flush(&mut self) -> io::Result<()> {
+        self.client.poll_transmit(&mut self.out);
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let written = self.io.write_all(&self.out).and_then(|()| self.io.flush());
+        self.out.clear();
+        written
+    }
+
+    /// One read (bounded by `deadline`), handed to the client role, and what it heard.
     fn read_some(&mut self, deadline: Instant) -> Result<(), String> {
         if self.closed {
             return Err(format!(
@@ -508,8 +485,11 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
         match self.io.read(&mut chunk) {
             Ok(0) => self.on_close(),
             Ok(n) => {
-                self.input.extend_from_slice(&chunk[..n]);
-                self.frames()?;
+                let heard = self.client.recv(&chunk[..n]);
+                // What it heard before an error still counts (a GOAWAY, say).
+                self.events();
+                heard.map_err(|e| format!("the server broke the protocol: {e}"))?;
+                self.flush().map_err(|e| format!("write: {e}"))?;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e)
@@ -530,272 +510,85 @@ impl<S: Read + Write + TimedRead> H2Client<S> {
         self.closed = true;
         let code = self.goaway.as_ref().map(|g| g.code);
         for s in self.streams.values_mut() {
-            if s.outcome.is_none() {
-                s.outcome = Some(Outcome::Closed(code));
-            }
+            s.outcome.get_or_insert(Outcome::Closed(code));
         }
     }
 
-    /// Handles every whole frame in the input.
-    fn frames(&mut self) -> Result<(), String> {
-        loop {
-            let Some(h) = Header::parse(&self.input) else {
-                return Ok(());
-            };
-            let end = HEADER_LEN + h.len as usize;
-            if self.input.len() < end {
-                return Ok(());
-            }
-            let payload = self.input[HEADER_LEN..end].to_vec();
-            self.input.drain(..end);
-            self.frame(&h, &payload)?;
-        }
-    }
-
-    fn frame(&mut self, h: &Header, payload: &[u8]) -> Result<(), String> {
-        if let Some(b) = &self.block {
-            if h.kind != kind::CONTINUATION || h.stream != b.stream {
-                return Err(format!("frame {h:?} inside a header block"));
-            }
-        }
-        let mut out = Vec::new();
-        match h.kind {
-            kind::DATA => {
-                let data = unpad(h, payload)?;
-                let flow = payload.len() as u32;
-                let s = self
-                    .streams
-                    .get_mut(&h.stream)
-                    .ok_or(format!("DATA on unknown stream {}", h.stream))?;
-                if s.outcome.is_none() {
-                    if s.status.is_none() {
-                        return Err(format!("DATA before HEADERS on stream {}", h.stream));
+    /// Gathers the client role's events into each stream's answer.
+    fn events(&mut self) {
+        let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+        let texts =
+            |f: Vec<(Vec<u8>, Vec<u8>)>| f.iter().map(|(n, v)| (text(n), text(v))).collect();
+        while let Some(event) = self.client.poll_event() {
+            let (id, end) = match event {
+                Event::Head {
+                    stream,
+                    status,
+                    fields,
+                    end_stream,
+                } => {
+                    if let Some(s) = self.streams.get_mut(&stream) {
+                        s.answer.status = status;
+                        s.answer.headers = texts(fields);
                     }
-                    s.data.extend_from_slice(data);
+                    (stream, end_stream)
                 }
-                let end = h.has(flag::END_STREAM);
-                if self.auto_window && flow > 0 {
-                    frame::write_window_update(&mut out, 0, flow);
-                    if !end {
-                        frame::write_window_update(&mut out, h.stream, flow);
+                Event::Data {
+                    stream,
+                    data,
+                    end_stream,
+                    ..
+                } => {
+                    if let Some(s) = self.streams.get_mut(&stream) {
+                        s.answer.body.extend_from_slice(&data);
                     }
+                    (stream, end_stream)
                 }
-                if end {
-                    self.finish(h.stream);
-                }
-            }
-            kind::HEADERS => {
-                let mut block = unpad(h, payload)?;
-                if h.has(flag::PRIORITY) {
-                    block = block.get(5..).ok_or("short HEADERS priority")?;
-                }
-                self.block = Some(Block {
-                    stream: h.stream,
-                    end_stream: h.has(flag::END_STREAM),
-                    buf: block.to_vec(),
-                });
-                if h.has(flag::END_HEADERS) {
-                    self.end_block()?;
-                }
-            }
-            kind::CONTINUATION => {
-                let b = self.block.as_mut().ok_or("CONTINUATION without HEADERS")?;
-                b.buf.extend_from_slice(payload);
-                if h.has(flag::END_HEADERS) {
-                    self.end_block()?;
-                }
-            }
-            kind::RST_STREAM => {
-                let code = be32(payload.get(..4).ok_or("short RST_STREAM")?);
-                if let Some(s) = self.streams.get_mut(&h.stream) {
-                    // Nothing more is sent on it; an answer already complete stands (the
-                    // server may reset NO_ERROR to stop a body it no longer needs, §8.1).
-                    s.sent_all = true;
-                    s.body = Vec::new();
-                    if s.outcome.is_none() {
-                        s.outcome = Some(Outcome::Reset(code));
+                Event::Trailers { stream, fields } => {
+                    if let Some(s) = self.streams.get_mut(&stream) {
+                        s.answer.trailers = texts(fields);
                     }
+                    (stream, true)
                 }
-            }
-            kind::SETTINGS if h.has(flag::ACK) => self.acked = true,
-            kind::SETTINGS => {
-                self.settings_seen += 1;
-                for (id, value) in frame::settings(payload) {
-                    match id {
-                        setting::INITIAL_WINDOW_SIZE => {
-                            let delta = i64::from(value) - self.peer_window;
-                            self.peer_window = i64::from(value);
-                            for s in self.streams.values_mut() {
-                                s.send_window += delta;
-                            }
-                        }
-                        setting::MAX_FRAME_SIZE => self.peer_max_frame = value as usize,
-                        _ => {}
-                    }
+                Event::Reset { stream, code } => {
+                    self.end(stream, Outcome::Reset(code.0));
+                    continue;
                 }
-                frame::write_settings_ack(&mut out);
-            }
-            kind::PING if !h.has(flag::ACK) => {
-                let data: [u8; 8] = payload.try_into().map_err(|_| "PING not 8 bytes")?;
-                frame::write_ping_ack(&mut out, data);
-            }
-            kind::GOAWAY => {
-                let last_stream = be32(payload.get(..4).ok_or("short GOAWAY")?) & 0x7fff_ffff;
-                let code = be32(&payload[4..8]);
-                self.goaway = Some(GoAway {
+                Event::GoAway {
                     last_stream,
                     code,
-                    debug: String::from_utf8_lossy(&payload[8..]).into_owned(),
-                });
-                for (&id, s) in self.streams.iter_mut() {
-                    if id > last_stream && s.outcome.is_none() {
-                        s.outcome = Some(Outcome::NotProcessed(code));
+                    debug,
+                } => {
+                    self.goaway = Some(GoAway {
+                        last_stream,
+                        code: code.0,
+                        debug: text(&debug),
+                    });
+                    for (_, s) in self.streams.range_mut(last_stream + 1..) {
+                        s.outcome.get_or_insert(Outcome::NotProcessed(code.0));
                     }
+                    continue;
                 }
-            }
-            kind::WINDOW_UPDATE => {
-                let inc = i64::from(be32(payload.get(..4).ok_or("short WINDOW_UPDATE")?));
-                if h.stream == 0 {
-                    self.send_window += inc;
-                } else if let Some(s) = self.streams.get_mut(&h.stream) {
-                    s.send_window += inc;
+                Event::Settings { .. } => {
+                    self.settings_seen += 1;
+                    continue;
                 }
+                Event::SettingsAcked | Event::Pong(_) => continue,
+            };
+            if end {
+                let answer = self
+                    .streams
+                    .get_mut(&id)
+                    .map(|s| std::mem::take(&mut s.answer));
+                self.end(id, Outcome::Answered(answer.unwrap_or_default()));
             }
-            kind::PUSH_PROMISE => return Err("PUSH_PROMISE with push turned off".into()),
-            _ => {}
         }
-        if !out.is_empty() {
-            self.io.write_all(&out).map_err(|e| format!("write: {e}"))?;
-        }
-        self.send_data().map_err(|e| format!("write DATA: {e}"))
     }
 
-    /// A whole header block: the response head, a 1xx (dropped) or trailers.
-    fn end_block(&mut self) -> Result<(), String> {
-        let Some(b) = self.block.take() else {
-            return Ok(());
-        };
-        let mut fields: Vec<Field> = Vec::new();
-        let limits = ListLimits {
-            max_size: 1 << 20,
-            max_fields: 1000,
-        };
-        self.decoder
-            .decode(&b.buf, limits, &mut fields)
-            .map_err(|e| format!("HPACK: {e:?}"))?;
-        let s = self
-            .streams
-            .get_mut(&b.stream)
-            .ok_or(format!("HEADERS on unknown stream {}", b.stream))?;
-        let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
-        if s.status.is_none() {
-            let mut status = None;
-            let mut headers = Vec::new();
-            for f in fields {
-                if f.name == b":status" {
-                    status = text(&f.value).parse::<u16>().ok();
-                } else {
-                    headers.push((text(&f.name), text(&f.value)));
-                }
-            }
-            let status = status.ok_or("a response without :status")?;
-            if (100..200).contains(&status) {
-                return Ok(());
-            }
-            s.status = Some(status);
-            s.headers = headers;
-        } else {
-            if !b.end_stream {
-                return Err(format!(
-                    "trailers without END_STREAM on stream {}",
-                    b.stream
-                ));
-            }
-            s.trailers = fields
-                .iter()
-                .map(|f| (text(&f.name), text(&f.value)))
-                .collect();
-        }
-        if b.end_stream {
-            self.finish(b.stream);
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, id: u32) {
+    /// Stream `id` ended as `how`, unless it had already ended.
+    fn end(&mut self, id: u32, how: Outcome) {
         if let Some(s) = self.streams.get_mut(&id) {
-            if s.outcome.is_none() {
-                s.outcome = Some(Outcome::Answered(Response {
-                    status: s.status.unwrap_or(0),
-                    headers: std::mem::take(&mut s.headers),
-                    body: std::mem::take(&mut s.data),
-                    trailers: std::mem::take(&mut s.trailers),
-                }));
-            }
+            s.outcome.get_or_insert(how);
         }
     }
-
-    /// Sends request bodies as far as the windows and the frame size allow.
-    fn send_data(&mut self) -> io::Result<()> {
-        let mut out = Vec::new();
-        for (&id, s) in self.streams.iter_mut() {
-            while !s.sent_all {
-                let left = s.body.len() - s.pos;
-                let n = (left as i64)
-                    .min(self.send_window)
-                    .min(s.send_window)
-                    .min(self.peer_max_frame as i64)
-                    .min(i64::try_from(s.chunk).unwrap_or(i64::MAX))
-                    .max(0) as usize;
-                if n == 0 && left > 0 {
-                    break;
-                }
-                let last = n == left;
-                frame::write_data(&mut out, id, &s.body[s.pos..s.pos + n], last && s.end);
-                s.pos += n;
-                s.send_window -= n as i64;
-                self.send_window -= n as i64;
-                if last {
-                    s.sent_all = true;
-                    s.body = Vec::new();
-                }
-            }
-        }
-        if !out.is_empty() {
-            self.io.write_all(&out)?;
-            self.io.flush()?;
-        }
-        Ok(())
-    }
-}
-
-/// A literal field with incremental indexing (RFC 7541 §6.2.1), its name by static index
-/// when the table has it.
-fn encode_indexed(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
-    match hpack::STATIC.iter().position(|(n, _)| n.as_bytes() == name) {
-        Some(i) => hpack::encode_int(out, 0x40, 6, i + 1),
-        None => {
-            hpack::encode_int(out, 0x40, 6, 0);
-            hpack::encode_str(out, name);
-        }
-    }
-    hpack::encode_str(out, value);
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
-/// A DATA or HEADERS payload without its padding.
-fn unpad<'a>(h: &Header, payload: &'a [u8]) -> Result<&'a [u8], String> {
-    if !h.has(flag::PADDED) {
-        return Ok(payload);
-    }
-    let (&pad, rest) = payload
-        .split_first()
-        .ok_or("padded frame without a length")?;
-    rest.len()
-        .checked_sub(usize::from(pad))
-        .map(|n| &rest[..n])
-        .ok_or_else(|| "padding longer than the frame".to_owned())
 }

@@ -47,3 +47,8 @@ pub fn exists(pid: i32) -> bool {
 pub fn alive(pid: i32) -> bool {
     proc_stat(pid).is_some_and(|p| p.state != 'Z')
 }
+
+/// How many descriptors process `pid` has open (0 if it is gone).
+pub fn open_descriptors(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}

@@ -14,6 +14,14 @@
 //! flight. On kernels without `openat2` (before 5.6) the fallback resolves the path with
 //! `canonicalize`, checks it is still below the root, and opens it with `O_NOFOLLOW`.
 //!
+//! Descriptors are budgeted ([`Files::budget`]): the files open for answers at once, across
+//! every connection of the process, are at most a share of the process's descriptor limit
+//! (half of it by default), so that clients that ask for files and never read them cannot
+//! leave none for new connections; past it, and at `EMFILE` itself, a file request is answered
+//! 503 with `Retry-After` ([`FileError::Busy`]) and the server goes on (said once in the log,
+//! and counted in `/stats`). An HTTP/2 connection also holds at most
+//! [`Limits::files_per_connection`](berth_proto::http::Limits) of them.
+//!
 //! Precompressed siblings: beside the file `a.css`, `a.css.br`, `a.css.zst` and `a.css.gz` are
 //! looked for (opened the same way, so under the same rules) unless turned off
 //! ([`Files::precompressed`]). The one the client accepts best is opened instead
@@ -29,6 +37,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use berth_proto::http::{content_type, Coding, FileError, FileMeta, FileRequest};
@@ -44,6 +53,99 @@ pub struct Files {
     site: Option<Arc<Root>>,
     /// Look for precompressed siblings (`.br`, `.zst`, `.gz`).
     precompressed: bool,
+    /// Files open for answers, against their most (shared by every clone).
+    budget: Arc<Budget>,
+}
+
+/// How many files may be open for answers at once, and how many are.
+#[derive(Debug)]
+struct Budget {
+    max: usize,
+    held: AtomicUsize,
+    /// The log said once that the budget (or the process's limit) ran out.
+    told: AtomicBool,
+}
+
+impl Budget {
+    fn new(max: usize) -> Arc<Budget> {
+        Arc::new(Budget {
+            max,
+            held: AtomicUsize::new(0),
+            told: AtomicBool::new(false),
+        })
+    }
+
+    /// Half of the process's descriptor limit (connections, listeners and the rest get the
+    /// other half), or 1 Mi where there is none.
+    fn default_max() -> usize {
+        sys::fd::open_files_limit().map_or(1 << 20, |n| {
+            usize::try_from(n / 2).unwrap_or(usize::MAX).max(1)
+        })
+    }
+
+    /// One more file may be opened: its place, given back when the file closes.
+    fn take(self: &Arc<Budget>) -> Option<Slot> {
+        let taken = self
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .is_ok();
+        if !taken {
+            self.ran_out(format_args!(
+                "{} files open for answers, the most allowed",
+                self.max
+            ));
+            return None;
+        }
+        Some(Slot(self.clone()))
+    }
+
+    /// Says once in the log what ran out (the budget, or the process's descriptors).
+    fn ran_out(&self, what: std::fmt::Arguments<'_>) {
+        if !self.told.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "out of file descriptors for files ({what}): answering file requests 503 \
+                 until some close (raise `ulimit -n`, or lower --files-per-connection); said once"
+            );
+        }
+    }
+}
+
+/// A file's place in the budget, given back when it is dropped.
+#[derive(Debug)]
+struct Slot(Arc<Budget>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.held.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A file open for an answer: the file, and its place in the budget, held as long as it is
+/// open.
+#[derive(Debug)]
+pub struct BodyFile {
+    file: File,
+    _slot: Slot,
+}
+
+impl BodyFile {
+    /// A file that takes no place in any budget: one a job opened itself (`Reply::file`,
+    /// whose descriptor its job held before berth did), and tests' own.
+    pub(crate) fn unbudgeted(file: File) -> BodyFile {
+        let slot = Budget::new(usize::MAX)
+            .take()
+            .expect("an unbounded budget has room");
+        BodyFile { file, _slot: slot }
+    }
+}
+
+impl std::ops::Deref for BodyFile {
+    type Target = File;
+    fn deref(&self) -> &File {
+        &self.file
+    }
 }
 
 struct Root {
@@ -61,19 +163,15 @@ struct Root {
 #[derive(Debug)]
 pub struct OpenFile {
     /// The file, opened read-only.
-    pub file: File,
+    pub file: BodyFile,
     /// What the session needs to answer: size, modification time, Content-Type.
     pub meta: FileMeta,
 }
 
-/// An opened file as HTTP/2 reads it: a piece where the windows let it, by offset
-/// (`pread(2)`), so the stream keeps no read position.
-pub(crate) struct ReadAt(pub File);
-
-impl berth_proto::h2::FileRead for ReadAt {
-    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        std::os::unix::fs::FileExt::read_at(&self.0, buf, offset)
-    }
+/// A file found and opened, before it takes its place in the budget.
+struct Found {
+    file: File,
+    meta: FileMeta,
 }
 
 impl std::fmt::Debug for Files {
@@ -116,7 +214,20 @@ impl Files {
             root: None,
             site: None,
             precompressed: true,
+            budget: Budget::new(Budget::default_max()),
         }
+    }
+
+    /// At most `max` files open for answers at once, across every connection (default: half
+    /// the process's descriptor limit); past it a file request is answered 503.
+    pub fn budget(mut self, max: usize) -> Files {
+        self.budget = Budget::new(max.max(1));
+        self
+    }
+
+    /// Files open for answers now (`/stats`).
+    pub fn files_open(&self) -> usize {
+        self.budget.held.load(Ordering::Relaxed)
     }
 }
 
@@ -183,6 +294,22 @@ impl Files {
     /// ([`FileError::Directory`]). A file asked for in directory form (`a.txt/`) is not found,
     /// as the kernel would say; anything but a regular file (a FIFO, a device) is not served.
     pub fn open(&self, req: &FileRequest) -> Result<OpenFile, FileError> {
+        let slot = self.budget.take().ok_or(FileError::Busy)?;
+        match self.find(req) {
+            Ok(Found { file, meta }) => Ok(OpenFile {
+                file: BodyFile { file, _slot: slot },
+                meta,
+            }),
+            Err(FileError::Busy) => {
+                self.budget.ran_out(format_args!("the process's limit"));
+                Err(FileError::Busy)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Files::open`] without the budget.
+    fn find(&self, req: &FileRequest) -> Result<Found, FileError> {
         let root = if req.in_site_root() {
             &self.site
         } else {
@@ -235,14 +362,14 @@ impl Files {
         req: &FileRequest,
         name: &str,
         tried: &mut [bool; 3],
-    ) -> Option<OpenFile> {
+    ) -> Option<Found> {
         if !self.precompressed {
             return None;
         }
         req.accepted().preferred().find_map(|coding| {
             tried[coding.index()] = true;
             let (file, meta) = root.open_sibling(name, coding)?;
-            Some(OpenFile {
+            Some(Found {
                 file,
                 meta: FileMeta {
                     encoding: Some(coding),
@@ -259,21 +386,21 @@ impl Files {
 
     /// `plain`, the file `name` itself, varying with `Accept-Encoding` if a sibling not
     /// `tried` is there for another client.
-    fn plain(&self, root: &Root, plain: OpenFile, name: &str, tried: [bool; 3]) -> OpenFile {
+    fn plain(&self, root: &Root, plain: Found, name: &str, tried: [bool; 3]) -> Found {
         let vary = self.precompressed
             && Coding::ALL
                 .iter()
                 .zip(tried)
                 .any(|(&c, tried)| !tried && root.open_sibling(name, c).is_some());
-        OpenFile {
+        Found {
             meta: FileMeta { vary, ..plain.meta },
             ..plain
         }
     }
 }
 
-fn opened(file: File, meta: &std::fs::Metadata, name: &str) -> OpenFile {
-    OpenFile {
+fn opened(file: File, meta: &std::fs::Metadata, name: &str) -> Found {
+    Found {
         file,
         meta: FileMeta::plain(
             meta.len(),
@@ -321,6 +448,9 @@ impl Root {
 fn file_error(e: io::Error) -> FileError {
     match e.raw_os_error() {
         Some(libc::EACCES | libc::EPERM) => FileError::Forbidden,
+        // Out of descriptors: the newcomer is refused, the server goes on (`Files::open` says
+        // so in the log, once).
+        Some(libc::EMFILE | libc::ENFILE) => FileError::Busy,
         Some(
             libc::ENOENT
             | libc::ENOTDIR

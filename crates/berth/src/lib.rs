@@ -10,7 +10,8 @@
 //! ```
 //!
 //! What this crate does not do: parse HTTP (that is `berth-proto`) or parse command lines (that
-//! is `berth-cli`).
+//! is `berth-cli`, and `berth-py`'s front); the unit syntaxes their flags share are here
+//! ([`units`]), so that both read a value alike.
 #![deny(missing_docs)]
 // Every libc call and raw-pointer block is in `sys`, behind safe functions; its `mod.rs` states
 // the contract. CI checks that the keyword appears nowhere else.
@@ -26,5 +27,6 @@ pub(crate) mod rt;
 pub mod stats;
 #[allow(unsafe_code)]
 mod sys;
+pub mod units;
 
 pub use berth_proto as proto;

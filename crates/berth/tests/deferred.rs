@@ -37,6 +37,9 @@ berth::with_models!(per_model! {
     trailers_follow_the_body_over_http11,
     trailers_end_the_stream_over_http2,
     trailers_end_the_stream_over_http2_tls,
+    a_file_reply_is_sent_from_the_file_over_http11,
+    a_file_reply_is_sent_from_the_file_over_http2,
+    a_file_reply_is_sent_from_the_file_over_http2_tls,
 });
 
 /// What the producers saw, shared with the tests.
@@ -69,6 +72,9 @@ enum Work {
     },
     /// One whole reply, after a pause; with `trailers`, the same two.
     Whole { trailers: bool },
+    /// A reply whose body is `len` bytes of a file (`Reply::file`), from `offset` on: what
+    /// an ASGI app's `http.response.pathsend` sends.
+    File { len: usize, offset: usize },
     /// Drop the answer without answering.
     Drop,
     /// Switch to the `ticker` protocol, then send `ticks` lines on its own, `pause` apart.
@@ -112,6 +118,13 @@ fn produce(work: Work, answer: Answer, seen: &Seen) {
             return answer.reply(reply);
         }
         Work::Drop => return drop(answer),
+        Work::File { len, offset } => {
+            let file = std::fs::File::open(reply_file()).unwrap();
+            let reply = Reply::file(200, file, offset as u64, (len - offset) as u64)
+                .with_field("Content-Type", b"application/octet-stream")
+                .unwrap();
+            return answer.reply(reply);
+        }
         Work::Switch { ticks } => return switch(ticks, answer),
         Work::Upload {
             stream,
@@ -158,6 +171,21 @@ fn produce(work: Work, answer: Answer, seen: &Seen) {
         writer.end();
     }
 }
+
+/// The file `Work::File` replies from: 3 MiB of `pattern`, more than any window or buffer,
+/// written once per test process under cargo's target tmp dir (a forked model's child uses
+/// its parent's if the parent made it before the fork, else makes its own).
+fn reply_file() -> &'static std::path::Path {
+    static MADE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    MADE.get_or_init(|| {
+        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("berth-reply-file-{}", std::process::id()));
+        std::fs::write(&path, pattern(0, REPLY_FILE)).unwrap();
+        path
+    })
+}
+
+const REPLY_FILE: usize = 3 << 20;
 
 /// The trailers a producer ends with: a gRPC status and the body's sum, known only at the end.
 fn sum_trailers(body: &[u8]) -> Vec<(String, Vec<u8>)> {
@@ -308,6 +336,10 @@ impl Handler for StreamsHandler {
             },
             "/upload" => upload_work(req, None, req.body.to_vec()),
             "/drop" => Work::Drop,
+            "/file" => Work::File {
+                len: arg("len", REPLY_FILE).min(REPLY_FILE),
+                offset: arg("offset", 0),
+            },
             "/switch" => Work::Switch {
                 ticks: arg("ticks", 3),
             },
@@ -866,5 +898,87 @@ fn trailers_over_http2(model: Model, tls: bool) {
         "{model}"
     );
     assert!(rc.trailers.is_empty(), "{model}: {rc:?}");
+    srv.stop();
+}
+
+/// A job's reply whose body is a file (`Reply::file`, ASGI's pathsend) goes the way a `/files`
+/// answer's does (sendfile(2) on a plain socket): whole, with its length, then the pipelined
+/// requests behind it, in order; HEAD gets the head alone; a range of it (an offset) too.
+fn a_file_reply_is_sent_from_the_file_over_http11(model: Model) {
+    let (srv, _) = start(model);
+    let mut sock = connect(&srv);
+    sock.write_all(
+        b"GET /file HTTP/1.1\r\nHost: t\r\n\r\n\
+          HEAD /file HTTP/1.1\r\nHost: t\r\n\r\n\
+          GET /file?offset=5&len=17 HTTP/1.1\r\nHost: t\r\n\r\n\
+          GET /inline HTTP/1.1\r\nHost: t\r\n\r\n",
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut sock, &mut buf, |b| b.ends_with(b"inline"));
+    let first = head_end(&buf).unwrap();
+    let head = String::from_utf8_lossy(&buf[..first]).to_lowercase();
+    assert!(head.starts_with("http/1.1 200 ok\r\n"), "{model}: {head}");
+    assert!(
+        head.contains(&format!("content-length: {REPLY_FILE}\r\n")),
+        "{model}: {head}"
+    );
+    assert!(
+        head.contains("content-type: application/octet-stream"),
+        "{model}"
+    );
+    let body_end = first + REPLY_FILE;
+    assert!(
+        buf[first..body_end] == pattern(0, REPLY_FILE),
+        "{model}: the file, whole"
+    );
+    let rest = &buf[body_end..];
+    let second = head_end(rest).unwrap();
+    let head = String::from_utf8_lossy(&rest[..second]).to_lowercase();
+    assert!(
+        head.contains(&format!("content-length: {REPLY_FILE}\r\n")),
+        "{model}: {head}"
+    );
+    let rest = &rest[second..];
+    assert!(
+        rest.starts_with(b"HTTP/1.1 200 OK\r\n"),
+        "{model}: HEAD sent no body"
+    );
+    let third = head_end(rest).unwrap();
+    assert!(String::from_utf8_lossy(&rest[..third]).contains("Content-Length: 12\r\n"));
+    assert_eq!(
+        &rest[third..third + 12],
+        &pattern(5, 12)[..],
+        "{model}: from the offset"
+    );
+    assert!(
+        rest[third + 12..].starts_with(b"HTTP/1.1 200 OK\r\n"),
+        "{model}"
+    );
+    srv.stop();
+}
+
+fn a_file_reply_is_sent_from_the_file_over_http2(model: Model) {
+    file_over_http2(model, false);
+}
+
+/// Over TLS the file is read and encrypted in bounded pieces (no sendfile).
+fn a_file_reply_is_sent_from_the_file_over_http2_tls(model: Model) {
+    file_over_http2(model, true);
+}
+
+fn file_over_http2(model: Model, tls: bool) {
+    use berth_testkit::h2::Req;
+    let (srv, mut client) = h2_served(model, tls);
+    let a = client.send(&Req::get("/file"));
+    let b = client.send(&Req::get("/file?offset=100&len=1100"));
+    let ra = client.wait(a).response("the whole file");
+    let rb = client.wait(b).response("a range of it");
+    assert_eq!(ra.status, 200, "{model}");
+    assert!(
+        ra.body == pattern(0, REPLY_FILE),
+        "{model}: the file, whole"
+    );
+    assert_eq!(rb.body, pattern(100, 1000), "{model}");
     srv.stop();
 }

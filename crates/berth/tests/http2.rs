@@ -13,6 +13,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 
 use berth::drive::Model;
+use berth_testkit::h2::frame;
 use berth_testkit::per_model;
 use server::{test_tls, Opts, IO_TIMEOUT};
 
@@ -159,14 +160,6 @@ const CONTINUATION: u8 = 9;
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
-
-fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
-    out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-}
 
 /// `POST /reverse` with `:authority: x`, in HPACK without indexing (so each block stands
 /// alone): `:method POST` (static 3), `:scheme http` (static 6), `:path` (name 4) and

@@ -86,16 +86,18 @@ fn cost_of_idle_h2(srv: &ModelServer, warm: usize, n: usize, req: &Req) -> idle:
 #[test]
 fn an_idle_http2_connection_costs_at_most_2_kib() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    // Issue 32: an idle HTTP/2 connection costs at most 2 KiB. Counts, not speed: 1,000 h2c
-    // connections that made one request (`GET /` as curl sends it: `:authority`,
-    // `user-agent` and `accept` indexed into the server's HPACK table, as curl, nghttp2 and
-    // browsers do) and went idle.
+    // Issue 32: an idle HTTP/2 connection costs at most 2 KiB. Counts, not speed: 2,000 h2c
+    // connections that made one request (`GET /` as curl sends it: `:authority`, `user-agent`
+    // and `accept` indexed into the server's HPACK table, as curl, nghttp2 and browsers do)
+    // and went idle. RSS moves in pages and allocator chunks: over 1,000 connections it read
+    // 1,949 or 2,015 bytes from run to run, and 2,072 once under CI's load; over 2,000 the
+    // step is half that.
     let srv = Opts::evloop().capacity(4096).start();
     let req = Req::get("/")
         .field("user-agent", "curl/7.88.1")
         .field("accept", "*/*")
         .indexing();
-    let cost = cost_of_idle_h2(&srv, 200, 1000, &req);
+    let cost = cost_of_idle_h2(&srv, 200, 2000, &req);
     assert!(
         cost.rss <= 2048,
         "{} bytes of RSS per idle HTTP/2 connection",

@@ -267,3 +267,49 @@ fn a_refused_second_streamer_leaving_does_not_cut_the_first() {
     rx.write_all(&frame(b"still here")).unwrap();
     assert_eq!(text(read_frame(&mut rx).unwrap()), "still here");
 }
+
+/// Issue 40: a sender that trickles (a byte every 60 ms to a stream `victim` takes) is not
+/// silent, so the stall timeout alone never ended it, and every message behind the stream
+/// waited for as long as the trickle lasted (a slowloris on the inbox). Now a window of the
+/// stall timeout that brings less than `stall_min_bytes` (64 KiB by default) is a stall too:
+/// the trickler is ended with `error read-timeout` saying so, the victim's frame is completed
+/// with zeros, and the friend's message behind it arrives while the trickler would still be
+/// sending.
+#[test]
+fn a_trickling_stream_is_a_stall() {
+    let server = echo(config(&["victim:streams=1g"]), &[tcp_endpoint()]);
+    let addr = addr_of(&server.endpoints[0]);
+    let mut victim = named(addr, "victim");
+    let (mut attacker, answer) = hello(tcp(addr), "");
+    assert_eq!(answer, ok());
+    attacker.write_all(&start(100_000, b"@victim x")).unwrap();
+    let len = read_head(&mut victim);
+    let mut friend = named(addr, "friend");
+    friend.write_all(&frame(b"@victim hello")).unwrap();
+    // The trickle: a byte every 60 ms, until the server ends it (or the test's guard).
+    let mut dribble = attacker.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + berth_testkit::LIMIT;
+        while std::time::Instant::now() < deadline && dribble.write_all(b"t").is_ok() {
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    });
+    let got = read_n(&mut victim, len as usize);
+    let sender_end = got.iter().position(|&b| b == b' ').unwrap();
+    assert!(got[sender_end + 2..].contains(&0), "completed with zeros");
+    assert_eq!(text(read_frame(&mut victim).unwrap()), "@friend hello");
+    let notice = text(read_frame(&mut victim).unwrap());
+    assert!(notice.contains("was cut short"), "{notice}");
+    match read_frame(&mut attacker).unwrap() {
+        Frame::Control(t) => {
+            assert!(t.starts_with("error read-timeout sent "), "{t}");
+            assert!(t.contains("under --stall-min-bytes 65536"), "{t}");
+            assert!(t.contains("another client is receiving waits on"), "{t}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(closes(&mut attacker));
+    trickle.join().unwrap();
+    friend.write_all(&frame(b"@victim again")).unwrap();
+    assert_eq!(text(read_frame(&mut victim).unwrap()), "@friend again");
+}

@@ -216,7 +216,8 @@ fn a_reload_reads_the_client_ca_again_in_every_thread_or_keeps_every_old_file() 
         client_ca: Some(ca_file.clone()),
         ..berth::net::tls::TlsSettings::http(&old.cert, &old.key)
     };
-    config.tls = Some(berth::net::tls::TlsAcceptor::new(settings).unwrap());
+    config.listen.transport =
+        berth::net::Acceptor::Tls(berth::net::tls::TlsAcceptor::new(settings).unwrap());
     let shared = Endpoint::parse("tls://127.0.0.1:0").unwrap();
     let server =
         berth::msg::MsgServer::spawn(&[own, shared], config, 2, Duration::from_secs(1), |_| {

@@ -7,7 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use berth::net::tls::{TlsAcceptor, TlsConnector, TlsSettings};
+use berth::net::tls::{KeyPassword, TlsAcceptor, TlsConnector, TlsSettings};
 use berth_testkit::certs::Certs;
 
 /// An echo server over TLS on a blocking socket, one connection at a time, until `n`
@@ -174,4 +174,92 @@ fn a_reload_serves_the_new_certificate_and_a_failed_one_keeps_the_old() {
     assert_eq!(seen(&c).as_deref(), Some("renewed"));
     drop(c);
     server.join().unwrap();
+}
+
+/// `openssl ARGS...`, which must succeed (the tests' certificates are rcgen's; encrypting a
+/// key is openssl's, as a user would do it).
+fn openssl(args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("this test needs the openssl command");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An encrypted PKCS#8 key (`ENCRYPTED PRIVATE KEY`, issue 43): read with its password (PBES2
+/// with PBKDF2 and with scrypt, as `openssl pkcs8 -topk8` writes them) and served; without it,
+/// or with a wrong one, or in OpenSSL's legacy encryption, refused saying what to do.
+#[test]
+fn an_encrypted_key_is_read_with_its_password_and_refused_without() {
+    let certs = Certs::new("encrypted");
+    let key = certs.key.to_str().unwrap();
+    let pbkdf2 = certs.path("pbkdf2.pem");
+    let scrypt = certs.path("scrypt.pem");
+    let legacy = certs.path("legacy.pem");
+    openssl(&[
+        "pkcs8",
+        "-topk8",
+        "-in",
+        key,
+        "-out",
+        pbkdf2.to_str().unwrap(),
+        "-v2",
+        "aes-256-cbc",
+        "-passout",
+        "pass:sesame",
+    ]);
+    openssl(&[
+        "pkcs8",
+        "-topk8",
+        "-in",
+        key,
+        "-out",
+        scrypt.to_str().unwrap(),
+        "-scrypt",
+        "-passout",
+        "pass:sesame",
+    ]);
+    openssl(&[
+        "pkey",
+        "-in",
+        key,
+        "-out",
+        legacy.to_str().unwrap(),
+        "-traditional",
+        "-aes256",
+        "-passout",
+        "pass:sesame",
+    ]);
+    let with = |key: &std::path::Path, password: Option<&str>| {
+        TlsAcceptor::new(TlsSettings {
+            key_password: password.map(|p| KeyPassword(p.to_owned())),
+            ..TlsSettings::http(&certs.cert, key)
+        })
+    };
+    for encrypted in [&pbkdf2, &scrypt] {
+        let acceptor = with(encrypted, Some("sesame")).unwrap();
+        let (addr, server) = echo_server(acceptor, 1);
+        let connector = TlsConnector::new(Some(&certs.ca), &[]).unwrap();
+        let mut c = connect(&connector, addr);
+        roundtrip(&mut c, b"decrypted");
+        drop(c);
+        server.join().unwrap();
+        let e = with(encrypted, None).unwrap_err().to_string();
+        assert!(
+            e.contains("the private key is encrypted (ENCRYPTED PRIVATE KEY)")
+                && e.contains("--tls-key-password")
+                && e.contains("openssl pkey -in"),
+            "{e}"
+        );
+        let e = with(encrypted, Some("wrong")).unwrap_err().to_string();
+        assert!(e.contains("wrong password"), "{e}");
+    }
+    let e = with(&legacy, Some("sesame")).unwrap_err().to_string();
+    assert!(e.contains("Proc-Type: 4,ENCRYPTED"), "{e}");
+    // A password given for a plain key is not needed, and not in the way.
+    assert!(with(&certs.key, Some("unused")).is_ok());
 }

@@ -31,8 +31,8 @@ use berth::app::{Demo, DemoConfig, DemoHandler};
 use berth::drive::Service;
 use berth::files::Files;
 use berth::stats::Stats;
-use berth_proto::http::pump::{FileSource, NoFiles, Pump};
 use berth_proto::http::{FileError, FileMeta, FileRequest, Limits};
+use berth_proto::switch::{FileSource, NoFiles, Pump};
 
 use vectors::{check_stream, escape, Case, Expected, FilesRoot, FIXED_DATE, FOLLOWUP_REQUEST};
 
@@ -96,7 +96,7 @@ struct Conn {
 /// precompressed siblings), read with `pread`.
 struct DirFiles {
     files: Files,
-    open: Option<std::fs::File>,
+    open: Option<berth::files::BodyFile>,
 }
 
 impl FileSource for DirFiles {
@@ -164,10 +164,10 @@ impl Conn {
             // Anything arriving after the close must be ignored.
             self.feed(FOLLOWUP_REQUEST)?;
         } else {
-            if self.pump.is_closed() || self.pump.session().is_closed() {
+            if self.pump.is_closed() || self.pump.session().is_some_and(|s| s.is_closed()) {
                 return Err("the connection was closed".into());
             }
-            if self.pump.session().is_waiting() {
+            if self.pump.is_waiting() {
                 return Err("a job is still outstanding".into());
             }
             if !case.incomplete && !self.pump.unread().is_empty() {
@@ -365,7 +365,7 @@ fn mutation_problems(cases: &[Case]) -> Vec<String> {
                     let mut conn = Conn::new(case, limits, false, root.as_ref());
                     reads.iter().try_for_each(|r| conn.feed(r))?;
                     conn.finish()?;
-                    if conn.pump.session().is_waiting() {
+                    if conn.pump.is_waiting() {
                         return Err("a job is still outstanding".into());
                     }
                     Ok(())

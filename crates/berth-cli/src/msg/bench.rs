@@ -3,16 +3,17 @@
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use berth_lab::msgbench::{self, Endpoint, Limit, MsgBenchConfig, Names, Protocol, Relay};
+use berth_lab::msgbench::{self, parse_endpoint, Limit, MsgBenchConfig, Names, Protocol, Relay};
 use clap::Args;
 
 use crate::args::{heading, usage_error, BENCH_DEFAULT_DURATION};
-use crate::units;
+use berth::units;
 
 /// Options of `berth msg bench`.
 #[derive(Debug, Args)]
 pub struct MsgBenchArgs {
-    /// Target endpoint: tcp://HOST:PORT or unix:///PATH.
+    /// Target endpoint: tcp://HOST:PORT, unix:///PATH or ws://HOST:PORT/PATH (a WebSocket echo
+    /// server, such as serve's /ws/echo; without a path, /ws/relay, as every ws:// endpoint).
     pub endpoint: String,
 
     /// Speak ZeroMQ (ZMTP 3.0, as a DEALER) to a ROUTER that echoes, instead of berth framing.
@@ -79,13 +80,13 @@ pub struct MsgBenchArgs {
 
 /// Runs the load and prints the table (or JSON) on stdout.
 pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
-    let endpoint = Endpoint::parse(&opts.endpoint).unwrap_or_else(|e| usage_error("msg bench", &e));
-    let protocol = match (&endpoint, opts.zmq) {
-        (Endpoint::Ws { .. }, true) => usage_error(
+    let endpoint = parse_endpoint(&opts.endpoint).unwrap_or_else(|e| usage_error("msg bench", &e));
+    let protocol = match (endpoint.websocket.is_some(), opts.zmq) {
+        (true, true) => usage_error(
             "msg bench",
             "--zmq is for tcp:// and unix:// endpoints, not ws://",
         ),
-        (Endpoint::Ws { .. }, false) => Protocol::WebSocket,
+        (true, false) => Protocol::WebSocket,
         (_, true) => Protocol::Zmq,
         (_, false) => Protocol::Berth,
     };
@@ -111,7 +112,7 @@ pub fn run(opts: MsgBenchArgs) -> Result<(), String> {
         let via = opts
             .relay_via
             .as_deref()
-            .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg bench", &err)));
+            .map(|e| parse_endpoint(e).unwrap_or_else(|err| usage_error("msg bench", &err)));
         config.relay = Some(Relay {
             via,
             settle: Duration::from_millis(500),

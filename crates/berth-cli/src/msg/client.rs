@@ -6,10 +6,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use berth::msg::{Address, ClientId, Endpoint, Engine, EngineConfig, Name};
+use berth::msg::{ClientId, Endpoint, Engine, EngineConfig, Name};
+use berth::net::Scheme;
 
 use super::{ListenArgs, SendArgs, TlsClientArgs};
-use crate::args::usage_error;
+use crate::args::{not_served_yet, usage_error};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -22,6 +23,19 @@ fn connect(
     args: &TlsClientArgs,
 ) -> Result<(Engine, ClientId), String> {
     let mut endpoint = Endpoint::parse(endpoint).unwrap_or_else(|e| usage_error(command, &e));
+    match endpoint.scheme() {
+        Scheme::Quic => not_served_yet(&format!(
+            "{endpoint}: quic:// is not spoken by msg clients yet; connect with tls:// or tcp://"
+        )),
+        Scheme::Udp => usage_error(
+            command,
+            &format!(
+                "{endpoint}: udp:// is for servers only; connect with tcp:// or unix:// (or a \
+                 datagram socket of your own, docs/msg-protocol.md §6)"
+            ),
+        ),
+        _ => {}
+    }
     match endpoint.tls.as_mut() {
         Some(tls) => {
             if let Some(ca) = &args.ca {
@@ -38,15 +52,6 @@ fn connect(
             "--ca, --insecure, --cert and --key apply to tls:// endpoints only",
         ),
         None => {}
-    }
-    if matches!(endpoint.address, Address::Udp(_)) {
-        usage_error(
-            command,
-            &format!(
-                "{endpoint}: udp:// is for servers only; connect with tcp:// or unix:// (or a \
-                 datagram socket of your own, docs/msg-protocol.md §6)"
-            ),
-        );
     }
     let mut engine = Engine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
     // Escaped as the server's logs and the relay show names; an empty name is anonymous.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::args::{heading, AcceptArgs, DaemonArgs, StopArgs, WRITE_TIMEOUT};
-use crate::units;
+use berth::units;
 
 /// Options of `berth msg`.
 #[derive(Debug, Args)]
@@ -151,6 +151,12 @@ pub struct ServeArgs {
     /// bytes so that its receiver's framing survives.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = units::duration, help_heading = heading::TIMEOUTS)]
     pub stall_timeout: Duration,
+
+    /// Bytes a message others wait on must bring in each --stall-timeout window; a sender
+    /// that trickles less (a byte now and then) is ended as a silent one is. 0: only silence
+    /// is a stall.
+    #[arg(long, value_name = "SIZE", default_value = "64k", value_parser = units::size, help_heading = heading::TIMEOUTS)]
+    pub stall_min_bytes: u64,
 
     /// How long a client with output waiting may take none of it before it is dropped.
     #[arg(long, value_name = "DURATION", default_value = WRITE_TIMEOUT, value_parser = units::duration, help_heading = heading::TIMEOUTS)]

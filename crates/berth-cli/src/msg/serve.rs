@@ -9,12 +9,12 @@ use std::num::NonZeroUsize;
 
 use berth::app::relay::EchoRelay;
 use berth::msg::{ClusterConfig, Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
-use berth::net::activation;
 use berth::net::tls::{TlsAcceptor, TlsSettings};
+use berth::net::{activation, Acceptor, Addr, ListenConfig, Scheme};
 use berth_proto::msg::policy::{parse_name, parse_rule};
 
 use super::ServeArgs;
-use crate::args::usage_error;
+use crate::args::{not_served_yet, usage_error};
 use crate::lifecycle;
 
 /// Serves until stopped.
@@ -40,7 +40,13 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .iter()
         .map(|e| Endpoint::parse(e).unwrap_or_else(|err| usage_error("msg serve", &err)))
         .collect();
-    let tcp = |e: &Endpoint| matches!(e.address, berth::msg::Address::Tcp(_));
+    if let Some(quic) = endpoints.iter().find(|e| e.scheme() == Scheme::Quic) {
+        not_served_yet(&format!(
+            "--listen {quic}: quic:// is not served by msg serve yet; it takes tcp://, tls://, \
+             unix://, udp://, ws:// and wss://"
+        ));
+    }
+    let tcp = |e: &Endpoint| matches!(e.address, Addr::Tcp(_));
     if passed.is_some() && !endpoints.iter().any(tcp) {
         log::warn!("socket activation passed a listening socket, and no tcp:// endpoint takes it");
     }
@@ -89,19 +95,23 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         write_timeout: args.write_timeout,
         read_timeout: args.read_timeout,
         stall_timeout: args.stall_timeout,
+        stall_min_bytes: args.stall_min_bytes,
         max_held: args.max_held,
         max_held_total: args.max_held_total,
         out_high: usize::try_from(args.out_high).unwrap_or(usize::MAX),
         policy,
-        reuse_port: args.reuse_port,
         max_opening: usize::try_from(args.ws_max_head).unwrap_or(usize::MAX),
         ws_deflate: args.ws_deflate.config(),
         cluster: args.cluster.as_ref().map(|url| ClusterConfig {
             url: url.clone(),
             lease: args.cluster_lease,
         }),
-        tls,
-        inherited: passed,
+        listen: ListenConfig {
+            exclusive: !args.reuse_port,
+            transport: tls.map_or(Acceptor::Plain, Acceptor::Tls),
+            inherited: passed,
+            ..ListenConfig::default()
+        },
         ..defaults
     };
 

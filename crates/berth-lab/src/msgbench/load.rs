@@ -26,6 +26,8 @@ use mio::{Poll, Token};
 use super::pattern::{Pattern, CHUNK};
 use super::report::{Failure, MsgTally};
 use super::wire::{self, In, WireError};
+use berth::net::Addr;
+
 use super::{Endpoint, Protocol};
 use crate::load_threads::Budget;
 use crate::poll_loop::{self, EventLoop, LoadStream, ReadSide, Stream};
@@ -102,10 +104,15 @@ pub(crate) struct Shared {
 
 /// Starts a non-blocking connect to `endpoint`.
 fn connect(endpoint: &Endpoint) -> io::Result<Stream> {
-    match endpoint {
-        Endpoint::Tcp(addr) => poll_loop::tcp(*addr),
-        Endpoint::Unix(path) => poll_loop::unix(path),
-        Endpoint::Ws { addr, .. } => poll_loop::tcp(*addr),
+    match &endpoint.address {
+        // `ws://` is TCP too.
+        Addr::Tcp(addr) => poll_loop::tcp(*addr),
+        Addr::Unix(path) => poll_loop::unix(path),
+        // Refused by `MsgBenchConfig::check`.
+        Addr::Udp(_) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{endpoint}: the bench connects to stream servers only"),
+        )),
     }
 }
 

@@ -35,7 +35,8 @@ use berth_proto::msg::name::{NameRule, STRICT_MAX_NAME};
 
 use crate::load_threads::{self, Budget, Progress, Threads};
 
-pub use endpoint::Endpoint;
+pub use berth::net::Endpoint;
+pub use endpoint::parse as parse_endpoint;
 pub use pattern::Pattern;
 pub use report::{Failure, MsgErrors, MsgReport, MsgRunShape, MsgTally, OTHER_REASONS};
 
@@ -169,6 +170,10 @@ impl MsgBenchConfig {
                 "a message of {} bytes cannot be framed (the length field allows less than 2^63)",
                 self.size
             ));
+        }
+        endpoint::check(&self.endpoint)?;
+        if let Some(via) = self.relay.as_ref().and_then(|r| r.via.as_ref()) {
+            endpoint::check(via)?;
         }
         if self.relay.is_some() {
             let Names::Prefix(_) = self.names else {

@@ -9,7 +9,7 @@ use berth_proto::msg::frame::{self, CONTROL_BIT};
 use berth_proto::msg::handshake::{encode_keyword, parse_control, OK_FRAME};
 use berth_proto::msg::{FrameDecoder, Piece};
 
-use super::endpoint::Endpoint;
+use super::Endpoint;
 use super::Protocol;
 use super::{ws, zmtp};
 
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn hello_bytes() {
-        let tcp = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
+        let tcp = Endpoint::parse("tcp://127.0.0.1:1").unwrap();
         assert_eq!(
             hello(Protocol::Berth, "svc", &tcp),
             b"\x03\0\0\0\0\0\0\0svc"

@@ -6,7 +6,8 @@
 //! unpredictable one in a load generator, and a zero key leaves the payload as the pattern, so
 //! the writer sends it from the shared pattern without copying it (the server cannot tell).
 
-use super::endpoint::Endpoint;
+use super::endpoint::authority;
+use super::Endpoint;
 
 /// Longest 101 head read before the server is called wrong.
 const MAX_HEAD: usize = 16 * 1024;
@@ -14,10 +15,8 @@ const MAX_HEAD: usize = 16 * 1024;
 /// The opening handshake: a GET that asks to upgrade (RFC 6455 §4.1). The key is fixed: it
 /// only proves the server speaks WebSocket.
 pub fn hello(endpoint: &Endpoint) -> Vec<u8> {
-    let (host, path) = match endpoint {
-        Endpoint::Ws { host, path, .. } => (host.as_str(), path.as_str()),
-        _ => ("localhost", "/"),
-    };
+    let host = authority(endpoint);
+    let path = endpoint.websocket.as_deref().unwrap_or("/");
     format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"

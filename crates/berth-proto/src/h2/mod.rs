@@ -9,19 +9,22 @@
 //!   answer   a response head HPACK-coded as it is written (the same Head HTTP/1.1 writes)
 //!   config   every setting and abuse limit, with its default and where it comes from;
 //!            the counters a driver reports
+//!   client   the client role, sans-IO: the testkit's and `berth bench --h2`'s protocol
 //!   connection  the state machine: preface, SETTINGS, stream states (§5.1), flow control
-//!            (§5.2, §6.9), GOAWAY, the attack limits; Step out, like http::Session
+//!            (§5.2, §6.9), GOAWAY, the attack limits; http::Action out, as every codec
 //! ```
 //!
 //! Files are answered as HTTP/1.1 answers them (validators, ranges, codings); the driver
-//! opens the file ([`Step::Open`]) and the connection reads it into DATA frames as the
-//! windows open ([`FileRead`]).
+//! opens the file ([`Action::Open`](crate::http::Action::Open)), keeps it ([`Action::Body`](crate::http::Action::Body)) and reads it when the
+//! connection pulls ([`Action::Pull`](crate::http::Action::Pull)) as the windows open; the connection frames what it is
+//! given into DATA.
 //!
 //! What this module does **not** do: server push (never: RFC 9113 lets a server not push),
 //! RFC 8441's extended CONNECT, trailers in responses, and the entry into it (ALPN `h2`, or
 //! the preface on a plain listener), which is the drivers'.
 
 pub(crate) mod answer;
+pub mod client;
 pub mod config;
 pub mod connection;
 pub mod frame;
@@ -29,5 +32,5 @@ pub mod head;
 pub mod hpack;
 
 pub use config::{Abuse, Counts, H2Config};
-pub use connection::{Connection, FileRead, Step};
+pub use connection::{Connection, Pulled};
 pub use frame::PREFACE;

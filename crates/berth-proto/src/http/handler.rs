@@ -3,10 +3,10 @@
 //! these; the models run the jobs.
 
 use super::files::FileRequest;
-use super::limits::Limits;
 use super::request::Request;
 use super::response::{Reply, Response, Stamp};
 use super::stream::{Answer, BodyStream};
+use crate::settings::Limits;
 use crate::upgrade::Switch;
 
 /// What the driver passes to every call: the limits in force and the current `Date` value.

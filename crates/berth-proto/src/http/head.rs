@@ -6,8 +6,8 @@ use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 
 use super::framing::{reject, Reject};
-use super::limits::Limits;
 use super::request::{list_contains, Method, Request, Version};
+use crate::settings::Limits;
 
 /// Room for the method, spaces and ` HTTP/1.1\r\n` around a maximal request-target.
 const REQUEST_LINE_OVERHEAD: usize = 32;
@@ -110,9 +110,11 @@ impl<'h, 'b> ParsedHead<'h, 'b> {
                 None => self.target,
             }
         };
-        let (path, query) = match origin.split_once('?') {
-            Some(("", q)) => ("/", Some(q)),
-            Some((p, q)) => (p, Some(q)),
+        // A byte search, not `split_once('?')`: for a path of a few bytes the char searcher's
+        // set-up costs more than the search (about 80 instructions a request, issue 41).
+        let (path, query) = match origin.bytes().position(|b| b == b'?') {
+            Some(0) => ("/", Some(&origin[1..])),
+            Some(i) => (&origin[..i], Some(&origin[i + 1..])),
             None => (origin, None),
         };
         Request {

@@ -28,29 +28,32 @@
 //! answered 400 and the connection closed, so berth cannot be used to smuggle requests past a
 //! proxy that reads the framing differently.
 
+mod action;
 mod chunked;
 pub mod client;
 pub mod encoding;
+pub(crate) mod exchange;
 pub mod files;
 mod framing;
 pub(crate) mod handler;
 pub(crate) mod head;
-mod limits;
-pub mod pump;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod session;
 pub mod stream;
 
+pub use crate::settings::{Limits, Timeouts};
+pub use action::Action;
 pub use encoding::{Accepted, BodyEncoder, Coding, Compress, EncodeError, Encoder};
 pub use files::{content_type, BadPath, Encode, FileError, FileMeta, FileRequest};
 pub use handler::{Context, Handled, Handler, Job};
 /// A request's header field, as [`Request::headers`] holds them (httparse's, parsed in place).
 pub use httparse::Header;
-pub use limits::Limits;
 pub use request::{Method, Request, Version};
-pub use response::{check_trailers, reason_phrase, BadTrailer, Reply, Response};
-pub use session::{Phase, Session, Step, Streamed, Timeouts};
+pub use response::{
+    check_trailers, reason_phrase, BadTrailer, FileSource, Reply, ReplyFile, Response,
+};
+pub use session::{Phase, Session, Step, Streamed};
 pub use stream::{body_stream, Answer, BodyStream, Gone, Popped, Respond, StreamWriter, Taken};
 
 /// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only Date format berth sends.

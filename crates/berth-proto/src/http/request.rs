@@ -58,8 +58,8 @@ impl Method {
     }
 }
 
-/// HTTP version of a request: 1.0 and 1.1 from the HTTP/1 session, 2 from
-/// [`h2::Connection`](crate::h2::Connection).
+/// HTTP version of a request: 1.0 and 1.1 from the HTTP/1 session, 2 from the HTTP/2 codec
+/// (`h2`, which sits above this module and is not named from it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
     /// HTTP/1.0: connections close after each response unless `Connection: keep-alive`.

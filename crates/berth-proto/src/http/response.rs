@@ -1,6 +1,9 @@
-//! Writing responses straight into the connection's output buffer. Every response berth sends
-//! goes through [`write_response`], so every one carries `Server`, `Date`, `Content-Length` and
-//! the `Connection` header its keep-alive decision calls for.
+//! Responses: what an answer is ([`Reply`], [`Head`]) whatever the version, and where its
+//! head is written ([`HeadSink`]). Every response berth sends goes through [`write_response`]
+//! or [`write_head`], so every one carries `Server`, `Date`, `Content-Length` and what its
+//! version says of the connection; the version is the sink's alone: [`Text`] writes HTTP/1.x
+//! into the output, HTTP/2 an HPACK block beside it (`h2::answer`). A new version is a new
+//! sink, never a branch here.
 
 use super::request::Version;
 use super::stream::BodyStream;
@@ -27,7 +30,56 @@ pub struct Reply {
     pub switch: Option<Box<Switch>>,
     /// A streamed body's length, declared by its producer (see [`Reply::with_length`]).
     pub length: Option<u64>,
+    /// The body is a range of an open file instead (see [`Reply::file`]).
+    /// Boxed: most replies have none, and the rest stays small.
+    pub file: Option<Box<ReplyFile>>,
+    /// The connection closes after this response (see [`Reply::closing`]).
+    pub close: bool,
 }
+
+/// A reply's body taken from a file its job opened ([`Reply::file`]): `len` bytes from
+/// `offset`, sent by the driver as it sends a `/files` answer's body.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ReplyFile {
+    /// First byte to send.
+    pub offset: u64,
+    /// How many bytes: the head's `Content-Length`.
+    pub len: u64,
+    /// The file, until the driver takes it (before the reply reaches the protocol).
+    pub source: FileSource,
+}
+
+/// Where a [`ReplyFile`]'s bytes are, as the reply travels from the job to the connection.
+pub enum FileSource {
+    /// As the job opened it.
+    Open(std::fs::File),
+    /// Taken by the driver, which sends the range itself: as the socket takes it
+    /// (`sendfile(2)` where the transport can), or as a protocol's windows pull it.
+    Taken,
+}
+
+impl std::fmt::Debug for FileSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FileSource::Open(_) => "Open(..)",
+            FileSource::Taken => "Taken",
+        })
+    }
+}
+
+/// Two sources are equal only if they are the same file (or both taken).
+impl PartialEq for FileSource {
+    fn eq(&self, other: &Self) -> bool {
+        use std::os::fd::AsRawFd;
+        match (self, other) {
+            (FileSource::Open(a), FileSource::Open(b)) => a.as_raw_fd() == b.as_raw_fd(),
+            (FileSource::Taken, FileSource::Taken) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for FileSource {}
 
 impl Reply {
     /// A reply with a body and no extra header fields.
@@ -41,6 +93,8 @@ impl Reply {
             stream: None,
             switch: None,
             length: None,
+            file: None,
+            close: false,
         }
     }
 
@@ -69,10 +123,38 @@ impl Reply {
         }
     }
 
+    /// A reply whose body is `len` bytes of `file` from `offset` (an ASGI application's
+    /// `http.response.pathsend`): the head says `Content-Length: len` and carries the fields
+    /// added ([`Reply::with_field`]), Content-Type among them; the driver sends the bytes as it
+    /// sends a `/files` answer's (`sendfile(2)` where the transport can; HTTP/2 reads them as
+    /// the windows open), never reading the file whole. A HEAD request, or a status without a
+    /// body (1xx, 204, 304), gets the head alone. A file that turns out shorter than `len`
+    /// ends the connection, as a `/files` answer's does.
+    pub fn file(status: u16, file: std::fs::File, offset: u64, len: u64) -> Self {
+        Reply {
+            file: Some(Box::new(ReplyFile {
+                offset,
+                len,
+                source: FileSource::Open(file),
+            })),
+            ..Reply::new(status, "", Vec::new())
+        }
+    }
+
+    /// The connection closes after this response (`Connection: close` over HTTP/1.1): an
+    /// answer after which nothing more may come on the connection (an ASGI application's
+    /// denial of a WebSocket handshake, which the specification ends with a close).
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
     /// Adds a header field known at run time. `Err` (the reply unchanged) if the name is not
     /// a token or the value holds CR, LF or NUL, which would let the field smuggle others
     /// into the response; also for the fields berth writes itself (`Content-Length`,
     /// `Connection`, `Transfer-Encoding`, `Date`, `Server`), which the caller should drop.
+    // The refused reply comes back as it was, by value: a builder's error is its input.
+    #[allow(clippy::result_large_err)]
     pub fn with_field(mut self, name: &str, value: &[u8]) -> Result<Self, Self> {
         if !field_is_clean(name, value) || is_one_of(name, &BERTHS_OWN) {
             return Err(self);
@@ -92,6 +174,8 @@ impl Reply {
     /// `Err` (the reply unchanged) for a field [`check_trailers`] refuses, or a reply that is
     /// already streamed: its producer gives its trailers at the end
     /// ([`StreamWriter::end_with`](super::StreamWriter::end_with)).
+    // The refused reply comes back as it was, by value: a builder's error is its input.
+    #[allow(clippy::result_large_err)]
     pub fn with_trailers(mut self, trailers: Vec<(String, Vec<u8>)>) -> Result<Self, Self> {
         if self.stream.is_some() || self.switch.is_some() || check_trailers(&trailers).is_err() {
             return Err(self);
@@ -127,19 +211,13 @@ impl Reply {
     }
 
     /// The head this reply is written with.
-    pub(crate) fn head<'a>(
-        &'a self,
-        keep_alive: bool,
-        version: Version,
-        stamp: Stamp<'a>,
-    ) -> Head<'a> {
+    pub(crate) fn head<'a>(&'a self, keep_alive: bool, stamp: Stamp<'a>) -> Head<'a> {
         Head {
             status: self.status,
             content_type: self.content_type,
             extra: self.headers,
             fields: &self.fields,
             keep_alive,
-            version,
             stamp,
         }
     }
@@ -155,6 +233,8 @@ impl Reply {
             stream: None,
             switch: None,
             length: None,
+            file: None,
+            close: false,
         }
     }
 
@@ -243,14 +323,14 @@ fn is_one_of(name: &str, names: &[&str]) -> bool {
 
 /// Lets a [`Handler`](super::Handler) answer the request it was given, once.
 pub struct Response<'a> {
+    /// Where the body goes (and the head, for a sink that writes it inline).
     pub(crate) out: &'a mut Vec<u8>,
+    /// How the connection's version writes the head.
+    pub(crate) sink: &'a mut dyn HeadSink,
     pub(crate) stamp: Stamp<'a>,
     pub(crate) keep_alive: bool,
     pub(crate) head_only: bool,
-    pub(crate) version: Version,
     pub(crate) sent: Option<u16>,
-    /// Bytes of `out` the head took (the rest is the body): HTTP/2 sends them apart.
-    pub(crate) head_len: usize,
 }
 
 impl Response<'_> {
@@ -278,10 +358,9 @@ impl Response<'_> {
             extra: headers,
             fields: &[],
             keep_alive: self.keep_alive,
-            version: self.version,
             stamp: self.stamp,
         };
-        self.head_len = write_response(self.out, &head, body, self.head_only);
+        write_response(self.out, self.sink, &head, body, self.head_only);
     }
 
     /// Closes the connection after this response, whatever the request asked for.
@@ -295,15 +374,94 @@ impl Response<'_> {
     }
 }
 
-/// Everything of a response but its body.
+/// Everything of a response but its body, whatever the version that carries it.
 pub(crate) struct Head<'a> {
     pub status: u16,
     pub content_type: &'a str,
     pub extra: &'a [(&'a str, &'a [u8])],
     pub fields: &'a [(String, Vec<u8>)],
     pub keep_alive: bool,
-    pub version: Version,
     pub stamp: Stamp<'a>,
+}
+
+/// Where a version writes a response [`Head`] (see the module docs): the one place a version
+/// differs in how an answer looks, and what it can carry.
+pub(crate) trait HeadSink {
+    /// Writes `head`, with its Content-Type if `with_type` and `Content-Length: length` if
+    /// given (the caller leaves it out where the status has no content). Returns how many
+    /// bytes of `out` the head took: 0 for a sink that keeps heads apart from the body.
+    fn head(
+        &mut self,
+        out: &mut Vec<u8>,
+        head: &Head<'_>,
+        with_type: bool,
+        length: Option<u64>,
+    ) -> usize;
+
+    /// Whether a body of unknown length can be sent and kept apart from the next answer
+    /// (HTTP/1.1 chunks it, HTTP/2 ends its stream); HTTP/1.0 can only close the connection.
+    fn frames_unknown_length(&self) -> bool;
+
+    /// Whether such a body goes chunked (HTTP/1.1); else bare (HTTP/2's frames end it).
+    fn chunks(&self) -> bool;
+}
+
+/// HTTP/1.x's head: a status line and fields as text, in the output before the body.
+pub(crate) struct Text(pub Version);
+
+impl HeadSink for Text {
+    fn head(
+        &mut self,
+        out: &mut Vec<u8>,
+        head: &Head<'_>,
+        with_type: bool,
+        length: Option<u64>,
+    ) -> usize {
+        let start = out.len();
+        let mut num = itoa::Buffer::new();
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(num.format(head.status).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(reason_phrase(head.status).as_bytes());
+        if head.stamp.server {
+            out.extend_from_slice(b"\r\nServer: berth");
+        }
+        if let Some(date) = head.stamp.date {
+            out.extend_from_slice(b"\r\nDate: ");
+            out.extend_from_slice(date);
+        }
+        if with_type {
+            out.extend_from_slice(b"\r\nContent-Type: ");
+            out.extend_from_slice(head.content_type.as_bytes());
+        }
+        if let Some(length) = length {
+            out.extend_from_slice(b"\r\nContent-Length: ");
+            out.extend_from_slice(num.format(length).as_bytes());
+        }
+        let owned = head.fields.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
+        for (name, value) in head.extra.iter().copied().chain(owned) {
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+        }
+        match (head.keep_alive, self.0) {
+            (false, _) => out.extend_from_slice(b"\r\nConnection: close"),
+            // An HTTP/1.0 client only keeps the connection if told it may.
+            (true, Version::Http10) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
+            (true, Version::Http11 | Version::Http2) => {}
+        }
+        out.extend_from_slice(b"\r\n\r\n");
+        out.len() - start
+    }
+
+    fn frames_unknown_length(&self) -> bool {
+        self.0 != Version::Http10
+    }
+
+    fn chunks(&self) -> bool {
+        self.0 == Version::Http11
+    }
 }
 
 /// The fields berth writes itself into every head, each unless switched off
@@ -336,6 +494,7 @@ pub(crate) fn write_switching(
     version: Version,
     stamp: Stamp<'_>,
 ) {
+    // Only HTTP/1.x switches protocols (RFC 9113 §8.6).
     let mut extra: Vec<(&str, &[u8])> =
         vec![("Connection", b"Upgrade"), ("Upgrade", protocol.as_bytes())];
     extra.extend(fields.iter().map(|(n, v)| (n.as_str(), v.as_bytes())));
@@ -345,22 +504,23 @@ pub(crate) fn write_switching(
         extra: &extra,
         fields: &[],
         keep_alive: true,
-        version,
         stamp,
     };
-    write_head(out, &head, None);
+    write_head(out, &mut Text(version), &head, None);
 }
 
 /// Appends a whole response to `out`; returns how many bytes the head took. With `head_only`
 /// (a HEAD request) the body is measured for Content-Length but not sent.
 pub(crate) fn write_response(
     out: &mut Vec<u8>,
+    sink: &mut dyn HeadSink,
     head: &Head<'_>,
     body: &[u8],
     head_only: bool,
 ) -> usize {
     let head_len = write_fields(
         out,
+        sink,
         head,
         !body.is_empty() && !head.content_type.is_empty(),
         Some(body.len() as u64),
@@ -374,56 +534,27 @@ pub(crate) fn write_response(
 /// Appends a response head whose body, if any, the caller sends separately (a file). With
 /// `length` the head says `Content-Length`; without it none (a 304). Content-Type is written
 /// unless it is empty.
-pub(crate) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, length: Option<u64>) -> usize {
-    write_fields(out, head, !head.content_type.is_empty(), length)
+pub(crate) fn write_head(
+    out: &mut Vec<u8>,
+    sink: &mut dyn HeadSink,
+    head: &Head<'_>,
+    length: Option<u64>,
+) -> usize {
+    write_fields(out, sink, head, !head.content_type.is_empty(), length)
 }
 
-/// Writes the head as its version speaks it (HTTP/2: an HPACK block,
-/// [`encode_head`](crate::h2::answer::encode_head)); returns its length.
-fn write_fields(out: &mut Vec<u8>, head: &Head<'_>, with_type: bool, length: Option<u64>) -> usize {
-    let start = out.len();
+/// Writes the head through the version's sink; returns how many bytes of `out` it took.
+fn write_fields(
+    out: &mut Vec<u8>,
+    sink: &mut dyn HeadSink,
+    head: &Head<'_>,
+    with_type: bool,
+    length: Option<u64>,
+) -> usize {
     // Never for a status without content (RFC 9110 §8.6: not in 1xx or 204; in a 304 only the
     // 200's length, which a handler's empty 304 does not know).
     let length = length.filter(|_| !matches!(head.status, 100..=199 | 204 | 304));
-    if head.version == Version::Http2 {
-        crate::h2::answer::encode_head(out, head, with_type, length);
-        return out.len() - start;
-    }
-    let mut num = itoa::Buffer::new();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(num.format(head.status).as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(reason_phrase(head.status).as_bytes());
-    if head.stamp.server {
-        out.extend_from_slice(b"\r\nServer: berth");
-    }
-    if let Some(date) = head.stamp.date {
-        out.extend_from_slice(b"\r\nDate: ");
-        out.extend_from_slice(date);
-    }
-    if with_type {
-        out.extend_from_slice(b"\r\nContent-Type: ");
-        out.extend_from_slice(head.content_type.as_bytes());
-    }
-    if let Some(length) = length {
-        out.extend_from_slice(b"\r\nContent-Length: ");
-        out.extend_from_slice(num.format(length).as_bytes());
-    }
-    let owned = head.fields.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
-    for (name, value) in head.extra.iter().copied().chain(owned) {
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-    }
-    match (head.keep_alive, head.version) {
-        (false, _) => out.extend_from_slice(b"\r\nConnection: close"),
-        // An HTTP/1.0 client only keeps the connection if told it may.
-        (true, Version::Http10) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
-        (true, Version::Http11 | Version::Http2) => {}
-    }
-    out.extend_from_slice(b"\r\n\r\n");
-    out.len() - start
+    sink.head(out, head, with_type, length)
 }
 
 /// The standard reason phrase of a status code (RFC 9110 §15), or `""` for unknown codes.
@@ -475,11 +606,16 @@ mod tests {
             extra: reply.headers,
             fields: &reply.fields,
             keep_alive: true,
-            version: Version::Http11,
             stamp: Stamp::both(b"Tue, 24 Nov 2026 00:00:00 GMT"),
         };
         let mut out = Vec::new();
-        write_response(&mut out, &head, &reply.body, false);
+        write_response(
+            &mut out,
+            &mut Text(Version::Http11),
+            &head,
+            &reply.body,
+            false,
+        );
         String::from_utf8(out).unwrap()
     }
 

@@ -1,19 +1,20 @@
 //! The per-connection HTTP/1.1 state machine: bytes in, responses and [`Step`]s out.
 
 use std::mem::MaybeUninit;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::chunked::{Chunked, Progress};
+use super::exchange::{self, Outcome};
 use super::files::{self, FileError, FileMeta, FileRequest};
 use super::framing::{framing, reject, BodyKind, Framing, Reject};
-use super::handler::{Context, Handled, Handler};
+use super::handler::{Context, Handler};
 use super::head::{
     asks_to_switch, asks_upgrade, find_head_end, normalize_version, parse_head, Scan,
 };
-use super::limits::Limits;
 use super::request::{Method, Request, Version};
-use super::response::{write_head, write_response, write_switching, Head, Reply, Response};
+use super::response::{write_switching, FileSource, Reply, Response, Text};
 use super::stream::{body_stream, BodyStream, StreamWriter, Taken};
+use crate::settings::{Limits, Timeouts};
 use crate::upgrade::{Handover, Switch};
 
 /// What the driver must do next.
@@ -60,6 +61,23 @@ pub struct Streamed {
 }
 
 impl Streamed {
+    /// The body `stream` sends, framed with the chunked coding or not, or read and dropped
+    /// (`discard`: an answer to HEAD).
+    pub(crate) fn new(stream: BodyStream, chunked: bool, discard: bool) -> Streamed {
+        Streamed {
+            stream,
+            chunked,
+            discard,
+        }
+    }
+
+    /// The trailers the producer ended with, once, for a protocol that frames them itself
+    /// (HTTP/2's HEADERS); empty before the end, and for HTTP/1.1, whose chunked framing
+    /// carries them.
+    pub fn take_trailers(&self) -> Vec<(String, Vec<u8>)> {
+        self.stream.take_trailers()
+    }
+
     /// Moves what the producer has pushed (about `max` bytes at most, whole chunks) to `out`,
     /// framed as this response needs; see [`BodyStream::take`].
     pub fn take(&self, out: &mut Vec<u8>, max: usize) -> Taken {
@@ -164,33 +182,6 @@ pub struct Session {
     request_since: Option<Instant>,
     /// The client's address, given to each request ([`Request::peer`]).
     peer: Option<std::net::SocketAddr>,
-}
-
-/// How long a connection may take at each stage before it is given up on. The values are the
-/// driver's settings; the rules that apply them are the session's ([`Session::poll_timeout`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// From the first byte of a request until its head is complete (slowloris defence: it is
-    /// not extended by each byte). Expiry: 408, then close.
-    pub header: Duration,
-    /// Longest silence while a request body arrives. Expiry: 408, then close.
-    pub body: Duration,
-    /// Longest silence between requests on a keep-alive connection. Expiry: close.
-    pub idle: Duration,
-    /// Longest time a pending response may make no progress (the peer stopped reading).
-    /// Expiry: close.
-    pub write: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            header: Duration::from_secs(10),
-            body: Duration::from_secs(30),
-            idle: Duration::from_secs(60),
-            write: Duration::from_secs(30),
-        }
-    }
 }
 
 impl Default for Session {
@@ -511,7 +502,7 @@ impl Session {
         };
         // Answered before its streamed body was all in: the rest of the body is not read (the
         // job's stream is aborted), so the connection cannot go on.
-        let keep_alive = keep_alive && self.feed.take().is_none();
+        let keep_alive = keep_alive && self.feed.take().is_none() && !reply.close;
         let mut reply = reply;
         if let Some(switch) = reply.switch.take() {
             if matches!(
@@ -525,12 +516,8 @@ impl Session {
                 return self.switched(version, *switch, output, cx, handler);
             }
             // The job's mistake, not the client's.
-            reply = Reply::new(
-                500,
-                "text/plain",
-                b"the server tried to switch protocols for a request that did not ask to\n"
-                    .to_vec(),
-            );
+            let (status, why) = exchange::CANNOT_SWITCH;
+            reply = Reply::new(status, "text/plain", format!("{why}\n").into_bytes());
         }
         if let Some(stream) = reply.stream.take() {
             return self.stream(
@@ -542,9 +529,48 @@ impl Session {
                 handler,
             );
         }
-        let head = reply.head(keep_alive, version, cx.stamp());
-        write_response(output, &head, &reply.body, head_only);
-        handler.on_response(reply.status);
+        let mut sink = Text(version);
+        if let Some(file) = reply.file.take() {
+            let (offset, len) = (file.offset, file.len);
+            debug_assert!(
+                file.source == FileSource::Taken,
+                "the driver takes a reply's file before the session sees it"
+            );
+            let status = exchange::reply(
+                output,
+                &mut sink,
+                &reply,
+                Some(Some(len)),
+                keep_alive,
+                head_only,
+                cx.stamp(),
+            );
+            handler.on_response(status);
+            if head_only || len == 0 || matches!(status, 100..=199 | 204 | 304) {
+                return self.next_request(keep_alive, input, output, cx, handler);
+            }
+            // The file's bytes go out before anything else is read, as a `/files` answer's.
+            self.state = if keep_alive {
+                State::Head { scan: 0 }
+            } else {
+                State::Closed
+            };
+            return Step::SendFile {
+                offset,
+                len,
+                encode: None,
+            };
+        }
+        let status = exchange::reply(
+            output,
+            &mut sink,
+            &reply,
+            None,
+            keep_alive,
+            head_only,
+            cx.stamp(),
+        );
+        handler.on_response(status);
         self.next_request(keep_alive, input, output, cx, handler)
     }
 
@@ -573,8 +599,16 @@ impl Session {
                 .fields
                 .push(("Transfer-Encoding".to_owned(), b"chunked".to_vec()));
         }
-        let head = reply.head(keep_alive, version, cx.stamp());
-        write_head(output, &head, sized);
+        let mut sink = Text(version);
+        exchange::reply(
+            output,
+            &mut sink,
+            &reply,
+            Some(sized),
+            keep_alive,
+            head_only,
+            cx.stamp(),
+        );
         let discard = head_only || bodiless;
         if let (Some(length), false) = (sized, discard) {
             // The stream sends what the first bytes leave of the length, and no more.
@@ -619,8 +653,14 @@ impl Session {
             debug_assert!(false, "file() without an outstanding file request");
             return Step::Close;
         };
-        let (status, send, _) =
-            files::write_answer(output, request, found, keep_alive, version, cx.stamp());
+        let (status, send, _) = files::write_answer(
+            output,
+            &mut Text(version),
+            request,
+            found,
+            keep_alive,
+            cx.stamp(),
+        );
         handler.on_response(status);
         match send {
             // The file's bytes go out before anything else is read.
@@ -791,17 +831,13 @@ impl Session {
         if framing.expect_continue {
             output.extend_from_slice(CONTINUE);
         }
-        let mut stream = Some(stream);
         let step = self.answer_with(
             &request,
+            Some(stream),
             framing.keep_alive,
             output,
             cx,
             handler,
-            |h, req, res| match stream.take() {
-                Some(stream) => h.handle_streamed(req, stream, res),
-                None => h.handle(req, res),
-            },
         );
         if !self.is_waiting() {
             // Answered on the spot: the body is read and dropped.
@@ -880,35 +916,35 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Option<Step<H::Job>> {
-        self.answer_with(request, keep_alive, output, cx, handler, |h, req, res| {
-            h.handle(req, res)
-        })
+        self.answer_with(request, None, keep_alive, output, cx, handler)
     }
 
-    /// [`Session::answer`], asking the handler with `ask`.
+    /// [`Session::answer`], with the body streamed to the handler if `body` is given; what it
+    /// makes of the request is the exchange's ([`exchange::ask`]).
+    #[allow(clippy::too_many_arguments)]
     fn answer_with<H: Handler>(
         &mut self,
         request: &Request<'_>,
+        body: Option<BodyStream>,
         keep_alive: bool,
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-        ask: impl FnOnce(&mut H, &Request<'_>, &mut Response<'_>) -> Handled<H::Job>,
     ) -> Option<Step<H::Job>> {
         let head_only = request.method == Method::Head;
+        let mut sink = Text(request.version);
         let mut res = Response {
             out: output,
+            sink: &mut sink,
             stamp: cx.stamp(),
             keep_alive: keep_alive && !self.wind_down,
             head_only,
-            version: request.version,
             sent: None,
-            head_len: 0,
         };
-        let handled = ask(handler, request, &mut res);
-        let (sent, keep_alive) = (res.sent, res.keep_alive);
-        match (handled, sent) {
-            (Handled::Offload(job), None) => {
+        let outcome = exchange::ask(handler, request, body, &mut res);
+        let keep_alive = res.keep_alive;
+        match outcome {
+            Outcome::Job(job) => {
                 self.state = State::Waiting {
                     keep_alive,
                     head_only,
@@ -917,7 +953,7 @@ impl Session {
                 };
                 return Some(Step::Offload(job));
             }
-            (Handled::File(file), None) => {
+            Outcome::File(file) => {
                 self.state = State::Waiting {
                     keep_alive,
                     head_only,
@@ -926,27 +962,23 @@ impl Session {
                 };
                 return Some(Step::Open(file));
             }
-            (Handled::Upgrade(switch), None) => {
+            Outcome::Upgrade(switch) => {
                 return Some(self.switch(request, switch, output, cx, handler));
             }
-            (Handled::Offload(_) | Handled::File(_) | Handled::Upgrade(_), Some(status)) => {
-                // The handler both answered and handed the request on: keep the answer.
-                debug_assert!(false, "handler sent a response and offloaded a job or file");
-                handler.on_response(status);
-            }
-            (Handled::Done, Some(status)) => handler.on_response(status),
-            (Handled::Done, None) => {
-                let head = Head {
-                    status: 500,
-                    content_type: "text/plain",
-                    extra: &[],
-                    fields: &[],
+            Outcome::Answered(status) => handler.on_response(status),
+            Outcome::Unanswered => {
+                let (status, why) = Outcome::<H::Job>::UNANSWERED;
+                let mut sink = Text(request.version);
+                exchange::refuse(
+                    output,
+                    &mut sink,
+                    status,
+                    why,
                     keep_alive,
-                    version: request.version,
-                    stamp: cx.stamp(),
-                };
-                write_response(output, &head, b"handler sent no response\n", head_only);
-                handler.on_response(500);
+                    head_only,
+                    cx.stamp(),
+                );
+                handler.on_response(status);
             }
         }
         if keep_alive {
@@ -1006,21 +1038,16 @@ impl Session {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Step<H::Job> {
-        let head = Head {
-            status: r.status,
-            content_type: "text/plain",
-            extra: &[],
-            fields: &[],
-            keep_alive: false,
-            version: Version::Http11,
-            stamp: cx.stamp(),
-        };
-        let mut body = [0u8; 128];
-        let n = r.reason.len().min(body.len() - 1);
-        body[..n].copy_from_slice(&r.reason.as_bytes()[..n]);
-        body[n] = b'\n';
-        // A response to HEAD carries no content, errors included (RFC 9110 §9.3.2).
-        write_response(output, &head, &body[..=n], head_only);
+        let mut sink = Text(Version::Http11);
+        exchange::refuse(
+            output,
+            &mut sink,
+            r.status,
+            r.reason,
+            false,
+            head_only,
+            cx.stamp(),
+        );
         handler.on_response(r.status);
         self.state = State::Closed;
         Step::Close
@@ -1036,6 +1063,7 @@ enum HeadOutcome<J> {
 #[cfg(test)]
 mod timeout_tests {
     use super::*;
+    use std::time::Duration;
 
     /// The timeout rules every driver now takes from the session: the header deadline runs
     /// from a request's first byte and is not pushed back by later bytes (slowloris); an idle

@@ -11,7 +11,7 @@ use super::deflate::Agreed;
 use super::handshake::{self, Offer};
 use crate::http::head::asks_to_switch;
 use crate::http::request::{Method, Request, Version};
-use crate::http::response::{write_response, write_switching, Head, Stamp};
+use crate::http::response::{write_response, write_switching, Head, Stamp, Text};
 
 /// Most header fields an opening handshake may have.
 const MAX_FIELDS: usize = 64;
@@ -132,10 +132,15 @@ pub fn refusal(status: u16, why: &str, extra: &[(&str, &[u8])], date: &[u8]) -> 
         extra,
         fields: &[],
         keep_alive: false,
-        version: Version::Http11,
         stamp: Stamp::both(date),
     };
-    write_response(&mut out, &head, why.as_bytes(), false);
+    write_response(
+        &mut out,
+        &mut Text(Version::Http11),
+        &head,
+        why.as_bytes(),
+        false,
+    );
     out
 }
 

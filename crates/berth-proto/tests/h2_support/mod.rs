@@ -1,8 +1,11 @@
-//! A sans-IO HTTP/2 client for the tests: frames built with berth's own writers and HPACK
-//! encoder, the server's output decoded back into a summary, and a handler that answers the
-//! demo application's routes the vectors use.
+//! What the HTTP/2 tests share: a byte builder for hand-made client frames (berth's own
+//! writers and HPACK encoder), the server's output decoded back into a summary, the server
+//! connection driven in memory with a manual clock ([`Server`]), the [`pair::Pair`] that joins
+//! it to berth-proto's client role, and a handler that answers the demo application's routes
+//! the vectors use.
 #![allow(dead_code)]
 
+pub mod pair;
 pub mod vectors;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,11 +14,13 @@ use std::time::{Duration, Instant};
 
 use berth_proto::h2::frame::{self, kind, ErrorCode, Header, HEADER_LEN};
 use berth_proto::h2::hpack::{self, Decoder, ListLimits};
-use berth_proto::h2::{Connection, FileRead, H2Config, Step};
+use berth_proto::h2::{Connection, H2Config};
+use berth_proto::http::Action;
 use berth_proto::http::{
     body_stream, content_type, BodyStream, Compress, Context, FileError, FileMeta, FileRequest,
     Handled, Handler, Job, Limits, Popped, Reply, Request, Response, Timeouts,
 };
+use berth_proto::switch::{KeptBodies, KeptBody};
 
 pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
 
@@ -308,6 +313,10 @@ pub struct Server<H: Handler = Demo> {
     pub held_files: Vec<(u32, FileRequest)>,
     /// Hold file opens until [`Server::open_files`] (a slow disk, or the Files actor).
     pub hold_files: bool,
+    /// The content of the file last opened (or taken from a reply), until a body keeps it.
+    opened: Option<Vec<u8>>,
+    /// Bodies kept for their streams, pulled as the connection asks.
+    pub kept: KeptBodies<u32>,
 }
 
 /// When every test file was last modified.
@@ -323,12 +332,8 @@ impl Server<Demo> {
 
 impl<H: Handler> Server<H> {
     pub fn with(config: H2Config, handler: H) -> Self {
-        let mut conn = Connection::new(config);
+        let conn = Connection::new(config);
         let wakes = Arc::new(AtomicUsize::new(0));
-        let w = wakes.clone();
-        conn.set_waker(Arc::new(move || {
-            w.fetch_add(1, Ordering::SeqCst);
-        }));
         Server {
             conn,
             handler,
@@ -345,6 +350,8 @@ impl<H: Handler> Server<H> {
             files: Vec::new(),
             held_files: Vec::new(),
             hold_files: false,
+            opened: None,
+            kept: KeptBodies::default(),
         }
     }
 
@@ -361,27 +368,58 @@ impl<H: Handler> Server<H> {
     }
 
     /// Runs the connection on what it has, as a driver would.
-    fn drive(&mut self, mut step: Step<H::Job>) {
+    fn drive(&mut self, mut step: Action<H::Job>) {
         let mut spins = 0;
         loop {
             spins += 1;
             assert!(spins < 1_000_000, "no progress");
             match step {
-                Step::Close => {
+                Action::Close => {
                     self.closed = true;
                     return;
                 }
-                Step::Read => return,
+                Action::Read => return,
+                Action::Switched => panic!("HTTP/2 never switches protocols"),
                 // The output is "written": it stays in `output`, which the test reads whole;
                 // the high-water mark is about the driver's buffer, so the connection is
                 // shown an empty one (`process` does).
-                Step::Flush => step = self.process(),
-                Step::Open { stream, request } if self.hold_files => {
+                Action::Flush => step = self.process(),
+                Action::Open { stream, request } if self.hold_files => {
                     self.held_files.push((stream, request));
                     step = self.process();
                 }
-                Step::Open { stream, request } => step = self.open(stream, request),
-                Step::Offload { stream, job } => {
+                Action::Open { stream, request } => step = self.open(stream, request),
+                Action::Body {
+                    stream,
+                    offset,
+                    len,
+                    encode,
+                } => {
+                    let file = self.opened.take().expect("a body without a file");
+                    let range = file[offset as usize..(offset + len) as usize].to_vec();
+                    self.kept.keep(stream, KeptBody::new(range, encode));
+                    step = self.process();
+                }
+                Action::Pull { stream, max } => {
+                    let conn = &self.conn;
+                    let (mut bytes, pulled, trailers) = self
+                        .kept
+                        .pull(stream, max, |s| conn.pulls(s))
+                        .unwrap_or_else(|| panic!("a pull for stream {stream}, with no body"));
+                    step = self.call(|c, input, out, cx, h| {
+                        c.pulled(stream, &mut bytes, pulled, trailers, input, out, cx, h)
+                    });
+                }
+                Action::Stream { stream, streamed } => {
+                    // The producer wakes the driver, which counts it.
+                    let w = self.wakes.clone();
+                    streamed.on_data(move || {
+                        w.fetch_add(1, Ordering::SeqCst);
+                    });
+                    self.kept.keep(stream, KeptBody::Producer(streamed));
+                    step = self.process();
+                }
+                Action::Offload { stream, job } => {
                     if self.hold {
                         self.held.push((stream, job));
                         step = self.process();
@@ -395,7 +433,7 @@ impl<H: Handler> Server<H> {
     }
 
     /// Opens the file a stream asked for, as a driver would, and hands it over.
-    fn open(&mut self, stream: u32, request: FileRequest) -> Step<H::Job> {
+    fn open(&mut self, stream: u32, request: FileRequest) -> Action<H::Job> {
         let found = self
             .files
             .iter()
@@ -405,13 +443,9 @@ impl<H: Handler> Server<H> {
                 (meta, bytes.clone())
             })
             .ok_or(FileError::NotFound);
-        let found = found
-            .as_ref()
-            .map(|(meta, bytes)| (meta, Box::new(bytes.clone()) as Box<dyn FileRead>))
-            .map_err(|e| *e);
-        self.call(|c, now, input, out, cx, h| {
-            c.file(stream, &request, found, now, input, out, cx, h)
-        })
+        self.opened = found.as_ref().ok().map(|(_, bytes)| bytes.clone());
+        let found = found.as_ref().map(|(meta, _)| meta).map_err(|e| *e);
+        self.call(|c, input, out, cx, h| c.file(stream, &request, found, input, out, cx, h))
     }
 
     /// Calls the connection as a driver would: its output kept in `output`.
@@ -419,24 +453,30 @@ impl<H: Handler> Server<H> {
         &mut self,
         f: impl FnOnce(
             &mut Connection,
-            Instant,
             &mut Vec<u8>,
             &mut Vec<u8>,
             &Context<'_>,
             &mut H,
-        ) -> Step<H::Job>,
-    ) -> Step<H::Job> {
+        ) -> Action<H::Job>,
+    ) -> Action<H::Job> {
         let cx = self.cx();
         let mut out = Vec::new();
         let step = f(
             &mut self.conn,
-            self.now,
             &mut self.input,
             &mut out,
             &cx,
             &mut self.handler,
         );
         self.output.append(&mut out);
+        // A job taking a request body as it arrives wakes the driver, which counts it.
+        let wakes = &self.wakes;
+        self.conn.take_new_feeds(|feed| {
+            let w = wakes.clone();
+            feed.on_room(move || {
+                w.fetch_add(1, Ordering::SeqCst);
+            });
+        });
         step
     }
 
@@ -452,12 +492,22 @@ impl<H: Handler> Server<H> {
         }
     }
 
-    fn process(&mut self) -> Step<H::Job> {
-        self.call(|c, now, input, out, cx, h| c.process(now, input, out, cx, h))
+    fn process(&mut self) -> Action<H::Job> {
+        self.call(|c, input, out, cx, h| c.process(input, out, cx, h))
     }
 
-    fn complete(&mut self, stream: u32, reply: Reply) -> Step<H::Job> {
-        self.call(|c, now, input, out, cx, h| c.complete(stream, reply, now, input, out, cx, h))
+    fn complete(&mut self, stream: u32, mut reply: Reply) -> Action<H::Job> {
+        if let Some(file) = &mut reply.file {
+            // A driver takes the job's file from the reply and keeps it if a body follows.
+            use std::io::Read;
+            let taken = std::mem::replace(&mut file.source, berth_proto::http::FileSource::Taken);
+            if let berth_proto::http::FileSource::Open(mut f) = taken {
+                let mut bytes = Vec::new();
+                f.read_to_end(&mut bytes).unwrap();
+                self.opened = Some(bytes);
+            }
+        }
+        self.call(|c, input, out, cx, h| c.complete(stream, reply, input, out, cx, h))
     }
 
     /// Bytes arrive.
@@ -472,6 +522,7 @@ impl<H: Handler> Server<H> {
 
     /// The driver was woken (a producer pushed, a job took body): `process` with no new input.
     pub fn pump(&mut self) {
+        self.conn.wake_bodies();
         self.feed(&[]);
     }
 
@@ -521,9 +572,9 @@ impl<H: Handler> Server<H> {
         if deadline.is_some_and(|d| d <= self.now) && !self.closed {
             let cx = self.cx();
             let mut out = Vec::new();
-            let step =
-                self.conn
-                    .expire(self.now, &mut self.input, &mut out, &cx, &mut self.handler);
+            let step = self
+                .conn
+                .expire(&mut self.input, &mut out, &cx, &mut self.handler);
             self.output.append(&mut out);
             self.drive(step);
         }

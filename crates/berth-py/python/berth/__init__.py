@@ -15,7 +15,9 @@ def run(app: Union[str, Any], host: str = "127.0.0.1", port: int = 8000, **optio
     ``uvicorn.run`` does; returns the exit code (0 after a clean drain). ``options`` are
     ``python -m berth``'s, spelled as keywords (``workers=2``, ``interface="asgi"``,
     ``proxy_headers=True``, ``header=["X-A:1"]``, ``max_body=None`` for no limit ...); an
-    unknown or bad one is a ``TypeError`` or ``ValueError`` before anything starts."""
+    unknown or bad one is a ``TypeError`` or ``ValueError`` before anything starts.
+    ``reload=True`` (with ``"module:attr"``) restarts the server when a file changes, as
+    ``uvicorn.run("main:app", reload=True)`` does."""
     import argparse
 
     from . import __main__ as cli
@@ -25,11 +27,14 @@ def run(app: Union[str, Any], host: str = "127.0.0.1", port: int = 8000, **optio
     if unknown:
         raise TypeError("berth.run() got unknown options: {} (known: {})".format(
             ", ".join(unknown), ", ".join(sorted(known))))
-    if options.get("reload"):
-        raise ValueError("reload: run `python -m berth MODULE:APP --reload` (the server "
-                         "restarts by importing the application again)")
+    if options.get("reload") and not isinstance(app, str):
+        raise ValueError("reload=True needs the application as an import string, "
+                         "berth.run(\"main:app\", reload=True), as uvicorn's: the server "
+                         "restarts by importing it again")
     args = argparse.Namespace(**{**known, **options})
-    args.host, args.port, args.argv = host, port, None
+    args.host, args.port = host, port
+    # --reload runs `python -m berth` again in a child: the same options, as a command line.
+    args.argv = cli.command_line(app, host, port, options) if options.get("reload") else None
     args.app = app if isinstance(app, str) else None
     ap = cli.parser()
 

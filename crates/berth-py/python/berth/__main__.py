@@ -23,6 +23,7 @@ import contextlib
 import functools
 import importlib
 import inspect
+import ipaddress
 import json
 import logging
 import logging.config
@@ -36,7 +37,8 @@ import threading
 from typing import Any, Dict, List, Optional
 
 from . import _front
-from ._berth import __version__, listen_shared, listen_unix, models, serve_wsgi
+from ._berth import (AccessFormat, __version__, listen_shared, listen_unix, log_to_python,
+                     models, parse_duration, parse_size, serve_wsgi)
 
 log = logging.getLogger("berth.error")
 
@@ -65,11 +67,18 @@ def said(e: BaseException) -> str:
 
 # -- the application ---------------------------------------------------------------------------
 
+#: What ``MODULE`` alone names, looked for in this order, as gunicorn does: Django's
+#: ``mysite.wsgi`` (and ``asgi``) modules hold ``application``; most others call it ``app``.
+DEFAULT_ATTRS = ("application", "app")
+
+
 def load(target: str, app_dir: str = ".", factory: bool = False):
-    """``MODULE:ATTR`` imported (from ``app_dir`` first); ``LoadError`` saying why not."""
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise LoadError("expected MODULE:APP, got {!r}".format(target))
+    """``MODULE:ATTR`` imported (from ``app_dir`` first), or ``MODULE`` alone, whose
+    ``application`` (else ``app``) is served; ``LoadError`` saying why not."""
+    module_name, colon, attr = target.partition(":")
+    if not module_name or (colon and not attr):
+        raise LoadError("expected MODULE:APP (or MODULE, whose application or app is served), "
+                        "got {!r}".format(target))
     sys.path.insert(0, os.path.abspath(app_dir))
     try:
         module = importlib.import_module(module_name)
@@ -83,6 +92,11 @@ def load(target: str, app_dir: str = ".", factory: bool = False):
         where = traceback_where(e)
         raise LoadError("importing {!r} failed: {}: {}{}".format(
             module_name, type(e).__name__, e, where)) from e
+    if not attr:
+        attr = next((a for a in DEFAULT_ATTRS if hasattr(module, a)), "")
+        if not attr:
+            raise LoadError("module {!r} has no application or app: name the application, "
+                            "{}:NAME".format(module_name, module_name))
     app: Any = module
     for part in attr.split("."):
         try:
@@ -187,27 +201,14 @@ class Parser(argparse.ArgumentParser):
 
 
 def size(text: str) -> Optional[int]:
-    """Bytes, with an optional k/m/g suffix (powers of 1024), or ``none`` (no limit)."""
-    t = text.strip().lower()
-    if t in ("none", "0", "unlimited"):
+    """Bytes as every berth command line reads them (berth's own parser: ``16k``, ``10m``,
+    ``1g``), or ``0``/``none`` for no limit."""
+    if text.strip().lower() in ("none", "0", "unlimited"):
         return None
-    units = {"k": 1024, "m": MIB, "g": 1024 * MIB}
-    mult = 1
-    if t and t[-1] in units:
-        mult = units[t[-1]]
-        t = t[:-1]
-        if t.endswith("i"):
-            t = t[:-1]
-    elif t.endswith("b"):
-        t = t[:-1]
     try:
-        n = int(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError("{!r} is not a size (bytes, 16k, 10m, 1g, none)"
-                                         .format(text))
-    if n < 0:
-        raise argparse.ArgumentTypeError("{!r} is negative".format(text))
-    return n * mult
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
 
 
 def count(low: int):
@@ -251,24 +252,27 @@ level = ranged(1, 9, "a level")
 
 
 def seconds(text: str) -> float:
+    """A duration as every berth command line reads it (berth's own parser: ``30s``,
+    ``500ms``, ``2m``, or a bare number of seconds), in seconds."""
     try:
-        n = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("{!r} is not a number of seconds".format(text))
-    if not n >= 0 or n == float("inf"):
-        raise argparse.ArgumentTypeError("{!r} is not a number of seconds".format(text))
-    return n
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
 
 
 def parser() -> Parser:
     ap = Parser(prog="python -m berth", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add = ap.add_argument
-    add("app", metavar="MODULE:APP", help="the application: a module and an attribute in it")
+    add("app", metavar="MODULE:APP",
+        help="the application: a module and an attribute in it; MODULE alone serves its "
+             "application, else its app (Django's mysite.wsgi, as gunicorn)")
     add("--version", action="version", version="berth " + __version__)
     g = ap.add_argument_group("application")
-    g.add_argument("--interface", choices=("auto", "asgi", "asgi2", "wsgi"), default="auto",
-                   help="ASGI or WSGI; auto: found from the application (default: %(default)s)")
+    g.add_argument("--interface", choices=("auto", "asgi", "asgi3", "asgi2", "wsgi"),
+                   default="auto",
+                   help="ASGI or WSGI (asgi3 is asgi, as uvicorn and granian spell it); auto: "
+                        "found from the application (default: %(default)s)")
     g.add_argument("--factory", action="store_true",
                    help="MODULE:APP is a function returning the application (default: off)")
     g.add_argument("--app-dir", default=".",
@@ -369,7 +373,7 @@ def parser() -> Parser:
                         "SVG, XML) on the fly with gzip, br or zstd, as the client accepts, "
                         "with Vary: Accept-Encoding; a streamed ASGI body message by "
                         "message, each flushed; never ranges or already-encoded bodies. Mind BREACH "
-                        "for pages with secrets (README). As berth serve --compress "
+                        "for pages with secrets (docs/serve.md). As berth serve --compress "
                         "(default: off)")
     g.add_argument("--compress-level", type=level, default=5, metavar="N",
                    help="level of --compress, 1 (fastest) to 9 (smallest) (default: "
@@ -378,7 +382,7 @@ def parser() -> Parser:
                    help="bodies smaller than this are sent as they are by --compress "
                         "(default: 1k)")
     g.add_argument("--date-header", action=argparse.BooleanOptionalAction, default=True,
-                   help="berth's Date field in every HTTP/1.1 response; --no-date-header "
+                   help="berth's Date field in every response, HTTP/1.1 and HTTP/2; --no-date-header "
                         "writes none (an application's own Date field is never sent; "
                         "default: on)")
     g = ap.add_argument_group("logging (the Python loggers berth.error and berth.access)")
@@ -388,17 +392,314 @@ def parser() -> Parser:
     g.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=False,
                    help="a line per response to berth.access (default: off, as granian's and "
                         "gunicorn's)")
+    g.add_argument("--access-log-format", "--access-logformat", "--log-access-fmt",
+                   default=None, metavar="FORMAT",
+                   help="how --access-log writes a response, as berth serve's: combined "
+                        "(nginx's, with the seconds taken last), common, json, short, or a "
+                        "template of gunicorn's atoms ('%%(h)s \"%%(r)s\" %%(s)s %%(D)s') or "
+                        "granian's ('%%(addr)s %%(status)d %%(dt_ms).3f'); giving it turns the "
+                        "access log on (default: combined)")
     g.add_argument("--log-config", metavar="FILE",
                    help="logging configuration: a dictConfig .json (or .yaml with PyYAML), or "
                         "a fileConfig .ini (default: berth's, to stderr)")
+    habits(ap)
+    add_listening_extras(ap)
     return ap
+
+
+# -- other servers' spellings ------------------------------------------------------------------
+
+class Refuse(argparse.Action):
+    """A flag of another server whose meaning berth does not share: one line naming berth's
+    way, and exit 2 (never silently something else)."""
+
+    def __init__(self, option_strings, dest, why="", **kwargs):
+        self.why = why
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error("{}: {}".format(option_string, self.why))
+
+
+class Bind(argparse.Action):
+    """gunicorn's ``-b ADDRESS``: ``HOST:PORT``, ``[IPv6]:PORT``, ``HOST`` (port 8000),
+    ``unix:PATH`` or ``fd://N``. The first sets ``--host``/``--port``, ``--uds`` or ``--fd``;
+    each one after it is one more address served beside it (``args.more_binds``, as
+    gunicorn serves every ``-b``). A bad address is one line and exit 2."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        address = self.parse(parser, option_string, value)
+        if getattr(namespace, "bound", None):
+            namespace.more_binds = [*getattr(namespace, "more_binds", []), address]
+            return
+        namespace.bound = value
+        kind, where, number = address
+        if kind == "unix":
+            namespace.uds = where
+        elif kind == "fd":
+            namespace.fd = number
+        else:
+            namespace.host, namespace.port = where, number
+
+    @staticmethod
+    def parse(parser, option_string, value):
+        """``("tcp", HOST, PORT)``, ``("unix", PATH, None)`` or ``("fd", None, N)``."""
+        def bad(why):
+            parser.error("{} {}: {}".format(option_string, value, why))
+        if value.startswith("unix:"):
+            path = value[len("unix:"):]
+            if not path:
+                bad("an empty path")
+            return ("unix", path, None)
+        if value.startswith("fd://"):
+            try:
+                return ("fd", None, count(0)(value[len("fd://"):]))
+            except argparse.ArgumentTypeError as e:
+                bad(e)
+        host, port_text = value, "8000"
+        if value.startswith("["):
+            host, _, rest = value[1:].partition("]")
+            port_text = rest[1:] if rest.startswith(":") else "8000"
+        elif value.count(":") == 1:
+            host, port_text = value.split(":")
+        try:
+            number = port(port_text)
+        except argparse.ArgumentTypeError as e:
+            bad(e)
+        host = host or "0.0.0.0"
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            # A name (gunicorn's users write localhost:8000): its first address.
+            try:
+                host = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]
+            except (OSError, UnicodeError):
+                bad("not an address (HOST:PORT, [IPv6]:PORT, unix:PATH or fd://N)")
+        return ("tcp", host, number)
+
+
+def habits(ap: Parser) -> None:
+    """The flags gunicorn's, uvicorn's and granian's users type, where berth has the same
+    thing: each sets berth's own option (``--help`` lists them last). Where berth's meaning
+    differs, the flag is refused with berth's way."""
+    g = ap.add_argument_group("other servers' spellings (each sets the berth option named)")
+    g.add_argument("-w", dest="workers", type=count(1), metavar="N",
+                   default=argparse.SUPPRESS, help="gunicorn's: --workers")
+    g.add_argument("-b", "--bind", action=Bind, metavar="ADDRESS", default=argparse.SUPPRESS,
+                   help="gunicorn's: HOST:PORT (--host, --port), unix:PATH (--uds) or fd://N "
+                        "(--fd); given again, one more address served beside the first")
+    g.add_argument("--access-logfile", metavar="FILE", default=None,
+                   help="gunicorn's: --access-log, written to FILE (- is stdout; default: stderr)")
+    g.add_argument("--error-logfile", "--log-file", metavar="FILE", default=None,
+                   help="gunicorn's: berth.error written to FILE (- is stderr; default: stderr)")
+    g.add_argument("--http", choices=("auto", "1", "2"), default="auto",
+                   help="granian's: HTTP/1.1 and HTTP/2 (auto), HTTP/1.1 only (1), HTTP/2 only "
+                        "(2: h2c, or h2 by ALPN) (default: %(default)s)")
+    same = [
+        (("--graceful-timeout",), "shutdown_timeout", seconds, "gunicorn's: --shutdown-timeout"),
+        (("--keep-alive",), "timeout_keep_alive", seconds, "gunicorn's: --timeout-keep-alive"),
+        (("--max-requests",), "limit_max_requests", count(1),
+         "gunicorn's: --limit-max-requests"),
+        (("--max-requests-jitter",), "limit_max_requests_jitter", count(0),
+         "gunicorn's: --limit-max-requests-jitter"),
+        (("--worker-connections", "--backpressure"), "limit_concurrency", count(1),
+         "gunicorn's, granian's: --limit-concurrency"),
+        (("--certfile", "--ssl-certificate"), "ssl_certfile", str,
+         "gunicorn's, granian's: --ssl-certfile"),
+        (("--keyfile",), "ssl_keyfile", str, "gunicorn's: --ssl-keyfile"),
+        (("--ca-certs",), "ssl_ca_certs", str, "gunicorn's: --ssl-ca-certs"),
+        (("--blocking-threads",), "threads", count(1), "granian's: --threads"),
+        (("--url-path-prefix",), "root_path", str, "granian's: --root-path"),
+    ]
+    for flags, dest, kind, said in same:
+        g.add_argument(*flags, dest=dest, type=kind, default=argparse.SUPPRESS, help=said)
+    refused = [
+        ("--timeout", "gunicorn's worker timeout (a worker silent this long is killed) is not "
+         "berth's: its workers are never killed for being busy; --app-timeout S answers 504 "
+         "to an ASGI request the application has not begun to answer in S seconds"),
+        ("-k", "berth finds the interface from the application (--interface asgi|wsgi to "
+         "say it); no worker class is needed"),
+        ("--worker-class", "berth finds the interface from the application (--interface "
+         "asgi|wsgi to say it); no worker class is needed"),
+        ("--chdir", "berth does not change directory: --app-dir DIR is where MODULE is "
+         "looked for first"),
+        ("--working-dir", "berth does not change directory: --app-dir DIR is where MODULE is "
+         "looked for first"),
+        ("--workers-lifetime", "berth replaces workers by requests served, not by time: "
+         "--limit-max-requests N"),
+    ]
+    for flag, why in refused:
+        g.add_argument(flag, action=Refuse, why=why, nargs="?", help=argparse.SUPPRESS)
+
+
+def habits_usage(ap: Parser, args) -> None:
+    """What the other servers' spellings mean once all are read; one line and exit 2 for a
+    value berth cannot take."""
+    if args.interface == "asgi3":
+        args.interface = "asgi"
+    if args.access_logfile is not None or args.access_log_format is not None:
+        args.access_log = True
+    if args.access_log_format is None:
+        args.access_log_format = "combined"
+    try:
+        AccessFormat(args.access_log_format)
+    except ValueError as e:
+        ap.error("--access-log-format: {}".format(e))
+
+
+def command_line(app: str, host: str, port: int, options: Dict[str, Any]) -> List[str]:
+    """``python -m berth``'s arguments for ``berth.run(app, host, port, **options)`` (its
+    ``reload=True`` runs that command in a child), ``--reload`` left out."""
+    argv = [app, "--host", host, "--port", str(port)]
+    seen = set()
+    for action in parser()._actions:
+        if action.dest not in options or action.dest in seen or action.dest == "reload" \
+                or not action.option_strings:
+            continue
+        seen.add(action.dest)
+        value = options[action.dest]
+        if value == action.default or isinstance(action, Refuse):
+            continue
+        flag = next(f for f in action.option_strings if f.startswith("--"))
+        if isinstance(action, argparse.BooleanOptionalAction):
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif action.nargs == 0:
+            if value:
+                argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, "none" if value is None else str(value)]
+    return argv
+
+
+
+# -- issue 43's options: HTTP/2 ports, static files, key passwords, socket modes ---------------
+
+def add_listening_extras(ap: Parser) -> None:
+    """The options of issue 43, in groups of their own."""
+    g = ap.add_argument_group("HTTP versions and TLS keys")
+    g.add_argument("--http2", dest="http", type=http2_mode, metavar="on|off|only",
+                   default=argparse.SUPPRESS,
+                   help="berth serve's spelling of --http: on (auto), off (1: HTTP/1.1 only), "
+                        "only (2: every connection HTTP/2, a port for clients with prior "
+                        "knowledge, such as gRPC's)")
+    g.add_argument("--ssl-keyfile-password", metavar="PASSWORD",
+                   help="the password of an encrypted --ssl-keyfile (ENCRYPTED PRIVATE KEY, "
+                        "PKCS#8 as openssl pkcs8 -topk8 writes it); anyone who can list "
+                        "processes sees it, so on a shared machine decrypt the key instead "
+                        "(openssl pkey). As berth serve --tls-key-password (default: none)")
+    g.add_argument("--redirect-https", action="store_true",
+                   help="plain HTTP sent to the TLS port (http:// to an https:// address) is "
+                        "redirected to the same host, port and path over https:// (308) "
+                        "instead of answered 400. As berth serve --redirect-https "
+                        "(default: off)")
+    g.add_argument("--uds-permissions", type=file_mode, metavar="MODE",
+                   help="the mode of the --uds socket file, in octal as chmod takes it (660: "
+                        "its owner and group may connect; connecting needs write permission), "
+                        "set before the socket listens. As granian's (default: what the umask "
+                        "leaves)")
+    g = ap.add_argument_group(
+        "static files (served by berth before the application, never entering Python)")
+    g.add_argument("--static-path-mount", metavar="DIR",
+                   help="serve the files below DIR under --static-path-route, as berth serves "
+                        "/files: sendfile, ranges, ETag/Last-Modified and 304, precompressed "
+                        "siblings (.br, .zst, .gz), --compress; nothing outside DIR (default: "
+                        "none)")
+    g.add_argument("--static-path-route", default="/static", metavar="ROUTE",
+                   help="the path the files are served under (default: %(default)s)")
+    g.add_argument("--static-path-expires", type=expires, default="86400",
+                   metavar="SECONDS|max|off",
+                   help="Cache-Control of the files: max-age=SECONDS; max: a year and "
+                        "immutable (for names that change with their content, as nginx's "
+                        "expires max); off: none (default: %(default)s, a day)")
+    g.add_argument("--static-path-dotfiles", action=argparse.BooleanOptionalAction,
+                   default=False,
+                   help="serve files and directories whose names start with a dot (.env, "
+                        ".git/); off, they are 404 (default: off)")
+
+
+#: ``--static-path-expires max``: a year (RFC 9111 sets no ceiling; a year is what caches and
+#: nginx's ``expires max`` treat as forever), and ``immutable`` so that a reload does not ask.
+EXPIRES_MAX = "max-age=31536000, immutable"
+
+
+def expires(text: str) -> Optional[str]:
+    """``--static-path-expires``: the Cache-Control it means, or None for ``off``."""
+    t = text.strip().lower()
+    if t == "off":
+        return None
+    if t == "max":
+        return EXPIRES_MAX
+    try:
+        n = int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not a number of seconds, max or off"
+                                         .format(text))
+    if n < 0:
+        raise argparse.ArgumentTypeError("{!r} is negative".format(text))
+    return "max-age={}".format(n)
+
+
+def http2_mode(text: str) -> str:
+    """``--http2 on|off|only`` as ``--http``'s value (auto, 1, 2)."""
+    modes = {"on": "auto", "off": "1", "only": "2"}
+    if text not in modes:
+        raise argparse.ArgumentTypeError("{!r}: on, off or only".format(text))
+    return modes[text]
+
+
+def file_mode(text: str) -> int:
+    """``--uds-permissions``: an octal mode (``660``, ``0660``, ``0o660``), 0 to 777."""
+    t = text.strip().lower()
+    t = t[2:] if t.startswith("0o") else t
+    try:
+        mode = int(t, 8)
+    except ValueError:
+        raise argparse.ArgumentTypeError("{!r} is not an octal mode (such as 660)".format(text))
+    if not 0 <= mode <= 0o777:
+        raise argparse.ArgumentTypeError("{!r} is not a mode from 0 to 777".format(text))
+    return mode
+
+
+def check_extras(ap: "Parser", args) -> None:
+    """``check_usage`` for ``add_listening_extras``'s flags: one line and exit 2 each."""
+    if args.static_path_mount is not None and not os.path.isdir(args.static_path_mount):
+        ap.error("--static-path-mount {}: not a directory".format(args.static_path_mount))
+    if args.uds_permissions is not None and not args.uds and \
+            not any(kind == "unix" for kind, _, _ in getattr(args, "more_binds", [])):
+        ap.error("--uds-permissions needs --uds (or -b unix:PATH)")
+    if args.ssl_keyfile_password is not None and not args.ssl_keyfile:
+        ap.error("--ssl-keyfile-password needs --ssl-keyfile")
+    if args.redirect_https and not args.ssl_certfile:
+        ap.error("--redirect-https needs --ssl-certfile and --ssl-keyfile")
+    route = args.static_path_route
+    if not route.startswith("/") or "?" in route or "#" in route:
+        ap.error("--static-path-route {!r}: a path starting with /".format(route))
+
+
+def extra_options(args) -> Dict[str, Any]:
+    """The server options of ``add_listening_extras``'s flags (see ``server_options``)."""
+    options: Dict[str, Any] = {
+        "ssl_keyfile_password": args.ssl_keyfile_password,
+        "redirect_https": args.redirect_https,
+        "uds_permissions": args.uds_permissions,
+    }
+    if args.static_path_mount is not None:
+        options.update(static_path_mount=args.static_path_mount,
+                       static_path_route=args.static_path_route,
+                       static_cache_control=args.static_path_expires,
+                       static_dotfiles=args.static_path_dotfiles)
+    return options
 
 
 def defaults() -> Dict[str, Any]:
     """Every option's default, by its ``run()`` keyword."""
     ap = parser()
     return {a.dest: a.default for a in ap._actions
-            if a.dest not in ("help", "version", "app")}
+            if a.dest not in ("help", "version", "app") and a.default is not argparse.SUPPRESS
+            and not isinstance(a, Refuse)}
 
 
 # -- logging -----------------------------------------------------------------------------------
@@ -409,6 +710,7 @@ def setup_logging(args) -> None:
     MESSAGE``, unless ``--log-config`` configures them."""
     level = {"trace": 5, "debug": logging.DEBUG}.get(args.log_level,
                                                      args.log_level.upper())
+    logging.addLevelName(5, "TRACE")
     if args.log_config:
         path = args.log_config
         try:
@@ -432,19 +734,41 @@ def setup_logging(args) -> None:
         error = logging.getLogger("berth.error")
         if error.level == logging.NOTSET:
             error.setLevel(level)
+        engine_logs(error)
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = log_file(args.error_logfile, sys.stderr, "--error-logfile")
     handler.setFormatter(logging.Formatter("berth: %(message)s"))
     error = logging.getLogger("berth.error")
     error.handlers[:] = [handler]
     error.setLevel(level)
     error.propagate = False
     access = logging.getLogger("berth.access")
-    ahandler = logging.StreamHandler(sys.stderr)
+    # gunicorn's --access-logfile: `-` is stdout, as in gunicorn; berth's own default stderr.
+    ahandler = log_file(args.access_logfile, sys.stderr, "--access-logfile")
     ahandler.setFormatter(logging.Formatter("%(message)s"))
     access.handlers[:] = [ahandler]
     access.setLevel(logging.INFO if args.access_log else logging.CRITICAL + 1)
     access.propagate = False
+    engine_logs(error)
+
+
+def engine_logs(error: logging.Logger) -> None:
+    """berth's own lines (the engine's: a plain HTTP request to a TLS port, a connection
+    timed out or refused at its cap) go to ``berth.error`` too, from its level up."""
+    log_to_python(error.getEffectiveLevel())
+
+
+def log_file(path: Optional[str], default, flag: str) -> logging.Handler:
+    """A handler writing to ``path`` (``-``: stdout for the access log, as gunicorn's; stderr
+    for errors), else to ``default``; ``LoadError`` if the file cannot be opened."""
+    if path is None:
+        return logging.StreamHandler(default)
+    if path == "-":
+        return logging.StreamHandler(sys.stdout if flag == "--access-logfile" else sys.stderr)
+    try:
+        return logging.FileHandler(path)
+    except OSError as e:
+        raise LoadError("{} {}: {}".format(flag, path, said(e)))
 
 
 def fail(message: str, code: int = 1) -> int:
@@ -468,6 +792,7 @@ def systemd_fd() -> Optional[int]:
 
 def check_usage(ap: Parser, args) -> None:
     """What argparse cannot check: one line and exit 2 for each."""
+    habits_usage(ap, args)
     if args.uds is not None and args.fd is not None:
         ap.error("--uds and --fd: give one (each names the socket to serve)")
     if args.uds is not None and not args.uds:
@@ -489,6 +814,7 @@ def check_usage(ap: Parser, args) -> None:
         ap.error(str(e) if "--header" in str(e) else "--forwarded-allow-ips: {}".format(e))
     if args.fd is not None and args.workers > 1:
         ap.error("--fd and --workers: give one (the workers share the port the parent binds)")
+    check_extras(ap, args)
 
 
 def server_options(args) -> Dict[str, Any]:
@@ -507,16 +833,43 @@ def server_options(args) -> Dict[str, Any]:
         "compress": args.compress,
         "compress_level": args.compress_level,
         "compress_min_size": args.compress_min_size or 0,
+        **extra_options(args),
     }
 
 
-def serve_loaded(app, interface: str, args, fd=None, ready=None, max_requests=None) -> int:
-    """Serves ``app`` in this process until SIGTERM; the exit code."""
+def protocols(args) -> str:
+    """What the startup line says of HTTP versions and TLS."""
+    said = {"auto": "HTTP/1.1 and HTTP/2", "1": "HTTP/1.1 only", "2": "HTTP/2 only"}[args.http]
+    return said + (" over TLS" if args.ssl_certfile else "")
+
+
+def announcer(args, interface: str, worker: Optional[int] = None):
+    """The startup line of a server (or of ``worker`` N of a supervisor's): the URL, the
+    worker and its pid, the model and its threads, the interface, HTTP versions and TLS."""
+    def announce(url: str, shape: str) -> None:
+        who = "" if worker is None else "worker {}, pid {}; ".format(worker, os.getpid())
+        wsgi = ", WSGI" if interface == "wsgi" else ""
+        # One write, so that the lines of processes sharing stdout never interleave.
+        sys.stdout.write("berth listening on {} ({}{}{}; {})\n".format(
+            url, who, shape, wsgi, protocols(args)))
+        sys.stdout.flush()
+    return announce
+
+
+def serve_loaded(app, interface: str, args, fd=None, ready=None, max_requests=None,
+                 worker: Optional[int] = None) -> int:
+    """Serves ``app`` in this process (``worker`` N of a supervisor's) until SIGTERM; the
+    exit code."""
     opts = _front.Options(
         proxy_headers=args.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips,
         root_path=args.root_path, headers=args.headers, access_log=args.access_log,
-        limit_max_requests=max_requests, tls=bool(args.ssl_certfile))
+        limit_max_requests=max_requests, tls=bool(args.ssl_certfile),
+        access_log_format=args.access_log_format, unix=bool(args.uds))
     options = server_options(args)
+    options["http"] = args.http
+    # The addresses of -b given again, bound by the caller (see bind_more).
+    options["more_fds"] = list(getattr(args, "more_fds", []))
+    options["announce"] = announcer(args, interface, worker)
     if fd is None:
         fd = args.fd if args.fd is not None else systemd_fd()
     try:
@@ -580,32 +933,104 @@ def serve(args, app=None) -> int:
         return fail(str(e))
     if args.reload:
         return reload(args)
+    # -b given more than once: the addresses after the first, bound here, once (the workers
+    # share them); their socket files removed at exit.
+    socket_files: List[SocketFile] = []
+    try:
+        args.more_fds = bind_more(args, socket_files)
+    except (OSError, ValueError, OverflowError) as e:
+        return fail(said(e))
+    try:
+        return serve_bound(app, interface, args)
+    finally:
+        for f in socket_files:
+            f.remove()
+
+
+def bind_more(args, socket_files: List["SocketFile"]) -> List[int]:
+    """Binds the addresses of ``-b`` after the first (``args.more_binds``): their listening
+    descriptors, each to be taken over by the server (every worker's server, with
+    ``--workers``). A UNIX socket's file goes on ``socket_files``, for the caller to remove."""
+    fds = []
+    for kind, where, number in getattr(args, "more_binds", []):
+        if kind == "fd":
+            fds.append(number)
+        elif kind == "unix":
+            fds.append(listen_unix(where, args.backlog, args.uds_permissions))
+            socket_files.append(SocketFile(where))
+        else:
+            fds.append(listen_shared(where, number, args.backlog)[0])
+    return fds
+
+
+def serve_bound(app, interface: str, args) -> int:
+    """Serves ``app`` (in this process, or in ``--workers`` supervised), its more addresses
+    bound; the exit code."""
     if args.workers == 1 and not args.limit_max_requests:
         return serve_loaded(app, interface, args)
-    # The port first, bound here without SO_REUSEPORT: refused if any server listens on it,
-    # and no other can join it while the workers serve it (see berth._berth.listen_shared).
+    # The port first, bound here: refused if any server listens on it (see
+    # berth._berth.listen_shared and berth._supervise.Listeners).
     fd = args.fd if args.fd is not None else systemd_fd()
     socket_file = None
-    if fd is None:
-        try:
-            if args.uds:
-                fd = listen_unix(args.uds, args.backlog)
-                socket_file = SocketFile(args.uds)
-            else:
-                fd, _, _ = listen_shared(args.host, args.port, args.backlog)
-        except (OSError, ValueError, OverflowError) as e:
-            return fail(said(e))
-    listener = socket.socket(fileno=fd)
-    from ._supervise import Supervisor
+    from ._supervise import Listeners, Supervisor
+    try:
+        if fd is not None:
+            first = socket.socket(fileno=fd)
+            listeners = Listeners(first)
+        elif args.uds:
+            first = socket.socket(
+                fileno=listen_unix(args.uds, args.backlog, args.uds_permissions))
+            listeners = Listeners(first)
+            socket_file = SocketFile(args.uds)
+        else:
+            # A listener per worker slot, SO_REUSEPORT (see berth._supervise.Listeners): slot 0
+            # is bound now, refused if another server holds the port; the others join it.
+            fd0, _, bound = listen_shared(args.host, args.port, args.backlog, True)
+            first = socket.socket(fileno=fd0)
+
+            def bind_slot(slot: int) -> socket.socket:
+                if slot == 0:
+                    return first
+                return socket.socket(fileno=listen_shared(args.host, bound, args.backlog,
+                                                          True, True)[0])
+            listeners = Listeners(bind=bind_slot)
+    except (OSError, ValueError, OverflowError) as e:
+        return fail(said(e))
+
+    # The supervisor's own lines (one per address); each worker says its own, with its pid.
+    url = socket_url(first, args)
+    urls = [url]
+    for fd in args.more_fds:
+        with socket.socket(fileno=os.dup(fd)) as more:
+            urls.append(socket_url(more, args))
+    for url in urls:
+        sys.stdout.write("berth listening on {} (supervisor, pid {}; {} worker{}, {}; {})\n"
+                         .format(url, os.getpid(), args.workers, "" if args.workers == 1 else "s",
+                                 "WSGI" if interface == "wsgi" else "ASGI", protocols(args)))
+    sys.stdout.flush()
+    slot = [0]
 
     def worker(fd, ready) -> int:
-        return serve_loaded(app, interface, args, fd, ready, jittered(args))
+        return serve_loaded(app, interface, args, fd, ready, jittered(args), slot[0])
+
+    def child_setup(n: int) -> None:
+        slot[0] = n
 
     try:
-        return Supervisor(args.workers, worker, listener, args.shutdown_timeout).run()
+        return Supervisor(args.workers, worker, listeners, args.shutdown_timeout,
+                          child_setup).run()
     finally:
         if socket_file is not None:
             socket_file.remove()
+
+
+def socket_url(sock: socket.socket, args) -> str:
+    """The URL a listening socket serves, as the startup lines say it."""
+    if sock.family == socket.AF_UNIX:
+        return "unix://" + sock.getsockname()
+    host, bound_port = sock.getsockname()[:2]
+    return "{}://{}:{}".format("https" if args.ssl_certfile else "http",
+                               "[{}]".format(host) if ":" in host else host, bound_port)
 
 
 class SocketFile:

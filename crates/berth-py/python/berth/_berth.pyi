@@ -1,11 +1,13 @@
 """Types of the extension module ``berth._berth`` (berth's message engine, and the engine
 halves of the WSGI and ASGI servers)."""
 
+import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union, final
 
 from typing_extensions import Self
 
 __all__ = [
+    "AccessFormat",
     "AsgiRequest",
     "AsgiServer",
     "ClientDisconnected",
@@ -13,7 +15,10 @@ __all__ = [
     "follow_parent",
     "listen_shared",
     "listen_unix",
+    "log_to_python",
     "models",
+    "parse_duration",
+    "parse_size",
     "serve_wsgi",
     "__version__",
 ]
@@ -93,17 +98,55 @@ def serve_wsgi(
     ``fd``: a listening socket to serve instead of binding (taken over); ``ready``: called once
     serving; ``multiprocess``: ``wsgi.multiprocess``; ``options``: ``backlog``, ``keep_alive``,
     ``limit_concurrency``, ``uds``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_ca_certs``,
-    ``server_header``, ``date_header``, ``compress``, ``compress_level``, ``compress_min_size``
-    (and, for ASGI's ``AsgiServer``, ``ws_deflate``, ``ws_deflate_window_bits``)."""
+    ``server_header``, ``date_header``, ``compress``, ``compress_level``, ``compress_min_size``,
+    ``more_fds`` (more listening sockets served beside the main address, each taken over as
+    ``fd`` is: ``-b`` given more than once) (and, for ASGI's ``AsgiServer``, ``ws_deflate``,
+    ``ws_deflate_window_bits``)."""
 
 def models() -> List[str]:
     """The models of berth's registry, by name."""
 
-def listen_shared(host: str, port: int, backlog: Optional[int] = ...) -> Tuple[int, str, int]:
-    """Binds and listens on ``host:port`` without SO_REUSEPORT, for ``--workers`` to share:
-    the descriptor (the caller's), and the address bound. ``OSError`` if anything listens there."""
+def parse_duration(text: str) -> float:
+    """A duration as every berth command line reads it (``30s``, ``500ms``, ``2m``, ``1h``, or
+    a bare number of seconds), in seconds; ``ValueError`` otherwise."""
 
-def listen_unix(path: str, backlog: Optional[int] = ...) -> int:
+def parse_size(text: str) -> int:
+    """A size as every berth command line reads it (``1000``, ``64k``, ``1m``, ``1g``), in
+    bytes; ``ValueError`` otherwise."""
+
+def listen_shared(host: str, port: int, backlog: Optional[int] = ..., reuse_port: bool = ...,
+                  join: bool = ...) -> Tuple[int, str, int]:
+    """Binds and listens on ``host:port`` for ``--workers``: the descriptor (the caller's),
+    and the address bound. ``OSError`` if anything listens there, unless ``join``; with
+    ``reuse_port``, SO_REUSEPORT (a listener per worker slot)."""
+
+def log_to_python(level: int) -> None:
+    """Writes berth's own log records at ``level`` (5 trace, 10 debug, 20 info, 30 warning,
+    40 error) and above to the logger ``berth.error``."""
+
+@final
+class AccessFormat:
+    """An access-log format (``combined``, ``common``, ``json``, ``short``, or a template of
+    gunicorn's or granian's atoms), written by berth's formatter; ``ValueError`` if it
+    cannot be read."""
+
+    def __new__(cls, format: str) -> Self: ...
+    def line(
+        self,
+        addr: Optional[str],
+        method: str,
+        target: str,
+        protocol: str,
+        scheme: Optional[str],
+        status: int,
+        bytes: Optional[int],
+        seconds: Optional[float],
+        referer: Optional[str] = None,
+        user_agent: Optional[str] = None,
+    ) -> str:
+        """The line of one response."""
+
+def listen_unix(path: str, backlog: Optional[int] = ..., mode: Optional[int] = ...) -> int:
     """Binds and listens on the UNIX socket ``path`` for ``--workers`` to share: the descriptor
     (the caller's, who removes the file when done). ``OSError`` if a server listens there."""
 
@@ -131,6 +174,8 @@ class AsgiRequest:
     def trailers(self, headers: Iterable[Tuple[bytes, bytes]], more: bool = False) -> None:
         """``http.response.trailers``: after the body's last message, when started with
         ``trailers``; the response ends with the last (``more`` false)."""
+    def pathsend(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """``http.response.pathsend``: the body is the file at ``path``, sent from disk."""
     def answered(self) -> bool: ...
     def body_cut(self) -> bool:
         """The streamed request body was cut short (client left, malformed, too slow)."""
@@ -160,6 +205,7 @@ class AsgiServer:
     host: str
     port: int
     url: str
+    urls: List[str]
     def __new__(
         cls,
         host: str = ...,

@@ -7,7 +7,11 @@ asked for (a server started without them calls the application directly, at no c
 - ``--root-path``: the path the application is mounted under behind a proxy (ASGI's
   ``root_path``, WSGI's ``SCRIPT_NAME``);
 - ``--header NAME:VALUE``: fields added to every response that does not set them itself;
-- ``--access-log``: a line per response to the logger ``berth.access``;
+- ``--access-log``: a line per response to the logger ``berth.access``, in
+  ``--access-log-format`` (``combined`` by default), written by berth's own formatter
+  (``berth._berth.AccessFormat``, the one ``berth serve --access-log`` uses), so that ASGI and
+  WSGI write the same line, with the protocol and the time taken;
+- ``--log-level trace``: each request, as it starts, to ``berth.error``;
 - ``--limit-max-requests``: after that many responses the worker drains and exits (its
   supervisor starts another);
 - TLS: the scheme ``https`` (``wss``) in ASGI's scope.
@@ -17,7 +21,9 @@ import ipaddress
 import logging
 import os
 import signal
+import time
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from urllib.parse import quote
 
 access = logging.getLogger("berth.access")
 error = logging.getLogger("berth.error")
@@ -102,24 +108,46 @@ def forwarded(get: Callable[[str], Optional[str]], peer: Optional[str],
     return client, (proto.lower() if proto else None)
 
 
+#: Python's level for berth's trace lines (``--log-level trace``): below DEBUG.
+TRACE = 5
+
+
 class Options:
     """What the wrappers need from the command line."""
 
     def __init__(self, *, proxy_headers: bool = False, forwarded_allow_ips: str = "127.0.0.1",
                  root_path: str = "", headers: Sequence[Tuple[str, str]] = (),
                  access_log: bool = False, limit_max_requests: Optional[int] = None,
-                 tls: bool = False) -> None:
+                 tls: bool = False, access_log_format: str = "combined",
+                 unix: bool = False) -> None:
         self.trusted = Trusted(forwarded_allow_ips) if proxy_headers else None
         self.root_path = root_path.rstrip("/")
         self.headers = list(headers)
         self.access_log = access_log
+        # The formatter, parsed once (a bad format was refused at startup).
+        self.access = None
+        if access_log:
+            from ._berth import AccessFormat
+            self.access = AccessFormat(access_log_format)
+        self.unix = unix
+        self.trace = error.isEnabledFor(TRACE)
         self.limit_max_requests = limit_max_requests
         self.tls = tls
         self.served = 0
 
     def needed(self) -> bool:
         return bool(self.trusted or self.root_path or self.headers or self.access_log
-                    or self.limit_max_requests or self.tls)
+                    or self.limit_max_requests or self.tls or self.trace)
+
+    def logged(self, addr: Optional[str], method: str, target: str, protocol: str,
+               scheme: Optional[str], status: int, size: Optional[int], started: float,
+               referer: Optional[str], agent: Optional[str]) -> None:
+        """The access line of one response (``--access-log``)."""
+        if addr is None and self.unix:
+            addr = "unix:"
+        access.info("%s", self.access.line(addr, method, target, protocol, scheme, status,
+                                           size, time.perf_counter() - started, referer,
+                                           agent))
 
     def done(self) -> None:
         """One response more; at ``--limit-max-requests`` the worker stops (SIGTERM to itself:
@@ -153,25 +181,45 @@ def wrap_wsgi(app, opts: Options):
             if path == opts.root_path or path.startswith(opts.root_path + "/"):
                 environ["PATH_INFO"] = path[len(opts.root_path):]
         status_seen = []
+        length: List[Optional[int]] = [None]
+        started = time.perf_counter()
+        if opts.trace:
+            error.log(TRACE, "%s %s %s from %s", environ.get("REQUEST_METHOD"),
+                      environ.get("PATH_INFO", ""), environ.get("SERVER_PROTOCOL"),
+                      environ.get("REMOTE_ADDR", "-"))
 
         def start(status, response_headers, exc_info=None):
             status_seen.append(status)
+            if opts.access is not None:
+                for n, v in response_headers:
+                    if n.lower() == "content-length" and v.isdigit():
+                        length[0] = int(v)
             if headers:
                 own = {n.lower() for n, _ in response_headers}
                 response_headers = list(response_headers) + [
                     (n, v) for n, v in headers if n.lower() not in own]
             return start_response(status, response_headers, exc_info)
 
+        result = None
         try:
-            return app(environ, start)
+            result = app(environ, start)
+            return result
         finally:
-            if opts.access_log:
+            if opts.access is not None:
                 status = status_seen[-1].split(" ", 1)[0] if status_seen else "500"
-                access.info('%s - "%s %s%s %s" %s', environ.get("REMOTE_ADDR", "-"),
-                            environ.get("REQUEST_METHOD"),
-                            environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
-                            "?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "",
-                            environ.get("SERVER_PROTOCOL"), status)
+                size = length[0]
+                if size is None and isinstance(result, (list, tuple)):
+                    size = sum(len(b) for b in result)
+                if environ.get("REQUEST_METHOD") == "HEAD":
+                    size = 0
+                path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+                query = environ.get("QUERY_STRING")
+                target = quote(path.encode("latin-1"), safe="/:@!$&'()*+,;=~") + (
+                    "?" + query if query else "")
+                opts.logged(environ.get("REMOTE_ADDR"), environ.get("REQUEST_METHOD", "-"),
+                            target, environ.get("SERVER_PROTOCOL", "HTTP/1.1"),
+                            environ.get("wsgi.url_scheme"), int(status), size, started,
+                            environ.get("HTTP_REFERER"), environ.get("HTTP_USER_AGENT"))
             opts.done()
 
     return berth_front
@@ -214,9 +262,18 @@ def wrap_asgi(app, opts: Options):
                 scope["raw_path"] = opts.root_path.encode("utf-8") + scope.get(
                     "raw_path", path.encode("utf-8"))
         status = [None]
+        size = [0]
+        started = time.perf_counter()
+        if opts.trace:
+            client = scope.get("client")
+            error.log(TRACE, "%s %s HTTP/%s from %s", scope.get("method", "WEBSOCKET"),
+                      scope["path"], scope.get("http_version", "1.1"),
+                      client[0] if client else "-")
 
         async def send_more(message):
-            if message["type"] == "http.response.start":
+            if message["type"] == "http.response.body":
+                size[0] += len(message.get("body", b""))
+            elif message["type"] == "http.response.start":
                 status[0] = message["status"]
                 if extra:
                     own = {n.lower() for n, _ in message.get("headers", ())}
@@ -230,14 +287,23 @@ def wrap_asgi(app, opts: Options):
         try:
             await app(scope, receive, send_more)
         finally:
-            if opts.access_log:
+            if opts.access is not None:
                 client = scope.get("client")
                 query = scope.get("query_string", b"")
-                access.info('%s - "%s %s%s HTTP/%s" %s',
-                            "%s:%s" % tuple(client) if client else "-",
-                            scope.get("method", "GET"), scope["path"],
-                            "?" + query.decode("latin-1") if query else "",
-                            scope.get("http_version", "1.1"), status[0] or 500)
+                raw = scope.get("raw_path") or scope["path"].encode("utf-8")
+                target = raw.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
+                fields = {}
+                for name, value in scope.get("headers", ()):
+                    if name in (b"referer", b"user-agent"):
+                        fields[name] = value.decode("latin-1")
+                # A WebSocket's line is its handshake's: GET, answered 101 (or refused).
+                opts.logged(client[0] if client else None, scope.get("method", "GET"), target,
+                            "HTTP/" + scope.get("http_version", "1.1"), scope.get("scheme"),
+                            status[0] or 500,
+                            # A HEAD's body is never sent, whatever the application wrote.
+                            (0 if scope.get("method") == "HEAD" else size[0])
+                            if kind == "http" else None, started,
+                            fields.get(b"referer"), fields.get(b"user-agent"))
             opts.done()
 
     return berth_front

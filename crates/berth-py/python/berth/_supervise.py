@@ -3,8 +3,10 @@ and uvicorn's users expect.
 
 - a worker that dies is logged with its cause and replaced (at once if it had lived 10 s, else
   after a back-off that doubles, 0.2 s, 0.4 s, ... up to 5 s, while it keeps dying young, so
-  that a crashing application cannot make a fork loop); the port takes connections meanwhile
-  (its one accept queue is the parent's, shared by every worker);
+  that a crashing application cannot make a fork loop); the port takes connections meanwhile:
+  its listening sockets are the parent's (``Listeners``: over TCP one per worker slot with
+  ``SO_REUSEPORT``, which the kernel spreads connections over; else one shared by all), and a
+  slot's connections wait in its queue for the slot's next worker;
 - a worker that fails to start (it exits with an error before serving) stops the server:
   exit 1, with the worker's own message;
 - a worker that exits 0 on its own (``--limit-max-requests``) is replaced at once;
@@ -13,6 +15,10 @@ and uvicorn's users expect.
   drain, so that no request fails;
 - SIGTTIN adds a worker, SIGTTOU drains one (never the last);
 - a worker whose parent is killed outright drains and exits too.
+
+What it logs (``berth.error``, info): each worker started, with its pid (and the pid it
+replaces: after a death, a recycling at ``--limit-max-requests``, or a SIGHUP's roll); each
+death with its cause (error, or info for a recycling); the drain, and its end.
 """
 
 import logging
@@ -52,6 +58,45 @@ def death(status: int) -> str:
     return "exited with status {}".format(os.waitstatus_to_exitcode(status))
 
 
+class Listeners:
+    """The listening sockets the parent holds for its workers: ``one`` socket shared by every
+    slot (a UNIX socket, or one passed in), or, with ``bind`` (a function of the slot number
+    giving a new socket: one with ``SO_REUSEPORT`` on the port), a socket per slot, bound when
+    the slot first starts and kept until the slot is removed or the server stops."""
+
+    def __init__(self, one: Optional[socket.socket] = None, bind=None) -> None:
+        self.one = one
+        self.bind = bind
+        self.slots: Dict[int, socket.socket] = {}
+
+    def ensure(self, slot: int) -> None:
+        """The slot's socket, bound if it has none yet (raises ``OSError`` if it cannot be)."""
+        if self.one is None and slot not in self.slots:
+            self.slots[slot] = self.bind(slot)
+
+    def take(self, slot: int) -> int:
+        """In a worker: its slot's descriptor, to serve (the worker owns it); the copies of
+        the other slots' sockets are closed, so that a slot the parent removes is closed for
+        good and queues nothing for nobody."""
+        if self.one is not None:
+            return self.one.detach()
+        for other, sock in self.slots.items():
+            if other != slot:
+                sock.close()
+        return self.slots[slot].detach()
+
+    def close_slot(self, slot: int) -> None:
+        sock = self.slots.pop(slot, None)
+        if sock is not None:
+            sock.close()
+
+    def close(self) -> None:
+        if self.one is not None:
+            self.one.close()
+        for slot in list(self.slots):
+            self.close_slot(slot)
+
+
 class Proc:
     """One worker process: its slot, the pipe it says it serves on (a byte, then EOF), and
     whether it is on its way out (told to drain) or a successor not yet serving (SIGHUP)."""
@@ -79,12 +124,13 @@ class Supervisor:
     worker deaths wake one loop (``signal.set_wakeup_fd``), which also watches each new
     worker's pipe for the byte that says it serves."""
 
-    def __init__(self, count: int, serve, listener: socket.socket, shutdown_timeout: float,
+    def __init__(self, count: int, serve, listener, shutdown_timeout: float,
                  child_setup=None):
         self.count = count
         self.serve = serve
         self.child_setup = child_setup
-        self.listener = listener
+        # A socket: one for every slot.
+        self.listeners = listener if isinstance(listener, Listeners) else Listeners(listener)
         self.shutdown_timeout = shutdown_timeout
         self.parent = os.getpid()
         self.selector = selectors.DefaultSelector()
@@ -92,6 +138,8 @@ class Supervisor:
         self.backoff: Dict[int, float] = {}
         self.restart_at: Dict[int, float] = {}
         self.roll: List[int] = []  # slots still to restart (SIGHUP), in order
+        # slot -> the pid its next worker replaces (said when that worker starts)
+        self.replaces: Dict[int, int] = {}
         self.asked: List[int] = []  # signals noted by the handler, handled by the loop
         self.stopping = False
         self.stop_deadline: Optional[float] = None
@@ -115,6 +163,7 @@ class Supervisor:
                 self.spawn(slot)
             while self.procs or not self.stopping:
                 self.turn()
+            log.info("stopped: every worker has exited")
         finally:
             # Whatever happened here, no worker is left behind serving for nobody.
             for proc in list(self.procs.values()):
@@ -189,6 +238,10 @@ class Supervisor:
             for proc in list(self.procs.values()):
                 if proc.slot == gone:
                     self.retire(proc)
+            # The slot's socket goes with it: the kernel stops giving it connections once the
+            # draining worker has closed its copy too (what it queued until then is reset:
+            # removing a worker is rare, and immediate).
+            self.listeners.close_slot(gone)
 
     def next_roll(self) -> None:
         """Starts the successor of the next slot of a SIGHUP's roll, unless one is starting."""
@@ -197,6 +250,9 @@ class Supervisor:
         while self.roll:
             slot = self.roll.pop(0)
             if slot < self.count:
+                old = self.current(slot)
+                if old is not None:
+                    self.replaces[slot] = old.pid
                 self.spawn(slot, successor=True)
                 return
 
@@ -253,6 +309,8 @@ class Supervisor:
         if self.stopping or proc.retiring:
             if not (clean or asked):
                 log.error("%s %s while stopping", name, how)
+            else:
+                log.info("%s drained and exited", name)
             return
         if not proc.serving and os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
             # It could not start (its own message says why): another would fail the same way.
@@ -267,11 +325,12 @@ class Supervisor:
         if proc.slot >= self.count:
             return
         now = time.monotonic()
+        self.replaces[proc.slot] = proc.pid
         if clean and proc.serving:
             # It stopped itself (--limit-max-requests): replaced at once.
             self.backoff[proc.slot] = RESTART_MIN
             delay = 0.0
-            log.info("%s %s; restarting", name, how)
+            log.info("%s recycled (--limit-max-requests: it %s); restarting", name, how)
         else:
             if now - proc.started >= HEALTHY:
                 self.backoff[proc.slot] = RESTART_MIN
@@ -296,7 +355,10 @@ class Supervisor:
         if not self.stopping:
             self.stopping = True
             self.stop_deadline = time.monotonic() + self.shutdown_timeout + STOP_GRACE
-            self.listener.close()
+            self.listeners.close()
+            log.info("draining %d worker%s (up to %g s for requests in flight)",
+                     len(self.procs), "" if len(self.procs) == 1 else "s",
+                     self.shutdown_timeout)
         self.restart_at.clear()
         self.roll = []
         for proc in list(self.procs.values()):
@@ -313,6 +375,12 @@ class Supervisor:
 
     def spawn(self, slot: int, successor: bool = False) -> None:
         if self.stopping or signal.SIGTERM in self.asked or signal.SIGINT in self.asked:
+            return
+        try:
+            self.listeners.ensure(slot)
+        except OSError as e:
+            log.error("cannot start worker %d: %s; trying again in %.0f s", slot, e, RESTART_MAX)
+            self.restart_at[slot] = time.monotonic() + RESTART_MAX
             return
         ready_r, ready_w = os.pipe()
         sys.stdout.flush()
@@ -334,6 +402,9 @@ class Supervisor:
         os.close(ready_w)
         proc = Proc(slot, pid, ready_r, successor)
         self.procs[pid] = proc
+        replaced = self.replaces.pop(slot, None)
+        log.info("%s started%s", proc.name(),
+                 "" if replaced is None else ", replacing pid {}".format(replaced))
         self.selector.register(ready_r, selectors.EVENT_READ, proc)
         # Only now: a stop (or the worker's death) handled at the unblock finds it recorded.
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
@@ -364,7 +435,7 @@ class Supervisor:
                 os.write(ready_w, b"R")
                 os.close(ready_w)
 
-            code = self.serve(self.listener.detach(), ready)
+            code = self.serve(self.listeners.take(slot), ready)
         except BaseException as e:  # noqa: BLE001 - a worker's last word, never a traceback
             log.error("worker failed: %s", e)
         finally:

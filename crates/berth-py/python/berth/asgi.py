@@ -29,6 +29,12 @@ What the application gets (ASGI 3, HTTP spec 2.4):
   application (256 KiB window), and the client is not read further while the application is
   behind. An application that fails after the accept closes with 1011; one that returns
   without closing closes with 1000. Messages over ``ws_max_message`` (16 MiB) close with 1009.
+- the ``websocket.http.response`` extension (the Websocket Denial Response, in the
+  ``websocket`` scope's ``extensions``): after ``websocket.connect``, instead of accepting,
+  ``websocket.http.response.start`` and ``websocket.http.response.body`` answer the handshake
+  with the application's own status, headers and body (as ``http.response.*``, streamed with
+  ``more_body``), after which the connection closes; ``receive`` then says
+  ``websocket.disconnect`` (1006).
 - ``send``: ``http.response.start`` and ``http.response.body``. A single body message goes out
   whole with a Content-Length; ``more_body`` streams the body (chunked, or unframed under the
   application's own ``content-length``), and ``send`` waits while the client is slower than the
@@ -46,6 +52,12 @@ What the application gets (ASGI 3, HTTP spec 2.4):
   HEAD request and a body under the application's own ``content-length`` have nowhere for
   trailers: the body ends alone. Announcing them in a ``trailer`` header is the
   application's choice.
+- the ``http.response.pathsend`` extension (in ``scope["extensions"]`` for every ``http``
+  scope): after ``http.response.start``, ``{"type": "http.response.pathsend", "path": ...}``
+  sends the file at that path as the body, from where it lies, as berth sends its own files
+  (``sendfile(2)`` over plain HTTP/1.1; never read whole into memory); its size is the
+  ``content-length`` (an application's own that differs raises ``RuntimeError``, nothing sent).
+  A file that cannot be opened raises its ``OSError`` in ``send``.
 
 An application that raises before its response started costs its request a 500; one that fails
 mid-body has its connection closed without the final chunk, so the client can tell. One that
@@ -55,6 +67,7 @@ berth's limits, timeouts and graceful shutdown (SIGTERM, SIGINT) apply as to any
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import Any, Awaitable, Callable, Dict, Optional
@@ -125,6 +138,9 @@ class _Cycle:
             req.trailers(message.get("headers", ()), message.get("more_trailers", False))
             if req.complete():
                 self.run.wake_disconnect(req.id)
+        elif kind == "http.response.pathsend":
+            req.pathsend(message["path"])
+            self.run.wake_disconnect(req.id)
         else:
             raise RuntimeError("unexpected ASGI message {!r} for an http scope".format(kind))
 
@@ -170,6 +186,12 @@ class _WsCycle:
             req.ws_accept(message.get("subprotocol"), message.get("headers"))
         elif kind == "websocket.close":
             req.ws_close(message.get("code", 1000), message.get("reason") or "")
+        elif kind == "websocket.http.response.start":
+            # The Websocket Denial Response extension: an HTTP response instead of the 101.
+            req.start(message["status"], message.get("headers", ()))
+        elif kind == "websocket.http.response.body":
+            if not req.body(message.get("body", b""), message.get("more_body", False)):
+                await self.run.room(req)
         else:
             raise RuntimeError("unexpected ASGI message {!r} for a websocket scope".format(kind))
 
@@ -191,6 +213,8 @@ class _Runner:
         self.disconnect_waiters: Dict[int, asyncio.Future] = {}
         # Set once berth's loop is over (inline: drained).
         self.over: Optional[asyncio.Future] = None
+        # Requests (and WebSockets) the application has finished: a drain's log counts them.
+        self.finished = 0
 
     # -- the engine's side -------------------------------------------------------------------
 
@@ -221,10 +245,12 @@ class _Runner:
             self.loop.call_soon(self.ready, False)
 
     async def handle(self, req) -> None:
-        websocket = req.scope["type"] == "websocket"
+        # Read once: each read of the attribute is a call into the extension.
+        scope = req.scope
+        websocket = scope["type"] == "websocket"
         cycle = _WsCycle(req, self) if websocket else _Cycle(req, self)
         try:
-            await self.app(req.scope, cycle.receive, cycle.send)
+            await self.app(scope, cycle.receive, cycle.send)
         except ClientDisconnected:
             pass
         except asyncio.CancelledError:
@@ -246,12 +272,19 @@ class _Runner:
                 if not req.complete():
                     # Returned without a close: 403 before the accept (the spec's answer to
                     # an application that did not accept), a close 1000 after it.
-                    req.ws_close(1000, "")
+                    try:
+                        req.ws_close(1000, "")
+                    except RuntimeError:
+                        # Mid-way through a denial response: as an HTTP response left unfinished.
+                        log.error("the application returned without completing its denial "
+                                  "response to WEBSOCKET %s", req.scope["path"])
+                        req.fail(500)
             elif not req.complete():
                 log.error("the application returned without completing its response to %s %s",
                           req.scope.get("method", "WEBSOCKET"), req.scope["path"])
                 req.fail(500)
         finally:
+            self.finished += 1
             self.inflight.pop(req.id, None)
             self.wake_disconnect(req.id)
             for waiters in (self.room_waiters, self.body_waiters):
@@ -408,14 +441,24 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
             ev.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
         ev.add_reader(server.fileno(), runner.ready, True)
         ev.call_later(TICK, runner.tick)
-        # One write, so that the lines of processes sharing stdout (--workers) never interleave.
-        sys.stdout.write("berth listening on {} ({}, ASGI on {})\n".format(
-            server.url, server.describe(), type(ev).__module__.split(".")[0]))
-        sys.stdout.flush()
+        shape = "{}, ASGI on {}".format(server.describe(), type(ev).__module__.split(".")[0])
+        announce = (options or {}).get("announce")
+        # A line per address served (the options' more_fds: -b given more than once).
+        for url in server.urls:
+            if announce is not None:
+                announce(url, shape)
+            else:
+                # One write, so that the lines of processes sharing stdout (--workers) never
+                # interleave.
+                sys.stdout.write("berth listening on {} ({})\n".format(url, shape))
+                sys.stdout.flush()
         if ready is not None:
             ready()
         runner.ready(False)
         await stop
+        inflight, finished = len(runner.inflight), runner.finished
+        log.info("pid %d draining: %d request%s in flight (up to %g s)", os.getpid(), inflight,
+                 "" if inflight == 1 else "s", shutdown_timeout)
         # The loop keeps answering while the engine drains.
         if server.inline:
             runner.over = ev.create_future()
@@ -425,6 +468,9 @@ def serve(app: Callable[..., Awaitable[None]], host: str = "127.0.0.1", port: in
         else:
             await ev.run_in_executor(None, server.drain, shutdown_timeout)
         ev.remove_reader(server.fileno())
+        # What the application still has in hand had its connection closed at the deadline.
+        log.info("pid %d drained: %d finished, %d cut off", os.getpid(),
+                 runner.finished - finished, len(runner.inflight))
         if shutdown is not None:
             await shutdown()
         return 0

@@ -345,15 +345,15 @@ async def path(scope, receive, send):
 
 
 async def scope_app(scope, receive, send):
-    """Answers with what the scope says of the client and the mount: ``client``, ``scheme``,
-    ``root_path``, ``path``, ``http_version`` (JSON)."""
+    """Answers with what the scope says of the client, the server and the mount: ``client``,
+    ``server``, ``scheme``, ``root_path``, ``path``, ``http_version`` (JSON)."""
     if scope["type"] != "http":
         return
     import json
 
-    body = json.dumps({"client": scope.get("client"), "scheme": scope["scheme"],
-                       "root_path": scope.get("root_path"), "path": scope["path"],
-                       "http_version": scope["http_version"]}).encode()
+    body = json.dumps({"client": scope.get("client"), "server": scope.get("server"),
+                       "scheme": scope["scheme"], "root_path": scope.get("root_path"),
+                       "path": scope["path"], "http_version": scope["http_version"]}).encode()
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})

@@ -22,7 +22,8 @@ def environ_app(environ, start_response):
     import json
 
     keys = ("REMOTE_ADDR", "REMOTE_PORT", "wsgi.url_scheme", "SCRIPT_NAME", "PATH_INFO",
-            "wsgi.multiprocess", "wsgi.multithread", "SERVER_PROTOCOL")
+            "wsgi.multiprocess", "wsgi.multithread", "SERVER_PROTOCOL", "SERVER_NAME",
+            "SERVER_PORT")
     body = json.dumps({k: environ.get(k) for k in keys}).encode()
     start_response("200 OK", [("Content-Type", "application/json")])
     return [body]

@@ -40,7 +40,9 @@ use crate::files::Files;
 use crate::stats::Stats;
 
 use access::Pending;
-pub use access::{AccessLog, ACCESS_TARGET};
+pub use access::{
+    protocol, AccessLog, Record, RequestLine, Template, ACCESS_LOG_FORMATS, ACCESS_TARGET,
+};
 
 /// Settings of the demo application.
 #[derive(Debug, Clone)]
@@ -75,6 +77,8 @@ pub struct Demo {
     access_log: Option<AccessLog>,
     /// Served over a UNIX socket (the access log's client is then `unix:`).
     unix: bool,
+    /// Served over TLS (the access log's scheme is then `https`).
+    tls: bool,
     files: Files,
     /// Whether the refusal at capacity names the server (`Server: berth`), as every other
     /// answer does under [`Limits::server_header`](crate::proto::http::Limits).
@@ -89,6 +93,7 @@ impl Demo {
             stats,
             access_log: None,
             unix: false,
+            tls: false,
             files: Files::none(),
             server_header: true,
         }
@@ -105,6 +110,12 @@ impl Demo {
     /// `unix:` (nginx's `$remote_addr` there) rather than `-`.
     pub fn over_unix_socket(mut self, yes: bool) -> Self {
         self.unix = yes;
+        self
+    }
+
+    /// Served over TLS: the access log's scheme is `https`.
+    pub fn over_tls(mut self, yes: bool) -> Self {
+        self.tls = yes;
         self
     }
 
@@ -131,7 +142,7 @@ impl Service for Demo {
             stats: self.stats.clone(),
             thread,
             scratch: Vec::new(),
-            access_log: self.access_log.map(|f| Pending::new(f, self.unix)),
+            access_log: (self.access_log.clone()).map(|f| Pending::new(f, self.unix, self.tls)),
             site: self.files.site().is_some(),
         }
     }

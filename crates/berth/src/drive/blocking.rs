@@ -245,8 +245,7 @@ fn serve<H: Handler, T: Blocking>(
     // The read timeout in force (`None`: not set yet), changed only when the phase calls for
     // another one.
     let mut read_timeout: Option<Option<Duration>> = None;
-    let max_input =
-        config.limits.max_header_bytes + config.limits.max_body_bytes + config.buffer_size;
+    let max_input = config.limits.max_input(config.buffer_size);
     let mut pool = BufPool::new(config.buffer_size, 2, 0);
     macro_rules! lend {
         () => {
@@ -405,7 +404,8 @@ fn serve<H: Handler, T: Blocking>(
             // Not with an unlimited budget; if it ever were, going on is right.
             Fate::Again => conn.pump(&mut lend!()),
             // HTTP/2's streams are answered in turn: each job runs here, then the pump goes on.
-            Fate::Offload { stream, job } => {
+            // Nothing else runs meanwhile: a stream cannot be reset while its job waits.
+            Fate::Offload { stream, job, .. } => {
                 // Answers to earlier pipelined requests are out (the pump wrote them).
                 if peer_reset(&conn.stream) {
                     stats.job_cancelled();

@@ -1,8 +1,8 @@
 //! Body sources: response bytes the pump sends from somewhere other than its output buffer:
 //! a range of an open file (a `/files` answer), or a streamed body that an application pushes
 //! as it goes (a deferred job's [`Streamed`] reply). The session writes the head and says
-//! [`Action::Body`](berth_proto::http::pump::Action::Body) or
-//! [`Action::Stream`](berth_proto::http::pump::Action::Stream), and the pump sends the body
+//! [`Action::Body`](berth_proto::switch::Action::Body) or
+//! [`Action::Stream`](berth_proto::switch::Action::Stream), and the pump sends the body
 //! with [`Body::send`], whatever the model.
 //!
 //! How a file's bytes move is the transport's call, not the model's: one that
@@ -18,6 +18,10 @@
 //! most [`CHUNK`] plain bytes a step; so a connection holds the encoder's state and one
 //! buffer, never the body.
 //!
+//! Where the protocol pulls bodies as its windows open (HTTP/2's streams), the same file and
+//! encoder are read with [`Body::pull`] instead: at most what the windows take, or one piece of
+//! the encoder's output, into a buffer the protocol frames.
+//!
 //! A streamed body's chunks are moved into the output buffer, about [`CHUNK`] bytes a time.
 //! When the producer has pushed nothing yet, a non-blocking pump parks ([`Sent::Parked`]) until
 //! the producer's push wakes its owner; a blocking one waits for the push, up to the write
@@ -25,10 +29,13 @@
 //! producer, not memory.
 
 use std::fs::File;
+
+use crate::files::BodyFile;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
+use berth_proto::h2::Pulled;
 use berth_proto::http::{BodyEncoder, Encode, Streamed, Taken};
 
 use crate::net::Transport;
@@ -46,7 +53,7 @@ pub const SENDFILE_MAX: usize = 1024 * 1024;
 pub(crate) enum Body {
     /// `remaining` bytes of `file` from `offset`.
     File {
-        file: File,
+        file: BodyFile,
         offset: u64,
         remaining: u64,
     },
@@ -54,7 +61,7 @@ pub(crate) enum Body {
     Stream { streamed: Streamed, ended: bool },
     /// `remaining` bytes of `file` from `offset`, encoded on the way.
     Encoded {
-        file: File,
+        file: BodyFile,
         offset: u64,
         remaining: u64,
         encoder: Box<BodyEncoder>,
@@ -78,7 +85,7 @@ pub(crate) enum Sent {
 
 impl Body {
     /// `len` bytes of `file` from `offset`.
-    pub(crate) fn file(file: File, offset: u64, len: u64) -> Body {
+    pub(crate) fn file(file: BodyFile, offset: u64, len: u64) -> Body {
         Body::File {
             file,
             offset,
@@ -87,7 +94,7 @@ impl Body {
     }
 
     /// `len` bytes of `file` from `offset`, encoded as `encode` says.
-    pub(crate) fn encoded(file: File, offset: u64, len: u64, encode: Encode) -> Body {
+    pub(crate) fn encoded(file: BodyFile, offset: u64, len: u64, encode: Encode) -> Body {
         Body::Encoded {
             file,
             offset,
@@ -191,6 +198,75 @@ impl Body {
     }
 }
 
+impl Body {
+    /// The next bytes of a body for a protocol that pulls them (see the module docs),
+    /// appended to `out`: at most `max` bytes of a plain file or of what a producer pushed, or
+    /// one piece of an encoded file's output (its trailer with the last). A file that ends
+    /// early is an error, as for [`Body::send`]; so is a producer that failed.
+    pub(crate) fn pull(&mut self, out: &mut Vec<u8>, max: usize) -> io::Result<Pulled> {
+        match self {
+            Body::File {
+                file,
+                offset,
+                remaining,
+            } => {
+                let want = (*remaining).min(max.min(CHUNK) as u64) as usize;
+                let start = out.len();
+                out.resize(start + want, 0);
+                let mut at = start;
+                while at < out.len() {
+                    match read_chunk(file, &mut out[at..], *offset) {
+                        Ok(n) => {
+                            at += n;
+                            *offset += n as u64;
+                            *remaining -= n as u64;
+                        }
+                        Err(e) => {
+                            out.truncate(start);
+                            return Err(e);
+                        }
+                    }
+                }
+                Ok(if *remaining == 0 {
+                    Pulled::Ended
+                } else {
+                    Pulled::More
+                })
+            }
+            Body::Encoded {
+                file,
+                offset,
+                remaining,
+                encoder,
+                ended,
+            } => {
+                encode_step(file, offset, remaining, encoder, ended, out)?;
+                Ok(if *ended { Pulled::Ended } else { Pulled::More })
+            }
+            Body::Stream { streamed, ended } => match streamed.take(out, max.min(CHUNK)) {
+                Taken::Bytes(_) => Ok(Pulled::More),
+                Taken::Empty => Ok(Pulled::Empty),
+                Taken::Ended => {
+                    *ended = true;
+                    Ok(Pulled::Ended)
+                }
+                Taken::Aborted => Err(io::Error::other(
+                    "the application failed in the middle of its body",
+                )),
+            },
+        }
+    }
+
+    /// A producer's trailers, once it has ended (none for a file): for a protocol that
+    /// frames them itself.
+    pub(crate) fn take_trailers(&self) -> Vec<(String, Vec<u8>)> {
+        match self {
+            Body::Stream { streamed, .. } => streamed.take_trailers(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// One step of an encoded body: reads and encodes until some encoded bytes are in `out`, at
 /// most [`CHUNK`] plain bytes; at the end of the file, the encoder's trailer.
 fn encode_step(
@@ -278,7 +354,11 @@ mod tests {
     fn a_buffered_body_sends_exactly_the_range_in_bounded_chunks() {
         let data: Vec<u8> = (0..(3 * CHUNK + 17)).map(|i| (i % 251) as u8).collect();
         let (path, file) = scratch_file("buffered", &data);
-        let mut body = Body::file(file.try_clone().unwrap(), 5, data.len() as u64 - 10);
+        let mut body = Body::file(
+            BodyFile::unbudgeted(file.try_clone().unwrap()),
+            5,
+            data.len() as u64 - 10,
+        );
         let mut out = Vec::with_capacity(16 * 1024);
         let capacity = out.capacity();
         let mut sent = Vec::new();
@@ -298,7 +378,7 @@ mod tests {
             "one buffer, whatever the file size"
         );
 
-        let mut short = Body::file(file, 0, data.len() as u64 + 1);
+        let mut short = Body::file(BodyFile::unbudgeted(file), 0, data.len() as u64 + 1);
         let mut out = Vec::with_capacity(4 * CHUNK);
         while !short.is_done() {
             match short.send(&mut transport, &mut out, None) {

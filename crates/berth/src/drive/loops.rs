@@ -141,9 +141,7 @@ impl<H: Handler> State<H> {
             ),
             date: DateCache::default(),
             limits: sizes.limits,
-            max_input: sizes.limits.max_header_bytes
-                + sizes.limits.max_body_bytes
-                + sizes.buffer_size,
+            max_input: sizes.limits.max_input(sizes.buffer_size),
             files: service.files(),
             refusal: sizes.transport.refusal(service.refusal()),
             wheel: Wheel::new(
@@ -424,7 +422,11 @@ pub(super) trait Loop {
                     };
                     fate = conn.file_opened(stream, &request, found, &mut shared.env());
                 }
-                Fate::Offload { stream, job } => {
+                Fate::Offload {
+                    stream,
+                    job,
+                    ticket,
+                } => {
                     let st = self.state();
                     let reply_to = || LoopConn {
                         loops: st.loops.clone(),
@@ -432,7 +434,7 @@ pub(super) trait Loop {
                         conn: key,
                         stream,
                     };
-                    match workers::offload(st.queue.as_ref(), job, reply_to, &st.stats) {
+                    match workers::offload(st.queue.as_ref(), job, ticket, reply_to, &st.stats) {
                         Offloaded::Queued => {
                             let Some((conn, mut shared)) = self.conn(key) else {
                                 return;

@@ -79,9 +79,9 @@ pub fn spawn<S: Service>(
 ) -> Result<(Server, Addr), BindError> {
     // What holds the address for the children: a bound, non-listening TCP socket on the port
     // (each worker slot binds its own listeners on it), or the one UNIX socket, bound here
-    // (every slot serves copies of it).
+    // (every slot serves copies of it). `bind` refuses a UDP address.
     let (reservation, shared, bound) = match (addr, &common.listen.inherited) {
-        (Addr::Unix(_), _) => {
+        (Addr::Unix(_) | Addr::Udp(_), _) => {
             let listeners = bind(addr, common.accept_threads.max(1), common.listen.clone())?;
             let error = |source| BindError {
                 addr: addr.clone(),

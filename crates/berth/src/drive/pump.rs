@@ -8,6 +8,8 @@
 //!              ┌──────────────── Conn::pump (one loop for every model) ──────────────────┐
 //!   transport ─┤ read ─> input ─> Core::process ─> output ─> write ─> transport          │
 //!              │                        │ Action::Body ─> Body::send (sendfile | chunks) │
+//!              │                        │   (or kept for its stream, read at Action::Pull │
+//!              │                        │    and handed back with Core::pulled)          │
 //!              └────────────────────────┼───────────────────────────────────────────────┘
 //!                                       └─> Fate: Keep | Again | Offload(job) | Open(file) | Close
 //!   owner:  evloop, actor (Readiness: poll, budget)  ·  blocking.rs (Blocks: SO_RCVTIMEO/SNDTIMEO)
@@ -28,25 +30,30 @@
 //! without its thread pool), the actor model asks its Files actor, the blocking models open
 //! inline; jobs go to workers or run inline. The answer comes back through [`Conn::complete`]
 //! or [`Conn::file_opened`]. A file's bytes are a [`Body`] the pump sends after the head:
-//! `sendfile(2)` or bounded pooled chunks, as the transport allows (see `body`).
+//! `sendfile(2)` or bounded pooled chunks, as the transport allows (see `body`). Where many
+//! bodies go out at once ([`Core::pulls_bodies`]: HTTP/2's streams), each stream's [`Body`] is
+//! kept by the pump and read when the protocol pulls it, as far as its windows allow: the
+//! same source, read and encoded by the same code, framed by the protocol.
 //!
 //! The budget counts socket operations (reads, body sends) per pump. The event loop and the
 //! blocking models give an unlimited one; an actor gives a small one and, told [`Fate::Again`],
 //! sends itself a message to go on later, so that one busy connection cannot hold a scheduler
 //! thread.
 
-use std::fs::File;
 use std::io;
 use std::marker::PhantomData;
 use std::time::Instant;
 
-use berth_proto::h2::FileRead;
-use berth_proto::http::pump::{Action, Core};
-use berth_proto::http::{Context, FileError, FileRequest, Handler, Limits, Reply};
+use berth_proto::h2::Pulled;
+use berth_proto::http::{Context, FileError, FileRequest, FileSource, Handler, Limits, Reply};
+use berth_proto::switch::{Action, Core};
+
+use std::sync::Arc;
 
 use super::body::{Body, Sent};
+use super::workers::Ticket;
 use super::Timeouts;
-use crate::files::{OpenFile, ReadAt};
+use crate::files::{BodyFile, OpenFile};
 use crate::net::{Acceptor, Stream, Transport};
 use crate::rt::BufPool;
 use crate::rt::DateCache;
@@ -203,14 +210,17 @@ pub(super) enum Writing {
 }
 
 /// What goes out after the output buffer.
+///
+/// A body is boxed: every connection holds a `Sending`, and only one sending a body pays for
+/// it (issue 32's idle HTTP/2 connection within 2 KiB, issue 41's pulled bodies).
 enum Sending {
     /// Only what is in the output buffer.
     Output,
     /// A body; later responses wait until it is all sent.
-    Body(Body),
+    Body(Box<Body>),
     /// A streamed body that had nothing to send: it waits for its producer to wake the owner
     /// (the next pump tries again).
-    Parked(Body),
+    Parked(Box<Body>),
 }
 
 /// Work the connection handed to its owner that has not come back: jobs running or a file
@@ -255,6 +265,18 @@ enum Pumped {
     CutShort,
 }
 
+/// A peer's address for a log line (`unix:` for a UNIX socket's client, which has none).
+struct Peer(Option<std::net::SocketAddr>);
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(addr) => write!(f, "{addr}"),
+            None => f.write_str("unix:"),
+        }
+    }
+}
+
 /// What the owner lends a connection while it runs.
 pub(super) struct Env<'a, H: Handler> {
     pub handler: &'a mut H,
@@ -292,6 +314,14 @@ fn context<'a, W: Waits>(limits: &'a Limits, date: &'a DateCache) -> Context<'a>
     }
 }
 
+/// The bodies a connection keeps for its streams until the protocol pulls them, and the pull
+/// it asked for, done at the next turn of the pump's loop.
+#[derive(Default)]
+struct Kept {
+    bodies: Vec<(u32, Body)>,
+    pull: Option<(u32, usize)>,
+}
+
 /// What a connection needs after [`Conn::pump`].
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Fate<J> {
@@ -305,6 +335,8 @@ pub(super) enum Fate<J> {
         stream: u32,
         /// The job.
         job: J,
+        /// An HTTP/2 stream's job: the connection cancels it if the stream is reset first.
+        ticket: Option<Arc<Ticket>>,
     },
     /// Keep it, and open this file for it; then [`Conn::file_opened`] with `stream`.
     Open {
@@ -321,7 +353,7 @@ pub(super) enum Fate<J> {
 
 /// Work a pump handed out, not yet given to the owner.
 enum Handoff<J> {
-    Job(u32, J),
+    Job(u32, J, Option<Arc<Ticket>>),
     Open(u32, FileRequest),
 }
 
@@ -351,7 +383,11 @@ pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     pumped: Pumped,
 
     /// The file just opened for the session, until it asks for its bytes.
-    opened: Option<File>,
+    opened: Option<BodyFile>,
+    /// Bodies kept for their streams where the protocol pulls them ([`Core::pulls_bodies`]),
+    /// boxed: a connection that never answers that way (HTTP/1.1, an idle HTTP/2 one) pays a
+    /// pointer for it (issue 32: an idle HTTP/2 connection costs at most 2 KiB).
+    kept: Option<Box<Kept>>,
     /// Blocking: how long to wait for a streamed body's next bytes (the write timeout).
     pub body_wait: std::time::Duration,
     /// The I/O error that ended the connection, if one did.
@@ -359,11 +395,16 @@ pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     /// When the transport's handshake was first seen under way (see [`Conn::deadline`]).
     handshake_since: Option<Instant>,
     /// The owner gave the connection's HTTP/2 streams a waker.
-    has_waker: bool,
+    waker: Option<Arc<dyn Fn() + Send + Sync>>,
     /// An HTTP/2 connection's counts went to the server's `/stats` (once, as it closed).
     counted: bool,
     /// The client has sent some bytes of its protocol (past any transport handshake).
     heard: bool,
+    /// Its deadline passed (for the log line of its end).
+    timed_out: bool,
+    /// The tickets of HTTP/2 streams' jobs out, by stream: a stream reset meanwhile cancels
+    /// its job (see `Ticket`).
+    tickets: Vec<(u32, Arc<Ticket>)>,
     waits: PhantomData<W>,
 }
 
@@ -374,6 +415,17 @@ impl<S: Transport, W: Waits> Conn<Stream<S>, W> {
     pub fn accept(socket: S, acceptor: &Acceptor) -> io::Result<Self> {
         let mut conn = Conn::new(acceptor.accept(socket)?);
         conn.core.set_peer(conn.stream.peer());
+        if log::log_enabled!(log::Level::Debug) {
+            let over = if matches!(acceptor, Acceptor::Plain) {
+                "plain"
+            } else {
+                "TLS"
+            };
+            log::debug!(
+                "connection from {} opened ({over})",
+                Peer(conn.stream.peer())
+            );
+        }
         Ok(conn)
     }
 }
@@ -395,12 +447,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             pumped: Pumped::Through,
 
             opened: None,
+            kept: None,
             body_wait: Timeouts::default().write,
             error: None,
             handshake_since: None,
-            has_waker: false,
+            waker: None,
             counted: false,
             heard: false,
+            timed_out: false,
+            tickets: Vec::new(),
             waits: PhantomData,
         }
     }
@@ -483,20 +538,32 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// The owner just handed out the job of an HTTP/2 stream: input behind it waits to be
     /// seen, so pump again now rather than wait for an event that may not come.
     pub fn pump_again(&self) -> bool {
-        self.core.multiplexed() && self.seen == Input::Unseen
+        self.core.many_jobs_out() && self.seen == Input::Unseen
     }
 
     /// The connection began speaking HTTP/2 and has no way yet to wake its owner: the owner
     /// gives it one ([`Conn::set_waker`]) for its streams' bodies (a producer that pushes, a
     /// job that takes a streamed request body).
     pub fn wants_waker(&self) -> bool {
-        self.core.multiplexed() && !self.has_waker
+        self.core.wants_waker() && self.waker.is_none()
     }
 
     /// How the connection's streams wake its owner (see [`Conn::wants_waker`]).
-    pub fn set_waker(&mut self, wake: std::sync::Arc<dyn Fn() + Send + Sync>) {
-        self.core.set_waker(wake);
-        self.has_waker = true;
+    pub fn set_waker(&mut self, wake: Arc<dyn Fn() + Send + Sync>) {
+        self.waker = Some(wake);
+        self.watch_feeds();
+    }
+
+    /// A job taking a request body as it arrives wakes the owner when it makes room: the
+    /// protocol then grants the client more window. Each new one is watched once the owner
+    /// has given a way to wake it.
+    fn watch_feeds(&mut self) {
+        if let Some(wake) = &self.waker {
+            self.core.new_feeds(|feed| {
+                let wake = wake.clone();
+                feed.on_room(move || wake());
+            });
+        }
     }
 
     /// Blocking: the last read waited out the read timeout the owner set; call
@@ -591,6 +658,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         if self.reading == Reading::TimedOut {
             self.reading = Reading::Wait;
         }
+        self.timed_out = true;
         if self.out_pending() {
             // The peer took nothing for the write timeout: give it up (see `Transport::abort`).
             self.stream.abort();
@@ -600,14 +668,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             return Fate::Close;
         }
         self.ensure_output(env.pool);
+        if W::asks_for_itself() {
+            // The time the protocol is told is the date cache's, which a loop refreshes every
+            // round; a blocking owner refreshes it for itself.
+            env.date.refresh();
+        }
         let cx = context::<W>(env.limits, env.date);
-        let action = self.core.expire(
-            Instant::now(),
-            &mut self.input,
-            &mut self.output,
-            &cx,
-            env.handler,
-        );
+        let action = self
+            .core
+            .expire(&mut self.input, &mut self.output, &cx, env.handler);
         let handoff = self.after(action);
         self.pump_with(env, handoff)
     }
@@ -620,8 +689,19 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         env: &mut Env<'_, H>,
     ) -> Fate<H::Job> {
         self.handed.out = self.handed.out.saturating_sub(1);
+        if !self.tickets.is_empty() {
+            self.tickets.retain(|(s, _)| *s != stream);
+        }
         let cx = context::<W>(env.limits, env.date);
         self.ensure_output(env.pool);
+        let mut reply = reply;
+        if let Some(file) = &mut reply.file {
+            // A body from a file the job opened goes the way a `/files` answer's does: the
+            // pump's body (`Action::Body`), sent or pulled.
+            if let FileSource::Open(open) = std::mem::replace(&mut file.source, FileSource::Taken) {
+                self.opened = Some(BodyFile::unbudgeted(open));
+            }
+        }
         let action = self.core.complete(
             stream,
             reply,
@@ -631,6 +711,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             env.handler,
         );
         let handoff = self.after(action);
+        // A file no body took (a HEAD, a 304, a stream reset meanwhile) is closed now.
+        self.opened = None;
         self.pump_with(env, handoff)
     }
 
@@ -650,24 +732,19 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             Ok(OpenFile { meta, file }) => (Ok(meta), Some(file)),
             Err(e) => (Err(e), None),
         };
-        // HTTP/2 reads the file itself, as its windows open; HTTP/1.1 leaves it to the
-        // pump's body (`sendfile(2)` where the transport can).
-        let (body, file) = match (file, self.core.http2().is_some()) {
-            (Some(file), true) => (Some(Box::new(ReadAt(file)) as Box<dyn FileRead>), None),
-            (file, _) => (None, file),
-        };
         let action = self.core.file(
             stream,
             request,
             meta.as_ref().map_err(|e| *e),
-            body,
             &mut self.input,
             &mut self.output,
             &cx,
             env.handler,
         );
+        // The file is the body the answer asks for next (`Action::Body`), if any.
         self.opened = file;
         let handoff = self.after(action);
+        self.opened = None;
         self.pump_with(env, handoff)
     }
 
@@ -692,21 +769,49 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             }
         }
         let keep = self.run(env, &mut handoff);
+        if let Some(kept) = &mut self.kept {
+            // A stream done with its body (complete, reset, gone) gives its file back now: a
+            // client that resets streams must not hold descriptors (issue 40).
+            let core = &self.core;
+            kept.bodies.retain(|(stream, _)| core.pulls(*stream));
+        }
+        // A job handed out for a stream reset since is dropped if it has not started, and
+        // counted cancelled now (issue 40: it must not hold a worker ahead of other clients).
+        if !self.tickets.is_empty() {
+            let tickets = &self.tickets;
+            self.core.cancelled_jobs(|stream| {
+                if let Some((_, t)) = tickets.iter().find(|(s, _)| *s == stream) {
+                    if t.cancel() {
+                        env.stats.job_cancelled();
+                    }
+                }
+            });
+        }
         match (keep, handoff) {
-            (true, Some(Handoff::Job(stream, job))) => Fate::Offload { stream, job },
+            (true, Some(Handoff::Job(stream, job, ticket))) => Fate::Offload {
+                stream,
+                job,
+                ticket,
+            },
             (true, Some(Handoff::Open(stream, request))) => Fate::Open { stream, request },
             // A handoff's answer pumps again anyway, and readiness flags persist till then.
             (true, None) if self.pumped == Pumped::CutShort => Fate::Again,
             (true, None) => Fate::Keep,
             (false, handoff) => {
-                if let (Some(h2), false) = (self.core.http2(), self.counted) {
+                if log::log_enabled!(log::Level::Debug) {
+                    self.log_end();
+                }
+                if let (Some(counts), false) = (self.core.stream_counts(), self.counted) {
                     self.counted = true;
-                    env.stats.http2_ended(h2.counts());
+                    env.stats.http2_ended(counts);
                 }
                 // Dropping work never handed out: nothing else refers to the slot. A job whose
                 // peer left before it could be queued is dropped like a queued one.
-                if let Some(Handoff::Job(..)) = handoff {
-                    env.stats.job_cancelled();
+                if let Some(Handoff::Job(_, _, ticket)) = &handoff {
+                    // Counted once: above, if its stream's ticket was cancelled there.
+                    if ticket.as_ref().is_none_or(|t| t.cancel()) {
+                        env.stats.job_cancelled();
+                    }
                 }
                 if handoff.is_some() {
                     self.handed.out -= 1;
@@ -714,6 +819,23 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 Fate::Close
             }
         }
+    }
+
+    /// Says at debug level why the connection ends, and what it spoke.
+    fn log_end(&self) {
+        let cause = match (&self.error, self.timed_out, self.reading) {
+            (Some(e), _, _) => format!("error: {e}"),
+            (None, true, _) => "timed out".to_owned(),
+            (None, false, Reading::Closed) => "the peer closed".to_owned(),
+            (None, false, _) if self.core.is_closed() => "done (its protocol ended it)".to_owned(),
+            (None, false, _) => "ended".to_owned(),
+        };
+        log::debug!(
+            "connection from {} closed ({}, {} bytes sent): {cause}",
+            Peer(self.stream.peer()),
+            self.core.speaks(),
+            self.sent
+        );
     }
 
     /// The body of [`Conn::pump`]: false means close.
@@ -755,7 +877,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             // thread is on it, not on a loop that could tell it).
             // So does it an HTTP/2 connection, which says GOAWAY before it closes.
             if W::asks_for_itself()
-                && (upgraded || self.core.multiplexed())
+                && (upgraded || self.core.many_jobs_out())
                 && env.going.is_some_and(|going| going())
                 && self.wind_down()
             {
@@ -775,7 +897,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 return self.out_pending();
             }
 
-            let multiplexed = self.core.multiplexed();
+            let multiplexed = self.core.many_jobs_out();
             if multiplexed && handoff.is_some() && self.seen == Input::Unseen {
                 // HTTP/2 hands out one job per pump: the owner hands it on, then pumps again
                 // at once for the streams behind it ([`Conn::pump_again`]).
@@ -799,14 +921,17 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 if W::asks_for_itself() {
                     env.date.refresh();
                 }
-                if self.core.undecided() && self.stream.alpn() == Some(b"h2") {
-                    self.core.agreed_h2(env.limits);
+                if self.core.undecided() {
+                    self.core.agreed(self.stream.alpn(), env.limits);
                 }
                 let cx = context::<W>(env.limits, env.date);
                 // With nothing waiting to be written, an upgraded protocol may answer from the
                 // input's own buffer (a WebSocket echo): the first `skip` bytes are not sent.
                 let mut skip = 0;
-                let action = if self.written == self.output.len() {
+                let pull = self.kept.as_mut().and_then(|k| k.pull.take());
+                let action = if let Some((stream, max)) = pull {
+                    self.pull_body(stream, max, &cx, env.handler)
+                } else if self.written == self.output.len() {
                     self.output.clear();
                     self.written = 0;
                     self.core.process_in_place(
@@ -836,8 +961,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                     return true;
                 }
                 // The session wants more bytes only when it has seen all it has and is not busy.
-                let wants_more =
-                    self.seen == Input::Seen && (self.handed.nothing() || self.core.multiplexed());
+                let wants_more = self.seen == Input::Seen
+                    && (self.handed.nothing() || self.core.many_jobs_out());
                 if self.input.capacity() == 0 {
                     self.input = env.pool.take();
                 }
@@ -911,19 +1036,25 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
     /// Records what an action asks of the connection; returns work to hand out.
     fn after<J>(&mut self, action: Action<J>) -> Option<Handoff<J>> {
+        self.watch_feeds();
         match action {
             Action::Offload { stream, job } => {
                 self.handed.out += 1;
                 // A body streaming to the job may already be in the input; HTTP/2 stops at
                 // each job, with more frames perhaps behind it.
-                if self.core.feeding() || self.core.multiplexed() {
+                if self.core.feeding() || self.core.many_jobs_out() {
                     self.seen = Input::Unseen;
                 }
-                Some(Handoff::Job(stream, job))
+                let ticket = self.core.many_jobs_out().then(|| {
+                    let ticket = Arc::new(Ticket::default());
+                    self.tickets.push((stream, ticket.clone()));
+                    ticket
+                });
+                Some(Handoff::Job(stream, job, ticket))
             }
             Action::Open { stream, request } => {
                 self.handed.out += 1;
-                if self.core.multiplexed() {
+                if self.core.many_jobs_out() {
                     self.seen = Input::Unseen;
                 }
                 Some(Handoff::Open(stream, request))
@@ -935,6 +1066,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 None
             }
             Action::Body {
+                stream,
                 offset,
                 len,
                 encode,
@@ -942,19 +1074,84 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 let file = self.opened.take();
                 debug_assert!(file.is_some(), "a file body without an opened file");
                 if let Some(file) = file {
-                    self.sending = Sending::Body(match encode {
+                    let body = match encode {
                         None => Body::file(file, offset, len),
                         Some(encode) => Body::encoded(file, offset, len, encode),
-                    });
+                    };
+                    if self.core.pulls_bodies() {
+                        // Kept until pulled; the protocol goes on meanwhile.
+                        self.kept().bodies.push((stream, body));
+                        self.seen = Input::Unseen;
+                    } else {
+                        self.sending = Sending::Body(Box::new(body));
+                    }
                 }
                 None
             }
-            Action::Stream(streamed) => {
-                self.sending = Sending::Body(Body::stream(streamed));
+            Action::Pull { stream, max } => {
+                self.kept().pull = Some((stream, max));
+                self.seen = Input::Unseen;
+                None
+            }
+            Action::Stream { stream, streamed } if self.core.pulls_bodies() => {
+                // Kept until pulled; a push after a pull found nothing wakes the owner, which
+                // pokes the protocol to pull again.
+                if let Some(wake) = &self.waker {
+                    let wake = wake.clone();
+                    streamed.on_data(move || wake());
+                }
+                self.kept().bodies.push((stream, Body::stream(streamed)));
+                self.seen = Input::Unseen;
+                None
+            }
+            Action::Stream { streamed, .. } => {
+                self.sending = Sending::Body(Box::new(Body::stream(streamed)));
                 None
             }
             Action::Read | Action::Close => None,
         }
+    }
+
+    /// The bodies kept for streams (made at the first).
+    fn kept(&mut self) -> &mut Kept {
+        self.kept.get_or_insert_with(Box::default)
+    }
+
+    /// Reads what the protocol pulled for `stream` (at most `max` plain bytes, or one piece of
+    /// an encoder's output) from the body kept for it, and hands it back.
+    fn pull_body<H: Handler>(
+        &mut self,
+        stream: u32,
+        max: usize,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Action<H::Job> {
+        let mut bytes = Vec::new();
+        let body = self
+            .kept
+            .as_mut()
+            .and_then(|k| k.bodies.iter_mut().find(|(s, _)| *s == stream));
+        let (pulled, trailers) = match body {
+            Some((_, body)) => match body.pull(&mut bytes, max) {
+                Ok(Pulled::Ended) => (Pulled::Ended, body.take_trailers()),
+                Ok(pulled) => (pulled, Vec::new()),
+                Err(e) => {
+                    log::debug!("a body failed in the middle: {e}");
+                    (Pulled::Failed, Vec::new())
+                }
+            },
+            None => (Pulled::Failed, Vec::new()),
+        };
+        self.core.pulled(
+            stream,
+            &mut bytes,
+            pulled,
+            trailers,
+            &mut self.input,
+            &mut self.output,
+            cx,
+            handler,
+        )
     }
 
     /// Sends body bytes until the socket is full, the budget is spent or the body is done;
@@ -1012,7 +1209,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             let wrote = if last {
                 self.stream.write_last(rest)
             } else {
-                self.stream.write(rest)
+                self.stream.send(rest)
             };
             match wrote {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -1103,6 +1300,7 @@ impl<T: Transport> Conn<T, Readiness> {
             Reading::Closed => false,
         };
         self.opened = None;
+        self.kept = None;
         self.sending = Sending::Output;
         self.input.clear();
         self.output.clear();

@@ -14,7 +14,7 @@
 //! worker. The answer's streamed body, if any, wakes the owner the same way
 //! ([`ReplyTo::more`]) each time the producer pushes into a parked stream.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -138,11 +138,64 @@ impl LoopConn {
     }
 }
 
+/// One HTTP/2 stream's job as its connection and the worker that takes it both see it: the
+/// connection cancels it when the client resets the stream, and a job not yet started is then
+/// dropped unrun, counted as cancelled at that moment (a queued job is skipped by the worker
+/// that takes it, which only hands the stream back). The HTTP/1.1 job of a connection needs
+/// none: its connection's slot flag ([`LoopQueue::cancelled`]) says the same.
+#[derive(Debug, Default)]
+pub(crate) struct Ticket(AtomicU8);
+
+/// A ticket is itself only (a [`Fate`](super::pump::Fate) compares them so).
+impl PartialEq for Ticket {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Ticket {}
+
+impl Ticket {
+    const QUEUED: u8 = 0;
+    const RUNNING: u8 = 1;
+    const CANCELLED: u8 = 2;
+
+    /// The stream was reset: true if the job had not started (it never will).
+    pub fn cancel(&self) -> bool {
+        self.0
+            .compare_exchange(
+                Self::QUEUED,
+                Self::CANCELLED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// A worker takes the job: true if it is to run (its stream was not reset first).
+    fn start(&self) -> bool {
+        self.0
+            .compare_exchange(
+                Self::QUEUED,
+                Self::RUNNING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// The stream was reset before the job started.
+    fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Acquire) == Self::CANCELLED
+    }
+}
+
 /// A deferred job's [`Answer`] posts here: to the job's return address, counting the job
 /// finished when it is answered.
 struct Deferred<R> {
     to: R,
     stats: Arc<Stats>,
+    ticket: Option<Arc<Ticket>>,
 }
 
 impl<R: ReplyTo + Sync> Respond for Deferred<R> {
@@ -152,7 +205,7 @@ impl<R: ReplyTo + Sync> Respond for Deferred<R> {
     }
 
     fn cancelled(&self) -> bool {
-        self.to.cancelled()
+        self.to.cancelled() || self.ticket.as_ref().is_some_and(|t| t.is_cancelled())
     }
 
     fn more(&self) {
@@ -164,6 +217,8 @@ impl<R: ReplyTo + Sync> Respond for Deferred<R> {
 pub(crate) struct Task<J, R> {
     pub job: J,
     pub reply_to: R,
+    /// An HTTP/2 stream's job: cancelled by its stream.
+    pub ticket: Option<Arc<Ticket>>,
 }
 
 /// What became of a job handed to [`offload`].
@@ -184,6 +239,7 @@ pub(crate) enum Offloaded {
 pub(crate) fn offload<J: Job, R: ReplyTo + Sync>(
     queue: Option<&Sender<Task<J, R>>>,
     job: J,
+    ticket: Option<Arc<Ticket>>,
     reply_to: impl FnOnce() -> R,
     stats: &Arc<Stats>,
 ) -> Offloaded {
@@ -192,6 +248,7 @@ pub(crate) fn offload<J: Job, R: ReplyTo + Sync>(
         let to = Deferred {
             to: reply_to(),
             stats: stats.clone(),
+            ticket,
         };
         job.start(Answer::new(Arc::new(to)));
         return Offloaded::Queued;
@@ -202,6 +259,7 @@ pub(crate) fn offload<J: Job, R: ReplyTo + Sync>(
     let task = Task {
         job,
         reply_to: reply_to(),
+        ticket,
     };
     match queue.try_send(task) {
         Ok(()) => {
@@ -230,9 +288,19 @@ pub(crate) fn spawn<J: Job, R: ReplyTo>(
                 .spawn(move || {
                     for task in queue {
                         stats.job_dequeued();
+                        // A stream's job whose stream was reset was counted cancelled then.
+                        let skip = task.ticket.as_ref().is_some_and(|t| !t.start());
                         if task.reply_to.cancelled() {
-                            stats.job_cancelled();
+                            if !skip {
+                                stats.job_cancelled();
+                            }
                             task.reply_to.reply(None);
+                            continue;
+                        }
+                        if skip {
+                            // The connection lives on and keeps the reset stream until its job
+                            // comes back: this reply, never sent, hands it back.
+                            task.reply_to.reply(Some(Reply::failed()));
                             continue;
                         }
                         let reply = super::run_job(task.job, &stats);

@@ -158,6 +158,11 @@ pub(crate) struct Client {
     pub(crate) read_due: Option<Instant>,
     /// Its last read with bytes in the middle of a message (or when reading it resumed).
     pub(crate) input_at: Instant,
+    /// When the current window of `--stall-timeout` over its message began, and the bytes it
+    /// brought since: a message others wait on must bring `--stall-min-bytes` a window, or its
+    /// sender is stalled however often it sends a byte (issue 40).
+    pub(crate) window_at: Instant,
+    pub(crate) window_bytes: u64,
     pub(crate) peer: Peer,
     /// The name it registered under (`None`: anonymous, raw, or not yet known); for a server
     /// we connected to, its endpoint.
@@ -245,6 +250,8 @@ impl Client {
             write_due: None,
             read_due: None,
             input_at: Instant::now(),
+            window_at: Instant::now(),
+            window_bytes: 0,
             peer,
             name: None,
             listener,

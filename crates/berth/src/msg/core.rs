@@ -30,7 +30,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_proto::msg::{FrameDecoder, Name, Peer, Piece, Policy};
+use berth_proto::msg::{FrameDecoder, Name, Peer, Piece, Policy, Transport};
 use bytes::Bytes;
 use mio::net::{TcpListener, UdpSocket, UnixListener};
 use mio::{Interest, Registry, Token};
@@ -38,9 +38,9 @@ use slab::Slab;
 
 use super::client::{Client, ClientId, Inbound, Io, Phase, Proto, Stream};
 use super::directory::{Directory, Mailboxes, Post, Slot};
-use super::endpoint::Endpoint;
 use super::outq::{Framing, IterProducer, OutQueue, Produce, SHARE_FROM};
 use super::stats::MsgStats;
+use crate::net::{Addr, Endpoint, ListenConfig};
 use crate::rt::{BufPool, Wheel};
 
 mod admit;
@@ -101,6 +101,11 @@ pub struct EngineConfig {
     /// of the held budget that another client waits for. Its stall would stop them too, so it
     /// is ended whatever `read_timeout` says, and a stream it fed is completed with zeros.
     pub stall_timeout: Duration,
+    /// Bytes a message others wait on must bring in each `stall_timeout` window
+    /// (`--stall-min-bytes`, default 64 KiB; issue 40): a sender that trickles less (a byte
+    /// every half second to a 100 MB stream) is stalled as much as a silent one, and ended the
+    /// same way. 0: only silence is a stall.
+    pub stall_min_bytes: u64,
     /// A queue above this many bytes pauses whoever feeds it.
     pub out_high: usize,
     /// Unread whole messages above this many bytes pause reading from their client.
@@ -115,24 +120,26 @@ pub struct EngineConfig {
     pub ws_deflate: berth_proto::ws::DeflateConfig,
     /// What a name may be (`policy.names`), expected names and rules.
     pub policy: Policy,
-    /// Share TCP and UDP ports with other processes (`--reuse-port`). Off (the default), a
-    /// port another process listens on is refused; the threads of one server share theirs
-    /// either way.
-    pub reuse_port: bool,
-    /// Set `TCP_NODELAY` on TCP connections, accepted and made (the default; off: Nagle's
-    /// algorithm gathers small writes, as a socket does by default).
-    pub nodelay: bool,
-    /// The certificate of `tls://` listeners that name none of their own (`--tls-cert`,
-    /// `--tls-key`).
-    pub tls: Option<crate::net::tls::TlsAcceptor>,
+    /// How listeners are bound: the options HTTP's models take ([`ListenConfig`], the same
+    /// struct as `drive::Common::listen`), as the engine reads them:
+    /// - `exclusive` (on by default): a TCP or UDP port another process listens on is refused;
+    ///   off (`--reuse-port`), it is shared. The threads of one server share theirs either way
+    ///   (`reuse_port` is always set on TCP listeners).
+    /// - `nodelay` (on): `TCP_NODELAY` on TCP connections, accepted and made (off: Nagle's
+    ///   algorithm gathers small writes, as a socket does by default).
+    /// - `transport`: [`Acceptor::Tls`](crate::net::Acceptor::Tls) gives the certificate of
+    ///   the `tls://` and `wss://` listeners that name none of their own (`--tls-cert`,
+    ///   `--tls-key`); plain endpoints stay plain.
+    /// - `inherited`: a listening TCP socket a service manager passed (socket activation,
+    ///   [`activation::listen_fds`](crate::net::activation::listen_fds)): the first TCP
+    ///   endpoint (`tcp://`, `tls://`, `ws://`, `wss://`) listens on it instead of binding its
+    ///   address, in every thread of a [`MsgServer`](super::MsgServer).
+    /// - `backlog` and `defer_accept_secs` apply to TCP listeners; UNIX sockets are bound with
+    ///   the defaults (`unix_mode` is not read).
+    pub listen: ListenConfig,
     /// Join a cluster of servers through NATS (`--cluster`): names are unique across it, and
     /// relays reach clients of other nodes. Read by [`MsgServer`](super::MsgServer) only.
     pub cluster: Option<super::ClusterConfig>,
-    /// A listening TCP socket a service manager passed (socket activation,
-    /// [`activation::listen_fds`](crate::net::activation::listen_fds)): the first TCP
-    /// endpoint (`tcp://`, `tls://`, `ws://`, `wss://`) listens on it instead of binding its
-    /// address, in every thread of a [`MsgServer`](super::MsgServer).
-    pub inherited: Option<std::sync::Arc<socket2::Socket>>,
 }
 
 impl Default for EngineConfig {
@@ -148,17 +155,15 @@ impl Default for EngineConfig {
             write_timeout: Duration::from_secs(60),
             read_timeout: None,
             stall_timeout: Duration::from_secs(30),
+            stall_min_bytes: 64 * 1024,
             out_high: 1 << 20,
             inbox_high: 8 << 20,
             buffer_size: 64 * 1024,
             max_opening: 16 * 1024,
             ws_deflate: berth_proto::ws::DeflateConfig::default(),
             policy: Policy::default(),
-            reuse_port: false,
-            nodelay: true,
-            tls: None,
+            listen: ListenConfig::default(),
             cluster: None,
-            inherited: None,
         }
     }
 }
@@ -231,6 +236,19 @@ pub(crate) struct Listener {
     udp_peers: HashMap<SocketAddr, usize>,
     /// UDP: clients whose datagrams wait for the socket to take more.
     udp_blocked: VecDeque<ClientId>,
+}
+
+impl Endpoint {
+    /// The transport, as the msg protocol's rules name it (`from=tls`...). `quic://`, which
+    /// the engine does not serve, is UDP underneath.
+    pub fn transport(&self) -> Transport {
+        match self.address {
+            Addr::Tcp(_) if self.tls.is_some() => Transport::Tls,
+            Addr::Tcp(_) => Transport::Tcp,
+            Addr::Unix(_) => Transport::Unix,
+            Addr::Udp(_) => Transport::Udp,
+        }
+    }
 }
 
 impl Listener {

@@ -31,10 +31,12 @@ use mio::{Events, Poll, Token, Waker};
 
 use super::client::{ClientId, Stream};
 use super::core::{Arrival, Core, EngineConfig, ListenSock, Listener, Note, Sink};
-use super::endpoint::{Address, Endpoint};
 use super::stats::MsgStats;
 use crate::net::tls::{TlsAcceptor, TlsConnector, TlsSettings, TlsStream};
-use crate::net::{bind_tcp, bind_udp, bind_unix, Acceptor, ListenConfig, Socket, SocketFile};
+use crate::net::{
+    bind_tcp, bind_udp, bind_unix, Acceptor, Addr, Endpoint, ListenConfig, Scheme, Socket,
+    SocketFile, TlsFiles,
+};
 
 const WAKER: Token = Token(usize::MAX);
 
@@ -170,9 +172,10 @@ impl Engine {
 
     /// Starts listening on `endpoint`; returns it with the port the system chose for port 0.
     /// A TCP or UDP port another process listens on is refused ("already in use") unless
-    /// [`EngineConfig::reuse_port`] asks to share it.
+    /// [`EngineConfig::listen`]'s `exclusive` is off, to share it. `quic://` is refused
+    /// (`Unsupported`): the engine does not serve it yet.
     pub fn listen(&mut self, endpoint: &Endpoint) -> io::Result<Endpoint> {
-        self.listen_on(endpoint, !self.core.config.reuse_port)
+        self.listen_on(endpoint, self.core.config.listen.exclusive)
     }
 
     /// Listens on a TCP endpoint another engine of this process already listens on (the
@@ -182,35 +185,42 @@ impl Engine {
     }
 
     fn listen_on(&mut self, endpoint: &Endpoint, exclusive: bool) -> io::Result<Endpoint> {
+        if endpoint.scheme() == Scheme::Quic {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{endpoint}: quic:// is not served by the msg engine yet"),
+            ));
+        }
         let mut bound = endpoint.clone();
         let sock = match &endpoint.address {
-            Address::Tcp(addr) => {
+            Addr::Tcp(addr) => {
                 // The first TCP endpoint takes a socket the service manager passed.
                 let first_tcp = !self
                     .core
                     .listeners
                     .iter()
-                    .any(|l| matches!(l.endpoint.address, Address::Tcp(_)));
-                // SO_REUSEPORT always, so the engine threads of a server share the port.
+                    .any(|l| matches!(l.endpoint.address, Addr::Tcp(_)));
+                let listen = &self.core.config.listen;
                 let config = ListenConfig {
+                    // Always, so that the engine threads of a server share the port.
+                    reuse_port: true,
                     exclusive,
-                    nodelay: self.core.config.nodelay,
-                    inherited: self.core.config.inherited.clone().filter(|_| first_tcp),
-                    ..ListenConfig::default()
+                    inherited: listen.inherited.clone().filter(|_| first_tcp),
+                    ..listen.clone()
                 };
                 let l = bind_tcp(*addr, 1, config)
                     .map_err(|e| io::Error::new(e.source.kind(), e.to_string()))?
                     .remove(0);
-                bound.address = Address::Tcp(l.local_addr()?);
+                bound.address = Addr::Tcp(l.local_addr()?);
                 ListenSock::Tcp(TcpListener::from_std(l))
             }
-            Address::Unix(path) => {
+            Addr::Unix(path) => {
                 let listener = UnixListener::from_std(bind_unix(path)?);
                 ListenSock::Unix(listener, SocketFile::bound(path)?)
             }
-            Address::Udp(addr) => {
-                let s = bind_udp(*addr, self.core.config.reuse_port)?;
-                bound.address = Address::Udp(s.local_addr()?);
+            Addr::Udp(addr) => {
+                let s = bind_udp(*addr, !self.core.config.listen.exclusive)?;
+                bound.address = Addr::Udp(s.local_addr()?);
                 ListenSock::Udp(UdpSocket::from_std(s))
             }
         };
@@ -235,8 +245,9 @@ impl Engine {
             .collect()
     }
 
-    /// The TLS of a `tls://` listener: its own files, else the engine's (`EngineConfig::tls`).
-    fn tls_for(&self, files: &super::endpoint::TlsFiles) -> io::Result<TlsAcceptor> {
+    /// The TLS of a `tls://` listener: its own files, else the engine's
+    /// (`EngineConfig::listen`'s `transport`).
+    fn tls_for(&self, files: &TlsFiles) -> io::Result<TlsAcceptor> {
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
         match (&files.cert, &files.key) {
             (Some(cert), Some(key)) => {
@@ -247,11 +258,12 @@ impl Engine {
                 };
                 TlsAcceptor::new(settings).map_err(|e| invalid(format!("TLS: {e}")))
             }
-            (None, None) => self.core.config.tls.clone().ok_or_else(|| {
-                invalid(
+            (None, None) => match &self.core.config.listen.transport {
+                Acceptor::Tls(tls) => Ok(tls.clone()),
+                Acceptor::Plain => Err(invalid(
                     "a tls:// endpoint needs cert= and key= (or --tls-cert and --tls-key)".into(),
-                )
-            }),
+                )),
+            },
             _ => Err(invalid(
                 "a tls:// endpoint needs both cert= and key=".into(),
             )),
@@ -276,7 +288,7 @@ impl Engine {
         let name = name.as_ref();
         let label = endpoint.to_string();
         let (stream, peer) = match &endpoint.address {
-            Address::Tcp(addr) if endpoint.tls.is_some() => {
+            Addr::Tcp(addr) if endpoint.tls.is_some() => {
                 let files = endpoint.tls.as_ref().expect("matched");
                 let ca =
                     match (&files.ca, files.insecure) {
@@ -293,10 +305,10 @@ impl Engine {
                 }
                 .map_err(|e| ConnectError::Protocol(format!("TLS: {e}")))?;
                 let s = StdTcpStream::connect_timeout(addr, timeout)?;
-                s.set_nodelay(self.core.config.nodelay)?;
+                s.set_nodelay(self.core.config.listen.nodelay)?;
                 s.set_read_timeout(Some(timeout))?;
                 s.set_write_timeout(Some(timeout))?;
-                let mut tls = connector.connect(&files.host, s)?;
+                let mut tls = connector.connect(&endpoint.host, s)?;
                 tls.complete_handshake()?;
                 handshake(&mut tls, name, timeout)?;
                 tls.get_ref().set_nonblocking(true)?;
@@ -311,9 +323,9 @@ impl Engine {
                     peer,
                 )
             }
-            Address::Tcp(addr) => {
+            Addr::Tcp(addr) => {
                 let mut s = StdTcpStream::connect_timeout(addr, timeout)?;
-                s.set_nodelay(self.core.config.nodelay)?;
+                s.set_nodelay(self.core.config.listen.nodelay)?;
                 handshake(&mut s, name, timeout)?;
                 s.set_nonblocking(true)?;
                 let peer = Peer {
@@ -322,7 +334,7 @@ impl Engine {
                 };
                 (Stream::Plain(Socket::Tcp(TcpStream::from_std(s))), peer)
             }
-            Address::Unix(path) => {
+            Addr::Unix(path) => {
                 let mut s = StdUnixStream::connect(path)?;
                 handshake(&mut s, name, timeout)?;
                 s.set_nonblocking(true)?;
@@ -332,7 +344,13 @@ impl Engine {
                 };
                 (Stream::Plain(Socket::Unix(UnixStream::from_std(s))), peer)
             }
-            Address::Udp(_) => {
+            Addr::Udp(_) if endpoint.tls.is_some() => {
+                return Err(ConnectError::Protocol(
+                    "client mode does not speak quic:// yet; connect with tls:// or tcp://"
+                        .to_owned(),
+                ))
+            }
+            Addr::Udp(_) => {
                 return Err(ConnectError::Protocol(
                     "client mode speaks tcp:// and unix://; use a datagram socket for udp://"
                         .to_owned(),
@@ -637,10 +655,8 @@ mod tests {
     #[test]
     fn nodelay_follows_the_config() {
         for nodelay in [true, false] {
-            let config = EngineConfig {
-                nodelay,
-                ..EngineConfig::default()
-            };
+            let mut config = EngineConfig::default();
+            config.listen.nodelay = nodelay;
             let mut server = Engine::new(config.clone()).unwrap();
             let at = server
                 .listen(&Endpoint::parse("tcp://127.0.0.1:0").unwrap())

@@ -8,7 +8,8 @@
 //!                                        queues, timers)        on_data / on_piece / ...
 //! ```
 //!
-//! - [`endpoint`]: endpoint URLs.
+//! - [`Endpoint`]: endpoint URLs, parsed in [`net`](crate::net) for all of berth and
+//!   re-exported here.
 //! - `core`: everything protocol-and-socket (handshake decisions, reading, backpressure,
 //!   UDP, timers); `outq`: per-client output queues; `client`: a client's record.
 //! - [`Engine`]: the poll loop and the polling API; [`MsgHandler`]: the handler API.
@@ -17,7 +18,6 @@ mod client;
 mod cluster;
 mod core;
 mod directory;
-pub mod endpoint;
 mod engine;
 mod handler;
 mod outq;
@@ -27,9 +27,12 @@ mod stats;
 pub use self::client::{ClientId, MAX_DATAGRAM_MESSAGE};
 pub use self::cluster::ClusterConfig;
 pub use self::core::{Arrival, EngineConfig};
-pub use self::endpoint::{Address, Endpoint};
 pub use self::engine::{ConnectError, Engine, IoIterationResult};
 pub use self::handler::{MsgHandler, Out};
 pub use self::server::{MsgServer, Stopper, TlsReloader};
 pub use self::stats::{MsgCounts, MsgStats};
+/// The address of an [`Endpoint`]: [`net::Addr`](crate::net::Addr), under the name the msg
+/// API has used.
+pub use crate::net::Addr as Address;
+pub use crate::net::Endpoint;
 pub use berth_proto::msg::{Name, NameRule, Piece, Policy};

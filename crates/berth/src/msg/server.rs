@@ -28,11 +28,11 @@ use std::time::Duration;
 use super::cluster::{Link, Running};
 use super::core::EngineConfig;
 use super::directory::{Directory, Mailboxes};
-use super::endpoint::{Address, Endpoint};
 use super::engine::Engine;
 use super::handler::MsgHandler;
 use super::stats::MsgStats;
 use crate::net::tls::{TlsAcceptor, TlsError, TlsLoaded, TlsSettings};
+use crate::net::{Addr, Endpoint};
 use crate::rt::Control;
 
 /// Posts each engine's mailbox holds before senders wait.
@@ -120,7 +120,7 @@ impl MsgServer {
                 match (&e.address, t) {
                     (_, 0) => bound.push(engine.listen(e)?),
                     // Later threads join the port the first one bound (port 0 resolved).
-                    (Address::Tcp(_), _) => {
+                    (Addr::Tcp(_), _) => {
                         engine.join_listen(&bound[i])?;
                     }
                     _ => {}

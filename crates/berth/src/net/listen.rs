@@ -1,5 +1,6 @@
-//! Binding listeners: [`bind`] takes an [`Addr`] (TCP or a UNIX socket's path) and gives
-//! [`Listener`]s, the one listener type every model holds.
+//! Binding listeners: [`bind`] takes an [`Addr`] (TCP or a UNIX socket's path; a UDP address
+//! has no listener, [`bind_udp`](super::bind_udp) binds it) and gives [`Listener`]s, the one
+//! listener type every model holds.
 //!
 //! TCP: one listener per accept thread or process, all on the same address through
 //! `SO_REUSEPORT`, so the kernel spreads incoming connections over them (seed 001, seed 003).
@@ -25,53 +26,16 @@
 //! `exclusive` off (`--reuse-port`) skips the check on purpose, to share the port with another
 //! process — the old server during a zero-downtime restart.
 
-use std::fmt;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::transport::BlockingSocket;
-use super::Acceptor;
-
-/// Where a server listens: a TCP address, or the path of a UNIX stream socket.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Addr {
-    /// A TCP address (port 0: the kernel picks one).
-    Tcp(SocketAddr),
-    /// A UNIX stream socket's path.
-    Unix(PathBuf),
-}
-
-impl Addr {
-    /// The TCP address, if it is one.
-    pub fn tcp(&self) -> Option<SocketAddr> {
-        match self {
-            Addr::Tcp(addr) => Some(*addr),
-            Addr::Unix(_) => None,
-        }
-    }
-}
-
-impl From<SocketAddr> for Addr {
-    fn from(addr: SocketAddr) -> Addr {
-        Addr::Tcp(addr)
-    }
-}
-
-/// `127.0.0.1:9000`, or `unix:///run/berth.sock` (as `--listen` takes it).
-impl fmt::Display for Addr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Addr::Tcp(addr) => write!(f, "{addr}"),
-            Addr::Unix(path) => write!(f, "unix://{}", path.display()),
-        }
-    }
-}
+use super::{Acceptor, Addr};
 
 /// A listening socket of either family, the one listener type of every model: std sockets by
 /// default (the blocking models accept on it; [`Listener::accept`] gives a blocking socket),
@@ -220,6 +184,10 @@ pub struct ListenConfig {
     /// reservation of the port is made (it is held already). Its threads and processes then
     /// share one accept queue instead of one each.
     pub inherited: Option<Arc<Socket>>,
+    /// The mode of a UNIX socket's file (`0o660`: the owner and its group may connect),
+    /// set before the socket listens; `None`: what the umask leaves (0777 & !umask). TCP
+    /// ignores it.
+    pub unix_mode: Option<u32>,
 }
 
 impl Default for ListenConfig {
@@ -232,6 +200,7 @@ impl Default for ListenConfig {
             defer_accept_secs: 0,
             transport: Acceptor::Plain,
             inherited: None,
+            unix_mode: None,
         }
     }
 }
@@ -283,6 +252,16 @@ pub fn bind(addr: &Addr, count: usize, config: ListenConfig) -> Result<Vec<Liste
                 .collect())
         }
         Addr::Unix(path) => path,
+        // Datagrams have no listener to accept on: UDP sockets are bound by `bind_udp`.
+        Addr::Udp(_) => {
+            return Err(BindError {
+                addr: addr.clone(),
+                source: io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "not a stream address (tcp:// or unix://)",
+                ),
+            })
+        }
     };
     let error = |source| BindError {
         addr: addr.clone(),
@@ -293,7 +272,9 @@ pub fn bind(addr: &Addr, count: usize, config: ListenConfig) -> Result<Vec<Liste
             socket.set_nonblocking(true).map_err(error)?;
             UnixListener::from(socket.try_clone().map_err(error)?)
         }
-        None => super::local::bind_unix_with(path, config.backlog).map_err(error)?,
+        None => {
+            super::local::bind_unix_with(path, config.backlog, config.unix_mode).map_err(error)?
+        }
     };
     let mut listeners = Vec::with_capacity(count.max(1));
     for _ in 1..count.max(1) {
@@ -440,6 +421,17 @@ mod tests {
         let port = ls[0].local_addr().unwrap().port();
         assert_ne!(port, 0);
         assert!(ls.iter().all(|l| l.local_addr().unwrap().port() == port));
+    }
+
+    #[test]
+    fn a_udp_address_has_no_stream_listener() {
+        let addr = Addr::Udp("127.0.0.1:0".parse().unwrap());
+        let err = bind(&addr, 1, ListenConfig::default()).unwrap_err();
+        assert_eq!(err.source.kind(), io::ErrorKind::Unsupported);
+        assert_eq!(
+            err.to_string(),
+            "cannot listen on udp://127.0.0.1:0: not a stream address (tcp:// or unix://)"
+        );
     }
 
     #[test]

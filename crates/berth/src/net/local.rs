@@ -16,7 +16,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 /// Binds a non-blocking UNIX stream listener at `path` (backlog 1024), for the message
 /// engine. Errors name the path.
 pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
-    bind_unix_with(path, 1024)
+    bind_unix_with(path, 1024, None)
         .map_err(|e| io::Error::new(e.kind(), format!("unix://{}: {e}", path.display())))
 }
 
@@ -24,9 +24,14 @@ pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
 /// binder of UNIX sockets, for [`bind_unix`] and [`bind`](super::bind). A stale socket file
 /// (nobody accepts on it) is replaced; a live one is refused (`AddrInUse`), and so is anything
 /// else at the path (`AlreadyExists`: berth removes nothing but a stale socket). The file
-/// gets the mode the umask leaves (0777 & !umask, as `bind(2)` makes it); connecting needs
-/// write permission on it. Errors do not name the path (the caller does).
-pub(crate) fn bind_unix_with(path: &Path, backlog: i32) -> io::Result<UnixListener> {
+/// gets `mode` if given, set before the socket listens (so no client connects under another
+/// mode), else the mode the umask leaves (0777 & !umask, as `bind(2)` makes it); connecting
+/// needs write permission on it. Errors do not name the path (the caller does).
+pub(crate) fn bind_unix_with(
+    path: &Path,
+    backlog: i32,
+    mode: Option<u32>,
+) -> io::Result<UnixListener> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
             return Err(io::Error::new(
@@ -53,6 +58,11 @@ pub(crate) fn bind_unix_with(path: &Path, backlog: i32) -> io::Result<UnixListen
         // accident.
         let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
         socket.bind(&SockAddr::unix(path)?)?;
+        if let Some(mode) = mode {
+            // The file bind(2) made; a socket's own fchmod would not change it.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        }
         socket.listen(backlog)?;
         socket.set_nonblocking(true)?;
         Ok(socket.into())

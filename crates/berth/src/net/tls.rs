@@ -15,6 +15,13 @@
 //! - [`TlsConnector`]: the client side, for `berth msg send tls://` and `berth bench https://`,
 //!   verifying the server against a CA file, or not at all (`--insecure`, for tests).
 //!
+//! A client that speaks plain HTTP to an HTTP listener's TLS port (`curl http://` to an
+//! `https://` port) is answered as nginx answers it: `400 plain HTTP request sent to an HTTPS
+//! port`, written in clear, and a debug line; rustls alone would send a TLS alert, which such
+//! a client shows as garbage ("Received HTTP/0.9"). The first bytes a server connection reads
+//! are looked at before rustls sees them ([`TlsStream`]'s first read), so every model and
+//! every path to the handshake (a read, or [`Transport::finish_handshake`]) does it alike.
+//!
 //! The contract a driver keeps with a TLS stream, beyond a socket's: after its output is
 //! written, it calls [`Write::flush`] until that succeeds (`WouldBlock`: wait until writable,
 //! then flush again), because records the socket did not take are held in the stream. A plain
@@ -43,8 +50,11 @@ const BUFFER_LIMIT: usize = 64 * 1024;
 pub struct TlsSettings {
     /// PEM file with the certificate, then its chain.
     pub cert: PathBuf,
-    /// PEM file with the private key (PKCS#8, PKCS#1 RSA or SEC1 EC).
+    /// PEM file with the private key (PKCS#8, PKCS#1 RSA or SEC1 EC; an encrypted PKCS#8 one
+    /// with `key_password`).
     pub key: PathBuf,
+    /// The password of an encrypted key (`ENCRYPTED PRIVATE KEY`); ignored for a plain one.
+    pub key_password: Option<KeyPassword>,
     /// ALPN protocols offered, in preference order (e.g. `http/1.1`); empty: no ALPN.
     pub alpn: Vec<Vec<u8>>,
     /// Sessions kept in the server-side resumption cache.
@@ -54,6 +64,10 @@ pub struct TlsSettings {
     /// Ask clients for a certificate signed by this CA (PEM); a client without one is still
     /// served (what it may do without one is the application's rule).
     pub client_ca: Option<PathBuf>,
+    /// A plain HTTP request to this HTTP listener is redirected to the same host, port and
+    /// target over `https://` (308, which keeps the method and body) instead of refused with
+    /// 400: `--redirect-https`, nginx's `error_page 497 =301 https://$host:$server_port$request_uri`.
+    pub redirect_plain_http: bool,
 }
 
 impl TlsSettings {
@@ -63,10 +77,12 @@ impl TlsSettings {
         TlsSettings {
             cert: cert.into(),
             key: key.into(),
+            key_password: None,
             alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             session_cache: 4096,
             tickets: true,
             client_ca: None,
+            redirect_plain_http: false,
         }
     }
 
@@ -82,6 +98,17 @@ impl TlsSettings {
             files.push_str(&format!(", client CA {}", ca.display()));
         }
         files
+    }
+}
+
+/// The password of an encrypted private key: kept for reloads (SIGHUP reads the key again),
+/// never shown (its `Debug` says only that there is one).
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyPassword(pub String);
+
+impl std::fmt::Debug for KeyPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyPassword(..)")
     }
 }
 
@@ -136,16 +163,82 @@ fn roots_from(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
     Ok(roots)
 }
 
-/// Reads a private key from a PEM file.
-fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+/// The PEM label of an encrypted PKCS#8 key (RFC 5958 §3, RFC 7468 §11).
+const ENCRYPTED_LABEL: &str = "ENCRYPTED PRIVATE KEY";
+
+/// Reads a private key from a PEM file: a plain one as rustls reads it, an encrypted PKCS#8
+/// one decrypted with `password`. A key encrypted without a password given, or in OpenSSL's
+/// legacy PEM encryption (`Proc-Type: 4,ENCRYPTED`), is refused saying what to do.
+fn load_key(
+    path: &Path,
+    password: Option<&KeyPassword>,
+) -> Result<PrivateKeyDer<'static>, TlsError> {
     let pem = std::fs::read(path)
         .map_err(|e| TlsError(format!("cannot read private key {}: {e}", path.display())))?;
+    let text = String::from_utf8_lossy(&pem);
+    let begin = format!("-----BEGIN {ENCRYPTED_LABEL}-----");
+    if let Some(start) = text.find(&begin) {
+        let end = format!("-----END {ENCRYPTED_LABEL}-----");
+        let block = match text[start..].find(&end) {
+            Some(at) => &text[start..start + at + end.len()],
+            None => &text[start..],
+        };
+        return decrypt_key(path, block, password);
+    }
+    if text.contains("Proc-Type: 4,ENCRYPTED") {
+        return Err(TlsError(format!(
+            "{}: the private key is encrypted the legacy OpenSSL way (Proc-Type: 4,ENCRYPTED), \
+             which berth does not read; convert it to encrypted PKCS#8 (openssl pkcs8 -topk8 \
+             -in {0} -out NEW.pem, then give the password) or decrypt it (openssl pkey -in {0} \
+             -out PLAIN.pem)",
+            path.display()
+        )));
+    }
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
         TlsError(format!(
             "{}: no private key in it (PKCS#8, PKCS#1 RSA or SEC1 EC PEM): {e}",
             path.display()
         ))
     })
+}
+
+/// Decrypts the `ENCRYPTED PRIVATE KEY` PEM `block` of the file at `path` (PBES2: PBKDF2 or
+/// scrypt, with AES-CBC, what `openssl pkcs8 -topk8` and `openssl genpkey -aes256` write).
+fn decrypt_key(
+    path: &Path,
+    block: &str,
+    password: Option<&KeyPassword>,
+) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let Some(password) = password else {
+        return Err(TlsError(format!(
+            "{0}: the private key is encrypted ({ENCRYPTED_LABEL}): give its password \
+             (berth serve --tls-key-password, python -m berth --ssl-keyfile-password), or \
+             decrypt it once: openssl pkey -in {0} -out PLAIN.pem",
+            path.display()
+        )));
+    };
+    let bad = |what: &str| {
+        TlsError(format!(
+            "{}: {what} (an encrypted PKCS#8 key, {ENCRYPTED_LABEL}, with PBES2)",
+            path.display()
+        ))
+    };
+    let (_, doc) = pkcs8::der::Document::from_pem(block)
+        .map_err(|e| bad(&format!("cannot read the encrypted key: {e}")))?;
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes())
+        .map_err(|e| bad(&format!("cannot read the encrypted key: {e}")))?;
+    use pkcs8::pkcs5::Error as Pkcs5;
+    let plain = info.decrypt(password.0.as_bytes()).map_err(|e| match e {
+        // A wrong password shows as bad padding (which pkcs5 0.7 reports as EncryptFailed
+        // on the way in too) or, one time in 256, as decrypted bytes that are not a key.
+        pkcs8::Error::EncryptedPrivateKey(Pkcs5::DecryptFailed | Pkcs5::EncryptFailed)
+        | pkcs8::Error::Asn1(_) => bad("cannot decrypt the key: wrong password"),
+        e => bad(&format!(
+            "cannot decrypt the key: {e}; re-encrypt it with openssl pkcs8 -topk8 -v2 \
+             aes-256-cbc"
+        )),
+    })?;
+    Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()))
 }
 
 /// Refuses a certificate outside its validity period, naming the dates.
@@ -179,7 +272,7 @@ fn check_validity(cert: &CertificateDer<'_>, path: &Path) -> Result<(), TlsError
 fn load_certified(settings: &TlsSettings) -> Result<CertifiedKey, TlsError> {
     let certs = load_certs(&settings.cert)?;
     check_validity(&certs[0], &settings.cert)?;
-    let key = load_key(&settings.key)?;
+    let key = load_key(&settings.key, settings.key_password.as_ref())?;
     CertifiedKey::from_der(certs, key, &provider()).map_err(|e| match e {
         rustls::Error::InconsistentKeys(_) => TlsError(format!(
             "the private key in {} does not match the certificate in {}",
@@ -311,11 +404,23 @@ impl TlsAcceptor {
     /// stream is read.
     pub fn accept<S>(&self, sock: S) -> io::Result<TlsStream<S>> {
         let config = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
+        // A listener that offers HTTP by ALPN speaks HTTP: a plain request to it gets an
+        // HTTP answer (the message protocol's tls:// listeners offer no ALPN, and get none).
+        let http = config
+            .alpn_protocols
+            .iter()
+            .any(|p| p == b"h2" || p == b"http/1.1");
         let mut conn = ServerConnection::new(config).map_err(io::Error::other)?;
         conn.set_buffer_limit(Some(BUFFER_LIMIT));
+        let sniff = match (http, self.settings.redirect_plain_http) {
+            (false, _) => Sniff::Off,
+            (true, false) => Sniff::Refuse,
+            (true, true) => Sniff::Redirect,
+        };
         Ok(TlsStream {
             sock,
             conn: rustls::Connection::Server(conn),
+            sniff,
         })
     }
 }
@@ -376,7 +481,7 @@ impl TlsConnector {
             Some((cert, key)) => {
                 let chain = load_certs(cert)?;
                 config
-                    .with_client_auth_cert(chain, load_key(key)?)
+                    .with_client_auth_cert(chain, load_key(key, None)?)
                     .map_err(|e| TlsError(format!("{}: {e}", cert.display())))?
             }
         };
@@ -397,6 +502,7 @@ impl TlsConnector {
         Ok(TlsStream {
             sock,
             conn: rustls::Connection::Client(conn),
+            sniff: Sniff::Off,
         })
     }
 }
@@ -405,6 +511,108 @@ impl TlsConnector {
 pub struct TlsStream<S> {
     sock: S,
     conn: rustls::Connection,
+    /// The server side of an HTTP listener that has read nothing yet: its first bytes are
+    /// looked at for a plain HTTP request before rustls gets them ([`TlsStream::first_read`]).
+    sniff: Sniff,
+}
+
+/// What becomes of a plain HTTP request on a TLS port, until the first read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sniff {
+    /// Not looked for (a client connection, or a listener that speaks no HTTP), or looked
+    /// for already.
+    Off,
+    /// Answered 400 ([`PLAIN_HTTP_ANSWER`]).
+    Refuse,
+    /// Redirected to `https://` ([`redirect_answer`]), or 400 if it names no usable host.
+    Redirect,
+}
+
+/// What a plain HTTP request to a TLS port is answered, in clear (nginx's words, and its
+/// status: 400).
+const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\
+Content-Type: text/plain; charset=utf-8\r\n\
+Content-Length: 41\r\n\
+Connection: close\r\n\
+\r\n\
+plain HTTP request sent to an HTTPS port\n";
+
+/// The error a read returns after answering a plain HTTP request ([`PLAIN_HTTP_ANSWER`]):
+/// the connection is over. [`is_plain_http`] tells it from other errors.
+#[derive(Debug)]
+struct PlainHttp {
+    /// It was redirected to https:// (`--redirect-https`), not answered 400.
+    redirected: bool,
+}
+
+impl PlainHttp {
+    fn answer(&self) -> &'static str {
+        match self.redirected {
+            true => "redirected to https://",
+            false => "answered 400",
+        }
+    }
+}
+
+impl std::fmt::Display for PlainHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "plain HTTP request sent to an HTTPS port ({})",
+            self.answer()
+        )
+    }
+}
+
+impl std::error::Error for PlainHttp {}
+
+/// The redirect of a plain HTTP request to the same place over `https://`: its `Host` and
+/// target, when the head is whole in `head` and the host is a host (name, IPv4, `[IPv6]`,
+/// with a port or not); else `None` (answered 400 instead). A target that is not a path
+/// (`*`, an absolute form) goes to `/`.
+fn redirect_answer(head: &[u8]) -> Option<Vec<u8>> {
+    let mut fields = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut fields);
+    if !req.parse(head).ok()?.is_complete() {
+        return None;
+    }
+    let host = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("host"))?
+        .value;
+    let host_ok = !host.is_empty()
+        && host.len() <= 255
+        && host
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b));
+    if !host_ok {
+        return None;
+    }
+    let host = std::str::from_utf8(host).ok()?;
+    let target = req.path.filter(|p| p.starts_with('/')).unwrap_or("/");
+    let location = format!("https://{host}{target}");
+    Some(
+        format!(
+            "HTTP/1.1 308 Permanent Redirect\r\nLocation: {location}\r\n\
+             Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{location}\n",
+            location.len() + 1
+        )
+        .into_bytes(),
+    )
+}
+
+/// Whether `e` is a read's report of a plain HTTP request answered 400.
+pub fn is_plain_http(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<PlainHttp>())
+}
+
+/// Whether a connection's first byte starts an HTTP request rather than a TLS record: an
+/// HTTP method is upper-case letters (`GET`, `POST`, `PRI` of HTTP/2's preface...), a TLS
+/// record starts with its content type (22, a handshake), an SSLv2 hello with its top bit set.
+fn starts_plain_http(first: u8) -> bool {
+    first.is_ascii_uppercase()
 }
 
 impl<S> TlsStream<S> {
@@ -425,6 +633,7 @@ impl<S> TlsStream<S> {
         TlsStream {
             sock: f(self.sock),
             conn: self.conn,
+            sniff: self.sniff,
         }
     }
 
@@ -499,17 +708,69 @@ impl<S: Read + Write> TlsStream<S> {
     /// Reads records from the socket once and decrypts them. `Ok(0)`: the socket is at its
     /// end. A protocol error sends the peer its alert (as far as the socket takes it).
     fn pull(&mut self) -> io::Result<usize> {
+        let n = match self.sniff {
+            Sniff::Refuse | Sniff::Redirect => self.first_read()?,
+            Sniff::Off => loop {
+                match self.conn.read_tls(&mut self.sock) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    other => break other?,
+                }
+            },
+        };
+        self.decrypt()?;
+        Ok(n)
+    }
+
+    /// The first read of a server connection of an HTTP listener: bytes that start a plain
+    /// HTTP request are answered [`PLAIN_HTTP_ANSWER`], or redirected ([`Sniff::Redirect`]),
+    /// and the error is then [`PlainHttp`]; any others go to rustls as if it had read them
+    /// itself. One read of a few KiB takes a client's first flight whole (a ClientHello, or a
+    /// request head).
+    fn first_read(&mut self) -> io::Result<usize> {
+        let mut first = [0u8; 4096];
         let n = loop {
-            match self.conn.read_tls(&mut self.sock) {
+            match self.sock.read(&mut first) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 other => break other?,
             }
         };
+        let sniff = std::mem::replace(&mut self.sniff, Sniff::Off);
+        if n > 0 && starts_plain_http(first[0]) {
+            // The whole request was read with it (a head fits in the read), so closing after
+            // the answer sends FIN, not a reset that would drop the answer. A socket that will
+            // not take a few hundred bytes at once gets what it takes: the client still sees
+            // the end.
+            let redirect = match sniff {
+                Sniff::Redirect => redirect_answer(&first[..n]),
+                _ => None,
+            };
+            let _ = self
+                .sock
+                .write(redirect.as_deref().unwrap_or(PLAIN_HTTP_ANSWER));
+            let redirected = redirect.is_some();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                PlainHttp { redirected },
+            ));
+        }
+        // rustls reads them from the slice (an empty read would mean the end, as from the
+        // socket: so only when the socket said so).
+        let mut fed = &first[..n];
+        loop {
+            if self.conn.read_tls(&mut fed)? == 0 || fed.is_empty() {
+                break;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Decrypts the records rustls holds.
+    fn decrypt(&mut self) -> io::Result<()> {
         if let Err(e) = self.conn.process_new_packets() {
             let _ = self.push();
             return Err(io::Error::new(io::ErrorKind::InvalidData, e));
         }
-        Ok(n)
+        Ok(())
     }
 }
 
@@ -593,6 +854,21 @@ impl<S: Read + Write> Write for TlsStream<S> {
     }
 }
 
+impl<S: Transport> TlsStream<S> {
+    /// Says at debug level that a plain HTTP request was answered, naming the client.
+    fn noted<T>(&self, result: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &result {
+            if let Some(plain) = e.get_ref().and_then(|e| e.downcast_ref::<PlainHttp>()) {
+                let peer = self.sock.peer();
+                let who = peer.map_or_else(|| "a client".to_owned(), |p| p.to_string());
+                let answer = plain.answer();
+                log::debug!("{who}: plain HTTP request sent to an HTTPS port: {answer}");
+            }
+        }
+        result
+    }
+}
+
 impl<S: Transport> Transport for TlsStream<S> {
     fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         // rustls reads into initialised memory: the spare capacity is zeroed first (a cost
@@ -601,7 +877,7 @@ impl<S: Transport> Transport for TlsStream<S> {
         buf.resize(buf.capacity(), 0);
         let got = self.read(&mut buf[len..]);
         buf.truncate(len + *got.as_ref().unwrap_or(&0));
-        got
+        self.noted(got)
     }
 
     /// File bytes must be encrypted: never `sendfile`.
@@ -635,7 +911,8 @@ impl<S: Transport> Transport for TlsStream<S> {
     }
 
     fn finish_handshake(&mut self) -> io::Result<()> {
-        self.complete_handshake()?;
+        let done = self.complete_handshake();
+        self.noted(done)?;
         // Session tickets and the like, which rustls queues once the handshake is done.
         self.push()
     }

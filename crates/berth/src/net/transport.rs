@@ -98,6 +98,13 @@ pub trait Transport: Read + Write {
     /// segment of its own after them. [`Transport::shutdown_write`] still ends the sending side.
     #[inline]
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send(buf)
+    }
+
+    /// Writes what it can of a connection's output: [`Write::write`], unless the transport has
+    /// a cheaper way (a plain socket: one raw `sendto(2)`, see `sys::io::send`).
+    #[inline]
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write(buf)
     }
 
@@ -142,6 +149,10 @@ macro_rules! plain_socket {
             #[inline]
             fn read_spare(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
                 super::read_into_spare(&*self, buf)
+            }
+            #[inline]
+            fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+                crate::sys::io::send(&*self, buf)
             }
             #[inline]
             fn can_send_file(&self) -> bool {
@@ -530,6 +541,10 @@ impl<S: Transport> Transport for Stream<S> {
     #[inline]
     fn write_last(&mut self, buf: &[u8]) -> io::Result<usize> {
         stream!(self, s => s.write_last(buf))
+    }
+    #[inline]
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        stream!(self, s => s.send(buf))
     }
     fn abort(&mut self) {
         stream!(self, s => s.abort())

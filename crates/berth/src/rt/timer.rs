@@ -23,6 +23,9 @@ pub(crate) struct Wheel {
     /// Per key: the armed tick plus one, or 0 when not armed.
     armed: Vec<u64>,
     resolution: Duration,
+    /// `resolution` in nanoseconds (at least 1): ticks are counted in 64-bit arithmetic, not
+    /// `Duration::as_nanos`'s 128-bit division, on every request's deadline.
+    res_ns: u64,
     start: Instant,
     /// The next tick whose slot has not been processed.
     current: u64,
@@ -37,14 +40,14 @@ impl Wheel {
             prev: vec![NIL; capacity],
             armed: vec![0; capacity],
             resolution,
+            res_ns: nanos(resolution).max(1),
             start: now,
             current: 0,
         }
     }
 
     fn now_tick(&self, now: Instant) -> u64 {
-        (now.saturating_duration_since(self.start).as_nanos() / self.resolution.as_nanos().max(1))
-            as u64
+        nanos(now.saturating_duration_since(self.start)) / self.res_ns
     }
 
     /// Arms `key` to expire at `at` (replacing any earlier deadline), or disarms it with `None`.
@@ -52,11 +55,8 @@ impl Wheel {
         let Some(at) = at else {
             return self.disarm(key);
         };
-        let res = self.resolution.as_nanos().max(1);
-        let tick = (at
-            .saturating_duration_since(self.start)
-            .as_nanos()
-            .div_ceil(res) as u64)
+        let tick = nanos(at.saturating_duration_since(self.start))
+            .div_ceil(self.res_ns)
             .max(self.current);
         if self.armed[key] == tick + 1 {
             return;
@@ -117,6 +117,13 @@ impl Wheel {
     pub(crate) fn resolution(&self) -> Duration {
         self.resolution
     }
+}
+
+/// `d` in nanoseconds, saturating (at 584 years).
+fn nanos(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
 }
 
 #[cfg(test)]

@@ -4,6 +4,14 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+/// The process's soft limit on open descriptors (`RLIMIT_NOFILE`); `None` if unlimited or
+/// unknown.
+pub(crate) fn open_files_limit() -> Option<u64> {
+    let (soft, _) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()?;
+    (soft != nix::sys::resource::RLIM_INFINITY).then_some(soft)
+}
+
 /// `pipe2(O_CLOEXEC)`: the read end, then the write end.
 pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];

@@ -226,10 +226,10 @@ where
                     // The Files actor is gone: only during shutdown.
                     Fate::Close
                 }
-                Fate::Offload { stream, job } => {
+                Fate::Offload { stream, job, ticket } => {
                     let (queue, stats) = (self.shared.queue.as_ref(), &self.shared.stats);
                     let reply_to = || ActorReply(cx.addr(), stream);
-                    let reply = match workers::offload(queue, job, reply_to, stats) {
+                    let reply = match workers::offload(queue, job, ticket, reply_to, stats) {
                         Offloaded::Queued => {
                             // Go on reading, so that a peer that resets while the job waits is
                             // seen and the job dropped (see `workers`); HTTP/2's streams behind

@@ -148,9 +148,7 @@ where
     let shared = Arc::new(Shared {
         limits: config.limits,
         timeouts: config.timeouts,
-        max_input: config.limits.max_header_bytes
-            + config.limits.max_body_bytes
-            + config.buffer_size,
+        max_input: config.limits.max_input(config.buffer_size),
         buffer_size: config.buffer_size,
         files,
         queue: (config.workers > 0).then_some(queue_tx),
@@ -288,8 +286,14 @@ where
             let Some(listener) = &self.listener else {
                 return;
             };
-            let Some(stream) = accept::next(listener, &mut self.accept_paused, "actor poller")
-            else {
+            let refusal = self.config.transport.refusal(self.service.refusal());
+            let Some(stream) = accept::next(
+                listener,
+                &mut self.accept_paused,
+                "actor poller",
+                refusal,
+                self.stats.shard(0),
+            ) else {
                 return;
             };
             if self.shared.open.load(Ordering::Acquire) >= self.config.capacity {

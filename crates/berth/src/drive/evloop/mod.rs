@@ -242,7 +242,10 @@ impl<H: Handler> EventLoop<H> {
                 return;
             };
             let who = format_args!("loop {}", self.state.id);
-            let Some(stream) = accept::next(listener, &mut self.accept_paused, who) else {
+            let shard = self.state.stats.shard(self.state.id);
+            let refusal = self.state.refusal;
+            let Some(stream) = accept::next(listener, &mut self.accept_paused, who, refusal, shard)
+            else {
                 return;
             };
             if self.conns.len() >= self.config.capacity {

@@ -69,7 +69,7 @@ impl Core {
                             Ok(n) => {
                                 let payload = n.min(left as usize);
                                 session.skip_payload(payload as u64);
-                                self.held_read(id, start + payload, sink);
+                                self.held_read(id, start + payload, n, sink);
                                 continue;
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -100,8 +100,9 @@ impl Core {
                 Ok(_) if closing => self.pool.put(buf),
                 Ok(_) => {
                     self.deliver(id, &buf, sink);
+                    let n = buf.len();
                     self.pool.put(buf);
-                    self.note_input(id);
+                    self.note_input(id, n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     *readable = false;
@@ -121,7 +122,7 @@ impl Core {
     /// A read straight into a held message's buffer (see [`DIRECT_FROM`]) left its payload up
     /// to `end`: what the read brought beyond it (the next frames) goes through the protocol
     /// as any read's bytes do, and so does the message's end if this completed it.
-    fn held_read(&mut self, id: ClientId, end: usize, sink: &mut dyn Sink) {
+    fn held_read(&mut self, id: ClientId, end: usize, read: usize, sink: &mut dyn Sink) {
         let mut rest = self.pool.take();
         let Some(c) = self.clients.get_mut(id.key()).filter(|c| c.gen == id.gen()) else {
             return self.pool.put(rest);
@@ -139,7 +140,7 @@ impl Core {
             self.deliver(id, &rest, sink);
         }
         self.pool.put(rest);
-        self.note_input(id);
+        self.note_input(id, read);
     }
 
     /// The peer will send nothing more. An open client with output still queued gets it

@@ -318,6 +318,8 @@ impl Core {
                 // The engine is not reading it (backpressure, or its turn for the held
                 // budget): not its stall. The time starts again when reading does.
                 c.input_at = now;
+                c.window_at = now;
+                c.window_bytes = 0;
                 c.read_due = Some(now + first);
             } else {
                 return self.look_at_silence(id);
@@ -337,12 +339,32 @@ impl Core {
 
     /// A client in the middle of a message has sent nothing since `input_at`: ended if that is
     /// `read_timeout`, or `stall_timeout` while others wait on the message; else looked at
-    /// again when the next of them could be due.
+    /// again when the next of them could be due. While others wait, a window of
+    /// `stall_timeout` that brought less than `stall_min_bytes` is a stall too: a trickle must
+    /// not hold them longer than silence may.
     fn look_at_silence(&mut self, id: ClientId) {
         let now = self.now;
         let (read_timeout, stall) = (self.config.read_timeout, self.config.stall_timeout);
+        let min_bytes = self.config.stall_min_bytes;
         let Some(c) = self.get(id) else { return };
         let silent = now.saturating_duration_since(c.input_at);
+        let window_over = now.saturating_duration_since(c.window_at) >= stall;
+        if window_over && silent < stall && c.window_bytes < min_bytes {
+            let brought = c.window_bytes;
+            if let Some(whom) = self.waiting_on(id) {
+                let text = format!(
+                    "sent {brought} bytes in {stall:?} (under --stall-min-bytes {min_bytes}) \
+                     in the middle of a message {whom} waits on"
+                );
+                return self.timed_out(id, &text, "--stall-timeout");
+            }
+        }
+        if window_over {
+            let c = self.get_mut(id).expect("checked above");
+            c.window_at = now;
+            c.window_bytes = 0;
+        }
+        let Some(c) = self.get(id) else { return };
         if let Some(timeout) = read_timeout.filter(|&t| silent >= t) {
             let text = format!("sent nothing for {timeout:?} in the middle of a message");
             return self.timed_out(id, &text, "--read-timeout");
@@ -358,10 +380,12 @@ impl Core {
         // Nobody waits on it yet, or a timeout is still to come: look again then (and, past
         // the stall timeout, every stall timeout, in case someone starts waiting).
         let input_at = c.input_at;
+        let window_end = (min_bytes > 0).then_some(c.window_at + stall);
         let next = [read_timeout, Some(stall)]
             .into_iter()
             .flatten()
             .map(|t| input_at + t)
+            .chain(window_end)
             .filter(|&at| at > now)
             .min()
             .unwrap_or(now + stall);
@@ -416,7 +440,7 @@ impl Core {
     /// The client read bytes: in the middle of a message, its last input moves (and its timer
     /// is set if none was: the timer reads `input_at` when it fires); at a message boundary the
     /// look is off.
-    pub(super) fn note_input(&mut self, id: ClientId) {
+    pub(super) fn note_input(&mut self, id: ClientId, bytes: usize) {
         let now = self.now;
         let first = self.first_look();
         let Some(c) = self.get_mut(id) else { return };
@@ -425,7 +449,11 @@ impl Core {
         }
         if c.mid_message() {
             c.input_at = now;
+            c.window_bytes += bytes as u64;
             if c.read_due.is_none() {
+                // A message begins: so does its first window.
+                c.window_at = now;
+                c.window_bytes = bytes as u64;
                 c.read_due = Some(now + first);
                 let at = earliest(c.write_due, c.read_due);
                 self.wheel.set(id.key(), at);

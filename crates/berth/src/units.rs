@@ -1,4 +1,6 @@
-//! The two unit syntaxes of berth's command line, the same for every flag of every subcommand:
+//! The two unit syntaxes of berth's command lines, the same for every flag of every
+//! subcommand and of every front (`berth serve`, `berth msg serve`, `python -m berth`, which
+//! calls these through the Python package), so that a value means the same everywhere:
 //!
 //! - a **duration** is a number with a unit, `500ms`, `10s`, `2m`, `1h`, or a bare number of
 //!   seconds (`10`, `0.5`), as the flags that took `SECS` always did;
@@ -86,6 +88,15 @@ pub fn limit_usize(s: &str) -> Result<NonZeroUsize, String> {
 /// A size that fits in memory, zero allowed.
 pub fn size_usize(s: &str) -> Result<usize, String> {
     usize::try_from(size(s)?).map_err(|_| format!("'{s}' is too large"))
+}
+
+/// A limit that may be lifted: a size above zero, or `0`/`none`/`unlimited` for no limit
+/// (`usize::MAX`), as `--max-body-size` takes it in every front.
+pub fn limit_or_none(s: &str) -> Result<usize, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "0" | "none" | "unlimited" => Ok(usize::MAX),
+        _ => limit_usize(s).map(NonZeroUsize::get),
+    }
 }
 
 #[cfg(test)]
