@@ -221,11 +221,13 @@ impl<S: Blocking> Blocking for Stalls<S> {
         self.sock.set_read_timeout(t)
     }
 
-    /// Each call waits at most half the timeout in the kernel (a blocking `sendfile` may wait
-    /// twice its `SO_SNDTIMEO` in one call), so that the first slow call plus the watch stay
-    /// within the timeout and one call's wait. The timeout itself is the one `new` was given.
+    /// Each call waits at most a quarter of the timeout in the kernel: a blocking `sendfile`
+    /// may wait twice its `SO_SNDTIMEO` in one call (Linux 6.x does, under a peer that reads
+    /// nothing), and the watch of the peer starts when the first slow call returns, so a stall
+    /// ends at most half a timeout past the timeout. (With half, a stalled download ended at
+    /// twice the timeout and a little more.) The timeout itself is the one `new` was given.
     fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        let half = t.map(|t| (t / 2).max(Duration::from_millis(1)));
-        self.sock.set_write_timeout(half)
+        let quarter = t.map(|t| (t / 4).max(Duration::from_millis(1)));
+        self.sock.set_write_timeout(quarter)
     }
 }
