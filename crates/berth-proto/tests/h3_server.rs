@@ -117,6 +117,15 @@ fn the_demo_routes_are_answered() {
     assert_eq!(s.conn.counts().requests, 5);
 }
 
+/// A request says it came over HTTP/3 (ASGI's `http_version` "3", WSGI's `SERVER_PROTOCOL`
+/// `HTTP/3`, the access log's protocol).
+#[test]
+fn a_request_says_http3() {
+    let mut s = server();
+    s.request(0, &get("/version"));
+    assert_eq!(&s.heard(0).body[..], b"Http3");
+}
+
 #[test]
 fn a_post_body_comes_whole_to_the_handler() {
     let mut s = server();

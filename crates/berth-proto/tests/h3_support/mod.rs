@@ -65,6 +65,10 @@ impl Handler for App {
             "/trailers" => return Handled::Offload(AppJob::Trailers),
             "/switch" => return Handled::Offload(AppJob::Switch),
             "/upgrade" => return Handled::Upgrade(echo_switch()),
+            "/version" => {
+                res.send(200, "text/plain", format!("{:?}", req.version).as_bytes());
+                return Handled::Done;
+            }
             _ => {}
         }
         match Demo.handle(req, res) {

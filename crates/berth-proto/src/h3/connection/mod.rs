@@ -62,10 +62,8 @@
 //! a head not complete within the header timeout resets its stream, a body that stops
 //! arriving is answered 408; an idle connection is QUIC's idle timeout's.
 //!
-//! What this does **not** do (yet): server push (never sent: RFC 9114 §4.6
-//! lets a server not push), a dynamic table for answers (see `h3::answer`), and
-//! `Request::version` saying HTTP/3: `http::Version` has no `Http3` yet, since adding one
-//! changes matches in the `berth` and `berth-py` crates; requests say `Http2` meanwhile.
+//! What this does **not** do (yet): server push (never sent: RFC 9114 §4.6 lets a server not
+//! push), and a dynamic table for answers (see `h3::answer`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
