@@ -296,9 +296,9 @@ struct Run<H: Handler<Job = TestJob>> {
     bounds: Bounds,
     input: Vec<u8>,
     output: Vec<u8>,
-    held: Vec<(u32, TestJob)>,
+    held: Vec<(u64, TestJob)>,
     /// Streamed bodies kept for their streams, pulled as the connection asks.
-    kept: KeptBodies<u32>,
+    kept: KeptBodies<u64>,
     closed: bool,
 }
 

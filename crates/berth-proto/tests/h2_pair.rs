@@ -122,10 +122,10 @@ fn trailers_end_the_stream_after_the_body() {
     let mut p = holding();
     let a = p.get("/test/slow");
     let b = p.get("/test/slow");
-    let _jobs = (p.server.take_job(a), p.server.take_job(b));
+    let _jobs = (p.server.take_job(a.into()), p.server.take_job(b.into()));
     let (writer, stream) = body_stream();
     p.server
-        .reply(a, Reply::streamed(200, b"head-".to_vec(), stream));
+        .reply(a.into(), Reply::streamed(200, b"head-".to_vec(), stream));
     writer.push(b"body".to_vec()).unwrap();
     p.server.pump();
     p.drive();
@@ -145,7 +145,7 @@ fn trailers_end_the_stream_after_the_body() {
     let whole = Reply::empty(200)
         .with_trailers(fields(&[("x-big", big.as_str())]))
         .unwrap();
-    p.server.reply(b, whole);
+    p.server.reply(b.into(), whole);
     p.drive();
     let owned = |v: &[(&str, &str)]| -> Vec<(String, String)> {
         v.iter()
@@ -173,9 +173,9 @@ fn jobs_answered_out_of_order_reach_their_streams() {
     let mut p = Pair::with(server, ClientConfig::default());
     let ids: Vec<u32> = (0..5).map(|_| p.get("/test/slow")).collect();
     for &id in ids.iter().rev() {
-        let _job = p.server.take_job(id);
+        let _job = p.server.take_job(id.into());
         p.server.reply(
-            id,
+            id.into(),
             Reply::new(200, "text/plain", format!("job {id}").into()),
         );
     }

@@ -619,8 +619,8 @@ fn many_jobs_in_flight_answered_in_any_order() {
     order.sort_by_key(|id| (id * 37) % 101);
     let mut opened = Vec::new();
     for (n, id) in order.iter().enumerate() {
-        let job = s.take_job(*id);
-        s.reply(*id, job.run_reply());
+        let job = s.take_job(u64::from(*id));
+        s.reply(u64::from(*id), job.run_reply());
         assert_eq!(s.conn.jobs_out(), 99 - n);
         if n % 10 == 0 {
             c.window_update(*id, 1 << 20);
@@ -661,7 +661,7 @@ fn jobs_past_the_connections_share_wait_in_it_and_resets_cancel_them() {
         c.get(id, "/test/slow");
     }
     s.feed(&c.take());
-    let out: Vec<u32> = s.held.iter().map(|(id, _)| *id).collect();
+    let out: Vec<u64> = s.held.iter().map(|(id, _)| *id).collect();
     assert_eq!(
         out,
         [1, 3],
@@ -671,7 +671,7 @@ fn jobs_past_the_connections_share_wait_in_it_and_resets_cancel_them() {
     frame::write_rst(&mut c.bytes, 3, ErrorCode::CANCEL);
     frame::write_rst(&mut c.bytes, 7, ErrorCode::CANCEL);
     s.feed(&c.take());
-    let cancelled: Vec<u32> = s.conn.take_cancelled().collect();
+    let cancelled: Vec<u64> = s.conn.take_cancelled().collect();
     assert_eq!(
         cancelled,
         [3],
@@ -685,11 +685,11 @@ fn jobs_past_the_connections_share_wait_in_it_and_resets_cancel_them() {
     // 3's job comes back (dropped unrun, or run): 5 goes out; 7 was dropped while it waited.
     let job = s.take_job(3);
     s.reply(3, job.run_reply());
-    let out: Vec<u32> = s.held.iter().map(|(id, _)| *id).collect();
+    let out: Vec<u64> = s.held.iter().map(|(id, _)| *id).collect();
     assert_eq!(out, [1, 5]);
     let job = s.take_job(1);
     s.reply(1, job.run_reply());
-    let out: Vec<u32> = s.held.iter().map(|(id, _)| *id).collect();
+    let out: Vec<u64> = s.held.iter().map(|(id, _)| *id).collect();
     assert_eq!(out, [5, 9]);
     s.finish();
     let answered: Vec<u32> = s.heard().responses.iter().map(|r| r.0).collect();
@@ -711,7 +711,7 @@ fn files_past_the_connections_share_are_opened_as_earlier_ones_end() {
         c.get(id, "/files/a.txt");
     }
     s.feed(&c.take());
-    let asked: Vec<u32> = s.held_files.iter().map(|(id, _)| *id).collect();
+    let asked: Vec<u64> = s.held_files.iter().map(|(id, _)| *id).collect();
     assert_eq!(asked, [1, 3], "two files at a time");
     // The two are opened, and their bodies wait for windows (65,535 bytes each went out).
     s.open_files();
@@ -722,13 +722,13 @@ fn files_past_the_connections_share_are_opened_as_earlier_ones_end() {
     );
     c.window_update(0, 1 << 20).window_update(1, 1 << 20);
     s.feed(&c.take());
-    let asked: Vec<u32> = s.held_files.iter().map(|(id, _)| *id).collect();
+    let asked: Vec<u64> = s.held_files.iter().map(|(id, _)| *id).collect();
     assert_eq!(asked, [5], "1 ended: 5's turn");
     s.open_files();
     c.window_update(3, 1 << 20).window_update(5, 1 << 20);
     s.hold_files = true;
     s.feed(&c.take());
-    let asked: Vec<u32> = s.held_files.iter().map(|(id, _)| *id).collect();
+    let asked: Vec<u64> = s.held_files.iter().map(|(id, _)| *id).collect();
     assert_eq!(asked, [7]);
     s.open_files();
     c.window_update(7, 1 << 20);

@@ -7,7 +7,7 @@ use berth_proto::h3::frame::{self, Event as Read, Frame, FrameReader, StreamKind
 use berth_proto::h3::qpack::{self, Decoded, Decoder, DecoderConfig};
 use berth_proto::h3::settings::Settings;
 use berth_proto::h3::stream::UniStream;
-use berth_proto::h3::{Action, Role};
+use berth_proto::h3::{Quic, Role};
 
 fn section(fields: &[(&str, &str)]) -> Vec<u8> {
     let mut s = Vec::new();
@@ -46,10 +46,10 @@ fn a_request_goes_out_as_control_then_headers_data_fin() {
     c.set_origin("https", "example.com");
     let id = c.request("POST", "/up", &[("x-a", b"1")], b"body", true);
     assert_eq!(id, 0);
-    let actions: Vec<Action> = std::iter::from_fn(|| c.poll_action()).collect();
-    assert_eq!(actions[0], Action::Open { stream: 2 });
-    assert_eq!(actions[2], Action::Open { stream: 6 });
-    let Action::Send {
+    let actions: Vec<Quic> = std::iter::from_fn(|| c.poll_quic()).collect();
+    assert_eq!(actions[0], Quic::Open { stream: 2 });
+    assert_eq!(actions[2], Quic::Open { stream: 6 });
+    let Quic::Send {
         stream: 0,
         bytes,
         fin: true,

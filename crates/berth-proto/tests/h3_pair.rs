@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use berth_proto::h3::client::{Client, Event};
 use berth_proto::h3::error::ErrorCode;
 use berth_proto::h3::qpack::DecoderConfig;
-use berth_proto::h3::{Action, H3Config};
+use berth_proto::h3::{H3Config, Quic};
 use h3_support::Server;
 
 /// What the client heard on one stream.
@@ -78,29 +78,27 @@ impl Pair {
     fn run(&mut self) {
         for _ in 0..1000 {
             let mut moved = false;
-            while let Some(action) = self.client.poll_action() {
+            while let Some(action) = self.client.poll_quic() {
                 moved = true;
                 match action {
-                    Action::Send { stream, bytes, fin } => {
-                        self.server.conn.recv(stream, &bytes, fin)
-                    }
-                    Action::Reset { stream, code } => self.server.conn.reset(stream, code.0),
-                    Action::Stop { stream, code } => self.server.conn.stopped(stream, code.0),
-                    Action::Open { .. } => {}
-                    Action::Close { code, .. } => self.closed = Some(code),
+                    Quic::Send { stream, bytes, fin } => self.server.conn.recv(stream, &bytes, fin),
+                    Quic::Reset { stream, code } => self.server.conn.reset(stream, code.0),
+                    Quic::Stop { stream, code } => self.server.conn.stopped(stream, code.0),
+                    Quic::Open { .. } => {}
+                    Quic::Close { code, .. } => self.closed = Some(code),
                 }
             }
             if moved {
                 self.server.pump();
             }
-            let new: Vec<Action> = self.server.actions[self.carried..].to_vec();
+            let new: Vec<Quic> = self.server.actions[self.carried..].to_vec();
             self.carried = self.server.actions.len();
             for action in &new {
                 match action {
-                    Action::Send { stream, bytes, fin } => self.client.recv(*stream, bytes, *fin),
-                    Action::Reset { stream, code } => self.client.reset(*stream, code.0),
-                    Action::Close { code, .. } => self.closed = Some(*code),
-                    Action::Stop { .. } | Action::Open { .. } => {}
+                    Quic::Send { stream, bytes, fin } => self.client.recv(*stream, bytes, *fin),
+                    Quic::Reset { stream, code } => self.client.reset(*stream, code.0),
+                    Quic::Close { code, .. } => self.closed = Some(*code),
+                    Quic::Stop { .. } | Quic::Open { .. } => {}
                 }
             }
             self.client.process();

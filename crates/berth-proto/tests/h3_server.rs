@@ -12,7 +12,7 @@ use berth_proto::h3::frame::{self, Frame};
 use berth_proto::h3::qpack::{self, Encoder};
 use berth_proto::h3::settings::Settings;
 use berth_proto::h3::stream::UniStream;
-use berth_proto::h3::{varint, Action, H3Config};
+use berth_proto::h3::{varint, H3Config, Quic};
 use berth_proto::http::Limits;
 use h3_support::*;
 
@@ -31,10 +31,10 @@ fn the_control_stream_opens_first_with_settings_from_the_limits() {
         ..Limits::default()
     };
     s.start();
-    assert_eq!(s.actions[0], Action::Open { stream: 3 });
+    assert_eq!(s.actions[0], Quic::Open { stream: 3 });
     assert!(matches!(
         s.actions[1],
-        Action::Send {
+        Quic::Send {
             stream: 3,
             fin: false,
             ..
@@ -52,12 +52,12 @@ fn the_control_stream_opens_first_with_settings_from_the_limits() {
     assert!(goaways.is_empty());
     // The decoder stream is opened (the client may use a table); no encoder stream, and
     // never a push.
-    assert!(s.actions.contains(&Action::Open { stream: 7 }));
+    assert!(s.actions.contains(&Quic::Open { stream: 7 }));
     assert_eq!(s.written[&7].0, [0x03]);
     assert_eq!(
         s.actions
             .iter()
-            .filter(|a| matches!(a, Action::Open { .. }))
+            .filter(|a| matches!(a, Quic::Open { .. }))
             .count(),
         2
     );
@@ -76,7 +76,7 @@ fn a_table_of_zero_opens_no_decoder_stream() {
     assert_eq!(
         s.actions
             .iter()
-            .filter(|a| matches!(a, Action::Open { .. }))
+            .filter(|a| matches!(a, Quic::Open { .. }))
             .count(),
         1
     );
@@ -115,6 +115,15 @@ fn the_demo_routes_are_answered() {
     assert_eq!(h.field("content-length"), Some("13"));
     assert_eq!(s.conn.open_streams(), 0);
     assert_eq!(s.conn.counts().requests, 5);
+}
+
+/// A request says it came over HTTP/3 (ASGI's `http_version` "3", WSGI's `SERVER_PROTOCOL`
+/// `HTTP/3`, the access log's protocol).
+#[test]
+fn a_request_says_http3() {
+    let mut s = server();
+    s.request(0, &get("/version"));
+    assert_eq!(&s.heard(0).body[..], b"Http3");
 }
 
 #[test]
@@ -664,7 +673,7 @@ fn the_drain_sends_goaway_finishes_what_is_in_flight_and_rejects_the_rest() {
     assert!(s.closed);
     assert_eq!(s.close_code(), Some(ErrorCode::H3_NO_ERROR));
     // The last action closes.
-    assert!(matches!(s.actions.last(), Some(Action::Close { .. })));
+    assert!(matches!(s.actions.last(), Some(Quic::Close { .. })));
 }
 
 #[test]

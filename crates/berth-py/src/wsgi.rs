@@ -530,6 +530,7 @@ impl Call {
             Version::Http10 => intern!(py, "HTTP/1.0"),
             Version::Http11 => intern!(py, "HTTP/1.1"),
             Version::Http2 => intern!(py, "HTTP/2"),
+            Version::Http3 => intern!(py, "HTTP/3"),
         };
         env.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;
         if let Some(peer) = self.peer {

@@ -1,11 +1,12 @@
 //! A request's decoded header list checked as RFC 9113 §8.2–§8.3 require, and turned into
-//! what berth's [`Request`] borrows: pseudo-fields first and only the four a request may
+//! what berth's [`Request`](crate::http::Request) borrows: pseudo-fields first and only the four a request may
 //! carry, each once; lowercase names; no connection-specific fields; `te` only `trailers`;
 //! cookies joined back into one field (§8.2.3), and `host` made from `:authority` when the
 //! client sent none, so that a handler written for HTTP/1.1 finds what it looks for.
 
 use super::hpack::Field;
-use crate::http::{Limits, Method, Request, Version};
+pub use crate::http::ReqHead;
+use crate::http::{Limits, Method};
 
 /// Why a request head is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,55 +15,6 @@ pub enum Refusal {
     Malformed(&'static str),
     /// Well-formed but not served: answered with this status.
     Status(u16, &'static str),
-}
-
-/// A checked request head, owning its fields.
-#[derive(Debug)]
-pub struct ReqHead {
-    /// The method.
-    pub method: Method,
-    /// `:path`.
-    pub target: String,
-    /// Regular fields, names lowercase.
-    pub fields: Vec<(String, Vec<u8>)>,
-    /// The declared `content-length`, if any.
-    pub content_length: Option<u64>,
-}
-
-impl ReqHead {
-    /// Whether the answer carries no body (HEAD).
-    pub fn head_only(&self) -> bool {
-        self.method == Method::Head
-    }
-
-    /// Calls `f` with the [`Request`] this head and `body` make.
-    pub fn with_request<R>(
-        &self,
-        body: &[u8],
-        peer: Option<std::net::SocketAddr>,
-        f: impl FnOnce(&Request<'_>) -> R,
-    ) -> R {
-        let headers: Vec<httparse::Header<'_>> = self
-            .fields
-            .iter()
-            .map(|(n, v)| httparse::Header { name: n, value: v })
-            .collect();
-        let (path, query) = match self.target.split_once('?') {
-            Some((p, q)) => (p, Some(q)),
-            None => (self.target.as_str(), None),
-        };
-        let req = Request {
-            method: self.method,
-            target: &self.target,
-            path,
-            query,
-            version: Version::Http2,
-            headers: &headers,
-            body,
-            peer,
-        };
-        f(&req)
-    }
 }
 
 /// RFC 9113 §8.2.1: a field name is lowercase, with no separators, controls or non-ASCII.
@@ -213,6 +165,7 @@ pub fn check_request(fields: Vec<Field>, limits: &Limits) -> Result<ReqHead, Ref
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::Version;
 
     fn f(list: &[(&str, &str)]) -> Vec<Field> {
         list.iter()
@@ -243,7 +196,7 @@ mod tests {
             &Limits::default(),
         )
         .unwrap();
-        head.with_request(b"", None, |req| {
+        head.with_request(b"", None, Version::Http2, |req| {
             assert_eq!(req.method, Method::Get);
             assert_eq!(req.version, Version::Http2);
             assert_eq!(req.path, "/a");

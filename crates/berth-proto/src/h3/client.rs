@@ -2,17 +2,17 @@
 //! requests out as QUIC stream bytes, answers in as [`Event`]s, for tests (a Pair with the
 //! server in memory) and, later, the load generator. It speaks through the same pieces as
 //! the server: [`FrameReader`], QPACK's [`Decoder`] (with a table the server may use,
-//! blocked streams bounded) and [`Encoder`], the same [`Action`]s out.
+//! blocked streams bounded) and [`Encoder`], the same [`Quic`] orders out.
 //!
 //! ```text
-//!   request(method, path, fields, body) ──> Action::Send(HEADERS, DATA, FIN) on 0, 4, 8, ..
+//!   request(method, path, fields, body) ──> Quic::Send(HEADERS, DATA, FIN) on 0, 4, 8, ..
 //!   recv(stream, bytes, fin) ──> FrameReader ──> Event::Head | Data | Trailers | End
 //!        server control (3)  ──> SETTINGS first, GOAWAY ──> Event::GoAway
 //!        server encoder      ──> qpack::Decoder (unblocks answers)
 //! ```
 //!
 //! Call order: [`Client::request`] (and [`Client::send_data`] for a body sent later), then
-//! do every [`Client::poll_action`]; hand QUIC's bytes to [`Client::recv`], call
+//! do every [`Client::poll_quic`]; hand QUIC's bytes to [`Client::recv`], call
 //! [`Client::process`], and read [`Client::poll_event`] until it is empty.
 //!
 //! Requests use the static table, or a dynamic table once the server allows one
@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::connection::Action;
+use super::connection::Quic;
 use super::error::{Error, ErrorCode, H3Error};
 use super::frame::{self, kind, Event as Read, Frame, FrameReader, StreamKind};
 use super::qpack::{Decoded, Decoder, DecoderConfig, Encoder, Field};
@@ -122,7 +122,7 @@ pub struct Client {
     peer_settings: Option<Settings>,
     streams: BTreeMap<u64, Exchange>,
     next_stream: u64,
-    actions: VecDeque<Action>,
+    actions: VecDeque<Quic>,
     events: VecDeque<Event>,
     /// The dynamic table capacity requests may use, once the server's SETTINGS allow it
     /// ([`Client::with_table`]); 0: static table only.
@@ -181,7 +181,7 @@ impl Client {
     }
 
     /// The next thing to ask of QUIC.
-    pub fn poll_action(&mut self) -> Option<Action> {
+    pub fn poll_quic(&mut self) -> Option<Quic> {
         self.actions.pop_front()
     }
 
@@ -204,18 +204,18 @@ impl Client {
         // Our own type and settings always write.
         let _ = UniStream::Control.write(&mut bytes);
         let _ = settings.write_frame(None, &mut bytes);
-        self.actions.push_back(Action::Open { stream: CONTROL });
+        self.actions.push_back(Quic::Open { stream: CONTROL });
         self.send(CONTROL, bytes, false);
         if self.config.max_table_capacity > 0 {
             let mut bytes = Vec::new();
             let _ = UniStream::QpackDecoder.write(&mut bytes);
-            self.actions.push_back(Action::Open { stream: DECODER });
+            self.actions.push_back(Quic::Open { stream: DECODER });
             self.send(DECODER, bytes, false);
         }
     }
 
     fn send(&mut self, stream: u64, bytes: Vec<u8>, fin: bool) {
-        self.actions.push_back(Action::Send { stream, bytes, fin });
+        self.actions.push_back(Quic::Send { stream, bytes, fin });
     }
 
     /// The `:scheme` and `:authority` of the requests from now on (`https` and `localhost`
@@ -333,7 +333,7 @@ impl Client {
         if let Err(e) = self.work() {
             self.closed = true;
             self.streams.clear();
-            self.actions.push_back(Action::Close {
+            self.actions.push_back(Quic::Close {
                 code: e.code,
                 reason: e.reason,
             });
@@ -385,7 +385,7 @@ impl Client {
                 }
                 Accept::Read(_) => {}
                 Accept::Ignore(code) => {
-                    self.actions.push_back(Action::Stop { stream: id, code });
+                    self.actions.push_back(Quic::Stop { stream: id, code });
                 }
             }
         }
@@ -408,8 +408,8 @@ impl Client {
                                 let mut bytes = Vec::new();
                                 let _ = UniStream::QpackEncoder.write(&mut bytes);
                                 self.encoder.write_encoder_stream(&mut bytes);
-                                self.actions.push_back(Action::Open { stream: ENCODER });
-                                self.actions.push_back(Action::Send {
+                                self.actions.push_back(Quic::Open { stream: ENCODER });
+                                self.actions.push_back(Quic::Send {
                                     stream: ENCODER,
                                     bytes,
                                     fin: false,
@@ -547,8 +547,8 @@ impl Client {
     fn abandon(&mut self, id: u64, code: ErrorCode) {
         self.streams.remove(&id);
         self.decoder.cancel_stream(id);
-        self.actions.push_back(Action::Stop { stream: id, code });
-        self.actions.push_back(Action::Reset { stream: id, code });
+        self.actions.push_back(Quic::Stop { stream: id, code });
+        self.actions.push_back(Quic::Reset { stream: id, code });
         self.events.push_back(Event::Reset { stream: id, code });
     }
 }

@@ -55,7 +55,7 @@ pub mod stream;
 pub mod varint;
 
 pub use crate::h2::Pulled;
-pub use connection::{Action, Connection, Counts, H3Config, Step};
+pub use connection::{Connection, Counts, H3Config, Quic};
 
 /// Which endpoint this side of a connection is: some rules differ (only a server pushes,
 /// only a client sends MAX_PUSH_ID).

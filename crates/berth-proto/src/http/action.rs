@@ -19,7 +19,7 @@ pub enum Action<J> {
     /// on reading and answering meanwhile, [`Core::many_jobs_out`](crate::switch::Core::many_jobs_out)).
     Offload {
         /// The stream the reply answers.
-        stream: u32,
+        stream: u64,
         /// The job.
         job: J,
     },
@@ -27,7 +27,7 @@ pub enum Action<J> {
     /// what was found to [`Core::file`](crate::switch::Core::file) with `stream` (as for `Offload`).
     Open {
         /// The stream the file answers.
-        stream: u32,
+        stream: u64,
         /// The file asked for.
         request: FileRequest,
     },
@@ -39,7 +39,7 @@ pub enum Action<J> {
     /// `stream`, calls [`Core::process`](crate::switch::Core::process) again, and reads it when asked ([`Action::Pull`]).
     Body {
         /// The stream the body is for (0 where one request is answered at a time).
-        stream: u32,
+        stream: u64,
         /// First byte to send.
         offset: u64,
         /// How many bytes.
@@ -52,7 +52,7 @@ pub enum Action<J> {
     /// them to [`Core::pulled`](crate::switch::Core::pulled), which frames and sends them as the windows allow.
     Pull {
         /// The stream whose body is read.
-        stream: u32,
+        stream: u64,
         /// The most plain bytes it may take now.
         max: usize,
     },
@@ -63,7 +63,7 @@ pub enum Action<J> {
     /// [`Core::process`](crate::switch::Core::process) again, and reads it when asked ([`Action::Pull`]).
     Stream {
         /// The stream the body is for (0 where one request is answered at a time).
-        stream: u32,
+        stream: u64,
         /// The producer, framing as the protocol needs.
         streamed: Streamed,
     },

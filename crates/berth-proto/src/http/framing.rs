@@ -112,7 +112,7 @@ pub(crate) fn framing(
     };
     let keep_alive = match version {
         // HTTP/2 requests are never framed here; its connections persist.
-        Version::Http11 | Version::Http2 => !close,
+        Version::Http11 | Version::Http2 | Version::Http3 => !close,
         Version::Http10 => keep_alive_token && !close,
     };
     Ok(Framing {

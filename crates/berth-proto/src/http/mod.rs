@@ -35,6 +35,7 @@ pub mod encoding;
 pub(crate) mod exchange;
 pub mod files;
 mod framing;
+pub(crate) mod hand_off;
 pub(crate) mod handler;
 pub(crate) mod head;
 pub(crate) mod request;
@@ -46,10 +47,11 @@ pub use crate::settings::{Limits, Timeouts};
 pub use action::Action;
 pub use encoding::{Accepted, BodyEncoder, Coding, Compress, EncodeError, Encoder};
 pub use files::{content_type, BadPath, Encode, FileError, FileMeta, FileRequest};
+pub use hand_off::Pulled;
 pub use handler::{Context, Handled, Handler, Job};
 /// A request's header field, as [`Request::headers`] holds them (httparse's, parsed in place).
 pub use httparse::Header;
-pub use request::{Method, Request, Version};
+pub use request::{Method, ReqHead, Request, Version};
 pub use response::{
     check_trailers, reason_phrase, BadTrailer, FileSource, Reply, ReplyFile, Response,
 };

@@ -58,8 +58,8 @@ impl Method {
     }
 }
 
-/// HTTP version of a request: 1.0 and 1.1 from the HTTP/1 session, 2 from the HTTP/2 codec
-/// (`h2`, which sits above this module and is not named from it).
+/// HTTP version of a request: 1.0 and 1.1 from the HTTP/1 session, 2 and 3 from the HTTP/2
+/// and HTTP/3 codecs (`h2`, `h3`, which sit above this module and are not named from it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
     /// HTTP/1.0: connections close after each response unless `Connection: keep-alive`.
@@ -69,6 +69,9 @@ pub enum Version {
     /// HTTP/2 (RFC 9113): one stream of a multiplexed connection, which persists; the request
     /// cannot ask for an `Upgrade` and has no `Connection` field.
     Http2,
+    /// HTTP/3 (RFC 9114): one request stream of a QUIC connection; as HTTP/2, no `Upgrade`
+    /// and no `Connection` field.
+    Http3,
 }
 
 /// One parsed request: head fields borrowed from the input buffer, body fully received.
@@ -101,6 +104,57 @@ impl<'a> Request<'a> {
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case(name))
             .map(|h| h.value)
+    }
+}
+
+/// A request head that owns its fields: what a multiplexed codec (HTTP/2, HTTP/3) keeps of a
+/// stream's checked head while its body arrives or it waits its turn.
+#[derive(Debug)]
+pub struct ReqHead {
+    /// The method.
+    pub method: Method,
+    /// `:path`.
+    pub target: String,
+    /// Regular fields, names lowercase.
+    pub fields: Vec<(String, Vec<u8>)>,
+    /// The declared `content-length`, if any.
+    pub content_length: Option<u64>,
+}
+
+impl ReqHead {
+    /// Whether the answer carries no body (HEAD).
+    pub fn head_only(&self) -> bool {
+        self.method == Method::Head
+    }
+
+    /// Calls `f` with the [`Request`] this head and `body` make, as `version` carried it.
+    pub fn with_request<R>(
+        &self,
+        body: &[u8],
+        peer: Option<std::net::SocketAddr>,
+        version: Version,
+        f: impl FnOnce(&Request<'_>) -> R,
+    ) -> R {
+        let headers: Vec<httparse::Header<'_>> = self
+            .fields
+            .iter()
+            .map(|(n, v)| httparse::Header { name: n, value: v })
+            .collect();
+        let (path, query) = match self.target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (self.target.as_str(), None),
+        };
+        let req = Request {
+            method: self.method,
+            target: &self.target,
+            path,
+            query,
+            version,
+            headers: &headers,
+            body,
+            peer,
+        };
+        f(&req)
     }
 }
 

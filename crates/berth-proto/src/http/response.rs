@@ -449,7 +449,7 @@ impl HeadSink for Text {
             (false, _) => out.extend_from_slice(b"\r\nConnection: close"),
             // An HTTP/1.0 client only keeps the connection if told it may.
             (true, Version::Http10) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
-            (true, Version::Http11 | Version::Http2) => {}
+            (true, Version::Http11 | Version::Http2 | Version::Http3) => {}
         }
         out.extend_from_slice(b"\r\n\r\n");
         out.len() - start

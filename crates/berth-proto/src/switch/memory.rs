@@ -87,7 +87,7 @@ pub struct Pump<H: Handler> {
     hold_jobs: bool,
     held: Option<H::Job>,
     /// Bodies kept for their streams until pulled ([`Action::Body`] where bodies are pulled).
-    kept: KeptBodies<u32>,
+    kept: KeptBodies<u64>,
 }
 
 /// A body kept for its stream where bodies are pulled ([`Action::Body`], [`Action::Stream`],

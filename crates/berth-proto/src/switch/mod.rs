@@ -142,7 +142,7 @@ impl Core {
     /// Whether `stream` still takes its body from the file the pump keeps for it (see
     /// [`Core::pulls_bodies`]): false once the body is complete or the stream is reset or
     /// gone; the pump then drops the file.
-    pub fn pulls(&self, stream: u32) -> bool {
+    pub fn pulls(&self, stream: u64) -> bool {
         match &self.speaks {
             Speaks::Http2(h2) => h2.pulls(stream),
             _ => false,
@@ -156,7 +156,7 @@ impl Core {
     #[allow(clippy::too_many_arguments)]
     pub fn pulled<H: Handler>(
         &mut self,
-        stream: u32,
+        stream: u64,
         bytes: &mut Vec<u8>,
         pulled: h2::Pulled,
         trailers: Vec<(String, Vec<u8>)>,
@@ -187,7 +187,7 @@ impl Core {
     /// out), each named once: a driver drops such a job if it has not started. A connection
     /// that answers one request at a time gives its job up with the connection, which the
     /// driver sees itself.
-    pub fn cancelled_jobs(&mut self, each: impl FnMut(u32)) {
+    pub fn cancelled_jobs(&mut self, each: impl FnMut(u64)) {
         if let Speaks::Http2(h2) = &mut self.speaks {
             h2.take_cancelled().for_each(each);
         }
@@ -407,7 +407,7 @@ impl Core {
     /// input behind it.
     pub fn complete<H: Handler>(
         &mut self,
-        stream: u32,
+        stream: u64,
         reply: Reply,
         input: &mut Vec<u8>,
         output: &mut Vec<u8>,
@@ -431,7 +431,7 @@ impl Core {
     #[allow(clippy::too_many_arguments)]
     pub fn file<H: Handler>(
         &mut self,
-        stream: u32,
+        stream: u64,
         request: &FileRequest,
         found: Result<&FileMeta, FileError>,
         input: &mut Vec<u8>,

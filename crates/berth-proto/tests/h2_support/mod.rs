@@ -301,7 +301,7 @@ pub struct Server<H: Handler = Demo> {
     pub input: Vec<u8>,
     pub output: Vec<u8>,
     pub now: Instant,
-    pub held: Vec<(u32, H::Job)>,
+    pub held: Vec<(u64, H::Job)>,
     /// Hold jobs until [`Server::finish`].
     pub hold: bool,
     pub closed: bool,
@@ -310,13 +310,13 @@ pub struct Server<H: Handler = Demo> {
     /// The files `/files/` serves: relative path and content, all modified at the same time.
     pub files: Vec<(String, Vec<u8>)>,
     /// Files asked for and not opened yet, while [`Server::hold_files`] says so.
-    pub held_files: Vec<(u32, FileRequest)>,
+    pub held_files: Vec<(u64, FileRequest)>,
     /// Hold file opens until [`Server::open_files`] (a slow disk, or the Files actor).
     pub hold_files: bool,
     /// The content of the file last opened (or taken from a reply), until a body keeps it.
     opened: Option<Vec<u8>>,
     /// Bodies kept for their streams, pulled as the connection asks.
-    pub kept: KeptBodies<u32>,
+    pub kept: KeptBodies<u64>,
 }
 
 /// When every test file was last modified.
@@ -433,7 +433,7 @@ impl<H: Handler> Server<H> {
     }
 
     /// Opens the file a stream asked for, as a driver would, and hands it over.
-    fn open(&mut self, stream: u32, request: FileRequest) -> Action<H::Job> {
+    fn open(&mut self, stream: u64, request: FileRequest) -> Action<H::Job> {
         let found = self
             .files
             .iter()
@@ -496,7 +496,7 @@ impl<H: Handler> Server<H> {
         self.call(|c, input, out, cx, h| c.process(input, out, cx, h))
     }
 
-    fn complete(&mut self, stream: u32, mut reply: Reply) -> Action<H::Job> {
+    fn complete(&mut self, stream: u64, mut reply: Reply) -> Action<H::Job> {
         if let Some(file) = &mut reply.file {
             // A driver takes the job's file from the reply and keeps it if a body follows.
             use std::io::Read;
@@ -527,7 +527,7 @@ impl<H: Handler> Server<H> {
     }
 
     /// A job's reply comes, as a driver would pass it.
-    pub fn reply(&mut self, stream: u32, reply: Reply) {
+    pub fn reply(&mut self, stream: u64, reply: Reply) {
         if self.closed {
             return;
         }
@@ -536,7 +536,7 @@ impl<H: Handler> Server<H> {
     }
 
     /// Takes the held job of `stream`.
-    pub fn take_job(&mut self, stream: u32) -> H::Job {
+    pub fn take_job(&mut self, stream: u64) -> H::Job {
         let at = self
             .held
             .iter()

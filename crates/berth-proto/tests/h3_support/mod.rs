@@ -15,10 +15,10 @@ use berth_proto::h3::frame::{self, Event, Frame, FrameReader, StreamKind};
 use berth_proto::h3::qpack::{self, Decoded, Decoder, DecoderConfig};
 use berth_proto::h3::settings::Settings;
 use berth_proto::h3::stream::UniStream;
-use berth_proto::h3::{Action, Connection, H3Config, Role, Step};
+use berth_proto::h3::{Connection, H3Config, Quic, Role};
 use berth_proto::http::{
-    body_stream, content_type, Context, FileError, FileMeta, FileRequest, Handled, Handler, Job,
-    Limits, Reply, Request, Response, Timeouts,
+    body_stream, content_type, Action, Context, FileError, FileMeta, FileRequest, Handled, Handler,
+    Job, Limits, Reply, Request, Response, Timeouts,
 };
 use berth_proto::switch::{KeptBodies, KeptBody};
 
@@ -65,6 +65,10 @@ impl Handler for App {
             "/trailers" => return Handled::Offload(AppJob::Trailers),
             "/switch" => return Handled::Offload(AppJob::Switch),
             "/upgrade" => return Handled::Upgrade(echo_switch()),
+            "/version" => {
+                res.send(200, "text/plain", format!("{:?}", req.version).as_bytes());
+                return Handled::Done;
+            }
             _ => {}
         }
         match Demo.handle(req, res) {
@@ -234,7 +238,7 @@ pub struct Server<H: Handler = App> {
     opened: Option<Vec<u8>>,
     pub kept: KeptBodies<u64>,
     /// Every action, in order.
-    pub actions: Vec<Action>,
+    pub actions: Vec<Quic>,
     /// Bytes written per stream, and whether FIN followed.
     pub written: BTreeMap<u64, (Vec<u8>, bool)>,
     /// Pull sizes asked, per stream.
@@ -285,8 +289,8 @@ impl<H: Handler> Server<H> {
 
     /// Collects the actions the connection asked for.
     fn collect(&mut self) {
-        while let Some(action) = self.conn.poll_action() {
-            if let Action::Send { stream, bytes, fin } = &action {
+        while let Some(action) = self.conn.poll_quic() {
+            if let Quic::Send { stream, bytes, fin } = &action {
                 let w = self.written.entry(*stream).or_default();
                 assert!(!w.1, "bytes after FIN on {stream}");
                 w.0.extend_from_slice(bytes);
@@ -298,27 +302,30 @@ impl<H: Handler> Server<H> {
 
     fn call(
         &mut self,
-        f: impl FnOnce(&mut Connection, &Context<'_>, &mut H) -> Step<H::Job>,
-    ) -> Step<H::Job> {
+        f: impl FnOnce(&mut Connection, &Context<'_>, &mut H) -> Action<H::Job>,
+    ) -> Action<H::Job> {
         let cx = self.cx();
         let step = f(&mut self.conn, &cx, &mut self.handler);
         self.collect();
         step
     }
 
-    fn drive(&mut self, mut step: Step<H::Job>) {
+    fn drive(&mut self, mut step: Action<H::Job>) {
         let mut spins = 0;
         loop {
             spins += 1;
             assert!(spins < 100_000, "no progress");
             match step {
-                Step::Close => {
+                Action::Close => {
                     self.closed = true;
                     return;
                 }
-                Step::Read => return,
-                Step::Open { stream, request } => step = self.open(stream, request),
-                Step::Body {
+                Action::Read => return,
+                Action::Flush | Action::Switched => {
+                    unreachable!("HTTP/3 neither flushes nor switches")
+                }
+                Action::Open { stream, request } => step = self.open(stream, request),
+                Action::Body {
                     stream,
                     offset,
                     len,
@@ -329,20 +336,20 @@ impl<H: Handler> Server<H> {
                     self.kept.keep(stream, KeptBody::new(range, encode));
                     step = self.process();
                 }
-                Step::Stream { stream, streamed } => {
+                Action::Stream { stream, streamed } => {
                     self.kept.keep(stream, KeptBody::Producer(streamed));
                     step = self.process();
                 }
-                Step::Pull { stream, max } if self.hold_pulls => {
+                Action::Pull { stream, max } if self.hold_pulls => {
                     self.pulls.push((stream, max));
                     self.held_pulls.push((stream, max));
                     step = self.process();
                 }
-                Step::Pull { stream, max } => {
+                Action::Pull { stream, max } => {
                     self.pulls.push((stream, max));
                     step = self.pull(stream, max);
                 }
-                Step::Offload { stream, job } => {
+                Action::Offload { stream, job } => {
                     if self.hold {
                         self.held.push((stream, job));
                         step = self.process();
@@ -355,7 +362,7 @@ impl<H: Handler> Server<H> {
     }
 
     /// Reads a stream's next piece from what is kept for it, and hands it over.
-    fn pull(&mut self, stream: u64, max: usize) -> Step<H::Job> {
+    fn pull(&mut self, stream: u64, max: usize) -> Action<H::Job> {
         let conn = &self.conn;
         let (mut bytes, pulled, trailers) = self
             .kept
@@ -373,7 +380,7 @@ impl<H: Handler> Server<H> {
         }
     }
 
-    fn open(&mut self, stream: u64, request: FileRequest) -> Step<H::Job> {
+    fn open(&mut self, stream: u64, request: FileRequest) -> Action<H::Job> {
         let found = self
             .files
             .iter()
@@ -388,11 +395,11 @@ impl<H: Handler> Server<H> {
         self.call(|c, cx, h| c.file(stream, &request, found, cx, h))
     }
 
-    fn complete(&mut self, stream: u64, reply: Reply) -> Step<H::Job> {
+    fn complete(&mut self, stream: u64, reply: Reply) -> Action<H::Job> {
         self.call(|c, cx, h| c.complete(stream, reply, cx, h))
     }
 
-    pub fn process(&mut self) -> Step<H::Job> {
+    pub fn process(&mut self) -> Action<H::Job> {
         self.call(|c, cx, h| c.process(cx, h))
     }
 
@@ -471,7 +478,7 @@ impl<H: Handler> Server<H> {
     /// The connection close, if any.
     pub fn close_code(&self) -> Option<ErrorCode> {
         self.actions.iter().find_map(|a| match a {
-            Action::Close { code, .. } => Some(*code),
+            Quic::Close { code, .. } => Some(*code),
             _ => None,
         })
     }
@@ -481,7 +488,7 @@ impl<H: Handler> Server<H> {
         self.actions
             .iter()
             .filter_map(|a| match a {
-                Action::Reset { stream: s, code } if *s == stream => Some(*code),
+                Quic::Reset { stream: s, code } if *s == stream => Some(*code),
                 _ => None,
             })
             .collect()
@@ -492,7 +499,7 @@ impl<H: Handler> Server<H> {
         self.actions
             .iter()
             .filter_map(|a| match a {
-                Action::Stop { stream: s, code } if *s == stream => Some(*code),
+                Quic::Stop { stream: s, code } if *s == stream => Some(*code),
                 _ => None,
             })
             .collect()

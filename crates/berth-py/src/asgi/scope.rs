@@ -81,6 +81,7 @@ impl AsgiServer {
             Version::Http10 => intern!(py, "1.0"),
             Version::Http11 => intern!(py, "1.1"),
             Version::Http2 => intern!(py, "2"),
+            Version::Http3 => intern!(py, "3"),
         };
         scope.set_item(intern!(py, "http_version"), version)?;
         let extensions = match (&call.websocket, call.version) {

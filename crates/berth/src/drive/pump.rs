@@ -318,8 +318,8 @@ fn context<'a, W: Waits>(limits: &'a Limits, date: &'a DateCache) -> Context<'a>
 /// it asked for, done at the next turn of the pump's loop.
 #[derive(Default)]
 struct Kept {
-    bodies: Vec<(u32, Body)>,
-    pull: Option<(u32, usize)>,
+    bodies: Vec<(u64, Body)>,
+    pull: Option<(u64, usize)>,
 }
 
 /// What a connection needs after [`Conn::pump`].
@@ -332,7 +332,7 @@ pub(super) enum Fate<J> {
     /// [`Action::Offload`]).
     Offload {
         /// The stream its reply answers.
-        stream: u32,
+        stream: u64,
         /// The job.
         job: J,
         /// An HTTP/2 stream's job: the connection cancels it if the stream is reset first.
@@ -341,7 +341,7 @@ pub(super) enum Fate<J> {
     /// Keep it, and open this file for it; then [`Conn::file_opened`] with `stream`.
     Open {
         /// The stream the file answers.
-        stream: u32,
+        stream: u64,
         /// The file asked for.
         request: FileRequest,
     },
@@ -353,8 +353,8 @@ pub(super) enum Fate<J> {
 
 /// Work a pump handed out, not yet given to the owner.
 enum Handoff<J> {
-    Job(u32, J, Option<Arc<Ticket>>),
-    Open(u32, FileRequest),
+    Job(u64, J, Option<Arc<Ticket>>),
+    Open(u64, FileRequest),
 }
 
 /// One connection over the transport `T` (by default what a listener's [`Acceptor`] makes of
@@ -404,7 +404,7 @@ pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     timed_out: bool,
     /// The tickets of HTTP/2 streams' jobs out, by stream: a stream reset meanwhile cancels
     /// its job (see `Ticket`).
-    tickets: Vec<(u32, Arc<Ticket>)>,
+    tickets: Vec<(u64, Arc<Ticket>)>,
     waits: PhantomData<W>,
 }
 
@@ -684,7 +684,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// Hands a finished job's reply to the session, then carries on like [`Conn::pump`].
     pub fn complete<H: Handler>(
         &mut self,
-        stream: u32,
+        stream: u64,
         reply: Reply,
         env: &mut Env<'_, H>,
     ) -> Fate<H::Job> {
@@ -720,7 +720,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// (sending the file's bytes first, if the answer has any).
     pub fn file_opened<H: Handler>(
         &mut self,
-        stream: u32,
+        stream: u64,
         request: &FileRequest,
         found: Result<OpenFile, FileError>,
         env: &mut Env<'_, H>,
@@ -1121,7 +1121,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// an encoder's output) from the body kept for it, and hands it back.
     fn pull_body<H: Handler>(
         &mut self,
-        stream: u32,
+        stream: u64,
         max: usize,
         cx: &Context<'_>,
         handler: &mut H,

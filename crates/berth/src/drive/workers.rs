@@ -39,7 +39,7 @@ pub(crate) trait ReplyTo: Send + 'static {
 /// What a loop's completion queue carries for a connection.
 pub(crate) enum Done {
     /// The reply of a job for the stream (0 for HTTP/1.1, see `Fate::Offload`).
-    Reply(u32, Reply),
+    Reply(u64, Reply),
     /// The job was dropped unrun: its peer left.
     Cancelled,
     /// The streamed body the connection sends has more.
@@ -104,7 +104,7 @@ pub(crate) struct LoopConn {
     pub loops: Arc<Vec<LoopQueue>>,
     pub owner: usize,
     pub conn: usize,
-    pub stream: u32,
+    pub stream: u64,
 }
 
 impl ReplyTo for LoopConn {

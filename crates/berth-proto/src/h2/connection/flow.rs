@@ -3,8 +3,11 @@
 //! windows, round-robin across streams, pulled from their sources a piece at a time (a
 //! producer's by the connection; a file's by the driver, asked with [`Action::Pull`]).
 
-use super::body::TAKE;
 use super::*;
+
+/// A streamed reply's bytes are taken from its producer this much at a time, and at most this
+/// much of a file is pulled at a time.
+const TAKE: usize = 64 * 1024;
 
 impl Connection {
     pub(super) fn local_window(&self) -> i64 {
@@ -48,7 +51,7 @@ impl Connection {
         let Some(s) = self.streams.get_mut(&id) else {
             return Ok(());
         };
-        if s.reset {
+        if s.turn.reset {
             return Ok(());
         }
         if increment == 0 {
@@ -69,6 +72,7 @@ impl Connection {
                 // What the job took of what it was given is consumed (all of it once the
                 // stream is gone: the job dropped it, or the body was refused).
                 let queued = s
+                    .turn
                     .feed
                     .as_ref()
                     .map_or(0, |f| f.queued())
@@ -76,7 +80,7 @@ impl Connection {
                 s.grant += s.held - queued as u32;
                 s.held = queued as u32;
             }
-            if s.grant >= half && !s.recv_closed && !s.reset {
+            if s.grant >= half && !s.recv_closed && !s.turn.reset {
                 frame::write_window_update(output, id, s.grant);
                 s.recv_window += i64::from(s.grant);
                 s.grant = 0;
@@ -93,19 +97,14 @@ impl Connection {
     /// Whether `stream` still takes its body from the source the driver holds for it
     /// ([`Action::Body`]): false once it is complete, reset or gone, and the driver drops the
     /// source (its file descriptor with it).
-    pub fn pulls(&self, stream: u32) -> bool {
-        self.streams
-            .get(&stream)
-            .is_some_and(|s| !s.reset && s.source.is_some())
+    pub fn pulls(&self, stream: u64) -> bool {
+        let stream = u32::try_from(stream).unwrap_or(u32::MAX);
+        self.streams.get(&stream).is_some_and(|s| s.turn.pulls())
     }
 
     /// The driver was woken (a producer pushed or ended): parked streams are asked again.
     pub fn wake_bodies(&mut self) {
-        for s in self.streams.values_mut() {
-            if let Some(Source::Stream { parked }) = &mut s.source {
-                *parked = false;
-            }
-        }
+        self.streams.values_mut().for_each(|s| s.turn.wake());
     }
 
     /// The driver read what [`Action::Pull`] asked for `stream` into `bytes` (swapped with an
@@ -115,7 +114,7 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub fn pulled<H: Handler>(
         &mut self,
-        stream: u32,
+        stream: u64,
         bytes: &mut Vec<u8>,
         pulled: Pulled,
         trailers: Vec<(String, Vec<u8>)>,
@@ -125,6 +124,7 @@ impl Connection {
         handler: &mut H,
     ) -> Action<H::Job> {
         if self.pulls(stream) {
+            let stream = stream as u32;
             let s = self.streams.get_mut(&stream).expect("checked above");
             if pulled == Pulled::Failed {
                 // The head promised a length the body cannot meet: the client must not take
@@ -135,19 +135,7 @@ impl Connection {
                 debug_assert!(s.out_pos >= s.out.len(), "pulled over unsent bytes");
                 std::mem::swap(&mut s.out, bytes);
                 s.out_pos = 0;
-                // A producer's trailers are kept whichever pull brought them (a driver may take
-                // them with the last bytes, before the pull that says the end).
-                if !trailers.is_empty() {
-                    s.trailers = trailers;
-                }
-                match (pulled, &mut s.source) {
-                    (Pulled::Ended, _) => {
-                        s.source = None;
-                        s.out_end = true;
-                    }
-                    (Pulled::Empty, Some(Source::Stream { parked })) => *parked = true,
-                    _ => {}
-                }
+                s.out_end = s.turn.took(pulled, trailers);
             }
         }
         bytes.clear();
@@ -169,7 +157,7 @@ impl Connection {
             let ids: Vec<u32> = self
                 .streams
                 .iter()
-                .filter(|(_, s)| s.answer == Answer::Sending && !s.reset)
+                .filter(|(_, s)| s.turn.stage == Stage::Sending && !s.turn.reset)
                 .map(|(&id, _)| id)
                 .collect();
             if ids.is_empty() {
@@ -187,7 +175,7 @@ impl Connection {
                     s.out.clear();
                     s.out_pos = 0;
                     let room = self.send_window.min(s.send_window);
-                    match s.source {
+                    match s.turn.source {
                         None => {}
                         // A producer with nothing yet waits for the driver's wake.
                         Some(Source::Stream { parked: true }) => continue,
@@ -213,8 +201,8 @@ impl Connection {
                 let left = s.out.len() - s.out_pos;
                 if left == 0 {
                     if s.out_end {
-                        s.answer = Answer::Done;
-                        let trailers = std::mem::take(&mut s.trailers);
+                        s.turn.stage = Stage::Done;
+                        let trailers = std::mem::take(&mut s.turn.trailers);
                         if trailers.is_empty() {
                             frame::write_data(output, id, &[], true);
                         } else {
@@ -242,7 +230,7 @@ impl Connection {
                 }
                 let n = n as usize;
                 // With trailers to follow, the last DATA frame does not end the stream.
-                let end = n == left && s.out_end && s.trailers.is_empty();
+                let end = n == left && s.out_end && s.turn.trailers.is_empty();
                 frame::write_data(output, id, &s.out[s.out_pos..s.out_pos + n], end);
                 self.data_frames_sent += 1;
                 sent = true;
@@ -251,7 +239,7 @@ impl Connection {
                 self.send_window -= n as i64;
                 progress = true;
                 if end {
-                    s.answer = Answer::Done;
+                    s.turn.stage = Stage::Done;
                     self.stream_done(id, output);
                 }
             }
@@ -264,7 +252,9 @@ impl Connection {
             // A file that waits for a window the client keeps shut is stalled too.
             let conn_shut = self.send_window <= 0;
             stalled = self.streams.values().any(|s| {
-                s.answer == Answer::FileQueued && !s.head_only && (conn_shut || s.send_window <= 0)
+                s.turn.stage == Stage::FileQueued
+                    && !s.turn.head_only
+                    && (conn_shut || s.send_window <= 0)
             });
         }
         if !stalled || sent {

@@ -40,14 +40,12 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-mod body;
 mod flow;
-mod hand_off;
 mod recv;
 mod timeouts;
+mod wire;
 
-pub use body::Pulled;
-use body::Source;
+pub use crate::http::Pulled;
 
 use super::answer::{self, Hpack};
 use super::config::{Abuse, Counts, H2Config};
@@ -57,18 +55,10 @@ use super::frame::{
 };
 use super::head::{check_request, check_trailers, Refusal, ReqHead};
 use super::hpack::{Decoder, Encoder, Field, ListLimits};
-use crate::http::exchange::{self, Outcome};
-use crate::http::files::{self, FileError, FileMeta, FileRequest};
-use crate::http::{Action, Context, Handler, Job, Reply, Response, Timeouts};
-use crate::http::{BodyStream, StreamWriter, Streamed};
-
-/// Work a stream hands the driver.
-enum Out<J> {
-    /// A job to run for the stream.
-    Job(u32, J),
-    /// A file to open for the stream.
-    Open(u32, FileRequest),
-}
+use crate::http::files::{FileError, FileMeta, FileRequest};
+use crate::http::hand_off::{self, GivenUp, Source, Stage, Streams, Turn};
+use crate::http::StreamWriter;
+use crate::http::{Action, Context, Handler, Reply, Timeouts};
 
 /// Closed streams remembered, to tell a late frame on one from a frame on a stream never
 /// opened (they are answered differently, RFC 9113 §5.1).
@@ -86,35 +76,12 @@ enum Phase {
     Closed,
 }
 
-/// Where a stream's answer stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    /// The handler has not been asked (the body is still arriving).
-    Pending,
-    /// The request is whole (its head and body kept in the stream) and waits its turn: the
-    /// connection has its share of jobs out ([`Limits::jobs_per_connection`](crate::http::Limits)).
-    Queued,
-    /// The handler answered with a file that waits its turn to be opened: the connection holds
-    /// its share of files ([`Limits::files_per_connection`](crate::http::Limits)), or no window
-    /// is open for it.
-    FileQueued,
-    /// A job is out for it.
-    Job,
-    /// The driver is opening its file.
-    Opening,
-    /// The head is written; data may remain.
-    Sending,
-    /// END_STREAM was sent.
-    Done,
-}
-
 #[derive(Debug)]
 struct Stream {
     /// The client sent END_STREAM.
     recv_closed: bool,
-    answer: Answer,
-    /// Reset (by either side) while its job is out: the reply, when it comes, is dropped.
-    reset: bool,
+    /// Its part in the hand-off: where its answer stands, where the body comes from.
+    turn: Turn,
     /// How much more the client may send on it.
     recv_window: i64,
     /// Body bytes taken and not yet granted back with WINDOW_UPDATE.
@@ -131,32 +98,20 @@ struct Stream {
     received: u64,
     /// The body went past the limit: it is read and dropped (the answer is 413).
     discard: bool,
-    /// The body goes to a job as it arrives.
-    feed: Option<StreamWriter>,
     /// Its feed is new, not yet named to the driver ([`Connection::take_new_feeds`]).
     feed_new: bool,
-    /// The answer is for HEAD: no body bytes.
-    head_only: bool,
     /// Response body bytes waiting for window, from `out_pos`.
     out: Vec<u8>,
     out_pos: usize,
     /// The response ends after `out` (no producer left).
     out_end: bool,
-    /// Where the body's bytes come from once `out` is sent, if not all in `out`.
-    source: Option<Source>,
-    /// Fields that end the answer after its body (the producer's trailers): a HEADERS frame
-    /// with END_STREAM instead of the last DATA frame's flag.
-    trailers: Vec<(String, Vec<u8>)>,
-    /// The file of an answer that waits its turn to be opened ([`Answer::FileQueued`]).
-    file: Option<Box<FileRequest>>,
 }
 
 impl Stream {
     fn new(recv_window: i64, send_window: i64) -> Self {
         Stream {
             recv_closed: false,
-            answer: Answer::Pending,
-            reset: false,
+            turn: Turn::new(),
             recv_window,
             grant: 0,
             held: 0,
@@ -166,15 +121,10 @@ impl Stream {
             content_length: None,
             received: 0,
             discard: false,
-            feed: None,
             feed_new: false,
-            head_only: false,
             out: Vec::new(),
             out_pos: 0,
             out_end: false,
-            source: None,
-            trailers: Vec::new(),
-            file: None,
         }
     }
 }
@@ -285,7 +235,7 @@ pub struct Connection {
     /// named to the driver ([`Connection::take_new_feeds`]; the streams are marked, so an idle
     /// connection holds no list for them).
     new_feeds: u32,
-    /// Streams waiting their turn ([`Answer::Queued`], [`Answer::FileQueued`]): none on the
+    /// Streams waiting their turn ([`Stage::Queued`], [`Stage::FileQueued`]): none on the
     /// fast path, which then looks for none.
     waiting: usize,
     /// Streams reset while their job was out, not yet told to the driver
@@ -412,17 +362,14 @@ impl Connection {
     /// Jobs out for this connection's streams (those of streams reset meanwhile included:
     /// they hold their worker until they return).
     pub fn jobs_out(&self) -> usize {
-        self.streams
-            .values()
-            .filter(|s| s.answer == Answer::Job)
-            .count()
+        hand_off::jobs_out(self.streams.values().map(|s| &s.turn))
     }
 
     /// Streams whose job was given up (the client reset them while it was out) since the
     /// last call, for the driver to drop the job if it has not started: it names each
     /// stream once.
-    pub fn take_cancelled(&mut self) -> impl Iterator<Item = u32> + '_ {
-        self.cancelled.drain(..)
+    pub fn take_cancelled(&mut self) -> impl Iterator<Item = u64> + '_ {
+        self.cancelled.drain(..).map(u64::from)
     }
 
     /// Request bodies that began going to their jobs as they arrive since the last call, each
@@ -437,7 +384,7 @@ impl Connection {
         self.new_feeds = 0;
         for s in self.streams.values_mut() {
             if std::mem::take(&mut s.feed_new) {
-                if let Some(feed) = &s.feed {
+                if let Some(feed) = &s.turn.feed {
                     each(feed);
                 }
             }
@@ -497,7 +444,7 @@ impl Connection {
         }
         let mut used = 0;
         // Streams whose turn has come go first: they were received before what is in the input.
-        let result = match self.unpark(output, cx, handler) {
+        let result = match hand_off::unpark(&mut self.wire(output), cx, handler) {
             Some(out) => Ok(Some(out)),
             None => self.read_frames(now, input, &mut used, output, cx, handler),
         };
@@ -509,8 +456,7 @@ impl Connection {
                 self.send_data(output, cx);
                 return self.fail(fail, input, output);
             }
-            Ok(Some(Out::Job(stream, job))) => return Action::Offload { stream, job },
-            Ok(Some(Out::Open(stream, request))) => return Action::Open { stream, request },
+            Ok(Some(action)) => return action,
             Ok(None) => {}
         }
         // A drain's GOAWAY names the last stream of what was received before it was written:
@@ -523,10 +469,8 @@ impl Connection {
         // Sending may have finished a file (or the input opened a window): a stream that waited
         // for that goes on now.
         if matches!(step, Action::Read | Action::Flush | Action::Pull { .. }) {
-            match self.unpark(output, cx, handler) {
-                Some(Out::Job(stream, job)) => return Action::Offload { stream, job },
-                Some(Out::Open(stream, request)) => return Action::Open { stream, request },
-                None => {}
+            if let Some(action) = hand_off::unpark(&mut self.wire(output), cx, handler) {
+                return action;
             }
         }
         step
@@ -560,7 +504,7 @@ impl Connection {
         } else if let Some((stream, max)) = self.pull.take() {
             self.last_pull = stream;
             Action::Pull {
-                stream,
+                stream: stream.into(),
                 max: max as usize,
             }
         } else {
@@ -593,11 +537,8 @@ impl Connection {
 
     /// Drops every stream: producers and streaming jobs are told the connection went.
     fn close_all(&mut self) {
-        for (id, s) in std::mem::take(&mut self.streams) {
-            if let Some(feed) = s.feed {
-                feed.abort();
-            }
-            if s.answer == Answer::Job && !s.reset {
+        for (id, mut s) in std::mem::take(&mut self.streams) {
+            if s.turn.give_up() == (GivenUp::Kept { cancel: true }) {
                 self.cancelled.push(id);
             }
         }
@@ -616,7 +557,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         loop {
             // A peer that sends and does not read gets no more answers queued: the driver
             // writes (or times the write out) before more is read. Bounds memory against
@@ -668,7 +609,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         if let Some(b) = &self.block {
             // §6.2: nothing may come between a header block's frames.
             if h.kind != frame::kind::CONTINUATION || h.stream != b.stream {
@@ -834,30 +775,23 @@ impl Connection {
         self.drop_stream(id);
     }
 
-    /// The stream is dropped, or kept as a zombie while its job is out.
+    /// The stream is dropped, or kept as a zombie while its job or file open is out.
     fn drop_stream(&mut self, id: u32) {
-        if let Some(s) = self.streams.get_mut(&id) {
-            if let Some(feed) = s.feed.take() {
-                feed.abort();
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.out = Vec::new();
+        match s.turn.give_up() {
+            // Kept until what is out comes back; a job not yet started is dropped unrun (the
+            // driver is told: `take_cancelled`).
+            GivenUp::Kept { cancel } => {
+                if cancel {
+                    self.cancelled.push(id);
+                }
             }
-            s.source = None;
-            s.out = Vec::new();
-            match s.answer {
-                // Kept until what is out comes back; a job not yet started is dropped unrun
-                // (the driver is told: `take_cancelled`).
-                Answer::Job | Answer::Opening => {
-                    if s.answer == Answer::Job && !s.reset {
-                        self.cancelled.push(id);
-                    }
-                    s.reset = true;
-                }
-                Answer::Queued | Answer::FileQueued => {
-                    self.waiting -= 1;
-                    self.streams.remove(&id);
-                }
-                _ => {
-                    self.streams.remove(&id);
-                }
+            GivenUp::Gone { waited } => {
+                self.waiting -= usize::from(waited);
+                self.streams.remove(&id);
             }
         }
     }
@@ -869,7 +803,7 @@ impl Connection {
                 "RST_STREAM on an idle stream",
             ));
         }
-        let Some(s) = self.streams.get(&id).filter(|s| !s.reset) else {
+        let Some(s) = self.streams.get(&id).filter(|s| !s.turn.reset) else {
             // Gone or reset already. If berth reset it (its RST_STREAM, NO_ERROR after a
             // complete answer included), frames the client sends after its own RST_STREAM
             // did not cross berth's: they are on a stream the client closed itself (§5.1).
@@ -879,7 +813,7 @@ impl Connection {
             }
             return Ok(());
         };
-        if s.answer != Answer::Done {
+        if s.turn.stage != Stage::Done {
             self.counts.client_resets += 1;
             self.roll(now);
             self.rates.resets += 1;

@@ -15,7 +15,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         self.recv_window -= i64::from(flow);
         if self.recv_window < 0 {
             return Err(Fail::Conn(
@@ -29,7 +29,7 @@ impl Connection {
         self.count_empty(data.is_empty() && !end_stream)?;
         // A zombie (reset while its job is out) is a closed stream like one that is gone:
         // STREAM_CLOSED after the client's own reset, silence after berth's (§5.1, §5.4.2).
-        let Some(s) = self.streams.get_mut(&id).filter(|s| !s.reset) else {
+        let Some(s) = self.streams.get_mut(&id).filter(|s| !s.turn.reset) else {
             if id > self.highest {
                 return Err(Fail::Conn(
                     ErrorCode::PROTOCOL_ERROR,
@@ -67,16 +67,16 @@ impl Connection {
             s.discard = true;
             s.body = Vec::new();
             s.head = None;
-            if let Some(feed) = s.feed.take() {
+            if let Some(feed) = s.turn.feed.take() {
                 feed.abort();
             }
         }
         if s.discard {
             s.grant += data.len() as u32;
-        } else if let Some(feed) = &s.feed {
+        } else if let Some(feed) = &s.turn.feed {
             if !data.is_empty() && feed.push(data.to_vec()).is_err() {
                 // The job stopped reading: the rest is dropped, and granted at once.
-                s.feed = None;
+                s.turn.feed = None;
                 s.discard = true;
                 s.grant += data.len() as u32;
             } else {
@@ -88,7 +88,7 @@ impl Connection {
             s.grant += data.len() as u32;
             s.body.extend_from_slice(data);
         }
-        let answered = matches!(s.answer, Answer::Sending | Answer::Done);
+        let answered = matches!(s.turn.stage, Stage::Sending | Stage::Done);
         if end_stream {
             s.recv_closed = true;
         }
@@ -109,19 +109,19 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         let Some(s) = self.streams.get_mut(&id) else {
             return Ok(None);
         };
-        if let Some(feed) = s.feed.take() {
+        if let Some(feed) = s.turn.feed.take() {
             feed.end();
         }
-        if s.discard && s.answer == Answer::Pending {
+        if s.discard && s.turn.stage == Stage::Pending {
             s.head = None;
             self.answer_status(id, 413, "request body too large", output, cx, handler);
             return Ok(None);
         }
-        if s.answer == Answer::Done {
+        if s.turn.stage == Stage::Done {
             self.streams.remove(&id);
             remember(&mut self.closed, id);
             return Ok(None);
@@ -129,7 +129,14 @@ impl Connection {
         match s.head.take() {
             Some(head) => {
                 let body = std::mem::take(&mut s.body);
-                Ok(self.request_ready(id, *head, body, output, cx, handler))
+                Ok(hand_off::ready(
+                    &mut self.wire(output),
+                    id.into(),
+                    *head,
+                    body,
+                    cx,
+                    handler,
+                ))
             }
             None => Ok(None),
         }
@@ -150,7 +157,7 @@ impl Connection {
             ));
         }
         // A zombie (reset while its job is out) is classified as a gone stream, as in on_data.
-        let for_ = if let Some(s) = self.streams.get(&id).filter(|s| !s.reset) {
+        let for_ = if let Some(s) = self.streams.get(&id).filter(|s| !s.turn.reset) {
             if s.recv_closed {
                 BlockFor::Closed
             } else {
@@ -189,7 +196,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         let Some(block) = self.block.take() else {
             return Ok(None);
         };
@@ -255,7 +262,7 @@ impl Connection {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         self.counts.streams += 1;
         if self.counts.streams >= u64::from(self.config.max_streams_per_connection) && !self.drain {
             // This stream is the last served: GOAWAY with its id now, so that no stream read
@@ -306,14 +313,21 @@ impl Connection {
         let Some(s) = self.streams.get_mut(&id) else {
             return Ok(None);
         };
-        s.head_only = head.head_only();
+        s.turn.head_only = head.head_only();
         s.content_length = head.content_length;
         if end_stream {
             if head.content_length.is_some_and(|n| n != 0) {
                 self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
                 return Ok(None);
             }
-            return Ok(self.request_ready(id, head, Vec::new(), output, cx, handler));
+            return Ok(hand_off::ready(
+                &mut self.wire(output),
+                id.into(),
+                head,
+                Vec::new(),
+                cx,
+                handler,
+            ));
         }
         if head
             .content_length
@@ -325,7 +339,7 @@ impl Connection {
         }
         // A request that would be one job too many is buffered whole instead, and waits its
         // turn with its body (`request_ready`).
-        let share_left = !self.at_job_share::<H>(cx);
+        let share_left = !hand_off::at_job_share::<_, H>(&self.wire(output), cx);
         let Some(s) = self.streams.get_mut(&id) else {
             return Ok(None);
         };
@@ -335,10 +349,18 @@ impl Connection {
             // full (its room hook, the driver's, runs) at half a window, the batch
             // grant_windows sends.
             writer.full_at(mark);
-            s.feed = Some(writer);
+            s.turn.feed = Some(writer);
             s.feed_new = true;
             self.new_feeds += 1;
-            return Ok(self.dispatch(id, &head, &[], Some(stream), output, cx, handler));
+            return Ok(hand_off::dispatch(
+                &mut self.wire(output),
+                id.into(),
+                &head,
+                &[],
+                Some(stream),
+                cx,
+                handler,
+            ));
         }
         s.head = Some(Box::new(head));
         Ok(None)

@@ -38,11 +38,9 @@ impl Connection {
         if self.stalled {
             return Some(*self.stall_since.get_or_insert(now) + t.write);
         }
-        if self
-            .streams
-            .values()
-            .any(|s| !s.recv_closed && !s.reset && s.feed.as_ref().is_none_or(|f| !f.is_full()))
-        {
+        if self.streams.values().any(|s| {
+            !s.recv_closed && !s.turn.reset && s.turn.feed.as_ref().is_none_or(|f| !f.is_full())
+        }) {
             return Some(now + t.body);
         }
         if !self.streams.is_empty() {
@@ -76,7 +74,7 @@ impl Connection {
             let slow: Vec<u32> = self
                 .streams
                 .iter()
-                .filter(|(_, s)| !s.recv_closed && !s.reset && s.answer == Answer::Pending)
+                .filter(|(_, s)| !s.recv_closed && !s.turn.reset && s.turn.stage == Stage::Pending)
                 .map(|(&id, _)| id)
                 .collect();
             if slow.is_empty() && !self.streams.is_empty() {

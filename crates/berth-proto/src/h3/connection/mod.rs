@@ -3,12 +3,12 @@
 //! here: the connection sits above "QUIC streams".
 //!
 //! The shape is HTTP/2's ([`h2::Connection`](crate::h2::Connection)): the driver does what
-//! the returned [`Step`] says (run a job, open a file, keep a body source, pull its next
+//! the returned [`Action`] says (the one step every codec returns) (run a job, open a file, keep a body source, pull its next
 //! bytes), and every request goes through the one exchange
 //! (`http::exchange::ask`), its answer written through QPACK's head sink (`h3::answer::Qpack`,
 //! static table only: its docs say why). What differs is what QUIC does for HTTP/3: streams
 //! are QUIC's, so there are no stream states, windows, PING or WINDOW_UPDATE here; and what
-//! goes out is not one byte string but [`Action`]s: bytes for a stream, a unidirectional
+//! goes out is not one byte string but [`Quic`] orders: bytes for a stream, a unidirectional
 //! stream to open, a stream to reset or stop, the connection to close.
 //!
 //! ```text
@@ -20,34 +20,34 @@
 //!                          DATA* ──> body (whole, or fed to a job)  [HEADERS trailers] FIN
 //!                                          │ Request
 //!                                          v
-//!                            exchange::ask ──> Outcome ──> Step (Offload, Open, Body, Stream)
-//!   poll_action <── Open(control), Send(HEADERS via Qpack, DATA), Reset, Stop, Close
+//!                            exchange::ask ──> Outcome ──> Action (Offload, Open, Body, Stream)
+//!   poll_quic <── Open(control), Send(HEADERS via Qpack, DATA), Reset, Stop, Close
 //! ```
 //!
 //! Call order for a driver:
 //! 1. hand each QUIC stream's bytes, in order, to [`Connection::recv`] (FIN with the last);
 //!    a peer's RESET_STREAM to [`Connection::reset`], its STOP_SENDING to
 //!    [`Connection::stopped`]; then call [`Connection::process`] with the [`Context`];
-//! 2. whatever the step, do every [`Connection::poll_action`] (open our unidirectional
+//! 2. whatever the step, do every [`Connection::poll_quic`] (open our unidirectional
 //!    streams in the order asked: QUIC gives a server's the ids 3, 7, 11 in that order, and
 //!    the actions name them so);
-//! 3. on [`Step::Offload`], run the job and give its reply to [`Connection::complete`];
-//!    on [`Step::Open`], open the file and give what was found to [`Connection::file`]; call
+//! 3. on [`Action::Offload`], run the job and give its reply to [`Connection::complete`];
+//!    on [`Action::Open`], open the file and give what was found to [`Connection::file`]; call
 //!    `process` again at once in both cases (other streams go on meanwhile); after each call,
 //!    drop the jobs [`Connection::take_cancelled`] names, and have each feed
 //!    [`Connection::take_new_feeds`] names wake the owner when its job makes room;
-//! 4. on [`Step::Body`] or [`Step::Stream`], keep the file or producer for the stream and
-//!    call `process` again; on [`Step::Pull`], read at most `max` bytes of the stream's
+//! 4. on [`Action::Body`] or [`Action::Stream`], keep the file or producer for the stream and
+//!    call `process` again; on [`Action::Pull`], read at most `max` bytes of the stream's
 //!    source **when QUIC says the stream can take more** (the pull may wait: call `process`
 //!    meanwhile) and give them to [`Connection::pulled`]; drop a held source once
 //!    [`Connection::pulls`] says its stream no longer takes it; a producer's wake is
 //!    [`Connection::wake_bodies`] then `process`;
-//! 5. on [`Step::Read`], wait for stream bytes, a reply, a pull's room, a wake, or the
+//! 5. on [`Action::Read`], wait for stream bytes, a reply, a pull's room, a wake, or the
 //!    deadline of [`Connection::poll_timeout`], then call [`Connection::expire`];
-//! 6. on [`Step::Close`], do the actions (the last is [`Action::Close`]) and close.
+//! 6. on [`Action::Close`], do the orders (the last is [`Quic::Close`]) and close.
 //!
 //! **Flow control is QUIC's.** A body goes out a piece at a time ([`H3Config::piece`] bytes
-//! at most per [`Step::Pull`]), one pull per stream at a time: the driver answers a pull only
+//! at most per [`Action::Pull`]), one pull per stream at a time: the driver answers a pull only
 //! when the QUIC stream has room, so a client that reads nothing holds one piece per stream
 //! in the driver's send buffer, not the body. Request bytes are the driver's to bound in the
 //! same way: it reads a QUIC stream while [`Connection::wants_input`] says so (QUIC's stream
@@ -55,25 +55,23 @@
 //! taken what it was fed, takes nothing.
 //!
 //! Errors follow RFC 9114 §8: a connection error closes the connection with its code
-//! ([`Action::Close`]); a stream error resets the request stream and stops reading it
-//! ([`Action::Reset`], [`Action::Stop`]), and the connection goes on.
+//! ([`Quic::Close`]); a stream error resets the request stream and stops reading it
+//! ([`Quic::Reset`], [`Quic::Stop`]), and the connection goes on.
 //!
 //! Timeouts are per request stream ([`Connection::poll_timeout`], [`Connection::expire`]):
 //! a head not complete within the header timeout resets its stream, a body that stops
 //! arriving is answered 408; an idle connection is QUIC's idle timeout's.
 //!
-//! What this does **not** do (yet): server push (never sent: RFC 9114 §4.6
-//! lets a server not push), a dynamic table for answers (see `h3::answer`), and
-//! `Request::version` saying HTTP/3: `http::Version` has no `Http3` yet, since adding one
-//! changes matches in the `berth` and `berth-py` crates; requests say `Http2` meanwhile.
+//! What this does **not** do (yet): server push (never sent: RFC 9114 §4.6 lets a server not
+//! push), and a dynamic table for answers (see `h3::answer`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-mod hand_off;
 mod request;
 mod timeouts;
 mod uni;
+mod wire;
 
 use super::error::{Error, ErrorCode, H3Error};
 use super::frame::{FrameReader, StreamKind};
@@ -81,10 +79,8 @@ use super::qpack::{Decoder, DecoderConfig, Encoder};
 use super::settings::Settings;
 use super::stream::{self, PeerStreams, UniStream};
 use super::Role;
-use crate::h2::head::ReqHead;
-use crate::h2::Pulled;
-use crate::http::files::FileRequest;
-use crate::http::{Context, Encode, Handler, StreamWriter, Streamed};
+use crate::http::hand_off::{self, GivenUp, Source, Stage, Turn};
+use crate::http::{Action, Context, Handler, Pulled, ReqHead, StreamWriter};
 
 /// Settings of an HTTP/3 connection (the rest comes from [`Limits`](crate::http::Limits):
 /// the field section size is [`Limits::max_header_bytes`](crate::http::Limits), the body
@@ -97,7 +93,7 @@ pub struct H3Config {
     /// SETTINGS_QPACK_BLOCKED_STREAMS: request streams that may wait for the client's
     /// encoder stream at once; one more closes the connection. Default 16.
     pub qpack_blocked_streams: u64,
-    /// The most plain bytes of a body asked for at once ([`Step::Pull`]), and the most request
+    /// The most plain bytes of a body asked for at once ([`Action::Pull`]), and the most request
     /// body fed to a job before its stream is read no further. Default 64 KiB, HTTP/2's.
     pub piece: usize,
 }
@@ -113,66 +109,9 @@ impl Default for H3Config {
     }
 }
 
-/// What the driver must do next.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Step<J> {
-    /// Do the actions, then wait: stream bytes, a reply, room for a pull, a wake.
-    Read,
-    /// Run `job` for `stream` and pass its reply to [`Connection::complete`]; call
-    /// `process` again now, without waiting for it.
-    Offload {
-        /// The request stream the reply answers.
-        stream: u64,
-        /// The job.
-        job: J,
-    },
-    /// Open the file `request` names (under the server's root) and pass what was found to
-    /// [`Connection::file`] with `stream`; call `process` again now.
-    Open {
-        /// The request stream the file answers.
-        stream: u64,
-        /// The file asked for.
-        request: FileRequest,
-    },
-    /// The answer just written for `stream` takes its body from the file the driver just
-    /// passed: `len` bytes from `offset`, encoded on the way if `encode` says so. The driver
-    /// keeps it for the stream and calls `process` again; bytes are asked for with
-    /// [`Step::Pull`].
-    Body {
-        /// The stream the body is for.
-        stream: u64,
-        /// First byte of the file to send.
-        offset: u64,
-        /// How many of the file's bytes.
-        len: u64,
-        /// Encode them on the way.
-        encode: Option<Encode>,
-    },
-    /// The answer just written for `stream` takes its body from a producer the driver keeps
-    /// (and is woken by: [`Connection::wake_bodies`]); bytes are asked for with
-    /// [`Step::Pull`].
-    Stream {
-        /// The stream the body is for.
-        stream: u64,
-        /// The producer (bare bytes: DATA frames carry them).
-        streamed: Streamed,
-    },
-    /// `stream` may take the next bytes of its body, at most `max` plain bytes (or one
-    /// piece of an encoder's output): read them when QUIC has room for them and give them to
-    /// [`Connection::pulled`].
-    Pull {
-        /// The stream whose body is read.
-        stream: u64,
-        /// The most plain bytes to read.
-        max: usize,
-    },
-    /// Do the actions (the last closes the connection), then close.
-    Close,
-}
-
-/// What the connection asks of QUIC, in order ([`Connection::poll_action`]).
+/// What the connection asks of QUIC, in order ([`Connection::poll_quic`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum Quic {
     /// Open our next unidirectional stream; QUIC gives it this id (a server's are 3, 7, 11,
     /// ... in the order opened).
     Open {
@@ -227,12 +166,6 @@ pub struct Counts {
     pub oversized_heads: u64,
 }
 
-/// Work a stream hands the driver.
-enum Out<J> {
-    Job(u64, J),
-    Open(u64, FileRequest),
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Our control stream is not written yet.
@@ -257,34 +190,6 @@ enum Recv {
     Closed,
 }
 
-/// Where a stream's answer stands (HTTP/2's states, less the windows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    /// The handler has not been asked.
-    Pending,
-    /// Whole, waiting its turn for a job ([`Limits::jobs_per_connection`](crate::http::Limits)).
-    Queued,
-    /// A file waiting its turn to be opened ([`Limits::files_per_connection`](crate::http::Limits)).
-    FileQueued,
-    /// A job is out for it.
-    Job,
-    /// The driver is opening its file.
-    Opening,
-    /// The head is written; body bytes come from a source the driver holds.
-    Sending,
-    /// FIN was sent (or the stream reset).
-    Done,
-}
-
-/// Where an answer's body comes from once its head is written: a source the driver holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
-    /// A streamed reply's producer; `parked` after it had nothing, until a wake.
-    Stream { parked: bool },
-    /// A file (counted against the connection's share of files).
-    File,
-}
-
 /// One request stream.
 #[derive(Debug)]
 struct Req {
@@ -297,25 +202,16 @@ struct Req {
     recv: Recv,
     /// A field section waits for the client's encoder stream: nothing more is read.
     blocked: bool,
-    answer: Answer,
-    /// Reset while its job or file open is out: what comes back is dropped.
-    reset: bool,
+    /// Its part in the hand-off: where its answer stands, where the body comes from.
+    turn: Turn,
     head: Option<Box<ReqHead>>,
     body: Vec<u8>,
     content_length: Option<u64>,
     received: u64,
     /// The body went past a limit or was answered already: read and dropped.
     discard: bool,
-    /// The body goes to a job as it arrives.
-    feed: Option<StreamWriter>,
-    head_only: bool,
-    source: Option<Source>,
-    /// A [`Step::Pull`] is out for it.
+    /// An [`Action::Pull`] is out for it.
     pulling: bool,
-    /// The producer's trailers, sent after the body.
-    trailers: Vec<(String, Vec<u8>)>,
-    /// A file waiting its turn ([`Answer::FileQueued`]).
-    file: Option<Box<FileRequest>>,
     /// The request's head is complete (decoded and checked).
     head_done: bool,
     /// When the header timeout started (the stream's first read), or, once the head is
@@ -332,19 +228,13 @@ impl Req {
             fin: false,
             recv: Recv::Head,
             blocked: false,
-            answer: Answer::Pending,
-            reset: false,
+            turn: Turn::new(),
             head: None,
             body: Vec::new(),
             content_length: None,
             received: 0,
             discard: false,
-            feed: None,
-            head_only: false,
-            source: None,
             pulling: false,
-            trailers: Vec::new(),
-            file: None,
             head_done: false,
             clock: None,
         }
@@ -438,7 +328,7 @@ pub struct Connection {
     /// dropped. QUIC may bring a stream's first bytes after a later stream's, so a stream
     /// below `next_request` that is not here is new.
     finished: Finished,
-    actions: VecDeque<Action>,
+    actions: VecDeque<Quic>,
     /// A drain was asked for.
     drain: bool,
     /// The stream id our GOAWAY named: requests at or past it are rejected.
@@ -446,7 +336,7 @@ pub struct Connection {
     /// The client sent GOAWAY.
     peer_gone: bool,
     counts: Counts,
-    /// Streams waiting their turn ([`Answer::Queued`], [`Answer::FileQueued`]).
+    /// Streams waiting their turn ([`Stage::Queued`], [`Stage::FileQueued`]).
     waiting: usize,
     new_feeds: Vec<u64>,
     cancelled: Vec<u64>,
@@ -527,10 +417,7 @@ impl Connection {
 
     /// Jobs out for this connection's streams.
     pub fn jobs_out(&self) -> usize {
-        self.requests
-            .values()
-            .filter(|s| s.answer == Answer::Job)
-            .count()
+        hand_off::jobs_out(self.requests.values().map(|s| &s.turn))
     }
 
     /// Streams whose job was given up (reset while it was out) since the last call.
@@ -543,14 +430,14 @@ impl Connection {
     /// `process`, which reads the stream on.
     pub fn take_new_feeds(&mut self, mut each: impl FnMut(&StreamWriter)) {
         for id in self.new_feeds.drain(..) {
-            if let Some(feed) = self.requests.get(&id).and_then(|s| s.feed.as_ref()) {
+            if let Some(feed) = self.requests.get(&id).and_then(|s| s.turn.feed.as_ref()) {
                 each(feed);
             }
         }
     }
 
     /// The next thing to ask of QUIC, in order; `None` when there is none.
-    pub fn poll_action(&mut self) -> Option<Action> {
+    pub fn poll_quic(&mut self) -> Option<Quic> {
         self.actions.pop_front()
     }
 
@@ -560,10 +447,11 @@ impl Connection {
     pub fn wants_input(&self, stream: u64) -> bool {
         if let Some(s) = self.requests.get(&stream) {
             let fed = s
+                .turn
                 .feed
                 .as_ref()
                 .is_some_and(|f| f.queued() >= self.config.piece);
-            return s.pos >= s.inbox.len() && !s.fin && !s.blocked && !s.reset && !fed;
+            return s.pos >= s.inbox.len() && !s.fin && !s.blocked && !s.turn.reset && !fed;
         }
         self.uni.get(&stream).is_none_or(|u| !u.fin)
     }
@@ -623,7 +511,7 @@ impl Connection {
             self.requests.insert(stream, Req::new(self.max_section));
         }
         let s = self.requests.get_mut(&stream).expect("inserted above");
-        if s.reset || s.recv == Recv::Closed {
+        if s.turn.reset || s.recv == Recv::Closed {
             // Reset (kept only while its job is out), or past its FIN: nothing more is read.
             return;
         }
@@ -651,7 +539,7 @@ impl Connection {
         let Some(s) = self.requests.get(&stream) else {
             return;
         };
-        if s.answer == Answer::Done || s.reset {
+        if s.turn.stage == Stage::Done || s.turn.reset {
             return;
         }
         if s.recv == Recv::Closed {
@@ -663,7 +551,7 @@ impl Connection {
         self.counts.client_resets += 1;
         self.decoder.cancel_stream(stream);
         // RFC 9114 §4.1.1: the answer to a request the client abandoned is not wanted.
-        self.actions.push_back(Action::Reset {
+        self.actions.push_back(Quic::Reset {
             stream,
             code: ErrorCode::H3_REQUEST_CANCELLED,
         });
@@ -676,12 +564,12 @@ impl Connection {
         let Some(s) = self.requests.get(&stream) else {
             return;
         };
-        if s.answer == Answer::Done || s.reset {
+        if s.turn.stage == Stage::Done || s.turn.reset {
             return;
         }
         self.counts.client_resets += 1;
         self.decoder.cancel_stream(stream);
-        self.actions.push_back(Action::Reset {
+        self.actions.push_back(Quic::Reset {
             stream,
             code: ErrorCode::H3_REQUEST_CANCELLED,
         });
@@ -715,19 +603,19 @@ impl Connection {
         // Writing our own types and settings cannot fail (no reserved type, values in range).
         let _ = UniStream::Control.write(&mut bytes);
         let _ = settings.write_frame(None, &mut bytes);
-        self.actions.push_back(Action::Open { stream: CONTROL });
+        self.actions.push_back(Quic::Open { stream: CONTROL });
         self.send(CONTROL, bytes, false);
         if decoder.max_table_capacity > 0 {
             let mut bytes = Vec::new();
             let _ = UniStream::QpackDecoder.write(&mut bytes);
-            self.actions.push_back(Action::Open { stream: DECODER });
+            self.actions.push_back(Quic::Open { stream: DECODER });
             self.send(DECODER, bytes, false);
         }
     }
 
     /// Queues bytes for a stream, joined to the last action if it wrote the same stream.
     fn send(&mut self, stream: u64, bytes: Vec<u8>, fin: bool) {
-        if let Some(Action::Send {
+        if let Some(Quic::Send {
             stream: last,
             bytes: queued,
             fin: queued_fin,
@@ -739,23 +627,22 @@ impl Connection {
                 return;
             }
         }
-        self.actions.push_back(Action::Send { stream, bytes, fin });
+        self.actions.push_back(Quic::Send { stream, bytes, fin });
     }
 
     /// Reads what the streams brought, answers what it can, and says what comes next.
-    pub fn process<H: Handler>(&mut self, cx: &Context<'_>, handler: &mut H) -> Step<H::Job> {
+    pub fn process<H: Handler>(&mut self, cx: &Context<'_>, handler: &mut H) -> Action<H::Job> {
         match self.phase {
-            Phase::Closed => return Step::Close,
+            Phase::Closed => return Action::Close,
             Phase::Start => self.start(cx),
             Phase::Open => {}
         }
         match self.work(cx, handler) {
             Err(fail) => {
                 self.close(fail);
-                return Step::Close;
+                return Action::Close;
             }
-            Ok(Some(Out::Job(stream, job))) => return Step::Offload { stream, job },
-            Ok(Some(Out::Open(stream, request))) => return Step::Open { stream, request },
+            Ok(Some(action)) => return action,
             Ok(None) => {}
         }
         self.flush_decoder();
@@ -768,16 +655,16 @@ impl Connection {
             self.send(CONTROL, bytes, false);
         }
         if self.goaway.is_some() && self.requests.is_empty() {
-            self.actions.push_back(Action::Close {
+            self.actions.push_back(Quic::Close {
                 code: ErrorCode::H3_NO_ERROR,
                 reason: "",
             });
             self.phase = Phase::Closed;
-            return Step::Close;
+            return Action::Close;
         }
         match self.next_pull() {
-            Some((stream, max)) => Step::Pull { stream, max },
-            None => Step::Read,
+            Some((stream, max)) => Action::Pull { stream, max },
+            None => Action::Read,
         }
     }
 
@@ -786,8 +673,8 @@ impl Connection {
         &mut self,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
-        if let Some(out) = self.unpark(cx, handler) {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
+        if let Some(out) = hand_off::unpark(self, cx, handler) {
             return Ok(Some(out));
         }
         let ids: Vec<u64> = self
@@ -834,15 +721,12 @@ impl Connection {
         if self.phase == Phase::Closed {
             return;
         }
-        self.actions.push_back(Action::Close {
+        self.actions.push_back(Quic::Close {
             code: fail.code,
             reason: fail.reason,
         });
-        for (id, s) in std::mem::take(&mut self.requests) {
-            if let Some(feed) = s.feed {
-                feed.abort();
-            }
-            if s.answer == Answer::Job && !s.reset {
+        for (id, mut s) in std::mem::take(&mut self.requests) {
+            if s.turn.give_up() == (GivenUp::Kept { cancel: true }) {
                 self.cancelled.push(id);
             }
         }
@@ -852,8 +736,8 @@ impl Connection {
 
     /// A stream error (RFC 9114 §8): the stream is reset and no more of it read.
     fn stream_error(&mut self, id: u64, code: ErrorCode) {
-        self.actions.push_back(Action::Stop { stream: id, code });
-        self.actions.push_back(Action::Reset { stream: id, code });
+        self.actions.push_back(Quic::Stop { stream: id, code });
+        self.actions.push_back(Quic::Reset { stream: id, code });
         self.decoder.cancel_stream(id);
         self.drop_stream(id);
         if !self.requests.contains_key(&id) {
@@ -873,24 +757,16 @@ impl Connection {
         let Some(s) = self.requests.get_mut(&id) else {
             return;
         };
-        if let Some(feed) = s.feed.take() {
-            feed.abort();
-        }
-        s.source = None;
         s.inbox = Vec::new();
         s.pos = 0;
-        match s.answer {
-            Answer::Job | Answer::Opening => {
-                if s.answer == Answer::Job && !s.reset {
+        match s.turn.give_up() {
+            GivenUp::Kept { cancel } => {
+                if cancel {
                     self.cancelled.push(id);
                 }
-                s.reset = true;
             }
-            Answer::Queued | Answer::FileQueued => {
-                self.waiting -= 1;
-                self.forget(id);
-            }
-            _ => {
+            GivenUp::Gone { waited } => {
+                self.waiting -= usize::from(waited);
                 self.forget(id);
             }
         }
@@ -900,11 +776,11 @@ impl Connection {
     /// parked; the first after the one pulled last, so that bodies share the connection.
     fn next_pull(&mut self) -> Option<(u64, usize)> {
         let ready = |s: &Req| {
-            s.answer == Answer::Sending
-                && !s.reset
+            s.turn.stage == Stage::Sending
+                && !s.turn.reset
                 && !s.pulling
                 && matches!(
-                    s.source,
+                    s.turn.source,
                     Some(Source::File | Source::Stream { parked: false })
                 )
         };
@@ -924,21 +800,15 @@ impl Connection {
     /// Whether `stream` still takes its body from the source the driver holds: false once
     /// it is complete, reset or gone (the driver drops the source then).
     pub fn pulls(&self, stream: u64) -> bool {
-        self.requests
-            .get(&stream)
-            .is_some_and(|s| !s.reset && s.source.is_some())
+        self.requests.get(&stream).is_some_and(|s| s.turn.pulls())
     }
 
     /// The driver was woken (a producer pushed or ended): parked streams are asked again.
     pub fn wake_bodies(&mut self) {
-        for s in self.requests.values_mut() {
-            if let Some(Source::Stream { parked }) = &mut s.source {
-                *parked = false;
-            }
-        }
+        self.requests.values_mut().for_each(|s| s.turn.wake());
     }
 
-    /// The driver read what [`Step::Pull`] asked for `stream` into `bytes` (taken, the
+    /// The driver read what [`Action::Pull`] asked for `stream` into `bytes` (taken, the
     /// buffer left empty), and at the end the producer's `trailers`: they go out as DATA
     /// (and a trailing HEADERS, then FIN), and the connection goes on as `process` does.
     pub fn pulled<H: Handler>(
@@ -949,7 +819,7 @@ impl Connection {
         trailers: Vec<(String, Vec<u8>)>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         if self.pulls(stream) {
             self.body_piece(stream, bytes, pulled, trailers);
         }

@@ -25,19 +25,19 @@ impl Connection {
         id: u64,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         loop {
             let piece = self.config.piece;
             let Some(s) = self.requests.get_mut(&id) else {
                 return Ok(None);
             };
             s.clock.get_or_insert(cx.now);
-            if s.blocked || s.reset || s.recv == Recv::Closed {
+            if s.blocked || s.turn.reset || s.recv == Recv::Closed {
                 return Ok(None);
             }
             // A job that has not taken what it was fed holds the stream (QUIC's window then
             // holds the client): read on when it makes room.
-            if s.feed.as_ref().is_some_and(|f| f.queued() >= piece) {
+            if s.turn.feed.as_ref().is_some_and(|f| f.queued() >= piece) {
                 return Ok(None);
             }
             let inbox = std::mem::take(&mut s.inbox);
@@ -128,7 +128,7 @@ impl Connection {
 
     /// A field section failed to decode: a stream error for a section that cannot be read
     /// (an integer past berth's limit), else the connection's.
-    fn section_error<J>(&mut self, id: u64, e: Error) -> Result<Option<Out<J>>, Fail> {
+    fn section_error<J>(&mut self, id: u64, e: Error) -> Result<Option<Action<J>>, Fail> {
         match e {
             Error::Peer(e) if e.stream => {
                 self.counts.stream_errors += 1;
@@ -146,7 +146,7 @@ impl Connection {
         decoded: Decoded,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         let Some(s) = self.requests.get_mut(&id) else {
             return Ok(None);
         };
@@ -168,7 +168,7 @@ impl Connection {
         decoded: Decoded,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Option<Out<H::Job>> {
+    ) -> Option<Action<H::Job>> {
         let fields: Vec<Field> = match decoded {
             Decoded::Fields(fields) => fields,
             Decoded::Blocked => return None,
@@ -176,7 +176,14 @@ impl Connection {
                 // RFC 9114 §4.2.2: past SETTINGS_MAX_FIELD_SECTION_SIZE, answered 431.
                 self.counts.oversized_heads += 1;
                 self.mark_discard(id);
-                self.answer_status(id, 431, "request header fields too large", cx, handler);
+                hand_off::refuse(
+                    self,
+                    id,
+                    431,
+                    "request header fields too large",
+                    cx,
+                    handler,
+                );
                 return None;
             }
         };
@@ -190,7 +197,7 @@ impl Connection {
         if regular > cx.limits.max_headers {
             self.counts.oversized_heads += 1;
             self.mark_discard(id);
-            self.answer_status(id, 431, "too many request header fields", cx, handler);
+            hand_off::refuse(self, id, 431, "too many request header fields", cx, handler);
             return None;
         }
         // HTTP/3's request rules (§4.2, §4.3.1) are HTTP/2's: the same check.
@@ -203,7 +210,7 @@ impl Connection {
             }
             Err(Refusal::Status(status, why)) => {
                 self.mark_discard(id);
-                self.answer_status(id, status, why, cx, handler);
+                hand_off::refuse(self, id, status, why, cx, handler);
                 return None;
             }
         };
@@ -211,25 +218,25 @@ impl Connection {
         s.head_done = true;
         // The body timeout runs from here.
         s.clock = Some(cx.now);
-        s.head_only = head.head_only();
+        s.turn.head_only = head.head_only();
         s.content_length = head.content_length;
         if head
             .content_length
             .is_some_and(|n| n > cx.limits.max_body_bytes as u64)
         {
             s.discard = true;
-            self.answer_status(id, 413, "request body too large", cx, handler);
+            hand_off::refuse(self, id, 413, "request body too large", cx, handler);
             return None;
         }
         let whole = s.fin && s.pos >= s.inbox.len();
-        let share_left = !self.at_job_share::<H>(cx);
+        let share_left = !hand_off::at_job_share::<_, H>(self, cx);
         let s = self.requests.get_mut(&id)?;
         if H::STREAMS_BODY && cx.stream_bodies && share_left && !whole {
             let (writer, stream) = crate::http::body_stream();
             writer.full_at(self.config.piece);
-            s.feed = Some(writer);
+            s.turn.feed = Some(writer);
             self.new_feeds.push(id);
-            return self.dispatch(id, &head, &[], Some(stream), cx, handler);
+            return hand_off::dispatch(self, id, &head, &[], Some(stream), cx, handler);
         }
         s.head = Some(Box::new(head));
         None
@@ -256,7 +263,7 @@ impl Connection {
         data: &[u8],
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Option<Out<H::Job>> {
+    ) -> Option<Action<H::Job>> {
         let s = self.requests.get_mut(&id)?;
         s.clock = Some(cx.now);
         s.received += data.len() as u64;
@@ -272,22 +279,22 @@ impl Connection {
             s.discard = true;
             s.body = Vec::new();
             s.head = None;
-            if let Some(feed) = s.feed.take() {
+            if let Some(feed) = s.turn.feed.take() {
                 feed.abort();
             }
         }
         if s.discard {
-        } else if let Some(feed) = &s.feed {
+        } else if let Some(feed) = &s.turn.feed {
             if !data.is_empty() && feed.push(data.to_vec()).is_err() {
                 // The job stopped reading: the rest is dropped.
-                s.feed = None;
+                s.turn.feed = None;
                 s.discard = true;
             }
         } else {
             s.body.extend_from_slice(data);
         }
-        if too_large && s.answer == Answer::Pending {
-            self.answer_status(id, 413, "request body too large", cx, handler);
+        if too_large && s.turn.stage == Stage::Pending {
+            hand_off::refuse(self, id, 413, "request body too large", cx, handler);
         }
         None
     }
@@ -298,7 +305,7 @@ impl Connection {
         id: u64,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Result<Option<Out<H::Job>>, Fail> {
+    ) -> Result<Option<Action<H::Job>>, Fail> {
         let Some(s) = self.requests.get_mut(&id) else {
             return Ok(None);
         };
@@ -315,22 +322,22 @@ impl Connection {
             self.stream_error(id, ErrorCode::H3_MESSAGE_ERROR);
             return Ok(None);
         }
-        if let Some(feed) = s.feed.take() {
+        if let Some(feed) = s.turn.feed.take() {
             feed.end();
         }
-        if s.discard && s.answer == Answer::Pending {
+        if s.discard && s.turn.stage == Stage::Pending {
             s.head = None;
-            self.answer_status(id, 413, "request body too large", cx, handler);
+            hand_off::refuse(self, id, 413, "request body too large", cx, handler);
             return Ok(None);
         }
-        if s.answer == Answer::Done {
+        if s.turn.stage == Stage::Done {
             self.forget(id);
             return Ok(None);
         }
         match s.head.take() {
             Some(head) => {
                 let body = std::mem::take(&mut s.body);
-                Ok(self.request_ready(id, *head, body, cx, handler))
+                Ok(hand_off::ready(self, id, *head, body, cx, handler))
             }
             None => Ok(None),
         }

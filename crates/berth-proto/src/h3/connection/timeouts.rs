@@ -13,11 +13,11 @@ impl Connection {
     /// The deadline for a stream still receiving its request, if it is the client's turn.
     fn deadline(s: &Req, t: &Timeouts) -> Option<Instant> {
         let waiting = s.recv != Recv::Closed
-            && (s.answer == Answer::Pending || s.feed.is_some())
-            && !s.reset
+            && (s.turn.stage == Stage::Pending || s.turn.feed.is_some())
+            && !s.turn.reset
             && !s.discard
             // A job that has not taken what it was fed holds the stream, not the client.
-            && s.feed.as_ref().is_none_or(|f| !f.is_full());
+            && s.turn.feed.as_ref().is_none_or(|f| !f.is_full());
         if !waiting {
             return None;
         }
@@ -48,7 +48,7 @@ impl Connection {
         t: &Timeouts,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         let late: Vec<(u64, bool)> = self
             .requests
             .iter()
@@ -56,10 +56,20 @@ impl Connection {
             .map(|(&id, s)| (id, s.head_done))
             .collect();
         for (id, head_done) in late {
-            let fed = self.requests.get(&id).is_some_and(|s| s.feed.is_some());
+            let fed = self
+                .requests
+                .get(&id)
+                .is_some_and(|s| s.turn.feed.is_some());
             if head_done && !fed {
                 self.mark_discard(id);
-                self.answer_status(id, 408, "request body not received in time", cx, handler);
+                hand_off::refuse(
+                    self,
+                    id,
+                    408,
+                    "request body not received in time",
+                    cx,
+                    handler,
+                );
             } else {
                 // No head, or a body going to a job that is out already: the stream is
                 // reset, and the job told its body was cut short (the feed aborts).

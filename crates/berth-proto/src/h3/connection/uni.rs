@@ -36,7 +36,7 @@ impl Connection {
                 Accept::Read(_) => UniKind::Ignored,
                 Accept::Ignore(code) => {
                     // §6.2: an unknown type is not an error; its sender is asked to stop.
-                    self.actions.push_back(Action::Stop { stream: id, code });
+                    self.actions.push_back(Quic::Stop { stream: id, code });
                     UniKind::Ignored
                 }
             };

@@ -41,9 +41,9 @@ pub(super) enum ConnMsg {
     /// A streamed body has more (a reply's, or room for the request's): pump again.
     More,
     /// A worker ran the job of the connection's stream (0 for HTTP/1.1).
-    Done(u32, Reply),
+    Done(u64, Reply),
     /// The Files actor's answer.
-    File(u32, FileRequest, Result<OpenFile, FileError>),
+    File(u64, FileRequest, Result<OpenFile, FileError>),
     /// The poller found the connection's deadline passed.
     Expire,
     /// A drain began: close if idle, else make the response in progress the last.
@@ -54,14 +54,14 @@ pub(super) enum ConnMsg {
 
 /// What the Files actor is sent.
 pub(super) struct OpenMsg {
-    pub stream: u32,
+    pub stream: u64,
     pub request: FileRequest,
     pub reply_to: Addr<ConnMsg>,
 }
 
 /// A job's return address: the connection actor. An actor whose peer has gone closes its
 /// socket and stops at once, so a stopped actor means a cancelled job.
-pub(super) struct ActorReply(pub Addr<ConnMsg>, pub u32);
+pub(super) struct ActorReply(pub Addr<ConnMsg>, pub u64);
 
 impl ReplyTo for ActorReply {
     fn cancelled(&self) -> bool {
