@@ -28,6 +28,7 @@ mod common;
 mod loops;
 mod pump;
 pub mod registry;
+pub mod quic;
 mod stall;
 mod workers;
 
