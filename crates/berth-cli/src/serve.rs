@@ -191,12 +191,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             twin.addr = Addr::Udp(*tcp);
             twin.common.listen.transport = Acceptor::Tls(tls.clone());
             twin.common.listen.inherited = None;
-            let (server, at) = drive::serve(
-                &twin,
-                demo(&stats, &twin.addr, true),
-                stats.clone(),
-            )
-            .map_err(|e| lifecycle::failed(&mut daemon, e))?;
+            let (server, at) = drive::serve(&twin, demo(&stats, &twin.addr, true), stats.clone())
+                .map_err(|e| lifecycle::failed(&mut daemon, e))?;
             urls.push(format!("quic://{}", at.ip().expect("a UDP address")));
             servers.push(server);
         }

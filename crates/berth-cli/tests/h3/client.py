@@ -9,6 +9,9 @@ stdout is a JSON list of responses, in the same order:
     {"status": 200, "headers": [[name, value], ...], "length": N, "sha256": hex,
      "body": text (the first 64 KiB, decoded leniently), "error": null or why it failed}
 
+With --announce, {"started": stream} is printed when the first answer's head comes (a test
+can then act while the answers are under way).
+
 With --vanish N the first request is read until N bytes of its body have come, then the
 process closes its UDP socket and exits without a word (no CONNECTION_CLOSE): a client that
 vanishes mid-stream. It prints {"vanished": bytes} first.
@@ -72,6 +75,7 @@ class Client(QuicConnectionProtocol):
         self.h3 = H3(self._quic)
         self.responses = {}
         self.vanish_at = None
+        self.announce = False
 
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
@@ -89,6 +93,9 @@ class Client(QuicConnectionProtocol):
             if r is None:
                 continue
             if isinstance(ev, HeadersReceived):
+                if self.announce:
+                    self.announce = False
+                    print(json.dumps({"started": ev.stream_id}), flush=True)
                 if r.status is None:
                     for name, value in ev.headers:
                         if name == b":status":
@@ -138,6 +145,7 @@ async def main():
     ap.add_argument("port", type=int)
     ap.add_argument("ca")
     ap.add_argument("--vanish", type=int, default=None)
+    ap.add_argument("--announce", action="store_true")
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args()
     requests = json.load(sys.stdin)
@@ -150,6 +158,7 @@ async def main():
         args.host, args.port, configuration=config, create_protocol=Client
     ) as client:
         client.vanish_at = args.vanish
+        client.announce = args.announce
         authority = f"localhost:{args.port}"
         pending = [client.send(req, authority) for req in requests]
         client.transmit()

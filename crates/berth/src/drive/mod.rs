@@ -27,8 +27,8 @@ mod body;
 mod common;
 mod loops;
 mod pump;
-pub mod registry;
 pub mod quic;
+pub mod registry;
 mod stall;
 mod workers;
 

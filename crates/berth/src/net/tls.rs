@@ -424,10 +424,7 @@ impl TlsAcceptor {
     /// Whether `config` is still the live configuration (no reload since
     /// [`TlsAcceptor::quic`] gave it).
     pub fn live_is(&self, config: &Arc<ServerConfig>) -> bool {
-        Arc::ptr_eq(
-            &self.live.read().unwrap_or_else(|e| e.into_inner()),
-            config,
-        )
+        Arc::ptr_eq(&self.live.read().unwrap_or_else(|e| e.into_inner()), config)
     }
 
     /// Starts the server side of TLS on an accepted socket. The handshake happens as the

@@ -97,6 +97,12 @@ pub(super) struct Conn {
     lost: bool,
     /// The server asked it to wind down.
     draining: bool,
+    /// h3 closed the connection with H3_NO_ERROR (its drain is done): the close waits until
+    /// QUIC has delivered every answer's last bytes, which closing would throw away.
+    closing: Option<(VarInt, &'static str)>,
+    /// Our unidirectional streams (control, QPACK decoder): open for the connection's life,
+    /// so QUIC counts them as streams with data in flight until the end.
+    own_streams: usize,
     /// Where its jobs' replies go: the endpoint's queue, and this connection's slot in it.
     replies: Arc<Vec<LoopQueue>>,
     key: usize,
@@ -129,6 +135,8 @@ impl Conn {
             waker: Arc::new(move || workers::ReplyTo::more(&to)),
             lost: false,
             draining: false,
+            closing: None,
+            own_streams: 0,
             replies,
             key,
         }
@@ -210,7 +218,8 @@ impl Conn {
     pub fn close_now(&mut self, now: Instant) {
         if !self.quic.is_closed() {
             // H3_NO_ERROR (RFC 9114 §8.1): the server is going away, not the client's fault.
-            self.quic.close(now, code(0x100), Bytes::from_static(b"server stopping"));
+            self.quic
+                .close(now, code(0x100), Bytes::from_static(b"server stopping"));
         }
     }
 
@@ -273,6 +282,21 @@ impl Conn {
                 break;
             }
         }
+        self.close_when_delivered(env.now);
+    }
+
+    /// Closes the connection h3 is done with once nothing of its answers is left to deliver:
+    /// no bytes wait here, and QUIC has every finished stream acknowledged (only our own
+    /// unidirectional streams, open for life, count as in flight).
+    fn close_when_delivered(&mut self, now: Instant) {
+        let Some((c, reason)) = self.closing else {
+            return;
+        };
+        if self.outbox.is_empty() && self.quic.streams().send_streams() <= self.own_streams {
+            self.closing = None;
+            self.quic
+                .close(now, c, Bytes::from_static(reason.as_bytes()));
+        }
     }
 
     /// Reads one piece of `stream` into h3 (its FIN, or its reset). False when there was
@@ -320,6 +344,7 @@ impl Conn {
             match action {
                 h3::Action::Open { stream } => {
                     let opened = self.quic.streams().open(Dir::Uni).map(u64::from);
+                    self.own_streams += usize::from(opened.is_some());
                     if opened != Some(stream) {
                         // RFC 9114 §6.2: a client must let a server open its three
                         // unidirectional streams; one that does not cannot be served.
@@ -352,8 +377,13 @@ impl Conn {
                     let _ = self.quic.recv_stream(stream_id(stream)).stop(code(c.0));
                 }
                 h3::Action::Close { code: c, reason } => {
-                    self.quic
-                        .close(now, code(c.0), Bytes::from_static(reason.as_bytes()));
+                    if c == h3::error::ErrorCode::H3_NO_ERROR {
+                        // The end of a drain: the answers' last bytes go out first.
+                        self.closing = Some((code(c.0), reason));
+                    } else {
+                        self.quic
+                            .close(now, code(c.0), Bytes::from_static(reason.as_bytes()));
+                    }
                 }
             }
         }
@@ -456,13 +486,8 @@ impl Conn {
                         conn: self.key,
                         stream: job_stream(stream),
                     };
-                    let offloaded = workers::offload(
-                        env.queue,
-                        job,
-                        Some(ticket.clone()),
-                        reply_to,
-                        env.stats,
-                    );
+                    let offloaded =
+                        workers::offload(env.queue, job, Some(ticket.clone()), reply_to, env.stats);
                     match offloaded {
                         Offloaded::Queued => {
                             self.jobs_out += 1;

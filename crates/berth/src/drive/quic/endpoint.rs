@@ -285,7 +285,11 @@ impl Endpoint {
                 touched.insert(key);
             }
             Err(e) => {
-                log::debug!("QUIC loop {}: a connection failed to start: {}", self.id, e.cause);
+                log::debug!(
+                    "QUIC loop {}: a connection failed to start: {}",
+                    self.id,
+                    e.cause
+                );
                 if let Some(t) = e.response {
                     self.send(t.destination, &buf[..t.size]);
                 }

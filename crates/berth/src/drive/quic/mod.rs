@@ -100,8 +100,9 @@ const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 /// client that vanished mid-stream included); the stream limits and windows above.
 pub(super) fn transport_config(t: &Timeouts) -> quinn_proto::TransportConfig {
     let mut config = quinn_proto::TransportConfig::default();
-    let idle = quinn_proto::IdleTimeout::try_from(t.idle.max(Duration::from_millis(1)))
-        .unwrap_or(quinn_proto::IdleTimeout::from(quinn_proto::VarInt::from_u32(60_000)));
+    let idle = quinn_proto::IdleTimeout::try_from(t.idle.max(Duration::from_millis(1))).unwrap_or(
+        quinn_proto::IdleTimeout::from(quinn_proto::VarInt::from_u32(60_000)),
+    );
     config
         .max_idle_timeout(Some(idle))
         .max_concurrent_bidi_streams(MAX_CONCURRENT_REQUESTS.into())
