@@ -43,7 +43,7 @@
 //! which is issue 42's benchmark work, to be measured against caddy there; and without
 //! IP_PKTINFO a socket bound to a wildcard address answers from whatever source address the
 //! kernel's route picks (bind a specific address on a multi-homed host). Adding it changes
-//! `endpoint.rs`'s two socket calls and [`TRANSMITS`] only.
+//! `endpoint.rs`'s two socket calls and `TRANSMITS` only.
 //!
 //! **Not yet**: Retry tokens and the amplification and flood defences of issue 42 beyond
 //! quinn-proto's own (it keeps the 3x anti-amplification limit before validation), 0-RTT
