@@ -501,6 +501,11 @@ pub struct ServeArgs {
     #[arg(long, help_heading = heading::TLS)]
     pub redirect_https: bool,
 
+    /// Also serve HTTP/3 (QUIC) on the UDP twin of every TLS listener: the same port, the same
+    /// certificate. --model evloop only. (A listener of its own: --listen quic://HOST:PORT.)
+    #[arg(long, help_heading = heading::TLS)]
+    pub http3: bool,
+
     /// With --tls-cert: also listen for plain HTTP on this port, answering as --http-mode
     /// says.
     #[arg(long, value_name = "PORT", requires = "tls_cert", help_heading = heading::TLS)]

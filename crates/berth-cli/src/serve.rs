@@ -22,9 +22,9 @@ use crate::lifecycle;
 
 /// One `--listen` (or `--host`/`--port`): where, and whether over TLS.
 struct Listener {
-    /// A TCP address or a UNIX socket's path.
+    /// A TCP address, a UNIX socket's path, or (`quic://`, HTTP/3) a UDP address.
     addr: Addr,
-    /// HTTPS with this certificate.
+    /// HTTPS (or, on a UDP address, QUIC) with this certificate.
     tls: Option<TlsAcceptor>,
 }
 
@@ -152,41 +152,63 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut health = Vec::new();
     let mut servers: Vec<Server> = Vec::new();
     let mut urls = Vec::new();
+    // The host of the first HTTPS listener and its bound port, for --http-port.
+    let mut first_https = None;
     for listener in &listeners {
         let mut one = settings.clone();
         one.addr = listener.addr.clone();
         one.common.listen.transport = listener.tls.clone().map_or(Acceptor::Plain, Acceptor::Tls);
-        one.common.listen.inherited = inherited.next();
+        // Socket activation passes listening stream sockets: none is a QUIC listener's.
+        if !matches!(listener.addr, Addr::Udp(_)) {
+            one.common.listen.inherited = inherited.next();
+        }
         let stats = one.new_stats()?;
         health.push(stats.clone());
         let (server, bound) = drive::serve(
             &one,
             demo(&stats, &listener.addr, listener.tls.is_some()),
-            stats,
+            stats.clone(),
         )
         .map_err(|e| lifecycle::failed(&mut daemon, e))?;
         urls.push(match (&bound, &listener.tls) {
             // `unix:///PATH`, as --listen takes it (curl --unix-socket PATH http://localhost/).
-            // (No model binds a UDP address: `drive::serve` refuses it.)
-            (Addr::Unix(_) | Addr::Udp(_), _) => bound.to_string(),
+            (Addr::Unix(_), _) => bound.to_string(),
+            // HTTP/3 (curl --http3-only https://HOST:PORT/), written as --listen takes it.
+            (Addr::Udp(a), _) => format!("quic://{a}"),
             (Addr::Tcp(_), Some(_)) => format!("https://{bound}"),
             (Addr::Tcp(_), None) => format!("http://{bound}"),
         });
         servers.push(server);
+        if let (None, Some(_), Addr::Tcp(tcp), Addr::Tcp(asked)) =
+            (first_https, &listener.tls, &bound, &listener.addr)
+        {
+            first_https = Some((asked.ip(), tcp.port()));
+        }
+        // --http3: the UDP twin of a TLS listener, on its port, with its certificate, counted
+        // in its /stats (the twin's loops count into the same shards).
+        if let (true, Some(tls), Addr::Tcp(tcp)) = (args.http3, &listener.tls, &bound) {
+            let mut twin = settings.clone();
+            twin.addr = Addr::Udp(*tcp);
+            twin.common.listen.transport = Acceptor::Tls(tls.clone());
+            twin.common.listen.inherited = None;
+            let (server, at) = drive::serve(&twin, demo(&stats, &twin.addr, true), stats.clone())
+                .map_err(|e| lifecycle::failed(&mut daemon, e))?;
+            urls.push(format!("quic://{}", at.ip().expect("a UDP address")));
+            servers.push(server);
+        }
     }
 
     // The plain-HTTP listener beside HTTPS (`--http-port`): the same model and limits, on the
     // host of the first HTTPS listener.
     let mut plain_note = None;
     if let Some(port) = args.http_port {
-        let https = listeners.iter().zip(&urls).find(|(l, _)| l.tls.is_some());
-        let (https, url) = https.expect("clap: --http-port requires --tls-cert");
-        let tls_port = url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        let host = https.addr.tcp().expect("tls:// listeners are TCP").ip();
+        let Some((host, tls_port)) = first_https else {
+            usage_error(
+                "serve",
+                "--http-port serves beside an HTTPS listener, and none is asked for (a \
+                 tls:// --listen, or --tls-cert with --host/--port)",
+            );
+        };
         let mut plain = settings.clone();
         plain.addr = Addr::Tcp(SocketAddr::new(host, port));
         plain.common.listen.transport = Acceptor::Plain;
@@ -299,10 +321,21 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// The listeners asked for: every `--listen` (endpoints as `msg serve` takes them, parsed by
 /// the same [`Endpoint::parse`]), or `--host`/`--port` (HTTPS with `--tls-cert`). Mistakes
-/// are usage errors; `quic://` is refused in one line, exit 2, until HTTP/3 serves it;
-/// certificate problems are runtime failures with their cause (exit 1), found before anything
-/// starts.
+/// are usage errors; `quic://` (and `--http3`) in a model that does not serve HTTP/3 is refused
+/// in one line naming the models that do, exit 2; certificate problems are runtime failures
+/// with their cause (exit 1), found before anything starts.
 fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
+    let serves_quic = drive::quic::SERVED_BY.contains(&args.model.name());
+    let quic_refused = |what: &str| -> ! {
+        not_served_yet(&format!(
+            "{what}: HTTP/3 is served by --model {} only, not {}",
+            drive::quic::SERVED_BY.join(", --model "),
+            args.model
+        ))
+    };
+    if args.http3 && !serves_quic {
+        quic_refused("--http3");
+    }
     let certificate = |cert: &Path, key: &Path| {
         let mut settings = TlsSettings::http(cert, key);
         settings.key_password = args.tls_key_password.clone().map(KeyPassword);
@@ -361,13 +394,11 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
         let endpoint = Endpoint::parse(text).unwrap_or_else(|e| bad(text, &e));
         match endpoint.scheme() {
             Scheme::Tcp | Scheme::Tls | Scheme::Unix => {}
-            Scheme::Quic => not_served_yet(&format!(
-                "--listen {text}: quic:// (HTTP/3) is not served yet; serve takes tcp://, \
-                 tls:// and unix://"
-            )),
+            Scheme::Quic if serves_quic => {}
+            Scheme::Quic => quic_refused(&format!("--listen {text}")),
             Scheme::Udp => bad(
                 text,
-                "HTTP is served over tcp://, tls:// and unix://, not udp://",
+                "HTTP is served over tcp://, tls://, unix:// and quic://, not udp://",
             ),
             Scheme::Ws | Scheme::Wss => bad(
                 text,
@@ -383,11 +414,12 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
         }
         endpoints.push((text, endpoint));
     }
-    if args.tls_cert.is_some() && !endpoints.iter().any(|(_, e)| e.scheme() == Scheme::Tls) {
+    let tls_scheme = |e: &Endpoint| matches!(e.scheme(), Scheme::Tls | Scheme::Quic);
+    if args.tls_cert.is_some() && !endpoints.iter().any(|(_, e)| tls_scheme(e)) {
         usage_error(
             "serve",
-            "--tls-cert is for tls:// listeners, and no --listen is one (write tls://HOST:PORT \
-             for HTTPS)",
+            "--tls-cert is for tls:// and quic:// listeners, and no --listen is one (write \
+             tls://HOST:PORT for HTTPS)",
         );
     }
     let mut listeners = Vec::new();
@@ -399,9 +431,15 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
                 (Some(cert), Some(key)) => Some(certificate(cert, key)?),
                 (None, None) => match default(&mut default_tls)? {
                     Some(tls) => Some(tls),
-                    None => bad("tls:// needs ?cert=FILE&key=FILE, or --tls-cert and --tls-key"),
+                    None => bad(&format!(
+                        "{} needs ?cert=FILE&key=FILE, or --tls-cert and --tls-key",
+                        endpoint.scheme()
+                    )),
                 },
-                _ => bad("tls:// needs both ?cert=FILE and key=FILE"),
+                _ => bad(&format!(
+                    "{} needs both ?cert=FILE and key=FILE",
+                    endpoint.scheme()
+                )),
             },
         };
         listeners.push(Listener {

@@ -27,6 +27,7 @@ mod body;
 mod common;
 mod loops;
 mod pump;
+pub mod quic;
 pub mod registry;
 mod stall;
 mod workers;

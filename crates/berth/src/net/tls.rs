@@ -400,6 +400,33 @@ impl TlsAcceptor {
         &self.settings
     }
 
+    /// The configuration new QUIC handshakes get (HTTP/3, `drive::quic`), beside the TCP one
+    /// [`TlsAcceptor::accept`] uses: made from the live configuration, so that a reload
+    /// (SIGHUP) reaches QUIC as it reaches TCP, with the same certificate, key, client CA,
+    /// session cache and tickets. Returned with the live configuration it was made from: the
+    /// caller keeps the pair and makes a new one only when [`TlsAcceptor::live_is`] says the
+    /// live one changed.
+    ///
+    /// What QUIC changes: ALPN offers `h3` only (RFC 9114 §3.1: a QUIC connection speaks the
+    /// one protocol ALPN chose, and the TCP list's `h2` and `http/1.1` are not spoken over
+    /// QUIC); TLS is 1.3 only, which rustls enforces on a QUIC connection whatever versions
+    /// the configuration lists (RFC 9001 §4.2: it refuses 1.2 with `Tls13RequiredForQuic`);
+    /// and no early data (0-RTT: requests that can be replayed; issue 42 leaves it off by
+    /// default).
+    pub fn quic(&self) -> (Arc<ServerConfig>, ServerConfig) {
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut quic = (*live).clone();
+        quic.alpn_protocols = vec![b"h3".to_vec()];
+        quic.max_early_data_size = 0;
+        (live, quic)
+    }
+
+    /// Whether `config` is still the live configuration (no reload since
+    /// [`TlsAcceptor::quic`] gave it).
+    pub fn live_is(&self, config: &Arc<ServerConfig>) -> bool {
+        Arc::ptr_eq(&self.live.read().unwrap_or_else(|e| e.into_inner()), config)
+    }
+
     /// Starts the server side of TLS on an accepted socket. The handshake happens as the
     /// stream is read.
     pub fn accept<S>(&self, sock: S) -> io::Result<TlsStream<S>> {

@@ -32,16 +32,18 @@ use slab::Slab;
 
 use super::accept;
 use super::loops::{
-    Lent, Loop, LoopConfig, Parts, Runs, State, ACCEPT_RETRY, REPLY_CHECK_EVERY,
+    Lent, Loop, LoopConfig, Parts, Runs, State, Started, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY,
 };
 use super::pump::Conn;
+use super::quic::{self, Endpoint};
 use super::{Server, Service};
-use crate::net::{Addr, BindError, Evented, EventedListener, Listener, Socket, Stream};
+use crate::net::{Acceptor, Addr, BindError, Evented, EventedListener, Listener, Socket, Stream};
 use crate::rt::{Control, DRAIN_GRACE};
 use crate::stats::Stats;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
+const QUIC: Token = Token(usize::MAX - 3);
 
 /// Settings of the `evloop` model of its own; capacity, workers, limits, timeouts and buffer
 /// sizes come from [`Common`](super::Common).
@@ -108,6 +110,8 @@ struct EventLoop<H: Handler> {
     /// once idle. `None`: serving.
     draining: Option<Instant>,
     conns: Slab<Conn<Stream<Socket>>>,
+    /// The QUIC endpoint of a `quic://` listener (HTTP/3), on this loop's UDP socket.
+    quic: Option<Endpoint>,
     /// Accepting failed for want of descriptors (EMFILE/ENFILE) or memory. The listener is
     /// edge-triggered, so nothing would wake us for connections already waiting: retry on a
     /// timer until accepting works again (nginx does the same).
@@ -123,21 +127,7 @@ impl<H: Handler> Runs for EventLoop<H> {
 
     /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
     fn make<S: Service<Handler = H>>(service: &S, p: Parts<H::Job, Own>) -> io::Result<Self> {
-        let config = p.config;
-        let mut listener = p.listener.into_evented();
-        p.poll
-            .registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        Ok(EventLoop {
-            state: State::new(service, p.wiring, &config),
-            poll: p.poll,
-            listener: Some(listener),
-            draining: None,
-            conns: Slab::with_capacity(config.capacity),
-            accept_paused: false,
-            ctl: p.ctl,
-            config,
-        })
+        EventLoop::with(service, p.wiring, p.poll, Some(p.listener), None, p.ctl, p.config)
     }
 
     fn run(&mut self) -> io::Result<()> {
@@ -149,11 +139,69 @@ impl<H: Handler> Runs for EventLoop<H> {
 }
 
 impl<H: Handler> EventLoop<H> {
+    /// A loop on its own thread: accepting on `listener` (TCP or UNIX), and/or serving QUIC on
+    /// a UDP socket.
+    fn with<S: Service<Handler = H>>(
+        service: &S,
+        wiring: Wiring<H::Job>,
+        poll: Poll,
+        listener: Option<Listener>,
+        udp: Option<(std::net::UdpSocket, Arc<quic::Shared>)>,
+        ctl: Arc<Control>,
+        config: Flat,
+    ) -> io::Result<Self> {
+        let listener = match listener {
+            Some(listener) => {
+                let mut listener = listener.into_evented();
+                poll.registry()
+                    .register(&mut listener, LISTENER, Interest::READABLE)?;
+                Some(listener)
+            }
+            None => None,
+        };
+        let state = State::new(service, wiring, &config);
+        let quic = match udp {
+            Some((socket, shared)) => {
+                let waker = state.loops[state.owner].waker.clone();
+                let mut endpoint =
+                    Endpoint::new(socket, shared, config.capacity, waker, state.id)?;
+                endpoint.register(poll.registry(), QUIC)?;
+                Some(endpoint)
+            }
+            None => None,
+        };
+        Ok(EventLoop {
+            state,
+            poll,
+            listener,
+            draining: None,
+            conns: Slab::with_capacity(config.capacity),
+            quic,
+            accept_paused: false,
+            ctl,
+            config,
+        })
+    }
+
+    /// Calls `f` with the QUIC endpoint, if the loop has one, and the loop's state lent to it.
+    fn with_quic(&mut self, f: impl FnOnce(&mut Endpoint, &mut quic::Env<'_, H>)) {
+        if let Some(endpoint) = self.quic.as_mut() {
+            let mut env = quic::Env::new(&mut self.state, &self.config.timeouts);
+            f(endpoint, &mut env);
+        }
+    }
+
     /// Closes every connection: the loop is over.
     fn close_all(&mut self) {
         for key in self.conns.iter().map(|(k, _)| k).collect::<Vec<_>>() {
             self.finish(key);
         }
+        self.with_quic(|q, env| q.close_all(env));
+    }
+
+    /// Nothing left to serve: no TCP connection, no QUIC one.
+    fn is_empty(&self) -> bool {
+        self.conns.is_empty() && self.quic.as_ref().is_none_or(Endpoint::is_empty)
     }
 
     /// One round: poll (waiting for the next event or deadline if `block`, else not at all),
@@ -167,7 +215,7 @@ impl<H: Handler> EventLoop<H> {
                 if self.draining.is_none() {
                     self.begin_drain();
                 }
-                if self.conns.is_empty() {
+                if self.is_empty() {
                     return Ok(false);
                 }
             }
@@ -180,14 +228,25 @@ impl<H: Handler> EventLoop<H> {
             } else {
                 None
             };
-            let queue = &self.state.loops[self.state.owner];
-            let timeout = if queue.about_to_sleep(|| !self.state.replies.is_empty()) {
-                timeout
-            } else {
-                Some(Duration::ZERO)
+            // QUIC's timers (acknowledgements, loss detection, pacing) want their own time,
+            // finer than the wheel's.
+            let quic_due = self.quic.as_ref().and_then(Endpoint::next_deadline);
+            let timeout = match quic_due {
+                Some(at) => {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    Some(timeout.map_or(wait, |t| t.min(wait)))
+                }
+                None => timeout,
             };
+            let queue = &self.state.loops[self.state.owner];
+            let quiet = queue.about_to_sleep(|| !self.state.replies.is_empty())
+                & self.quic.as_ref().is_none_or(Endpoint::about_to_sleep);
+            let timeout = if quiet { timeout } else { Some(Duration::ZERO) };
             let polled = self.poll.poll(events, timeout);
             self.state.loops[self.state.owner].awake();
+            if let Some(q) = &self.quic {
+                q.awake();
+            }
             match polled {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(true),
@@ -208,7 +267,14 @@ impl<H: Handler> EventLoop<H> {
                 }
                 match event.token() {
                     LISTENER => self.accept(),
-                    WAKER => self.take_replies(),
+                    WAKER => {
+                        self.take_replies();
+                        self.with_quic(|q, env| q.take_replies(env));
+                    }
+                    QUIC => {
+                        let (readable, writable) = (event.is_readable(), event.is_writable());
+                        self.with_quic(|q, env| q.ready(readable, writable, env));
+                    }
                     Token(key) => {
                         let Some(conn) = self.conns.get_mut(key) else {
                             continue;
@@ -227,6 +293,10 @@ impl<H: Handler> EventLoop<H> {
                 }
             }
             self.expire_due();
+            self.with_quic(|q, env| {
+                q.take_replies(env);
+                q.expire(env);
+            });
         Ok(true)
     }
 
@@ -292,6 +362,8 @@ impl<H: Handler> EventLoop<H> {
             let _ = self.poll.registry().deregister(&mut listener);
         }
         self.accept_paused = false;
+        // QUIC connections hear GOAWAY and close once their requests are answered.
+        self.with_quic(|q, env| q.drain(env));
         // Told first (an upgraded protocol: a WebSocket's close 1001; HTTP/2: GOAWAY, after
         // which it closes once its streams are done), then what is idle is closed; HTTP/1.1
         // connections busy with a request are told, in the response they wait for, that it is
@@ -424,8 +496,101 @@ impl super::Driver for Evloop {
         stats: Arc<Stats>,
     ) -> Result<(Server, Addr), BindError> {
         use super::registry::{bind_each, bind_error};
+        if let Addr::Udp(udp) = addr {
+            return spawn_quic(*udp, service, common, config, stats);
+        }
         let (listeners, bound) = bind_each(addr, common.accept_threads, common)?;
         let server = spawn(listeners, service, common, config, stats).map_err(bind_error(addr))?;
         Ok((server, bound))
     }
+}
+
+/// Serves HTTP/3 on the UDP address `udp` (a `quic://` listener, or the UDP twin `--http3`
+/// opens beside a `tls://` one): one loop per accept thread, each with its own UDP socket on
+/// the port, and `common.workers` workers; TLS from the listener's transport, which must be
+/// [`Acceptor::Tls`] (QUIC has TLS inside).
+fn spawn_quic<S: Service>(
+    udp: std::net::SocketAddr,
+    service: S,
+    common: &super::Common,
+    config: &Config,
+    stats: Arc<Stats>,
+) -> Result<(Server, Addr), BindError> {
+    let addr = Addr::Udp(udp);
+    let error = super::registry::bind_error(&addr);
+    let Acceptor::Tls(tls) = &common.listen.transport else {
+        return Err(error(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "QUIC needs a certificate (quic://HOST:PORT?cert=FILE&key=FILE)",
+        )));
+    };
+    let (sockets, bound) = quic::bind_sockets(udp, common.accept_threads, &common.listen)?;
+    let shared = quic::Shared::new(tls.clone(), quic::transport_config(&common.timeouts));
+    let config = Own::config(common, config);
+    let ctl = Arc::new(Control::default());
+    let Started {
+        polls,
+        loops,
+        replies,
+        wakers,
+        queue,
+        workers: mut threads,
+    } = super::loops::start::<<S::Handler as Handler>::Job>(sockets.len(), common, WAKER, &stats)
+        .map_err(&error)?;
+    // As `loops::spawn` starts loops (which takes a listener per loop; these have none): each
+    // is made on its own thread, and this returns once all are up or one failed.
+    let (ready_tx, ready_rx) = crossbeam_channel::unbounded::<io::Result<()>>();
+    let count = sockets.len();
+    for (index, ((socket, poll), replies)) in sockets.into_iter().zip(polls).zip(replies).enumerate()
+    {
+        let id = config.first_thread + index;
+        let wiring = Wiring {
+            id,
+            owner: index,
+            queue: queue.clone(),
+            loops: loops.clone(),
+            replies,
+            stats: stats.clone(),
+        };
+        let (service, ready, ctl, config) = (
+            service.clone(),
+            ready_tx.clone(),
+            ctl.clone(),
+            config.clone(),
+        );
+        let udp = Some((socket, shared.clone()));
+        let thread = std::thread::Builder::new()
+            .name(format!("berth-quic-{id}"))
+            .spawn(move || {
+                let made = EventLoop::with(&service, wiring, poll, None, udp, ctl, config);
+                let mut lp = match made {
+                    Ok(lp) => lp,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready.send(Ok(()));
+                drop(ready);
+                if let Err(e) = lp.run() {
+                    log::error!("QUIC loop {id} failed: {e}");
+                }
+            })
+            .map_err(&error)?;
+        threads.push(thread);
+    }
+    drop(ready_tx);
+    drop(queue);
+    let server = Server::new(ctl, threads);
+    server.ctl.wake_on_stop(wakers);
+    for _ in 0..count {
+        let failed = match ready_rx.recv() {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e,
+            Err(_) => io::Error::other("a QUIC loop ended while starting"),
+        };
+        server.shutdown();
+        return Err(error(failed));
+    }
+    Ok((server, Addr::Udp(bound)))
 }

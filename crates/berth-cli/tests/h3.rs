@@ -1,0 +1,435 @@
+//! HTTP/3 over real QUIC (issue 42): the built `berth serve --model evloop --listen
+//! quic://...` answered by aioquic's HTTP/3 client (PyPI `aioquic`, an independent QUIC and
+//! HTTP/3 stack; `tests/h3/client.py` drives it), over UDP on 127.0.0.1: GET, HEAD, `POST
+//! /reverse`, a job, a 50 MB file checked by sha256, a range, 100 concurrent streams on one
+//! connection, a client that vanishes mid-stream (nothing left behind), a drain that finishes
+//! the request in flight, the UDP twin of a TLS listener (`--http3`), and the one-line refusal
+//! of `quic://` by the models that do not serve it.
+//!
+//! aioquic must be installed (scripts/test installs it into target/py-venv): without it these
+//! tests fail, naming it.
+
+mod common;
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use berth_testkit::certs::Certs;
+use common::{run_within, Berth, LIMIT};
+use serde_json::{json, Value};
+
+/// The aioquic client script.
+fn client_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3/client.py")
+}
+
+/// A berth serving HTTP/3 and what its tests need: its port, its certificates, its `--root`.
+struct H3 {
+    berth: Berth,
+    port: u16,
+    certs: Certs,
+    root: PathBuf,
+}
+
+impl Drop for H3 {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// The UDP port of `quic://127.0.0.1:PORT` in a startup line.
+fn quic_port(line: &str) -> u16 {
+    let at = line
+        .find("quic://127.0.0.1:")
+        .unwrap_or_else(|| panic!("no quic:// address in {line:?}"))
+        + "quic://127.0.0.1:".len();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().expect("a port")
+}
+
+/// `berth serve --model evloop -A 1 --listen quic://127.0.0.1:0?cert=..&key=.. --root DIR`
+/// plus `extra`, with a `--root` holding `small.txt`.
+fn serve(tag: &str, extra: &[&str]) -> H3 {
+    berth_testkit::tools::require_python_module("aioquic");
+    let certs = Certs::new(&format!("h3-{tag}"));
+    let root = std::env::temp_dir().join(format!("berth-h3-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("small.txt"),
+        "0123456789abcdefghijklmnopqrstuvwxyz",
+    )
+    .unwrap();
+    let listen = format!(
+        "quic://127.0.0.1:0?cert={}&key={}",
+        certs.cert.display(),
+        certs.key.display()
+    );
+    let mut args = vec![
+        "serve",
+        "--model",
+        "evloop",
+        "-A",
+        "1",
+        "-w",
+        "2",
+        "--listen",
+        &listen,
+        "--root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let mut berth = Berth::spawn(&args);
+    let line = berth.line();
+    assert!(line.starts_with("berth listening on quic://"), "{line}");
+    let port = quic_port(&line);
+    H3 {
+        berth,
+        port,
+        certs,
+        root,
+    }
+}
+
+/// Sends `requests` as concurrent streams of one aioquic connection to `port`; returns the
+/// responses in order (see `tests/h3/client.py`), failing the test if the client does.
+fn fetch_at(port: u16, ca: &Path, requests: &Value, extra: &[&str]) -> Vec<Value> {
+    let python = berth_testkit::tools::require_python_module("aioquic");
+    let mut child = Command::new(python)
+        .arg(client_script())
+        .args(["127.0.0.1", &port.to_string(), ca.to_str().unwrap()])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the aioquic client");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(requests.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the aioquic client failed ({}): {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or("");
+    match serde_json::from_str::<Value>(last) {
+        Ok(Value::Array(responses)) => responses,
+        other => panic!("the client said {other:?}: {stdout}"),
+    }
+}
+
+impl H3 {
+    fn fetch(&self, requests: Value) -> Vec<Value> {
+        fetch_at(self.port, &self.certs.ca, &requests, &[])
+    }
+
+    /// `berth_connections_open` in `/stats`, asked over a connection of its own (which counts
+    /// itself).
+    fn connections_open(&self) -> i64 {
+        let stats = self.fetch(json!([{"path": "/stats"}]));
+        let body = stats[0]["body"].as_str().unwrap_or("");
+        body.lines()
+            .find_map(|l| l.strip_prefix("berth_connections_open "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no berth_connections_open in {body:?}"))
+    }
+}
+
+/// A response in a line, for a failed check: status, length, error, headers, the start of the
+/// body (a body of megabytes would bury the rest).
+fn brief(r: &Value) -> String {
+    let body: String = r["body"].as_str().unwrap_or("").chars().take(200).collect();
+    format!(
+        "status {} length {} error {} headers {} body {body:?}",
+        r["status"], r["length"], r["error"], r["headers"]
+    )
+}
+
+/// A response's checks: no error, this status, this body.
+fn answered(r: &Value, status: u64, body: &str) {
+    assert_eq!(r["error"], Value::Null, "{}", brief(r));
+    assert_eq!(r["status"], status, "{}", brief(r));
+    assert_eq!(r["body"], body, "{}", brief(r));
+}
+
+fn header<'a>(r: &'a Value, name: &str) -> Option<&'a str> {
+    r["headers"]
+        .as_array()?
+        .iter()
+        .find(|h| h[0] == name)
+        .and_then(|h| h[1].as_str())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    // The test's own hash, independent of the client's: sha256sum, which every machine here
+    // has (coreutils).
+    let dir = std::env::temp_dir().join(format!("berth-h3-sha-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("data");
+    std::fs::write(&file, bytes).unwrap();
+    let out = Command::new("sha256sum").arg(&file).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn get_head_post_and_a_job_are_answered_on_one_connection() {
+    let s = serve("basic", &[]);
+    let r = s.fetch(json!([
+        {"path": "/"},
+        {"path": "/hello/world"},
+        {"method": "HEAD", "path": "/hello/world"},
+        {"method": "POST", "path": "/reverse", "body": "{\"a\": \"abc\", \"b\": [1, 2]}",
+         "headers": [["content-type", "application/json"]]},
+        {"path": "/test/slow"},
+        {"path": "/files/small.txt"},
+        {"path": "/no/such/thing"},
+    ]));
+    answered(&r[0], 200, "Hello, World!");
+    answered(&r[1], 200, "Hello, World!");
+    // HEAD: the GET's length, no body.
+    answered(&r[2], 200, "");
+    assert_eq!(
+        header(&r[2], "content-length"),
+        Some("13"),
+        "{}",
+        brief(&r[2])
+    );
+    answered(&r[3], 200, "{\"data\":[\"cba\",[2,1]]}");
+    // A job: run by a worker, its reply back on the connection's loop.
+    assert_eq!(r[4]["status"], 200, "{}", brief(&r[4]));
+    answered(&r[5], 200, "0123456789abcdefghijklmnopqrstuvwxyz");
+    assert_eq!(r[6]["status"], 404, "{}", brief(&r[6]));
+}
+
+#[test]
+fn a_50_mb_file_comes_whole_and_a_range_comes_alone() {
+    let s = serve("big", &[]);
+    let data = berth_testkit::bytes::pattern(0, 50_000_000);
+    std::fs::write(s.root.join("big.bin"), &data).unwrap();
+    let want = sha256_hex(&data);
+    let r = s.fetch(json!([
+        {"path": "/files/big.bin"},
+        {"path": "/files/big.bin", "headers": [["range", "bytes=1000000-1000015"]]},
+    ]));
+    assert_eq!(r[0]["error"], Value::Null, "{}", brief(&r[0]));
+    assert_eq!(r[0]["status"], 200);
+    assert_eq!(r[0]["length"], 50_000_000);
+    assert_eq!(r[0]["sha256"], want.as_str());
+    assert_eq!(header(&r[0], "content-length"), Some("50000000"));
+    assert_eq!(r[1]["status"], 206, "{}", brief(&r[1]));
+    assert_eq!(
+        header(&r[1], "content-range"),
+        Some("bytes 1000000-1000015/50000000")
+    );
+    assert_eq!(r[1]["length"], 16);
+    assert_eq!(
+        r[1]["sha256"],
+        sha256_hex(&data[1_000_000..1_000_016]).as_str()
+    );
+}
+
+#[test]
+fn a_hundred_concurrent_streams_on_one_connection_are_all_answered() {
+    let s = serve("many", &[]);
+    let requests: Vec<Value> = (0..100)
+        .map(|i| match i % 4 {
+            0 => json!({"path": "/hello/world"}),
+            1 => json!({"path": "/files/small.txt", "headers": [["range", format!("bytes={}-{}", i % 10, i % 10)]]}),
+            2 => json!({"method": "POST", "path": "/reverse", "body": format!("{{\"n\": \"{i}x\"}}")}),
+            _ => json!({"path": "/test/slow"}),
+        })
+        .collect();
+    let r = s.fetch(Value::Array(requests));
+    assert_eq!(r.len(), 100);
+    for (i, r) in r.iter().enumerate() {
+        match i % 4 {
+            0 => answered(r, 200, "Hello, World!"),
+            1 => answered(r, 206, &"0123456789"[i % 10..i % 10 + 1]),
+            2 => {
+                let reversed: String = format!("{i}x").chars().rev().collect();
+                answered(r, 200, &format!("{{\"data\":[\"{reversed}\"]}}"));
+            }
+            _ => assert_eq!(r["status"], 200, "{i}: {}", brief(r)),
+        }
+    }
+}
+
+#[test]
+fn a_client_that_vanishes_mid_stream_leaves_nothing_behind() {
+    // The idle timeout is what notices a client that says nothing more.
+    let s = serve("vanish", &["--idle-timeout", "1s"]);
+    std::fs::write(
+        s.root.join("big.bin"),
+        berth_testkit::bytes::pattern(0, 20_000_000),
+    )
+    .unwrap();
+    let python = berth_testkit::tools::require_python_module("aioquic");
+    let out = Command::new(python)
+        .arg(client_script())
+        .args(["127.0.0.1", &s.port.to_string()])
+        .arg(&s.certs.ca)
+        .args(["--vanish", "1000000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(br#"[{"path": "/files/big.bin"}]"#)?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("\"vanished\""),
+        "the client did not vanish mid-stream: {said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Itself only, once the vanished one is gone: its slot, its file, its stream.
+    let gone = common::wait_for(Duration::from_secs(15), || s.connections_open() == 1);
+    assert!(
+        gone,
+        "the vanished client's connection is still counted open"
+    );
+    let stats = s.fetch(json!([{"path": "/stats"}]));
+    let body = stats[0]["body"].as_str().unwrap();
+    assert!(body.contains("\nberth_jobs_running 0\n"), "{body}");
+    // And the server serves on.
+    answered(&s.fetch(json!([{"path": "/"}]))[0], 200, "Hello, World!");
+}
+
+#[test]
+fn a_drain_finishes_the_download_in_flight_then_exits() {
+    let mut s = serve("drain", &[]);
+    let data = berth_testkit::bytes::pattern(7, 30_000_000);
+    std::fs::write(s.root.join("big.bin"), &data).unwrap();
+    let want = sha256_hex(&data);
+    let python = berth_testkit::tools::require_python_module("aioquic");
+    let mut child = Command::new(python)
+        .arg(client_script())
+        .args(["127.0.0.1", &s.port.to_string()])
+        .arg(&s.certs.ca)
+        .arg("--announce")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"[{"path": "/files/big.bin"}]"#)
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert!(
+        first.contains("\"started\""),
+        "the download did not start: {first}"
+    );
+    // The answer is under way (a debug build takes seconds for 30 MB) when the stop comes.
+    s.berth.signal("TERM");
+    let last = lines.map_while(Result::ok).last().unwrap_or_default();
+    assert!(child.wait().unwrap().success(), "the client failed: {last}");
+    let r: Vec<Value> = serde_json::from_str(&last).expect("the client's answers");
+    assert_eq!(r[0]["error"], Value::Null, "{}", brief(&r[0]));
+    assert_eq!(r[0]["length"], 30_000_000);
+    assert_eq!(r[0]["sha256"], want.as_str());
+    let (status, _, err) = s.berth.finish(LIMIT);
+    assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn http3_opens_the_udp_twin_of_a_tls_listener() {
+    berth_testkit::tools::require_python_module("aioquic");
+    let certs = Certs::new("h3-twin");
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "--model",
+        "evloop",
+        "-A",
+        "1",
+        "-p",
+        "0",
+        "--tls-cert",
+        certs.cert.to_str().unwrap(),
+        "--tls-key",
+        certs.key.to_str().unwrap(),
+        "--http3",
+    ]);
+    let line = berth.line();
+    let tcp = common::address_in(&line);
+    let udp = quic_port(&line);
+    assert_eq!(tcp.port(), udp, "{line}");
+    let r = fetch_at(udp, &certs.ca, &json!([{"path": "/hello/world"}]), &[]);
+    answered(&r[0], 200, "Hello, World!");
+    // The TLS listener serves on beside it.
+    let mut tls = berth_testkit::tls::connect(&certs.ca, &[b"http/1.1"], tcp);
+    tls.write_all(b"GET /hello/world HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut tls, &mut answer).unwrap();
+    assert!(answer.ends_with("Hello, World!"), "{answer}");
+}
+
+#[test]
+fn models_that_do_not_serve_http3_refuse_quic_in_one_line() {
+    let certs = Certs::new("h3-refuse");
+    let listen = format!(
+        "quic://127.0.0.1:0?cert={}&key={}",
+        certs.cert.display(),
+        certs.key.display()
+    );
+    for model in berth::drive::Model::ALL {
+        if berth::drive::quic::SERVED_BY.contains(&model.name()) {
+            continue;
+        }
+        let (status, _, err) = run_within(
+            &["serve", "--model", model.name(), "--listen", &listen],
+            LIMIT,
+        );
+        assert_eq!(status.code(), Some(2), "{model}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{model}: {err}");
+        assert!(
+            err.contains("--model evloop") && err.contains(model.name()),
+            "{model}: {err}"
+        );
+        let (status, _, err) = run_within(
+            &[
+                "serve",
+                "--model",
+                model.name(),
+                "-p",
+                "0",
+                "--tls-cert",
+                certs.cert.to_str().unwrap(),
+                "--tls-key",
+                certs.key.to_str().unwrap(),
+                "--http3",
+            ],
+            LIMIT,
+        );
+        assert_eq!(status.code(), Some(2), "{model} --http3: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{model}: {err}");
+    }
+}

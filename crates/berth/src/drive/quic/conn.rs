@@ -1,0 +1,594 @@
+//! One QUIC connection serving HTTP/3: a `quinn_proto::Connection` (QUIC: streams, flow
+//! control, TLS, loss recovery) and a `berth_proto::h3::Connection` (HTTP/3 and the exchange)
+//! joined by their stream bytes, in the call order the h3 connection's docs give a driver.
+//!
+//! - In: QUIC stream events say which streams have bytes; a stream is read (a piece at a time)
+//!   only while [`h3::Connection::wants_input`] says so, so that a request whose job has not
+//!   taken its body, or one blocked on QPACK, is held back by QUIC's stream window, not by
+//!   memory here. A client's RESET_STREAM and STOP_SENDING go to `reset` and `stopped`.
+//! - Out: every [`h3::Action`] becomes a QUIC stream write, open, reset, stop or close. What a
+//!   stream's write does not take (flow control, congestion) waits in [`Outbox`] until QUIC
+//!   says the stream is writable; a body's next piece is read ([`Step::Pull`]) only when the
+//!   stream's outbox is empty, so one piece per stream at most waits here, never a body.
+//! - Work: jobs go to the loop's workers, their replies come back through the endpoint's reply
+//!   queue ([`Conn::complete`]); files are opened on the loop (as `drive::pump` opens them);
+//!   bodies are `drive::body`'s [`Body`], pulled with [`Body::pull`] as HTTP/2's are.
+//!
+//! [`Conn::drive`] is the one place that acts on an [`h3::Step`] (berth-proto will rename it
+//! `http::Action`; the match is written once, here, for that).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use berth_proto::h3::{self, Pulled, Step};
+use berth_proto::http::{FileSource, Handler, Reply};
+use bytes::Bytes;
+use quinn_proto::{Connection as Quic, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
+
+use super::Env;
+use crate::drive::body::Body;
+use crate::drive::workers::{self, LoopConn, LoopQueue, Offloaded, Ticket};
+use crate::files::{BodyFile, OpenFile};
+
+/// Most bytes read from one stream at a time (HTTP/3's piece: `H3Config::piece`).
+const READ_PIECE: usize = 64 * 1024;
+
+/// A request stream's id as a job's reply names it (`workers::LoopConn::stream` is a `u32`):
+/// its index among the client's bidirectional streams (ids 0, 4, 8, ...). A connection is
+/// wound down long before its index passes `u32::MAX` ([`Conn::run`]).
+fn job_stream(id: u64) -> u32 {
+    (id >> 2) as u32
+}
+
+/// The request stream a job's reply names (see [`job_stream`]).
+pub(super) fn reply_stream(index: u32) -> u64 {
+    u64::from(index) << 2
+}
+
+/// Requests one connection serves before it is wound down (GOAWAY), so that a job's stream
+/// index always fits [`job_stream`]'s `u32`.
+const MAX_REQUESTS: u64 = 1 << 30;
+
+fn stream_id(id: u64) -> StreamId {
+    // Every id here came from QUIC or from h3, which names only ids QUIC gave: below 2^62.
+    StreamId::from(VarInt::from_u64(id).unwrap_or(VarInt::MAX))
+}
+
+fn code(c: u64) -> VarInt {
+    VarInt::from_u64(c).unwrap_or(VarInt::MAX)
+}
+
+/// Bytes h3 asked to write on a stream that QUIC has not taken yet, then FIN if asked.
+#[derive(Default)]
+struct Outbox {
+    bytes: Vec<u8>,
+    /// Bytes of `bytes` QUIC took.
+    pos: usize,
+    fin: bool,
+}
+
+/// One connection.
+pub(super) struct Conn {
+    pub quic: Quic,
+    h3: h3::Connection,
+    /// The connection is established and h3 has begun (its control stream).
+    started: bool,
+    /// What waits for QUIC per stream.
+    outbox: HashMap<u64, Outbox>,
+    /// The bodies of answers being sent, per stream, until h3 no longer pulls them.
+    bodies: HashMap<u64, Body>,
+    /// Pulls asked for while their stream's outbox was not empty: done when QUIC says the
+    /// stream is writable and the outbox has drained.
+    pulls: HashMap<u64, usize>,
+    /// Streams QUIC has bytes (or FIN, or a reset) for that are not read yet.
+    readable: BTreeSet<u64>,
+    /// Streams QUIC said are writable again.
+    writable: Vec<u64>,
+    /// The file just opened for a stream, until its [`Step::Body`] takes it.
+    opened: Option<BodyFile>,
+    /// The tickets of jobs out, by stream: a stream reset meanwhile cancels its job.
+    tickets: Vec<(u64, Arc<Ticket>)>,
+    /// Jobs handed out and not back: the slot outlives the connection until they are.
+    pub jobs_out: usize,
+    /// Wakes the loop for this connection (a producer pushed, a job made room).
+    waker: Arc<dyn Fn() + Send + Sync>,
+    /// QUIC said the connection is lost (or closed): nothing more is served on it.
+    lost: bool,
+    /// The server asked it to wind down.
+    draining: bool,
+    /// h3 closed the connection with H3_NO_ERROR (its drain is done): the close waits until
+    /// QUIC has delivered every answer's last bytes, which closing would throw away.
+    closing: Option<(VarInt, &'static str)>,
+    /// Our unidirectional streams (control, QPACK decoder): open for the connection's life,
+    /// so QUIC counts them as streams with data in flight until the end.
+    own_streams: usize,
+    /// Where its jobs' replies go: the endpoint's queue, and this connection's slot in it.
+    replies: Arc<Vec<LoopQueue>>,
+    key: usize,
+}
+
+impl Conn {
+    /// A connection QUIC just accepted, in slot `key` of the endpoint; `replies` is the
+    /// endpoint's reply queue.
+    pub fn new(quic: Quic, key: usize, replies: Arc<Vec<LoopQueue>>) -> Conn {
+        let mut h3 = h3::Connection::new(h3::H3Config::default());
+        h3.set_peer(Some(quic.remote_address()));
+        let to = LoopConn {
+            loops: replies.clone(),
+            owner: 0,
+            conn: key,
+            stream: 0,
+        };
+        Conn {
+            quic,
+            h3,
+            started: false,
+            outbox: HashMap::new(),
+            bodies: HashMap::new(),
+            pulls: HashMap::new(),
+            readable: BTreeSet::new(),
+            writable: Vec::new(),
+            opened: None,
+            tickets: Vec::new(),
+            jobs_out: 0,
+            waker: Arc::new(move || workers::ReplyTo::more(&to)),
+            lost: false,
+            draining: false,
+            closing: None,
+            own_streams: 0,
+            replies,
+            key,
+        }
+    }
+
+    /// Whether QUIC is done with it (closed and drained): its slot may go once no job is out.
+    pub fn is_drained(&self) -> bool {
+        self.quic.is_drained()
+    }
+
+    /// The earliest of QUIC's timer and the HTTP/3 streams' header and body deadlines.
+    pub fn deadline<H: Handler>(&mut self, env: &Env<'_, H>) -> Option<Instant> {
+        let quic = self.quic.poll_timeout();
+        let h3 = (self.started && !self.lost)
+            .then(|| self.h3.poll_timeout(env.timeouts))
+            .flatten();
+        match (quic, h3) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Takes QUIC's news (after a datagram or a timer): streams opened, readable, writable,
+    /// stopped; the connection up or lost.
+    pub fn take_events(&mut self) {
+        while let Some(event) = self.quic.poll() {
+            match event {
+                Event::Connected => self.started = true,
+                Event::ConnectionLost { reason } => {
+                    log::debug!(
+                        "QUIC connection from {} ended: {reason}",
+                        self.quic.remote_address()
+                    );
+                    self.lost = true;
+                }
+                Event::Stream(StreamEvent::Opened { dir }) => {
+                    while let Some(id) = self.quic.streams().accept(dir) {
+                        self.readable.insert(id.into());
+                    }
+                }
+                Event::Stream(StreamEvent::Readable { id }) => {
+                    self.readable.insert(id.into());
+                }
+                Event::Stream(StreamEvent::Writable { id }) => self.writable.push(id.into()),
+                Event::Stream(StreamEvent::Stopped { id, error_code }) => {
+                    self.stopped(id.into(), error_code.into_inner());
+                }
+                Event::Stream(StreamEvent::Finished { .. } | StreamEvent::Available { .. })
+                | Event::HandshakeDataReady
+                | Event::DatagramReceived
+                | Event::DatagramsUnblocked => {}
+            }
+        }
+    }
+
+    /// The client stopped `stream` (STOP_SENDING): what waited for it is dropped, and h3
+    /// resets its answer.
+    fn stopped(&mut self, stream: u64, code: u64) {
+        self.outbox.remove(&stream);
+        self.bodies.remove(&stream);
+        self.pulls.remove(&stream);
+        self.h3.stopped(stream, code);
+    }
+
+    /// Winds the connection down for a drain: GOAWAY, the requests begun are answered, then
+    /// it closes (h3's drain); a connection still in its handshake is closed at once.
+    pub fn drain<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        self.draining = true;
+        if !self.started {
+            self.quic.close(env.now, code(0x100), Bytes::new());
+            return;
+        }
+        self.h3.close_after_response();
+        self.run(env);
+    }
+
+    /// Closes the connection now (the server stops): H3_NO_ERROR, as after a drain; streams
+    /// still open are cut off.
+    pub fn close_now(&mut self, now: Instant) {
+        if !self.quic.is_closed() {
+            // H3_NO_ERROR (RFC 9114 §8.1): the server is going away, not the client's fault.
+            self.quic
+                .close(now, code(0x100), Bytes::from_static(b"server stopping"));
+        }
+    }
+
+    /// QUIC's timer or an h3 deadline passed.
+    pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        if self.quic.poll_timeout().is_some_and(|t| t <= env.now) {
+            self.quic.handle_timeout(env.now);
+            self.take_events();
+        }
+        if self.started && !self.lost {
+            let due = self.h3.poll_timeout(env.timeouts);
+            if due.is_some_and(|t| t <= env.now) {
+                let cx = env.cx();
+                let step = self.h3.expire(env.timeouts, &cx, env.handler);
+                self.drive(step, env);
+            }
+        }
+        self.run(env);
+    }
+
+    /// The loop was woken for this connection: a producer has more of its body, or a job took
+    /// some of its request body (its stream may be read on).
+    pub fn wake<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        if self.started && !self.lost {
+            self.h3.wake_bodies();
+        }
+        self.run(env);
+    }
+
+    /// Serves what QUIC brought and what waits: writable streams' outboxes and pulls, stream
+    /// bytes h3 wants, h3's steps and actions; until nothing moves.
+    pub fn run<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        if !self.started || self.lost {
+            return;
+        }
+        if self.h3.counts().requests >= MAX_REQUESTS && !self.h3.draining() {
+            self.h3.close_after_response();
+        }
+        loop {
+            let mut moved = false;
+            for stream in std::mem::take(&mut self.writable) {
+                if self.flush(stream) {
+                    if let Some(max) = self.pulls.remove(&stream) {
+                        let step = self.pull(stream, max, env);
+                        self.drive(step, env);
+                        moved = true;
+                    }
+                }
+            }
+            let ids: Vec<u64> = self.readable.iter().copied().collect();
+            for id in ids {
+                while self.h3.wants_input(id) && self.read(id) {
+                    moved = true;
+                }
+            }
+            let cx = env.cx();
+            let step = self.h3.process(&cx, env.handler);
+            self.drive(step, env);
+            if !moved || self.lost || self.quic.is_closed() {
+                break;
+            }
+        }
+        self.close_when_delivered(env.now);
+    }
+
+    /// Closes the connection h3 is done with once nothing of its answers is left to deliver:
+    /// no bytes wait here, and QUIC has every finished stream acknowledged (only our own
+    /// unidirectional streams, open for life, count as in flight).
+    fn close_when_delivered(&mut self, now: Instant) {
+        let Some((c, reason)) = self.closing else {
+            return;
+        };
+        if self.outbox.is_empty() && self.quic.streams().send_streams() <= self.own_streams {
+            self.closing = None;
+            self.quic
+                .close(now, c, Bytes::from_static(reason.as_bytes()));
+        }
+    }
+
+    /// Reads one piece of `stream` into h3 (its FIN, or its reset). False when there was
+    /// nothing to read (the stream waits for QUIC's next `Readable`).
+    fn read(&mut self, stream: u64) -> bool {
+        let id = stream_id(stream);
+        if id.dir() == Dir::Uni && id.initiator() == self.quic.side() {
+            self.readable.remove(&stream);
+            return false;
+        }
+        let mut recv = self.quic.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            // Stopped or done with.
+            self.readable.remove(&stream);
+            return false;
+        };
+        let read = match chunks.next(READ_PIECE) {
+            Ok(Some(chunk)) => {
+                self.h3.recv(stream, &chunk.bytes, false);
+                true
+            }
+            Ok(None) => {
+                self.h3.recv(stream, &[], true);
+                self.readable.remove(&stream);
+                true
+            }
+            Err(ReadError::Blocked) => {
+                self.readable.remove(&stream);
+                false
+            }
+            Err(ReadError::Reset(c)) => {
+                self.h3.reset(stream, c.into_inner());
+                self.readable.remove(&stream);
+                true
+            }
+        };
+        // Flow control credit, if any, goes out with the next datagram the endpoint polls.
+        let _ = chunks.finalize();
+        read
+    }
+
+    /// Does what h3 asked of QUIC, in order.
+    fn actions(&mut self, now: Instant) {
+        while let Some(action) = self.h3.poll_action() {
+            match action {
+                h3::Action::Open { stream } => {
+                    let opened = self.quic.streams().open(Dir::Uni).map(u64::from);
+                    self.own_streams += usize::from(opened.is_some());
+                    if opened != Some(stream) {
+                        // RFC 9114 §6.2: a client must let a server open its three
+                        // unidirectional streams; one that does not cannot be served.
+                        log::debug!("QUIC: the client allows no stream {stream} ({opened:?})");
+                        self.quic.close(
+                            now,
+                            code(h3::error::ErrorCode::H3_STREAM_CREATION_ERROR.0),
+                            Bytes::from_static(b"no room for the control stream"),
+                        );
+                    }
+                }
+                h3::Action::Send { stream, bytes, fin } => {
+                    let out = self.outbox.entry(stream).or_default();
+                    if out.bytes.is_empty() {
+                        out.bytes = bytes;
+                    } else {
+                        out.bytes.extend_from_slice(&bytes);
+                    }
+                    out.fin |= fin;
+                    self.flush(stream);
+                }
+                h3::Action::Reset { stream, code: c } => {
+                    self.outbox.remove(&stream);
+                    self.bodies.remove(&stream);
+                    self.pulls.remove(&stream);
+                    let _ = self.quic.send_stream(stream_id(stream)).reset(code(c.0));
+                }
+                h3::Action::Stop { stream, code: c } => {
+                    self.readable.remove(&stream);
+                    let _ = self.quic.recv_stream(stream_id(stream)).stop(code(c.0));
+                }
+                h3::Action::Close { code: c, reason } => {
+                    if c == h3::error::ErrorCode::H3_NO_ERROR {
+                        // The end of a drain: the answers' last bytes go out first.
+                        self.closing = Some((code(c.0), reason));
+                    } else {
+                        self.quic
+                            .close(now, code(c.0), Bytes::from_static(reason.as_bytes()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes what waits for `stream` as far as QUIC takes it (then its FIN). True once nothing
+    /// waits (written, or the stream is gone).
+    fn flush(&mut self, stream: u64) -> bool {
+        let Some(out) = self.outbox.get_mut(&stream) else {
+            return true;
+        };
+        let id = stream_id(stream);
+        while out.pos < out.bytes.len() {
+            match self.quic.send_stream(id).write(&out.bytes[out.pos..]) {
+                Ok(n) => out.pos += n,
+                Err(quinn_proto::WriteError::Blocked) => return false,
+                Err(quinn_proto::WriteError::Stopped(c)) => {
+                    self.stopped(stream, c.into_inner());
+                    return true;
+                }
+                Err(quinn_proto::WriteError::ClosedStream) => {
+                    self.outbox.remove(&stream);
+                    return true;
+                }
+            }
+        }
+        if out.fin {
+            let _ = self.quic.send_stream(id).finish();
+        }
+        self.outbox.remove(&stream);
+        true
+    }
+
+    /// Reads at most `max` bytes of `stream`'s body and gives them to h3.
+    fn pull<H: Handler>(&mut self, stream: u64, max: usize, env: &mut Env<'_, H>) -> Step<H::Job> {
+        let mut bytes = Vec::new();
+        let (pulled, trailers) = match self.bodies.get_mut(&stream) {
+            Some(body) => match body.pull(&mut bytes, max) {
+                Ok(Pulled::Ended) => (Pulled::Ended, body.take_trailers()),
+                Ok(pulled) => (pulled, Vec::new()),
+                Err(e) => {
+                    log::debug!("a body failed in the middle: {e}");
+                    (Pulled::Failed, Vec::new())
+                }
+            },
+            None => (Pulled::Failed, Vec::new()),
+        };
+        let cx = env.cx();
+        let step = self
+            .h3
+            .pulled(stream, &mut bytes, pulled, trailers, &cx, env.handler);
+        if !self.h3.pulls(stream) {
+            self.bodies.remove(&stream);
+        }
+        step
+    }
+
+    /// A job's reply for `stream` came back.
+    pub fn complete<H: Handler>(&mut self, stream: u64, reply: Reply, env: &mut Env<'_, H>) {
+        self.jobs_out = self.jobs_out.saturating_sub(1);
+        self.tickets.retain(|(s, _)| *s != stream);
+        if self.lost || !self.started {
+            return;
+        }
+        let step = self.answer(stream, reply, env);
+        self.drive(step, env);
+        self.run(env);
+    }
+
+    /// Hands a reply to h3, the file it carries (one its job opened) kept for its body as a
+    /// `/files` answer's is.
+    fn answer<H: Handler>(
+        &mut self,
+        stream: u64,
+        mut reply: Reply,
+        env: &mut Env<'_, H>,
+    ) -> Step<H::Job> {
+        if let Some(file) = &mut reply.file {
+            if let FileSource::Open(open) = std::mem::replace(&mut file.source, FileSource::Taken) {
+                self.opened = Some(BodyFile::unbudgeted(open));
+            }
+        }
+        let cx = env.cx();
+        self.h3.complete(stream, reply, &cx, env.handler)
+    }
+
+    /// Acts on what h3 says until it waits: the one match on [`h3::Step`].
+    fn drive<H: Handler>(&mut self, mut step: Step<H::Job>, env: &mut Env<'_, H>) {
+        loop {
+            self.actions(env.now);
+            self.after_call(env);
+            let cx = env.cx();
+            step = match step {
+                Step::Read | Step::Close => break,
+                Step::Offload { stream, job } => {
+                    let ticket = Arc::new(Ticket::default());
+                    let reply_to = || LoopConn {
+                        loops: self.replies.clone(),
+                        owner: 0,
+                        conn: self.key,
+                        stream: job_stream(stream),
+                    };
+                    let offloaded =
+                        workers::offload(env.queue, job, Some(ticket.clone()), reply_to, env.stats);
+                    match offloaded {
+                        Offloaded::Queued => {
+                            self.jobs_out += 1;
+                            self.tickets.push((stream, ticket));
+                            self.h3.process(&cx, env.handler)
+                        }
+                        Offloaded::Answer(reply) => self.answer(stream, reply, env),
+                        Offloaded::Gone => {
+                            // The workers are gone: the server is stopping.
+                            self.close_now(env.now);
+                            break;
+                        }
+                    }
+                }
+                Step::Open { stream, request } => {
+                    let (found, file) = match env.files.open(&request) {
+                        Ok(OpenFile { meta, file }) => (Ok(meta), Some(file)),
+                        Err(e) => (Err(e), None),
+                    };
+                    self.opened = file;
+                    let step = self.h3.file(
+                        stream,
+                        &request,
+                        found.as_ref().map_err(|e| *e),
+                        &cx,
+                        env.handler,
+                    );
+                    // Taken by the step just made if it is the body's; closed now otherwise
+                    // (a HEAD, a 304, a range not satisfiable).
+                    if !matches!(step, Step::Body { .. }) {
+                        self.opened = None;
+                    }
+                    step
+                }
+                Step::Body {
+                    stream,
+                    offset,
+                    len,
+                    encode,
+                } => {
+                    if let Some(file) = self.opened.take() {
+                        let body = match encode {
+                            None => Body::file(file, offset, len),
+                            Some(encode) => Body::encoded(file, offset, len, encode),
+                        };
+                        self.bodies.insert(stream, body);
+                    }
+                    self.h3.process(&cx, env.handler)
+                }
+                Step::Stream { stream, streamed } => {
+                    let wake = self.waker.clone();
+                    streamed.on_data(move || wake());
+                    self.bodies.insert(stream, Body::stream(streamed));
+                    self.h3.process(&cx, env.handler)
+                }
+                Step::Pull { stream, max } => {
+                    if self.outbox.contains_key(&stream) {
+                        // QUIC has not taken the last piece: the next waits for `Writable`.
+                        self.pulls.insert(stream, max);
+                        self.h3.process(&cx, env.handler)
+                    } else {
+                        self.pull(stream, max, env)
+                    }
+                }
+            };
+        }
+        // A reply's file no body took is closed.
+        self.opened = None;
+        self.bodies.retain(|&s, _| self.h3.pulls(s));
+        self.pulls.retain(|&s, _| self.h3.pulls(s));
+    }
+
+    /// What every h3 call may leave behind: jobs to cancel (their streams were reset) and new
+    /// request bodies streaming to jobs, which wake the loop when their job makes room.
+    fn after_call<H: Handler>(&mut self, env: &Env<'_, H>) {
+        for stream in self.h3.take_cancelled() {
+            if let Some((_, t)) = self.tickets.iter().find(|(s, _)| *s == stream) {
+                if t.cancel() {
+                    env.stats.job_cancelled();
+                }
+            }
+        }
+        let wake = &self.waker;
+        self.h3.take_new_feeds(|feed| {
+            let wake = wake.clone();
+            feed.on_room(move || wake());
+        });
+    }
+
+    /// The connection is over with jobs out: those not started are cancelled (counted now; the
+    /// worker that takes one drops it unrun).
+    pub fn cancel_jobs<H: Handler>(&mut self, env: &Env<'_, H>) {
+        for (_, t) in self.tickets.drain(..) {
+            if t.cancel() {
+                env.stats.job_cancelled();
+            }
+        }
+    }
+
+    /// Whether the server asked it to wind down.
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+}

@@ -1,0 +1,501 @@
+//! A loop's QUIC endpoint: its UDP socket, quinn-proto's `Endpoint` (which connection a
+//! datagram is for, new connections, stateless answers), the connections themselves in a slab,
+//! their deadlines, and the queue their jobs' replies come back on. The loop (`evloop`) calls
+//! it when its socket is ready, when a reply or a wake is posted, when a deadline passes, and
+//! at a drain or a stop.
+//!
+//! A connection's slot lives as long as QUIC keeps the connection (through its closing and
+//! draining periods) and, after that, as long as a job it handed out is not back: a worker's
+//! reply always finds the slot it was meant for, as in `evloop` for TCP (the slot's cancelled
+//! flag in the reply queue tells workers to drop a queued job unrun).
+
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use berth_proto::http::Handler;
+use bytes::BytesMut;
+use crossbeam_channel::Receiver;
+use mio::{Interest, Registry, Token};
+use quinn_proto::{ConnectionHandle, DatagramEvent, ServerConfig, TransportConfig};
+use slab::Slab;
+
+use super::conn::{reply_stream, Conn};
+use super::{Env, TRANSMITS};
+use crate::drive::workers::{Done, LoopQueue};
+use crate::net::tls::TlsAcceptor;
+
+/// The largest UDP payload (a datagram bigger than any QUIC packet is read whole, then dropped
+/// by QUIC).
+const MAX_DATAGRAM: usize = 65_527;
+
+/// Datagrams read before the connections they touched are served: enough to batch a burst,
+/// few enough that a flood on the socket cannot starve the connections.
+const READ_BATCH: usize = 64;
+
+/// What every loop's endpoint of one listener shares: the TLS it serves with, and QUIC's
+/// settings and stateless-reset key, the same on every thread (a stateless reset made by one
+/// thread is recognised for a connection of another).
+pub(crate) struct Shared {
+    pub tls: TlsAcceptor,
+    pub endpoint: Arc<quinn_proto::EndpointConfig>,
+    pub transport: Arc<TransportConfig>,
+}
+
+impl Shared {
+    /// QUIC for the TLS `tls` serves, with `transport`'s settings.
+    pub fn new(tls: TlsAcceptor, transport: TransportConfig) -> Arc<Shared> {
+        Arc::new(Shared {
+            tls,
+            endpoint: Arc::new(quinn_proto::EndpointConfig::default()),
+            transport: Arc::new(transport),
+        })
+    }
+
+    /// QUIC's server configuration for the TLS configuration live now.
+    fn server_config(&self) -> io::Result<(Arc<rustls::ServerConfig>, Arc<ServerConfig>)> {
+        let (live, tls) = self.tls.quic();
+        let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
+            .map_err(|e| io::Error::other(format!("TLS for QUIC: {e}")))?;
+        // Its token key (for Retry and NEW_TOKEN tokens, neither of which berth sends yet) is
+        // its own random one.
+        let mut config = ServerConfig::with_crypto(Arc::new(crypto));
+        config.transport_config(self.transport.clone());
+        // A connection stays on its thread's socket (see `drive::quic`'s docs).
+        config.migration(false);
+        Ok((live, Arc::new(config)))
+    }
+}
+
+/// A connection's slot: live, or kept after QUIC is done with it until its jobs are back.
+enum Slot {
+    Live(Box<Conn>),
+    Orphan { jobs_out: usize },
+}
+
+/// One loop's QUIC endpoint.
+pub(crate) struct Endpoint {
+    socket: mio::net::UdpSocket,
+    quinn: quinn_proto::Endpoint,
+    shared: Arc<Shared>,
+    /// QUIC's server configuration and the TLS configuration it was made from: made anew when
+    /// a reload (SIGHUP) replaced that.
+    config: (Arc<rustls::ServerConfig>, Arc<ServerConfig>),
+    conns: Slab<Slot>,
+    by_handle: HashMap<ConnectionHandle, usize>,
+    handles: HashMap<usize, ConnectionHandle>,
+    /// Each live connection's deadline, and the same ordered by time.
+    deadlines: HashMap<usize, Instant>,
+    due: BTreeSet<(Instant, usize)>,
+    /// Most connections at once (`-C`); new ones past it are refused.
+    capacity: usize,
+    /// Where this endpoint's jobs' replies (and wakes) are posted, and where they are read.
+    replies: Arc<Vec<LoopQueue>>,
+    inbox: Receiver<(usize, Done)>,
+    recv_buf: Vec<u8>,
+    send_buf: Vec<u8>,
+    /// A datagram the socket would not take (it was full): sent first once it has room.
+    blocked: Option<(SocketAddr, Vec<u8>)>,
+    /// Connections that may have more to send once the socket has room.
+    unsent: BTreeSet<usize>,
+    draining: bool,
+    /// The loop's number, for log lines.
+    id: usize,
+}
+
+impl Endpoint {
+    /// An endpoint on `socket` (non-blocking), with at most `capacity` connections, whose
+    /// replies wake the loop through `waker`.
+    pub fn new(
+        socket: std::net::UdpSocket,
+        shared: Arc<Shared>,
+        capacity: usize,
+        waker: Arc<mio::Waker>,
+        id: usize,
+    ) -> io::Result<Endpoint> {
+        let config = shared.server_config()?;
+        let quinn = quinn_proto::Endpoint::new(
+            shared.endpoint.clone(),
+            Some(config.1.clone()),
+            false,
+            None,
+        );
+        let (tx, inbox) = crossbeam_channel::unbounded();
+        Ok(Endpoint {
+            socket: mio::net::UdpSocket::from_std(socket),
+            quinn,
+            shared,
+            config,
+            conns: Slab::new(),
+            by_handle: HashMap::new(),
+            handles: HashMap::new(),
+            deadlines: HashMap::new(),
+            due: BTreeSet::new(),
+            capacity,
+            replies: Arc::new(vec![LoopQueue::new(tx, waker, capacity)]),
+            inbox,
+            recv_buf: vec![0; MAX_DATAGRAM],
+            send_buf: Vec::with_capacity(MAX_DATAGRAM),
+            blocked: None,
+            unsent: BTreeSet::new(),
+            draining: false,
+            id,
+        })
+    }
+
+    /// Registers the socket with the loop's poll.
+    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(
+            &mut self.socket,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+    }
+
+    /// No connection left (live or waiting for its jobs).
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    /// When [`Endpoint::expire`] is next due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.due.first().map(|(at, _)| *at)
+    }
+
+    /// The loop is about to poll: false if replies came meanwhile (poll without waiting).
+    pub fn about_to_sleep(&self) -> bool {
+        self.replies[0].about_to_sleep(|| !self.inbox.is_empty())
+    }
+
+    /// The loop is awake (see `LoopQueue::awake`).
+    pub fn awake(&self) {
+        self.replies[0].awake();
+    }
+
+    /// The socket is readable and/or writable.
+    pub fn ready<H: Handler>(&mut self, readable: bool, writable: bool, env: &mut Env<'_, H>) {
+        if writable {
+            self.send_unsent(env);
+        }
+        if readable {
+            self.receive(env);
+        }
+    }
+
+    /// Reads datagrams until the socket is drained, serving the connections they touched
+    /// after each batch.
+    fn receive<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        let mut touched = BTreeSet::new();
+        loop {
+            let mut drained = false;
+            for _ in 0..READ_BATCH {
+                match self.socket.recv_from(&mut self.recv_buf) {
+                    Ok((n, from)) => self.datagram(n, from, &mut touched, env),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        drained = true;
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        // An ICMP error from an earlier send (ECONNREFUSED): nothing to do
+                        // for a socket that serves many peers; read on.
+                        log::debug!("QUIC loop {}: receive: {e}", self.id);
+                    }
+                }
+            }
+            for key in std::mem::take(&mut touched) {
+                self.service(key, env, |conn, env| conn.run(env));
+            }
+            if drained {
+                return;
+            }
+        }
+    }
+
+    /// One datagram of `n` bytes from `from`, in `recv_buf`.
+    fn datagram<H: Handler>(
+        &mut self,
+        n: usize,
+        from: SocketAddr,
+        touched: &mut BTreeSet<usize>,
+        env: &mut Env<'_, H>,
+    ) {
+        let data = BytesMut::from(&self.recv_buf[..n]);
+        let mut buf = std::mem::take(&mut self.send_buf);
+        buf.clear();
+        let event = self.quinn.handle(env.now, from, None, None, data, &mut buf);
+        match event {
+            Some(DatagramEvent::ConnectionEvent(handle, event)) => {
+                if let Some(&key) = self.by_handle.get(&handle) {
+                    if let Some(Slot::Live(conn)) = self.conns.get_mut(key) {
+                        conn.quic.handle_event(event);
+                        conn.take_events();
+                        touched.insert(key);
+                    }
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                if self.draining || self.conns.len() >= self.capacity {
+                    let t = self.quinn.refuse(incoming, &mut buf);
+                    env.stats.shard(env.shard).connection_refused();
+                    self.send(t.destination, &buf[..t.size]);
+                } else {
+                    self.accept(incoming, &mut buf, touched, env);
+                }
+            }
+            Some(DatagramEvent::Response(t)) => {
+                self.send(t.destination, &buf[..t.size]);
+            }
+            None => {}
+        }
+        self.send_buf = buf;
+    }
+
+    /// Accepts a new connection into a slot.
+    fn accept<H: Handler>(
+        &mut self,
+        incoming: quinn_proto::Incoming,
+        buf: &mut Vec<u8>,
+        touched: &mut BTreeSet<usize>,
+        env: &mut Env<'_, H>,
+    ) {
+        if !self.shared.tls.live_is(&self.config.0) {
+            // The certificate was reloaded: new connections get it.
+            match self.shared.server_config() {
+                Ok(config) => self.config = config,
+                Err(e) => log::warn!("QUIC loop {}: the reloaded TLS is not usable: {e}", self.id),
+            }
+        }
+        let config = Some(self.config.1.clone());
+        match self.quinn.accept(incoming, env.now, buf, config) {
+            Ok((handle, quic)) => {
+                let entry = self.conns.vacant_entry();
+                let key = entry.key();
+                log::debug!("QUIC connection from {} opened", quic.remote_address());
+                entry.insert(Slot::Live(Box::new(Conn::new(
+                    quic,
+                    key,
+                    self.replies.clone(),
+                ))));
+                self.by_handle.insert(handle, key);
+                self.handles.insert(key, handle);
+                env.stats.shard(env.shard).connection_opened();
+                touched.insert(key);
+            }
+            Err(e) => {
+                log::debug!(
+                    "QUIC loop {}: a connection failed to start: {}",
+                    self.id,
+                    e.cause
+                );
+                if let Some(t) = e.response {
+                    self.send(t.destination, &buf[..t.size]);
+                }
+            }
+        }
+    }
+
+    /// Sends one datagram; if the socket is full, keeps it (and stops sending until it has
+    /// room: see [`Endpoint::send_unsent`]).
+    fn send(&mut self, to: SocketAddr, bytes: &[u8]) -> bool {
+        if self.blocked.is_some() {
+            return false;
+        }
+        loop {
+            match self.socket.send_to(bytes, to) {
+                Ok(_) => return true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.blocked = Some((to, bytes.to_vec()));
+                    return false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Lost, as UDP may lose it: QUIC sends it again if it mattered.
+                    log::debug!("QUIC loop {}: send to {to}: {e}", self.id);
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// The socket has room: the datagram it refused, then what connections still had.
+    fn send_unsent<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        if let Some((to, bytes)) = self.blocked.take() {
+            if !self.send(to, &bytes) {
+                return;
+            }
+        }
+        while let Some(key) = self.unsent.pop_first() {
+            self.service(key, env, |_, _| {});
+            if self.blocked.is_some() {
+                return;
+            }
+        }
+    }
+
+    /// Calls `serve` on the live connection of slot `key`, then passes what it has for the
+    /// endpoint and the socket on, sets its deadline, and frees it once QUIC is done with it.
+    fn service<H: Handler>(
+        &mut self,
+        key: usize,
+        env: &mut Env<'_, H>,
+        serve: impl FnOnce(&mut Conn, &mut Env<'_, H>),
+    ) {
+        let Some(&handle) = self.handles.get(&key) else {
+            return;
+        };
+        let Some(Slot::Live(conn)) = self.conns.get_mut(key) else {
+            return;
+        };
+        serve(conn, env);
+        // What QUIC tells the endpoint (new connection IDs, the end), and what it answers.
+        while let Some(event) = conn.quic.poll_endpoint_events() {
+            if let Some(event) = self.quinn.handle_event(handle, event) {
+                conn.quic.handle_event(event);
+            }
+        }
+        conn.take_events();
+        let mut buf = std::mem::take(&mut self.send_buf);
+        loop {
+            if self.blocked.is_some() {
+                self.unsent.insert(key);
+                break;
+            }
+            buf.clear();
+            let Some(Slot::Live(conn)) = self.conns.get_mut(key) else {
+                break;
+            };
+            let Some(t) = conn.quic.poll_transmit(env.now, TRANSMITS, &mut buf) else {
+                break;
+            };
+            self.send(t.destination, &buf[..t.size]);
+        }
+        self.send_buf = buf;
+        let Some(Slot::Live(conn)) = self.conns.get_mut(key) else {
+            return;
+        };
+        if conn.is_drained() {
+            conn.cancel_jobs(env);
+            let jobs_out = conn.jobs_out;
+            self.forget(key, env, jobs_out);
+            return;
+        }
+        let at = conn.deadline(env);
+        self.set_deadline(key, at);
+    }
+
+    fn set_deadline(&mut self, key: usize, at: Option<Instant>) {
+        if let Some(old) = self.deadlines.remove(&key) {
+            self.due.remove(&(old, key));
+        }
+        if let Some(at) = at {
+            self.deadlines.insert(key, at);
+            self.due.insert((at, key));
+        }
+    }
+
+    /// QUIC is done with slot `key`'s connection: it is freed, or kept as an orphan while
+    /// `jobs_out` jobs are not back (queued ones are dropped unrun: the slot's flag says so).
+    fn forget<H: Handler>(&mut self, key: usize, env: &Env<'_, H>, jobs_out: usize) {
+        self.set_deadline(key, None);
+        self.unsent.remove(&key);
+        if let Some(handle) = self.handles.remove(&key) {
+            self.by_handle.remove(&handle);
+        }
+        if jobs_out > 0 {
+            self.conns[key] = Slot::Orphan { jobs_out };
+            self.replies[0].set_cancelled(key, true);
+        } else {
+            self.free(key, env);
+        }
+    }
+
+    fn free<H: Handler>(&mut self, key: usize, env: &Env<'_, H>) {
+        self.replies[0].set_cancelled(key, false);
+        drop(self.conns.remove(key));
+        env.stats.shard(env.shard).connection_closed();
+    }
+
+    /// Hands finished jobs' replies and wakes to their connections.
+    pub fn take_replies<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        while let Ok((key, done)) = self.inbox.try_recv() {
+            match self.conns.get_mut(key) {
+                Some(Slot::Orphan { jobs_out }) => {
+                    if matches!(done, Done::More) {
+                        continue;
+                    }
+                    *jobs_out = jobs_out.saturating_sub(1);
+                    if *jobs_out == 0 {
+                        self.free(key, env);
+                    }
+                }
+                Some(Slot::Live(_)) => match done {
+                    Done::Reply(stream, reply) => {
+                        self.service(key, env, |conn, env| {
+                            conn.complete(reply_stream(stream), reply, env)
+                        });
+                    }
+                    Done::Cancelled => {
+                        self.service(key, env, |conn, _| {
+                            conn.jobs_out = conn.jobs_out.saturating_sub(1);
+                        });
+                    }
+                    Done::More => self.service(key, env, |conn, env| conn.wake(env)),
+                },
+                // A wake for a connection gone since (its slot is free or reused: one extra
+                // look at it is harmless).
+                None => {}
+            }
+        }
+    }
+
+    /// Serves the connections whose deadline has passed.
+    pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        while let Some(&(at, key)) = self.due.first() {
+            if at > env.now {
+                return;
+            }
+            self.due.remove(&(at, key));
+            self.deadlines.remove(&key);
+            self.service(key, env, |conn, env| conn.expire(env));
+        }
+    }
+
+    /// A drain: no new connections; each one is told (GOAWAY) and closes once its requests
+    /// are answered.
+    pub fn drain<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        if self.draining {
+            return;
+        }
+        self.draining = true;
+        self.quinn.set_server_config(None);
+        let keys: Vec<usize> = self.handles.keys().copied().collect();
+        for key in keys {
+            self.service(key, env, |conn, env| {
+                if !conn.is_draining() {
+                    conn.drain(env)
+                }
+            });
+        }
+    }
+
+    /// The server stops now: every connection is closed (its CONNECTION_CLOSE sent once).
+    pub fn close_all<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        let keys: Vec<usize> = self.handles.keys().copied().collect();
+        for key in keys {
+            self.service(key, env, |conn, env| {
+                conn.cancel_jobs(env);
+                conn.close_now(env.now);
+            });
+        }
+        // Their slots go with the loop; the count of connections goes to 0 with them.
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            self.replies[0].set_cancelled(key, true);
+            drop(self.conns.remove(key));
+            env.stats.shard(env.shard).connection_closed();
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! HTTP/3 over QUIC in the event-loop model (issue 42): the driver between a UDP socket and
+//! berth-proto's sans-IO HTTP/3 connection (`berth_proto::h3`), with QUIC itself done by
+//! quinn-proto, as sans-IO as the HTTP/3 above it (datagrams and `now` in; datagrams, stream
+//! bytes and a deadline out). This module owns what is between the two: which datagram goes
+//! to which connection, QUIC stream bytes to and from HTTP/3, jobs, files and bodies for the
+//! streams, timers and the drain. It reads no request and writes no answer itself: the one
+//! exchange does, through `h3::Connection`.
+//!
+//! ```text
+//!   UdpSocket (one per evloop thread, SO_REUSEPORT)
+//!     │ recv_from                                               send_to ^
+//!     v                                                                 │
+//!   endpoint::Endpoint ── quinn_proto::Endpoint (which connection, new ones, stateless replies)
+//!     │ ConnectionEvent                                  poll_transmit  │
+//!     v                                                                 │
+//!   conn::Conn: quinn_proto::Connection ── stream bytes ──> h3::Connection::recv ─┐
+//!        ^  writes, opens, resets, stops, close  <── h3::Action (poll_action)     │ process
+//!        │                                                                        v
+//!        └── Body::pull (drive/body.rs) <── Step::Pull      Step::Offload ──> workers (reply
+//!            files.open                 <── Step::Open      back through our LoopQueue)
+//! ```
+//!
+//! ```text
+//!   socket    binding one UDP socket per loop on one port (SO_REUSEPORT), whose port is ours
+//!   endpoint  a loop's QUIC endpoint: its socket, its connections, their deadlines, replies
+//!   conn      one connection: QUIC streams <-> HTTP/3, the one place that acts on h3::Step
+//! ```
+//!
+//! **Steering.** Each accept thread of `evloop` has its own UDP socket on the port; the kernel
+//! picks a socket for each datagram by a hash of its 4-tuple (SO_REUSEPORT's default, no BPF
+//! program), so every datagram of one client address and port reaches the same thread for as
+//! long as the set of sockets is unchanged, which is the server's life (they are all bound at
+//! startup and closed together). A connection therefore stays on the thread that accepted it.
+//! What that costs: a client whose address changes (NAT rebinding, migration) lands on
+//! another thread, which does not know its connection ID; migration is turned off
+//! (`ServerConfig::migration(false)`) so that QUIC does not invite it, and such a client's
+//! packets are answered with a stateless reset, after which it reconnects. Steering by
+//! connection ID (a reuseport BPF program reading the CID we chose) would keep such a
+//! connection; it needs a BPF loader, for a case that is rare and recovers by itself.
+//!
+//! **UDP I/O.** One datagram per `recvfrom`/`sendto` through mio's `UdpSocket`, no `unsafe`.
+//! Not quinn-udp (GSO, GRO, ECN, IP_PKTINFO) yet: its gain is fewer system calls per byte,
+//! which is issue 42's benchmark work, to be measured against caddy there; and without
+//! IP_PKTINFO a socket bound to a wildcard address answers from whatever source address the
+//! kernel's route picks (bind a specific address on a multi-homed host). Adding it changes
+//! `endpoint.rs`'s two socket calls and `TRANSMITS` only.
+//!
+//! **Not yet**: Retry tokens and the amplification and flood defences of issue 42 beyond
+//! quinn-proto's own (it keeps the 3x anti-amplification limit before validation), 0-RTT
+//! (off: `TlsAcceptor::quic` sets no early data), counts of HTTP/3 in `/stats` beside HTTP/2's
+//! (the connection counts are there; `Stats` has no HTTP/3 cells yet).
+
+mod conn;
+mod endpoint;
+mod socket;
+
+pub(super) use endpoint::{Endpoint, Shared};
+pub(super) use socket::bind_sockets;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_proto::http::{Context, Handler, Limits};
+use crossbeam_channel::Sender;
+
+use super::loops::State;
+use super::workers::{LoopConn, Task};
+use super::Timeouts;
+use crate::files::Files;
+use crate::rt::DateCache;
+use crate::stats::Stats;
+
+/// The models that serve `quic://` listeners (and `--http3`): what `berth serve` names when
+/// another model is asked for one. The event loop does; the others refuse at startup.
+pub const SERVED_BY: &[&str] = &["evloop"];
+
+/// Datagrams asked of `poll_transmit` at once: one, as no GSO is used (see the module docs).
+const TRANSMITS: usize = 1;
+
+/// Request streams a client may have open at once (QUIC's MAX_STREAMS for bidirectional
+/// streams): 128, HTTP/2's default here and nginx's `http3_max_concurrent_streams`.
+const MAX_CONCURRENT_REQUESTS: u32 = 128;
+
+/// Unidirectional streams a client may open: its control stream and QPACK's two, which RFC 9114
+/// §6.2 has a server allow, and room for a few of the reserved types clients send to keep
+/// servers honest (§6.2.3), which are read and dropped.
+const MAX_UNI_STREAMS: u32 = 8;
+
+/// What one request stream may send before its bytes are taken (QUIC's stream receive
+/// window): 256 KiB, so a request body never waits for a round trip on a fast link while the
+/// connection window bounds the whole.
+const STREAM_WINDOW: u32 = 256 * 1024;
+
+/// What one connection may have received and not yet taken, over all its streams: 4 MiB, which
+/// bounds a connection's request bytes in berth whatever its stream count.
+const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
+
+/// QUIC's transport settings for a server with these timeouts: the idle timeout is berth's
+/// keep-alive timeout (`Timeouts::idle`: a connection with no packet for that long is gone, a
+/// client that vanished mid-stream included); the stream limits and windows above.
+pub(super) fn transport_config(t: &Timeouts) -> quinn_proto::TransportConfig {
+    let mut config = quinn_proto::TransportConfig::default();
+    let idle = quinn_proto::IdleTimeout::try_from(t.idle.max(Duration::from_millis(1))).unwrap_or(
+        quinn_proto::IdleTimeout::from(quinn_proto::VarInt::from_u32(60_000)),
+    );
+    config
+        .max_idle_timeout(Some(idle))
+        .max_concurrent_bidi_streams(MAX_CONCURRENT_REQUESTS.into())
+        .max_concurrent_uni_streams(MAX_UNI_STREAMS.into())
+        .stream_receive_window(STREAM_WINDOW.into())
+        .receive_window(CONNECTION_WINDOW.into())
+        // No unreliable datagrams: HTTP/3 here does not use them (RFC 9297 is not offered).
+        .datagram_receive_buffer_size(None);
+    config
+}
+
+/// What a connection is lent while it runs: the loop's handler, limits, files, date and the
+/// way to the workers, borrowed from the loop's [`State`] (the `evloop` thread's own).
+pub(super) struct Env<'a, H: Handler> {
+    pub handler: &'a mut H,
+    pub limits: &'a Limits,
+    pub timeouts: &'a Timeouts,
+    pub date: &'a DateCache,
+    pub files: &'a Files,
+    pub queue: Option<&'a Sender<Task<H::Job, LoopConn>>>,
+    pub stats: &'a Arc<Stats>,
+    /// The loop's stats shard.
+    pub shard: usize,
+    /// The time read once per loop turn.
+    pub now: Instant,
+}
+
+impl<'a, H: Handler> Env<'a, H> {
+    /// Borrows a loop's state for its QUIC endpoint.
+    pub(in crate::drive) fn new(state: &'a mut State<H>, timeouts: &'a Timeouts) -> Self {
+        Env {
+            handler: &mut state.handler,
+            limits: &state.limits,
+            timeouts,
+            date: &state.date,
+            files: &state.files,
+            queue: state.queue.as_ref(),
+            stats: &state.stats,
+            shard: state.id,
+            now: state.now,
+        }
+    }
+
+    /// What the HTTP/3 connection is given with each call (request bodies may stream to their
+    /// jobs: the loop reads while jobs are out). Borrowed for `'a`, not from `self`, so that the
+    /// handler can be lent beside it.
+    fn cx(&self) -> Context<'a> {
+        let (limits, date): (&'a Limits, &'a DateCache) = (self.limits, self.date);
+        Context {
+            limits,
+            date: date.get(),
+            stream_bodies: true,
+            now: self.now,
+        }
+    }
+}
