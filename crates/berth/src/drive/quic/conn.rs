@@ -6,23 +6,23 @@
 //!   only while [`h3::Connection::wants_input`] says so, so that a request whose job has not
 //!   taken its body, or one blocked on QPACK, is held back by QUIC's stream window, not by
 //!   memory here. A client's RESET_STREAM and STOP_SENDING go to `reset` and `stopped`.
-//! - Out: every [`h3::Action`] becomes a QUIC stream write, open, reset, stop or close. What a
+//! - Out: every [`h3::Quic`] becomes a QUIC stream write, open, reset, stop or close. What a
 //!   stream's write does not take (flow control, congestion) waits in [`Outbox`] until QUIC
-//!   says the stream is writable; a body's next piece is read ([`Step::Pull`]) only when the
+//!   says the stream is writable; a body's next piece is read ([`Action::Pull`]) only when the
 //!   stream's outbox is empty, so one piece per stream at most waits here, never a body.
 //! - Work: jobs go to the loop's workers, their replies come back through the endpoint's reply
 //!   queue ([`Conn::complete`]); files are opened on the loop (as `drive::pump` opens them);
 //!   bodies are `drive::body`'s [`Body`], pulled with [`Body::pull`] as HTTP/2's are.
 //!
-//! [`Conn::drive`] is the one place that acts on an [`h3::Step`] (berth-proto will rename it
+//! [`Conn::drive`] is the one place that acts on an [`h3::Action`] (berth-proto will rename it
 //! `http::Action`; the match is written once, here, for that).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use berth_proto::h3::{self, Pulled, Step};
-use berth_proto::http::{FileSource, Handler, Reply};
+use berth_proto::h3;
+use berth_proto::http::{Action, FileSource, Handler, Pulled, Reply};
 use bytes::Bytes;
 use quinn_proto::{Connection as Quic, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
@@ -34,20 +34,8 @@ use crate::files::{BodyFile, OpenFile};
 /// Most bytes read from one stream at a time (HTTP/3's piece: `H3Config::piece`).
 const READ_PIECE: usize = 64 * 1024;
 
-/// A request stream's id as a job's reply names it (`workers::LoopConn::stream` is a `u32`):
-/// its index among the client's bidirectional streams (ids 0, 4, 8, ...). A connection is
-/// wound down long before its index passes `u32::MAX` ([`Conn::run`]).
-fn job_stream(id: u64) -> u32 {
-    (id >> 2) as u32
-}
-
-/// The request stream a job's reply names (see [`job_stream`]).
-pub(super) fn reply_stream(index: u32) -> u64 {
-    u64::from(index) << 2
-}
-
-/// Requests one connection serves before it is wound down (GOAWAY), so that a job's stream
-/// index always fits [`job_stream`]'s `u32`.
+/// Requests one connection serves before it is wound down (GOAWAY): a bound on what one
+/// connection may ask of the server over its life, far past any honest client's.
 const MAX_REQUESTS: u64 = 1 << 30;
 
 fn stream_id(id: u64) -> StreamId {
@@ -85,7 +73,7 @@ pub(super) struct Conn {
     readable: BTreeSet<u64>,
     /// Streams QUIC said are writable again.
     writable: Vec<u64>,
-    /// The file just opened for a stream, until its [`Step::Body`] takes it.
+    /// The file just opened for a stream, until its [`Action::Body`] takes it.
     opened: Option<BodyFile>,
     /// The tickets of jobs out, by stream: a stream reset meanwhile cancels its job.
     tickets: Vec<(u64, Arc<Ticket>)>,
@@ -340,9 +328,9 @@ impl Conn {
 
     /// Does what h3 asked of QUIC, in order.
     fn actions(&mut self, now: Instant) {
-        while let Some(action) = self.h3.poll_action() {
+        while let Some(action) = self.h3.poll_quic() {
             match action {
-                h3::Action::Open { stream } => {
+                h3::Quic::Open { stream } => {
                     let opened = self.quic.streams().open(Dir::Uni).map(u64::from);
                     self.own_streams += usize::from(opened.is_some());
                     if opened != Some(stream) {
@@ -356,7 +344,7 @@ impl Conn {
                         );
                     }
                 }
-                h3::Action::Send { stream, bytes, fin } => {
+                h3::Quic::Send { stream, bytes, fin } => {
                     let out = self.outbox.entry(stream).or_default();
                     if out.bytes.is_empty() {
                         out.bytes = bytes;
@@ -366,17 +354,17 @@ impl Conn {
                     out.fin |= fin;
                     self.flush(stream);
                 }
-                h3::Action::Reset { stream, code: c } => {
+                h3::Quic::Reset { stream, code: c } => {
                     self.outbox.remove(&stream);
                     self.bodies.remove(&stream);
                     self.pulls.remove(&stream);
                     let _ = self.quic.send_stream(stream_id(stream)).reset(code(c.0));
                 }
-                h3::Action::Stop { stream, code: c } => {
+                h3::Quic::Stop { stream, code: c } => {
                     self.readable.remove(&stream);
                     let _ = self.quic.recv_stream(stream_id(stream)).stop(code(c.0));
                 }
-                h3::Action::Close { code: c, reason } => {
+                h3::Quic::Close { code: c, reason } => {
                     if c == h3::error::ErrorCode::H3_NO_ERROR {
                         // The end of a drain: the answers' last bytes go out first.
                         self.closing = Some((code(c.0), reason));
@@ -418,7 +406,12 @@ impl Conn {
     }
 
     /// Reads at most `max` bytes of `stream`'s body and gives them to h3.
-    fn pull<H: Handler>(&mut self, stream: u64, max: usize, env: &mut Env<'_, H>) -> Step<H::Job> {
+    fn pull<H: Handler>(
+        &mut self,
+        stream: u64,
+        max: usize,
+        env: &mut Env<'_, H>,
+    ) -> Action<H::Job> {
         let mut bytes = Vec::new();
         let (pulled, trailers) = match self.bodies.get_mut(&stream) {
             Some(body) => match body.pull(&mut bytes, max) {
@@ -460,7 +453,7 @@ impl Conn {
         stream: u64,
         mut reply: Reply,
         env: &mut Env<'_, H>,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         if let Some(file) = &mut reply.file {
             if let FileSource::Open(open) = std::mem::replace(&mut file.source, FileSource::Taken) {
                 self.opened = Some(BodyFile::unbudgeted(open));
@@ -470,21 +463,22 @@ impl Conn {
         self.h3.complete(stream, reply, &cx, env.handler)
     }
 
-    /// Acts on what h3 says until it waits: the one match on [`h3::Step`].
-    fn drive<H: Handler>(&mut self, mut step: Step<H::Job>, env: &mut Env<'_, H>) {
+    /// Acts on what h3 says until it waits: the one match on [`h3::Action`].
+    fn drive<H: Handler>(&mut self, mut step: Action<H::Job>, env: &mut Env<'_, H>) {
         loop {
             self.actions(env.now);
             self.after_call(env);
             let cx = env.cx();
             step = match step {
-                Step::Read | Step::Close => break,
-                Step::Offload { stream, job } => {
+                // HTTP/3 neither flushes (QUIC takes the bytes) nor switches.
+                Action::Read | Action::Close | Action::Flush | Action::Switched => break,
+                Action::Offload { stream, job } => {
                     let ticket = Arc::new(Ticket::default());
                     let reply_to = || LoopConn {
                         loops: self.replies.clone(),
                         owner: 0,
                         conn: self.key,
-                        stream: job_stream(stream),
+                        stream,
                     };
                     let offloaded =
                         workers::offload(env.queue, job, Some(ticket.clone()), reply_to, env.stats);
@@ -502,7 +496,7 @@ impl Conn {
                         }
                     }
                 }
-                Step::Open { stream, request } => {
+                Action::Open { stream, request } => {
                     let (found, file) = match env.files.open(&request) {
                         Ok(OpenFile { meta, file }) => (Ok(meta), Some(file)),
                         Err(e) => (Err(e), None),
@@ -517,12 +511,12 @@ impl Conn {
                     );
                     // Taken by the step just made if it is the body's; closed now otherwise
                     // (a HEAD, a 304, a range not satisfiable).
-                    if !matches!(step, Step::Body { .. }) {
+                    if !matches!(step, Action::Body { .. }) {
                         self.opened = None;
                     }
                     step
                 }
-                Step::Body {
+                Action::Body {
                     stream,
                     offset,
                     len,
@@ -537,13 +531,13 @@ impl Conn {
                     }
                     self.h3.process(&cx, env.handler)
                 }
-                Step::Stream { stream, streamed } => {
+                Action::Stream { stream, streamed } => {
                     let wake = self.waker.clone();
                     streamed.on_data(move || wake());
                     self.bodies.insert(stream, Body::stream(streamed));
                     self.h3.process(&cx, env.handler)
                 }
-                Step::Pull { stream, max } => {
+                Action::Pull { stream, max } => {
                     if self.outbox.contains_key(&stream) {
                         // QUIC has not taken the last piece: the next waits for `Writable`.
                         self.pulls.insert(stream, max);

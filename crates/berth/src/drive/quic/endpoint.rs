@@ -22,7 +22,7 @@ use mio::{Interest, Registry, Token};
 use quinn_proto::{ConnectionHandle, DatagramEvent, ServerConfig, TransportConfig};
 use slab::Slab;
 
-use super::conn::{reply_stream, Conn};
+use super::conn::Conn;
 use super::{Env, TRANSMITS};
 use crate::drive::workers::{Done, LoopQueue};
 use crate::net::tls::TlsAcceptor;
@@ -433,9 +433,7 @@ impl Endpoint {
                 }
                 Some(Slot::Live(_)) => match done {
                     Done::Reply(stream, reply) => {
-                        self.service(key, env, |conn, env| {
-                            conn.complete(reply_stream(stream), reply, env)
-                        });
+                        self.service(key, env, |conn, env| conn.complete(stream, reply, env));
                     }
                     Done::Cancelled => {
                         self.service(key, env, |conn, _| {

@@ -14,16 +14,16 @@
 //!     │ ConnectionEvent                                  poll_transmit  │
 //!     v                                                                 │
 //!   conn::Conn: quinn_proto::Connection ── stream bytes ──> h3::Connection::recv ─┐
-//!        ^  writes, opens, resets, stops, close  <── h3::Action (poll_action)     │ process
+//!        ^  writes, opens, resets, stops, close  <── h3::Quic (poll_quic)     │ process
 //!        │                                                                        v
-//!        └── Body::pull (drive/body.rs) <── Step::Pull      Step::Offload ──> workers (reply
-//!            files.open                 <── Step::Open      back through our LoopQueue)
+//!        └── Body::pull (drive/body.rs) <── Action::Pull      Action::Offload ──> workers (reply
+//!            files.open                 <── Action::Open      back through our LoopQueue)
 //! ```
 //!
 //! ```text
 //!   socket    binding one UDP socket per loop on one port (SO_REUSEPORT), whose port is ours
 //!   endpoint  a loop's QUIC endpoint: its socket, its connections, their deadlines, replies
-//!   conn      one connection: QUIC streams <-> HTTP/3, the one place that acts on h3::Step
+//!   conn      one connection: QUIC streams <-> HTTP/3, the one place that acts on h3::Action
 //! ```
 //!
 //! **Steering.** Each accept thread of `evloop` has its own UDP socket on the port; the kernel
