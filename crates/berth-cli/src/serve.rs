@@ -378,10 +378,12 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
                  with --tls-key, or a tls:// --listen)",
             );
         }
-        return Ok(vec![Listener {
+        let listeners = vec![Listener {
             addr: Addr::Tcp(addr),
             tls,
-        }]);
+        }];
+        no_twin_without_tls(args, &listeners);
+        return Ok(listeners);
     }
     let bad = |text: &str, why: &str| -> ! {
         usage_error(
@@ -447,6 +449,7 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
             tls,
         });
     }
+    no_twin_without_tls(args, &listeners);
     if args.redirect_https && listeners.iter().all(|l| l.tls.is_none()) {
         usage_error(
             "serve",
@@ -455,6 +458,18 @@ fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
         );
     }
     Ok(listeners)
+}
+
+/// `--http3` with no TLS listener over TCP to be the twin of: a usage error.
+fn no_twin_without_tls(args: &ServeArgs, listeners: &[Listener]) {
+    let tls_over_tcp = |l: &Listener| l.tls.is_some() && matches!(l.addr, Addr::Tcp(_));
+    if args.http3 && !listeners.iter().any(tls_over_tcp) {
+        usage_error(
+            "serve",
+            "--http3 opens the UDP twin of a TLS listener, and none is asked for (--tls-cert \
+             with --tls-key, or a tls:// --listen; or --listen quic://HOST:PORT alone)",
+        );
+    }
 }
 
 /// SIGHUP: the certificates and keys are read again; new connections get them. A reload that

@@ -380,6 +380,10 @@ fn http3_opens_the_udp_twin_of_a_tls_listener() {
     let line = berth.line();
     let tcp = common::address_in(&line);
     let udp = quic_port(&line);
+    // Without a TLS listener there is nothing to be the twin of: a usage error.
+    let (status, _, err) = run_within(&["serve", "--http3", "-p", "0"], LIMIT);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("--http3 opens the UDP twin"), "{err}");
     assert_eq!(tcp.port(), udp, "{line}");
     let r = fetch_at(udp, &certs.ca, &json!([{"path": "/hello/world"}]), &[]);
     answered(&r[0], 200, "Hello, World!");
