@@ -2,7 +2,7 @@
 //! compression, and the connection in both roles, a third codec under the one exchange
 //! (DESIGN §11). QUIC itself (streams, flow control, TLS, loss recovery) is quinn-proto's;
 //! what comes here is each stream's bytes, in order, in whatever pieces QUIC hands them
-//! over, and what goes out is [`Action`]s: bytes for a stream, a unidirectional stream to
+//! over, and what goes out is [`Quic`] orders: bytes for a stream, a unidirectional stream to
 //! open, a stream to reset or stop, the connection to close.
 //!
 //! ```text
@@ -30,7 +30,7 @@
 //!   answer      a response head (the exchange's Head) QPACK-coded through the HeadSink
 //!   connection  the server: control stream and SETTINGS, the client's streams, request
 //!               streams onto the exchange (§4.1 framing order), jobs and files per stream,
-//!               bodies pulled, GOAWAY at the drain, header and body timeouts; Step out
+//!               bodies pulled, GOAWAY at the drain, header and body timeouts; http::Action out
 //!   client      the client role: requests out, answers in as events (tests, the load tool)
 //!   error       the error codes (§8.1, RFC 9204 §6) and the errors here, by fault
 //! ```
