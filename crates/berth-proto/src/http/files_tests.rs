@@ -564,6 +564,7 @@ fn session_hands_files_to_the_driver_in_order() {
         date: b"Sun, 06 Nov 1994 08:49:37 GMT",
         stream_bodies: false,
         now: std::time::Instant::now(),
+        alt_svc: None,
     };
     let mut session = Session::new();
     let mut input = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\

@@ -262,6 +262,7 @@ impl<H: Handler> Pump<H> {
             date: &self.date,
             stream_bodies: false,
             now: Instant::now(),
+            alt_svc: None,
         };
         self.core
             .process(&mut self.input, &mut self.out, &cx, &mut self.handler)
@@ -274,6 +275,7 @@ impl<H: Handler> Pump<H> {
             date: &self.date,
             stream_bodies: false,
             now: Instant::now(),
+            alt_svc: None,
         };
         self.core.complete(
             0,
@@ -369,6 +371,7 @@ impl<H: Handler> Pump<H> {
                         date: &self.date,
                         stream_bodies: false,
                         now: Instant::now(),
+                        alt_svc: None,
                     };
                     action = self.core.file(
                         stream,
@@ -405,6 +408,7 @@ impl<H: Handler> Pump<H> {
                         date: &self.date,
                         stream_bodies: false,
                         now: Instant::now(),
+                        alt_svc: None,
                     };
                     action = self.core.pulled(
                         stream,

@@ -156,6 +156,7 @@ impl<'a, H: Handler> Env<'a, H> {
             date: date.get(),
             stream_bodies: true,
             now: self.now,
+            alt_svc: None,
         }
     }
 }
