@@ -349,7 +349,7 @@ impl<H: Handler> Pump<H> {
                 Action::Close => {
                     if !self.core.is_closed() {
                         return Err(Violation(
-                            "Step::Close but the session is not closed".into(),
+                            "Action::Close but the session is not closed".into(),
                         ));
                     }
                     self.closed = true;
@@ -470,7 +470,7 @@ impl<H: Handler> Pump<H> {
                 Action::Switched => {
                     if !self.core.is_upgraded() {
                         return Err(Violation(
-                            "Step::Upgrade but the session was not handed over".into(),
+                            "Action::Switched but the session was not handed over".into(),
                         ));
                     }
                     action = self.process();
@@ -478,7 +478,7 @@ impl<H: Handler> Pump<H> {
                 Action::Offload { job, .. } => {
                     if !self.is_waiting() {
                         return Err(Violation(
-                            "Step::Offload but the session is not waiting".into(),
+                            "Action::Offload but the session is not waiting".into(),
                         ));
                     }
                     if self.hold_jobs {
