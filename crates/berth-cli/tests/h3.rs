@@ -437,3 +437,26 @@ fn models_that_do_not_serve_http3_refuse_quic_in_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{model}: {err}");
     }
 }
+
+#[test]
+fn a_request_body_past_the_stream_window_arrives_whole_and_one_past_the_limit_is_413() {
+    let s = serve("upload", &[]);
+    // 700 KB: more than QUIC's stream window (256 KiB), so the client sends it as berth reads
+    // it and grants more; under the 1 MiB body limit.
+    let text: String = (0..700_000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let reversed: String = text.chars().rev().collect();
+    let want = format!("{{\"data\":[\"{reversed}\"]}}");
+    let too_big = "x".repeat(2 << 20);
+    let r = s.fetch(json!([
+        {"method": "POST", "path": "/reverse", "body": format!("{{\"t\": \"{text}\"}}")},
+        {"method": "POST", "path": "/reverse", "body": format!("{{\"t\": \"{too_big}\"}}")},
+        {"path": "/hello/world"},
+    ]));
+    assert_eq!(r[0]["error"], Value::Null, "{}", brief(&r[0]));
+    assert_eq!(r[0]["status"], 200, "{}", brief(&r[0]));
+    assert_eq!(r[0]["length"], want.len());
+    assert_eq!(r[0]["sha256"], sha256_hex(want.as_bytes()).as_str());
+    assert_eq!(r[1]["status"], 413, "{}", brief(&r[1]));
+    // The connection goes on.
+    answered(&r[2], 200, "Hello, World!");
+}
