@@ -443,7 +443,9 @@ fn a_request_body_past_the_stream_window_arrives_whole_and_one_past_the_limit_is
     let s = serve("upload", &[]);
     // 700 KB: more than QUIC's stream window (256 KiB), so the client sends it as berth reads
     // it and grants more; under the 1 MiB body limit.
-    let text: String = (0..700_000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let text: String = (0..700_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
     let reversed: String = text.chars().rev().collect();
     let want = format!("{{\"data\":[\"{reversed}\"]}}");
     let too_big = "x".repeat(2 << 20);
@@ -459,4 +461,33 @@ fn a_request_body_past_the_stream_window_arrives_whole_and_one_past_the_limit_is
     assert_eq!(r[1]["status"], 413, "{}", brief(&r[1]));
     // The connection goes on.
     answered(&r[2], 200, "Hello, World!");
+}
+
+#[test]
+fn a_download_the_client_stops_ends_and_the_connection_serves_on() {
+    let s = serve("stop", &[]);
+    std::fs::write(
+        s.root.join("big.bin"),
+        berth_testkit::bytes::pattern(0, 20_000_000),
+    )
+    .unwrap();
+    let r = fetch_at(
+        s.port,
+        &s.certs.ca,
+        &json!([{"path": "/files/big.bin"}]),
+        &["--stop", "500000"],
+    );
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0]["error"], "stopped by the client", "{}", brief(&r[0]));
+    assert!(
+        r[0]["length"].as_u64().unwrap() < 20_000_000,
+        "{}",
+        brief(&r[0])
+    );
+    // The request sent after the stop, on the same connection.
+    answered(&r[1], 200, "Hello, World!");
+    // Nothing of the stopped stream is left: the connection closed with the client, and only
+    // the one asking is open.
+    let gone = common::wait_for(Duration::from_secs(10), || s.connections_open() == 1);
+    assert!(gone, "a connection is still counted open");
 }
