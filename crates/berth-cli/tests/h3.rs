@@ -394,6 +394,19 @@ fn http3_opens_the_udp_twin_of_a_tls_listener() {
     let mut answer = String::new();
     std::io::Read::read_to_string(&mut tls, &mut answer).unwrap();
     assert!(answer.ends_with("Hello, World!"), "{answer}");
+    // One server: the TLS listener's /stats counts the QUIC connection too (the HTTP/3 one,
+    // the TLS one above, and this one).
+    let mut tls = berth_testkit::tls::connect(&certs.ca, &[b"http/1.1"], tcp);
+    tls.write_all(b"GET /stats HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut stats = String::new();
+    std::io::Read::read_to_string(&mut tls, &mut stats).unwrap();
+    assert!(stats.contains("\nberth_connections_total 3\n"), "{stats}");
+    assert!(stats.contains("\nberth_requests_total 3\n"), "{stats}");
+    // A drain ends both.
+    berth.signal("TERM");
+    let (status, _, err) = berth.finish(LIMIT);
+    assert!(status.success(), "{status}: {err}");
 }
 
 #[test]
