@@ -162,6 +162,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         if !matches!(listener.addr, Addr::Udp(_)) {
             one.common.listen.inherited = inherited.next();
         }
+        // --http3: the UDP twin of a TLS listener over TCP (same port, same certificate).
+        one.models.evloop.http3 = args.http3 && listener.tls.is_some();
         let stats = one.new_stats()?;
         health.push(stats.clone());
         let (server, bound) = drive::serve(
@@ -184,17 +186,9 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         {
             first_https = Some((asked.ip(), tcp.port()));
         }
-        // --http3: the UDP twin of a TLS listener, on its port, with its certificate, counted
-        // in its /stats (the twin's loops count into the same shards).
-        if let (true, Some(tls), Addr::Tcp(tcp)) = (args.http3, &listener.tls, &bound) {
-            let mut twin = settings.clone();
-            twin.addr = Addr::Udp(*tcp);
-            twin.common.listen.transport = Acceptor::Tls(tls.clone());
-            twin.common.listen.inherited = None;
-            let (server, at) = drive::serve(&twin, demo(&stats, &twin.addr, true), stats.clone())
-                .map_err(|e| lifecycle::failed(&mut daemon, e))?;
-            urls.push(format!("quic://{}", at.ip().expect("a UDP address")));
-            servers.push(server);
+        if let (true, Some(_), Addr::Tcp(tcp)) = (args.http3, &listener.tls, &bound) {
+            // HTTP/3 on its UDP twin, served by the same loops (`evloop::Config::http3`).
+            urls.push(format!("quic://{tcp}"));
         }
     }
 

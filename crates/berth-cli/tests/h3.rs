@@ -394,6 +394,19 @@ fn http3_opens_the_udp_twin_of_a_tls_listener() {
     let mut answer = String::new();
     std::io::Read::read_to_string(&mut tls, &mut answer).unwrap();
     assert!(answer.ends_with("Hello, World!"), "{answer}");
+    // One server: the TLS listener's /stats counts the QUIC connection too (the HTTP/3 one,
+    // the TLS one above, and this one).
+    let mut tls = berth_testkit::tls::connect(&certs.ca, &[b"http/1.1"], tcp);
+    tls.write_all(b"GET /stats HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut stats = String::new();
+    std::io::Read::read_to_string(&mut tls, &mut stats).unwrap();
+    assert!(stats.contains("\nberth_connections_total 3\n"), "{stats}");
+    assert!(stats.contains("\nberth_requests_total 3\n"), "{stats}");
+    // A drain ends both.
+    berth.signal("TERM");
+    let (status, _, err) = berth.finish(LIMIT);
+    assert!(status.success(), "{status}: {err}");
 }
 
 #[test]
@@ -436,4 +449,58 @@ fn models_that_do_not_serve_http3_refuse_quic_in_one_line() {
         assert_eq!(status.code(), Some(2), "{model} --http3: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{model}: {err}");
     }
+}
+
+#[test]
+fn a_request_body_past_the_stream_window_arrives_whole_and_one_past_the_limit_is_413() {
+    let s = serve("upload", &[]);
+    // 700 KB: more than QUIC's stream window (256 KiB), so the client sends it as berth reads
+    // it and grants more; under the 1 MiB body limit.
+    let text: String = (0..700_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let reversed: String = text.chars().rev().collect();
+    let want = format!("{{\"data\":[\"{reversed}\"]}}");
+    let too_big = "x".repeat(2 << 20);
+    let r = s.fetch(json!([
+        {"method": "POST", "path": "/reverse", "body": format!("{{\"t\": \"{text}\"}}")},
+        {"method": "POST", "path": "/reverse", "body": format!("{{\"t\": \"{too_big}\"}}")},
+        {"path": "/hello/world"},
+    ]));
+    assert_eq!(r[0]["error"], Value::Null, "{}", brief(&r[0]));
+    assert_eq!(r[0]["status"], 200, "{}", brief(&r[0]));
+    assert_eq!(r[0]["length"], want.len());
+    assert_eq!(r[0]["sha256"], sha256_hex(want.as_bytes()).as_str());
+    assert_eq!(r[1]["status"], 413, "{}", brief(&r[1]));
+    // The connection goes on.
+    answered(&r[2], 200, "Hello, World!");
+}
+
+#[test]
+fn a_download_the_client_stops_ends_and_the_connection_serves_on() {
+    let s = serve("stop", &[]);
+    std::fs::write(
+        s.root.join("big.bin"),
+        berth_testkit::bytes::pattern(0, 20_000_000),
+    )
+    .unwrap();
+    let r = fetch_at(
+        s.port,
+        &s.certs.ca,
+        &json!([{"path": "/files/big.bin"}]),
+        &["--stop", "500000"],
+    );
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0]["error"], "stopped by the client", "{}", brief(&r[0]));
+    assert!(
+        r[0]["length"].as_u64().unwrap() < 20_000_000,
+        "{}",
+        brief(&r[0])
+    );
+    // The request sent after the stop, on the same connection.
+    answered(&r[1], 200, "Hello, World!");
+    // Nothing of the stopped stream is left: the connection closed with the client, and only
+    // the one asking is open.
+    let gone = common::wait_for(Duration::from_secs(10), || s.connections_open() == 1);
+    assert!(gone, "a connection is still counted open");
 }

@@ -7,13 +7,13 @@
 //!                                                    |                   |
 //!   socket <-write-- output: Vec<u8> <---------------+<-- Response ------+
 //!                                                    |
-//!   worker threads <------- Step::Offload(job) ------+
+//!   worker threads <------- Action::Offload ---------+
 //!   Job::run -> Reply ----> Session::complete -------+
 //! ```
 //!
 //! What this crate does **not** do: it never touches a socket, a clock, a thread or the
 //! allocator's global state on its own. Bytes come in as slices, time comes in as a preformatted
-//! `Date` value, and every decision a session makes is returned to the caller as a [`http::Step`].
+//! `Date` value, and every decision a session makes is returned to the caller as a [`http::Action`].
 //! That is what lets one HTTP implementation run unchanged under every concurrency model, be
 //! fuzzed, and be tested from files of vectors.
 #![forbid(unsafe_code)]

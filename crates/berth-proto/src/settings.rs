@@ -22,7 +22,7 @@ pub struct Limits {
     /// Largest request body in bytes, after chunked decoding; beyond it: 413.
     pub max_body_bytes: usize,
     /// Output a session may queue before it stops parsing pipelined requests and asks the driver
-    /// to flush ([`Step::Flush`](crate::http::Step::Flush)); bounds memory per slow reader.
+    /// to flush ([`Action::Flush`](crate::http::Action::Flush)); bounds memory per slow reader.
     pub output_high_water: usize,
     /// A connection that starts with HTTP/2's preface is served as HTTP/2 under these
     /// settings and limits; `None`: HTTP/1.1 only (the preface is then a bad request).

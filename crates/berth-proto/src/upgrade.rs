@@ -1,7 +1,7 @@
 //! The protocol seam: what a connection speaks after HTTP hands it over (`Upgrade`, RFC 9110
 //! §7.8), sans-IO like the rest. A handler answers a request with
 //! [`Handled::Upgrade`](crate::http::Handled::Upgrade); the HTTP session writes
-//! `101 Switching Protocols` and gives the driver [`Step::Upgrade`](crate::http::Step::Upgrade);
+//! `101 Switching Protocols` and gives the driver [`Action::Switched`](crate::http::Action::Switched);
 //! from then on the driver pumps the [`Upgraded`] session it got, over the same transport and
 //! with the bytes the client sent behind the request still in its input. No driver knows what
 //! the new protocol is (a raw tunnel, WebSocket, ...): it moves bytes and honours [`Flow`].
@@ -129,7 +129,7 @@ impl PartialEq for Switch {
 
 impl Eq for Switch {}
 
-/// The upgraded session [`Step::Upgrade`](crate::http::Step::Upgrade) hands the driver.
+/// The upgraded session [`Action::Switched`](crate::http::Action::Switched) hands the driver.
 pub struct Handover(pub Box<dyn Upgraded>);
 
 impl std::fmt::Debug for Handover {

@@ -314,6 +314,7 @@ impl<H: Handler<Job = TestJob>> Run<H> {
                 date: DATE,
                 stream_bodies,
                 now: std::time::Instant::now(),
+                alt_svc: None,
             },
             bounds: Bounds {
                 config: H2Config::default(),

@@ -1078,3 +1078,43 @@ fn repeated_answer_fields_are_indexed_within_the_clients_table() {
         assert_eq!(body, b"Hello, World!", "{id}");
     }
 }
+
+// --- Alt-Svc ----------------------------------------------------------------------------
+
+/// A connection whose driver gives an `Alt-Svc` value (a TLS listener with an HTTP/3 twin)
+/// carries it on every answer: the handler's, a refusal, a file's; one without carries none.
+#[test]
+fn every_answer_carries_the_alt_svc_the_driver_gives() {
+    let alt_svc = |s: &mut Server<_>| {
+        let mut c = Client::default();
+        c.preface()
+            .get(1, "/")
+            .get(3, "/missing")
+            .get(5, "/files/a.txt");
+        s.feed(&c.take());
+        let heard = s.heard();
+        assert_eq!(heard.responses.len(), 3);
+        heard
+            .responses
+            .iter()
+            .map(|(_, status, fields, _, _)| {
+                let v = fields
+                    .iter()
+                    .find(|(n, _)| n == "alt-svc")
+                    .map(|(_, v)| v.clone());
+                (*status, v)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut s = Server::new(H2Config::default());
+    s.files = vec![("a.txt".to_owned(), b"a".to_vec())];
+    s.alt_svc = Some(b"h3=\":8443\"; ma=86400");
+    let want = Some("h3=\":8443\"; ma=86400".to_owned());
+    assert_eq!(
+        alt_svc(&mut s),
+        [(200, want.clone()), (404, want.clone()), (200, want)]
+    );
+    let mut s = Server::new(H2Config::default());
+    s.files = vec![("a.txt".to_owned(), b"a".to_vec())];
+    assert_eq!(alt_svc(&mut s), [(200, None), (404, None), (200, None)]);
+}

@@ -117,6 +117,20 @@ fn the_demo_routes_are_answered() {
     assert_eq!(s.conn.counts().requests, 5);
 }
 
+/// An `Alt-Svc` the driver gives is on every answer (as over HTTP/1.1 and HTTP/2).
+#[test]
+fn the_alt_svc_the_driver_gives_is_on_every_answer() {
+    let mut s = server();
+    s.alt_svc = Some(b"h3=\":8443\"");
+    s.request(0, &get("/"));
+    s.request(4, &get("/missing"));
+    assert_eq!(s.heard(0).field("alt-svc"), Some("h3=\":8443\""));
+    assert_eq!(s.heard(4).field("alt-svc"), Some("h3=\":8443\""));
+    let mut s = server();
+    s.request(0, &get("/"));
+    assert_eq!(s.heard(0).field("alt-svc"), None);
+}
+
 /// A request says it came over HTTP/3 (ASGI's `http_version` "3", WSGI's `SERVER_PROTOCOL`
 /// `HTTP/3`, the access log's protocol).
 #[test]

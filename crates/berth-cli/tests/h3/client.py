@@ -12,6 +12,10 @@ stdout is a JSON list of responses, in the same order:
 With --announce, {"started": stream} is printed when the first answer's head comes (a test
 can then act while the answers are under way).
 
+With --stop N the first request is read until N bytes of its body have come, then stopped
+(STOP_SENDING, H3_REQUEST_CANCELLED), and a GET /hello/world is sent on the same connection:
+its response is added at the end of the list.
+
 With --vanish N the first request is read until N bytes of its body have come, then the
 process closes its UDP socket and exits without a word (no CONNECTION_CLOSE): a client that
 vanishes mid-stream. It prints {"vanished": bytes} first.
@@ -76,6 +80,8 @@ class Client(QuicConnectionProtocol):
         self.responses = {}
         self.vanish_at = None
         self.announce = False
+        self.stop_at = None
+        self.after_stop = None
 
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
@@ -111,6 +117,12 @@ class Client(QuicConnectionProtocol):
                 r.hash.update(ev.data)
                 if len(r.body) < KEEP:
                     r.body += ev.data[: KEEP - len(r.body)]
+                if self.stop_at is not None and r.length >= self.stop_at:
+                    self.stop_at = None
+                    self._quic.stop_stream(ev.stream_id, 0x10C)
+                    r.done.set_result("stopped by the client")
+                    self.after_stop = self.send({"path": "/hello/world"}, self.authority)
+                    self.transmit()
                 if self.vanish_at is not None and r.length >= self.vanish_at:
                     # Gone without a word: the socket closes, nothing is sent.
                     print(json.dumps({"vanished": r.length}), flush=True)
@@ -146,6 +158,7 @@ async def main():
     ap.add_argument("ca")
     ap.add_argument("--vanish", type=int, default=None)
     ap.add_argument("--announce", action="store_true")
+    ap.add_argument("--stop", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args()
     requests = json.load(sys.stdin)
@@ -159,11 +172,20 @@ async def main():
     ) as client:
         client.vanish_at = args.vanish
         client.announce = args.announce
+        client.stop_at = args.stop
         authority = f"localhost:{args.port}"
+        client.authority = authority
         pending = [client.send(req, authority) for req in requests]
         client.transmit()
         out = []
         for r in pending:
+            try:
+                error = await asyncio.wait_for(asyncio.shield(r.done), args.timeout)
+                out.append(r.to_json(error))
+            except asyncio.TimeoutError:
+                out.append(r.to_json("timed out"))
+        if client.after_stop is not None:
+            r = client.after_stop
             try:
                 error = await asyncio.wait_for(asyncio.shield(r.done), args.timeout)
                 out.append(r.to_json(error))

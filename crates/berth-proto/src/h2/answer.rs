@@ -55,6 +55,9 @@ impl HeadSink for Hpack<'_> {
         if let Some(date) = head.stamp.date {
             self.encoder.field(names::DATE, date, block);
         }
+        if let Some(alt_svc) = head.stamp.alt_svc {
+            hpack::encode([(&b"alt-svc"[..], alt_svc)], block);
+        }
         if with_type && !head.content_type.is_empty() {
             self.encoder
                 .field(names::CONTENT_TYPE, head.content_type.as_bytes(), block);

@@ -45,6 +45,9 @@ impl HeadSink for Qpack<'_> {
         if let Some(date) = head.stamp.date {
             fields.push((b"date".to_vec(), date));
         }
+        if let Some(alt_svc) = head.stamp.alt_svc {
+            fields.push((b"alt-svc".to_vec(), alt_svc));
+        }
         if with_type && !head.content_type.is_empty() {
             fields.push((b"content-type".to_vec(), head.content_type.as_bytes()));
         }

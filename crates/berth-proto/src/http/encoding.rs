@@ -356,7 +356,7 @@ impl Encoder {
     }
 }
 
-/// A file body being encoded on the fly, as [`Step::SendFile`](super::Step::SendFile)'s
+/// A file body being encoded on the fly, as [`Action::Body`](super::Action::Body)'s
 /// [`Encode`](super::files::Encode) asks: the file's bytes go in a piece at a time, the encoded
 /// bytes come out framed as chunks (HTTP/1.1) or bare, and [`BodyEncoder::finish`] adds the
 /// coding's trailer and the last chunk. The encoder is made at the first piece, so a body

@@ -2,9 +2,9 @@
 //!
 //! ```text
 //!   handler: FileRequest::parse(req, "a/b.txt") ──> Handled::File(request)
-//!   session: Step::Open(request)                ──> driver opens it under its root
+//!   session: Action::Open { request }          ──> driver opens it under its root
 //!   driver:  Session::file(&request, Ok(meta))  ──> head written (200/206/304/416/404...)
-//!   session: Step::SendFile { offset, len }     ──> driver sends those bytes of the file
+//!   session: Action::Body { offset, len }       ──> driver sends those bytes of the file
 //! ```
 //!
 //! Here live the parts a driver must not get wrong and that are easy to test without a disk:
@@ -19,7 +19,7 @@
 //! (`a.css.br`, `.zst`, `.gz`) that the client accepts ([`FileMeta::encoding`]); it is served
 //! as it is, with its own `ETag`, and ranges and conditions apply to its bytes (as nginx's
 //! `gzip_static` does). Otherwise a whole `200` of a compressible type may be encoded on the fly
-//! ([`FileRequest::compress`]): then [`Step::SendFile`](super::Step::SendFile) carries an
+//! ([`FileRequest::compress`]): then [`Action::Body`](super::Action::Body) carries an
 //! [`Encode`], the body goes out chunked, and the `ETag` is the plain file's made weak. Never
 //! for a range, a 304, HTTP/1.0 (as nginx's `gzip_http_version 1.1`), or a request that says
 //! `Cache-Control: no-transform`.
@@ -64,7 +64,7 @@ pub struct FileRequest {
     cache_control: Option<std::sync::Arc<str>>,
 }
 
-/// A file body to encode as it is sent: what [`Step::SendFile`](super::Step::SendFile) asks of
+/// A file body to encode as it is sent: what [`Action::Body`](super::Action::Body) asks of
 /// the driver besides the range (then always the whole file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Encode {

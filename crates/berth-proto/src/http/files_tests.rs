@@ -557,13 +557,14 @@ impl crate::http::Handler for Serve {
 
 #[test]
 fn session_hands_files_to_the_driver_in_order() {
-    use crate::http::{Context, Limits, Session, Step};
+    use crate::http::{Action, Context, Limits, Session};
     let limits = Limits::default();
     let cx = Context {
         limits: &limits,
         date: b"Sun, 06 Nov 1994 08:49:37 GMT",
         stream_bodies: false,
         now: std::time::Instant::now(),
+        alt_svc: None,
     };
     let mut session = Session::new();
     let mut input = b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n\
@@ -573,7 +574,9 @@ fn session_hands_files_to_the_driver_in_order() {
     let mut output = Vec::new();
     let m = meta(100);
 
-    let Step::Open(req) = session.process(&mut input, &mut output, &cx, &mut Serve) else {
+    let Action::Open { request: req, .. } =
+        session.process(&mut input, &mut output, &cx, &mut Serve)
+    else {
         panic!("no Open step")
     };
     assert_eq!(req.path(), "a.txt");
@@ -581,7 +584,8 @@ fn session_hands_files_to_the_driver_in_order() {
     let step = session.file(&req, Ok(&m), &mut input, &mut output, &cx, &mut Serve);
     assert_eq!(
         step,
-        Step::SendFile {
+        Action::Body {
+            stream: 0,
             offset: 0,
             len: 100,
             encode: None,
@@ -591,13 +595,15 @@ fn session_hands_files_to_the_driver_in_order() {
     output.clear();
 
     // The body goes out; then the HEAD request: a head and no bytes to send.
-    let Step::Open(req) = session.process(&mut input, &mut output, &cx, &mut Serve) else {
+    let Action::Open { request: req, .. } =
+        session.process(&mut input, &mut output, &cx, &mut Serve)
+    else {
         panic!("no Open step for HEAD")
     };
     assert!(req.head_only());
     let step = session.file(&req, Ok(&m), &mut input, &mut output, &cx, &mut Serve);
     // Without bytes to send the session goes straight on to the third request.
-    let Step::Open(req) = step else {
+    let Action::Open { request: req, .. } = step else {
         panic!("HEAD answer did not go on: {step:?}")
     };
     assert!(String::from_utf8_lossy(&output).contains("Content-Length: 100"));
@@ -610,7 +616,7 @@ fn session_hands_files_to_the_driver_in_order() {
         &cx,
         &mut Serve,
     );
-    assert_eq!(step, Step::Close);
+    assert_eq!(step, Action::Close);
     let text = String::from_utf8(output).unwrap();
     assert!(text.starts_with("HTTP/1.1 404 "), "{text}");
     assert!(text.contains("Connection: close"), "{text}");

@@ -26,6 +26,10 @@ pub struct Context<'a> {
     /// The driver's time: when it last woke, near enough for HTTP/2's rates and header
     /// timeouts (the protocol reads no clock).
     pub now: std::time::Instant,
+    /// An `Alt-Svc` value every answer on this connection carries (RFC 7838), e.g.
+    /// `h3=":443"; ma=86400`: a TLS listener with an HTTP/3 twin tells browsers to move over.
+    /// `None`: no such field.
+    pub alt_svc: Option<&'a [u8]>,
 }
 
 impl<'a> Context<'a> {
@@ -34,6 +38,7 @@ impl<'a> Context<'a> {
         Stamp {
             server: self.limits.server_header,
             date: self.limits.date_header.then_some(self.date),
+            alt_svc: self.alt_svc,
         }
     }
 }

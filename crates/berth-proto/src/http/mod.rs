@@ -8,20 +8,24 @@
 //! to the output buffer. Requests are answered strictly in order, which is what makes
 //! pipelining correct: while a job is outstanding, later requests wait in the input buffer.
 //!
-//! Call order for a driver:
+//! Call order for a driver (the steps are [`Action`]'s, every codec's; HTTP/1.1 answers one
+//! request at a time, so each names stream 0):
 //! 1. append bytes read from the peer to `input`, then call [`Session::process`];
-//! 2. write out `output` whatever the returned [`Step`] is;
-//! 3. on [`Step::Offload`], run the job (on a worker) and pass its [`Reply`] to
+//! 2. write out `output` whatever the returned [`Action`] is;
+//! 3. on [`Action::Offload`], run the job (on a worker) and pass its [`Reply`] to
 //!    [`Session::complete`], then go back to 1 (leftover pipelined input is processed then);
-//! 4. on [`Step::Flush`], drain `output` and call `process` again;
-//! 5. on [`Step::Close`], write out `output`, then close the connection;
-//! 6. on [`Step::Open`], open the file it names under the server's root (see [`files`]) and pass
-//!    what was found to [`Session::file`];
-//! 7. on [`Step::SendFile`], write out `output`, then that range of the file just opened
+//! 4. on [`Action::Flush`], drain `output` and call `process` again;
+//! 5. on [`Action::Close`], write out `output`, then close the connection;
+//! 6. on [`Action::Open`], open the file it names under the server's root (see [`files`]) and
+//!    pass what was found to [`Session::file`];
+//! 7. on [`Action::Body`], write out `output`, then that range of the file just opened
 //!    (encoded through a [`BodyEncoder`] if the step says [`Encode`]), then call `process`
 //!    again;
-//! 8. on [`Step::Stream`], write out `output`, then the streamed body as its producer yields
-//!    it ([`Streamed::take`]) until it ends, then call `process` again.
+//! 8. on [`Action::Stream`], write out `output`, then the streamed body as its producer yields
+//!    it ([`Streamed::take`]) until it ends, then call `process` again;
+//! 9. on [`Action::Switched`], write out `output` (the 101) and take the protocol the
+//!    connection now speaks ([`Session::take_handover`]): the protocol switch does
+//!    ([`Core`](crate::switch::Core)).
 //!
 //! Framing follows RFC 9112 strictly: anything ambiguous (Content-Length together with
 //! Transfer-Encoding, differing Content-Lengths, malformed chunk sizes, obs-fold, bare LF) is
@@ -55,7 +59,7 @@ pub use request::{Method, ReqHead, Request, Version};
 pub use response::{
     check_trailers, reason_phrase, BadTrailer, FileSource, Reply, ReplyFile, Response,
 };
-pub use session::{Phase, Session, Step, Streamed};
+pub use session::{Phase, Session, Streamed};
 pub use stream::{body_stream, Answer, BodyStream, Gone, Popped, Respond, StreamWriter, Taken};
 
 /// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only Date format berth sends.

@@ -430,6 +430,10 @@ impl HeadSink for Text {
             out.extend_from_slice(b"\r\nDate: ");
             out.extend_from_slice(date);
         }
+        if let Some(alt_svc) = head.stamp.alt_svc {
+            out.extend_from_slice(b"\r\nAlt-Svc: ");
+            out.extend_from_slice(alt_svc);
+        }
         if with_type {
             out.extend_from_slice(b"\r\nContent-Type: ");
             out.extend_from_slice(head.content_type.as_bytes());
@@ -472,6 +476,8 @@ impl HeadSink for Text {
 pub(crate) struct Stamp<'a> {
     pub server: bool,
     pub date: Option<&'a [u8]>,
+    /// `Alt-Svc` ([`Context::alt_svc`](super::Context::alt_svc)).
+    pub alt_svc: Option<&'a [u8]>,
 }
 
 impl<'a> Stamp<'a> {
@@ -481,6 +487,7 @@ impl<'a> Stamp<'a> {
         Stamp {
             server: true,
             date: Some(date),
+            alt_svc: None,
         }
     }
 }
@@ -617,6 +624,27 @@ mod tests {
             false,
         );
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn alt_svc_follows_date_when_given() {
+        let mut stamp = Stamp::both(b"Tue, 24 Nov 2026 00:00:00 GMT");
+        stamp.alt_svc = Some(b"h3=\":443\"; ma=86400");
+        let head = Head {
+            status: 200,
+            content_type: "text/plain",
+            extra: &[],
+            fields: &[],
+            keep_alive: true,
+            stamp,
+        };
+        let mut out = Vec::new();
+        write_response(&mut out, &mut Text(Version::Http11), &head, b"x", false);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("GMT\r\nAlt-Svc: h3=\":443\"; ma=86400\r\nContent-Type"),
+            "{text}"
+        );
     }
 
     #[test]

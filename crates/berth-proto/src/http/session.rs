@@ -1,4 +1,5 @@
-//! The per-connection HTTP/1.1 state machine: bytes in, responses and [`Step`]s out.
+//! The per-connection HTTP/1.1 state machine: bytes in, responses and [`Action`]s out (the
+//! one step every codec returns, its stream always 0).
 
 use std::mem::MaybeUninit;
 use std::time::Instant;
@@ -14,44 +15,11 @@ use super::head::{
 use super::request::{Method, Request, Version};
 use super::response::{write_switching, FileSource, Reply, Response, Text};
 use super::stream::{body_stream, BodyStream, StreamWriter, Taken};
+use super::Action;
 use crate::settings::{Limits, Timeouts};
 use crate::upgrade::{Handover, Switch};
 
-/// What the driver must do next.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Step<J> {
-    /// Every complete request has been answered: write the output, then read more input.
-    Read,
-    /// The output passed the high-water mark: write it out, then call `process` again.
-    Flush,
-    /// Run this job and pass its reply to [`Session::complete`]. Write the output meanwhile.
-    Offload(J),
-    /// Write the output, then close the connection. Later input is ignored.
-    Close,
-    /// Open the file the request names (under the server's root, never outside it) and pass
-    /// what was found to [`Session::file`]. Write the output meanwhile.
-    Open(FileRequest),
-    /// Write the output (the 101), then pump this session instead of HTTP: the connection
-    /// speaks another protocol now, starting with the input left behind the request.
-    Upgrade(Handover),
-    /// Write the output, then `len` bytes of the file just passed to [`Session::file`],
-    /// starting at `offset`; then call `process` again (it says [`Step::Close`] if this
-    /// response was the last).
-    SendFile {
-        /// First byte to send.
-        offset: u64,
-        /// How many bytes.
-        len: u64,
-        /// Encode them on the way (a whole file compressed on the fly), framed as it says.
-        encode: Option<files::Encode>,
-    },
-    /// Write the output, then the body the stream yields until it ends (see
-    /// [`Streamed::take`]); then call `process` again (it says [`Step::Close`] if this response
-    /// was the last).
-    Stream(Streamed),
-}
-
-/// A streamed response body, as the session framed its head: what [`Step::Stream`] hands the
+/// A streamed response body, as the session framed its head: what [`Action::Stream`] hands the
 /// driver.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Streamed {
@@ -128,7 +96,7 @@ enum State {
     },
     /// A response with `Connection: close` was written; nothing more is read.
     Closed,
-    /// The connection was handed over to another protocol ([`Step::Upgrade`]); HTTP is done
+    /// The connection was handed over to another protocol ([`Action::Switched`]); HTTP is done
     /// with it.
     Upgraded,
 }
@@ -182,6 +150,9 @@ pub struct Session {
     request_since: Option<Instant>,
     /// The client's address, given to each request ([`Request::peer`]).
     peer: Option<std::net::SocketAddr>,
+    /// What the connection speaks now that HTTP handed it over ([`Action::Switched`]), until
+    /// the protocol switch takes it ([`Session::take_handover`]).
+    handover: Option<Handover>,
 }
 
 impl Default for Session {
@@ -199,7 +170,13 @@ impl Session {
             wind_down: false,
             request_since: None,
             peer: None,
+            handover: None,
         }
+    }
+
+    /// The protocol the connection was handed to, once [`Action::Switched`] said so.
+    pub fn take_handover(&mut self) -> Option<Handover> {
+        self.handover.take()
     }
 
     /// The address of the connection's peer, which every request of it carries
@@ -221,7 +198,7 @@ impl Session {
         matches!(self.state, State::Waiting { .. })
     }
 
-    /// True once the connection was handed to another protocol ([`Step::Upgrade`]).
+    /// True once the connection was handed to another protocol ([`Action::Switched`]).
     pub fn is_upgraded(&self) -> bool {
         matches!(self.state, State::Upgraded)
     }
@@ -290,7 +267,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         if let Some(feed) = self.feed.take() {
             // A streamed body that stopped arriving: the client is answered 408 now, the job
             // is told (its stream is aborted), and its answer, when it comes, finds the
@@ -319,9 +296,9 @@ impl Session {
             }
             Phase::Idle | Phase::Closed => {
                 self.state = State::Closed;
-                Step::Close
+                Action::Close
             }
-            Phase::Waiting => Step::Read,
+            Phase::Waiting => Action::Read,
         }
     }
 
@@ -333,12 +310,12 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         let mut consumed = 0;
         let step = loop {
             if self.feed.is_some() {
                 match self.feed(input, &mut consumed, cx) {
-                    Fed::More => break Step::Read,
+                    Fed::More => break Action::Read,
                     Fed::Done => {}
                     Fed::Refused(r) => {
                         consumed = input.len();
@@ -349,16 +326,16 @@ impl Session {
             match self.state {
                 State::Closed => {
                     consumed = input.len();
-                    break Step::Close;
+                    break Action::Close;
                 }
-                State::Waiting { .. } => break Step::Read,
+                State::Waiting { .. } => break Action::Read,
                 // The input belongs to the protocol the connection was handed to.
-                State::Upgraded => break Step::Read,
+                State::Upgraded => break Action::Read,
                 // A non-empty check too, so a high-water mark of 0 cannot ask for endless flushes.
                 State::Head { .. }
                     if !output.is_empty() && output.len() >= cx.limits.output_high_water =>
                 {
-                    break Step::Flush
+                    break Action::Flush
                 }
                 State::Head { scan } => {
                     // RFC 9112 §2.2: ignore empty lines before a request-line, including one
@@ -371,7 +348,7 @@ impl Session {
                     match self.read_head(&mut input[consumed..], scan, output, cx, handler) {
                         Ok(HeadOutcome::Partial { scan }) => {
                             self.state = State::Head { scan };
-                            break Step::Read;
+                            break Action::Read;
                         }
                         Ok(HeadOutcome::Answered { len, step }) => {
                             consumed += len;
@@ -467,7 +444,7 @@ impl Session {
                             body,
                             continue_sent,
                         };
-                        break Step::Read;
+                        break Action::Read;
                     };
                     let req_bytes = &input[consumed..consumed + len];
                     let step =
@@ -495,10 +472,10 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         let Some((keep_alive, head_only, version)) = self.outstanding() else {
             debug_assert!(false, "complete() without an outstanding job");
-            return Step::Close;
+            return Action::Close;
         };
         // Answered before its streamed body was all in: the rest of the body is not read (the
         // job's stream is aborted), so the connection cannot go on.
@@ -555,7 +532,8 @@ impl Session {
             } else {
                 State::Closed
             };
-            return Step::SendFile {
+            return Action::Body {
+                stream: 0,
                 offset,
                 len,
                 encode: None,
@@ -574,7 +552,7 @@ impl Session {
         self.next_request(keep_alive, input, output, cx, handler)
     }
 
-    /// Writes the head of a streamed reply and its first bytes, and says [`Step::Stream`]: the
+    /// Writes the head of a streamed reply and its first bytes, and says [`Action::Stream`]: the
     /// rest comes from `stream`. A declared length ([`Reply::with_length`]) is the head's
     /// `Content-Length`, held to by the stream; without one HTTP/1.1 gets `Transfer-Encoding:
     /// chunked`, and HTTP/1.0, which has no chunked coding, a body that ends with the
@@ -588,7 +566,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         let bodiless = matches!(reply.status, 100..=199 | 204 | 304);
         // A declared length frames the body itself (`Reply::with_length`).
         let sized = reply.length.filter(|_| !bodiless);
@@ -629,16 +607,19 @@ impl Session {
         } else {
             State::Closed
         };
-        Step::Stream(Streamed {
-            stream,
-            chunked,
-            discard,
-        })
+        Action::Stream {
+            stream: 0,
+            streamed: Streamed {
+                stream,
+                chunked,
+                discard,
+            },
+        }
     }
 
-    /// Answers the request whose file the driver looked for ([`Step::Open`]): `found` is the
+    /// Answers the request whose file the driver looked for ([`Action::Open`]): `found` is the
     /// file's metadata or why it could not be opened. Writes the whole head (and the short body
-    /// of an error); if file bytes must follow, returns [`Step::SendFile`], else goes on with
+    /// of an error); if file bytes must follow, returns [`Action::Body`], else goes on with
     /// any pipelined input like [`Session::complete`].
     pub fn file<H: Handler>(
         &mut self,
@@ -648,10 +629,10 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         let Some((keep_alive, _, version)) = self.outstanding() else {
             debug_assert!(false, "file() without an outstanding file request");
-            return Step::Close;
+            return Action::Close;
         };
         let (status, send, _) = files::write_answer(
             output,
@@ -674,7 +655,8 @@ impl Session {
                 } else {
                     State::Closed
                 };
-                Step::SendFile {
+                Action::Body {
+                    stream: 0,
                     offset,
                     len,
                     encode,
@@ -707,14 +689,14 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         if keep_alive {
             self.state = State::Head { scan: 0 };
             self.process(input, output, cx, handler)
         } else {
             self.state = State::Closed;
             input.clear();
-            Step::Close
+            Action::Close
         }
     }
 
@@ -778,7 +760,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Option<Step<H::Job>> {
+    ) -> Option<Action<H::Job>> {
         let mut storage = [const { MaybeUninit::uninit() }; HEADERS_CEILING];
         let headers = &mut storage[..cx.limits.max_headers.min(HEADERS_CEILING)];
         // The head parsed before; parsing it again is cheaper than keeping its offsets around.
@@ -802,7 +784,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Option<Step<H::Job>> {
+    ) -> Option<Action<H::Job>> {
         let mut storage = [const { MaybeUninit::uninit() }; HEADERS_CEILING];
         let headers = &mut storage[..cx.limits.max_headers.min(HEADERS_CEILING)];
         let parsed = match parse_head(head, headers, cx.limits) {
@@ -915,7 +897,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Option<Step<H::Job>> {
+    ) -> Option<Action<H::Job>> {
         self.answer_with(request, None, keep_alive, output, cx, handler)
     }
 
@@ -930,7 +912,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Option<Step<H::Job>> {
+    ) -> Option<Action<H::Job>> {
         let head_only = request.method == Method::Head;
         let mut sink = Text(request.version);
         let mut res = Response {
@@ -951,7 +933,7 @@ impl Session {
                     version: request.version,
                     upgradable: asks_upgrade(request) && self.feed.is_none(),
                 };
-                return Some(Step::Offload(job));
+                return Some(Action::Offload { stream: 0, job });
             }
             Outcome::File(file) => {
                 self.state = State::Waiting {
@@ -960,7 +942,10 @@ impl Session {
                     version: request.version,
                     upgradable: false,
                 };
-                return Some(Step::Open(file));
+                return Some(Action::Open {
+                    stream: 0,
+                    request: file,
+                });
             }
             Outcome::Upgrade(switch) => {
                 return Some(self.switch(request, switch, output, cx, handler));
@@ -986,7 +971,7 @@ impl Session {
             None
         } else {
             self.state = State::Closed;
-            Some(Step::Close)
+            Some(Action::Close)
         }
     }
 
@@ -999,7 +984,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         if !asks_to_switch(request, switch.protocol) {
             let head_only = request.method == Method::Head;
             let why = reject(400, "this resource must be asked for with an Upgrade");
@@ -1016,7 +1001,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         write_switching(
             output,
             switch.protocol,
@@ -1026,7 +1011,8 @@ impl Session {
         );
         handler.on_response(101);
         self.state = State::Upgraded;
-        Step::Upgrade(Handover(switch.session))
+        self.handover = Some(Handover(switch.session));
+        Action::Switched
     }
 
     /// Writes the error response for `r` and marks the connection for closing.
@@ -1037,7 +1023,7 @@ impl Session {
         output: &mut Vec<u8>,
         cx: &Context<'_>,
         handler: &mut H,
-    ) -> Step<H::Job> {
+    ) -> Action<H::Job> {
         let mut sink = Text(Version::Http11);
         exchange::refuse(
             output,
@@ -1050,13 +1036,13 @@ impl Session {
         );
         handler.on_response(r.status);
         self.state = State::Closed;
-        Step::Close
+        Action::Close
     }
 }
 
 enum HeadOutcome<J> {
     Partial { scan: usize },
-    Answered { len: usize, step: Option<Step<J>> },
+    Answered { len: usize, step: Option<Action<J>> },
     Body { head_len: usize, framing: Framing },
 }
 

@@ -262,6 +262,7 @@ impl<H: Handler> Pump<H> {
             date: &self.date,
             stream_bodies: false,
             now: Instant::now(),
+            alt_svc: None,
         };
         self.core
             .process(&mut self.input, &mut self.out, &cx, &mut self.handler)
@@ -274,6 +275,7 @@ impl<H: Handler> Pump<H> {
             date: &self.date,
             stream_bodies: false,
             now: Instant::now(),
+            alt_svc: None,
         };
         self.core.complete(
             0,
@@ -347,7 +349,7 @@ impl<H: Handler> Pump<H> {
                 Action::Close => {
                     if !self.core.is_closed() {
                         return Err(Violation(
-                            "Step::Close but the session is not closed".into(),
+                            "Action::Close but the session is not closed".into(),
                         ));
                     }
                     self.closed = true;
@@ -369,6 +371,7 @@ impl<H: Handler> Pump<H> {
                         date: &self.date,
                         stream_bodies: false,
                         now: Instant::now(),
+                        alt_svc: None,
                     };
                     action = self.core.file(
                         stream,
@@ -405,6 +408,7 @@ impl<H: Handler> Pump<H> {
                         date: &self.date,
                         stream_bodies: false,
                         now: Instant::now(),
+                        alt_svc: None,
                     };
                     action = self.core.pulled(
                         stream,
@@ -466,7 +470,7 @@ impl<H: Handler> Pump<H> {
                 Action::Switched => {
                     if !self.core.is_upgraded() {
                         return Err(Violation(
-                            "Step::Upgrade but the session was not handed over".into(),
+                            "Action::Switched but the session was not handed over".into(),
                         ));
                     }
                     action = self.process();
@@ -474,7 +478,7 @@ impl<H: Handler> Pump<H> {
                 Action::Offload { job, .. } => {
                     if !self.is_waiting() {
                         return Err(Violation(
-                            "Step::Offload but the session is not waiting".into(),
+                            "Action::Offload but the session is not waiting".into(),
                         ));
                     }
                     if self.hold_jobs {

@@ -27,8 +27,7 @@ use std::time::Instant;
 
 use crate::h2;
 use crate::http::{
-    Context, FileError, FileMeta, FileRequest, Handler, Limits, Phase, Reply, Session, Step,
-    Timeouts,
+    Context, FileError, FileMeta, FileRequest, Handler, Limits, Phase, Reply, Session, Timeouts,
 };
 use crate::upgrade::{Flow, Handover, Upgraded};
 
@@ -397,8 +396,8 @@ impl Core {
             Speaks::Http2(h2) => h2.process(input, output, cx, handler),
             Speaks::Upgraded(u) => u.process(input, output, skip),
             Speaks::Undecided(s) | Speaks::Http1(s) => {
-                let step = s.process(input, output, cx, handler);
-                self.act(step)
+                let action = s.process(input, output, cx, handler);
+                self.act(action)
             }
         }
     }
@@ -417,8 +416,8 @@ impl Core {
         match &mut self.speaks {
             Speaks::Http2(h2) => h2.complete(stream, reply, input, output, cx, handler),
             Speaks::Undecided(s) | Speaks::Http1(s) => {
-                let step = s.complete(reply, input, output, cx, handler);
-                self.act(step)
+                let action = s.complete(reply, input, output, cx, handler);
+                self.act(action)
             }
             // No job is ever out for an upgraded protocol.
             Speaks::Upgraded(_) => Action::Read,
@@ -442,8 +441,8 @@ impl Core {
         match &mut self.speaks {
             Speaks::Http2(h2) => h2.file(stream, request, found, input, output, cx, handler),
             Speaks::Undecided(s) | Speaks::Http1(s) => {
-                let step = s.file(request, found, input, output, cx, handler);
-                self.act(step)
+                let action = s.file(request, found, input, output, cx, handler);
+                self.act(action)
             }
             Speaks::Upgraded(_) => Action::Read,
         }
@@ -491,8 +490,8 @@ impl Core {
                 Action::Read
             }
             Speaks::Undecided(s) | Speaks::Http1(s) => {
-                let step = s.expire(input, output, cx, handler);
-                self.act(step)
+                let action = s.expire(input, output, cx, handler);
+                self.act(action)
             }
         }
     }
@@ -509,37 +508,21 @@ impl Core {
         }
     }
 
-    /// An HTTP/1.1 step as the pump sees it; a handover is kept here.
-    fn act<J>(&mut self, step: Step<J>) -> Action<J> {
-        match step {
-            Step::Read => Action::Read,
-            Step::Flush => Action::Flush,
-            Step::Offload(job) => Action::Offload { stream: 0, job },
-            Step::Open(request) => Action::Open { stream: 0, request },
-            Step::SendFile {
-                offset,
-                len,
-                encode,
-            } => Action::Body {
-                stream: 0,
-                offset,
-                len,
-                encode,
-            },
-            Step::Stream(streamed) => Action::Stream {
-                stream: 0,
-                streamed,
-            },
-            Step::Upgrade(Handover(protocol)) => {
-                self.speaks = Speaks::Upgraded(Box::new(Handed {
-                    protocol,
-                    life: Life::Open,
-                    woken: false,
-                }));
-                Action::Switched
+    /// What HTTP/1.1 said, with a handover taken here: the connection speaks the protocol
+    /// it was handed to from now on.
+    fn act<J>(&mut self, action: Action<J>) -> Action<J> {
+        if matches!(action, Action::Switched) {
+            if let Speaks::Undecided(s) | Speaks::Http1(s) = &mut self.speaks {
+                if let Some(Handover(protocol)) = s.take_handover() {
+                    self.speaks = Speaks::Upgraded(Box::new(Handed {
+                        protocol,
+                        life: Life::Open,
+                        woken: false,
+                    }));
+                }
             }
-            Step::Close => Action::Close,
         }
+        action
     }
 }
 

@@ -301,6 +301,8 @@ pub struct Server<H: Handler = Demo> {
     pub input: Vec<u8>,
     pub output: Vec<u8>,
     pub now: Instant,
+    /// What [`Context::alt_svc`] says.
+    pub alt_svc: Option<&'static [u8]>,
     pub held: Vec<(u64, H::Job)>,
     /// Hold jobs until [`Server::finish`].
     pub hold: bool,
@@ -343,6 +345,7 @@ impl<H: Handler> Server<H> {
             input: Vec::new(),
             output: Vec::new(),
             now: Instant::now(),
+            alt_svc: None,
             held: Vec::new(),
             hold: true,
             closed: false,
@@ -364,6 +367,7 @@ impl<H: Handler> Server<H> {
             date: DATE,
             stream_bodies: self.stream_bodies,
             now: self.now,
+            alt_svc: self.alt_svc,
         }
     }
 

@@ -230,6 +230,8 @@ pub struct Server<H: Handler = App> {
     pub timeouts: Timeouts,
     pub stream_bodies: bool,
     pub now: Instant,
+    /// What [`Context::alt_svc`] says.
+    pub alt_svc: Option<&'static [u8]>,
     /// Jobs held until [`Server::finish`] or [`Server::run_job`].
     pub held: Vec<(u64, H::Job)>,
     pub hold: bool,
@@ -263,6 +265,7 @@ impl<H: Handler> Server<H> {
             timeouts: Timeouts::default(),
             stream_bodies: false,
             now: Instant::now(),
+            alt_svc: None,
             held: Vec::new(),
             hold: false,
             closed: false,
@@ -284,6 +287,7 @@ impl<H: Handler> Server<H> {
             date: DATE,
             stream_bodies: self.stream_bodies,
             now: self.now,
+            alt_svc: self.alt_svc,
         }
     }
 

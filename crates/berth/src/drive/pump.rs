@@ -311,6 +311,7 @@ fn context<'a, W: Waits>(limits: &'a Limits, date: &'a DateCache) -> Context<'a>
         date: date.get(),
         stream_bodies: W::CAPS.streams_bodies,
         now: date.now(),
+        alt_svc: None,
     }
 }
 

@@ -1039,3 +1039,30 @@ mod insecure {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_testkit::certs::Certs;
+
+    /// QUIC's configuration is the live one with ALPN `h3` alone and no early data, accepted
+    /// by quinn-proto; a reload makes the pair stale, so the QUIC side makes a new one.
+    #[test]
+    fn quic_gets_the_live_configuration_as_quic_needs_it() {
+        let certs = Certs::new("tls-quic-unit");
+        let acceptor = TlsAcceptor::new(TlsSettings::http(&certs.cert, &certs.key)).unwrap();
+        let (live, quic) = acceptor.quic();
+        assert_eq!(quic.alpn_protocols, vec![b"h3".to_vec()]);
+        assert_eq!(quic.max_early_data_size, 0);
+        // The TCP listener's own is left as it was.
+        assert_eq!(
+            live.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
+        assert!(quinn_proto::crypto::rustls::QuicServerConfig::try_from(quic).is_ok());
+        assert!(acceptor.live_is(&live));
+        acceptor.reload().unwrap();
+        assert!(!acceptor.live_is(&live));
+        assert!(acceptor.live_is(&acceptor.quic().0));
+    }
+}

@@ -56,6 +56,10 @@ pub struct Config {
     /// Number of the first loop, for [`Service::handler`] and the stats shard: processes that
     /// share counters (prefork) give each of their loops a distinct number.
     pub first_thread: usize,
+    /// On a TLS listener, also serve HTTP/3 on its UDP twin (the same port and certificate:
+    /// `berth serve --http3`), from the same loops: each loop's UDP socket sits in its poll
+    /// beside its TCP listener, and its QUIC connections share its workers and counters.
+    pub http3: bool,
 }
 
 impl Default for Config {
@@ -64,6 +68,7 @@ impl Default for Config {
             pooled_buffers: 256,
             events: 1024,
             first_thread: 0,
+            http3: false,
         }
     }
 }
@@ -76,12 +81,37 @@ type Flat = LoopConfig<Own>;
 struct Own {
     /// Readiness events taken from the kernel per poll.
     events: usize,
+    /// The UDP sockets of a TLS listener's HTTP/3 twin ([`Config::http3`]), one per loop:
+    /// each loop takes its own as it starts.
+    twin: Option<Arc<Twin>>,
+}
+
+/// The UDP sockets of an HTTP/3 twin, by loop (`Wiring::owner`), and what their QUIC
+/// endpoints share.
+struct Twin {
+    shared: Arc<quic::Shared>,
+    sockets: std::sync::Mutex<Vec<Option<std::net::UdpSocket>>>,
+}
+
+impl std::fmt::Debug for Twin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Twin")
+    }
+}
+
+impl Twin {
+    /// Loop `owner`'s socket (once).
+    fn take(&self, owner: usize) -> Option<std::net::UdpSocket> {
+        let mut sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
+        sockets.get_mut(owner).and_then(Option::take)
+    }
 }
 
 impl Own {
     fn config(common: &super::Common, own: &Config) -> Flat {
         let events = own.events;
-        LoopConfig::new(common, own.pooled_buffers, own.first_thread, Own { events })
+        let own_part = Own { events, twin: None };
+        LoopConfig::new(common, own.pooled_buffers, own.first_thread, own_part)
     }
 }
 
@@ -127,7 +157,11 @@ impl<H: Handler> Runs for EventLoop<H> {
 
     /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
     fn make<S: Service<Handler = H>>(service: &S, p: Parts<H::Job, Own>) -> io::Result<Self> {
-        EventLoop::with(service, p.wiring, p.poll, Some(p.listener), None, p.ctl, p.config)
+        let udp = p.config.own.twin.as_ref().and_then(|twin| {
+            let socket = twin.take(p.wiring.owner)?;
+            Some((socket, twin.shared.clone()))
+        });
+        EventLoop::with(service, p.wiring, p.poll, Some(p.listener), udp, p.ctl, p.config)
     }
 
     fn run(&mut self) -> io::Result<()> {
@@ -500,15 +534,29 @@ impl super::Driver for Evloop {
             return spawn_quic(*udp, service, common, config, stats);
         }
         let (listeners, bound) = bind_each(addr, common.accept_threads, common)?;
-        let server = spawn(listeners, service, common, config, stats).map_err(bind_error(addr))?;
+        let mut flat = Own::config(common, config);
+        if let (true, Acceptor::Tls(tls), Addr::Tcp(tcp)) =
+            (config.http3, &common.listen.transport, &bound)
+        {
+            let (sockets, _) = quic::bind_sockets(*tcp, listeners.len(), &common.listen)?;
+            let shared = quic::Shared::new(tls.clone(), quic::transport_config(&common.timeouts));
+            flat.own.twin = Some(Arc::new(Twin {
+                shared,
+                sockets: std::sync::Mutex::new(sockets.into_iter().map(Some).collect()),
+            }));
+        }
+        let server = super::loops::spawn::<S, EventLoop<S::Handler>>(
+            listeners, service, common, flat, WAKER, stats,
+        )
+        .map_err(bind_error(addr))?;
         Ok((server, bound))
     }
 }
 
-/// Serves HTTP/3 on the UDP address `udp` (a `quic://` listener, or the UDP twin `--http3`
-/// opens beside a `tls://` one): one loop per accept thread, each with its own UDP socket on
-/// the port, and `common.workers` workers; TLS from the listener's transport, which must be
-/// [`Acceptor::Tls`] (QUIC has TLS inside).
+/// Serves HTTP/3 on the UDP address `udp` (a `quic://` listener; a TLS listener's twin is
+/// served by its own loops instead, [`Config::http3`]): one loop per accept thread, each with
+/// its own UDP socket on the port, and `common.workers` workers; TLS from the listener's
+/// transport, which must be [`Acceptor::Tls`] (QUIC has TLS inside).
 fn spawn_quic<S: Service>(
     udp: std::net::SocketAddr,
     service: S,

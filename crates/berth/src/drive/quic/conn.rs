@@ -14,8 +14,8 @@
 //!   queue ([`Conn::complete`]); files are opened on the loop (as `drive::pump` opens them);
 //!   bodies are `drive::body`'s [`Body`], pulled with [`Body::pull`] as HTTP/2's are.
 //!
-//! [`Conn::drive`] is the one place that acts on an [`h3::Action`] (berth-proto will rename it
-//! `http::Action`; the match is written once, here, for that).
+//! [`Conn::drive`] is the one place that acts on an [`Action`] (every codec's step), and
+//! `Conn::actions` the one that carries out h3's orders to QUIC ([`h3::Quic`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -463,7 +463,7 @@ impl Conn {
         self.h3.complete(stream, reply, &cx, env.handler)
     }
 
-    /// Acts on what h3 says until it waits: the one match on [`h3::Action`].
+    /// Acts on what h3 says until it waits: the one match on [`Action`].
     fn drive<H: Handler>(&mut self, mut step: Action<H::Job>, env: &mut Env<'_, H>) {
         loop {
             self.actions(env.now);

@@ -23,7 +23,7 @@
 //! ```text
 //!   socket    binding one UDP socket per loop on one port (SO_REUSEPORT), whose port is ours
 //!   endpoint  a loop's QUIC endpoint: its socket, its connections, their deadlines, replies
-//!   conn      one connection: QUIC streams <-> HTTP/3, the one place that acts on h3::Action
+//!   conn      one connection: QUIC streams <-> HTTP/3, the one place that acts on http::Action
 //! ```
 //!
 //! **Steering.** Each accept thread of `evloop` has its own UDP socket on the port; the kernel
@@ -156,6 +156,7 @@ impl<'a, H: Handler> Env<'a, H> {
             date: date.get(),
             stream_bodies: true,
             now: self.now,
+            alt_svc: None,
         }
     }
 }
