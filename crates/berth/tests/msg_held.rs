@@ -182,13 +182,14 @@ fn a_client_stalled_in_a_message_is_told_read_timeout() {
 /// sending a message slowly with gaps shorter than the timeout, stays.
 #[test]
 fn the_read_timeout_spares_idle_clients_and_slow_steady_senders() {
+    // Margins wide enough for a loaded machine: gaps of a quarter of the timeout.
     let config = EngineConfig {
-        read_timeout: Some(Duration::from_millis(400)),
+        read_timeout: Some(Duration::from_millis(1000)),
         ..EngineConfig::default()
     };
     let server = echo(config, &[tcp_endpoint()]);
     let (mut c, _) = hello(tcp(addr_of(&server.endpoints[0])), "steady");
-    thread::sleep(Duration::from_millis(900));
+    thread::sleep(Duration::from_millis(1500));
     let msg = payload(100_000, 6);
     let wire = frame(&msg);
     for part in wire.chunks(25_002) {
@@ -202,8 +203,11 @@ fn the_read_timeout_spares_idle_clients_and_slow_steady_senders() {
 /// for the silence that causes: only its own stalls count.
 #[test]
 fn a_client_waiting_for_the_budget_is_not_read_timed_out() {
+    // `first`'s gaps are under a third of the timeout (a loaded machine stretches them: with
+    // 400 ms gaps to a 600 ms timeout a CI run under load failed), and `second` waits through
+    // six of them, well past the timeout.
     let config = EngineConfig {
-        read_timeout: Some(Duration::from_millis(600)),
+        read_timeout: Some(Duration::from_millis(1000)),
         max_held_total: 1 << 20,
         ..EngineConfig::default()
     };
@@ -221,8 +225,8 @@ fn a_client_waiting_for_the_budget_is_not_read_timed_out() {
     let waiting = thread::spawn(move || {
         send_all_then_read(&mut second, &b);
     });
-    for part in wire[300_000..].chunks(300_000) {
-        thread::sleep(Duration::from_millis(400));
+    for part in wire[300_000..].chunks(150_000) {
+        thread::sleep(Duration::from_millis(300));
         first.write_all(part).unwrap();
     }
     assert_eq!(read_frame(&mut first).unwrap(), Frame::Data(a));
