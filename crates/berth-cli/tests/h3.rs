@@ -556,8 +556,12 @@ fn stats_count_http3_connections_and_requests_beside_http2() {
         stats
     };
     let before = stats();
-    assert_eq!(metric(&before, "berth_http3_connections_total"), 0, "{before}");
-    assert_eq!(metric(&before, "berth_http3_connections_open"), 0, "{before}");
+    for name in [
+        "berth_http3_connections_total",
+        "berth_http3_connections_open",
+    ] {
+        assert_eq!(metric(&before, name), 0, "{name}: {before}");
+    }
     // One connection: three requests answered.
     let r = fetch_at(
         udp,
@@ -587,11 +591,15 @@ fn stats_count_http3_connections_and_requests_beside_http2() {
             && metric(&last, "berth_http3_requests_total") == 5
     });
     assert!(counted, "{last}");
-    assert_eq!(metric(&last, "berth_http3_connections_total"), 2, "{last}");
-    assert_eq!(metric(&last, "berth_http3_client_resets_total"), 1, "{last}");
-    assert_eq!(metric(&last, "berth_http3_stream_errors_total"), 0, "{last}");
-    assert_eq!(metric(&last, "berth_http3_rejected_streams_total"), 0, "{last}");
-    assert_eq!(metric(&last, "berth_http3_oversized_heads_total"), 0, "{last}");
+    for (name, want) in [
+        ("berth_http3_connections_total", 2),
+        ("berth_http3_client_resets_total", 1),
+        ("berth_http3_stream_errors_total", 0),
+        ("berth_http3_rejected_streams_total", 0),
+        ("berth_http3_oversized_heads_total", 0),
+    ] {
+        assert_eq!(metric(&last, name), want, "{name}: {last}");
+    }
     // HTTP/2's are its own: the TLS connections asking spoke HTTP/1.1.
     assert_eq!(metric(&last, "berth_http2_connections_total"), 0, "{last}");
     berth.signal("TERM");

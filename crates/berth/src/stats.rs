@@ -607,14 +607,18 @@ mod tests {
             client_resets: 1,
             ..h3::Counts::default()
         });
-        let snap = stats.snapshot();
-        assert_eq!((snap.http3.connections_open, snap.http3.connections), (1, 2));
-        assert_eq!((snap.http3.requests, snap.http3.client_resets), (3, 1));
+        let got = stats.snapshot().http3;
+        assert_eq!((got.connections_open, got.connections), (1, 2));
+        assert_eq!((got.requests, got.client_resets), (3, 1));
         let mut text = String::new();
-        snap.to_prometheus(&mut text);
-        assert!(text.contains("\nberth_http3_connections_open 1\n"), "{text}");
-        assert!(text.contains("\nberth_http3_connections_total 2\n"), "{text}");
-        assert!(text.contains("\nberth_http3_requests_total 3\n"), "{text}");
-        assert!(text.contains("\nberth_http3_client_resets_total 1\n"), "{text}");
+        stats.snapshot().to_prometheus(&mut text);
+        for line in [
+            "berth_http3_connections_open 1",
+            "berth_http3_connections_total 2",
+            "berth_http3_requests_total 3",
+            "berth_http3_client_resets_total 1",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
+        }
     }
 }
