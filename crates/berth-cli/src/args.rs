@@ -506,6 +506,12 @@ pub struct ServeArgs {
     #[arg(long, help_heading = heading::TLS)]
     pub http3: bool,
 
+    /// With --http3: answers over TLS (HTTP/1.1 and HTTP/2) carry `Alt-Svc: h3=":PORT";
+    /// ma=86400`, so that browsers move over to HTTP/3 by themselves; `off` serves HTTP/3
+    /// without advertising it (clients that are told of it some other way, or tests).
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, requires = "http3", help_heading = heading::TLS)]
+    pub alt_svc: OnOff,
+
     /// With --tls-cert: also listen for plain HTTP on this port, answering as --http-mode
     /// says.
     #[arg(long, value_name = "PORT", requires = "tls_cert", help_heading = heading::TLS)]

@@ -164,6 +164,8 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         // --http3: the UDP twin of a TLS listener over TCP (same port, same certificate).
         one.models.evloop.http3 = args.http3 && listener.tls.is_some();
+        // Advertised in Alt-Svc on the TLS listener's answers, unless --alt-svc off.
+        one.models.evloop.alt_svc = args.alt_svc.on();
         let stats = one.new_stats()?;
         health.push(stats.clone());
         let (server, bound) = drive::serve(

@@ -4,7 +4,7 @@
 //! /reverse`, a job, a 50 MB file checked by sha256, a range, 100 concurrent streams on one
 //! connection, a client that vanishes mid-stream (nothing left behind), a drain that finishes
 //! the request in flight, the UDP twin of a TLS listener (`--http3`), and the one-line refusal
-//! of `quic://` by the models that do not serve it.
+//! of `quic://` by the models that do not serve it; HTTP/3's counts in `/stats`.
 //!
 //! aioquic must be installed (scripts/test installs it into target/py-venv): without it these
 //! tests fail, naming it.
@@ -503,4 +503,107 @@ fn a_download_the_client_stops_ends_and_the_connection_serves_on() {
     // the one asking is open.
     let gone = common::wait_for(Duration::from_secs(10), || s.connections_open() == 1);
     assert!(gone, "a connection is still counted open");
+}
+
+/// The value of the metric `name` (a line `name VALUE`) in a `/stats` body.
+fn metric(stats: &str, name: &str) -> i64 {
+    let prefix = format!("{name} ");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {stats}"))
+}
+
+#[test]
+fn stats_count_http3_connections_and_requests_beside_http2() {
+    berth_testkit::tools::require_python_module("aioquic");
+    let certs = Certs::new("h3-stats");
+    let root = std::env::temp_dir().join(format!("berth-h3-stats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("big.bin"),
+        berth_testkit::bytes::pattern(0, 20_000_000),
+    )
+    .unwrap();
+    let mut berth = Berth::spawn(&[
+        "serve",
+        "--model",
+        "evloop",
+        "-A",
+        "1",
+        "-p",
+        "0",
+        "--tls-cert",
+        certs.cert.to_str().unwrap(),
+        "--tls-key",
+        certs.key.to_str().unwrap(),
+        "--http3",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    let line = berth.line();
+    let tcp = common::address_in(&line);
+    let udp = quic_port(&line);
+    // /stats asked over TLS (HTTP/1.1), so that the asking adds nothing to HTTP/3's counts.
+    let stats = || {
+        let mut tls = berth_testkit::tls::connect(&certs.ca, &[b"http/1.1"], tcp);
+        tls.write_all(b"GET /stats HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut stats = String::new();
+        std::io::Read::read_to_string(&mut tls, &mut stats).unwrap();
+        stats
+    };
+    let before = stats();
+    for name in [
+        "berth_http3_connections_total",
+        "berth_http3_connections_open",
+    ] {
+        assert_eq!(metric(&before, name), 0, "{name}: {before}");
+    }
+    // One connection: three requests answered.
+    let r = fetch_at(
+        udp,
+        &certs.ca,
+        &json!([
+            {"path": "/hello/world"},
+            {"method": "HEAD", "path": "/hello/world"},
+            {"method": "POST", "path": "/reverse", "body": "{\"t\": \"abc\"}"},
+        ]),
+        &[],
+    );
+    assert!(r.iter().all(|r| r["status"] == 200), "{r:?}");
+    // Another: a download the client stops, then one more request.
+    let r = fetch_at(
+        udp,
+        &certs.ca,
+        &json!([{"path": "/files/big.bin"}]),
+        &["--stop", "500000"],
+    );
+    answered(&r[1], 200, "Hello, World!");
+    // Counted as each connection ends: once QUIC has closed them (the client's
+    // CONNECTION_CLOSE, then the closing period).
+    let mut last = String::new();
+    let counted = common::wait_for(Duration::from_secs(10), || {
+        last = stats();
+        metric(&last, "berth_http3_connections_open") == 0
+            && metric(&last, "berth_http3_requests_total") == 5
+    });
+    assert!(counted, "{last}");
+    for (name, want) in [
+        ("berth_http3_connections_total", 2),
+        ("berth_http3_client_resets_total", 1),
+        ("berth_http3_stream_errors_total", 0),
+        ("berth_http3_rejected_streams_total", 0),
+        ("berth_http3_oversized_heads_total", 0),
+    ] {
+        assert_eq!(metric(&last, name), want, "{name}: {last}");
+    }
+    // HTTP/2's are its own: the TLS connections asking spoke HTTP/1.1.
+    assert_eq!(metric(&last, "berth_http2_connections_total"), 0, "{last}");
+    berth.signal("TERM");
+    let (status, _, err) = berth.finish(LIMIT);
+    assert!(status.success(), "{status}: {err}");
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -175,7 +175,9 @@ pub fn whole_reply(
 /// on unless false), `uds` (a UNIX socket's path to listen on instead of the host and port;
 /// its file is removed at exit), `ssl_certfile`/`ssl_keyfile`/`ssl_ca_certs` (TLS with berth's rustls;
 /// a CA asks clients for a certificate; `ssl_keyfile_password` decrypts an encrypted key;
-/// `redirect_https` redirects plain HTTP on the TLS port to https:// rather than answer 400),
+/// `redirect_https` redirects plain HTTP on the TLS port to https:// rather than answer 400;
+/// `http3` also serves HTTP/3 on the UDP twin of the TLS listener, `--model evloop` only, as
+/// `berth serve --http3`, advertised in `Alt-Svc` unless `alt_svc` is false),
 /// `uds_permissions` (the UNIX socket file's mode, e.g. `0o660`; default: the umask's), `ws_deflate` (permessage-deflate in the `websocket`
 /// scope, on unless false), `ws_deflate_window_bits` (its largest window, 8 to 15),
 /// `compress` (on-the-fly gzip, br or zstd of responses, off unless true), `compress_level`
@@ -212,6 +214,7 @@ pub fn configure(
     let mut mount = None::<std::path::PathBuf>;
     let mut password = None::<KeyPassword>;
     let mut redirect = false;
+    let mut http3 = false;
     let mut route = String::from("/static");
     let (mut cache_control, mut dotfiles) = (None::<String>, false);
     for (name, value) in options.iter() {
@@ -281,6 +284,8 @@ pub fn configure(
             "ssl_ca_certs" => ca = Some(value.extract()?),
             "ssl_keyfile_password" => password = Some(KeyPassword(value.extract()?)),
             "redirect_https" => redirect = value.extract()?,
+            "http3" => http3 = value.extract()?,
+            "alt_svc" => settings.models.evloop.alt_svc = value.extract()?,
             "uds_permissions" => {
                 let mode: u32 = value.extract()?;
                 if mode > 0o777 {
@@ -333,6 +338,22 @@ pub fn configure(
             dotfiles,
             app.compress,
         )?);
+    }
+    if http3 {
+        // As `berth serve --http3`: the UDP twin of the TLS listener, served by its loops.
+        if cert.is_none() {
+            return Err(PyValueError::new_err(
+                "http3 needs ssl_certfile and ssl_keyfile (QUIC has TLS inside)",
+            ));
+        }
+        if settings.model != Model::Evloop {
+            return Err(PyValueError::new_err(format!(
+                "http3: HTTP/3 is served by --model {} only, not {}",
+                berth::drive::quic::SERVED_BY.join(", --model "),
+                settings.model
+            )));
+        }
+        settings.models.evloop.http3 = true;
     }
     match (cert, key) {
         (None, None) if ca.is_some() => Err(PyValueError::new_err(

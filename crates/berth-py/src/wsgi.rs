@@ -780,11 +780,13 @@ pub fn serve_wsgi(
         })
         .collect::<PyResult<Vec<_>>>()?;
     // Inline (see the module docs): one application thread and one loop of the default model,
-    // on one address.
+    // on one address; not with HTTP/3, whose UDP twin is served by the loops `drive::serve`
+    // starts.
     let inline = model == Model::Evloop
         && workers <= 1
         && settings.common.accept_threads <= 1
-        && listeners.len() == 1;
+        && listeners.len() == 1
+        && !settings.models.evloop.http3;
     let app = Arc::new(App {
         app,
         bases,

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use berth_proto::h2::{Abuse, Counts};
+use berth_proto::h3;
 
 use crate::sys::shm::{CacheAligned, SharedBox};
 
@@ -81,7 +82,7 @@ type Counters = (
     [CacheAligned<[AtomicU64; SHARD_CELLS]>; MAX_SHARDS],
     [AtomicI64; 2],
     [AtomicU64; 4],
-    [AtomicU64; H2_CELLS],
+    [AtomicU64; H2_CELLS + H3_CELLS],
 );
 
 /// HTTP/2's totals, by index, counted as each connection ends (`Stats::http2_ended`): then the
@@ -94,6 +95,18 @@ const H2_PROVOKED_RESETS: usize = 4;
 const H2_OVERSIZED_HEADS: usize = 5;
 const H2_ABUSE: usize = 6;
 const H2_CELLS: usize = H2_ABUSE + Abuse::ALL.len();
+
+/// HTTP/3's cells, by index, after HTTP/2's in the same array: connections opened and ended
+/// (`Stats::http3_opened`, `Stats::http3_ended`), then the totals of `h3::Counts`, added as
+/// each connection ends.
+const H3_OPENED: usize = H2_CELLS;
+const H3_ENDED: usize = H2_CELLS + 1;
+const H3_REQUESTS: usize = H2_CELLS + 2;
+const H3_STREAM_ERRORS: usize = H2_CELLS + 3;
+const H3_CLIENT_RESETS: usize = H2_CELLS + 4;
+const H3_REJECTED: usize = H2_CELLS + 5;
+const H3_OVERSIZED_HEADS: usize = H2_CELLS + 6;
+const H3_CELLS: usize = 7;
 
 enum Storage {
     Private(Box<Counters>),
@@ -134,6 +147,8 @@ pub struct Snapshot {
     pub draining: bool,
     /// HTTP/2, counted as its connections end.
     pub http2: Http2Totals,
+    /// HTTP/3: its connections as they open and end, and what they did as they end.
+    pub http3: Http3Totals,
 }
 
 /// What the HTTP/2 connections that ended did, and what they were ended for.
@@ -154,6 +169,26 @@ pub struct Http2Totals {
     /// `(kind, connections)` ended with GOAWAY ENHANCE_YOUR_CALM for each kind of abuse, every
     /// kind listed.
     pub abuse: Vec<(&'static str, u64)>,
+}
+
+/// What the HTTP/3 connections did (QUIC, `quic://` listeners and `--http3` twins): the
+/// connections counted as they open and end, the rest as each ends (`h3::Counts`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Http3Totals {
+    /// HTTP/3 connections open now.
+    pub connections_open: u64,
+    /// HTTP/3 connections accepted (QUIC handshakes begun and taken in).
+    pub connections: u64,
+    /// Requests (request streams whose head came) on the connections that ended.
+    pub requests: u64,
+    /// Request streams reset for a malformed request.
+    pub stream_errors: u64,
+    /// Request streams the client reset or stopped before their answer was complete.
+    pub client_resets: u64,
+    /// Request streams refused after GOAWAY (H3_REQUEST_REJECTED).
+    pub rejected: u64,
+    /// Requests answered 431 for their field section.
+    pub oversized_heads: u64,
 }
 
 /// Every counter at zero.
@@ -267,6 +302,22 @@ impl Stats {
         }
     }
 
+    /// An HTTP/3 connection was accepted (QUIC).
+    pub fn http3_opened(&self) {
+        self.counters().3[H3_OPENED].fetch_add(1, Relaxed);
+    }
+
+    /// An HTTP/3 connection ended (QUIC is done with it) with these counts.
+    pub fn http3_ended(&self, c: &h3::Counts) {
+        let h3 = &self.counters().3;
+        h3[H3_ENDED].fetch_add(1, Relaxed);
+        h3[H3_REQUESTS].fetch_add(c.requests, Relaxed);
+        h3[H3_STREAM_ERRORS].fetch_add(c.stream_errors, Relaxed);
+        h3[H3_CLIENT_RESETS].fetch_add(c.client_resets, Relaxed);
+        h3[H3_REJECTED].fetch_add(c.rejected, Relaxed);
+        h3[H3_OVERSIZED_HEADS].fetch_add(c.oversized_heads, Relaxed);
+    }
+
     /// Reads every counter.
     pub fn snapshot(&self) -> Snapshot {
         let sum = |cell: usize| self.shards().map(|s| s[cell].load(Relaxed)).sum::<u64>();
@@ -304,6 +355,18 @@ impl Stats {
                         .collect(),
                 }
             },
+            http3: {
+                let h3 = |i: usize| self.counters().3[i].load(Relaxed);
+                Http3Totals {
+                    connections_open: h3(H3_OPENED).saturating_sub(h3(H3_ENDED)),
+                    connections: h3(H3_OPENED),
+                    requests: h3(H3_REQUESTS),
+                    stream_errors: h3(H3_STREAM_ERRORS),
+                    client_resets: h3(H3_CLIENT_RESETS),
+                    rejected: h3(H3_REJECTED),
+                    oversized_heads: h3(H3_OVERSIZED_HEADS),
+                }
+            },
         }
     }
 }
@@ -311,67 +374,77 @@ impl Stats {
 impl Snapshot {
     /// Renders the Prometheus text exposition format (version 0.0.4).
     pub fn to_prometheus(&self, out: &mut String) {
-        let mut metric = |name: &str, kind: &str, help: &str, value: i128| {
+        let metric = |out: &mut String, name: &str, kind: &str, help: &str, value: i128| {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         };
         metric(
+            out,
             "berth_connections_open",
             "gauge",
             "Connections open now.",
             self.connections_open.into(),
         );
         metric(
+            out,
             "berth_connections_total",
             "counter",
             "Connections accepted and served.",
             self.connections_total.into(),
         );
         metric(
+            out,
             "berth_connections_refused_total",
             "counter",
             "Connections refused at capacity.",
             self.connections_refused.into(),
         );
         metric(
+            out,
             "berth_requests_total",
             "counter",
             "Requests handed to the application.",
             self.requests.into(),
         );
         metric(
+            out,
             "berth_jobs_queued",
             "gauge",
             "Jobs waiting for a worker.",
             self.jobs_queued.into(),
         );
         metric(
+            out,
             "berth_jobs_running",
             "gauge",
             "Jobs running on a worker.",
             self.jobs_running.into(),
         );
         metric(
+            out,
             "berth_jobs_done_total",
             "counter",
             "Jobs finished.",
             self.jobs_done.into(),
         );
         metric(
+            out,
             "berth_jobs_rejected_total",
             "counter",
             "Jobs refused with 503 because the worker queue was full.",
             self.jobs_rejected.into(),
         );
         metric(
+            out,
             "berth_jobs_cancelled_total",
             "counter",
             "Jobs dropped unrun because their client had gone.",
             self.jobs_cancelled.into(),
         );
         metric(
+            out,
             "berth_draining",
             "gauge",
             "1 once a drain has begun (/healthz answers 503), else 0.",
@@ -379,24 +452,28 @@ impl Snapshot {
         );
         let h2 = &self.http2;
         metric(
+            out,
             "berth_http2_connections_total",
             "counter",
             "HTTP/2 connections ended.",
             h2.connections.into(),
         );
         metric(
+            out,
             "berth_http2_streams_total",
             "counter",
             "HTTP/2 streams (requests) their clients opened.",
             h2.streams.into(),
         );
         metric(
+            out,
             "berth_http2_refused_streams_total",
             "counter",
             "HTTP/2 streams refused: too many open at once.",
             h2.refused.into(),
         );
         metric(
+            out,
             "berth_http2_oversized_heads_total",
             "counter",
             "HTTP/2 requests answered 431 for their header list.",
@@ -418,6 +495,57 @@ impl Snapshot {
         for &(kind, n) in &h2.abuse {
             let _ = writeln!(out, "berth_http2_abuse_total{{kind=\"{kind}\"}} {n}");
         }
+        let h3 = &self.http3;
+        metric(
+            out,
+            "berth_http3_connections_open",
+            "gauge",
+            "HTTP/3 connections open now.",
+            h3.connections_open.into(),
+        );
+        metric(
+            out,
+            "berth_http3_connections_total",
+            "counter",
+            "HTTP/3 connections accepted.",
+            h3.connections.into(),
+        );
+        metric(
+            out,
+            "berth_http3_requests_total",
+            "counter",
+            "HTTP/3 requests, counted as their connection ends.",
+            h3.requests.into(),
+        );
+        metric(
+            out,
+            "berth_http3_stream_errors_total",
+            "counter",
+            "HTTP/3 request streams reset for a malformed request.",
+            h3.stream_errors.into(),
+        );
+        metric(
+            out,
+            "berth_http3_rejected_streams_total",
+            "counter",
+            "HTTP/3 request streams refused after GOAWAY.",
+            h3.rejected.into(),
+        );
+        metric(
+            out,
+            "berth_http3_oversized_heads_total",
+            "counter",
+            "HTTP/3 requests answered 431 for their field section.",
+            h3.oversized_heads.into(),
+        );
+        metric(
+            out,
+            "berth_http3_client_resets_total",
+            "counter",
+            "HTTP/3 request streams the client reset or stopped before their answer was \
+             complete.",
+            h3.client_resets.into(),
+        );
         let _ = writeln!(
             out,
             "# HELP berth_responses_total Responses written, by status."
@@ -467,5 +595,30 @@ mod tests {
         stats.job_queued();
         let snap = stats.snapshot();
         assert_eq!((snap.requests, snap.jobs_queued), (1, 1));
+    }
+
+    #[test]
+    fn http3_counts_add_up_as_connections_end() {
+        let stats = Stats::new(1);
+        stats.http3_opened();
+        stats.http3_opened();
+        stats.http3_ended(&h3::Counts {
+            requests: 3,
+            client_resets: 1,
+            ..h3::Counts::default()
+        });
+        let got = stats.snapshot().http3;
+        assert_eq!((got.connections_open, got.connections), (1, 2));
+        assert_eq!((got.requests, got.client_resets), (3, 1));
+        let mut text = String::new();
+        stats.snapshot().to_prometheus(&mut text);
+        for line in [
+            "berth_http3_connections_open 1",
+            "berth_http3_connections_total 2",
+            "berth_http3_requests_total 3",
+            "berth_http3_client_resets_total 1",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
+        }
     }
 }

@@ -595,6 +595,16 @@ def add_listening_extras(ap: Parser) -> None:
                         "redirected to the same host, port and path over https:// (308) "
                         "instead of answered 400. As berth serve --redirect-https "
                         "(default: off)")
+    g.add_argument("--http3", action="store_true",
+                   help="also serve HTTP/3 (QUIC) on the UDP twin of the TLS listener: the "
+                        "same port and certificate, needs --ssl-certfile and --ssl-keyfile; "
+                        "--model evloop, one process (--io-threads for more loops). As berth "
+                        "serve --http3 (default: off)")
+    g.add_argument("--alt-svc", choices=("on", "off"), default=None,
+                   help="with --http3: answers over TLS carry Alt-Svc: h3=\":PORT\"; "
+                        "ma=86400, so that browsers move over to HTTP/3 by themselves; off "
+                        "serves HTTP/3 without advertising it. As berth serve --alt-svc "
+                        "(default: on)")
     g.add_argument("--uds-permissions", type=file_mode, metavar="MODE",
                    help="the mode of the --uds socket file, in octal as chmod takes it (660: "
                         "its owner and group may connect; connecting needs write permission), "
@@ -674,6 +684,18 @@ def check_extras(ap: "Parser", args) -> None:
         ap.error("--ssl-keyfile-password needs --ssl-keyfile")
     if args.redirect_https and not args.ssl_certfile:
         ap.error("--redirect-https needs --ssl-certfile and --ssl-keyfile")
+    if args.http3 and not args.ssl_certfile:
+        ap.error("--http3 needs --ssl-certfile and --ssl-keyfile (QUIC has TLS inside)")
+    if args.http3 and args.model != "evloop":
+        ap.error("--http3: HTTP/3 is served by --model evloop only, not {}".format(args.model))
+    if args.http3 and args.workers > 1:
+        ap.error("--http3 with --workers: not yet (each process would bind the UDP port, and "
+                 "a QUIC connection's datagrams must reach one process); --io-threads N "
+                 "gives one process N loops")
+    if args.http3 and args.uds:
+        ap.error("--http3 needs a TCP listener to be the twin of, not --uds")
+    if args.alt_svc is not None and not args.http3:
+        ap.error("--alt-svc needs --http3 (it advertises HTTP/3)")
     route = args.static_path_route
     if not route.startswith("/") or "?" in route or "#" in route:
         ap.error("--static-path-route {!r}: a path starting with /".format(route))
@@ -686,6 +708,8 @@ def extra_options(args) -> Dict[str, Any]:
         "redirect_https": args.redirect_https,
         "uds_permissions": args.uds_permissions,
     }
+    if args.http3:
+        options.update(http3=True, alt_svc=args.alt_svc != "off")
     if args.static_path_mount is not None:
         options.update(static_path_mount=args.static_path_mount,
                        static_path_route=args.static_path_route,
@@ -840,7 +864,8 @@ def server_options(args) -> Dict[str, Any]:
 def protocols(args) -> str:
     """What the startup line says of HTTP versions and TLS."""
     said = {"auto": "HTTP/1.1 and HTTP/2", "1": "HTTP/1.1 only", "2": "HTTP/2 only"}[args.http]
-    return said + (" over TLS" if args.ssl_certfile else "")
+    said += " over TLS" if args.ssl_certfile else ""
+    return said + (", and HTTP/3 on its UDP twin" if args.http3 else "")
 
 
 def announcer(args, interface: str, worker: Optional[int] = None):

@@ -117,7 +117,12 @@ impl AsgiServer {
         let app = crate::front::configure(&mut settings, options.as_ref())?;
         let stats = settings.new_stats().map_err(|e| crate::os_error("", e))?;
         // More addresses than one (`-b` again): a server each, in threads of their own.
-        let threads = model != Model::Evloop || io_threads > 1 || !app.more.is_empty();
+        // HTTP/3 too (`http3`): its UDP twin is served by the loops `drive::serve` starts, not
+        // by the one run inline on this thread.
+        let threads = model != Model::Evloop
+            || io_threads > 1
+            || !app.more.is_empty()
+            || settings.models.evloop.http3;
         let bridge = Arc::new(Bridge::new(threads).map_err(|e| crate::os_error("", e))?);
         let service = Asgi {
             bridge: bridge.clone(),

@@ -302,16 +302,22 @@ pub(super) struct Env<'a, H: Handler> {
     pub going: Option<&'a dyn Fn() -> bool>,
 }
 
-/// What the session is given with each call: the limits, the `Date`, and whether request
-/// bodies may stream ([`Caps::streams_bodies`](super::Caps)) — made here only, from the
-/// owner's [`Env`] (`env.limits`, `env.date`).
-fn context<'a, W: Waits>(limits: &'a Limits, date: &'a DateCache) -> Context<'a> {
+/// What the session is given with each call: the limits, the `Date`, whether request bodies
+/// may stream ([`Caps::streams_bodies`](super::Caps)), and the `Alt-Svc` of the connection's
+/// listener (an HTTP/3 twin's: [`Transport::alt_svc`], made once per listener and borrowed
+/// here) — made here only, from the owner's [`Env`] (`env.limits`, `env.date`) and the
+/// connection's transport.
+fn context<'a, W: Waits>(
+    limits: &'a Limits,
+    date: &'a DateCache,
+    alt_svc: Option<&'a [u8]>,
+) -> Context<'a> {
     Context {
         limits,
         date: date.get(),
         stream_bodies: W::CAPS.streams_bodies,
         now: date.now(),
-        alt_svc: None,
+        alt_svc,
     }
 }
 
@@ -674,7 +680,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             // round; a blocking owner refreshes it for itself.
             env.date.refresh();
         }
-        let cx = context::<W>(env.limits, env.date);
+        let cx = context::<W>(env.limits, env.date, self.stream.alt_svc());
         let action = self
             .core
             .expire(&mut self.input, &mut self.output, &cx, env.handler);
@@ -693,8 +699,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         if !self.tickets.is_empty() {
             self.tickets.retain(|(s, _)| *s != stream);
         }
-        let cx = context::<W>(env.limits, env.date);
         self.ensure_output(env.pool);
+        let cx = context::<W>(env.limits, env.date, self.stream.alt_svc());
         let mut reply = reply;
         if let Some(file) = &mut reply.file {
             // A body from a file the job opened goes the way a `/files` answer's does: the
@@ -727,8 +733,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         env: &mut Env<'_, H>,
     ) -> Fate<H::Job> {
         self.handed.out = self.handed.out.saturating_sub(1);
-        let cx = context::<W>(env.limits, env.date);
         self.ensure_output(env.pool);
+        let cx = context::<W>(env.limits, env.date, self.stream.alt_svc());
         let (meta, file) = match found {
             Ok(OpenFile { meta, file }) => (Ok(meta), Some(file)),
             Err(e) => (Err(e), None),
@@ -925,26 +931,28 @@ impl<T: Transport, W: Waits> Conn<T, W> {
                 if self.core.undecided() {
                     self.core.agreed(self.stream.alpn(), env.limits);
                 }
-                let cx = context::<W>(env.limits, env.date);
                 // With nothing waiting to be written, an upgraded protocol may answer from the
                 // input's own buffer (a WebSocket echo): the first `skip` bytes are not sent.
                 let mut skip = 0;
                 let pull = self.kept.as_mut().and_then(|k| k.pull.take());
                 let action = if let Some((stream, max)) = pull {
-                    self.pull_body(stream, max, &cx, env.handler)
-                } else if self.written == self.output.len() {
-                    self.output.clear();
-                    self.written = 0;
-                    self.core.process_in_place(
-                        &mut self.input,
-                        &mut self.output,
-                        &mut skip,
-                        &cx,
-                        env.handler,
-                    )
+                    self.pull_body(stream, max, env.limits, env.date, env.handler)
                 } else {
-                    self.core
-                        .process(&mut self.input, &mut self.output, &cx, env.handler)
+                    let cx = context::<W>(env.limits, env.date, self.stream.alt_svc());
+                    if self.written == self.output.len() {
+                        self.output.clear();
+                        self.written = 0;
+                        self.core.process_in_place(
+                            &mut self.input,
+                            &mut self.output,
+                            &mut skip,
+                            &cx,
+                            env.handler,
+                        )
+                    } else {
+                        self.core
+                            .process(&mut self.input, &mut self.output, &cx, env.handler)
+                    }
                 };
                 self.written += skip;
                 if let Some(new) = self.after(action) {
@@ -1124,7 +1132,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
         &mut self,
         stream: u64,
         max: usize,
-        cx: &Context<'_>,
+        limits: &Limits,
+        date: &DateCache,
         handler: &mut H,
     ) -> Action<H::Job> {
         let mut bytes = Vec::new();
@@ -1143,6 +1152,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             },
             None => (Pulled::Failed, Vec::new()),
         };
+        let cx = context::<W>(limits, date, self.stream.alt_svc());
         self.core.pulled(
             stream,
             &mut bytes,
@@ -1150,7 +1160,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             trailers,
             &mut self.input,
             &mut self.output,
-            cx,
+            &cx,
             handler,
         )
     }

@@ -345,6 +345,9 @@ pub struct TlsAcceptor {
     /// The configuration new handshakes get, replaced whole by a reload.
     live: Arc<RwLock<Arc<ServerConfig>>>,
     settings: Arc<TlsSettings>,
+    /// What every HTTP answer on this listener's connections carries as `Alt-Svc`
+    /// ([`TlsAcceptor::advertising`]): made once per listener, shared by its connections.
+    alt_svc: Option<Arc<[u8]>>,
 }
 
 impl std::fmt::Debug for TlsAcceptor {
@@ -371,6 +374,7 @@ impl TlsAcceptor {
         Ok(TlsAcceptor {
             live: Arc::new(RwLock::new(config)),
             settings: Arc::new(settings),
+            alt_svc: None,
         })
     }
 
@@ -398,6 +402,22 @@ impl TlsAcceptor {
     /// The files.
     pub fn settings(&self) -> &TlsSettings {
         &self.settings
+    }
+
+    /// This acceptor (sharing its configuration and reloads), whose connections answer every
+    /// HTTP request with `Alt-Svc: <alt_svc>` (an HTTP/3 twin on the same port:
+    /// [`h3_alt_svc`]). The value is made once here; each connection holds a reference to it
+    /// ([`Transport::alt_svc`]), and each answer borrows it.
+    pub fn advertising(&self, alt_svc: Option<Arc<[u8]>>) -> TlsAcceptor {
+        TlsAcceptor {
+            alt_svc,
+            ..self.clone()
+        }
+    }
+
+    /// What [`TlsAcceptor::advertising`] gave, if anything.
+    pub fn alt_svc(&self) -> Option<&[u8]> {
+        self.alt_svc.as_deref()
     }
 
     /// The configuration new QUIC handshakes get (HTTP/3, `drive::quic`), beside the TCP one
@@ -448,8 +468,15 @@ impl TlsAcceptor {
             sock,
             conn: rustls::Connection::Server(conn),
             sniff,
+            alt_svc: self.alt_svc.clone(),
         })
     }
+}
+
+/// The `Alt-Svc` value that advertises HTTP/3 on `port` of the same host, for a day (RFC
+/// 7838; RFC 9114 §3.1.1): `h3=":443"; ma=86400`.
+pub fn h3_alt_svc(port: u16) -> Arc<[u8]> {
+    Arc::from(format!("h3=\":{port}\"; ma=86400").into_bytes())
 }
 
 /// The client side: whom to trust.
@@ -530,6 +557,7 @@ impl TlsConnector {
             sock,
             conn: rustls::Connection::Client(conn),
             sniff: Sniff::Off,
+            alt_svc: None,
         })
     }
 }
@@ -541,6 +569,8 @@ pub struct TlsStream<S> {
     /// The server side of an HTTP listener that has read nothing yet: its first bytes are
     /// looked at for a plain HTTP request before rustls gets them ([`TlsStream::first_read`]).
     sniff: Sniff,
+    /// The listener's `Alt-Svc` ([`TlsAcceptor::advertising`]), if it advertises one.
+    alt_svc: Option<Arc<[u8]>>,
 }
 
 /// What becomes of a plain HTTP request on a TLS port, until the first read.
@@ -661,6 +691,7 @@ impl<S> TlsStream<S> {
             sock: f(self.sock),
             conn: self.conn,
             sniff: self.sniff,
+            alt_svc: self.alt_svc,
         }
     }
 
@@ -956,6 +987,9 @@ impl<S: Transport> Transport for TlsStream<S> {
     }
     fn alpn(&self) -> Option<&[u8]> {
         self.alpn_protocol()
+    }
+    fn alt_svc(&self) -> Option<&[u8]> {
+        self.alt_svc.as_deref()
     }
 }
 

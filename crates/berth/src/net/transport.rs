@@ -126,6 +126,13 @@ pub trait Transport: Read + Write {
     fn alpn(&self) -> Option<&[u8]> {
         None
     }
+
+    /// What every HTTP answer on this connection carries as `Alt-Svc`: the listener's
+    /// ([`TlsAcceptor::advertising`](super::tls::TlsAcceptor::advertising)), borrowed for
+    /// each answer. `None`: no such field.
+    fn alt_svc(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A transport whose readiness a mio poll reports (the event-loop models, the msg engine).
@@ -554,6 +561,10 @@ impl<S: Transport> Transport for Stream<S> {
     }
     fn alpn(&self) -> Option<&[u8]> {
         stream!(self, s => s.alpn())
+    }
+    #[inline]
+    fn alt_svc(&self) -> Option<&[u8]> {
+        stream!(self, s => s.alt_svc())
     }
 }
 

@@ -60,6 +60,10 @@ pub struct Config {
     /// `berth serve --http3`), from the same loops: each loop's UDP socket sits in its poll
     /// beside its TCP listener, and its QUIC connections share its workers and counters.
     pub http3: bool,
+    /// With [`Config::http3`], answers over the TLS listener carry `Alt-Svc: h3=":PORT";
+    /// ma=86400` (the twin's port, bound), so that browsers move over to HTTP/3 by themselves
+    /// (`berth serve --alt-svc on|off`).
+    pub alt_svc: bool,
 }
 
 impl Default for Config {
@@ -69,6 +73,7 @@ impl Default for Config {
             events: 1024,
             first_thread: 0,
             http3: false,
+            alt_svc: true,
         }
     }
 }
@@ -544,6 +549,11 @@ impl super::Driver for Evloop {
                 shared,
                 sockets: std::sync::Mutex::new(sockets.into_iter().map(Some).collect()),
             }));
+            if config.alt_svc {
+                // Made once for the listener; its connections share it (`Transport::alt_svc`).
+                let alt_svc = crate::net::tls::h3_alt_svc(tcp.port());
+                flat.transport = Acceptor::Tls(tls.advertising(Some(alt_svc)));
+            }
         }
         let server = super::loops::spawn::<S, EventLoop<S::Handler>>(
             listeners, service, common, flat, WAKER, stats,

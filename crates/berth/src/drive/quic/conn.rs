@@ -586,3 +586,10 @@ impl Conn {
         self.draining
     }
 }
+
+impl Conn {
+    /// What its HTTP/3 connection counted, for `/stats` as it ends (`Stats::http3_ended`).
+    pub fn counts(&self) -> &h3::Counts {
+        self.h3.counts()
+    }
+}

@@ -282,6 +282,7 @@ impl Endpoint {
                 self.by_handle.insert(handle, key);
                 self.handles.insert(key, handle);
                 env.stats.shard(env.shard).connection_opened();
+                env.stats.http3_opened();
                 touched.insert(key);
             }
             Err(e) => {
@@ -399,6 +400,9 @@ impl Endpoint {
     /// QUIC is done with slot `key`'s connection: it is freed, or kept as an orphan while
     /// `jobs_out` jobs are not back (queued ones are dropped unrun: the slot's flag says so).
     fn forget<H: Handler>(&mut self, key: usize, env: &Env<'_, H>, jobs_out: usize) {
+        if let Some(Slot::Live(conn)) = self.conns.get(key) {
+            env.stats.http3_ended(conn.counts());
+        }
         self.set_deadline(key, None);
         self.unsent.remove(&key);
         if let Some(handle) = self.handles.remove(&key) {
@@ -492,7 +496,10 @@ impl Endpoint {
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
         for key in keys {
             self.replies[0].set_cancelled(key, true);
-            drop(self.conns.remove(key));
+            if let Slot::Live(conn) = self.conns.remove(key) {
+                // Orphans were counted as QUIC let them go (`forget`).
+                env.stats.http3_ended(conn.counts());
+            }
             env.stats.shard(env.shard).connection_closed();
         }
     }

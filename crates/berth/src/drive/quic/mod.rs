@@ -47,8 +47,11 @@
 //!
 //! **Not yet**: Retry tokens and the amplification and flood defences of issue 42 beyond
 //! quinn-proto's own (it keeps the 3x anti-amplification limit before validation), 0-RTT
-//! (off: `TlsAcceptor::quic` sets no early data), counts of HTTP/3 in `/stats` beside HTTP/2's
-//! (the connection counts are there; `Stats` has no HTTP/3 cells yet).
+//! (off: `TlsAcceptor::quic` sets no early data).
+//!
+//! **Counts.** `/stats` has HTTP/3's beside HTTP/2's: connections as they open and end
+//! (`Stats::http3_opened`, `Stats::http3_ended`, from `endpoint`), and each connection's
+//! `h3::Counts` added as QUIC lets it go (or as the server stops with it open).
 
 mod conn;
 mod endpoint;
