@@ -28,7 +28,7 @@ const BODY: &[u8] = b"Hello, World!";
 
 /// Sends [`REQUEST`] and reads its response into `buf` without allocating. Returns false (never
 /// panics, since a panic message allocates) if anything is off.
-fn exchange(stream: &mut (impl Read + Write), buf: &mut [u8; 4096]) -> bool {
+fn exchange(stream: &mut (impl Read + Write), buf: &mut [u8; 16384]) -> bool {
     match exchange_with(stream, buf, REQUEST) {
         Some(len) => buf[..len].starts_with(b"HTTP/1.1 200 ") && buf[..len].ends_with(BODY),
         None => false,
@@ -39,7 +39,7 @@ fn exchange(stream: &mut (impl Read + Write), buf: &mut [u8; 4096]) -> bool {
 /// nothing.
 fn exchange_with(
     stream: &mut (impl Read + Write),
-    buf: &mut [u8; 4096],
+    buf: &mut [u8; 16384],
     request: &[u8],
 ) -> Option<usize> {
     stream.write_all(request).ok()?;
@@ -111,7 +111,7 @@ fn steady_state_does_not_allocate() {
 fn steady_state(model: Model) {
     let srv = Opts::new(model).accept_threads(1).workers(1).start();
     let mut stream = server::connect(srv.addr);
-    let mut buf = [0u8; 4096];
+    let mut buf = [0u8; 16384];
 
     for i in 0..1000 {
         assert!(
