@@ -37,11 +37,13 @@ pub(crate) fn refuse<T: Transport>(
 
 /// [`refuse`]'s answer and close, and its count.
 fn turn_away<T: Transport>(mut stream: T, refusal: &[u8], shard: Shard<'_>) {
+    // Counted before the answer goes: whoever reads the 503 and then `/stats` sees it counted
+    // (a test that did so failed when the count came after).
+    shard.connection_refused();
     let _ = stream.write(refusal);
     let _ = stream.shutdown_write();
     let mut sink = [0u8; 4096];
     while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
-    shard.connection_refused();
 }
 
 /// The descriptor kept in reserve for the moment the process runs out (see the module docs).
