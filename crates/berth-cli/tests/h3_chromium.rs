@@ -47,7 +47,11 @@ fn png() -> Vec<u8> {
         for &b in bytes {
             c ^= u32::from(b);
             for _ in 0..8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
             }
         }
         !c
@@ -98,7 +102,11 @@ fn spki_hash(cert: &Path) -> String {
         cert.display()
     );
     let out = Command::new("sh").args(["-c", &script]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let hash = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     assert_eq!(hash.len(), 44, "not a SHA-256 in base64: {hash:?}");
     hash

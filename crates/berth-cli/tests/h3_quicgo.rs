@@ -69,7 +69,12 @@ fn quicgo_get_head_and_post_reverse_are_answered() {
     answered(&r[0], 200, "Hello, World!");
     assert_eq!(r[0]["proto"], "HTTP/3.0", "{}", brief(&r[0]));
     answered(&r[1], 200, "");
-    assert_eq!(header(&r[1], "content-length"), Some("13"), "{}", brief(&r[1]));
+    assert_eq!(
+        header(&r[1], "content-length"),
+        Some("13"),
+        "{}",
+        brief(&r[1])
+    );
     answered(&r[2], 200, "{\"data\":[\"cba\",[2,1]]}");
     answered(&r[3], 200, "0123456789abcdefghijklmnopqrstuvwxyz");
     assert_eq!(r[4]["status"], 404, "{}", brief(&r[4]));

@@ -107,9 +107,11 @@ pub fn serve(tag: &str, extra: &[&str]) -> H3 {
 pub fn aioquic_fetch(port: u16, ca: &Path, requests: &Value) -> Vec<Value> {
     let python = berth_testkit::tools::require_python_module("aioquic");
     run_client(
-        Command::new(python)
-            .arg(client_script())
-            .args(["127.0.0.1", &port.to_string(), ca.to_str().unwrap()]),
+        Command::new(python).arg(client_script()).args([
+            "127.0.0.1",
+            &port.to_string(),
+            ca.to_str().unwrap(),
+        ]),
         requests,
     )
 }
