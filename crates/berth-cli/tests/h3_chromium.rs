@@ -63,13 +63,9 @@ fn png() -> Vec<u8> {
         out.extend_from_slice(&body);
         out.extend_from_slice(&crc32(&body).to_be_bytes());
     }
-    let mut raw = Vec::new();
-    for _ in 0..2 {
-        raw.push(0); // filter: none
-        for _ in 0..3 {
-            raw.extend_from_slice(&[0xff, 0, 0]);
-        }
-    }
+    // Two rows, each the filter byte (none) then three red pixels.
+    let row: Vec<u8> = std::iter::once(0).chain([0xff, 0, 0].repeat(3)).collect();
+    let raw = row.repeat(2);
     // zlib: header, one final stored block, adler32.
     let mut z = vec![0x78, 0x01, 0x01];
     z.extend_from_slice(&(raw.len() as u16).to_le_bytes());
