@@ -48,12 +48,13 @@ fn code(c: u64) -> VarInt {
 }
 
 /// Bytes h3 asked to write on a stream that QUIC has not taken yet, then FIN if asked.
-#[derive(Default)]
 struct Outbox {
     bytes: Vec<u8>,
     /// Bytes of `bytes` QUIC took.
     pos: usize,
     fin: bool,
+    /// When QUIC last took a byte of it (or it was made): the write timeout runs from here.
+    moved: Instant,
 }
 
 /// One connection.
@@ -94,12 +95,24 @@ pub(super) struct Conn {
     /// Where its jobs' replies go: the endpoint's queue, and this connection's slot in it.
     replies: Arc<Vec<LoopQueue>>,
     key: usize,
+    /// When QUIC accepted it: a handshake not done by `Timeouts::header` after is given up.
+    born: Instant,
+    /// Counted by the endpoint among the handshakes under way (until it is started or closed).
+    pub handshaking: bool,
+    /// Request streams the client reset (RESET_STREAM) or stopped (STOP_SENDING) in the
+    /// current rate window, and when that window began: past HTTP/2's `max_client_resets`
+    /// per `rate_window` the connection is closed (H3_EXCESSIVE_LOAD), the Rapid Reset
+    /// defence HTTP/2 has (CVE-2023-44487).
+    cancels: u32,
+    cancels_since: Instant,
+    /// Cancels seen since `run` last counted them (QUIC's events come without the limits).
+    cancels_new: u32,
 }
 
 impl Conn {
     /// A connection QUIC just accepted, in slot `key` of the endpoint; `replies` is the
     /// endpoint's reply queue.
-    pub fn new(quic: Quic, key: usize, replies: Arc<Vec<LoopQueue>>) -> Conn {
+    pub fn new(quic: Quic, key: usize, replies: Arc<Vec<LoopQueue>>, now: Instant) -> Conn {
         let mut h3 = h3::Connection::new(h3::H3Config::default());
         h3.set_peer(Some(quic.remote_address()));
         let to = LoopConn {
@@ -127,7 +140,62 @@ impl Conn {
             own_streams: 0,
             replies,
             key,
+            born: now,
+            handshaking: true,
+            cancels: 0,
+            cancels_since: now,
+            cancels_new: 0,
         }
+    }
+
+    /// Notes that the client cancelled request `stream` (reset or stopped it), for
+    /// [`Conn::count_cancels`].
+    fn cancelled(&mut self, stream: u64) {
+        let id = stream_id(stream);
+        if id.dir() == Dir::Bi && id.initiator() != self.quic.side() {
+            self.cancels_new += 1;
+        }
+    }
+
+    /// Counts the streams the client cancelled against the rate limit, and closes the
+    /// connection past it. The limits are HTTP/2's (`H2Config::max_client_resets` per
+    /// `H2Config::rate_window`: `--http2` settings, or their defaults): one setting for the
+    /// one abuse under both versions.
+    fn count_cancels<H: Handler>(&mut self, env: &Env<'_, H>) {
+        if self.cancels_new == 0 {
+            return;
+        }
+        let h2 = env.limits.http2.unwrap_or_default();
+        if env.now.saturating_duration_since(self.cancels_since) > h2.rate_window {
+            self.cancels = 0;
+            self.cancels_since = env.now;
+        }
+        self.cancels += std::mem::take(&mut self.cancels_new);
+        if self.cancels > h2.max_client_resets && !self.quic.is_closed() {
+            log::debug!(
+                "QUIC connection from {}: {} streams cancelled within {:?}: closed",
+                self.quic.remote_address(),
+                self.cancels,
+                h2.rate_window
+            );
+            self.quic.close(
+                env.now,
+                code(h3::error::ErrorCode::H3_EXCESSIVE_LOAD.0),
+                Bytes::from_static(b"too many streams cancelled"),
+            );
+        }
+    }
+
+    /// Whether its handshake is done (HTTP/3 has begun).
+    pub fn is_started(&self) -> bool {
+        self.started
+    }
+
+    /// When a handshake still under way is given up: the header timeout after QUIC accepted
+    /// it (QUIC's own bound is the idle timeout, a minute by default, which would let a
+    /// flood of handshakes that never finish hold their state that long).
+    fn handshake_deadline(&self, header: std::time::Duration) -> Option<Instant> {
+        (!self.started && !self.quic.is_closed()).then_some(self.born + header)
     }
 
     /// Whether QUIC is done with it (closed and drained): its slot may go once no job is out.
@@ -135,16 +203,33 @@ impl Conn {
         self.quic.is_drained()
     }
 
-    /// The earliest of QUIC's timer and the HTTP/3 streams' header and body deadlines.
+    /// The earliest of QUIC's timer, the HTTP/3 streams' header and body deadlines, and the
+    /// write timeout of an answer QUIC takes no byte of ([`Conn::stalled`]).
     pub fn deadline<H: Handler>(&mut self, env: &Env<'_, H>) -> Option<Instant> {
         let quic = self.quic.poll_timeout();
         let h3 = (self.started && !self.lost)
             .then(|| self.h3.poll_timeout(env.timeouts))
             .flatten();
-        match (quic, h3) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        [
+            quic,
+            h3,
+            self.stalled(env.timeouts.write),
+            self.handshake_deadline(env.timeouts.header),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// When the write timeout (`write`) of the answer that has waited longest for QUIC to take
+    /// a byte passes: a client that grants no flow-control credit (and keeps the connection
+    /// alive with ACKs or PINGs, so QUIC's idle timeout never comes) holds its answer's file
+    /// and stream only this long, as a TCP peer that stops reading does.
+    fn stalled(&self, write: std::time::Duration) -> Option<Instant> {
+        if self.lost || self.quic.is_closed() {
+            return None;
         }
+        self.outbox.values().map(|o| o.moved + write).min()
     }
 
     /// Takes QUIC's news (after a datagram or a timer): streams opened, readable, writable,
@@ -170,6 +255,7 @@ impl Conn {
                 }
                 Event::Stream(StreamEvent::Writable { id }) => self.writable.push(id.into()),
                 Event::Stream(StreamEvent::Stopped { id, error_code }) => {
+                    self.cancelled(id.into());
                     self.stopped(id.into(), error_code.into_inner());
                 }
                 Event::Stream(StreamEvent::Finished { .. } | StreamEvent::Available { .. })
@@ -180,13 +266,29 @@ impl Conn {
         }
     }
 
-    /// The client stopped `stream` (STOP_SENDING): what waited for it is dropped, and h3
-    /// resets its answer.
+    /// The client stopped `stream` (STOP_SENDING): what waited for it is dropped, h3
+    /// resets its answer, and our sending side is reset here too (RFC 9000 §3.5), whatever h3
+    /// knows of the stream: a STOP_SENDING that came before the request's bytes were read, or
+    /// after h3 handed over the answer's last bytes, leaves h3 nothing to reset, and a sending
+    /// side neither finished nor reset keeps the stream, and so the client's stream credit
+    /// (MAX_STREAMS), taken for good.
     fn stopped(&mut self, stream: u64, code: u64) {
         self.outbox.remove(&stream);
         self.bodies.remove(&stream);
         self.pulls.remove(&stream);
         self.h3.stopped(stream, code);
+        self.cancel_send(stream);
+    }
+
+    /// Resets our sending side of the client's request `stream` (H3_REQUEST_CANCELLED), if it
+    /// is not reset yet: the client reset or stopped the stream, so QUIC can free it once both
+    /// sides are done.
+    fn cancel_send(&mut self, stream: u64) {
+        let id = stream_id(stream);
+        if id.dir() == Dir::Bi && id.initiator() != self.quic.side() {
+            let cancelled = code(h3::error::ErrorCode::H3_REQUEST_CANCELLED.0);
+            let _ = self.quic.send_stream(id).reset(cancelled);
+        }
     }
 
     /// Winds the connection down for a drain: GOAWAY, the requests begun are answered, then
@@ -211,11 +313,42 @@ impl Conn {
         }
     }
 
-    /// QUIC's timer or an h3 deadline passed.
+    /// QUIC's timer, an h3 deadline or the write timeout passed.
     pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) {
         if self.quic.poll_timeout().is_some_and(|t| t <= env.now) {
             self.quic.handle_timeout(env.now);
             self.take_events();
+        }
+        if self
+            .handshake_deadline(env.timeouts.header)
+            .is_some_and(|t| t <= env.now)
+        {
+            log::debug!(
+                "QUIC connection from {}: no handshake within the header timeout",
+                self.quic.remote_address()
+            );
+            // As a drain closes a handshake (QUIC sends a client mid-handshake a transport
+            // APPLICATION_ERROR for it, all that it can read then).
+            self.quic.close(env.now, code(0x100), Bytes::new());
+            return;
+        }
+        if self
+            .stalled(env.timeouts.write)
+            .is_some_and(|t| t <= env.now)
+        {
+            log::debug!(
+                "QUIC connection from {}: an answer took no byte for the write timeout",
+                self.quic.remote_address()
+            );
+            self.cancel_jobs(env);
+            self.outbox.clear();
+            self.bodies.clear();
+            self.pulls.clear();
+            // H3_NO_ERROR, as a TCP connection past its write timeout is closed: the client
+            // broke no rule, it only stopped reading.
+            self.quic
+                .close(env.now, code(0x100), Bytes::from_static(b"write timeout"));
+            return;
         }
         if self.started && !self.lost {
             let due = self.h3.poll_timeout(env.timeouts);
@@ -243,13 +376,17 @@ impl Conn {
         if !self.started || self.lost {
             return;
         }
+        self.count_cancels(env);
+        if self.quic.is_closed() {
+            return;
+        }
         if self.h3.counts().requests >= MAX_REQUESTS && !self.h3.draining() {
             self.h3.close_after_response();
         }
         loop {
             let mut moved = false;
             for stream in std::mem::take(&mut self.writable) {
-                if self.flush(stream) {
+                if self.flush(stream, env.now) {
                     if let Some(max) = self.pulls.remove(&stream) {
                         let step = self.pull(stream, max, env);
                         self.drive(step, env);
@@ -301,6 +438,7 @@ impl Conn {
             self.readable.remove(&stream);
             return false;
         };
+        let mut reset = false;
         let read = match chunks.next(READ_PIECE) {
             Ok(Some(chunk)) => {
                 self.h3.recv(stream, &chunk.bytes, false);
@@ -318,11 +456,25 @@ impl Conn {
             Err(ReadError::Reset(c)) => {
                 self.h3.reset(stream, c.into_inner());
                 self.readable.remove(&stream);
+                reset = true;
                 true
             }
         };
         // Flow control credit, if any, goes out with the next datagram the endpoint polls.
         let _ = chunks.finalize();
+        if reset {
+            self.cancelled(stream);
+            // A request reset before h3 read its FIN is dropped, its answer with it; one reset
+            // before any of its bytes were read (QUIC drops them with the reset) is unknown to
+            // h3, which then resets nothing: our side is reset here, or the stream would hold
+            // a unit of the client's stream credit for the connection's life (a
+            // Rapid-Reset-style flood would then stall its own connection, and an honest
+            // client that cancels requests would run out).
+            self.outbox.remove(&stream);
+            self.bodies.remove(&stream);
+            self.pulls.remove(&stream);
+            self.cancel_send(stream);
+        }
         read
     }
 
@@ -345,14 +497,19 @@ impl Conn {
                     }
                 }
                 h3::Quic::Send { stream, bytes, fin } => {
-                    let out = self.outbox.entry(stream).or_default();
+                    let out = self.outbox.entry(stream).or_insert_with(|| Outbox {
+                        bytes: Vec::new(),
+                        pos: 0,
+                        fin: false,
+                        moved: now,
+                    });
                     if out.bytes.is_empty() {
                         out.bytes = bytes;
                     } else {
                         out.bytes.extend_from_slice(&bytes);
                     }
                     out.fin |= fin;
-                    self.flush(stream);
+                    self.flush(stream, now);
                 }
                 h3::Quic::Reset { stream, code: c } => {
                     self.outbox.remove(&stream);
@@ -379,21 +536,28 @@ impl Conn {
 
     /// Writes what waits for `stream` as far as QUIC takes it (then its FIN). True once nothing
     /// waits (written, or the stream is gone).
-    fn flush(&mut self, stream: u64) -> bool {
+    fn flush(&mut self, stream: u64, now: Instant) -> bool {
         let Some(out) = self.outbox.get_mut(&stream) else {
             return true;
         };
         let id = stream_id(stream);
         while out.pos < out.bytes.len() {
             match self.quic.send_stream(id).write(&out.bytes[out.pos..]) {
-                Ok(n) => out.pos += n,
+                Ok(n) => {
+                    out.pos += n;
+                    out.moved = now;
+                }
                 Err(quinn_proto::WriteError::Blocked) => return false,
                 Err(quinn_proto::WriteError::Stopped(c)) => {
                     self.stopped(stream, c.into_inner());
                     return true;
                 }
                 Err(quinn_proto::WriteError::ClosedStream) => {
-                    self.outbox.remove(&stream);
+                    // Reset already (`cancel_send`: the client stopped or reset the stream
+                    // before h3 knew it): h3 is told, as for a STOP_SENDING, or it would pull
+                    // the rest of the answer's body only for each piece to be thrown away here.
+                    let cancelled = h3::error::ErrorCode::H3_REQUEST_CANCELLED.0;
+                    self.stopped(stream, cancelled);
                     return true;
                 }
             }

@@ -23,7 +23,7 @@ use quinn_proto::{ConnectionHandle, DatagramEvent, ServerConfig, TransportConfig
 use slab::Slab;
 
 use super::conn::Conn;
-use super::{Env, TRANSMITS};
+use super::{Env, QuicLimits, Retry, TRANSMITS};
 use crate::drive::workers::{Done, LoopQueue};
 use crate::net::tls::TlsAcceptor;
 
@@ -35,6 +35,12 @@ const MAX_DATAGRAM: usize = 65_527;
 /// few enough that a flood on the socket cannot starve the connections.
 const READ_BATCH: usize = 64;
 
+/// Batches read in one turn of the loop before it turns (its clock read anew, timers run,
+/// replies taken) and comes back for the rest: a client that sends faster than the loop
+/// serves would otherwise keep it reading with a clock that stands still, so that no timer
+/// ran and every deadline set meanwhile (a handshake's, an answer's) was already past.
+const READ_BATCHES_PER_TURN: usize = 16;
+
 /// What every loop's endpoint of one listener shares: the TLS it serves with, and QUIC's
 /// settings and stateless-reset key, the same on every thread (a stateless reset made by one
 /// thread is recognised for a connection of another).
@@ -42,15 +48,29 @@ pub(crate) struct Shared {
     pub tls: TlsAcceptor,
     pub endpoint: Arc<quinn_proto::EndpointConfig>,
     pub transport: Arc<TransportConfig>,
+    /// The limits that are the driver's (Retry, handshakes under way).
+    pub limits: QuicLimits,
 }
 
 impl Shared {
-    /// QUIC for the TLS `tls` serves, with `transport`'s settings.
+    /// QUIC for the TLS `tls` serves, with `transport`'s settings and the default
+    /// [`QuicLimits`].
     pub fn new(tls: TlsAcceptor, transport: TransportConfig) -> Arc<Shared> {
+        Shared::with_limits(tls, transport, QuicLimits::default())
+    }
+
+    /// QUIC for the TLS `tls` serves, with `transport`'s settings (made by
+    /// `transport_config_with` from the same `limits`) and `limits`.
+    pub fn with_limits(
+        tls: TlsAcceptor,
+        transport: TransportConfig,
+        limits: QuicLimits,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             tls,
             endpoint: Arc::new(quinn_proto::EndpointConfig::default()),
             transport: Arc::new(transport),
+            limits,
         })
     }
 
@@ -91,6 +111,8 @@ pub(crate) struct Endpoint {
     due: BTreeSet<(Instant, usize)>,
     /// Most connections at once (`-C`); new ones past it are refused.
     capacity: usize,
+    /// Live connections whose handshake is not done (`Conn::handshaking`).
+    handshaking: usize,
     /// Where this endpoint's jobs' replies (and wakes) are posted, and where they are read.
     replies: Arc<Vec<LoopQueue>>,
     inbox: Receiver<(usize, Done)>,
@@ -100,6 +122,9 @@ pub(crate) struct Endpoint {
     blocked: Option<(SocketAddr, Vec<u8>)>,
     /// Connections that may have more to send once the socket has room.
     unsent: BTreeSet<usize>,
+    /// The socket was not drained last turn (`READ_BATCHES_PER_TURN`): read on at the next,
+    /// without waiting for readiness, which an edge-triggered poll would not report again.
+    more_to_read: bool,
     draining: bool,
     /// The loop's number, for log lines.
     id: usize,
@@ -134,12 +159,14 @@ impl Endpoint {
             deadlines: HashMap::new(),
             due: BTreeSet::new(),
             capacity,
+            handshaking: 0,
             replies: Arc::new(vec![LoopQueue::new(tx, waker, capacity)]),
             inbox,
             recv_buf: vec![0; MAX_DATAGRAM],
             send_buf: Vec::with_capacity(MAX_DATAGRAM),
             blocked: None,
             unsent: BTreeSet::new(),
+            more_to_read: false,
             draining: false,
             id,
         })
@@ -164,9 +191,10 @@ impl Endpoint {
         self.due.first().map(|(at, _)| *at)
     }
 
-    /// The loop is about to poll: false if replies came meanwhile (poll without waiting).
+    /// The loop is about to poll: false if replies came meanwhile, or the socket has
+    /// datagrams left to read (poll without waiting).
     pub fn about_to_sleep(&self) -> bool {
-        self.replies[0].about_to_sleep(|| !self.inbox.is_empty())
+        !self.more_to_read && self.replies[0].about_to_sleep(|| !self.inbox.is_empty())
     }
 
     /// The loop is awake (see `LoopQueue::awake`).
@@ -184,11 +212,13 @@ impl Endpoint {
         }
     }
 
-    /// Reads datagrams until the socket is drained, serving the connections they touched
-    /// after each batch.
+    /// Reads datagrams until the socket is drained, or `READ_BATCHES_PER_TURN` batches were
+    /// read (the rest wait for the next turn: `more_to_read`), serving the connections they
+    /// touched after each batch.
     fn receive<H: Handler>(&mut self, env: &mut Env<'_, H>) {
         let mut touched = BTreeSet::new();
-        loop {
+        self.more_to_read = false;
+        for batch in 1.. {
             let mut drained = false;
             for _ in 0..READ_BATCH {
                 match self.socket.recv_from(&mut self.recv_buf) {
@@ -209,6 +239,10 @@ impl Endpoint {
                 self.service(key, env, |conn, env| conn.run(env));
             }
             if drained {
+                return;
+            }
+            if batch >= READ_BATCHES_PER_TURN {
+                self.more_to_read = true;
                 return;
             }
         }
@@ -237,10 +271,30 @@ impl Endpoint {
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
-                if self.draining || self.conns.len() >= self.capacity {
+                let limits = &self.shared.limits;
+                let retry = incoming.may_retry()
+                    && !incoming.remote_address_validated()
+                    && match limits.retry {
+                        Retry::On => true,
+                        Retry::Auto => self.handshaking >= limits.retry_after,
+                        Retry::Off => false,
+                    };
+                if self.draining
+                    || self.conns.len() >= self.capacity
+                    || self.handshaking >= limits.max_handshakes
+                {
                     let t = self.quinn.refuse(incoming, &mut buf);
                     env.stats.shard(env.shard).connection_refused();
                     self.send(t.destination, &buf[..t.size]);
+                } else if retry {
+                    // Stateless: the client comes back with the token, from the address it
+                    // claims, or never.
+                    match self.quinn.retry(incoming, &mut buf) {
+                        Ok(t) => {
+                            self.send(t.destination, &buf[..t.size]);
+                        }
+                        Err(e) => self.accept(e.into_incoming(), &mut buf, touched, env),
+                    }
                 } else {
                     self.accept(incoming, &mut buf, touched, env);
                 }
@@ -278,7 +332,9 @@ impl Endpoint {
                     quic,
                     key,
                     self.replies.clone(),
+                    env.now,
                 ))));
+                self.handshaking += 1;
                 self.by_handle.insert(handle, key);
                 self.handles.insert(key, handle);
                 env.stats.shard(env.shard).connection_opened();
@@ -351,6 +407,10 @@ impl Endpoint {
             return;
         };
         serve(conn, env);
+        if conn.handshaking && (conn.is_started() || conn.quic.is_closed()) {
+            conn.handshaking = false;
+            self.handshaking -= 1;
+        }
         // What QUIC tells the endpoint (new connection IDs, the end), and what it answers.
         while let Some(event) = conn.quic.poll_endpoint_events() {
             if let Some(event) = self.quinn.handle_event(handle, event) {
@@ -402,6 +462,9 @@ impl Endpoint {
     fn forget<H: Handler>(&mut self, key: usize, env: &Env<'_, H>, jobs_out: usize) {
         if let Some(Slot::Live(conn)) = self.conns.get(key) {
             env.stats.http3_ended(conn.counts());
+            if conn.handshaking {
+                self.handshaking -= 1;
+            }
         }
         self.set_deadline(key, None);
         self.unsent.remove(&key);
@@ -453,8 +516,12 @@ impl Endpoint {
         }
     }
 
-    /// Serves the connections whose deadline has passed.
+    /// Serves the connections whose deadline has passed; first reads on if the socket was
+    /// not drained last turn (the loop calls this every turn).
     pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) {
+        if self.more_to_read {
+            self.receive(env);
+        }
         while let Some(&(at, key)) = self.due.first() {
             if at > env.now {
                 return;

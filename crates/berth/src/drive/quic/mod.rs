@@ -81,8 +81,9 @@ pub const SERVED_BY: &[&str] = &["evloop"];
 const TRANSMITS: usize = 1;
 
 /// Request streams a client may have open at once (QUIC's MAX_STREAMS for bidirectional
-/// streams): 128, HTTP/2's default here and nginx's `http3_max_concurrent_streams`.
-const MAX_CONCURRENT_REQUESTS: u32 = 128;
+/// streams) by default: 128, HTTP/2's default here (`--http2-max-streams`) and nginx's
+/// `http3_max_concurrent_streams`.
+pub const MAX_CONCURRENT_REQUESTS: u32 = 128;
 
 /// Unidirectional streams a client may open: its control stream and QPACK's two, which RFC 9114
 /// §6.2 has a server allow, and room for a few of the reserved types clients send to keep
@@ -98,17 +99,77 @@ const STREAM_WINDOW: u32 = 256 * 1024;
 /// bounds a connection's request bytes in berth whatever its stream count.
 const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 
-/// QUIC's transport settings for a server with these timeouts: the idle timeout is berth's
-/// keep-alive timeout (`Timeouts::idle`: a connection with no packet for that long is gone, a
-/// client that vanished mid-stream included); the stream limits and windows above.
+/// QUIC's limits that are a server's choice, beside the timeouts: one value per listener,
+/// the same on every loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuicLimits {
+    /// Request streams (bidirectional) a client may have open at once: QUIC's MAX_STREAMS,
+    /// which the client's QUIC obeys; a client that opens one more anyway has its connection
+    /// closed by QUIC (STREAM_LIMIT_ERROR). Default [`MAX_CONCURRENT_REQUESTS`].
+    pub max_streams: u32,
+    /// When new connections must prove their address first. Default [`Retry::Auto`].
+    pub retry: Retry,
+    /// Handshakes under way on a loop past which [`Retry::Auto`] retries. Default
+    /// [`RETRY_AFTER`].
+    pub retry_after: usize,
+    /// Handshakes under way on a loop past which new connections are refused. Default
+    /// [`MAX_HANDSHAKES`].
+    pub max_handshakes: usize,
+}
+
+/// When a new connection is asked to prove its address with a Retry (RFC 9000 §8.1.2) before
+/// the server keeps any state for it: a round trip more for the client, and a flood of
+/// Initials from spoofed or throwaway addresses then costs the server one stateless answer
+/// each instead of a connection held until its handshake times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Only while more handshakes than `QuicLimits::retry_after` are under way on the loop.
+    Auto,
+    /// Always.
+    On,
+    /// Never (handshakes past `QuicLimits::max_handshakes` are still refused).
+    Off,
+}
+
+/// Handshakes under way on one loop past which `Retry::Auto` asks new clients to prove
+/// their address: 64, far past what honest clients begin in one handshake time.
+pub const RETRY_AFTER: usize = 64;
+
+/// Handshakes under way on one loop past which new connections are refused
+/// (CONNECTION_REFUSED), validated or not: 1,024 (each holds a TLS handshake's state, some
+/// tens of KiB, until it completes or `Timeouts::header` passes).
+pub const MAX_HANDSHAKES: usize = 1024;
+
+impl Default for QuicLimits {
+    fn default() -> Self {
+        QuicLimits {
+            max_streams: MAX_CONCURRENT_REQUESTS,
+            retry: Retry::Auto,
+            retry_after: RETRY_AFTER,
+            max_handshakes: MAX_HANDSHAKES,
+        }
+    }
+}
+
+/// [`transport_config_with`] the default [`QuicLimits`].
 pub(super) fn transport_config(t: &Timeouts) -> quinn_proto::TransportConfig {
+    transport_config_with(t, &QuicLimits::default())
+}
+
+/// QUIC's transport settings for a server with these timeouts and limits: the idle timeout is
+/// berth's keep-alive timeout (`Timeouts::idle`: a connection with no packet for that long is
+/// gone, a client that vanished mid-stream included); the stream limits and windows above.
+pub(super) fn transport_config_with(
+    t: &Timeouts,
+    limits: &QuicLimits,
+) -> quinn_proto::TransportConfig {
     let mut config = quinn_proto::TransportConfig::default();
     let idle = quinn_proto::IdleTimeout::try_from(t.idle.max(Duration::from_millis(1))).unwrap_or(
         quinn_proto::IdleTimeout::from(quinn_proto::VarInt::from_u32(60_000)),
     );
     config
         .max_idle_timeout(Some(idle))
-        .max_concurrent_bidi_streams(MAX_CONCURRENT_REQUESTS.into())
+        .max_concurrent_bidi_streams(limits.max_streams.max(1).into())
         .max_concurrent_uni_streams(MAX_UNI_STREAMS.into())
         .stream_receive_window(STREAM_WINDOW.into())
         .receive_window(CONNECTION_WINDOW.into())
