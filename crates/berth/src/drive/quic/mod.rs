@@ -38,7 +38,7 @@
 //! connection ID (a reuseport BPF program reading the CID we chose) would keep such a
 //! connection; it needs a BPF loader, for a case that is rare and recovers by itself.
 //!
-//! **UDP I/O.** One datagram per `recvfrom`/`sendto` through mio's `UdpSocket`, no `unsafe`.
+//! **UDP I/O.** One datagram per `recvfrom`/`sendto` through mio's `UdpSocket`, no raw system calls.
 //! Not quinn-udp (GSO, GRO, ECN, IP_PKTINFO) yet: its gain is fewer system calls per byte,
 //! which is issue 42's benchmark work, to be measured against caddy there; and without
 //! IP_PKTINFO a socket bound to a wildcard address answers from whatever source address the

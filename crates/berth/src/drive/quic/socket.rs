@@ -1,6 +1,6 @@
 //! The UDP sockets of a QUIC listener: one per event loop, all on one port through
 //! `SO_REUSEPORT` (the kernel then keeps each client address on one of them: see the module
-//! docs of `drive::quic`), bound with `net::bind_udp`, which sets the options without `unsafe`.
+//! docs of `drive::quic`), bound with `net::bind_udp`, which sets the options through socket2.
 //!
 //! Whose port it is, as for TCP (`net::listen`): `SO_REUSEPORT` lets any socket of the same
 //! user join a port, so unless told to share it (`ListenConfig::exclusive` off: `--reuse-port`)
