@@ -250,6 +250,52 @@ fn drain_answers_a_late_request(model: berth::drive::Model) {
     srv.wait_stats("every connection closed", |s| s.connections_open == 0);
 }
 
+/// A drain serves the clients the kernel has already accepted (their handshake done, their
+/// request sent) but the loop has not yet taken: a loop busy with a long turn (an application
+/// run inline on the loop's thread, as `python -m berth --threads 1` runs it) leaves them in
+/// the listener's queue. Before the fix the drain closed the listener first, which reset them
+/// (a CI run of the WSGI front lost one this way). An inline loop makes it exact: nothing is
+/// taken before its first turn, which begins the drain.
+#[test]
+fn a_drain_serves_the_connections_waiting_in_the_listeners_queue() {
+    use berth::drive::evloop::Inline;
+    let settings =
+        berth::drive::Settings::new(berth::drive::Model::Evloop, "127.0.0.1:0".parse().unwrap());
+    let stats = settings.new_stats().expect("counters");
+    let demo = berth::app::Demo::new(berth::app::DemoConfig::default(), stats.clone());
+    let (mut inline, bound) = Inline::bind(
+        settings.addr.clone(),
+        &demo,
+        &settings.common,
+        &settings.models.evloop,
+        stats,
+    )
+    .expect("bind");
+    let berth::net::Addr::Tcp(addr) = bound else {
+        panic!("{bound:?}")
+    };
+    let mut clients: Vec<Client> = (0..5).map(|_| Client::connect(addr)).collect();
+    for c in &mut clients {
+        c.send(get_request("/hello/world").as_bytes());
+    }
+    inline.drain(Duration::from_secs(10));
+    let began = Instant::now();
+    while inline.turn().expect("turn") {
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "the drain never ended"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        let r = c.read_response();
+        assert_eq!((r.status, r.text()), (200, HELLO), "client {i}");
+        assert!(r.closes(), "client {i}: the answer is the last");
+    }
+    // And the listener is gone.
+    assert!(std::net::TcpStream::connect(addr).is_err());
+}
+
 // 6. Limits --------------------------------------------------------------------------------------
 
 #[test]

@@ -25,7 +25,7 @@
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// A connected byte stream.
@@ -271,6 +271,12 @@ impl Socket {
 impl<T: AsRawFd, U: AsRawFd> AsRawFd for Socket<T, U> {
     fn as_raw_fd(&self) -> RawFd {
         either!(self, s => s.as_raw_fd())
+    }
+}
+
+impl<T: Into<OwnedFd>, U: Into<OwnedFd>> From<Socket<T, U>> for OwnedFd {
+    fn from(socket: Socket<T, U>) -> OwnedFd {
+        either!(socket, s => s.into())
     }
 }
 

@@ -355,9 +355,11 @@ where
         }
     }
 
-    /// Closes the listener and tells every connection: idle ones close, busy ones finish the
-    /// response in progress as their last.
+    /// Takes the connections the kernel has already accepted (as `evloop` does: closing the
+    /// listener would reset them), closes the listener and tells every connection: idle ones
+    /// close, busy ones finish the response in progress as their last.
     fn begin_drain(&mut self) {
+        self.accept();
         self.draining = true;
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);

@@ -389,14 +389,20 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Starts a drain: close the listener (new connections are refused once every loop has),
-    /// and close the keep-alive connections that are idle; busy ones are closed when they
-    /// become idle, and connections not yet answered get [`DRAIN_GRACE`] to bring their
-    /// request (see [`EventLoop::arm`]).
+    /// Starts a drain: take the connections the kernel has already accepted for us, then close
+    /// the listener (new connections are refused once every loop has), and close the
+    /// keep-alive connections that are idle; busy ones are closed when they become idle, and
+    /// connections not yet answered get [`DRAIN_GRACE`] to bring their request (see
+    /// [`EventLoop::arm`]).
     fn begin_drain(&mut self) {
         let now = Instant::now();
         self.draining = Some(now + DRAIN_GRACE);
         self.state.now = now;
+        // A client whose handshake the kernel completed has connected and may have sent its
+        // request: closing the listener would reset it (a loop busy with a long turn, such as
+        // an application run inline, leaves many there). They are served like any connection
+        // accepted before the drain; past the capacity they are refused with the 503.
+        self.accept();
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }

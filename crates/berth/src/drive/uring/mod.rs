@@ -381,8 +381,8 @@ impl<H: Handler> UringLoop<H> {
     }
 
     fn accepted(&mut self, stream: socket2::Socket) {
-        if self.listener.is_none() {
-            // Accepted while the drain closed the listener: nobody will serve it.
+        if self.listener.is_none() && self.draining.is_none() {
+            // Accepted while the server stopped: nobody will serve it.
             return;
         }
         if self.slots.len() >= self.config.capacity {
@@ -411,6 +411,11 @@ impl<H: Handler> UringLoop<H> {
         slot.io().set_receiving(true);
         self.slots.insert(slot);
         self.state.stats.shard(self.state.id).connection_opened();
+        if self.draining.is_some() {
+            // Accepted as the drain began (its completion came after): its one answer is its
+            // last.
+            self.slots[key].conn.wind_down();
+        }
         // A new connection waits for its first bytes (or a TLS client hello) under the header
         // timeout.
         self.arm(key);
@@ -615,6 +620,15 @@ impl<H: Handler> UringLoop<H> {
         let now = Instant::now();
         self.draining = Some(now + DRAIN_GRACE);
         self.state.now = now;
+        // A client whose handshake the kernel completed has connected and may have sent its
+        // request: closing the listener would reset it. Served like any connection accepted
+        // before the drain (as `evloop` does); past the capacity, refused with the 503.
+        for _ in 0..self.config.capacity.saturating_add(1) {
+            let Some(Ok(stream)) = self.listener.as_ref().map(|l| l.accept()) else {
+                break;
+            };
+            self.accepted(socket2::Socket::from(std::os::fd::OwnedFd::from(stream)));
+        }
         self.close_listener();
         // Told first (an upgraded protocol: a WebSocket's close 1001; HTTP/2: GOAWAY, after
         // which it closes once its streams are done), then what is idle is closed; HTTP/1.1
