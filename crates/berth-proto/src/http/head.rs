@@ -20,14 +20,17 @@ pub(super) enum Scan {
 }
 
 /// Scans `buf` from `from` for the blank line ending a head, refusing bare LF on the way and a
-/// request line too long to carry a permitted request-target.
+/// request line too long to carry a permitted request-target. Line by line: a head is a few
+/// short lines, where a search for the blank line itself (memmem) costs more than it saves.
 pub(super) fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<Scan, Reject> {
     // Back up over a CRLF CR that may have been split across reads.
     let start = from.saturating_sub(3);
     let mut line_start_seen = from > 0 && buf[..start].contains(&b'\n');
     let mut i = start;
-    while let Some(off) = super::framing::find_byte(&buf[i..], b'\n') {
+    while let Some(off) = memchr::memchr(b'\n', &buf[i..]) {
         let lf = i + off;
+        // RFC 9112 §2.2 lets a recipient take a bare LF as a line end; one that does and one
+        // that does not disagree on where a request ends, which is how requests are smuggled.
         if lf == 0 || buf[lf - 1] != b'\r' {
             return Err(reject(400, "bare LF in request head"));
         }
@@ -53,7 +56,7 @@ pub(super) fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<
 /// version as the highest it supports (RFC 9110 §2.5). Another well-formed major version gets
 /// 505; a malformed request-line is left for the parser, which refuses it with 400.
 pub(super) fn normalize_version(head: &mut [u8]) -> Result<(), Reject> {
-    let Some(line_end) = super::framing::find_byte(head, b'\r') else {
+    let Some(line_end) = memchr::memchr(b'\r', head) else {
         return Ok(());
     };
     // Nearly every request says HTTP/1.1 or HTTP/1.0: nothing to look at then.
@@ -179,4 +182,88 @@ pub(super) fn asks_upgrade(request: &Request<'_>) -> bool {
             .header("connection")
             .is_some_and(|v| list_contains(v, "upgrade"))
         && request.header("upgrade").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a head scan says, as a comparable value.
+    fn outcome(r: Result<Scan, Reject>) -> Result<Option<usize>, u16> {
+        match r {
+            Ok(Scan::Complete(n)) => Ok(Some(n)),
+            Ok(Scan::Partial(_)) => Ok(None),
+            Err(e) => Err(e.status),
+        }
+    }
+
+    /// The plain line-by-line reading of the rules: the first LF not after a CR refuses (400),
+    /// the request line's LF past the cap refuses (414), the first CRLF CRLF ends the head.
+    fn reference(buf: &[u8], cap: usize) -> Result<Option<usize>, u16> {
+        for (i, &b) in buf.iter().enumerate() {
+            if i > cap && !buf[..i].contains(&b'\n') {
+                return Err(414);
+            }
+            if b != b'\n' {
+                continue;
+            }
+            if i == 0 || buf[i - 1] != b'\r' {
+                return Err(400);
+            }
+            if i >= 3 && &buf[i - 3..i] == b"\r\n\r" {
+                return Ok(Some(i + 1));
+            }
+        }
+        if buf.len() > cap && !buf.contains(&b'\n') {
+            return Err(414);
+        }
+        Ok(None)
+    }
+
+    /// The scan agrees with the plain reading on heads with bare LFs, lone CRs and long
+    /// request lines anywhere, given whole or in two reads split at every byte.
+    #[test]
+    fn head_scan_agrees_with_the_plain_reading_whole_and_split() {
+        let limits = Limits {
+            max_uri_bytes: 16,
+            ..Limits::default()
+        };
+        let cap = limits.max_uri_bytes + REQUEST_LINE_OVERHEAD;
+        let long = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(60));
+        let heads: Vec<Vec<u8>> = vec![
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\n\n".to_vec(),
+            b"GET / HTTP/1.1\r\nHost: x\n\r\n".to_vec(),
+            b"GET / HTTP/1.1\nHost: x\r\n\r\n".to_vec(),
+            b"\nGET / HTTP/1.1\r\n\r\n".to_vec(),
+            b"GET / HTTP/1.1\r\nA: b\r\r\n\r\n".to_vec(),
+            b"GET / HTTP/1.1\r\nA: b\r\n\n".to_vec(),
+            b"\r\n\r\n".to_vec(),
+            b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec(),
+            long.clone().into_bytes(),
+            long.replace("\r\n", "").into_bytes(),
+            // The request line's end just inside and just past the cap, and no end at all.
+            format!("GET /{} HTTP/1.1\r\n\r\n", "b".repeat(cap - 15)).into_bytes(),
+            format!("GET /{} HTTP/1.1\r\n\r\n", "b".repeat(cap - 14)).into_bytes(),
+            "c".repeat(cap).into_bytes(),
+            "c".repeat(cap + 1).into_bytes(),
+        ];
+        for head in &heads {
+            let want = reference(head, cap);
+            assert_eq!(
+                outcome(find_head_end(head, 0, &limits)),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
+            for split in 0..head.len() {
+                let got = match find_head_end(&head[..split], 0, &limits) {
+                    Ok(Scan::Partial(from)) => outcome(find_head_end(head, from, &limits)),
+                    other => outcome(other),
+                };
+                // A refusal or an end found in the first part is the whole's too.
+                assert_eq!(got, want, "split {split} of {head:?}");
+            }
+        }
+    }
 }

@@ -419,16 +419,32 @@ impl HeadSink for Text {
     ) -> usize {
         let start = out.len();
         let mut num = itoa::Buffer::new();
-        out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice(num.format(head.status).as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(reason_phrase(head.status).as_bytes());
+        // Fixed-size pieces where the size is known: copied inline rather than by a call.
+        let status = head.status;
+        match u8::try_from(status / 100) {
+            Ok(hundreds @ 1..=9) => {
+                let mut line = *b"HTTP/1.1 000 ";
+                line[9] += hundreds;
+                line[10] += (status / 10 % 10) as u8;
+                line[11] += (status % 10) as u8;
+                out.extend_from_slice(&line);
+            }
+            _ => {
+                out.extend_from_slice(b"HTTP/1.1 ");
+                out.extend_from_slice(num.format(status).as_bytes());
+                out.push(b' ');
+            }
+        }
+        out.extend_from_slice(reason_phrase(status).as_bytes());
         if head.stamp.server {
             out.extend_from_slice(b"\r\nServer: berth");
         }
         if let Some(date) = head.stamp.date {
             out.extend_from_slice(b"\r\nDate: ");
-            out.extend_from_slice(date);
+            match <&[u8; super::DATE_LEN]>::try_from(date) {
+                Ok(date) => out.extend_from_slice(date),
+                Err(_) => out.extend_from_slice(date),
+            }
         }
         if let Some(alt_svc) = head.stamp.alt_svc {
             out.extend_from_slice(b"\r\nAlt-Svc: ");

@@ -510,6 +510,7 @@ impl Core {
 
     /// What HTTP/1.1 said, with a handover taken here: the connection speaks the protocol
     /// it was handed to from now on.
+    #[inline]
     fn act<J>(&mut self, action: Action<J>) -> Action<J> {
         if matches!(action, Action::Switched) {
             if let Speaks::Undecided(s) | Speaks::Http1(s) = &mut self.speaks {
