@@ -516,18 +516,33 @@ impl Endpoint {
         }
     }
 
-    /// Serves the connections whose deadline has passed; first reads on if the socket was
-    /// not drained last turn (the loop calls this every turn).
+    /// Serves the connections whose deadline has passed, each once; first reads on if the
+    /// socket was not drained last turn (the loop calls this every turn).
+    ///
+    /// Once: the due connections are taken first, and one whose new deadline has passed
+    /// already waits for the next turn, which reads the clock anew (the loop polls without
+    /// waiting for it). Served until none was due, a connection could keep this loop going
+    /// with a clock that stands still: quinn-proto's pacer, asked to send with no tokens and
+    /// no time elapsed since it last looked, may set its timer to `env.now` itself (its delay,
+    /// the RTT times the token deficit over the congestion window, rounds to 0 ns when the
+    /// RTT measured on loopback is tiny against a window of megabytes), so the thread spun
+    /// here, reading and sending nothing, until the client gave up on the silence (quic-go's
+    /// 50 MB download, two runs in three; seen in a debugger: `handle_timeout`, then
+    /// `poll_transmit` blocked by pacing, again and again).
     pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) {
         if self.more_to_read {
             self.receive(env);
         }
+        let mut due = Vec::new();
         while let Some(&(at, key)) = self.due.first() {
             if at > env.now {
-                return;
+                break;
             }
             self.due.remove(&(at, key));
             self.deadlines.remove(&key);
+            due.push(key);
+        }
+        for key in due {
             self.service(key, env, |conn, env| conn.expire(env));
         }
     }
