@@ -53,12 +53,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// QUIC for the TLS `tls` serves, with `transport`'s settings and the default
-    /// [`QuicLimits`].
-    pub fn new(tls: TlsAcceptor, transport: TransportConfig) -> Arc<Shared> {
-        Shared::with_limits(tls, transport, QuicLimits::default())
-    }
-
     /// QUIC for the TLS `tls` serves, with `transport`'s settings (made by
     /// `transport_config_with` from the same `limits`) and `limits`.
     pub fn with_limits(
@@ -79,8 +73,9 @@ impl Shared {
         let (live, tls) = self.tls.quic();
         let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
             .map_err(|e| io::Error::other(format!("TLS for QUIC: {e}")))?;
-        // Its token key (for Retry and NEW_TOKEN tokens, neither of which berth sends yet) is
-        // its own random one.
+        // Its token key (for Retry tokens; berth sends no NEW_TOKEN) is a random one of each
+        // endpoint's: enough, as a client's Initial after a Retry comes back to the loop that
+        // sent the Retry (the kernel steers its address there, see `drive::quic`'s docs).
         let mut config = ServerConfig::with_crypto(Arc::new(crypto));
         config.transport_config(self.transport.clone());
         // A connection stays on its thread's socket (see `drive::quic`'s docs).
