@@ -308,6 +308,29 @@ pub enum Http2 {
     Only,
 }
 
+/// When a new QUIC connection must first prove its address with a Retry (`--quic-retry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QuicRetry {
+    /// Only while many handshakes are under way on a loop (a flood of Initials).
+    Auto,
+    /// Before every handshake: a round trip more for each new connection.
+    On,
+    /// Never.
+    Off,
+}
+
+impl QuicRetry {
+    /// The driver's setting.
+    pub fn retry(self) -> berth::drive::quic::Retry {
+        use berth::drive::quic::Retry;
+        match self {
+            QuicRetry::Auto => Retry::Auto,
+            QuicRetry::On => Retry::On,
+            QuicRetry::Off => Retry::Off,
+        }
+    }
+}
+
 /// A switch given as `on` or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OnOff {
@@ -511,6 +534,19 @@ pub struct ServeArgs {
     /// without advertising it (clients that are told of it some other way, or tests).
     #[arg(long, value_name = "on|off", value_enum, default_value_t = OnOff::On, requires = "http3", help_heading = heading::TLS)]
     pub alt_svc: OnOff,
+
+    /// HTTP/3 request streams a client may have open at once on one connection (QUIC's
+    /// MAX_STREAMS, which the client's QUIC obeys; one opened past it closes the connection
+    /// with STREAM_LIMIT_ERROR).
+    #[arg(long, value_name = "N", default_value_t = berth::drive::quic::MAX_CONCURRENT_REQUESTS, value_parser = clap::value_parser!(u32).range(1..), help_heading = heading::TLS)]
+    pub http3_max_streams: u32,
+
+    /// When a new QUIC connection must first prove its address with a Retry (RFC 9000
+    /// §8.1.2), a round trip more for the client: `auto` while more than 64 handshakes are under
+    /// way on a loop (a flood of Initials then costs one stateless answer each), `on` always,
+    /// `off` never.
+    #[arg(long, value_name = "auto|on|off", value_enum, default_value_t = QuicRetry::Auto, help_heading = heading::TLS)]
+    pub quic_retry: QuicRetry,
 
     /// With --tls-cert: also listen for plain HTTP on this port, answering as --http-mode
     /// says.

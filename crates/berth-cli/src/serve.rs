@@ -166,6 +166,12 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         one.models.evloop.http3 = args.http3 && listener.tls.is_some();
         // Advertised in Alt-Svc on the TLS listener's answers, unless --alt-svc off.
         one.models.evloop.alt_svc = args.alt_svc.on();
+        // QUIC's limits, for a quic:// listener or the --http3 twin.
+        one.models.evloop.quic = drive::quic::QuicLimits {
+            max_streams: args.http3_max_streams,
+            retry: args.quic_retry.retry(),
+            ..drive::quic::QuicLimits::default()
+        };
         let stats = one.new_stats()?;
         health.push(stats.clone());
         let (server, bound) = drive::serve(

@@ -98,7 +98,7 @@ fn assert_usage_error(args: &[&str], names: &[&str]) {
 
 #[test]
 fn malformed_options_are_usage_errors() {
-    let cases: [(&[&str], &[&str]); 13] = [
+    let cases: [(&[&str], &[&str]); 16] = [
         // `-d` works now (tests/daemon.rs); what it needs must come with it.
         (&["serve", "--log-file", "x.log"], &["--daemonize"]),
         (&["serve", "-p", "70000"], &["--port", "-p"]),
@@ -119,6 +119,15 @@ fn malformed_options_are_usage_errors() {
             &["serve", "--http2-max-requests", "0"],
             &["--http2-max-requests"],
         ),
+        (
+            &["serve", "--http3-max-streams", "0"],
+            &["--http3-max-streams"],
+        ),
+        (
+            &["serve", "--http3-max-streams", "many"],
+            &["--http3-max-streams"],
+        ),
+        (&["serve", "--quic-retry", "maybe"], &["--quic-retry"]),
     ];
     for (args, names) in cases {
         assert_usage_error(args, names);

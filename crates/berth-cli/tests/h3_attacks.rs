@@ -135,6 +135,38 @@ fn more_concurrent_streams_than_max_streams_close_the_connection() {
 }
 
 #[test]
+fn http3_max_streams_is_what_the_server_advertises_and_enforces() {
+    let s = serve("att-max-streams", &["--http3-max-streams", "7"]);
+    // An honest client learns the limit at its handshake and is served within it.
+    let r = run_attack(&s, "get", &["/hello/world"]);
+    assert_eq!(r["advertised"], 7, "{r}");
+    assert_eq!(r["status"], 200, "{r}");
+    assert_eq!(r["body"], "Hello, World!", "{r}");
+    // One that opens more than the limit at once has its connection closed by QUIC
+    // (STREAM_LIMIT_ERROR).
+    let r = run_attack(&s, "streams", &["20"]);
+    assert_eq!(r["advertised"], 7, "{r}");
+    assert_eq!(r["terminated"]["code"], 0x4, "{r}");
+    honest(&s, Duration::from_secs(10));
+}
+
+#[test]
+fn quic_retry_on_has_every_client_prove_its_address_and_off_none() {
+    // aioquic counts the Retry packets it followed; one handshake alone is far from `auto`'s
+    // threshold (`QuicLimits::retry_after`), so `auto` sends none.
+    for (retry, retries) in [("on", 1), ("off", 0), ("auto", 0)] {
+        let s = serve(&format!("att-retry-{retry}"), &["--quic-retry", retry]);
+        let r = run_attack(&s, "get", &["/hello/world"]);
+        assert_eq!(r["retries"], retries, "--quic-retry {retry}: {r}");
+        assert_eq!(r["terminated"], Value::Null, "--quic-retry {retry}: {r}");
+        assert_eq!(r["status"], 200, "--quic-retry {retry}: {r}");
+        assert_eq!(r["body"], "Hello, World!", "--quic-retry {retry}: {r}");
+        // And another client (asyncio's aioquic, tests/h3/client.py) is served as well.
+        honest(&s, Duration::from_secs(10));
+    }
+}
+
+#[test]
 fn a_rapid_reset_flood_is_bounded_and_an_honest_client_is_answered() {
     let s = serve("att-reset", &["--idle-timeout", "3s"]);
     let before = baseline(&s);

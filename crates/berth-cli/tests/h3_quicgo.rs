@@ -3,8 +3,8 @@
 //! `tests/h3/quicgo/` (`go.mod` pins quic-go; built once per run with `go build` into cargo's
 //! target tmpdir, the module fetched from the Go module proxy the first time), which takes
 //! `tests/h3/client.py`'s requests and gives its responses. The cases: GET, HEAD, `POST
-//! /reverse`, a range, and 100 concurrent requests on one connection (a whole file of
-//! megabytes stalls: an open fault, see the range's test).
+//! /reverse`, a 50 MB file checked by sha256 with a range of it, and 100 concurrent requests
+//! on one connection.
 //!
 //! Go must be installed (`.ci/run` checks; the machine has it): without it these tests fail,
 //! naming it.
@@ -81,29 +81,35 @@ fn quicgo_get_head_and_post_reverse_are_answered() {
     assert_eq!(r[4]["status"], 404, "{}", brief(&r[4]));
 }
 
-/// A range of a file, alone. Not the whole file: quic-go's download of a file of megabytes
-/// stalls partway (4-31 MB in, the server goes silent and quic-go gives up on "no recent
-/// network activity"; a 5 MB download failed so in a CI run, a 50 MB one two runs in three), an
-/// open fault of the QUIC driver (issue 42) that aioquic's 50 MB download (tests/h3.rs) has not
-/// shown. Once it is found, this test gets back the whole file by sha256.
+/// A whole file of 50 MB, checked by sha256, and a range of it on the same connection. The
+/// whole file stalled partway two runs in three (the server went silent 4-31 MB in and
+/// quic-go gave up on "no recent network activity"): the loop's QUIC timers spun with a clock
+/// that stood still when quinn-proto's pacer set its timer to that very time (see
+/// `Endpoint::expire` in berth's `drive/quic/endpoint.rs`).
 #[test]
-fn quicgo_gets_a_range_alone() {
+fn quicgo_gets_a_50_mb_file_and_a_range() {
     let s = serve("qg-big", &[]);
-    let data = berth_testkit::bytes::pattern(3, 5_000_000);
+    let data = berth_testkit::bytes::pattern(3, 50_000_000);
     std::fs::write(s.root.join("big.bin"), &data).unwrap();
     let r = quicgo(
         s.port,
         &s.certs.ca,
-        json!([{"path": "/files/big.bin", "headers": [["range", "bytes=1000000-1000015"]]}]),
+        json!([
+            {"path": "/files/big.bin"},
+            {"path": "/files/big.bin", "headers": [["range", "bytes=1000000-1000015"]]},
+        ]),
     );
-    assert_eq!(r[0]["status"], 206, "{}", brief(&r[0]));
+    assert_eq!(r[0]["status"], 200, "{}", brief(&r[0]));
+    assert_eq!(r[0]["length"], 50_000_000, "{}", brief(&r[0]));
+    assert_eq!(r[0]["sha256"], sha256_hex(&data).as_str());
+    assert_eq!(r[1]["status"], 206, "{}", brief(&r[1]));
     assert_eq!(
-        header(&r[0], "content-range"),
-        Some("bytes 1000000-1000015/5000000")
+        header(&r[1], "content-range"),
+        Some("bytes 1000000-1000015/50000000")
     );
-    assert_eq!(r[0]["length"], 16);
+    assert_eq!(r[1]["length"], 16);
     assert_eq!(
-        r[0]["sha256"],
+        r[1]["sha256"],
         sha256_hex(&data[1_000_000..1_000_016]).as_str()
     );
 }

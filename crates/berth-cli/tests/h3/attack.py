@@ -20,6 +20,10 @@ Modes:
     qpack-blocked N      N request streams whose field sections wait for inserts never sent
     flood N              N new connections, each from a port of its own, that send their
                          first flight and nothing more
+    get PATH             an honest GET PATH, for what the handshake showed: the streams the
+                         server advertised, its answer's status and body
+
+Every report of one connection says how many Retry packets it followed ("retries").
 """
 
 import json
@@ -31,6 +35,7 @@ import sys
 import time
 
 from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamDataReceived
@@ -152,7 +157,7 @@ def open_control(c):
 
 
 def result(c, **kw):
-    kw.update({"terminated": c.terminated, "received": c.received})
+    kw.update({"terminated": c.terminated, "received": c.received, "retries": c.quic._retry_count})
     print(json.dumps(kw), flush=True)
 
 
@@ -323,6 +328,30 @@ def flood(host, port, n):
     print(json.dumps({"connections": n, "datagrams": sent, "secs": time.monotonic() - start}), flush=True)
 
 
+def get(host, port, path):
+    c = Raw(host, port)
+    c.handshake()
+    advertised = c.quic._remote_max_streams_bidi
+    h3 = H3Connection(c.quic)
+    s = c.quic.get_next_available_stream_id()
+    h3.send_headers(s, headers(host, port, "GET", path), end_stream=True)
+    status, body, ended, seen = None, b"", False, 0
+    end = time.monotonic() + 10
+    while not ended and not c.terminated and time.monotonic() < end:
+        c.pump(0.05)
+        # Every QUIC event through HTTP/3 (the server's control stream's too), in order.
+        for e in c.events[seen:]:
+            for h in h3.handle_event(e):
+                if isinstance(h, HeadersReceived) and h.stream_id == s:
+                    status = int(dict(h.headers)[b":status"])
+                    ended = ended or h.stream_ended
+                elif isinstance(h, DataReceived) and h.stream_id == s:
+                    body += h.data
+                    ended = ended or h.stream_ended
+        seen = len(c.events)
+    result(c, advertised=advertised, status=status, body=body.decode(errors="replace"), ended=ended)
+
+
 def main():
     host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     args = sys.argv[4:]
@@ -342,6 +371,8 @@ def main():
         qpack_blocked(host, port, int(args[0]))
     elif mode == "flood":
         flood(host, port, int(args[0]))
+    elif mode == "get":
+        get(host, port, args[0])
     else:
         raise SystemExit(f"unknown mode {mode}")
 

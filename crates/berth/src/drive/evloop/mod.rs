@@ -64,6 +64,10 @@ pub struct Config {
     /// ma=86400` (the twin's port, bound), so that browsers move over to HTTP/3 by themselves
     /// (`berth serve --alt-svc on|off`).
     pub alt_svc: bool,
+    /// QUIC's limits for its HTTP/3 (a `quic://` listener's, or [`Config::http3`]'s twin's):
+    /// request streams at once, when new connections get a Retry (`berth serve
+    /// --http3-max-streams`, `--quic-retry`).
+    pub quic: quic::QuicLimits,
 }
 
 impl Default for Config {
@@ -74,6 +78,7 @@ impl Default for Config {
             first_thread: 0,
             http3: false,
             alt_svc: true,
+            quic: quic::QuicLimits::default(),
         }
     }
 }
@@ -550,7 +555,7 @@ impl super::Driver for Evloop {
             (config.http3, &common.listen.transport, &bound)
         {
             let (sockets, _) = quic::bind_sockets(*tcp, listeners.len(), &common.listen)?;
-            let shared = quic::Shared::new(tls.clone(), quic::transport_config(&common.timeouts));
+            let shared = quic::shared(tls.clone(), &common.timeouts, &config.quic);
             flat.own.twin = Some(Arc::new(Twin {
                 shared,
                 sockets: std::sync::Mutex::new(sockets.into_iter().map(Some).collect()),
@@ -589,7 +594,7 @@ fn spawn_quic<S: Service>(
         )));
     };
     let (sockets, bound) = quic::bind_sockets(udp, common.accept_threads, &common.listen)?;
-    let shared = quic::Shared::new(tls.clone(), quic::transport_config(&common.timeouts));
+    let shared = quic::shared(tls.clone(), &common.timeouts, &config.quic);
     let config = Own::config(common, config);
     let ctl = Arc::new(Control::default());
     let Started {

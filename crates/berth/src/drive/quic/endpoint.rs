@@ -53,12 +53,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// QUIC for the TLS `tls` serves, with `transport`'s settings and the default
-    /// [`QuicLimits`].
-    pub fn new(tls: TlsAcceptor, transport: TransportConfig) -> Arc<Shared> {
-        Shared::with_limits(tls, transport, QuicLimits::default())
-    }
-
     /// QUIC for the TLS `tls` serves, with `transport`'s settings (made by
     /// `transport_config_with` from the same `limits`) and `limits`.
     pub fn with_limits(
@@ -79,8 +73,9 @@ impl Shared {
         let (live, tls) = self.tls.quic();
         let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
             .map_err(|e| io::Error::other(format!("TLS for QUIC: {e}")))?;
-        // Its token key (for Retry and NEW_TOKEN tokens, neither of which berth sends yet) is
-        // its own random one.
+        // Its token key (for Retry tokens; berth sends no NEW_TOKEN) is a random one of each
+        // endpoint's: enough, as a client's Initial after a Retry comes back to the loop that
+        // sent the Retry (the kernel steers its address there, see `drive::quic`'s docs).
         let mut config = ServerConfig::with_crypto(Arc::new(crypto));
         config.transport_config(self.transport.clone());
         // A connection stays on its thread's socket (see `drive::quic`'s docs).
@@ -516,18 +511,33 @@ impl Endpoint {
         }
     }
 
-    /// Serves the connections whose deadline has passed; first reads on if the socket was
-    /// not drained last turn (the loop calls this every turn).
+    /// Serves the connections whose deadline has passed, each once; first reads on if the
+    /// socket was not drained last turn (the loop calls this every turn).
+    ///
+    /// Once: the due connections are taken first, and one whose new deadline has passed
+    /// already waits for the next turn, which reads the clock anew (the loop polls without
+    /// waiting for it). Served until none was due, a connection could keep this loop going
+    /// with a clock that stands still: quinn-proto's pacer, asked to send with no tokens and
+    /// no time elapsed since it last looked, may set its timer to `env.now` itself (its delay,
+    /// the RTT times the token deficit over the congestion window, rounds to 0 ns when the
+    /// RTT measured on loopback is tiny against a window of megabytes), so the thread spun
+    /// here, reading and sending nothing, until the client gave up on the silence (quic-go's
+    /// 50 MB download, two runs in three; seen in a debugger: `handle_timeout`, then
+    /// `poll_transmit` blocked by pacing, again and again).
     pub fn expire<H: Handler>(&mut self, env: &mut Env<'_, H>) {
         if self.more_to_read {
             self.receive(env);
         }
+        let mut due = Vec::new();
         while let Some(&(at, key)) = self.due.first() {
             if at > env.now {
-                return;
+                break;
             }
             self.due.remove(&(at, key));
             self.deadlines.remove(&key);
+            due.push(key);
+        }
+        for key in due {
             self.service(key, env, |conn, env| conn.expire(env));
         }
     }

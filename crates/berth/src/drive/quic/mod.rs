@@ -45,9 +45,11 @@
 //! kernel's route picks (bind a specific address on a multi-homed host). Adding it changes
 //! `endpoint.rs`'s two socket calls and `TRANSMITS` only.
 //!
-//! **Not yet**: Retry tokens and the amplification and flood defences of issue 42 beyond
-//! quinn-proto's own (it keeps the 3x anti-amplification limit before validation), 0-RTT
-//! (off: `TlsAcceptor::quic` sets no early data).
+//! **Retry** ([`QuicLimits::retry`], `berth serve --quic-retry auto|on|off`): a new connection
+//! proves its address first while handshakes pile up on a loop, always, or never; past
+//! [`QuicLimits::max_handshakes`] new ones are refused. Beyond that, quinn-proto's own 3x
+//! anti-amplification limit before validation. **Not yet**: 0-RTT (off: `TlsAcceptor::quic`
+//! sets no early data).
 //!
 //! **Counts.** `/stats` has HTTP/3's beside HTTP/2's: connections as they open and end
 //! (`Stats::http3_opened`, `Stats::http3_ended`, from `endpoint`), and each connection's
@@ -70,6 +72,7 @@ use super::loops::State;
 use super::workers::{LoopConn, Task};
 use super::Timeouts;
 use crate::files::Files;
+use crate::net::tls::TlsAcceptor;
 use crate::rt::DateCache;
 use crate::stats::Stats;
 
@@ -151,9 +154,11 @@ impl Default for QuicLimits {
     }
 }
 
-/// [`transport_config_with`] the default [`QuicLimits`].
-pub(super) fn transport_config(t: &Timeouts) -> quinn_proto::TransportConfig {
-    transport_config_with(t, &QuicLimits::default())
+/// What every loop's endpoint of one listener shares, for the TLS `tls` serves, with these
+/// timeouts and limits (`evloop::Config::quic`: `berth serve --http3-max-streams`,
+/// `--quic-retry`).
+pub(super) fn shared(tls: TlsAcceptor, t: &Timeouts, limits: &QuicLimits) -> Arc<Shared> {
+    Shared::with_limits(tls, transport_config_with(t, limits), *limits)
 }
 
 /// QUIC's transport settings for a server with these timeouts and limits: the idle timeout is
