@@ -20,14 +20,16 @@ pub(super) enum Scan {
 }
 
 /// Scans `buf` from `from` for the blank line ending a head, refusing bare LF on the way and a
-/// request line too long to carry a permitted request-target. Line by line: a head is a few
-/// short lines, where a search for the blank line itself (memmem) costs more than it saves.
+/// request line too long to carry a permitted request-target. Line by line, with the
+/// word-at-a-time search of `framing::find_byte`: a head is a few short lines, where memchr's
+/// vector searches (and memmem's for the blank line) cost more per request (measured with
+/// callgrind: 282 instructions a request against 200).
 pub(super) fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<Scan, Reject> {
     // Back up over a CRLF CR that may have been split across reads.
     let start = from.saturating_sub(3);
     let mut line_start_seen = from > 0 && buf[..start].contains(&b'\n');
     let mut i = start;
-    while let Some(off) = memchr::memchr(b'\n', &buf[i..]) {
+    while let Some(off) = super::framing::find_byte(&buf[i..], b'\n') {
         let lf = i + off;
         // RFC 9112 §2.2 lets a recipient take a bare LF as a line end; one that does and one
         // that does not disagree on where a request ends, which is how requests are smuggled.
@@ -56,7 +58,7 @@ pub(super) fn find_head_end(buf: &[u8], from: usize, limits: &Limits) -> Result<
 /// version as the highest it supports (RFC 9110 §2.5). Another well-formed major version gets
 /// 505; a malformed request-line is left for the parser, which refuses it with 400.
 pub(super) fn normalize_version(head: &mut [u8]) -> Result<(), Reject> {
-    let Some(line_end) = memchr::memchr(b'\r', head) else {
+    let Some(line_end) = super::framing::find_byte(head, b'\r') else {
         return Ok(());
     };
     // Nearly every request says HTTP/1.1 or HTTP/1.0: nothing to look at then.

@@ -29,6 +29,10 @@ pub(crate) struct Wheel {
     start: Instant,
     /// The next tick whose slot has not been processed.
     current: u64,
+    /// The last deadline [`Wheel::set`] turned into a tick, and its tick: the connections a
+    /// loop serves in one turn share its `now`, so most ask for the same deadline in a row,
+    /// and the subtraction and division of the conversion are done once for them.
+    last: Option<(Instant, u64)>,
 }
 
 impl Wheel {
@@ -43,6 +47,7 @@ impl Wheel {
             res_ns: nanos(resolution).max(1),
             start: now,
             current: 0,
+            last: None,
         }
     }
 
@@ -55,9 +60,15 @@ impl Wheel {
         let Some(at) = at else {
             return self.disarm(key);
         };
-        let tick = nanos(at.saturating_duration_since(self.start))
-            .div_ceil(self.res_ns)
-            .max(self.current);
+        let tick = match self.last {
+            Some((last, tick)) if last == at => tick,
+            _ => {
+                let tick = nanos(at.saturating_duration_since(self.start)).div_ceil(self.res_ns);
+                self.last = Some((at, tick));
+                tick
+            }
+        }
+        .max(self.current);
         if self.armed[key] == tick + 1 {
             return;
         }

@@ -297,7 +297,8 @@ impl<H: Handler> EventLoop<H> {
                 Err(e) => return Err(e),
             }
             self.state.date.refresh();
-            self.state.now = Instant::now();
+            // The same clock read: the date cache reads it anyway.
+            self.state.now = self.state.date.now();
             if self.accept_paused {
                 self.accept();
             }

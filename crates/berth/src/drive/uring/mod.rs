@@ -303,7 +303,8 @@ impl<H: Handler> UringLoop<H> {
         self.state.loops[self.state.id].awake();
         waited?;
         self.state.date.refresh();
-        self.state.now = Instant::now();
+        // The same clock read: the date cache reads it anyway.
+        self.state.now = self.state.date.now();
         self.take_replies();
         // The completions there now, not those that arrive meanwhile: a peer that floods
         // would keep the loop here, and the cancellations, sends and timers of this turn
