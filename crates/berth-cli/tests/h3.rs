@@ -10,182 +10,31 @@
 //! tests fail, naming it.
 
 mod common;
+#[path = "h3/support.rs"]
+mod support;
 
 use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use berth_testkit::certs::Certs;
 use common::{run_within, Berth, LIMIT};
 use serde_json::{json, Value};
+use support::{
+    aioquic_fetch_with, answered, brief, client_script, header, quic_port, sha256_hex,
+    stat as metric,
+};
 
-/// The aioquic client script.
-fn client_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3/client.py")
-}
-
-/// A berth serving HTTP/3 and what its tests need: its port, its certificates, its `--root`.
-struct H3 {
-    berth: Berth,
-    port: u16,
-    certs: Certs,
-    root: PathBuf,
-}
-
-impl Drop for H3 {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-/// The UDP port of `quic://127.0.0.1:PORT` in a startup line.
-fn quic_port(line: &str) -> u16 {
-    let at = line
-        .find("quic://127.0.0.1:")
-        .unwrap_or_else(|| panic!("no quic:// address in {line:?}"))
-        + "quic://127.0.0.1:".len();
-    let digits: String = line[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().expect("a port")
-}
-
-/// `berth serve --model evloop -A 1 --listen quic://127.0.0.1:0?cert=..&key=.. --root DIR`
-/// plus `extra`, with a `--root` holding `small.txt`.
-fn serve(tag: &str, extra: &[&str]) -> H3 {
+/// `berth serve --model evloop -A 1 -w 2 --listen quic://...` plus `extra` (support's), once
+/// aioquic is known to be there.
+fn serve(tag: &str, extra: &[&str]) -> support::H3 {
     berth_testkit::tools::require_python_module("aioquic");
-    let certs = Certs::new(&format!("h3-{tag}"));
-    let root = std::env::temp_dir().join(format!("berth-h3-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        root.join("small.txt"),
-        "0123456789abcdefghijklmnopqrstuvwxyz",
-    )
-    .unwrap();
-    let listen = format!(
-        "quic://127.0.0.1:0?cert={}&key={}",
-        certs.cert.display(),
-        certs.key.display()
-    );
-    let mut args = vec![
-        "serve",
-        "--model",
-        "evloop",
-        "-A",
-        "1",
-        "-w",
-        "2",
-        "--listen",
-        &listen,
-        "--root",
-        root.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let mut berth = Berth::spawn(&args);
-    let line = berth.line();
-    assert!(line.starts_with("berth listening on quic://"), "{line}");
-    let port = quic_port(&line);
-    H3 {
-        berth,
-        port,
-        certs,
-        root,
-    }
+    support::serve(tag, extra)
 }
 
-/// Sends `requests` as concurrent streams of one aioquic connection to `port`; returns the
-/// responses in order (see `tests/h3/client.py`), failing the test if the client does.
-fn fetch_at(port: u16, ca: &Path, requests: &Value, extra: &[&str]) -> Vec<Value> {
-    let python = berth_testkit::tools::require_python_module("aioquic");
-    let mut child = Command::new(python)
-        .arg(client_script())
-        .args(["127.0.0.1", &port.to_string(), ca.to_str().unwrap()])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the aioquic client");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(requests.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the aioquic client failed ({}): {stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let last = stdout.lines().last().unwrap_or("");
-    match serde_json::from_str::<Value>(last) {
-        Ok(Value::Array(responses)) => responses,
-        other => panic!("the client said {other:?}: {stdout}"),
-    }
-}
-
-impl H3 {
-    fn fetch(&self, requests: Value) -> Vec<Value> {
-        fetch_at(self.port, &self.certs.ca, &requests, &[])
-    }
-
-    /// `berth_connections_open` in `/stats`, asked over a connection of its own (which counts
-    /// itself).
-    fn connections_open(&self) -> i64 {
-        let stats = self.fetch(json!([{"path": "/stats"}]));
-        let body = stats[0]["body"].as_str().unwrap_or("");
-        body.lines()
-            .find_map(|l| l.strip_prefix("berth_connections_open "))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no berth_connections_open in {body:?}"))
-    }
-}
-
-/// A response in a line, for a failed check: status, length, error, headers, the start of the
-/// body (a body of megabytes would bury the rest).
-fn brief(r: &Value) -> String {
-    let body: String = r["body"].as_str().unwrap_or("").chars().take(200).collect();
-    format!(
-        "status {} length {} error {} headers {} body {body:?}",
-        r["status"], r["length"], r["error"], r["headers"]
-    )
-}
-
-/// A response's checks: no error, this status, this body.
-fn answered(r: &Value, status: u64, body: &str) {
-    assert_eq!(r["error"], Value::Null, "{}", brief(r));
-    assert_eq!(r["status"], status, "{}", brief(r));
-    assert_eq!(r["body"], body, "{}", brief(r));
-}
-
-fn header<'a>(r: &'a Value, name: &str) -> Option<&'a str> {
-    r["headers"]
-        .as_array()?
-        .iter()
-        .find(|h| h[0] == name)
-        .and_then(|h| h[1].as_str())
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    // The test's own hash, independent of the client's: sha256sum, which every machine here
-    // has (coreutils).
-    let dir = std::env::temp_dir().join(format!("berth-h3-sha-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("data");
-    std::fs::write(&file, bytes).unwrap();
-    let out = Command::new("sha256sum").arg(&file).output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned()
+/// Requests over one aioquic connection, with the client's `extra` options.
+fn fetch_at(port: u16, ca: &std::path::Path, requests: &Value, extra: &[&str]) -> Vec<Value> {
+    aioquic_fetch_with(port, ca, requests, extra)
 }
 
 #[test]
@@ -306,7 +155,9 @@ fn a_client_that_vanishes_mid_stream_leaves_nothing_behind() {
         String::from_utf8_lossy(&out.stderr)
     );
     // Itself only, once the vanished one is gone: its slot, its file, its stream.
-    let gone = common::wait_for(Duration::from_secs(15), || s.connections_open() == 1);
+    let gone = common::wait_for(Duration::from_secs(15), || {
+        s.stat("berth_connections_open") == 1
+    });
     assert!(
         gone,
         "the vanished client's connection is still counted open"
@@ -501,18 +352,10 @@ fn a_download_the_client_stops_ends_and_the_connection_serves_on() {
     answered(&r[1], 200, "Hello, World!");
     // Nothing of the stopped stream is left: the connection closed with the client, and only
     // the one asking is open.
-    let gone = common::wait_for(Duration::from_secs(10), || s.connections_open() == 1);
+    let gone = common::wait_for(Duration::from_secs(10), || {
+        s.stat("berth_connections_open") == 1
+    });
     assert!(gone, "a connection is still counted open");
-}
-
-/// The value of the metric `name` (a line `name VALUE`) in a `/stats` body.
-fn metric(stats: &str, name: &str) -> i64 {
-    let prefix = format!("{name} ");
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {stats}"))
 }
 
 #[test]

@@ -105,13 +105,18 @@ pub fn serve(tag: &str, extra: &[&str]) -> H3 {
 /// Sends `requests` as concurrent streams of one aioquic connection to `port`; returns the
 /// responses in order (see `tests/h3/client.py`), failing the test if the client does.
 pub fn aioquic_fetch(port: u16, ca: &Path, requests: &Value) -> Vec<Value> {
+    aioquic_fetch_with(port, ca, requests, &[])
+}
+
+/// [`aioquic_fetch`] with the client's own options (`--stop N`: stop the first download
+/// after N bytes).
+pub fn aioquic_fetch_with(port: u16, ca: &Path, requests: &Value, extra: &[&str]) -> Vec<Value> {
     let python = berth_testkit::tools::require_python_module("aioquic");
     run_client(
-        Command::new(python).arg(client_script()).args([
-            "127.0.0.1",
-            &port.to_string(),
-            ca.to_str().unwrap(),
-        ]),
+        Command::new(python)
+            .arg(client_script())
+            .args(["127.0.0.1", &port.to_string(), ca.to_str().unwrap()])
+            .args(extra),
         requests,
     )
 }
