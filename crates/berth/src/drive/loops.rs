@@ -252,11 +252,12 @@ pub(super) fn start<J: berth_proto::http::Job>(
 }
 
 /// What a loop thread is given by [`spawn`], besides its service: who it is, its poll (with
-/// the waker workers wake it through), its listener, the stop control and its settings.
+/// the waker workers wake it through), its listener (none for a loop that serves QUIC only),
+/// the stop control and its settings.
 pub(super) struct Parts<J, C> {
     pub wiring: Wiring<J>,
     pub poll: Poll,
-    pub listener: crate::net::Listener,
+    pub listener: Option<crate::net::Listener>,
     pub ctl: Arc<Control>,
     pub config: LoopConfig<C>,
 }
@@ -278,11 +279,12 @@ pub(super) trait Runs: Sized {
 }
 
 /// Starts one loop `L` per listener (TCP listeners should share a port through `SO_REUSEPORT`;
-/// copies of one UNIX socket share its queue)
+/// copies of one UNIX socket share its queue; `None`: a loop without one, serving what its
+/// settings give it, a `quic://` listener's UDP socket)
 /// and `common.workers` workers: the `spawn` of `evloop` and `uring`. Returns once every loop
 /// is set up, or with the first failure to set one up (the others are then stopped).
 pub(super) fn spawn<S, L>(
-    listeners: Vec<crate::net::Listener>,
+    listeners: Vec<Option<crate::net::Listener>>,
     service: S,
     common: &super::Common,
     config: LoopConfig<L::Own>,
@@ -307,7 +309,9 @@ where
     for (index, ((listener, poll), replies)) in
         listeners.into_iter().zip(polls).zip(replies).enumerate()
     {
-        listener.set_nonblocking(true)?;
+        if let Some(listener) = &listener {
+            listener.set_nonblocking(true)?;
+        }
         let id = config.first_thread + index;
         let parts = Parts {
             wiring: Wiring {

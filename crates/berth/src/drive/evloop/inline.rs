@@ -76,7 +76,7 @@ impl<H: Handler> Inline<H> {
             let parts = Parts {
                 wiring,
                 poll,
-                listener,
+                listener: Some(listener),
                 ctl: ctl.clone(),
                 config,
             };

@@ -32,7 +32,7 @@ use slab::Slab;
 
 use super::accept;
 use super::loops::{
-    Lent, Loop, LoopConfig, Parts, Runs, State, Started, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY,
+    Lent, Loop, LoopConfig, Parts, Runs, State, Wiring, ACCEPT_RETRY, REPLY_CHECK_EVERY,
 };
 use super::pump::Conn;
 use super::quic::{self, Endpoint};
@@ -91,8 +91,8 @@ type Flat = LoopConfig<Own>;
 struct Own {
     /// Readiness events taken from the kernel per poll.
     events: usize,
-    /// The UDP sockets of a TLS listener's HTTP/3 twin ([`Config::http3`]), one per loop:
-    /// each loop takes its own as it starts.
+    /// The UDP sockets of a TLS listener's HTTP/3 twin ([`Config::http3`]) or of a `quic://`
+    /// listener, one per loop: each loop takes its own as it starts.
     twin: Option<Arc<Twin>>,
 }
 
@@ -136,6 +136,7 @@ pub fn spawn<S: Service>(
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
     let config = Own::config(common, config);
+    let listeners = listeners.into_iter().map(Some).collect();
     super::loops::spawn::<S, EventLoop<S::Handler>>(listeners, service, common, config, WAKER, stats)
 }
 
@@ -171,7 +172,7 @@ impl<H: Handler> Runs for EventLoop<H> {
             let socket = twin.take(p.wiring.owner)?;
             Some((socket, twin.shared.clone()))
         });
-        EventLoop::with(service, p.wiring, p.poll, Some(p.listener), udp, p.ctl, p.config)
+        EventLoop::with(service, p.wiring, p.poll, p.listener, udp, p.ctl, p.config)
     }
 
     fn run(&mut self) -> io::Result<()> {
@@ -567,6 +568,7 @@ impl super::Driver for Evloop {
                 flat.transport = Acceptor::Tls(tls.advertising(Some(alt_svc)));
             }
         }
+        let listeners = listeners.into_iter().map(Some).collect();
         let server = super::loops::spawn::<S, EventLoop<S::Handler>>(
             listeners, service, common, flat, WAKER, stats,
         )
@@ -595,72 +597,15 @@ fn spawn_quic<S: Service>(
         )));
     };
     let (sockets, bound) = quic::bind_sockets(udp, common.accept_threads, &common.listen)?;
-    let shared = quic::shared(tls.clone(), &common.timeouts, &config.quic);
-    let config = Own::config(common, config);
-    let ctl = Arc::new(Control::default());
-    let Started {
-        polls,
-        loops,
-        replies,
-        wakers,
-        queue,
-        workers: mut threads,
-    } = super::loops::start::<<S::Handler as Handler>::Job>(sockets.len(), common, WAKER, &stats)
-        .map_err(&error)?;
-    // As `loops::spawn` starts loops (which takes a listener per loop; these have none): each
-    // is made on its own thread, and this returns once all are up or one failed.
-    let (ready_tx, ready_rx) = crossbeam_channel::unbounded::<io::Result<()>>();
-    let count = sockets.len();
-    for (index, ((socket, poll), replies)) in sockets.into_iter().zip(polls).zip(replies).enumerate()
-    {
-        let id = config.first_thread + index;
-        let wiring = Wiring {
-            id,
-            owner: index,
-            queue: queue.clone(),
-            loops: loops.clone(),
-            replies,
-            stats: stats.clone(),
-        };
-        let (service, ready, ctl, config) = (
-            service.clone(),
-            ready_tx.clone(),
-            ctl.clone(),
-            config.clone(),
-        );
-        let udp = Some((socket, shared.clone()));
-        let thread = std::thread::Builder::new()
-            .name(format!("berth-quic-{id}"))
-            .spawn(move || {
-                let made = EventLoop::with(&service, wiring, poll, None, udp, ctl, config);
-                let mut lp = match made {
-                    Ok(lp) => lp,
-                    Err(e) => {
-                        let _ = ready.send(Err(e));
-                        return;
-                    }
-                };
-                let _ = ready.send(Ok(()));
-                drop(ready);
-                if let Err(e) = lp.run() {
-                    log::error!("QUIC loop {id} failed: {e}");
-                }
-            })
-            .map_err(&error)?;
-        threads.push(thread);
-    }
-    drop(ready_tx);
-    drop(queue);
-    let server = Server::new(ctl, threads);
-    server.ctl.wake_on_stop(wakers);
-    for _ in 0..count {
-        let failed = match ready_rx.recv() {
-            Ok(Ok(())) => continue,
-            Ok(Err(e)) => e,
-            Err(_) => io::Error::other("a QUIC loop ended while starting"),
-        };
-        server.shutdown();
-        return Err(error(failed));
-    }
+    // Loops without a listener, each given its UDP socket as a TLS listener's twin is.
+    let mut flat = Own::config(common, config);
+    let listeners = sockets.iter().map(|_| None).collect();
+    flat.own.twin = Some(Arc::new(Twin {
+        shared: quic::shared(tls.clone(), &common.timeouts, &config.quic),
+        sockets: std::sync::Mutex::new(sockets.into_iter().map(Some).collect()),
+    }));
+    let server =
+        super::loops::spawn::<S, EventLoop<S::Handler>>(listeners, service, common, flat, WAKER, stats)
+            .map_err(error)?;
     Ok((server, Addr::Udp(bound)))
 }

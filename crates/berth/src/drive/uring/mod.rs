@@ -154,6 +154,7 @@ pub fn spawn<S: Service>(
     stats: Arc<Stats>,
 ) -> io::Result<Server> {
     let config = loop_config(common, config);
+    let listeners = listeners.into_iter().map(Some).collect();
     super::loops::spawn::<S, UringLoop<S::Handler>>(listeners, service, common, config, WAKER, stats)
 }
 
@@ -232,8 +233,11 @@ impl<H: Handler> Runs for UringLoop<H> {
         p: Parts<H::Job, RingConfig>,
     ) -> io::Result<Self> {
         let config = p.config;
+        let listener = p
+            .listener
+            .ok_or_else(|| io::Error::other("a uring loop serves a listener"))?;
         let mut ring = Ring::new(config.own)?;
-        ring.accept_multi(p.listener.as_raw_fd(), LISTENER_TAG)?;
+        ring.accept_multi(listener.as_raw_fd(), LISTENER_TAG)?;
         ring.poll_multi(p.poll.as_raw_fd(), WAKER_TAG)?;
         ring.submit_and_wait(false, None)?;
         Ok(UringLoop {
@@ -241,7 +245,7 @@ impl<H: Handler> Runs for UringLoop<H> {
             ring,
             poll: p.poll,
             events: Events::with_capacity(8),
-            listener: Some(p.listener),
+            listener: Some(listener),
             accept_retry: None,
             draining: None,
             slots: Slab::with_capacity(config.capacity),
