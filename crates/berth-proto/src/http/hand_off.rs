@@ -188,6 +188,31 @@ impl Turn {
             _ => GivenUp::Gone { waited: false },
         }
     }
+
+    /// [`Turn::give_up`] as a codec's table of streams takes it: a job out that the driver may
+    /// drop unrun is listed in `cancelled` (the codec's `take_cancelled`), a stream that
+    /// waited its turn taken off `waiting`. True when the stream is done with: the codec
+    /// forgets it.
+    pub(crate) fn drop_out<I>(
+        &mut self,
+        id: I,
+        cancelled: &mut Vec<I>,
+        waiting: &mut usize,
+    ) -> bool {
+        match self.give_up() {
+            // Kept until what is out comes back.
+            GivenUp::Kept { cancel } => {
+                if cancel {
+                    cancelled.push(id);
+                }
+                false
+            }
+            GivenUp::Gone { waited } => {
+                *waiting -= usize::from(waited);
+                true
+            }
+        }
+    }
 }
 
 /// A multiplexed codec's side of the hand-off: its streams' turns, and how it writes and

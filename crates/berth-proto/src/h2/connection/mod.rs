@@ -781,18 +781,8 @@ impl Connection {
             return;
         };
         s.out = Vec::new();
-        match s.turn.give_up() {
-            // Kept until what is out comes back; a job not yet started is dropped unrun (the
-            // driver is told: `take_cancelled`).
-            GivenUp::Kept { cancel } => {
-                if cancel {
-                    self.cancelled.push(id);
-                }
-            }
-            GivenUp::Gone { waited } => {
-                self.waiting -= usize::from(waited);
-                self.streams.remove(&id);
-            }
+        if s.turn.drop_out(id, &mut self.cancelled, &mut self.waiting) {
+            self.streams.remove(&id);
         }
     }
 

@@ -759,16 +759,8 @@ impl Connection {
         };
         s.inbox = Vec::new();
         s.pos = 0;
-        match s.turn.give_up() {
-            GivenUp::Kept { cancel } => {
-                if cancel {
-                    self.cancelled.push(id);
-                }
-            }
-            GivenUp::Gone { waited } => {
-                self.waiting -= usize::from(waited);
-                self.forget(id);
-            }
+        if s.turn.drop_out(id, &mut self.cancelled, &mut self.waiting) {
+            self.forget(id);
         }
     }
 
