@@ -327,11 +327,11 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// in one line naming the models that do, exit 2; certificate problems are runtime failures
 /// with their cause (exit 1), found before anything starts.
 fn listeners(args: &ServeArgs) -> Result<Vec<Listener>, String> {
-    let serves_quic = drive::quic::SERVED_BY.contains(&args.model.name());
+    let serves_quic = args.model.caps().serves_http3;
     let quic_refused = |what: &str| -> ! {
         not_served_yet(&format!(
             "{what}: HTTP/3 is served by --model {} only, not {}",
-            drive::quic::SERVED_BY.join(", --model "),
+            drive::Caps::http3_models().join(", --model "),
             args.model
         ))
     };

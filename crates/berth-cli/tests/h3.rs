@@ -269,7 +269,7 @@ fn models_that_do_not_serve_http3_refuse_quic_in_one_line() {
         certs.key.display()
     );
     for model in berth::drive::Model::ALL {
-        if berth::drive::quic::SERVED_BY.contains(&model.name()) {
+        if model.caps().serves_http3 {
             continue;
         }
         let (status, _, err) = run_within(

@@ -346,10 +346,10 @@ pub fn configure(
                 "http3 needs ssl_certfile and ssl_keyfile (QUIC has TLS inside)",
             ));
         }
-        if settings.model != Model::Evloop {
+        if !settings.model.caps().serves_http3 {
             return Err(PyValueError::new_err(format!(
                 "http3: HTTP/3 is served by --model {} only, not {}",
-                berth::drive::quic::SERVED_BY.join(", --model "),
+                berth::drive::Caps::http3_models().join(", --model "),
                 settings.model
             )));
         }

@@ -140,9 +140,21 @@ pub struct Caps {
     /// `uring`, and `prefork`'s loops; `tests/alloc.rs` counts it where the serving threads
     /// are in the test's own process).
     pub allocation_free: bool,
+    /// It serves HTTP/3 (`quic://` listeners and `--http3`) from its loops; the others refuse
+    /// both at startup, naming the models that serve them ([`Caps::http3_models`]).
+    pub serves_http3: bool,
 }
 
 impl Caps {
+    /// The models that serve HTTP/3, by name.
+    pub fn http3_models() -> Vec<&'static str> {
+        Model::ALL
+            .iter()
+            .filter(|m| m.caps().serves_http3)
+            .map(|m| m.name())
+            .collect()
+    }
+
     /// A blocking socket per connection (`single`, `threaded`, `forked`).
     pub const BLOCKING: Caps = Caps {
         blocking: true,
@@ -150,6 +162,7 @@ impl Caps {
         streams_bodies: false,
         concurrent: true,
         allocation_free: false,
+        serves_http3: false,
     };
     /// Non-blocking sockets an event loop or scheduler is told about (`evloop`, `prefork`,
     /// `actor`, `uring`).
@@ -159,6 +172,7 @@ impl Caps {
         streams_bodies: true,
         concurrent: true,
         allocation_free: false,
+        serves_http3: false,
     };
 }
 

@@ -531,6 +531,7 @@ impl super::Driver for Evloop {
         },
         caps: super::Caps {
             allocation_free: true,
+            serves_http3: true,
             ..super::Caps::READINESS
         },
         flags: &[],

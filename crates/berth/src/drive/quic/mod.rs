@@ -76,10 +76,6 @@ use crate::net::tls::TlsAcceptor;
 use crate::rt::DateCache;
 use crate::stats::Stats;
 
-/// The models that serve `quic://` listeners (and `--http3`): what `berth serve` names when
-/// another model is asked for one. The event loop does; the others refuse at startup.
-pub const SERVED_BY: &[&str] = &["evloop"];
-
 /// Datagrams asked of `poll_transmit` at once: one, as no GSO is used (see the module docs).
 const TRANSMITS: usize = 1;
 
