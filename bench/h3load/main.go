@@ -11,6 +11,10 @@
 // and the exit status is 1 if there was any. It prints one summary block:
 //
 //	requests N  failures F  bytes B  elapsed S  req/s R  MB/s M
+//	load cpu S (user U, system Y)
+//
+// The second line is this program's own CPU time over its whole life (getrusage), to show
+// whether the load generator, not the server, was the limit (a whole core: elapsed seconds).
 //
 // The connections are set up (one request each, not counted) before the clock starts, so the
 // figures are of requests on open connections; the server's CPU for those handshakes is in
@@ -29,6 +33,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -117,6 +122,12 @@ func main() {
 	fmt.Printf("requests %d  failures %d  bytes %d  elapsed %.3f  req/s %.1f  MB/s %.2f\n",
 		done.Load(), failures.Load(), bytes.Load(), elapsed,
 		float64(done.Load())/elapsed, float64(bytes.Load())/elapsed/1e6)
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		user, sys := time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+		fmt.Printf("load cpu %.3f (user %.3f, system %.3f)\n",
+			(user + sys).Seconds(), user.Seconds(), sys.Seconds())
+	}
 	if e := firstErr.Load(); e != nil {
 		fmt.Printf("first failure: %s\n", e)
 		os.Exit(1)

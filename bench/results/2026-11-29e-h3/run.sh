@@ -3,7 +3,8 @@
 # GOMAXPROCS=1, berth with one evloop loop), the load (bench/h3load, quic-go) on core 1, the
 # same self-signed P-256 certificate. Shapes: hello at 10 connections x 10 streams and 1 x 1,
 # a 1 MiB file at 10 x 1. Interleaved: each round runs every shape on berth, then on caddy.
-# Server CPU = utime+stime from /proc/PID/stat (all threads) before and after each run.
+# Server CPU = utime+stime from /proc/PID/stat (all threads) before and after each run; the
+# load program's own CPU (load_cpu_s) shows when it, not the server, was the limit.
 #
 #   bench/results/2026-11-29e-h3/run.sh BERTH CADDY [ROUNDS] [SECONDS]
 #
@@ -50,12 +51,12 @@ taskset -c 0 "$BERTH" serve -m evloop -A 1 -w 1 --listen "quic://127.0.0.1:$BPOR
 GOMAXPROCS=1 taskset -c 0 "$CADDY" run --adapter caddyfile --config "$TMP/Caddyfile" \
   > "$RAW/caddy.log" 2>&1 & CPID=$!
 sleep 2
-{ echo "berth: $("$BERTH" --version 2>&1 | head -1) ($BERTH)"; echo "caddy: $("$CADDY" version)";
+{ echo "berth: $("$BERTH" --version 2>&1 | head -1) ($BERTH)"; echo "caddy: $("$CADDY" version) (go install github.com/caddyserver/caddy/v2/cmd/caddy@v2.11.9; -buildvcs=false leaves its version unknown)";
   echo "go: $(go version)"; echo "h3load: quic-go $(grep 'quic-go v' "$ROOT/bench/h3load/go.mod")";
   nproc; uname -r; } > "$RAW/versions.txt"
 
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime in clock ticks, all threads
-echo -e "round\tshape\tserver\trequests\tfailures\telapsed\treq_s\tMB_s\tcpu_ticks\tcpu_us_per_req\tloadavg" > "$HERE/results.tsv"
+echo -e "round\tshape\tserver\trequests\tfailures\telapsed\treq_s\tMB_s\tcpu_ticks\tcpu_us_per_req\tload_cpu_s\tloadavg" > "$HERE/results.tsv"
 run() {  # round shape server pid port c m path
   local r=$1 shape=$2 srv=$3 pid=$4 port=$5 c=$6 m=$7 path=$8
   local out="$RAW/r$r-$shape-$srv.txt" load before after
@@ -74,8 +75,10 @@ r, shape, srv, ticks, tick, load, out = sys.argv[1:]
 t = open(out).read()
 m = re.search(r"requests (\d+)  failures (\d+)  bytes \d+  elapsed ([\d.]+)  req/s ([\d.]+)  MB/s ([\d.]+)", t)
 req, fail, el, rps, mbs = m.groups() if m else ("0", "?", "0", "0", "0")
+lc = re.search(r"load cpu ([\d.]+)", t)
+lc = lc.group(1) if lc else "?"
 us = int(ticks) / int(tick) * 1e6 / int(req) if int(req) else float("nan")
-print("\t".join([r, shape, srv, req, fail, el, rps, mbs, ticks, f"{us:.1f}", load]))
+print("\t".join([r, shape, srv, req, fail, el, rps, mbs, ticks, f"{us:.1f}", lc, load]))
 PY
   tail -1 "$HERE/results.tsv"
 }
