@@ -266,10 +266,15 @@ pub(crate) fn at_job_share<S: Streams, H: Handler>(s: &S, cx: &Context<'_>) -> b
 /// Whether stream `id`'s file may be opened now: the connection holds fewer files than its
 /// share, and the stream can send.
 fn may_open<S: Streams>(s: &S, id: u64, cx: &Context<'_>) -> bool {
+    s.can_send(id) && below_file_share(s, cx)
+}
+
+/// The connection holds fewer files than its share (counted once per question, not per
+/// stream asked about: [`unpark`] asks for every stream waiting).
+fn below_file_share<S: Streams>(s: &S, cx: &Context<'_>) -> bool {
     let share = cx.limits.files_per_connection.max(1);
     // As for jobs: no more streams than the share, no counting.
-    s.can_send(id)
-        && (s.held() <= share || s.turns().filter(|(_, t)| t.holds_file()).count() < share)
+    s.held() <= share || s.turns().filter(|(_, t)| t.holds_file()).count() < share
 }
 
 /// Stream `id`'s request is whole: the handler is asked now or, while the connection has its
@@ -303,11 +308,12 @@ pub(crate) fn unpark<S: Streams, H: Handler>(
 ) -> Option<Action<H::Job>> {
     while *s.waiting() > 0 {
         let jobs_free = !at_job_share::<S, H>(s, cx);
+        let files_free = below_file_share(s, cx);
         let id = s
             .turns()
             .find(|&(id, t)| match t.stage {
                 Stage::Queued => jobs_free,
-                Stage::FileQueued => may_open(s, id, cx),
+                Stage::FileQueued => files_free && s.can_send(id),
                 _ => false,
             })
             .map(|(id, _)| id)?;
