@@ -11,6 +11,8 @@
 //! blocks, and berth opens no encoder stream (RFC 9204 §4.2 lets an endpoint that will not
 //! use it not open one).
 
+use std::borrow::Cow;
+
 use super::qpack::Encoder;
 use crate::h2::answer::is_connection_specific;
 use crate::http::response::{Head, HeadSink};
@@ -37,27 +39,30 @@ impl HeadSink for Qpack<'_> {
     ) -> usize {
         let mut status = itoa::Buffer::new();
         let mut len = itoa::Buffer::new();
-        let mut fields: Vec<(Vec<u8>, &[u8])> = Vec::with_capacity(6 + head.fields.len());
-        fields.push((b":status".to_vec(), status.format(head.status).as_bytes()));
+        // Names are borrowed: only one that is not lowercase already is copied (RFC 9114
+        // §4.2 wants them lowercase), so an answer costs one allocation, this list.
+        let mut fields: Vec<(Cow<'_, [u8]>, &[u8])> = Vec::with_capacity(6 + head.fields.len());
+        let mut field = |name: &'static [u8], value| fields.push((Cow::Borrowed(name), value));
+        field(b":status", status.format(head.status).as_bytes());
         if head.stamp.server {
-            fields.push((b"server".to_vec(), b"berth"));
+            field(b"server", b"berth");
         }
         if let Some(date) = head.stamp.date {
-            fields.push((b"date".to_vec(), date));
+            field(b"date", date);
         }
         if let Some(alt_svc) = head.stamp.alt_svc {
-            fields.push((b"alt-svc".to_vec(), alt_svc));
+            field(b"alt-svc", alt_svc);
         }
         if with_type && !head.content_type.is_empty() {
-            fields.push((b"content-type".to_vec(), head.content_type.as_bytes()));
+            field(b"content-type", head.content_type.as_bytes());
         }
         if let Some(length) = length {
-            fields.push((b"content-length".to_vec(), len.format(length).as_bytes()));
+            field(b"content-length", len.format(length).as_bytes());
         }
         let owned = head.fields.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
         for (name, value) in head.extra.iter().copied().chain(owned) {
             if !is_connection_specific(name) {
-                fields.push((name.to_ascii_lowercase().into_bytes(), value));
+                fields.push((lowercase(name), value));
             }
         }
         self.section.clear();
@@ -79,6 +84,15 @@ impl HeadSink for Qpack<'_> {
     }
 }
 
+/// `name` lowercased, copied only if it is not already.
+fn lowercase(name: &str) -> Cow<'_, [u8]> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(name.to_ascii_lowercase().into_bytes())
+    } else {
+        Cow::Borrowed(name.as_bytes())
+    }
+}
+
 /// Writes the field section of an answer's trailers for `stream` to `section`: each field,
 /// its name lowercased. The fields were checked
 /// ([`check_trailers`](crate::http::check_trailers)): no pseudo-fields, none HTTP/3 forbids.
@@ -88,10 +102,7 @@ pub(crate) fn trailer_section(
     trailers: &[(String, Vec<u8>)],
     section: &mut Vec<u8>,
 ) {
-    let names: Vec<Vec<u8>> = trailers
-        .iter()
-        .map(|(n, _)| n.to_ascii_lowercase().into_bytes())
-        .collect();
+    let names: Vec<Cow<'_, [u8]>> = trailers.iter().map(|(n, _)| lowercase(n)).collect();
     section.clear();
     encoder.encode(
         stream,
