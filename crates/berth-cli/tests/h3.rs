@@ -450,3 +450,43 @@ fn stats_count_http3_connections_and_requests_beside_http2() {
     assert!(status.success(), "{status}: {err}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// SIGHUP reloads the certificate for QUIC as it does for TCP (issue 42): a connection made
+/// after it is handed the renewed certificate (aioquic reports the one it verified), and a
+/// reload that fails keeps the one in use, saying why.
+#[test]
+fn sighup_reloads_the_quic_certificate_and_a_bad_reload_keeps_the_old() {
+    let mut s = serve("reload", &[]);
+    let served = |s: &support::H3| -> Option<String> {
+        let r = s.fetch(json!([{"path": "/hello/world"}]));
+        answered(&r[0], 200, "Hello, World!");
+        r[0]["peer_cn"].as_str().map(str::to_owned)
+    };
+    let first = served(&s);
+    assert!(
+        first.is_some() && first.as_deref() != Some("renewed"),
+        "{first:?}"
+    );
+
+    s.certs.issue("renewed", &s.certs.cert, &s.certs.key, None);
+    s.berth.signal("HUP");
+    let renewed = common::wait_for(LIMIT, || served(&s).as_deref() == Some("renewed"));
+    assert!(
+        renewed,
+        "the new certificate was not served over QUIC after SIGHUP"
+    );
+
+    std::fs::write(&s.certs.key, "not a key").unwrap();
+    s.berth.signal("HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(served(&s).as_deref(), Some("renewed"));
+
+    s.berth.signal("TERM");
+    let (status, _, err) = s.berth.finish(LIMIT);
+    assert!(status.success(), "{err}");
+    assert!(err.contains("certificate reloaded from"), "{err}");
+    assert!(
+        err.contains("certificate not reloaded, the one in use stays"),
+        "{err}"
+    );
+}

@@ -7,7 +7,8 @@ stdin is a JSON list of requests, sent all at once as concurrent streams of ONE 
     {"method": "GET", "path": "/", "headers": [["range", "bytes=0-9"]], "body": "text"}
 stdout is a JSON list of responses, in the same order:
     {"status": 200, "headers": [[name, value], ...], "length": N, "sha256": hex,
-     "body": text (the first 64 KiB, decoded leniently), "error": null or why it failed}
+     "body": text (the first 64 KiB, decoded leniently), "error": null or why it failed,
+     "peer_cn": the common name of the certificate the server presented}
 
 With --announce, {"started": stream} is printed when the first answer's head comes (a test
 can then act while the answers are under way).
@@ -178,6 +179,14 @@ async def main():
         pending = [client.send(req, authority) for req in requests]
         client.transmit()
         out = []
+        # The certificate the handshake verified: a test of certificate reloads reads it.
+        cert = client._quic.tls._peer_certificate
+        peer_cn = None
+        if cert is not None:
+            from cryptography.x509.oid import NameOID
+
+            names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+            peer_cn = names[0].value if names else None
         for r in pending:
             try:
                 error = await asyncio.wait_for(asyncio.shield(r.done), args.timeout)
@@ -191,6 +200,8 @@ async def main():
                 out.append(r.to_json(error))
             except asyncio.TimeoutError:
                 out.append(r.to_json("timed out"))
+        for o in out:
+            o["peer_cn"] = peer_cn
         print(json.dumps(out), flush=True)
 
 
