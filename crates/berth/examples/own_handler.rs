@@ -1,18 +1,24 @@
 //! cargo run --example own_handler -p berth
 //!
-//! A handler of your own, served by two different models at once: the same `Service` runs on the
-//! `threaded` model at 127.0.0.1:9201 and on the `evloop` model at 127.0.0.1:9202.
+//! A handler of your own, served by two different models at once, and over HTTP/3: the same
+//! `Service` runs on the `threaded` model at 127.0.0.1:9201, on the `evloop` model at
+//! 127.0.0.1:9202, and on `evloop` again over QUIC at udp 127.0.0.1:9203 (with a certificate
+//! made for the example; its CA's path is printed).
 //!
 //! ```text
 //! curl http://127.0.0.1:9201/greet?name=ada      # Hello, ada! (served by threaded)
 //! curl http://127.0.0.1:9202/greet?name=ada      # Hello, ada! (served by evloop)
 //! curl http://127.0.0.1:9202/sum -d '1 2 39'     # 42, computed on a worker thread
+//! echo '[{"path": "/greet?name=ada"}]' | target/py-venv/bin/python \
+//!     crates/berth-cli/tests/h3/client.py 127.0.0.1 9203 CA_PRINTED   # the same, over HTTP/3
 //! ```
 //! Stop it with Ctrl-C.
 
 use std::sync::Arc;
 
 use berth::drive::{self, Model, Service, Settings};
+use berth::net::tls::{TlsAcceptor, TlsSettings};
+use berth::net::{Acceptor, Addr};
 use berth::proto::http::{Handled, Handler, Job, Method, Reply, Request, Response};
 use berth::stats::Stats;
 
@@ -85,6 +91,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{model} serving http://{addr}/greet");
         servers.push(server);
     }
+    // HTTP/3: a UDP address and a certificate (QUIC has TLS inside); the handler is the same.
+    let certs = berth_testkit::certs::Certs::new("own-handler");
+    let udp = ([127, 0, 0, 1], 9203).into();
+    let mut settings = Settings::new(Model::Evloop, udp);
+    settings.addr = Addr::Udp(udp);
+    let tls = TlsAcceptor::new(TlsSettings::http(&certs.cert, &certs.key))?;
+    settings.common.listen.transport = Acceptor::Tls(tls);
+    let (server, addr) = drive::serve(&settings, Greeter, settings.new_stats()?)?;
+    println!(
+        "evloop serving HTTP/3 at {addr} (CA: {})",
+        certs.ca.display()
+    );
+    servers.push(server);
     berth::process::signal::wait_for_termination()?;
     for server in servers {
         server.shutdown();
