@@ -7,7 +7,7 @@
 //! exchange does, through `h3::Connection`.
 //!
 //! ```text
-//!   UdpSocket (one per evloop thread, SO_REUSEPORT)
+//!   UdpSocket (one per evloop or uring loop, SO_REUSEPORT)
 //!     │ recv_from                                               send_to ^
 //!     v                                                                 │
 //!   endpoint::Endpoint ── quinn_proto::Endpoint (which connection, new ones, stateless replies)
@@ -26,7 +26,7 @@
 //!   conn      one connection: QUIC streams <-> HTTP/3, the one place that acts on http::Action
 //! ```
 //!
-//! **Steering.** Each accept thread of `evloop` has its own UDP socket on the port; the kernel
+//! **Steering.** Each loop of `evloop` (or `uring`) has its own UDP socket on the port; the kernel
 //! picks a socket for each datagram by a hash of its 4-tuple (SO_REUSEPORT's default, no BPF
 //! program), so every datagram of one client address and port reaches the same thread for as
 //! long as the set of sockets is unchanged, which is the server's life (they are all bound at
@@ -257,7 +257,8 @@ pub(super) fn transport_config_with(
 }
 
 /// What a connection is lent while it runs: the loop's handler, limits, files, date and the
-/// way to the workers, borrowed from the loop's [`State`] (the `evloop` thread's own).
+/// way to the workers, borrowed from the loop's [`State`] (the `evloop` or `uring` thread's
+/// own).
 pub(super) struct Env<'a, H: Handler> {
     pub handler: &'a mut H,
     pub limits: &'a Limits,

@@ -30,6 +30,13 @@
 //!   a regular file it cannot be done without blocking, so io_uring hands each one to its
 //!   worker threads (io-wq), a thread hop per chunk where `sendfile` is one call.
 //!
+//! - HTTP/3 (a `quic://` listener, or `--http3`'s UDP twin of a TLS listener) is served as
+//!   `evloop` serves it, by the same `quic::Endpoint`: each loop's UDP socket is registered in
+//!   the mio poll that holds the waker, so the ring's poll of that epoll descriptor completes
+//!   for a datagram too; the loop then asks the poll which it was and reads or sends on the
+//!   socket itself (one datagram per system call, as `evloop`), and QUIC's next timer bounds
+//!   the ring's wait. A `quic://` listener's loops have no TCP listener and arm no accept.
+//!
 //! A connection whose peer leaves while its job runs keeps its slot (marked dead) until the
 //! job ends, as in `evloop`. A connection closed with bytes still unsent keeps its slot until
 //! they are sent (or the write timeout passes), then closes.
