@@ -172,6 +172,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             retry: args.quic_retry.retry(),
             ..drive::quic::QuicLimits::default()
         };
+        // The same for uring, which serves HTTP/3 from its loops as evloop does.
+        one.models.uring.http3 = one.models.evloop.http3;
+        one.models.uring.alt_svc = one.models.evloop.alt_svc;
+        one.models.uring.quic = one.models.evloop.quic;
         let stats = one.new_stats()?;
         health.push(stats.clone());
         let (server, bound) = drive::serve(

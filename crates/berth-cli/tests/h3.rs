@@ -1,5 +1,5 @@
 //! HTTP/3 over real QUIC (issue 42): the built `berth serve --model evloop --listen
-//! quic://...` answered by aioquic's HTTP/3 client (PyPI `aioquic`, an independent QUIC and
+//! quic://...` (and `--model uring`, for the main cases: `per_model!`) answered by aioquic's HTTP/3 client (PyPI `aioquic`, an independent QUIC and
 //! HTTP/3 stack; `tests/h3/client.py` drives it), over UDP on 127.0.0.1: GET, HEAD, `POST
 //! /reverse`, a job, a 50 MB file checked by sha256, a range, 100 concurrent streams on one
 //! connection, a client that vanishes mid-stream (nothing left behind), a drain that finishes
@@ -21,25 +21,67 @@ use berth_testkit::certs::Certs;
 use common::{run_within, Berth, LIMIT};
 use serde_json::{json, Value};
 use support::{
-    aioquic_fetch_with, answered, brief, client_script, header, quic_port, sha256_hex,
+    aioquic_fetch_with, answered, brief, client_script, footprint, header, quic_port, sha256_hex,
     stat as metric,
 };
 
 /// `berth serve --model evloop -A 1 -w 2 --listen quic://...` plus `extra` (support's), once
 /// aioquic is known to be there.
 fn serve(tag: &str, extra: &[&str]) -> support::H3 {
-    berth_testkit::tools::require_python_module("aioquic");
-    support::serve(tag, extra)
+    serve_model("evloop", tag, extra)
 }
+
+/// [`serve`] with `--model model`.
+fn serve_model(model: &str, tag: &str, extra: &[&str]) -> support::H3 {
+    berth_testkit::tools::require_python_module("aioquic");
+    support::serve_model(model, tag, extra)
+}
+
+/// A test run for each model that serves HTTP/3 from its loops: `name` runs `body(model)`
+/// as `name_evloop` and `name_uring`.
+macro_rules! per_model {
+    ($body:ident: $($name:ident = $model:literal),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $body($model);
+            }
+        )+
+    };
+}
+
+per_model!(get_head_post_and_a_job_are_answered_on_one_connection:
+    get_head_post_and_a_job_are_answered_on_one_connection_evloop = "evloop",
+    get_head_post_and_a_job_are_answered_on_one_connection_uring = "uring",
+);
+per_model!(a_50_mb_file_comes_whole_and_a_range_comes_alone:
+    a_50_mb_file_comes_whole_and_a_range_comes_alone_evloop = "evloop",
+    a_50_mb_file_comes_whole_and_a_range_comes_alone_uring = "uring",
+);
+per_model!(a_hundred_concurrent_streams_on_one_connection_are_all_answered:
+    a_hundred_concurrent_streams_on_one_connection_are_all_answered_evloop = "evloop",
+    a_hundred_concurrent_streams_on_one_connection_are_all_answered_uring = "uring",
+);
+per_model!(a_client_that_vanishes_mid_stream_leaves_nothing_behind:
+    a_client_that_vanishes_mid_stream_leaves_nothing_behind_evloop = "evloop",
+    a_client_that_vanishes_mid_stream_leaves_nothing_behind_uring = "uring",
+);
+per_model!(a_drain_finishes_the_download_in_flight_then_exits:
+    a_drain_finishes_the_download_in_flight_then_exits_evloop = "evloop",
+    a_drain_finishes_the_download_in_flight_then_exits_uring = "uring",
+);
+per_model!(http3_opens_the_udp_twin_of_a_tls_listener:
+    http3_opens_the_udp_twin_of_a_tls_listener_evloop = "evloop",
+    http3_opens_the_udp_twin_of_a_tls_listener_uring = "uring",
+);
 
 /// Requests over one aioquic connection, with the client's `extra` options.
 fn fetch_at(port: u16, ca: &std::path::Path, requests: &Value, extra: &[&str]) -> Vec<Value> {
     aioquic_fetch_with(port, ca, requests, extra)
 }
 
-#[test]
-fn get_head_post_and_a_job_are_answered_on_one_connection() {
-    let s = serve("basic", &[]);
+fn get_head_post_and_a_job_are_answered_on_one_connection(model: &str) {
+    let s = serve_model(model, "basic", &[]);
     let r = s.fetch(json!([
         {"path": "/"},
         {"path": "/hello/world"},
@@ -67,9 +109,8 @@ fn get_head_post_and_a_job_are_answered_on_one_connection() {
     assert_eq!(r[6]["status"], 404, "{}", brief(&r[6]));
 }
 
-#[test]
-fn a_50_mb_file_comes_whole_and_a_range_comes_alone() {
-    let s = serve("big", &[]);
+fn a_50_mb_file_comes_whole_and_a_range_comes_alone(model: &str) {
+    let s = serve_model(model, "big", &[]);
     let data = berth_testkit::bytes::pattern(0, 50_000_000);
     std::fs::write(s.root.join("big.bin"), &data).unwrap();
     let want = sha256_hex(&data);
@@ -94,9 +135,8 @@ fn a_50_mb_file_comes_whole_and_a_range_comes_alone() {
     );
 }
 
-#[test]
-fn a_hundred_concurrent_streams_on_one_connection_are_all_answered() {
-    let s = serve("many", &[]);
+fn a_hundred_concurrent_streams_on_one_connection_are_all_answered(model: &str) {
+    let s = serve_model(model, "many", &[]);
     let requests: Vec<Value> = (0..100)
         .map(|i| match i % 4 {
             0 => json!({"path": "/hello/world"}),
@@ -120,10 +160,12 @@ fn a_hundred_concurrent_streams_on_one_connection_are_all_answered() {
     }
 }
 
-#[test]
-fn a_client_that_vanishes_mid_stream_leaves_nothing_behind() {
+fn a_client_that_vanishes_mid_stream_leaves_nothing_behind(model: &str) {
     // The idle timeout is what notices a client that says nothing more.
-    let s = serve("vanish", &["--idle-timeout", "1s"]);
+    let s = serve_model(model, "vanish", &["--idle-timeout", "1s"]);
+    // Its descriptors and UDP sockets once it has served one connection.
+    answered(&s.fetch(json!([{"path": "/"}]))[0], 200, "Hello, World!");
+    let before = footprint(s.berth.pid());
     std::fs::write(
         s.root.join("big.bin"),
         berth_testkit::bytes::pattern(0, 20_000_000),
@@ -165,13 +207,24 @@ fn a_client_that_vanishes_mid_stream_leaves_nothing_behind() {
     let stats = s.fetch(json!([{"path": "/stats"}]));
     let body = stats[0]["body"].as_str().unwrap();
     assert!(body.contains("\nberth_jobs_running 0\n"), "{body}");
+    // Nothing of it is held: no descriptor (its file, say) and no UDP socket more than
+    // before it came (`ss -uanp`: the loop's one socket).
+    let after = footprint(s.berth.pid());
+    assert!(
+        after.fds <= before.fds && after.udp_sockets == before.udp_sockets,
+        "{model}: fds {} -> {}, UDP sockets {} -> {}",
+        before.fds,
+        after.fds,
+        before.udp_sockets,
+        after.udp_sockets
+    );
+    assert_eq!(after.udp_sockets, 1, "{model}: one loop, one UDP socket");
     // And the server serves on.
     answered(&s.fetch(json!([{"path": "/"}]))[0], 200, "Hello, World!");
 }
 
-#[test]
-fn a_drain_finishes_the_download_in_flight_then_exits() {
-    let mut s = serve("drain", &[]);
+fn a_drain_finishes_the_download_in_flight_then_exits(model: &str) {
+    let mut s = serve_model(model, "drain", &[]);
     let data = berth_testkit::bytes::pattern(7, 30_000_000);
     std::fs::write(s.root.join("big.bin"), &data).unwrap();
     let want = sha256_hex(&data);
@@ -210,14 +263,13 @@ fn a_drain_finishes_the_download_in_flight_then_exits() {
     assert!(status.success(), "{status}: {err}");
 }
 
-#[test]
-fn http3_opens_the_udp_twin_of_a_tls_listener() {
+fn http3_opens_the_udp_twin_of_a_tls_listener(model: &str) {
     berth_testkit::tools::require_python_module("aioquic");
-    let certs = Certs::new("h3-twin");
+    let certs = Certs::new(&format!("h3-twin-{model}"));
     let mut berth = Berth::spawn(&[
         "serve",
         "--model",
-        "evloop",
+        model,
         "-A",
         "1",
         "-p",

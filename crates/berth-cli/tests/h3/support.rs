@@ -69,8 +69,14 @@ pub fn root(tag: &str) -> PathBuf {
 /// `berth serve --model evloop -A 1 -w 2 --listen quic://127.0.0.1:0?cert=..&key=.. --root
 /// DIR` plus `extra`, with a `--root` holding `small.txt`.
 pub fn serve(tag: &str, extra: &[&str]) -> H3 {
+    serve_model("evloop", tag, extra)
+}
+
+/// [`serve`] with `--model model` (one of those that serve HTTP/3: `Caps::serves_http3`).
+pub fn serve_model(model: &str, tag: &str, extra: &[&str]) -> H3 {
+    let tag = format!("{model}-{tag}");
     let certs = Certs::new(&format!("h3-{tag}"));
-    let root = root(tag);
+    let root = root(&tag);
     let listen = format!(
         "quic://127.0.0.1:0?cert={}&key={}",
         certs.cert.display(),
@@ -79,7 +85,7 @@ pub fn serve(tag: &str, extra: &[&str]) -> H3 {
     let mut args = vec![
         "serve",
         "--model",
-        "evloop",
+        model,
         "-A",
         "1",
         "-w",

@@ -37,7 +37,7 @@ use super::loops::{
 use super::pump::Conn;
 use super::quic::{self, Endpoint};
 use super::{Server, Service};
-use crate::net::{Acceptor, Addr, BindError, Evented, EventedListener, Listener, Socket, Stream};
+use crate::net::{Addr, BindError, Evented, EventedListener, Listener, Socket, Stream};
 use crate::rt::{Control, DRAIN_GRACE};
 use crate::stats::Stats;
 
@@ -93,28 +93,7 @@ struct Own {
     events: usize,
     /// The UDP sockets of a TLS listener's HTTP/3 twin ([`Config::http3`]) or of a `quic://`
     /// listener, one per loop: each loop takes its own as it starts.
-    twin: Option<Arc<Twin>>,
-}
-
-/// The UDP sockets of an HTTP/3 twin, by loop (`Wiring::owner`), and what their QUIC
-/// endpoints share.
-struct Twin {
-    shared: Arc<quic::Shared>,
-    sockets: std::sync::Mutex<Vec<Option<std::net::UdpSocket>>>,
-}
-
-impl std::fmt::Debug for Twin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Twin")
-    }
-}
-
-impl Twin {
-    /// Loop `owner`'s socket (once).
-    fn take(&self, owner: usize) -> Option<std::net::UdpSocket> {
-        let mut sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
-        sockets.get_mut(owner).and_then(Option::take)
-    }
+    twin: Option<Arc<quic::Twin>>,
 }
 
 impl Own {
@@ -168,10 +147,7 @@ impl<H: Handler> Runs for EventLoop<H> {
 
     /// A loop for `service`, on the thread that will run it (a handler may be tied to it).
     fn make<S: Service<Handler = H>>(service: &S, p: Parts<H::Job, Own>) -> io::Result<Self> {
-        let udp = p.config.own.twin.as_ref().and_then(|twin| {
-            let socket = twin.take(p.wiring.owner)?;
-            Some((socket, twin.shared.clone()))
-        });
+        let udp = p.config.own.twin.as_ref().and_then(|t| t.take(p.wiring.owner));
         EventLoop::with(service, p.wiring, p.poll, p.listener, udp, p.ctl, p.config)
     }
 
@@ -554,20 +530,10 @@ impl super::Driver for Evloop {
         }
         let (listeners, bound) = bind_each(addr, common.accept_threads, common)?;
         let mut flat = Own::config(common, config);
-        if let (true, Acceptor::Tls(tls), Addr::Tcp(tcp)) =
-            (config.http3, &common.listen.transport, &bound)
-        {
-            let (sockets, _) = quic::bind_sockets(*tcp, listeners.len(), &common.listen)?;
-            let shared = quic::shared(tls.clone(), &common.timeouts, &config.quic);
-            flat.own.twin = Some(Arc::new(Twin {
-                shared,
-                sockets: std::sync::Mutex::new(sockets.into_iter().map(Some).collect()),
-            }));
-            if config.alt_svc {
-                // Made once for the listener; its connections share it (`Transport::alt_svc`).
-                let alt_svc = crate::net::tls::h3_alt_svc(tcp.port());
-                flat.transport = Acceptor::Tls(tls.advertising(Some(alt_svc)));
-            }
+        if config.http3 {
+            let (limits, count) = (&config.quic, listeners.len());
+            let transport = &mut flat.transport;
+            flat.own.twin = quic::Twin::of_tls(&bound, count, common, limits, config.alt_svc, transport)?;
         }
         let listeners = listeners.into_iter().map(Some).collect();
         let server = super::loops::spawn::<S, EventLoop<S::Handler>>(
@@ -581,7 +547,7 @@ impl super::Driver for Evloop {
 /// Serves HTTP/3 on the UDP address `udp` (a `quic://` listener; a TLS listener's twin is
 /// served by its own loops instead, [`Config::http3`]): one loop per accept thread, each with
 /// its own UDP socket on the port, and `common.workers` workers; TLS from the listener's
-/// transport, which must be [`Acceptor::Tls`] (QUIC has TLS inside).
+/// transport, which must be [`Acceptor::Tls`](crate::net::Acceptor::Tls) (QUIC has TLS inside).
 fn spawn_quic<S: Service>(
     udp: std::net::SocketAddr,
     service: S,
@@ -589,24 +555,13 @@ fn spawn_quic<S: Service>(
     config: &Config,
     stats: Arc<Stats>,
 ) -> Result<(Server, Addr), BindError> {
-    let addr = Addr::Udp(udp);
-    let error = super::registry::bind_error(&addr);
-    let Acceptor::Tls(tls) = &common.listen.transport else {
-        return Err(error(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "QUIC needs a certificate (quic://HOST:PORT?cert=FILE&key=FILE)",
-        )));
-    };
-    let (sockets, bound) = quic::bind_sockets(udp, common.accept_threads, &common.listen)?;
+    let (twin, bound) = quic::Twin::listen(udp, common, &config.quic)?;
     // Loops without a listener, each given its UDP socket as a TLS listener's twin is.
     let mut flat = Own::config(common, config);
-    let listeners = sockets.iter().map(|_| None).collect();
-    flat.own.twin = Some(Arc::new(Twin {
-        shared: quic::shared(tls.clone(), &common.timeouts, &config.quic),
-        sockets: std::sync::Mutex::new(sockets.into_iter().map(Some).collect()),
-    }));
+    let listeners = (0..common.accept_threads.max(1)).map(|_| None).collect();
+    flat.own.twin = Some(twin);
     let server =
         super::loops::spawn::<S, EventLoop<S::Handler>>(listeners, service, common, flat, WAKER, stats)
-            .map_err(error)?;
+            .map_err(super::registry::bind_error(&Addr::Udp(udp)))?;
     Ok((server, Addr::Udp(bound)))
 }

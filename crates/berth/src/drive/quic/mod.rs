@@ -7,7 +7,7 @@
 //! exchange does, through `h3::Connection`.
 //!
 //! ```text
-//!   UdpSocket (one per evloop thread, SO_REUSEPORT)
+//!   UdpSocket (one per evloop or uring loop, SO_REUSEPORT)
 //!     │ recv_from                                               send_to ^
 //!     v                                                                 │
 //!   endpoint::Endpoint ── quinn_proto::Endpoint (which connection, new ones, stateless replies)
@@ -26,7 +26,7 @@
 //!   conn      one connection: QUIC streams <-> HTTP/3, the one place that acts on http::Action
 //! ```
 //!
-//! **Steering.** Each accept thread of `evloop` has its own UDP socket on the port; the kernel
+//! **Steering.** Each loop of `evloop` (or `uring`) has its own UDP socket on the port; the kernel
 //! picks a socket for each datagram by a hash of its 4-tuple (SO_REUSEPORT's default, no BPF
 //! program), so every datagram of one client address and port reaches the same thread for as
 //! long as the set of sockets is unchanged, which is the server's life (they are all bound at
@@ -70,9 +70,10 @@ use crossbeam_channel::Sender;
 
 use super::loops::State;
 use super::workers::{LoopConn, Task};
-use super::Timeouts;
+use super::{Common, Timeouts};
 use crate::files::Files;
 use crate::net::tls::TlsAcceptor;
+use crate::net::{Acceptor, Addr, BindError};
 use crate::rt::DateCache;
 use crate::stats::Stats;
 
@@ -157,6 +158,82 @@ pub(super) fn shared(tls: TlsAcceptor, t: &Timeouts, limits: &QuicLimits) -> Arc
     Shared::with_limits(tls, transport_config_with(t, limits), *limits)
 }
 
+/// The UDP sockets of a loop model's HTTP/3 (a `quic://` listener's, or a TLS listener's
+/// twin's: `--http3`), one per loop, by `Wiring::owner`, and what their QUIC endpoints share.
+/// `evloop` and `uring` both serve from it, each loop taking its own socket as it starts.
+pub(in crate::drive) struct Twin {
+    shared: Arc<Shared>,
+    sockets: std::sync::Mutex<Vec<Option<std::net::UdpSocket>>>,
+}
+
+impl std::fmt::Debug for Twin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Twin")
+    }
+}
+
+impl Twin {
+    fn new(shared: Arc<Shared>, sockets: Vec<std::net::UdpSocket>) -> Arc<Twin> {
+        Arc::new(Twin {
+            shared,
+            sockets: std::sync::Mutex::new(sockets.into_iter().map(Some).collect()),
+        })
+    }
+
+    /// Loop `owner`'s socket (once), with what its endpoint shares with the others.
+    pub fn take(&self, owner: usize) -> Option<(std::net::UdpSocket, Arc<Shared>)> {
+        let mut sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
+        let socket = sockets.get_mut(owner).and_then(Option::take)?;
+        Some((socket, self.shared.clone()))
+    }
+
+    /// A `quic://` listener on `udp` for `common.accept_threads` loops: its sockets and the
+    /// address bound. TLS comes from the listener's transport, which must be
+    /// [`Acceptor::Tls`] (QUIC has TLS inside).
+    pub fn listen(
+        udp: std::net::SocketAddr,
+        common: &Common,
+        limits: &QuicLimits,
+    ) -> Result<(Arc<Twin>, std::net::SocketAddr), BindError> {
+        let Acceptor::Tls(tls) = &common.listen.transport else {
+            return Err(BindError {
+                addr: Addr::Udp(udp),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "QUIC needs a certificate (quic://HOST:PORT?cert=FILE&key=FILE)",
+                ),
+            });
+        };
+        let (sockets, bound) = bind_sockets(udp, common.accept_threads, &common.listen)?;
+        let shared = shared(tls.clone(), &common.timeouts, limits);
+        Ok((Twin::new(shared, sockets), bound))
+    }
+
+    /// The UDP twin of a TLS listener bound at `bound` over TCP, for its `count` loops (the
+    /// same port and certificate); `None` unless it is TLS over TCP. With `alt_svc`,
+    /// `transport` becomes one that advertises the twin (`Alt-Svc`) in its answers.
+    pub fn of_tls(
+        bound: &Addr,
+        count: usize,
+        common: &Common,
+        limits: &QuicLimits,
+        alt_svc: bool,
+        transport: &mut Acceptor,
+    ) -> Result<Option<Arc<Twin>>, BindError> {
+        let (Acceptor::Tls(tls), Addr::Tcp(tcp)) = (&common.listen.transport, bound) else {
+            return Ok(None);
+        };
+        let (sockets, _) = bind_sockets(*tcp, count, &common.listen)?;
+        let shared = shared(tls.clone(), &common.timeouts, limits);
+        if alt_svc {
+            // Made once for the listener; its connections share it (`Transport::alt_svc`).
+            let alt_svc = crate::net::tls::h3_alt_svc(tcp.port());
+            *transport = Acceptor::Tls(tls.advertising(Some(alt_svc)));
+        }
+        Ok(Some(Twin::new(shared, sockets)))
+    }
+}
+
 /// QUIC's transport settings for a server with these timeouts and limits: the idle timeout is
 /// berth's keep-alive timeout (`Timeouts::idle`: a connection with no packet for that long is
 /// gone, a client that vanished mid-stream included); the stream limits and windows above.
@@ -180,7 +257,8 @@ pub(super) fn transport_config_with(
 }
 
 /// What a connection is lent while it runs: the loop's handler, limits, files, date and the
-/// way to the workers, borrowed from the loop's [`State`] (the `evloop` thread's own).
+/// way to the workers, borrowed from the loop's [`State`] (the `evloop` or `uring` thread's
+/// own).
 pub(super) struct Env<'a, H: Handler> {
     pub handler: &'a mut H,
     pub limits: &'a Limits,

@@ -30,6 +30,13 @@
 //!   a regular file it cannot be done without blocking, so io_uring hands each one to its
 //!   worker threads (io-wq), a thread hop per chunk where `sendfile` is one call.
 //!
+//! - HTTP/3 (a `quic://` listener, or `--http3`'s UDP twin of a TLS listener) is served as
+//!   `evloop` serves it, by the same `quic::Endpoint`: each loop's UDP socket is registered in
+//!   the mio poll that holds the waker, so the ring's poll of that epoll descriptor completes
+//!   for a datagram too; the loop then asks the poll which it was and reads or sends on the
+//!   socket itself (one datagram per system call, as `evloop`), and QUIC's next timer bounds
+//!   the ring's wait. A `quic://` listener's loops have no TCP listener and arm no accept.
+//!
 //! A connection whose peer leaves while its job runs keeps its slot (marked dead) until the
 //! job ends, as in `evloop`. A connection closed with bytes still unsent keeps its slot until
 //! they are sent (or the write timeout passes), then closes.
@@ -60,6 +67,7 @@ use slab::Slab;
 use super::accept;
 use super::loops::{Lent, Loop, LoopConfig, Parts, Runs, State, ACCEPT_RETRY, REPLY_CHECK_EVERY};
 use super::pump::Conn;
+use super::quic::{self, Endpoint};
 use super::{Server, Service};
 use crate::net::{Addr, BindError, Listener, Stream};
 use crate::rt::{Control, DRAIN_GRACE};
@@ -67,8 +75,11 @@ use crate::stats::Stats;
 use crate::sys::uring::{Completion, Ring, RingConfig};
 use stream::{Io, Spares};
 
-/// The waker's token in its own mio poll (nothing else is registered there).
+/// The waker's token in the loop's mio poll.
 const WAKER: Token = Token(0);
+/// The UDP socket's token in the loop's mio poll (HTTP/3: a `quic://` listener's loops, or a
+/// TLS listener's with [`Config::http3`]).
+const QUIC: Token = Token(1);
 /// Tags of the listener's accept and the waker's poll (their completions are of their own
 /// kinds, so the tags need only differ from nothing).
 const LISTENER_TAG: u64 = 0;
@@ -83,6 +94,15 @@ pub struct Config {
     /// Provided receive buffers of each loop's ring (rounded up to a power of two, at most
     /// 32768), each of the common buffer size: shared by all of the loop's connections.
     pub recv_buffers: u32,
+    /// On a TLS listener, also serve HTTP/3 on its UDP twin (the same port and certificate:
+    /// `berth serve --http3`), from the same loops, as `evloop` does
+    /// (`evloop::Config::http3`).
+    pub http3: bool,
+    /// With [`Config::http3`], answers over the TLS listener carry `Alt-Svc` naming the twin
+    /// (`berth serve --alt-svc on|off`).
+    pub alt_svc: bool,
+    /// QUIC's limits for its HTTP/3 (a `quic://` listener's, or [`Config::http3`]'s twin's).
+    pub quic: quic::QuicLimits,
 }
 
 impl Default for Config {
@@ -90,6 +110,9 @@ impl Default for Config {
         Config {
             ring_entries: 1024,
             recv_buffers: 256,
+            http3: false,
+            alt_svc: true,
+            quic: quic::QuicLimits::default(),
         }
     }
 }
@@ -97,8 +120,17 @@ impl Default for Config {
 /// Spare buffers each loop keeps for reuse (as `evloop` keeps by default).
 const POOLED_BUFFERS: usize = 256;
 
-/// What a loop reads: the common settings and, of its own, its ring's.
-type Flat = LoopConfig<RingConfig>;
+/// What a loop reads: the common settings and, of its own, its ring's and its UDP socket.
+type Flat = LoopConfig<Own>;
+
+/// The part of a loop's settings that is `uring`'s own.
+#[derive(Debug, Clone)]
+struct Own {
+    ring: RingConfig,
+    /// The UDP sockets of a TLS listener's HTTP/3 twin ([`Config::http3`]) or of a `quic://`
+    /// listener, one per loop: each loop takes its own as it starts.
+    twin: Option<Arc<quic::Twin>>,
+}
 
 /// A loop's settings, from the common ones and the model's own in one step.
 fn loop_config(common: &super::Common, own: &Config) -> Flat {
@@ -108,7 +140,7 @@ fn loop_config(common: &super::Common, own: &Config) -> Flat {
         buffers: u16::try_from(buffers).unwrap_or(32768),
         buffer_size: u32::try_from(common.buffer_size.clamp(512, 1 << 20)).unwrap_or(16384),
     };
-    LoopConfig::new(common, POOLED_BUFFERS, 0, ring)
+    LoopConfig::new(common, POOLED_BUFFERS, 0, Own { ring, twin: None })
 }
 
 /// Most bytes a connection queues for sending before its writes would block.
@@ -134,7 +166,7 @@ fn rx_limit(config: &Flat) -> usize {
 /// thread (a socket read with a timeout fails with `EINTR`). The caller's thread must not be
 /// one of them.
 pub fn check(config: &Config, common: &super::Common) -> io::Result<()> {
-    let ring = loop_config(common, config).own;
+    let ring = loop_config(common, config).own.ring;
     std::thread::scope(|s| {
         s.spawn(|| Ring::new(ring).map(drop))
             .join()
@@ -199,12 +231,15 @@ struct UringLoop<H: Handler> {
     /// The handler, buffers, deadlines and return addresses (see `loops`).
     state: State<H>,
     ring: Ring,
-    /// Holds the waker only: its epoll descriptor is readable after a wake, which the ring
-    /// polls.
+    /// Holds the waker and the UDP socket of HTTP/3, if any: its epoll descriptor is readable
+    /// after a wake or a datagram, which the ring polls.
     poll: Poll,
     events: Events,
-    /// `None` once a drain has closed it.
+    /// `None` once a drain has closed it, or from the start in a `quic://` listener's loop.
     listener: Option<Listener>,
+    /// The QUIC endpoint of HTTP/3 (a `quic://` listener's or a TLS listener's twin), on this
+    /// loop's UDP socket.
+    quic: Option<Endpoint>,
     /// The accept failed (out of descriptors, say): arm it again at this time.
     accept_retry: Option<Instant>,
     /// A drain is under way, until when a connection not yet answered may still bring its
@@ -223,29 +258,44 @@ struct UringLoop<H: Handler> {
 
 impl<H: Handler> Runs for UringLoop<H> {
     type H = H;
-    type Own = RingConfig;
+    type Own = Own;
     const KIND: &'static str = "uring";
 
     /// A loop for `service`, on the thread that will run it: the ring is set up for a single
     /// issuer, and a handler may be tied to its thread.
     fn make<S: Service<Handler = H>>(
         service: &S,
-        p: Parts<H::Job, RingConfig>,
+        p: Parts<H::Job, Own>,
     ) -> io::Result<Self> {
         let config = p.config;
-        let listener = p
-            .listener
-            .ok_or_else(|| io::Error::other("a uring loop serves a listener"))?;
-        let mut ring = Ring::new(config.own)?;
-        ring.accept_multi(listener.as_raw_fd(), LISTENER_TAG)?;
+        let udp = config.own.twin.as_ref().and_then(|t| t.take(p.wiring.owner));
+        let mut ring = Ring::new(config.own.ring)?;
+        // A `quic://` listener's loop has no listener: nothing to accept.
+        if let Some(listener) = &p.listener {
+            ring.accept_multi(listener.as_raw_fd(), LISTENER_TAG)?;
+        }
+        let state = State::new(service, p.wiring, &config);
+        // The UDP socket sits in the same mio poll as the waker: the ring's one poll of its
+        // epoll descriptor hears both, and the loop asks which (`Completion::Polled`).
+        let quic = match udp {
+            Some((socket, shared)) => {
+                let waker = state.loops[state.owner].waker.clone();
+                let mut endpoint =
+                    Endpoint::new(socket, shared, config.capacity, waker, state.id)?;
+                endpoint.register(p.poll.registry(), QUIC)?;
+                Some(endpoint)
+            }
+            None => None,
+        };
         ring.poll_multi(p.poll.as_raw_fd(), WAKER_TAG)?;
         ring.submit_and_wait(false, None)?;
         Ok(UringLoop {
-            state: State::new(service, p.wiring, &config),
+            state,
             ring,
             poll: p.poll,
             events: Events::with_capacity(8),
-            listener: Some(listener),
+            listener: p.listener,
+            quic,
             accept_retry: None,
             draining: None,
             slots: Slab::with_capacity(config.capacity),
@@ -263,12 +313,25 @@ impl<H: Handler> Runs for UringLoop<H> {
             self.release(key);
         }
         self.close_listener();
+        self.with_quic(|q, env| q.close_all(env));
         // Closing sends and cancellations go out before the ring is dropped.
         self.ring.submit_and_wait(false, None)
     }
 }
 
 impl<H: Handler> UringLoop<H> {
+    /// Calls `f` with the QUIC endpoint, if the loop has one, and the loop's state lent to it.
+    fn with_quic(&mut self, f: impl FnOnce(&mut Endpoint, &mut quic::Env<'_, H>)) {
+        if let Some(endpoint) = self.quic.as_mut() {
+            let mut env = quic::Env::new(&mut self.state, &self.config.timeouts);
+            f(endpoint, &mut env);
+        }
+    }
+
+    /// Nothing left to serve: no TCP connection, no QUIC one.
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.quic.as_ref().is_none_or(Endpoint::is_empty)
+    }
 
     /// One round: submit what the last one queued and wait for a completion, the next tick or
     /// a wake; then take finished jobs, handle completions and expire what is due. False once
@@ -281,7 +344,7 @@ impl<H: Handler> UringLoop<H> {
             if self.draining.is_none() {
                 self.begin_drain();
             }
-            if self.slots.is_empty() {
+            if self.is_empty() {
                 return Ok(false);
             }
         }
@@ -302,9 +365,24 @@ impl<H: Handler> UringLoop<H> {
         } else {
             None
         };
-        let wait = self.state.loops[self.state.id].about_to_sleep(|| !self.state.replies.is_empty());
+        // QUIC's timers (acknowledgements, loss detection, pacing) want their own time, finer
+        // than the wheel's.
+        let quic_due = self.quic.as_ref().and_then(Endpoint::next_deadline);
+        let timeout = match quic_due {
+            Some(at) => {
+                let wait = at.saturating_duration_since(Instant::now());
+                Some(timeout.map_or(wait, |t| t.min(wait)))
+            }
+            None => timeout,
+        };
+        let wait = self.state.loops[self.state.id].about_to_sleep(|| !self.state.replies.is_empty())
+            & self.quic.as_ref().is_none_or(Endpoint::about_to_sleep)
+            & (timeout != Some(Duration::ZERO));
         let waited = self.ring.submit_and_wait(wait, timeout);
         self.state.loops[self.state.id].awake();
+        if let Some(q) = &self.quic {
+            q.awake();
+        }
         waited?;
         self.state.date.refresh();
         // The same clock read: the date cache reads it anyway.
@@ -324,6 +402,10 @@ impl<H: Handler> UringLoop<H> {
             self.complete(c)?;
         }
         self.expire_due();
+        self.with_quic(|q, env| {
+            q.take_replies(env);
+            q.expire(env);
+        });
         Ok(true)
     }
 
@@ -361,9 +443,21 @@ impl<H: Handler> UringLoop<H> {
             Completion::Polled { tag, more } => {
                 debug_assert_eq!(tag, WAKER_TAG);
                 // Consume the waker's edge so that the next wake makes the descriptor
-                // readable again.
+                // readable again; and the UDP socket's, which says whether to read or send.
                 let _ = self.poll.poll(&mut self.events, Some(Duration::ZERO));
+                let (mut readable, mut writable) = (false, false);
+                for event in self.events.iter().filter(|e| e.token() == QUIC) {
+                    readable |= event.is_readable();
+                    writable |= event.is_writable();
+                }
                 self.take_replies();
+                // A wake may be for a QUIC connection's job as well as a TCP one's.
+                self.with_quic(|q, env| {
+                    q.take_replies(env);
+                    if readable || writable {
+                        q.ready(readable, writable, env);
+                    }
+                });
                 if !more {
                     self.ring.poll_multi(self.poll.as_raw_fd(), WAKER_TAG)?;
                 }
@@ -635,6 +729,8 @@ impl<H: Handler> UringLoop<H> {
             self.accepted(socket2::Socket::from(std::os::fd::OwnedFd::from(stream)));
         }
         self.close_listener();
+        // QUIC connections hear GOAWAY and close once their requests are answered.
+        self.with_quic(|q, env| q.drain(env));
         // Told first (an upgraded protocol: a WebSocket's close 1001; HTTP/2: GOAWAY, after
         // which it closes once its streams are done), then what is idle is closed; HTTP/1.1
         // connections busy with a request are told, in the response they wait for, that it is
@@ -828,6 +924,7 @@ impl super::Driver for Uring {
         },
         caps: super::Caps {
             allocation_free: true,
+            serves_http3: true,
             ..super::Caps::READINESS
         },
         flags: &[
@@ -863,8 +960,30 @@ impl super::Driver for Uring {
         use super::registry::{bind_each, bind_error};
         // Refuse before binding: where io_uring cannot run, nothing is left listening.
         check(config, common).map_err(bind_error(addr))?;
+        let mut flat = loop_config(common, config);
+        if let Addr::Udp(udp) = addr {
+            // A `quic://` listener: loops without a listener, each given its UDP socket.
+            let (twin, bound) = quic::Twin::listen(*udp, common, &config.quic)?;
+            flat.own.twin = Some(twin);
+            let listeners = (0..common.accept_threads.max(1)).map(|_| None).collect();
+            let server = super::loops::spawn::<S, UringLoop<S::Handler>>(
+                listeners, service, common, flat, WAKER, stats,
+            )
+            .map_err(bind_error(addr))?;
+            return Ok((server, Addr::Udp(bound)));
+        }
         let (listeners, bound) = bind_each(addr, common.accept_threads, common)?;
-        let server = spawn(listeners, service, common, config, stats).map_err(bind_error(addr))?;
+        if config.http3 {
+            let (limits, count) = (&config.quic, listeners.len());
+            let transport = &mut flat.transport;
+            flat.own.twin =
+                quic::Twin::of_tls(&bound, count, common, limits, config.alt_svc, transport)?;
+        }
+        let listeners = listeners.into_iter().map(Some).collect();
+        let server = super::loops::spawn::<S, UringLoop<S::Handler>>(
+            listeners, service, common, flat, WAKER, stats,
+        )
+        .map_err(bind_error(addr))?;
         Ok((server, bound))
     }
 }
