@@ -285,7 +285,10 @@ pub fn configure(
             "ssl_keyfile_password" => password = Some(KeyPassword(value.extract()?)),
             "redirect_https" => redirect = value.extract()?,
             "http3" => http3 = value.extract()?,
-            "alt_svc" => settings.models.evloop.alt_svc = value.extract()?,
+            "alt_svc" => {
+                settings.models.evloop.alt_svc = value.extract()?;
+                settings.models.uring.alt_svc = settings.models.evloop.alt_svc;
+            }
             "uds_permissions" => {
                 let mode: u32 = value.extract()?;
                 if mode > 0o777 {
@@ -353,7 +356,9 @@ pub fn configure(
                 settings.model
             )));
         }
+        // Both loop models serve it; the model chosen reads its own.
         settings.models.evloop.http3 = true;
+        settings.models.uring.http3 = true;
     }
     match (cert, key) {
         (None, None) if ca.is_some() => Err(PyValueError::new_err(
