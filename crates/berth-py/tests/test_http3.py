@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from helpers import HERE, need, stop
 
 CLIENT = os.path.join(HERE, "..", "..", "berth-cli", "tests", "h3", "client.py")
@@ -70,10 +72,11 @@ def alt_svc(port, version):
                  if l.startswith("alt-svc:")), None)
 
 
-def test_asgi_over_http3_says_http_version_3_and_tls_advertises_it(tmp_path):
+@pytest.mark.parametrize("model", ["evloop", "uring"])
+def test_asgi_over_http3_says_http_version_3_and_tls_advertises_it(tmp_path, model):
     ca, cert, key = certificates(tmp_path)
     proc, port, line = start_tls("apps.asgi_apps:scope_app", cert, key, "--interface", "asgi",
-                                 "--http3")
+                                 "--http3", "--model", model)
     try:
         assert "HTTP/3" in line, line
         got = h3(port, ca, [{"path": "/x"}, {"path": "/y"}])
@@ -128,7 +131,7 @@ def test_http3_usage_mistakes_are_one_line_and_exit_2(tmp_path):
     tls = ["--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
     cases = [
         (["--http3"], "--http3 needs --ssl-certfile"),
-        (tls + ["--http3", "--model", "threaded"], "--model evloop only"),
+        (tls + ["--http3", "--model", "threaded"], "--model evloop, --model uring only"),
         (tls + ["--http3", "--workers", "2"], "--io-threads"),
         (tls + ["--alt-svc", "off"], "--alt-svc needs --http3"),
     ]

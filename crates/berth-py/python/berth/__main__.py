@@ -598,7 +598,7 @@ def add_listening_extras(ap: Parser) -> None:
     g.add_argument("--http3", action="store_true",
                    help="also serve HTTP/3 (QUIC) on the UDP twin of the TLS listener: the "
                         "same port and certificate, needs --ssl-certfile and --ssl-keyfile; "
-                        "--model evloop, one process (--io-threads for more loops). As berth "
+                        "--model evloop or uring, one process (--io-threads for more loops). As berth "
                         "serve --http3 (default: off)")
     g.add_argument("--alt-svc", choices=("on", "off"), default=None,
                    help="with --http3: answers over TLS carry Alt-Svc: h3=\":PORT\"; "
@@ -686,8 +686,9 @@ def check_extras(ap: "Parser", args) -> None:
         ap.error("--redirect-https needs --ssl-certfile and --ssl-keyfile")
     if args.http3 and not args.ssl_certfile:
         ap.error("--http3 needs --ssl-certfile and --ssl-keyfile (QUIC has TLS inside)")
-    if args.http3 and args.model != "evloop":
-        ap.error("--http3: HTTP/3 is served by --model evloop only, not {}".format(args.model))
+    if args.http3 and args.model not in ("evloop", "uring"):
+        ap.error("--http3: HTTP/3 is served by --model evloop, --model uring only, not {}"
+                 .format(args.model))
     if args.http3 and args.workers > 1:
         ap.error("--http3 with --workers: not yet (each process would bind the UDP port, and "
                  "a QUIC connection's datagrams must reach one process); --io-threads N "
