@@ -37,42 +37,32 @@ fn serve_model(model: &str, tag: &str, extra: &[&str]) -> support::H3 {
     support::serve_model(model, tag, extra)
 }
 
-/// A test run for each model that serves HTTP/3 from its loops: `name` runs `body(model)`
-/// as `name_evloop` and `name_uring`.
+/// A test run for each model that serves HTTP/3 from its loops: `body(model)` runs as
+/// `body::evloop` and `body::uring` (a module beside the function of the same name).
 macro_rules! per_model {
-    ($body:ident: $($name:ident = $model:literal),+ $(,)?) => {
+    ($($body:ident),+ $(,)?) => {
         $(
-            #[test]
-            fn $name() {
-                $body($model);
+            mod $body {
+                #[test]
+                fn evloop() {
+                    super::$body("evloop");
+                }
+                #[test]
+                fn uring() {
+                    super::$body("uring");
+                }
             }
         )+
     };
 }
 
-per_model!(get_head_post_and_a_job_are_answered_on_one_connection:
-    get_head_post_and_a_job_are_answered_on_one_connection_evloop = "evloop",
-    get_head_post_and_a_job_are_answered_on_one_connection_uring = "uring",
-);
-per_model!(a_50_mb_file_comes_whole_and_a_range_comes_alone:
-    a_50_mb_file_comes_whole_and_a_range_comes_alone_evloop = "evloop",
-    a_50_mb_file_comes_whole_and_a_range_comes_alone_uring = "uring",
-);
-per_model!(a_hundred_concurrent_streams_on_one_connection_are_all_answered:
-    a_hundred_concurrent_streams_on_one_connection_are_all_answered_evloop = "evloop",
-    a_hundred_concurrent_streams_on_one_connection_are_all_answered_uring = "uring",
-);
-per_model!(a_client_that_vanishes_mid_stream_leaves_nothing_behind:
-    a_client_that_vanishes_mid_stream_leaves_nothing_behind_evloop = "evloop",
-    a_client_that_vanishes_mid_stream_leaves_nothing_behind_uring = "uring",
-);
-per_model!(a_drain_finishes_the_download_in_flight_then_exits:
-    a_drain_finishes_the_download_in_flight_then_exits_evloop = "evloop",
-    a_drain_finishes_the_download_in_flight_then_exits_uring = "uring",
-);
-per_model!(http3_opens_the_udp_twin_of_a_tls_listener:
-    http3_opens_the_udp_twin_of_a_tls_listener_evloop = "evloop",
-    http3_opens_the_udp_twin_of_a_tls_listener_uring = "uring",
+per_model!(
+    get_head_post_and_a_job_are_answered_on_one_connection,
+    a_50_mb_file_comes_whole_and_a_range_comes_alone,
+    a_hundred_concurrent_streams_on_one_connection_are_all_answered,
+    a_client_that_vanishes_mid_stream_leaves_nothing_behind,
+    a_drain_finishes_the_download_in_flight_then_exits,
+    http3_opens_the_udp_twin_of_a_tls_listener,
 );
 
 /// Requests over one aioquic connection, with the client's `extra` options.
