@@ -2,7 +2,7 @@
 load. Two runs per binary, N1 and N2 requests on one connection; per request is the difference
 over N2-N1, so startup and shutdown cancel out.
 
-    python3 instructions.py SHAPE BASE_BINARY NEW_BINARY
+    python3 bench/instructions.py SHAPE BASE_BINARY NEW_BINARY
 
 SHAPE: keep-alive (HTTP/1.1, one request at a time), keep-alive-c50 (HTTP/1.1, wrk's request
 on fifty connections, one request at a time on each: a loop's turn carries many requests, as
