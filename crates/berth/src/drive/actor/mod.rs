@@ -282,7 +282,12 @@ where
     }
 
     fn accept(&mut self) {
-        loop {
+        self.accept_at_most(usize::MAX);
+    }
+
+    /// Accepts what waits in the listener's queue, at most `most` connections.
+    fn accept_at_most(&mut self, most: usize) {
+        for _ in 0..most {
             let Some(listener) = &self.listener else {
                 return;
             };
@@ -359,7 +364,8 @@ where
     /// listener would reset them), closes the listener and tells every connection: idle ones
     /// close, busy ones finish the response in progress as their last.
     fn begin_drain(&mut self) {
-        self.accept();
+        // Bounded, so that a client connecting on and on cannot hold the drain here.
+        self.accept_at_most(self.config.capacity.saturating_add(1));
         self.draining = true;
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);

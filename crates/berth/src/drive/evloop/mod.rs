@@ -323,7 +323,12 @@ impl<H: Handler> EventLoop<H> {
     }
 
     fn accept(&mut self) {
-        for accepted in 1usize.. {
+        self.accept_at_most(usize::MAX);
+    }
+
+    /// Accepts what waits in the listener's queue, at most `most` connections.
+    fn accept_at_most(&mut self, most: usize) {
+        for accepted in 1..=most {
             // A backlog of connections each answered on the spot (read_on_accept) can keep
             // the loop here for milliseconds: pick up finished jobs in between, as the event
             // loop does within a long batch of events.
@@ -384,8 +389,9 @@ impl<H: Handler> EventLoop<H> {
         // A client whose handshake the kernel completed has connected and may have sent its
         // request: closing the listener would reset it (a loop busy with a long turn, such as
         // an application run inline, leaves many there). They are served like any connection
-        // accepted before the drain; past the capacity they are refused with the 503.
-        self.accept();
+        // accepted before the drain; past the capacity they are refused with the 503. Bounded,
+        // so that a client connecting on and on cannot hold the drain here.
+        self.accept_at_most(self.config.capacity.saturating_add(1));
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
