@@ -8,11 +8,13 @@
 #
 #   bench/results/2026-11-29e-h3/run.sh BERTH CADDY [ROUNDS] [SECONDS]
 #
-# Raw outputs go to raw/ beside this script, the summary to results.tsv.
+# Raw outputs go to raw/ beside this script, the summary to results.tsv; OUT=DIR puts them
+# under DIR instead (DIR/raw, DIR/results.tsv). SHAPES="file1m-10x1 ..." runs only those shapes.
 set -euo pipefail
 BERTH=$(realpath "$1"); CADDY=$(realpath "$2"); ROUNDS=${3:-2}; SECS=${4:-10}
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../../.." && pwd)
-RAW=$HERE/raw; mkdir -p "$RAW"; rm -f "$RAW"/*
+OUT=$(mkdir -p "${OUT:-$HERE}" && cd "${OUT:-$HERE}" && pwd)
+RAW=$OUT/raw; mkdir -p "$RAW"; rm -f "$RAW"/*
 TMP=$(mktemp -d); trap 'kill $BPID $CPID 2>/dev/null || true; rm -rf "$TMP"' EXIT
 BPORT=9443; CPORT=9444; TICK=$(getconf CLK_TCK)
 
@@ -56,7 +58,7 @@ sleep 2
   nproc; uname -r; } > "$RAW/versions.txt"
 
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }   # utime+stime in clock ticks, all threads
-echo -e "round\tshape\tserver\trequests\tfailures\telapsed\treq_s\tMB_s\tcpu_ticks\tcpu_us_per_req\tload_cpu_s\tloadavg" > "$HERE/results.tsv"
+echo -e "round\tshape\tserver\trequests\tfailures\telapsed\treq_s\tMB_s\tcpu_ticks\tcpu_us_per_req\tload_cpu_s\tloadavg" > "$OUT/results.tsv"
 run() {  # round shape server pid port c m path
   local r=$1 shape=$2 srv=$3 pid=$4 port=$5 c=$6 m=$7 path=$8
   local out="$RAW/r$r-$shape-$srv.txt" load before after
@@ -69,7 +71,7 @@ run() {  # round shape server pid port c m path
   after=$(cpu "$pid")
   { echo "command: taskset -c 1 h3load -c $c -m $m -n 0 -d ${SECS}s -ca cert.pem https://127.0.0.1:$port$path";
     echo "server cpu ticks before $before after $after (CLK_TCK $TICK); loadavg before: $load"; } >> "$out"
-  python3 - "$r" "$shape" "$srv" "$((after-before))" "$TICK" "$load" "$out" >> "$HERE/results.tsv" <<'PY'
+  python3 - "$r" "$shape" "$srv" "$((after-before))" "$TICK" "$load" "$out" >> "$OUT/results.tsv" <<'PY'
 import sys, re
 r, shape, srv, ticks, tick, load, out = sys.argv[1:]
 t = open(out).read()
@@ -80,11 +82,12 @@ lc = lc.group(1) if lc else "?"
 us = int(ticks) / int(tick) * 1e6 / int(req) if int(req) else float("nan")
 print("\t".join([r, shape, srv, req, fail, el, rps, mbs, ticks, f"{us:.1f}", lc, load]))
 PY
-  tail -1 "$HERE/results.tsv"
+  tail -1 "$OUT/results.tsv"
 }
 for r in $(seq 1 "$ROUNDS"); do
   for spec in "hello-10x10 10 10 /hello/world" "hello-1x1 1 1 /hello/world" "file1m-10x1 10 1 /files/1m.bin"; do
     set -- $spec
+    if [ -n "${SHAPES:-}" ] && [[ " $SHAPES " != *" $1 "* ]]; then continue; fi
     run "$r" "$1" berth "$BPID" "$BPORT" "$2" "$3" "$4"
     run "$r" "$1" caddy "$CPID" "$CPORT" "$2" "$3" "$4"
   done

@@ -10,8 +10,8 @@
 //! flag in the reply queue tells workers to drop a queued job unrun).
 
 use std::collections::{BTreeSet, HashMap};
-use std::io;
-use std::net::SocketAddr;
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,17 +19,44 @@ use berth_proto::http::Handler;
 use bytes::BytesMut;
 use crossbeam_channel::Receiver;
 use mio::{Interest, Registry, Token};
-use quinn_proto::{ConnectionHandle, DatagramEvent, ServerConfig, TransportConfig};
+use quinn_proto::{ConnectionHandle, DatagramEvent, EcnCodepoint, ServerConfig, TransportConfig};
+use quinn_udp::{RecvMeta, UdpSocketState};
 use slab::Slab;
 
 use super::conn::Conn;
-use super::{Env, QuicLimits, Retry, TRANSMITS};
+use super::{Env, QuicLimits, Retry};
 use crate::drive::workers::{Done, LoopQueue};
 use crate::net::tls::TlsAcceptor;
 
 /// The largest UDP payload (a datagram bigger than any QUIC packet is read whole, then dropped
 /// by QUIC).
 const MAX_DATAGRAM: usize = 65_527;
+
+/// The largest datagram a peer sends us: quinn-proto's default `max_udp_payload_size`, which
+/// it announces to peers. A receive buffer of this times the GRO segment count holds any
+/// batch the kernel coalesces (quinn-udp turns UDP_GRO on where it can).
+const MAX_PEER_DATAGRAM: usize = 1472;
+
+/// What a datagram (or a GSO batch of them) is sent with: quinn-proto's `Transmit` without
+/// its size.
+#[derive(Clone, Copy)]
+struct Dest {
+    to: SocketAddr,
+    ecn: Option<EcnCodepoint>,
+    segment_size: Option<usize>,
+    src_ip: Option<IpAddr>,
+}
+
+impl From<&quinn_proto::Transmit> for Dest {
+    fn from(t: &quinn_proto::Transmit) -> Dest {
+        Dest {
+            to: t.destination,
+            ecn: t.ecn,
+            segment_size: t.segment_size,
+            src_ip: t.src_ip,
+        }
+    }
+}
 
 /// Datagrams read before the connections they touched are served: enough to batch a burst,
 /// few enough that a flood on the socket cannot starve the connections.
@@ -93,6 +120,10 @@ enum Slot {
 /// One loop's QUIC endpoint.
 pub(crate) struct Endpoint {
     socket: mio::net::UdpSocket,
+    /// quinn-udp's state for the socket: GSO (a connection's burst of datagrams in one
+    /// `sendmsg`), the don't-fragment bit (so that quinn-proto may probe for a larger MTU
+    /// than 1,200), and the destination address and ECN of what is read.
+    udp: UdpSocketState,
     quinn: quinn_proto::Endpoint,
     shared: Arc<Shared>,
     /// QUIC's server configuration and the TLS configuration it was made from: made anew when
@@ -113,8 +144,9 @@ pub(crate) struct Endpoint {
     inbox: Receiver<(usize, Done)>,
     recv_buf: Vec<u8>,
     send_buf: Vec<u8>,
-    /// A datagram the socket would not take (it was full): sent first once it has room.
-    blocked: Option<(SocketAddr, Vec<u8>)>,
+    /// A datagram (or GSO batch) the socket would not take (it was full): sent first once it
+    /// has room.
+    blocked: Option<(Dest, Vec<u8>)>,
     /// Connections that may have more to send once the socket has room.
     unsent: BTreeSet<usize>,
     /// The socket was not drained last turn (`READ_BATCHES_PER_TURN`): read on at the next,
@@ -136,15 +168,21 @@ impl Endpoint {
         id: usize,
     ) -> io::Result<Endpoint> {
         let config = shared.server_config()?;
+        let udp = UdpSocketState::new((&socket).into())?;
+        // MTU discovery only where the kernel sets don't-fragment: a probe bigger than the
+        // path must be lost, not fragmented. Without it every packet stays at QUIC's 1,200
+        // bytes, a fifth more packets (and system calls) per byte than at 1,452.
         let quinn = quinn_proto::Endpoint::new(
             shared.endpoint.clone(),
             Some(config.1.clone()),
-            false,
+            !udp.may_fragment(),
             None,
         );
+        let recv_len = MAX_DATAGRAM.max(MAX_PEER_DATAGRAM * udp.gro_segments());
         let (tx, inbox) = crossbeam_channel::unbounded();
         Ok(Endpoint {
             socket: mio::net::UdpSocket::from_std(socket),
+            udp,
             quinn,
             shared,
             config,
@@ -157,7 +195,7 @@ impl Endpoint {
             handshaking: 0,
             replies: Arc::new(vec![LoopQueue::new(tx, waker, capacity)]),
             inbox,
-            recv_buf: vec![0; MAX_DATAGRAM],
+            recv_buf: vec![0; recv_len],
             send_buf: Vec::with_capacity(MAX_DATAGRAM),
             blocked: None,
             unsent: BTreeSet::new(),
@@ -216,8 +254,25 @@ impl Endpoint {
         for batch in 1.. {
             let mut drained = false;
             for _ in 0..READ_BATCH {
-                match self.socket.recv_from(&mut self.recv_buf) {
-                    Ok((n, from)) => self.datagram(n, from, &mut touched, env),
+                let mut meta = [RecvMeta::default()];
+                let got = {
+                    let mut bufs = [IoSliceMut::new(&mut self.recv_buf)];
+                    self.udp.recv((&self.socket).into(), &mut bufs, &mut meta)
+                };
+                match got {
+                    Ok(_) => {
+                        // One datagram, or (GRO) several of `stride` bytes each, the last
+                        // perhaps shorter.
+                        let m = meta[0];
+                        let ecn = m.ecn.and_then(|e| EcnCodepoint::from_bits(e as u8));
+                        let stride = if m.stride == 0 { m.len } else { m.stride };
+                        let mut at = 0;
+                        while at < m.len {
+                            let end = (at + stride).min(m.len);
+                            self.datagram(at..end, m.addr, m.dst_ip, ecn, &mut touched, env);
+                            at = end;
+                        }
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         drained = true;
                         break;
@@ -243,18 +298,20 @@ impl Endpoint {
         }
     }
 
-    /// One datagram of `n` bytes from `from`, in `recv_buf`.
+    /// One datagram, `recv_buf[at]`, from `from` to our address `local` (when known).
     fn datagram<H: Handler>(
         &mut self,
-        n: usize,
+        at: std::ops::Range<usize>,
         from: SocketAddr,
+        local: Option<IpAddr>,
+        ecn: Option<EcnCodepoint>,
         touched: &mut BTreeSet<usize>,
         env: &mut Env<'_, H>,
     ) {
-        let data = BytesMut::from(&self.recv_buf[..n]);
+        let data = BytesMut::from(&self.recv_buf[at]);
         let mut buf = std::mem::take(&mut self.send_buf);
         buf.clear();
-        let event = self.quinn.handle(env.now, from, None, None, data, &mut buf);
+        let event = self.quinn.handle(env.now, from, local, ecn, data, &mut buf);
         match event {
             Some(DatagramEvent::ConnectionEvent(handle, event)) => {
                 if let Some(&key) = self.by_handle.get(&handle) {
@@ -280,13 +337,13 @@ impl Endpoint {
                 {
                     let t = self.quinn.refuse(incoming, &mut buf);
                     env.stats.shard(env.shard).connection_refused();
-                    self.send(t.destination, &buf[..t.size]);
+                    self.send((&t).into(), &buf[..t.size]);
                 } else if retry {
                     // Stateless: the client comes back with the token, from the address it
                     // claims, or never.
                     match self.quinn.retry(incoming, &mut buf) {
                         Ok(t) => {
-                            self.send(t.destination, &buf[..t.size]);
+                            self.send((&t).into(), &buf[..t.size]);
                         }
                         Err(e) => self.accept(e.into_incoming(), &mut buf, touched, env),
                     }
@@ -295,7 +352,7 @@ impl Endpoint {
                 }
             }
             Some(DatagramEvent::Response(t)) => {
-                self.send(t.destination, &buf[..t.size]);
+                self.send((&t).into(), &buf[..t.size]);
             }
             None => {}
         }
@@ -343,29 +400,41 @@ impl Endpoint {
                     e.cause
                 );
                 if let Some(t) = e.response {
-                    self.send(t.destination, &buf[..t.size]);
+                    self.send((&t).into(), &buf[..t.size]);
                 }
             }
         }
     }
 
-    /// Sends one datagram; if the socket is full, keeps it (and stops sending until it has
-    /// room: see [`Endpoint::send_unsent`]).
-    fn send(&mut self, to: SocketAddr, bytes: &[u8]) -> bool {
+    /// Sends one datagram, or a GSO batch of them (`dest.segment_size`) in one `sendmsg`; if
+    /// the socket is full, keeps it (and stops sending until it has room: see
+    /// [`Endpoint::send_unsent`]).
+    fn send(&mut self, dest: Dest, bytes: &[u8]) -> bool {
         if self.blocked.is_some() {
             return false;
         }
+        let transmit = quinn_udp::Transmit {
+            destination: dest.to,
+            ecn: dest
+                .ecn
+                .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
+            contents: bytes,
+            segment_size: dest.segment_size,
+            src_ip: dest.src_ip,
+        };
         loop {
-            match self.socket.send_to(bytes, to) {
-                Ok(_) => return true,
+            // quinn-udp's `send` drops what UDP may drop (an error other than a full socket
+            // is logged once in a while, and QUIC sends again what mattered), and turns GSO
+            // off for good where the kernel or the device refuses it.
+            match self.udp.send((&self.socket).into(), &transmit) {
+                Ok(()) => return true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.blocked = Some((to, bytes.to_vec()));
+                    self.blocked = Some((dest, bytes.to_vec()));
                     return false;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    // Lost, as UDP may lose it: QUIC sends it again if it mattered.
-                    log::debug!("QUIC loop {}: send to {to}: {e}", self.id);
+                    log::debug!("QUIC loop {}: send to {}: {e}", self.id, dest.to);
                     return true;
                 }
             }
@@ -374,8 +443,8 @@ impl Endpoint {
 
     /// The socket has room: the datagram it refused, then what connections still had.
     fn send_unsent<H: Handler>(&mut self, env: &mut Env<'_, H>) {
-        if let Some((to, bytes)) = self.blocked.take() {
-            if !self.send(to, &bytes) {
+        if let Some((dest, bytes)) = self.blocked.take() {
+            if !self.send(dest, &bytes) {
                 return;
             }
         }
@@ -423,10 +492,12 @@ impl Endpoint {
             let Some(Slot::Live(conn)) = self.conns.get_mut(key) else {
                 break;
             };
-            let Some(t) = conn.quic.poll_transmit(env.now, TRANSMITS, &mut buf) else {
+            // As many datagrams as one GSO `sendmsg` takes (1 without GSO).
+            let batch = self.udp.max_gso_segments();
+            let Some(t) = conn.quic.poll_transmit(env.now, batch, &mut buf) else {
                 break;
             };
-            self.send(t.destination, &buf[..t.size]);
+            self.send((&t).into(), &buf[..t.size]);
         }
         self.send_buf = buf;
         let Some(Slot::Live(conn)) = self.conns.get_mut(key) else {

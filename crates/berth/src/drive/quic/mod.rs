@@ -38,12 +38,13 @@
 //! connection ID (a reuseport BPF program reading the CID we chose) would keep such a
 //! connection; it needs a BPF loader, for a case that is rare and recovers by itself.
 //!
-//! **UDP I/O.** One datagram per `recvfrom`/`sendto` through mio's `UdpSocket`, no raw system calls.
-//! Not quinn-udp (GSO, GRO, ECN, IP_PKTINFO) yet: its gain is fewer system calls per byte,
-//! which is issue 42's benchmark work, to be measured against caddy there; and without
-//! IP_PKTINFO a socket bound to a wildcard address answers from whatever source address the
-//! kernel's route picks (bind a specific address on a multi-homed host). Adding it changes
-//! `endpoint.rs`'s two socket calls and `TRANSMITS` only.
+//! **UDP I/O.** Through quinn-udp on mio's `UdpSocket` (no raw system calls here): each
+//! connection's burst of datagrams goes out in one `sendmsg` with UDP GSO (as many as
+//! `max_gso_segments`, one where the kernel has no GSO), reads take GRO batches apart, the
+//! socket sets don't-fragment so that quinn-proto's MTU discovery may run (up to 1,452 bytes a
+//! packet instead of 1,200), and a datagram's destination address (IP_PKTINFO) is answered
+//! from. Before it, issue 42's 1 MiB benchmark sent one `sendto` per 1,200-byte packet, ~900
+//! a MiB, and served caddy's requests/s at 0.75-0.94x (BENCHMARKS.md, HTTP/3).
 //!
 //! **Retry** ([`QuicLimits::retry`], `berth serve --quic-retry auto|on|off`): a new connection
 //! proves its address first while handshakes pile up on a loop, always, or never; past
@@ -76,9 +77,6 @@ use crate::net::tls::TlsAcceptor;
 use crate::net::{Acceptor, Addr, BindError};
 use crate::rt::DateCache;
 use crate::stats::Stats;
-
-/// Datagrams asked of `poll_transmit` at once: one, as no GSO is used (see the module docs).
-const TRANSMITS: usize = 1;
 
 /// Request streams a client may have open at once (QUIC's MAX_STREAMS for bidirectional
 /// streams) by default: 128, HTTP/2's default here (`--http2-max-streams`) and nginx's
