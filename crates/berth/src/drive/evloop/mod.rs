@@ -249,16 +249,7 @@ impl<H: Handler> EventLoop<H> {
             } else {
                 None
             };
-            // QUIC's timers (acknowledgements, loss detection, pacing) want their own time,
-            // finer than the wheel's.
-            let quic_due = self.quic.as_ref().and_then(Endpoint::next_deadline);
-            let timeout = match quic_due {
-                Some(at) => {
-                    let wait = at.saturating_duration_since(Instant::now());
-                    Some(timeout.map_or(wait, |t| t.min(wait)))
-                }
-                None => timeout,
-            };
+            let timeout = Endpoint::shorten_wait(self.quic.as_ref(), timeout);
             let queue = &self.state.loops[self.state.owner];
             let quiet = queue.about_to_sleep(|| !self.state.replies.is_empty())
                 & self.quic.as_ref().is_none_or(Endpoint::about_to_sleep);

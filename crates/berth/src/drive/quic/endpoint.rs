@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use berth_proto::http::Handler;
 use bytes::BytesMut;
@@ -222,6 +222,22 @@ impl Endpoint {
     /// When [`Endpoint::expire`] is next due.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.due.first().map(|(at, _)| *at)
+    }
+
+    /// A loop's wait, `timeout` (its own deadlines'), shortened to QUIC's next deadline if
+    /// `endpoint` has one sooner: QUIC's timers (acknowledgements, loss detection, pacing)
+    /// want their own time, finer than the loop's wheel.
+    pub fn shorten_wait(
+        endpoint: Option<&Endpoint>,
+        timeout: Option<Duration>,
+    ) -> Option<Duration> {
+        match endpoint.and_then(Endpoint::next_deadline) {
+            Some(at) => {
+                let wait = at.saturating_duration_since(Instant::now());
+                Some(timeout.map_or(wait, |t| t.min(wait)))
+            }
+            None => timeout,
+        }
     }
 
     /// The loop is about to poll: false if replies came meanwhile, or the socket has
