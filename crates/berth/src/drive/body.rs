@@ -212,15 +212,19 @@ impl Body {
             } => {
                 let want = (*remaining).min(max.min(CHUNK) as u64) as usize;
                 let start = out.len();
-                out.resize(start + want, 0);
-                let mut at = start;
-                while at < out.len() {
-                    match read_chunk(file, &mut out[at..], *offset) {
+                // Read into the output's spare room: no zeroing of 64 KiB a piece first.
+                while out.len() < start + want {
+                    let left = start + want - out.len();
+                    match crate::sys::io::pread_into_spare(&**file, out, left, *offset) {
+                        Ok(0) => {
+                            out.truncate(start);
+                            return Err(io::ErrorKind::UnexpectedEof.into());
+                        }
                         Ok(n) => {
-                            at += n;
                             *offset += n as u64;
                             *remaining -= n as u64;
                         }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
                             out.truncate(start);
                             return Err(e);

@@ -37,6 +37,32 @@ pub fn read_into_spare(fd: &impl AsRawFd, buf: &mut Vec<u8>) -> io::Result<usize
     Ok(n)
 }
 
+/// Reads up to `len` bytes of `file` from `offset` (`pread(2)`) into the unused capacity of
+/// `buf`, reserved here and not zeroed first, and extends `buf` by what was read: a body piece
+/// read straight into the output it goes out from. Returns the byte count (0 at end of file).
+pub fn pread_into_spare(
+    file: &impl AsRawFd,
+    buf: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    let offset = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset past off_t"))?;
+    buf.reserve(len);
+    let spare = &mut buf.spare_capacity_mut()[..len];
+    // SAFETY: `spare` is valid for writes of `len` bytes and pread(2) writes at most that many;
+    // the kernel never reads from it, so it being uninitialised is fine.
+    let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), len, offset) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    // SAFETY: pread(2) initialised the first `n` bytes of the spare capacity, `n` <= `len`,
+    // which is within the capacity reserved above.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
 /// Sends what it can of `buf` on the socket `fd` (`sendto(2)` with `MSG_NOSIGNAL`: a peer that
 /// left is an `EPIPE` error, not a `SIGPIPE`), as std's `send` does, without glibc's wrapper
 /// (see the module docs). Returns the byte count.
