@@ -127,27 +127,8 @@ fn a_50_mb_file_comes_whole_and_a_range_comes_alone(model: &str) {
 
 fn a_hundred_concurrent_streams_on_one_connection_are_all_answered(model: &str) {
     let s = serve_model(model, "many", &[]);
-    let requests: Vec<Value> = (0..100)
-        .map(|i| match i % 4 {
-            0 => json!({"path": "/hello/world"}),
-            1 => json!({"path": "/files/small.txt", "headers": [["range", format!("bytes={}-{}", i % 10, i % 10)]]}),
-            2 => json!({"method": "POST", "path": "/reverse", "body": format!("{{\"n\": \"{i}x\"}}")}),
-            _ => json!({"path": "/test/slow"}),
-        })
-        .collect();
-    let r = s.fetch(Value::Array(requests));
-    assert_eq!(r.len(), 100);
-    for (i, r) in r.iter().enumerate() {
-        match i % 4 {
-            0 => answered(r, 200, "Hello, World!"),
-            1 => answered(r, 206, &"0123456789"[i % 10..i % 10 + 1]),
-            2 => {
-                let reversed: String = format!("{i}x").chars().rev().collect();
-                answered(r, 200, &format!("{{\"data\":[\"{reversed}\"]}}"));
-            }
-            _ => assert_eq!(r["status"], 200, "{i}: {}", brief(r)),
-        }
-    }
+    let r = s.fetch(support::a_hundred_requests());
+    support::a_hundred_answered(&r);
 }
 
 fn a_client_that_vanishes_mid_stream_leaves_nothing_behind(model: &str) {

@@ -117,27 +117,8 @@ fn quicgo_gets_a_50_mb_file_and_a_range() {
 #[test]
 fn quicgo_sends_a_hundred_concurrent_requests_on_one_connection() {
     let s = serve("qg-many", &[]);
-    let requests: Vec<Value> = (0..100)
-        .map(|i| match i % 4 {
-            0 => json!({"path": "/hello/world"}),
-            1 => json!({"path": "/files/small.txt", "headers": [["range", format!("bytes={}-{}", i % 10, i % 10)]]}),
-            2 => json!({"method": "POST", "path": "/reverse", "body": format!("{{\"n\": \"{i}x\"}}")}),
-            _ => json!({"path": "/test/slow"}),
-        })
-        .collect();
-    let r = quicgo(s.port, &s.certs.ca, Value::Array(requests));
-    assert_eq!(r.len(), 100);
-    for (i, r) in r.iter().enumerate() {
-        match i % 4 {
-            0 => answered(r, 200, "Hello, World!"),
-            1 => answered(r, 206, &"0123456789"[i % 10..i % 10 + 1]),
-            2 => {
-                let reversed: String = format!("{i}x").chars().rev().collect();
-                answered(r, 200, &format!("{{\"data\":[\"{reversed}\"]}}"));
-            }
-            _ => assert_eq!(r["status"], 200, "{i}: {}", brief(r)),
-        }
-    }
+    let r = quicgo(s.port, &s.certs.ca, support::a_hundred_requests());
+    support::a_hundred_answered(&r);
     // One connection carried them: quic-go's and the one asking for /stats.
     let stats = s.stats();
     assert_eq!(

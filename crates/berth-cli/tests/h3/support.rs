@@ -266,3 +266,32 @@ pub fn footprint(pid: i32) -> Footprint {
         udp_sockets,
     }
 }
+
+/// A hundred requests of four kinds for one connection's concurrent streams: hello, a one-byte
+/// range of `small.txt`, `POST /reverse` and a job (`/test/slow`), in turn.
+pub fn a_hundred_requests() -> Value {
+    (0..100)
+        .map(|i| match i % 4 {
+            0 => serde_json::json!({"path": "/hello/world"}),
+            1 => serde_json::json!({"path": "/files/small.txt", "headers": [["range", format!("bytes={}-{}", i % 10, i % 10)]]}),
+            2 => serde_json::json!({"method": "POST", "path": "/reverse", "body": format!("{{\"n\": \"{i}x\"}}")}),
+            _ => serde_json::json!({"path": "/test/slow"}),
+        })
+        .collect()
+}
+
+/// The answers to [`a_hundred_requests`], each checked.
+pub fn a_hundred_answered(r: &[Value]) {
+    assert_eq!(r.len(), 100);
+    for (i, r) in r.iter().enumerate() {
+        match i % 4 {
+            0 => answered(r, 200, "Hello, World!"),
+            1 => answered(r, 206, &"0123456789"[i % 10..i % 10 + 1]),
+            2 => {
+                let reversed: String = format!("{i}x").chars().rev().collect();
+                answered(r, 200, &format!("{{\"data\":[\"{reversed}\"]}}"));
+            }
+            _ => assert_eq!(r["status"], 200, "{i}: {}", brief(r)),
+        }
+    }
+}
