@@ -102,16 +102,7 @@ fn quicgo_gets_a_50_mb_file_and_a_range() {
     assert_eq!(r[0]["status"], 200, "{}", brief(&r[0]));
     assert_eq!(r[0]["length"], 50_000_000, "{}", brief(&r[0]));
     assert_eq!(r[0]["sha256"], sha256_hex(&data).as_str());
-    assert_eq!(r[1]["status"], 206, "{}", brief(&r[1]));
-    assert_eq!(
-        header(&r[1], "content-range"),
-        Some("bytes 1000000-1000015/50000000")
-    );
-    assert_eq!(r[1]["length"], 16);
-    assert_eq!(
-        r[1]["sha256"],
-        sha256_hex(&data[1_000_000..1_000_016]).as_str()
-    );
+    support::range_answered(&r[1], &data);
 }
 
 #[test]

@@ -295,3 +295,18 @@ pub fn a_hundred_answered(r: &[Value]) {
         }
     }
 }
+
+/// The answer to `range: bytes=1000000-1000015` of a 50,000,000-byte file holding `data`:
+/// 206, its `Content-Range`, and those 16 bytes.
+pub fn range_answered(r: &Value, data: &[u8]) {
+    assert_eq!(r["status"], 206, "{}", brief(r));
+    assert_eq!(
+        header(r, "content-range"),
+        Some("bytes 1000000-1000015/50000000")
+    );
+    assert_eq!(r["length"], 16);
+    assert_eq!(
+        r["sha256"],
+        sha256_hex(&data[1_000_000..1_000_016]).as_str()
+    );
+}
