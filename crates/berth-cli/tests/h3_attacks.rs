@@ -163,6 +163,14 @@ fn quic_retry_on_has_every_client_prove_its_address_and_off_none() {
         assert_eq!(r["body"], "Hello, World!", "--quic-retry {retry}: {r}");
         // And another client (asyncio's aioquic, tests/h3/client.py) is served as well.
         honest(&s, Duration::from_secs(10));
+        // `/stats` counts the Retries sent: with `on`, one for every connection accepted (the
+        // one that asks for `/stats` included), else none.
+        let stats = s.stats();
+        let accepted = support::stat(&stats, "berth_http3_connections_total");
+        let sent = support::stat(&stats, "berth_quic_retries_total");
+        assert!(accepted >= 3, "--quic-retry {retry}:\n{stats}");
+        let want = if retry == "on" { accepted } else { 0 };
+        assert_eq!(sent, want, "--quic-retry {retry}:\n{stats}");
     }
 }
 

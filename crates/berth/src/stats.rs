@@ -106,7 +106,8 @@ const H3_STREAM_ERRORS: usize = H2_CELLS + 3;
 const H3_CLIENT_RESETS: usize = H2_CELLS + 4;
 const H3_REJECTED: usize = H2_CELLS + 5;
 const H3_OVERSIZED_HEADS: usize = H2_CELLS + 6;
-const H3_CELLS: usize = 7;
+const H3_RETRIES: usize = H2_CELLS + 7;
+const H3_CELLS: usize = 8;
 
 enum Storage {
     Private(Box<Counters>),
@@ -189,6 +190,8 @@ pub struct Http3Totals {
     pub rejected: u64,
     /// Requests answered 431 for their field section.
     pub oversized_heads: u64,
+    /// Retry packets sent: new connections asked to prove their address (`--quic-retry`).
+    pub retries: u64,
 }
 
 /// Every counter at zero.
@@ -318,6 +321,11 @@ impl Stats {
         h3[H3_OVERSIZED_HEADS].fetch_add(c.oversized_heads, Relaxed);
     }
 
+    /// A QUIC Retry was sent to a new connection (`--quic-retry`).
+    pub fn quic_retry_sent(&self) {
+        self.counters().3[H3_RETRIES].fetch_add(1, Relaxed);
+    }
+
     /// Reads every counter.
     pub fn snapshot(&self) -> Snapshot {
         let sum = |cell: usize| self.shards().map(|s| s[cell].load(Relaxed)).sum::<u64>();
@@ -365,6 +373,7 @@ impl Stats {
                     client_resets: h3(H3_CLIENT_RESETS),
                     rejected: h3(H3_REJECTED),
                     oversized_heads: h3(H3_OVERSIZED_HEADS),
+                    retries: h3(H3_RETRIES),
                 }
             },
         }
@@ -545,6 +554,13 @@ impl Snapshot {
             "HTTP/3 request streams the client reset or stopped before their answer was \
              complete.",
             h3.client_resets.into(),
+        );
+        metric(
+            out,
+            "berth_quic_retries_total",
+            "counter",
+            "QUIC Retry packets sent: new connections asked to prove their address.",
+            h3.retries.into(),
         );
         let _ = writeln!(
             out,

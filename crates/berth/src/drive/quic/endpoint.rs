@@ -359,6 +359,7 @@ impl Endpoint {
                     // claims, or never.
                     match self.quinn.retry(incoming, &mut buf) {
                         Ok(t) => {
+                            env.stats.quic_retry_sent();
                             self.send((&t).into(), &buf[..t.size]);
                         }
                         Err(e) => self.accept(e.into_incoming(), &mut buf, touched, env),
