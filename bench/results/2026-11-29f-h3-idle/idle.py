@@ -3,7 +3,9 @@ connections opened, each answered one GET /hello/world and then left idle (kept 
 server's RSS before and after, over N. Run twice at two N so that the per-connection figure is
 the slope, not start-up noise.
 
-    python3 idle.py BERTH_BINARY N1 N2      (needs aioquic, and openssl for the certificate)
+    python3 idle.py BERTH_BINARY N1 N2 [SERVE ARGS...]   (needs aioquic, and openssl for the certificate)
+
+SERVE ARGS go to `berth serve` as they are (e.g. `--http3-max-streams 1`).
 """
 import asyncio, os, re, socket, subprocess, sys, tempfile, time
 
@@ -52,12 +54,12 @@ async def hold(port, ca, n):
     return stack
 
 
-def measure(binary, n, certdir):
+def measure(binary, n, certdir, extra):
     cert, key, ca = (os.path.join(certdir, x) for x in ("cert.pem", "key.pem", "cert.pem"))
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]; s.close()
     srv = subprocess.Popen([binary, "serve", "-m", "evloop", "-A", "1", "-w", "1",
-                            "--listen", f"quic://127.0.0.1:{port}?cert={cert}&key={key}"],
+                            "--listen", f"quic://127.0.0.1:{port}?cert={cert}&key={key}", *extra],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     srv.stdout.readline()
     time.sleep(0.3)
@@ -77,7 +79,7 @@ def measure(binary, n, certdir):
     return before, after
 
 
-binary, n1, n2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+binary, n1, n2, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 d = tempfile.mkdtemp()
 subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                 "-nodes", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
@@ -85,7 +87,7 @@ subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_para
                check=True, capture_output=True)
 res = {}
 for n in (n1, n2):
-    before, after = measure(binary, n, d)
+    before, after = measure(binary, n, d, extra)
     res[n] = after - before
     print(f"{n} idle HTTP/3 connections: RSS {before} -> {after} KiB, {1024 * (after - before) / n:.0f} bytes each")
 print(f"slope: {1024 * (res[n2] - res[n1]) / (n2 - n1):.0f} bytes per idle HTTP/3 connection")
