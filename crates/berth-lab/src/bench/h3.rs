@@ -22,8 +22,8 @@
 //!
 //! What counts as an error in the load: a non-2xx answer, a stream the server reset, a
 //! connection closed with requests unanswered (read) or by our client role for the server's
-//! protocol error (protocol), a handshake that failed (connect), and no answer within the
-//! timeout (QUIC's idle timeout included). A GOAWAY winds a connection down as HTTP/2's does:
+//! protocol error (protocol), a handshake that failed or went unanswered for the timeout
+//! (connect), and no answer within the timeout (timeout; QUIC's idle timeout included). A GOAWAY winds a connection down as HTTP/2's does:
 //! the requests past it go back to the budget, and the connection is made again once its last
 //! answer is in; a connection closed with H3_NO_ERROR and nothing owed is made again too.
 
@@ -840,7 +840,13 @@ impl Loop<'_> {
                     .any(|s| now.duration_since(s.began) >= self.plan.timeout),
             };
             if late {
-                self.fail(i, Failure::Timeout, now);
+                // A handshake nobody answers is a connection not made (UDP has no refusal
+                // to hear, only silence); an answer not in time is a timeout.
+                let why = match self.conns[i].state {
+                    State::Connecting => Failure::Connect,
+                    _ => Failure::Timeout,
+                };
+                self.fail(i, why, now);
             }
         }
     }
