@@ -433,10 +433,9 @@ impl Driver {
                     link.connected = true;
                     link.available = true;
                 }
-                quinn_proto::Event::ConnectionLost { reason } => {
-                    if link.ended.is_none() {
-                        link.ended = Some(End::Lost(reason));
-                    }
+                // The first reason stands (our own close comes before QUIC's word of it).
+                quinn_proto::Event::ConnectionLost { reason } if link.ended.is_none() => {
+                    link.ended = Some(End::Lost(reason));
                 }
                 quinn_proto::Event::Stream(StreamEvent::Opened { dir }) => {
                     while let Some(id) = link.quic.streams().accept(dir) {
