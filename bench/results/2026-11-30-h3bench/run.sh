@@ -14,11 +14,12 @@ set -euo pipefail
 BERTH=$(realpath "$1"); ROUNDS=${2:-2}; SECS=${3:-5}
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../../.." && pwd)
 RAW=$HERE/raw; mkdir -p "$RAW"; rm -f "$RAW"/*
-TMP=$(mktemp -d); trap 'kill $BPID 2>/dev/null || true; rm -rf "$TMP"' EXIT
+BPID=; TMP=$(mktemp -d); trap 'kill $BPID 2>/dev/null || true; rm -rf "$TMP"' EXIT
 PORT=${PORT:-9443}; TICK=$(getconf CLK_TCK)
 URL=https://127.0.0.1:$PORT/hello/world
 
-(cd "$ROOT" && go build -o "$TMP/h3load" ./bench/h3load)
+# h3load is a module of its own (bench/h3load/go.mod): built from its folder.
+(cd "$ROOT/bench/h3load" && go build -o "$TMP/h3load" .)
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
   -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost \
   -keyout "$TMP/key.pem" -out "$TMP/cert.pem" 2>/dev/null
