@@ -84,8 +84,8 @@ pub enum Command {
     /// demo routes, until stopped.
     #[command(disable_help_flag = true)]
     Serve(Box<ServeArgs>),
-    /// Load-test an HTTP server: keep-alive like wrk, a connection per request like ab, or
-    /// HTTP/2 like h2load.
+    /// Load-test an HTTP server: keep-alive like wrk, a connection per request like ab,
+    /// HTTP/2 like h2load, or HTTP/3 like h3load.
     #[command(disable_help_flag = true)]
     Bench(BenchArgs),
     /// Run every berth model and every installed peer server under the same loads, one after
@@ -190,6 +190,8 @@ pub const BENCH_DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
 /// Options of `berth bench`.
 #[derive(Debug, Args)]
+// `--streams` counts the streams of HTTP/2 or of HTTP/3.
+#[command(group(clap::ArgGroup::new("streams_protocol").args(["h2", "h3"])))]
 pub struct BenchArgs {
     /// Target, e.g. http://127.0.0.1:9000/hello/world or https://127.0.0.1:9443/hello/world
     pub url: String,
@@ -228,8 +230,13 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with_all = ["no_keepalive", "pipeline"], help_heading = heading::LOAD)]
     pub h2: bool,
 
-    /// With --h2: streams kept in flight on each connection (fewer if the server allows fewer).
-    #[arg(long, value_name = "N", default_value = "10", requires = "h2", help_heading = heading::LOAD)]
+    /// Speak HTTP/3 over QUIC: UDP to the https:// URL's port, ALPN h3 (like h3load).
+    #[arg(long, conflicts_with_all = ["h2", "no_keepalive", "pipeline"], help_heading = heading::LOAD)]
+    pub h3: bool,
+
+    /// With --h2 or --h3: streams kept in flight on each connection (fewer if the server allows
+    /// fewer).
+    #[arg(long, value_name = "N", default_value = "10", requires = "streams_protocol", help_heading = heading::LOAD)]
     pub streams: NonZeroUsize,
 
     /// Longest wait for a response before it counts as a timeout error.

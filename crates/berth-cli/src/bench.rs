@@ -1,5 +1,5 @@
 //! `berth bench`: turns the options into a [`BenchConfig`], runs it, prints the report
-//! (HTTP/1.1, or HTTP/2 with `--h2`).
+//! (HTTP/1.1, HTTP/2 with `--h2`, or HTTP/3 with `--h3`).
 
 use berth_lab::bench::{self, BenchConfig, Limit, RequestSpec, Target};
 
@@ -8,6 +8,12 @@ use crate::args::{usage_error, BenchArgs, BENCH_DEFAULT_DURATION};
 /// Runs the load and prints the table (or JSON) on stdout.
 pub fn run(opts: BenchArgs) -> Result<(), String> {
     let target = Target::parse(&opts.url).unwrap_or_else(|e| usage_error("bench", &e));
+    if opts.h3 && target.tls_host.is_none() {
+        usage_error(
+            "bench",
+            "--h3 needs an https:// URL (QUIC has TLS inside; it is UDP to that port)",
+        );
+    }
     let body = match (&opts.body, &opts.body_string) {
         (Some(path), _) => {
             std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?
@@ -38,6 +44,7 @@ pub fn run(opts: BenchArgs) -> Result<(), String> {
         progress: !opts.json && BenchConfig::stderr_is_terminal(),
         ca: opts.ca.clone(),
         http2_streams: opts.h2.then_some(opts.streams.get()),
+        http3_streams: opts.h3.then_some(opts.streams.get()),
     };
     let report = bench::run(&config)?;
     if opts.json {

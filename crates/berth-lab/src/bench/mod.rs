@@ -1,13 +1,16 @@
-//! `berth bench`: an HTTP/1.1 and HTTP/2 load generator.
+//! `berth bench`: an HTTP/1.1, HTTP/2 and HTTP/3 load generator.
 //!
 //! Keep-alive mode is wrk's closed loop (each connection sends a request, or a pipelined batch,
 //! as soon as the previous answer is in); `keep_alive: false` is ab's (a new connection per
 //! request, timed from the connect). HTTP/2 (`http2_streams`) is h2load's: each connection
 //! keeps that many streams in flight, h2c with prior knowledge on `http://` and ALPN `h2` on
-//! `https://`. Threads each own a share of the connections on their own mio loop (the private
-//! `load` and `h2` modules); their tallies are merged into one [`Report`] at the end.
+//! `https://`. HTTP/3 (`http3_streams`) is the same closed loop over QUIC (h3load's), UDP to
+//! the `https://` URL's port, by the QUIC driver of [`h3`], which also serves [`h3::fetch`].
+//! Threads each own a share of the connections on their own mio loop (the private `load` and
+//! `h2` modules, and `h3`); their tallies are merged into one [`Report`] at the end.
 
 mod h2;
+pub mod h3;
 mod load;
 mod report;
 mod target;
@@ -59,6 +62,10 @@ pub struct BenchConfig {
     /// knowledge, or ALPN `h2` over TLS); `None`: HTTP/1.1. Needs `keep_alive` and no
     /// pipelining (streams are HTTP/2's concurrency).
     pub http2_streams: Option<usize>,
+    /// Speak HTTP/3 over QUIC (UDP to the `https://` URL's port, ALPN `h3`) with this many
+    /// streams in flight on each connection; `None`: not. Needs `https://`, `keep_alive`, no
+    /// pipelining, and no `http2_streams`.
+    pub http3_streams: Option<usize>,
 }
 
 impl BenchConfig {
@@ -76,6 +83,7 @@ impl BenchConfig {
             progress: false,
             ca: None,
             http2_streams: None,
+            http3_streams: None,
         }
     }
 
@@ -107,6 +115,34 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
             );
         }
     }
+    if let Some(streams) = config.http3_streams {
+        if streams == 0 {
+            return Err("HTTP/3 needs at least 1 stream per connection".to_owned());
+        }
+        if config.http2_streams.is_some() {
+            return Err("HTTP/2 and HTTP/3 are one or the other".to_owned());
+        }
+        if config.target.tls_host.is_none() {
+            return Err("HTTP/3 needs an https:// URL (QUIC has TLS inside)".to_owned());
+        }
+        if !config.keep_alive || config.pipeline != 1 {
+            return Err(
+                "HTTP/3 keeps its connections and does not pipeline (streams are its \
+                 concurrency)"
+                    .to_owned(),
+            );
+        }
+    }
+    let h3_plan = match config.http3_streams {
+        Some(streams) => Some(h3::Plan::new(
+            &config.target,
+            &config.request,
+            streams,
+            config.ca.as_deref(),
+            config.timeout,
+        )?),
+        None => None,
+    };
     // Over TLS, HTTP/2 is offered alone: a server that does not choose it is not measured
     // as if it had.
     let alpn: &[&[u8]] = if config.http2_streams.is_some() {
@@ -164,11 +200,13 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
         },
         width: 70,
     };
-    let (tallies, elapsed) =
-        load_threads::run(&threads, &shared.stop, progress, |conns| match &h2_plan {
-            Some(h2_plan) => h2::run(h2_plan, &shared, conns.len()),
-            None => load::run(&plan, &shared, conns.len()),
-        })?;
+    let (tallies, elapsed) = load_threads::run(&threads, &shared.stop, progress, |conns| {
+        match (&h3_plan, &h2_plan) {
+            (Some(h3_plan), _) => h3::run(h3_plan, &shared, conns.len()),
+            (None, Some(h2_plan)) => h2::run(h2_plan, &shared, conns.len()),
+            (None, None) => load::run(&plan, &shared, conns.len()),
+        }
+    })?;
     let shape = RunShape {
         url: config.target.url.clone(),
         connections: config.connections,
@@ -177,6 +215,7 @@ pub fn run(config: &BenchConfig) -> Result<Report, String> {
         pipeline: config.pipeline,
         method: config.request.method.clone(),
         http2_streams: config.http2_streams,
+        http3_streams: config.http3_streams,
     };
     Ok(Report::new(shape, elapsed, &tallies))
 }

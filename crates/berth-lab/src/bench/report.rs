@@ -16,7 +16,8 @@ use crate::latency::{self, Latency};
 pub struct Errors {
     /// The connection could not be made (refused, reset during the handshake, no ports left).
     pub connect: u64,
-    /// Reading failed, or the peer closed with requests unanswered.
+    /// Reading failed, or the peer closed with requests unanswered (HTTP/3: the QUIC
+    /// connection closed or was reset with answers owed).
     pub read: u64,
     /// Writing the request failed.
     pub write: u64,
@@ -27,7 +28,8 @@ pub struct Errors {
     /// Bytes that are not an HTTP response (HTTP/1.x text, or HTTP/2 frames that break the
     /// protocol, or a TLS server that did not choose `h2`).
     pub protocol: u64,
-    /// HTTP/2: a stream the server reset (RST_STREAM), one per stream.
+    /// HTTP/2 and HTTP/3: a stream the server reset (RST_STREAM, RESET_STREAM), one per
+    /// stream.
     pub reset: u64,
     /// HTTP/2: a GOAWAY with an error code, one per connection it ended (a GOAWAY with
     /// NO_ERROR winds a connection down politely and is not counted).
@@ -137,6 +139,8 @@ pub struct RunShape {
     pub method: String,
     /// HTTP/2 with this many streams in flight per connection; `None`: HTTP/1.1.
     pub http2_streams: Option<usize>,
+    /// HTTP/3 with this many streams in flight per connection; `None`: not HTTP/3.
+    pub http3_streams: Option<usize>,
 }
 
 /// The merged result of a run.
@@ -192,7 +196,8 @@ impl Report {
             "keep_alive": self.shape.keep_alive,
             "pipeline": self.shape.pipeline,
             "http2": self.shape.http2_streams.is_some(),
-            "streams": self.shape.http2_streams,
+            "http3": self.shape.http3_streams.is_some(),
+            "streams": self.shape.http2_streams.or(self.shape.http3_streams),
             "duration_s": secs,
             "requests": self.tally.responses,
             "requests_per_sec": self.requests_per_sec(),
@@ -211,6 +216,10 @@ impl Report {
         let l = self.latency();
         let secs = self.elapsed.as_secs_f64();
         let mode = match (s.http2_streams, s.keep_alive, s.pipeline) {
+            _ if s.http3_streams.is_some() => format!(
+                "HTTP/3, {} streams per connection",
+                s.http3_streams.unwrap_or(0)
+            ),
             (Some(n), _, _) => format!("HTTP/2, {n} streams per connection"),
             (None, false, _) => "a connection per request".to_owned(),
             (None, true, 1) => "keep-alive".to_owned(),
@@ -250,9 +259,13 @@ impl Report {
         };
         let _ = writeln!(out, "  status       {statuses}");
         let e = self.tally.errors;
-        // HTTP/2's own kinds only where they can happen.
+        // HTTP/2's and HTTP/3's own kinds only where they can happen (HTTP/3 has no GOAWAY
+        // error: its GOAWAY carries none, and a close with an error code is counted as a read
+        // or protocol error).
         let h2 = if s.http2_streams.is_some() {
             format!(", reset {}, goaway {}", e.reset, e.goaway)
+        } else if s.http3_streams.is_some() {
+            format!(", reset {}", e.reset)
         } else {
             String::new()
         };
@@ -284,6 +297,7 @@ mod tests {
             pipeline: 1,
             method: "GET".into(),
             http2_streams: None,
+            http3_streams: None,
         }
     }
 

@@ -143,12 +143,11 @@ impl RequestSpec {
         out
     }
 
-    /// The request's HTTP/2 header block (HPACK, berth-proto's encoder, which keeps no
-    /// dynamic table: the same bytes serve every request of a run). A user's `Host` becomes
-    /// `:authority`; the fields HTTP/2 forbids (RFC 9113 §8.2.2: `Connection` and those it
-    /// would name) are left out, since a server must refuse a request carrying them; names
-    /// are lowercased, as HTTP/2 requires (§8.2.1).
-    pub fn encode_h2(&self, target: &Target) -> Vec<u8> {
+    /// The request's fields as HTTP/2 and HTTP/3 send them, pseudo-fields first. A user's
+    /// `Host` becomes `:authority`; the fields both forbid (RFC 9113 §8.2.2, RFC 9114 §4.2:
+    /// `Connection` and those it would name) are left out, since a server must refuse a
+    /// request carrying them; names are lowercased, as both require.
+    pub fn fields(&self, target: &Target) -> Vec<(String, String)> {
         const HOP_BY_HOP: [&str; 5] = [
             "connection",
             "keep-alive",
@@ -177,7 +176,7 @@ impl RequestSpec {
             if name == "host" || HOP_BY_HOP.contains(&name.as_str()) {
                 continue;
             }
-            // `TE` may only say `trailers` in HTTP/2.
+            // `TE` may only say `trailers` in HTTP/2 and HTTP/3.
             if name == "te" && !value.eq_ignore_ascii_case("trailers") {
                 continue;
             }
@@ -190,6 +189,13 @@ impl RequestSpec {
         if wants_length && !fields.iter().any(|(n, _)| n == "content-length") {
             fields.push(("content-length".into(), self.body.len().to_string()));
         }
+        fields
+    }
+
+    /// The request's HTTP/2 header block (HPACK, berth-proto's encoder, which keeps no
+    /// dynamic table: the same bytes serve every request of a run): [`RequestSpec::fields`].
+    pub fn encode_h2(&self, target: &Target) -> Vec<u8> {
+        let fields = self.fields(target);
         let mut block = Vec::with_capacity(64);
         berth_proto::h2::hpack::encode(
             fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),

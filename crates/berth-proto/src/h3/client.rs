@@ -1,6 +1,7 @@
 //! HTTP/3's client role, sans-IO, beside the server's ([`Connection`](super::Connection)):
 //! requests out as QUIC stream bytes, answers in as [`Event`]s, for tests (a Pair with the
-//! server in memory) and, later, the load generator. It speaks through the same pieces as
+//! server in memory) and over real QUIC for `berth bench --h3` and `berth_lab::bench::h3::fetch`
+//! (berth-lab's QUIC driver). It speaks through the same pieces as
 //! the server: [`FrameReader`], QPACK's [`Decoder`] (with a table the server may use,
 //! blocked streams bounded) and [`Encoder`], the same [`Quic`] orders out.
 //!

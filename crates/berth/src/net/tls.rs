@@ -545,6 +545,12 @@ impl TlsConnector {
         })
     }
 
+    /// The rustls configuration itself, for a client whose TLS runs inside another protocol
+    /// (QUIC's, in `berth bench --h3`), with the same trust and ALPN as [`TlsConnector::connect`].
+    pub fn rustls_config(&self) -> Arc<ClientConfig> {
+        self.config.clone()
+    }
+
     /// Starts the client side of TLS to `server` (a DNS name or an IP address) on a connected
     /// socket. The handshake happens as the stream is written and read.
     pub fn connect<S>(&self, server: &str, sock: S) -> io::Result<TlsStream<S>> {
