@@ -41,8 +41,8 @@
 //!
 //! What this module does **not** do: server push, which berth never sends (RFC 9114 §4.6
 //! lets a server not push; the client role never allows it); a dynamic table for the
-//! answers berth encodes (`answer` says why); extended CONNECT; and anything QUIC does. The
-//! driver (quinn-proto under `switch::Core`) is not wired yet.
+//! answers berth encodes (`answer` says why); extended CONNECT; and anything QUIC does: quinn-proto does, driven by the engine
+//! (`berth::drive::quic` for the server, `berth_lab::bench::h3` for the client role).
 
 pub(crate) mod answer;
 pub mod client;
