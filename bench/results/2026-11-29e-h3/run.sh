@@ -10,6 +10,9 @@
 #
 # Raw outputs go to raw/ beside this script, the summary to results.tsv; OUT=DIR puts them
 # under DIR instead (DIR/raw, DIR/results.tsv). SHAPES="file1m-10x1 ..." runs only those shapes.
+# LOAD=berth loads with `BERTH bench --h3` (its client role, one thread) instead of h3load:
+# h3load spends a whole core at ~26k hello requests/s, where berth bench spends ~5 µs a request
+# (bench/results/2026-11-30-h3bench).
 set -euo pipefail
 BERTH=$(realpath "$1"); CADDY=$(realpath "$2"); ROUNDS=${3:-2}; SECS=${4:-10}
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../../.." && pwd)
@@ -65,11 +68,26 @@ run() {  # round shape server pid port c m path
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   before=$(cpu "$pid")
   set +e
-  taskset -c 1 "$TMP/h3load" -c "$c" -m "$m" -n 0 -d "${SECS}s" -ca "$TMP/cert.pem" \
-    "https://127.0.0.1:$port$path" > "$out" 2>&1
+  if [ "${LOAD:-h3load}" = berth ]; then
+    # The same summary line as h3load's, from berth bench's JSON; the load's own CPU from time.
+    /usr/bin/time -f "load cpu %U %S" -o "$TMP/time" taskset -c 1 "$BERTH" bench --h3 -t 1 \
+      -c "$c" --streams "$m" -d "${SECS}s" --json "https://127.0.0.1:$port$path" > "$TMP/json" 2>&1
+    python3 - "$TMP/json" "$TMP/time" > "$out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+u, s = open(sys.argv[2]).read().split()[-2:]
+fail = sum(v for v in r["errors"].values() if isinstance(v, int))
+print(f"requests {r['requests']}  failures {fail}  bytes {r['bytes']}  elapsed {r['duration_s']:.3f}  "
+      f"req/s {r['requests_per_sec']:.1f}  MB/s {r['bytes_per_sec'] / 1e6:.2f}")
+print(f"load cpu {float(u) + float(s):.3f} (user {u}, system {s})")
+PY
+  else
+    taskset -c 1 "$TMP/h3load" -c "$c" -m "$m" -n 0 -d "${SECS}s" -ca "$TMP/cert.pem" \
+      "https://127.0.0.1:$port$path" > "$out" 2>&1
+  fi
   set -e
   after=$(cpu "$pid")
-  { echo "command: taskset -c 1 h3load -c $c -m $m -n 0 -d ${SECS}s -ca cert.pem https://127.0.0.1:$port$path";
+  { echo "command: taskset -c 1 ${LOAD:-h3load} -c $c -m $m -d ${SECS}s https://127.0.0.1:$port$path";
     echo "server cpu ticks before $before after $after (CLK_TCK $TICK); loadavg before: $load"; } >> "$out"
   python3 - "$r" "$shape" "$srv" "$((after-before))" "$TICK" "$load" "$out" >> "$OUT/results.tsv" <<'PY'
 import sys, re

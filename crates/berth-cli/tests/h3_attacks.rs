@@ -122,9 +122,16 @@ fn more_concurrent_streams_than_max_streams_close_the_connection() {
     let s = serve("att-streams", &["--idle-timeout", "3s"]);
     let before = baseline(&s);
     let r = run_attack(&s, "streams", &["300"]);
-    // What the server advertised: berth's default (`QuicLimits::max_streams`).
+    // What the server advertised: a few streams to a new connection (`quic::IDLE_STREAMS`,
+    // which keeps an idle connection's QUIC stream tables small), then berth's default
+    // (`QuicLimits::max_streams`) once the client had them in use.
     assert_eq!(
         r["advertised"],
+        u64::from(berth::drive::quic::IDLE_STREAMS),
+        "{r}"
+    );
+    assert_eq!(
+        r["widened"],
         u64::from(berth::drive::quic::MAX_CONCURRENT_REQUESTS),
         "{r}"
     );
@@ -146,6 +153,7 @@ fn http3_max_streams_is_what_the_server_advertises_and_enforces() {
     // (STREAM_LIMIT_ERROR).
     let r = run_attack(&s, "streams", &["20"]);
     assert_eq!(r["advertised"], 7, "{r}");
+    assert_eq!(r["widened"], 7, "{r}");
     assert_eq!(r["terminated"]["code"], 0x4, "{r}");
     honest(&s, Duration::from_secs(10));
 }

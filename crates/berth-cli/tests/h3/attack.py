@@ -5,9 +5,11 @@ socket, and prints one JSON line saying what it did and how the server answered.
     python attack.py HOST PORT MODE [ARGS...]
 
 Modes:
-    streams N            open N request streams at once, past the server's MAX_STREAMS (the
-                         client's own check turned off); reports the limit the server
-                         advertised and how the connection ended
+    streams N            open request streams within the server's MAX_STREAMS, kept open, and
+                         wait up to a second for it to allow more ("widened"); then open the
+                         rest of N at once, past the limit (the client's own check turned
+                         off); reports the limit the server advertised at the handshake, the
+                         one it widened to, and how the connection ended
     rapid-reset SECS PATH   open a request stream, send its HEADERS, reset it at once, and
                          again, as fast as QUIC's stream credit allows, for SECS seconds
     stop-sending SECS PATH  the same, but the request is whole and the client stops the answer
@@ -166,19 +168,33 @@ def streams(host, port, n):
     c.handshake()
     advertised = c.quic._remote_max_streams_bidi
     h3 = H3Connection(c.quic)
-    # The client's own check off: it would queue streams past the limit, as it should.
-    c.quic._remote_max_streams_bidi = 1 << 40
     opened = 0
-    for _ in range(n):
+
+    def open_one():
+        nonlocal opened
         s = c.quic.get_next_available_stream_id()
         h3.send_headers(s, headers(host, port, "GET", "/test/slow"), end_stream=False)
         opened += 1
         if opened % 20 == 0:
             c.pump(0.0)
+
+    # Honest first: every stream allowed, held open (no FIN), and a moment for the server to
+    # allow more now that they are in use.
+    while opened < n and c.quic._local_next_stream_id_bidi // 4 < c.quic._remote_max_streams_bidi:
+        open_one()
+    end = time.monotonic() + 1.0
+    while c.quic._remote_max_streams_bidi == advertised and time.monotonic() < end \
+            and not c.terminated:
+        c.pump(0.05)
+    widened = c.quic._remote_max_streams_bidi
+    # The client's own check off: it would queue streams past the limit, as it should.
+    c.quic._remote_max_streams_bidi = 1 << 40
+    while opened < n:
+        open_one()
     end = time.monotonic() + 5
     while not c.terminated and time.monotonic() < end:
         c.pump(0.1)
-    result(c, advertised=advertised, opened=opened)
+    result(c, advertised=advertised, widened=widened, opened=opened)
 
 
 def flood_streams(host, port, secs, path, stop):

@@ -107,12 +107,22 @@ pub(super) struct Conn {
     cancels_since: Instant,
     /// Cancels seen since `run` last counted them (QUIC's events come without the limits).
     cancels_new: u32,
+    /// The request streams to allow once the client uses the few it was first allowed
+    /// ([`IDLE_STREAMS`](super::IDLE_STREAMS)); 0 once allowed, or if no more than those.
+    widen_to: u32,
 }
 
 impl Conn {
     /// A connection QUIC just accepted, in slot `key` of the endpoint; `replies` is the
     /// endpoint's reply queue.
-    pub fn new(quic: Quic, key: usize, replies: Arc<Vec<LoopQueue>>, now: Instant) -> Conn {
+    /// `max_streams` is `QuicLimits::max_streams`.
+    pub fn new(
+        quic: Quic,
+        key: usize,
+        replies: Arc<Vec<LoopQueue>>,
+        max_streams: u32,
+        now: Instant,
+    ) -> Conn {
         let mut h3 = h3::Connection::new(h3::H3Config::default());
         h3.set_peer(Some(quic.remote_address()));
         let to = LoopConn {
@@ -145,6 +155,25 @@ impl Conn {
             cancels: 0,
             cancels_since: now,
             cancels_new: 0,
+            widen_to: if max_streams > super::IDLE_STREAMS {
+                max_streams
+            } else {
+                0
+            },
+        }
+    }
+
+    /// Allows the client every request stream of `QuicLimits::max_streams` once it has half
+    /// of the first [`IDLE_STREAMS`](super::IDLE_STREAMS) open at once (QUIC sends the new
+    /// MAX_STREAMS at once).
+    fn widen_streams(&mut self) {
+        if self.widen_to > 0
+            && self.quic.streams().remote_open_streams(Dir::Bi) * 2
+                >= u64::from(super::IDLE_STREAMS)
+        {
+            self.quic
+                .set_max_concurrent_streams(Dir::Bi, VarInt::from_u32(self.widen_to));
+            self.widen_to = 0;
         }
     }
 
@@ -248,6 +277,9 @@ impl Conn {
                 Event::Stream(StreamEvent::Opened { dir }) => {
                     while let Some(id) = self.quic.streams().accept(dir) {
                         self.readable.insert(id.into());
+                    }
+                    if dir == Dir::Bi {
+                        self.widen_streams();
                     }
                 }
                 Event::Stream(StreamEvent::Readable { id }) => {

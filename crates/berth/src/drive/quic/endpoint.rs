@@ -401,6 +401,7 @@ impl Endpoint {
                     quic,
                     key,
                     self.replies.clone(),
+                    self.shared.limits.max_streams,
                     env.now,
                 ))));
                 self.handshaking += 1;

@@ -97,6 +97,14 @@ const STREAM_WINDOW: u32 = 256 * 1024;
 /// bounds a connection's request bytes in berth whatever its stream count.
 const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 
+/// Request streams advertised to a new connection before it uses them: quinn-proto makes its
+/// stream tables up front for every stream a client may open (`StreamsState`, about 75 bytes
+/// a stream), so a connection allowed [`QuicLimits::max_streams`] from the start holds ~9 KB
+/// more while idle (BENCHMARKS, idle HTTP/3). The full limit is advertised once a client has
+/// half of these open at once (`Conn::widen_streams`): a client that opens more than 16 in
+/// its first flight waits one round trip for the rest.
+pub const IDLE_STREAMS: u32 = 16;
+
 /// QUIC's limits that are a server's choice, beside the timeouts: one value per listener,
 /// the same on every loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,7 +253,7 @@ pub(super) fn transport_config_with(
     );
     config
         .max_idle_timeout(Some(idle))
-        .max_concurrent_bidi_streams(limits.max_streams.max(1).into())
+        .max_concurrent_bidi_streams(limits.max_streams.clamp(1, IDLE_STREAMS).into())
         .max_concurrent_uni_streams(MAX_UNI_STREAMS.into())
         .stream_receive_window(STREAM_WINDOW.into())
         .receive_window(CONNECTION_WINDOW.into())
