@@ -71,7 +71,7 @@ run() {  # round shape server pid port c m path
   if [ "${LOAD:-h3load}" = berth ]; then
     # The same summary line as h3load's, from berth bench's JSON; the load's own CPU from time.
     /usr/bin/time -f "load cpu %U %S" -o "$TMP/time" taskset -c 1 "$BERTH" bench --h3 -t 1 \
-      -c "$c" --streams "$m" -d "${SECS}s" --json "https://127.0.0.1:$port$path" > "$TMP/json" 2>&1
+      -c "$c" --streams "$m" --duration "${SECS}s" --json "https://127.0.0.1:$port$path" > "$TMP/json" 2> "$TMP/err"
     python3 - "$TMP/json" "$TMP/time" > "$out" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -107,7 +107,9 @@ const H3_CLIENT_RESETS: usize = H2_CELLS + 4;
 const H3_REJECTED: usize = H2_CELLS + 5;
 const H3_OVERSIZED_HEADS: usize = H2_CELLS + 6;
 const H3_RETRIES: usize = H2_CELLS + 7;
-const H3_CELLS: usize = 8;
+const H3_PACKETS_SENT: usize = H2_CELLS + 8;
+const H3_PACKETS_LOST: usize = H2_CELLS + 9;
+const H3_CELLS: usize = 10;
 
 enum Storage {
     Private(Box<Counters>),
@@ -192,6 +194,19 @@ pub struct Http3Totals {
     pub oversized_heads: u64,
     /// Retry packets sent: new connections asked to prove their address (`--quic-retry`).
     pub retries: u64,
+    /// QUIC packets the connections that ended sent, and those of them QUIC found lost (and
+    /// sent again what mattered): on a quiet path, the losses are the server's own doing.
+    pub packets: QuicPackets,
+}
+
+/// QUIC packets one connection sent, and how many of them were lost (quinn-proto's path
+/// statistics, MTU probes not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuicPackets {
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets declared lost.
+    pub lost: u64,
 }
 
 /// Every counter at zero.
@@ -311,8 +326,10 @@ impl Stats {
     }
 
     /// An HTTP/3 connection ended (QUIC is done with it) with these counts.
-    pub fn http3_ended(&self, c: &h3::Counts) {
+    pub fn http3_ended(&self, c: &h3::Counts, packets: QuicPackets) {
         let h3 = &self.counters().3;
+        h3[H3_PACKETS_SENT].fetch_add(packets.sent, Relaxed);
+        h3[H3_PACKETS_LOST].fetch_add(packets.lost, Relaxed);
         h3[H3_ENDED].fetch_add(1, Relaxed);
         h3[H3_REQUESTS].fetch_add(c.requests, Relaxed);
         h3[H3_STREAM_ERRORS].fetch_add(c.stream_errors, Relaxed);
@@ -374,6 +391,10 @@ impl Stats {
                     rejected: h3(H3_REJECTED),
                     oversized_heads: h3(H3_OVERSIZED_HEADS),
                     retries: h3(H3_RETRIES),
+                    packets: QuicPackets {
+                        sent: h3(H3_PACKETS_SENT),
+                        lost: h3(H3_PACKETS_LOST),
+                    },
                 }
             },
         }
@@ -562,6 +583,21 @@ impl Snapshot {
             "QUIC Retry packets sent: new connections asked to prove their address.",
             h3.retries.into(),
         );
+        metric(
+            out,
+            "berth_quic_packets_sent_total",
+            "counter",
+            "QUIC packets sent, counted as their connection ends.",
+            h3.packets.sent.into(),
+        );
+        metric(
+            out,
+            "berth_quic_packets_lost_total",
+            "counter",
+            "QUIC packets declared lost (their content sent again), counted as their connection \
+             ends.",
+            h3.packets.lost.into(),
+        );
         let _ = writeln!(
             out,
             "# HELP berth_responses_total Responses written, by status."
@@ -618,11 +654,14 @@ mod tests {
         let stats = Stats::new(1);
         stats.http3_opened();
         stats.http3_opened();
-        stats.http3_ended(&h3::Counts {
-            requests: 3,
-            client_resets: 1,
-            ..h3::Counts::default()
-        });
+        stats.http3_ended(
+            &h3::Counts {
+                requests: 3,
+                client_resets: 1,
+                ..h3::Counts::default()
+            },
+            QuicPackets { sent: 50, lost: 2 },
+        );
         let got = stats.snapshot().http3;
         assert_eq!((got.connections_open, got.connections), (1, 2));
         assert_eq!((got.requests, got.client_resets), (3, 1));
@@ -633,6 +672,8 @@ mod tests {
             "berth_http3_connections_total 2",
             "berth_http3_requests_total 3",
             "berth_http3_client_resets_total 1",
+            "berth_quic_packets_sent_total 50",
+            "berth_quic_packets_lost_total 2",
         ] {
             assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
         }

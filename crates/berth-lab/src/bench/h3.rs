@@ -216,6 +216,8 @@ impl Driver {
         };
         let socket = std::net::UdpSocket::bind(any)?;
         socket.set_nonblocking(true)?;
+        // As the server's: bursts of answers must not overflow the receive buffer.
+        berth::net::size_quic_buffers(&socket)?;
         let udp = UdpSocketState::new((&socket).into())?;
         // MTU discovery only where the kernel sets don't-fragment (as the server's endpoint).
         let endpoint = quinn_proto::Endpoint::new(
@@ -516,7 +518,8 @@ impl Driver {
             let Some(link) = self.links.get_mut(key) else {
                 break;
             };
-            let batch = self.udp.max_gso_segments();
+            let batch =
+                berth::drive::quic::gso_batch(self.udp.max_gso_segments(), link.quic.current_mtu());
             let Some(t) = link.quic.poll_transmit(now, batch, &mut buf) else {
                 break;
             };

@@ -137,6 +137,21 @@ pub fn bind_udp(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
     bind().map_err(|e| io::Error::new(e.kind(), format!("udp://{addr}: {e}")))
 }
 
+/// The kernel buffers a QUIC socket asks for, each way: 4 MiB (capped at `net.core.rmem_max`
+/// and `wmem_max`; quic-go asks for 7 MB). One socket carries every connection of a loop, and
+/// a connection sends bursts of up to 45 packets in one `sendmsg` (GSO): with the default
+/// ~208 KiB, ten 1 MiB answers at once overflowed the receiving side (`UdpRcvbufErrors`), and
+/// every packet dropped there is a loss QUIC repairs only after its loss timer.
+pub const QUIC_SOCKET_BUFFER: usize = 4 * 1024 * 1024;
+
+/// Asks for [`QUIC_SOCKET_BUFFER`] bytes of receive and send buffer on `socket` (the kernel
+/// may give less: no error for that).
+pub fn size_quic_buffers(socket: &UdpSocket) -> io::Result<()> {
+    let s = socket2::SockRef::from(socket);
+    s.set_recv_buffer_size(QUIC_SOCKET_BUFFER)?;
+    s.set_send_buffer_size(QUIC_SOCKET_BUFFER)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

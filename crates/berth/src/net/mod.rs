@@ -17,5 +17,5 @@ pub use listen::{
     bind, bind_tcp, check_unshared, reserve_port, BindError, EventedListener, ListenConfig,
     Listener,
 };
-pub use local::{bind_udp, bind_unix, SocketFile};
+pub use local::{bind_udp, bind_unix, size_quic_buffers, SocketFile, QUIC_SOCKET_BUFFER};
 pub use transport::{Acceptor, Blocking, BlockingSocket, Evented, Socket, Stream, Transport};

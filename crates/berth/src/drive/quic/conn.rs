@@ -788,4 +788,13 @@ impl Conn {
     pub fn counts(&self) -> &h3::Counts {
         self.h3.counts()
     }
+
+    /// The packets QUIC sent on it and lost, for `/stats` as it ends.
+    pub fn packets(&self) -> crate::stats::QuicPackets {
+        let path = self.quic.stats().path;
+        crate::stats::QuicPackets {
+            sent: path.sent_packets,
+            lost: path.lost_packets,
+        }
+    }
 }

@@ -511,7 +511,7 @@ impl Endpoint {
                 break;
             };
             // As many datagrams as one GSO `sendmsg` takes (1 without GSO).
-            let batch = self.udp.max_gso_segments();
+            let batch = super::gso_batch(self.udp.max_gso_segments(), conn.quic.current_mtu());
             let Some(t) = conn.quic.poll_transmit(env.now, batch, &mut buf) else {
                 break;
             };
@@ -545,7 +545,7 @@ impl Endpoint {
     /// `jobs_out` jobs are not back (queued ones are dropped unrun: the slot's flag says so).
     fn forget<H: Handler>(&mut self, key: usize, env: &Env<'_, H>, jobs_out: usize) {
         if let Some(Slot::Live(conn)) = self.conns.get(key) {
-            env.stats.http3_ended(conn.counts());
+            env.stats.http3_ended(conn.counts(), conn.packets());
             if conn.handshaking {
                 self.handshaking -= 1;
             }
@@ -664,7 +664,7 @@ impl Endpoint {
             self.replies[0].set_cancelled(key, true);
             if let Slot::Live(conn) = self.conns.remove(key) {
                 // Orphans were counted as QUIC let them go (`forget`).
-                env.stats.http3_ended(conn.counts());
+                env.stats.http3_ended(conn.counts(), conn.packets());
             }
             env.stats.shard(env.shard).connection_closed();
         }

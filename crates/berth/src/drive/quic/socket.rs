@@ -10,7 +10,7 @@
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 
-use crate::net::{bind_udp, Addr, BindError, ListenConfig};
+use crate::net::{bind_udp, size_quic_buffers, Addr, BindError, ListenConfig};
 
 /// Binds `count` non-blocking UDP sockets on `addr` sharing its port (port 0: the kernel picks
 /// one, which the others then join). Returns them and the address bound.
@@ -35,6 +35,9 @@ pub(crate) fn bind_sockets(
     sockets.push(first);
     for _ in 1..count.max(1) {
         sockets.push(bind_udp(bound, true).map_err(error)?);
+    }
+    for socket in &sockets {
+        size_quic_buffers(socket).map_err(error)?;
     }
     Ok((sockets, bound))
 }
