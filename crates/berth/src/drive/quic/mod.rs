@@ -44,7 +44,10 @@
 //! socket sets don't-fragment so that quinn-proto's MTU discovery may run (up to 1,452 bytes a
 //! packet instead of 1,200), and a datagram's destination address (IP_PKTINFO) is answered
 //! from. Before it, issue 42's 1 MiB benchmark sent one `sendto` per 1,200-byte packet, ~900
-//! a MiB, and served caddy's requests/s at 0.75-0.94x (BENCHMARKS.md, HTTP/3).
+//! a MiB, and served caddy's requests/s at 0.75-0.94x (BENCHMARKS.md, HTTP/3). A burst stays
+//! within one UDP send's 65,507 bytes ([`gso_batch`]), and the sockets ask for 4 MiB buffers
+//! (`net::size_quic_buffers`): a larger burst is refused whole and dropped, an overflowing
+//! buffer drops too, and QUIC repairs either only at its loss timer (~25 ms).
 //!
 //! **Retry** ([`QuicLimits::retry`], `berth serve --quic-retry auto|on|off`): a new connection
 //! proves its address first while handshakes pile up on a loop, always, or never; past
