@@ -28,13 +28,14 @@
 //! answer is in; a connection closed with H3_NO_ERROR and nothing owed is made again too.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{self, IoSliceMut};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use berth::drive::quic::QuicSocket;
 use berth_proto::h3::client::{Client, Event};
 use berth_proto::h3::error::ErrorCode;
 use berth_proto::h3::qpack::DecoderConfig;
@@ -45,20 +46,11 @@ use quinn_proto::{
     ClientConfig, ConnectionError, ConnectionHandle, DatagramEvent, Dir, EcnCodepoint, ReadError,
     StreamEvent, StreamId, VarInt, WriteError,
 };
-use quinn_udp::{RecvMeta, UdpSocketState};
 use slab::Slab;
 
 use super::load::Shared;
 use super::report::Tally;
 use crate::poll_loop::TICK;
-
-/// The largest UDP payload: a datagram bigger than any QUIC packet is read whole, then
-/// dropped by QUIC.
-const MAX_DATAGRAM: usize = 65_527;
-
-/// The largest datagram a server sends: quinn-proto's default `max_udp_payload_size`. The
-/// receive buffer holds this times the GRO segment count.
-const MAX_PEER_DATAGRAM: usize = 1472;
 
 /// Datagrams read in one turn before the connections they touched are served: a server that
 /// sends faster than we read cannot keep the clock from moving (timers, timeouts).
@@ -95,27 +87,6 @@ fn stream_id(id: u64) -> StreamId {
 
 fn varint(c: u64) -> VarInt {
     VarInt::from_u64(c).unwrap_or(VarInt::MAX)
-}
-
-/// What a datagram (or a GSO batch of them) is sent with: quinn-proto's `Transmit` without its
-/// size.
-#[derive(Clone, Copy)]
-struct Dest {
-    to: SocketAddr,
-    ecn: Option<EcnCodepoint>,
-    segment_size: Option<usize>,
-    src_ip: Option<IpAddr>,
-}
-
-impl From<&quinn_proto::Transmit> for Dest {
-    fn from(t: &quinn_proto::Transmit) -> Dest {
-        Dest {
-            to: t.destination,
-            ecn: t.ecn,
-            segment_size: t.segment_size,
-            src_ip: t.src_ip,
-        }
-    }
 }
 
 /// Bytes the client role asked to write on a stream that QUIC has not taken yet, then FIN.
@@ -188,16 +159,14 @@ impl Link {
 pub(crate) struct Driver {
     poll: Poll,
     events: Events,
-    socket: mio::net::UdpSocket,
-    udp: UdpSocketState,
+    /// The UDP socket, as the server's endpoints have theirs (GSO, GRO, a full socket's send
+    /// kept for when it has room).
+    socket: QuicSocket,
     endpoint: quinn_proto::Endpoint,
     config: ClientConfig,
     links: Slab<Link>,
     by_handle: HashMap<ConnectionHandle, usize>,
-    recv_buf: Vec<u8>,
     send_buf: Vec<u8>,
-    /// A datagram (or GSO batch) the socket would not take: sent first once it has room.
-    blocked: Option<(Dest, Vec<u8>)>,
     /// Links with more to send once the socket has room.
     unsent: BTreeSet<usize>,
     /// The socket was not drained last turn: read on without waiting for readiness.
@@ -216,36 +185,29 @@ impl Driver {
         };
         let socket = std::net::UdpSocket::bind(any)?;
         socket.set_nonblocking(true)?;
-        // As the server's: bursts of answers must not overflow the receive buffer.
-        berth::net::size_quic_buffers(&socket)?;
-        let udp = UdpSocketState::new((&socket).into())?;
+        let mut socket = QuicSocket::new(socket)?;
         // MTU discovery only where the kernel sets don't-fragment (as the server's endpoint).
         let endpoint = quinn_proto::Endpoint::new(
             Arc::new(quinn_proto::EndpointConfig::default()),
             None,
-            !udp.may_fragment(),
+            !socket.may_fragment(),
             None,
         );
-        let mut socket = mio::net::UdpSocket::from_std(socket);
         let poll = Poll::new()?;
         poll.registry().register(
-            &mut socket,
+            socket.source(),
             Token(0),
             Interest::READABLE | Interest::WRITABLE,
         )?;
-        let recv_len = MAX_DATAGRAM.max(MAX_PEER_DATAGRAM * udp.gro_segments());
         Ok(Driver {
             poll,
             events: Events::with_capacity(64),
             socket,
-            udp,
             endpoint,
             config,
             links: Slab::new(),
             by_handle: HashMap::new(),
-            recv_buf: vec![0; recv_len],
-            send_buf: Vec::with_capacity(MAX_DATAGRAM),
-            blocked: None,
+            send_buf: Vec::new(),
             unsent: BTreeSet::new(),
             more_to_read: false,
             received: 0,
@@ -360,28 +322,15 @@ impl Driver {
         self.more_to_read = false;
         let mut read = 0;
         while read < READ_PER_TURN {
-            let mut meta = [RecvMeta::default()];
-            let got = {
-                let mut bufs = [IoSliceMut::new(&mut self.recv_buf)];
-                self.udp.recv((&self.socket).into(), &mut bufs, &mut meta)
-            };
-            match got {
-                Ok(_) => {
-                    // One datagram, or (GRO) several of `stride` bytes each.
-                    let m = meta[0];
-                    let ecn = m.ecn.and_then(|e| EcnCodepoint::from_bits(e as u8));
-                    let stride = if m.stride == 0 { m.len } else { m.stride };
-                    self.received += m.len as u64;
-                    let mut at = 0;
-                    while at < m.len {
-                        let end = (at + stride).min(m.len);
-                        self.datagram(at..end, m.addr, m.dst_ip, ecn, now, touched);
-                        at = end;
+            match self.socket.recv() {
+                Ok(Some(r)) => {
+                    self.received += r.bytes() as u64;
+                    for at in r.datagrams() {
+                        self.datagram(at, r.from, r.local, r.ecn, now, touched);
                         read += 1;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(None) => return,
                 Err(e) => {
                     // An ICMP error from an earlier send (the server is not there yet, or
                     // any more): QUIC's timers decide what it means.
@@ -402,7 +351,7 @@ impl Driver {
         now: Instant,
         touched: &mut BTreeSet<usize>,
     ) {
-        let data = BytesMut::from(&self.recv_buf[at]);
+        let data = BytesMut::from(self.socket.datagram(at));
         let mut buf = std::mem::take(&mut self.send_buf);
         buf.clear();
         match self.endpoint.handle(now, from, local, ecn, data, &mut buf) {
@@ -416,7 +365,7 @@ impl Driver {
             }
             // A stateless reset for a connection we no longer know, and the like.
             Some(DatagramEvent::Response(t)) => {
-                self.send((&t).into(), &buf[..t.size]);
+                self.socket.send(&t, &buf[..t.size]);
             }
             // No server configuration: nothing may connect to us.
             Some(DatagramEvent::NewConnection(_)) | None => {}
@@ -510,7 +459,7 @@ impl Driver {
         }
         let mut buf = std::mem::take(&mut self.send_buf);
         loop {
-            if self.blocked.is_some() {
+            if self.socket.is_blocked() {
                 self.unsent.insert(key);
                 break;
             }
@@ -518,12 +467,11 @@ impl Driver {
             let Some(link) = self.links.get_mut(key) else {
                 break;
             };
-            let batch =
-                berth::drive::quic::gso_batch(self.udp.max_gso_segments(), link.quic.current_mtu());
+            let batch = self.socket.batch(link.quic.current_mtu());
             let Some(t) = link.quic.poll_transmit(now, batch, &mut buf) else {
                 break;
             };
-            self.send((&t).into(), &buf[..t.size]);
+            self.socket.send(&t, &buf[..t.size]);
         }
         self.send_buf = buf;
         if self.links.get(key).is_some_and(|l| l.quic.is_drained()) {
@@ -534,48 +482,14 @@ impl Driver {
         }
     }
 
-    /// Sends one datagram or GSO batch; keeps it if the socket is full.
-    fn send(&mut self, dest: Dest, bytes: &[u8]) -> bool {
-        if self.blocked.is_some() {
-            return false;
-        }
-        let transmit = quinn_udp::Transmit {
-            destination: dest.to,
-            ecn: dest
-                .ecn
-                .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
-            contents: bytes,
-            segment_size: dest.segment_size,
-            src_ip: dest.src_ip,
-        };
-        loop {
-            // quinn-udp drops what UDP may drop (QUIC sends again what mattered) and turns GSO
-            // off where the kernel refuses it.
-            match self.udp.send((&self.socket).into(), &transmit) {
-                Ok(()) => return true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.blocked = Some((dest, bytes.to_vec()));
-                    return false;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    log::debug!("QUIC client: send to {}: {e}", dest.to);
-                    return true;
-                }
-            }
-        }
-    }
-
     /// The socket has room: what it refused, then the links that had more.
     fn send_unsent(&mut self, now: Instant) {
-        if let Some((dest, bytes)) = self.blocked.take() {
-            if !self.send(dest, &bytes) {
-                return;
-            }
+        if !self.socket.resend() {
+            return;
         }
         while let Some(key) = self.unsent.pop_first() {
             self.send_out(key, now);
-            if self.blocked.is_some() {
+            if self.socket.is_blocked() {
                 return;
             }
         }

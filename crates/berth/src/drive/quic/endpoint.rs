@@ -10,7 +10,7 @@
 //! flag in the reply queue tells workers to drop a queued job unrun).
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{self, IoSliceMut};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,43 +20,13 @@ use bytes::BytesMut;
 use crossbeam_channel::Receiver;
 use mio::{Interest, Registry, Token};
 use quinn_proto::{ConnectionHandle, DatagramEvent, EcnCodepoint, ServerConfig, TransportConfig};
-use quinn_udp::{RecvMeta, UdpSocketState};
 use slab::Slab;
 
 use super::conn::Conn;
+use super::socket::QuicSocket;
 use super::{Env, QuicLimits, Retry};
 use crate::drive::workers::{Done, LoopQueue};
 use crate::net::tls::TlsAcceptor;
-
-/// The largest UDP payload (a datagram bigger than any QUIC packet is read whole, then dropped
-/// by QUIC).
-const MAX_DATAGRAM: usize = 65_527;
-
-/// The largest datagram a peer sends us: quinn-proto's default `max_udp_payload_size`, which
-/// it announces to peers. A receive buffer of this times the GRO segment count holds any
-/// batch the kernel coalesces (quinn-udp turns UDP_GRO on where it can).
-const MAX_PEER_DATAGRAM: usize = 1472;
-
-/// What a datagram (or a GSO batch of them) is sent with: quinn-proto's `Transmit` without
-/// its size.
-#[derive(Clone, Copy)]
-struct Dest {
-    to: SocketAddr,
-    ecn: Option<EcnCodepoint>,
-    segment_size: Option<usize>,
-    src_ip: Option<IpAddr>,
-}
-
-impl From<&quinn_proto::Transmit> for Dest {
-    fn from(t: &quinn_proto::Transmit) -> Dest {
-        Dest {
-            to: t.destination,
-            ecn: t.ecn,
-            segment_size: t.segment_size,
-            src_ip: t.src_ip,
-        }
-    }
-}
 
 /// Datagrams read before the connections they touched are served: enough to batch a burst,
 /// few enough that a flood on the socket cannot starve the connections.
@@ -119,11 +89,9 @@ enum Slot {
 
 /// One loop's QUIC endpoint.
 pub(crate) struct Endpoint {
-    socket: mio::net::UdpSocket,
-    /// quinn-udp's state for the socket: GSO (a connection's burst of datagrams in one
-    /// `sendmsg`), the don't-fragment bit (so that quinn-proto may probe for a larger MTU
-    /// than 1,200), and the destination address and ECN of what is read.
-    udp: UdpSocketState,
+    /// The loop's UDP socket, through quinn-udp (GSO, GRO, don't-fragment, a full socket's
+    /// send kept for when it has room).
+    socket: QuicSocket,
     quinn: quinn_proto::Endpoint,
     shared: Arc<Shared>,
     /// QUIC's server configuration and the TLS configuration it was made from: made anew when
@@ -142,11 +110,7 @@ pub(crate) struct Endpoint {
     /// Where this endpoint's jobs' replies (and wakes) are posted, and where they are read.
     replies: Arc<Vec<LoopQueue>>,
     inbox: Receiver<(usize, Done)>,
-    recv_buf: Vec<u8>,
     send_buf: Vec<u8>,
-    /// A datagram (or GSO batch) the socket would not take (it was full): sent first once it
-    /// has room.
-    blocked: Option<(Dest, Vec<u8>)>,
     /// Connections that may have more to send once the socket has room.
     unsent: BTreeSet<usize>,
     /// The socket was not drained last turn (`READ_BATCHES_PER_TURN`): read on at the next,
@@ -168,21 +132,19 @@ impl Endpoint {
         id: usize,
     ) -> io::Result<Endpoint> {
         let config = shared.server_config()?;
-        let udp = UdpSocketState::new((&socket).into())?;
+        let socket = QuicSocket::new(socket)?;
         // MTU discovery only where the kernel sets don't-fragment: a probe bigger than the
         // path must be lost, not fragmented. Without it every packet stays at QUIC's 1,200
         // bytes, a fifth more packets (and system calls) per byte than at 1,452.
         let quinn = quinn_proto::Endpoint::new(
             shared.endpoint.clone(),
             Some(config.1.clone()),
-            !udp.may_fragment(),
+            !socket.may_fragment(),
             None,
         );
-        let recv_len = MAX_DATAGRAM.max(MAX_PEER_DATAGRAM * udp.gro_segments());
         let (tx, inbox) = crossbeam_channel::unbounded();
         Ok(Endpoint {
-            socket: mio::net::UdpSocket::from_std(socket),
-            udp,
+            socket,
             quinn,
             shared,
             config,
@@ -195,9 +157,7 @@ impl Endpoint {
             handshaking: 0,
             replies: Arc::new(vec![LoopQueue::new(tx, waker, capacity)]),
             inbox,
-            recv_buf: vec![0; recv_len],
-            send_buf: Vec::with_capacity(MAX_DATAGRAM),
-            blocked: None,
+            send_buf: Vec::new(),
             unsent: BTreeSet::new(),
             more_to_read: false,
             draining: false,
@@ -208,7 +168,7 @@ impl Endpoint {
     /// Registers the socket with the loop's poll.
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         registry.register(
-            &mut self.socket,
+            self.socket.source(),
             token,
             Interest::READABLE | Interest::WRITABLE,
         )
@@ -270,30 +230,16 @@ impl Endpoint {
         for batch in 1.. {
             let mut drained = false;
             for _ in 0..READ_BATCH {
-                let mut meta = [RecvMeta::default()];
-                let got = {
-                    let mut bufs = [IoSliceMut::new(&mut self.recv_buf)];
-                    self.udp.recv((&self.socket).into(), &mut bufs, &mut meta)
-                };
-                match got {
-                    Ok(_) => {
-                        // One datagram, or (GRO) several of `stride` bytes each, the last
-                        // perhaps shorter.
-                        let m = meta[0];
-                        let ecn = m.ecn.and_then(|e| EcnCodepoint::from_bits(e as u8));
-                        let stride = if m.stride == 0 { m.len } else { m.stride };
-                        let mut at = 0;
-                        while at < m.len {
-                            let end = (at + stride).min(m.len);
-                            self.datagram(at..end, m.addr, m.dst_ip, ecn, &mut touched, env);
-                            at = end;
+                match self.socket.recv() {
+                    Ok(Some(r)) => {
+                        for at in r.datagrams() {
+                            self.datagram(at, r.from, r.local, r.ecn, &mut touched, env);
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    Ok(None) => {
                         drained = true;
                         break;
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => {
                         // An ICMP error from an earlier send (ECONNREFUSED): nothing to do
                         // for a socket that serves many peers; read on.
@@ -314,7 +260,7 @@ impl Endpoint {
         }
     }
 
-    /// One datagram, `recv_buf[at]`, from `from` to our address `local` (when known).
+    /// One datagram, the socket's `at`, from `from` to our address `local` (when known).
     fn datagram<H: Handler>(
         &mut self,
         at: std::ops::Range<usize>,
@@ -324,7 +270,7 @@ impl Endpoint {
         touched: &mut BTreeSet<usize>,
         env: &mut Env<'_, H>,
     ) {
-        let data = BytesMut::from(&self.recv_buf[at]);
+        let data = BytesMut::from(self.socket.datagram(at));
         let mut buf = std::mem::take(&mut self.send_buf);
         buf.clear();
         let event = self.quinn.handle(env.now, from, local, ecn, data, &mut buf);
@@ -353,14 +299,14 @@ impl Endpoint {
                 {
                     let t = self.quinn.refuse(incoming, &mut buf);
                     env.stats.shard(env.shard).connection_refused();
-                    self.send((&t).into(), &buf[..t.size]);
+                    self.socket.send(&t, &buf[..t.size]);
                 } else if retry {
                     // Stateless: the client comes back with the token, from the address it
                     // claims, or never.
                     match self.quinn.retry(incoming, &mut buf) {
                         Ok(t) => {
                             env.stats.quic_retry_sent();
-                            self.send((&t).into(), &buf[..t.size]);
+                            self.socket.send(&t, &buf[..t.size]);
                         }
                         Err(e) => self.accept(e.into_incoming(), &mut buf, touched, env),
                     }
@@ -369,7 +315,7 @@ impl Endpoint {
                 }
             }
             Some(DatagramEvent::Response(t)) => {
-                self.send((&t).into(), &buf[..t.size]);
+                self.socket.send(&t, &buf[..t.size]);
             }
             None => {}
         }
@@ -418,42 +364,7 @@ impl Endpoint {
                     e.cause
                 );
                 if let Some(t) = e.response {
-                    self.send((&t).into(), &buf[..t.size]);
-                }
-            }
-        }
-    }
-
-    /// Sends one datagram, or a GSO batch of them (`dest.segment_size`) in one `sendmsg`; if
-    /// the socket is full, keeps it (and stops sending until it has room: see
-    /// [`Endpoint::send_unsent`]).
-    fn send(&mut self, dest: Dest, bytes: &[u8]) -> bool {
-        if self.blocked.is_some() {
-            return false;
-        }
-        let transmit = quinn_udp::Transmit {
-            destination: dest.to,
-            ecn: dest
-                .ecn
-                .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
-            contents: bytes,
-            segment_size: dest.segment_size,
-            src_ip: dest.src_ip,
-        };
-        loop {
-            // quinn-udp's `send` drops what UDP may drop (an error other than a full socket
-            // is logged once in a while, and QUIC sends again what mattered), and turns GSO
-            // off for good where the kernel or the device refuses it.
-            match self.udp.send((&self.socket).into(), &transmit) {
-                Ok(()) => return true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.blocked = Some((dest, bytes.to_vec()));
-                    return false;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    log::debug!("QUIC loop {}: send to {}: {e}", self.id, dest.to);
-                    return true;
+                    self.socket.send(&t, &buf[..t.size]);
                 }
             }
         }
@@ -461,14 +372,12 @@ impl Endpoint {
 
     /// The socket has room: the datagram it refused, then what connections still had.
     fn send_unsent<H: Handler>(&mut self, env: &mut Env<'_, H>) {
-        if let Some((dest, bytes)) = self.blocked.take() {
-            if !self.send(dest, &bytes) {
-                return;
-            }
+        if !self.socket.resend() {
+            return;
         }
         while let Some(key) = self.unsent.pop_first() {
             self.service(key, env, |_, _| {});
-            if self.blocked.is_some() {
+            if self.socket.is_blocked() {
                 return;
             }
         }
@@ -502,7 +411,7 @@ impl Endpoint {
         conn.take_events();
         let mut buf = std::mem::take(&mut self.send_buf);
         loop {
-            if self.blocked.is_some() {
+            if self.socket.is_blocked() {
                 self.unsent.insert(key);
                 break;
             }
@@ -511,11 +420,11 @@ impl Endpoint {
                 break;
             };
             // As many datagrams as one GSO `sendmsg` takes (1 without GSO).
-            let batch = super::gso_batch(self.udp.max_gso_segments(), conn.quic.current_mtu());
+            let batch = self.socket.batch(conn.quic.current_mtu());
             let Some(t) = conn.quic.poll_transmit(env.now, batch, &mut buf) else {
                 break;
             };
-            self.send((&t).into(), &buf[..t.size]);
+            self.socket.send(&t, &buf[..t.size]);
         }
         self.send_buf = buf;
         let Some(Slot::Live(conn)) = self.conns.get_mut(key) else {

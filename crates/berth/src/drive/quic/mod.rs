@@ -65,6 +65,7 @@ mod socket;
 
 pub(super) use endpoint::{Endpoint, Shared};
 pub(super) use socket::bind_sockets;
+pub use socket::{gso_batch, QuicSocket, Received};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,17 +100,6 @@ const STREAM_WINDOW: u32 = 256 * 1024;
 /// What one connection may have received and not yet taken, over all its streams: 4 MiB, which
 /// bounds a connection's request bytes in berth whatever its stream count.
 const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
-
-/// Datagrams in one GSO `sendmsg` for a connection whose packets are up to `mtu` bytes: as
-/// many as the socket takes (`max_segments`, quinn-udp's `max_gso_segments`), but no more than
-/// one UDP send holds (65,507 bytes over IPv4). The kernel refuses a larger send whole
-/// (EMSGSIZE) and quinn-udp drops it, as UDP may, so QUIC saw the burst lost only when its
-/// loss timer fired: ~25 ms of silence each time, about once a MiB (64 packets of 1,452 bytes
-/// are 92,928 bytes). Shared by the client role's driver (`berth bench --h3`).
-pub fn gso_batch(max_segments: usize, mtu: u16) -> usize {
-    const MAX_UDP_SEND: usize = 65_507;
-    (MAX_UDP_SEND / usize::from(mtu).max(1)).clamp(1, max_segments.max(1))
-}
 
 /// Request streams advertised to a new connection before it uses them: quinn-proto makes its
 /// stream tables up front for every stream a client may open (`StreamsState`, about 75 bytes
