@@ -38,12 +38,9 @@ use mio::event::Event as MioEvent;
 use mio::{Poll, Token};
 
 use super::load::{Shared, TlsTarget};
-use super::report::Tally;
+use super::report::{Failure, Tally};
 use crate::poll_loop::{self, EventLoop, LoadStream, ReadSide, Stream};
 use berth::net::Transport;
-
-/// How long a connection waits before trying again after its connect failed.
-const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// The client's stream and connection receive windows: 2^30 - 1, as h2load's `-w 30 -W 30`.
 const RECV_WINDOW: u32 = (1 << 30) - 1;
@@ -167,17 +164,6 @@ impl Conn {
         plan.streams
             .min(peer.map_or(STREAMS_BEFORE_SETTINGS, |n| n as usize))
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Failure {
-    Connect,
-    Read,
-    Write,
-    Timeout,
-    Protocol,
-    /// A GOAWAY with an error code.
-    GoAway,
 }
 
 struct Loop<'a> {
@@ -570,28 +556,11 @@ impl Loop<'_> {
     }
 
     fn fail(&mut self, i: usize, why: Failure, now: Instant) {
-        // One failure per connection event, as the HTTP/1.1 loop (and wrk) counts them; the
-        // other requests in flight or taken for the connection go back to the budget, so a
-        // count-bounded run ends after exactly N answers or failures.
         let c = &self.conns[i];
-        let owed = c.inflight.len() + c.reserved;
-        self.shared.budget.give_back(owed.saturating_sub(1) as u64);
-        let e = &mut self.tally.errors;
-        match why {
-            Failure::Connect => e.connect += 1,
-            Failure::Read => e.read += 1,
-            Failure::Write => e.write += 1,
-            Failure::Timeout => e.timeout += 1,
-            Failure::Protocol => e.protocol += 1,
-            Failure::GoAway => e.goaway += 1,
-        }
+        self.tally
+            .failed(why, c.inflight.len() + c.reserved, &self.shared.budget);
         self.close(i);
-        // A refused connect is retried after a pause, so a server that is down is not
-        // hammered in a tight loop; other failures reconnect at once, as wrk does.
-        self.conns[i].retry_at = Some(match why {
-            Failure::Connect => now + CONNECT_BACKOFF,
-            _ => now,
-        });
+        self.conns[i].retry_at = Some(why.retry_at(now));
         if why != Failure::Connect && !self.shared.stop.load(Relaxed) {
             self.open(i, now);
         }

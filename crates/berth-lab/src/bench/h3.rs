@@ -49,15 +49,12 @@ use quinn_proto::{
 use slab::Slab;
 
 use super::load::Shared;
-use super::report::Tally;
+use super::report::{Failure, Tally};
 use crate::poll_loop::TICK;
 
 /// Datagrams read in one turn before the connections they touched are served: a server that
 /// sends faster than we read cannot keep the clock from moving (timers, timeouts).
 const READ_PER_TURN: usize = 1024;
-
-/// How long a connection waits before trying again after its handshake failed.
-const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// The client's QUIC transport: the server opens no request streams (bidirectional 0) and
 /// only HTTP/3's three unidirectional ones (and perhaps a few reserved types), so a handful
@@ -670,14 +667,6 @@ struct Conn {
     retry_at: Option<Instant>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Failure {
-    Connect,
-    Read,
-    Timeout,
-    Protocol,
-}
-
 struct Loop<'a> {
     plan: &'a Plan,
     shared: &'a Shared,
@@ -958,25 +947,11 @@ impl Loop<'_> {
     }
 
     fn fail(&mut self, i: usize, why: Failure, now: Instant) {
-        // One failure per connection event, as the other loops count them; the rest owed goes
-        // back to the budget, so a count-bounded run ends after exactly N answers or failures.
         let c = &self.conns[i];
-        let owed = c.inflight.len() + c.reserved;
-        self.shared.budget.give_back(owed.saturating_sub(1) as u64);
-        let e = &mut self.tally.errors;
-        match why {
-            Failure::Connect => e.connect += 1,
-            Failure::Read => e.read += 1,
-            Failure::Timeout => e.timeout += 1,
-            Failure::Protocol => e.protocol += 1,
-        }
+        self.tally
+            .failed(why, c.inflight.len() + c.reserved, &self.shared.budget);
         self.close(i, now);
-        // A failed handshake is retried after a pause, so a server that is down is not
-        // hammered in a tight loop; other failures reconnect at once.
-        self.conns[i].retry_at = Some(match why {
-            Failure::Connect => now + CONNECT_BACKOFF,
-            _ => now,
-        });
+        self.conns[i].retry_at = Some(why.retry_at(now));
         if why != Failure::Connect && !self.shared.stop.load(Relaxed) {
             self.open(i, now);
         }

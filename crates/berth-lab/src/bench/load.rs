@@ -18,13 +18,10 @@ use berth_proto::http::client::{ReadStatus, ResponseReader, MAX_RESPONSE_HEAD};
 use mio::event::Event;
 use mio::{Poll, Token};
 
-use super::report::Tally;
+use super::report::{Failure, Tally};
 use crate::load_threads::Budget;
 use crate::poll_loop::{self, EventLoop, LoadStream, ReadSide, Stream};
 use berth::net::Transport;
-
-/// How long a connection waits before trying again after its connect failed.
-const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// Read buffer per connection to begin with; grows only while a response head is larger.
 const INITIAL_BUFFER: usize = 16 * 1024;
@@ -114,15 +111,6 @@ struct Conn {
     /// Requests taken from the budget for the batch this connection will send once connected.
     reserved: usize,
     retry_at: Option<Instant>,
-}
-
-#[derive(Clone, Copy)]
-enum Failure {
-    Connect,
-    Read,
-    Write,
-    Timeout,
-    Protocol,
 }
 
 struct Loop<'a> {
@@ -439,28 +427,12 @@ impl Loop<'_> {
     }
 
     fn fail(&mut self, i: usize, why: Failure, now: Instant) {
-        // One failure per connection event, as wrk counts them; the batch's other requests go
-        // back to the budget, so a count-bounded run ends after exactly N answers or failures.
         let c = &self.conns[i];
-        self.shared
-            .budget
-            .give_back(c.inflight.max(c.reserved).saturating_sub(1) as u64);
-        let e = &mut self.tally.errors;
-        match why {
-            Failure::Connect => e.connect += 1,
-            Failure::Read => e.read += 1,
-            Failure::Write => e.write += 1,
-            Failure::Timeout => e.timeout += 1,
-            Failure::Protocol => e.protocol += 1,
-        }
+        self.tally
+            .failed(why, c.inflight.max(c.reserved), &self.shared.budget);
         self.close(i);
-        // A refused connect is retried after a pause, so a server that is down is not
-        // hammered in a tight loop; other failures reconnect at once, as wrk does.
-        self.conns[i].retry_at = Some(match why {
-            Failure::Connect => now + CONNECT_BACKOFF,
-            _ => now,
-        });
-        if !matches!(why, Failure::Connect) && !self.shared.stop.load(Relaxed) {
+        self.conns[i].retry_at = Some(why.retry_at(now));
+        if why != Failure::Connect && !self.shared.stop.load(Relaxed) {
             self.open(i, now);
         }
     }

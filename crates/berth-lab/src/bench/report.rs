@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
 use crate::latency::{self, Latency};
+use crate::load_threads::Budget;
 
 /// Failures by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +70,33 @@ impl Errors {
     }
 }
 
+/// Why a load loop's connection failed (HTTP/1.1, HTTP/2 or HTTP/3): one error of its kind in
+/// the tally ([`Tally::failed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    Connect,
+    Read,
+    Write,
+    Timeout,
+    Protocol,
+    /// An HTTP/2 GOAWAY with an error code.
+    GoAway,
+}
+
+/// How long a connection waits before trying again after its connect failed.
+const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
+
+impl Failure {
+    /// When the connection is made again: a refused connect after a pause, so that a server
+    /// that is down is not hammered in a tight loop; other failures at once, as wrk does.
+    pub(crate) fn retry_at(self, now: Instant) -> Instant {
+        match self {
+            Failure::Connect => now + CONNECT_BACKOFF,
+            _ => now,
+        }
+    }
+}
+
 /// One load thread's counts.
 #[derive(Debug, Clone)]
 pub struct Tally {
@@ -100,6 +128,22 @@ impl Default for Tally {
 }
 
 impl Tally {
+    /// One failure per connection event, as wrk counts them: of the `owed` requests in
+    /// flight or taken for the connection, all but the one counted here go back to `budget`,
+    /// so that a count-bounded run ends after exactly N answers or failures.
+    pub(crate) fn failed(&mut self, why: Failure, owed: usize, budget: &Budget) {
+        budget.give_back(owed.saturating_sub(1) as u64);
+        let e = &mut self.errors;
+        match why {
+            Failure::Connect => e.connect += 1,
+            Failure::Read => e.read += 1,
+            Failure::Write => e.write += 1,
+            Failure::Timeout => e.timeout += 1,
+            Failure::Protocol => e.protocol += 1,
+            Failure::GoAway => e.goaway += 1,
+        }
+    }
+
     /// Records one complete response.
     pub fn response(&mut self, status: u16, latency: Duration) {
         self.responses += 1;
