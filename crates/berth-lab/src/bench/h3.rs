@@ -454,24 +454,10 @@ impl Driver {
                 link.quic.handle_event(event);
             }
         }
-        let mut buf = std::mem::take(&mut self.send_buf);
-        loop {
-            if self.socket.is_blocked() {
-                self.unsent.insert(key);
-                break;
-            }
-            buf.clear();
-            let Some(link) = self.links.get_mut(key) else {
-                break;
-            };
-            let batch = self.socket.batch(link.quic.current_mtu());
-            let Some(t) = link.quic.poll_transmit(now, batch, &mut buf) else {
-                break;
-            };
-            self.socket.send(&t, &buf[..t.size]);
+        if !self.socket.transmit(&mut link.quic, now) {
+            self.unsent.insert(key);
         }
-        self.send_buf = buf;
-        if self.links.get(key).is_some_and(|l| l.quic.is_drained()) {
+        if link.quic.is_drained() {
             if let Some(link) = self.links.try_remove(key) {
                 self.by_handle.remove(&link.handle);
             }

@@ -409,27 +409,9 @@ impl Endpoint {
             }
         }
         conn.take_events();
-        let mut buf = std::mem::take(&mut self.send_buf);
-        loop {
-            if self.socket.is_blocked() {
-                self.unsent.insert(key);
-                break;
-            }
-            buf.clear();
-            let Some(Slot::Live(conn)) = self.conns.get_mut(key) else {
-                break;
-            };
-            // As many datagrams as one GSO `sendmsg` takes (1 without GSO).
-            let batch = self.socket.batch(conn.quic.current_mtu());
-            let Some(t) = conn.quic.poll_transmit(env.now, batch, &mut buf) else {
-                break;
-            };
-            self.socket.send(&t, &buf[..t.size]);
+        if !self.socket.transmit(&mut conn.quic, env.now) {
+            self.unsent.insert(key);
         }
-        self.send_buf = buf;
-        let Some(Slot::Live(conn)) = self.conns.get_mut(key) else {
-            return;
-        };
         if conn.is_drained() {
             conn.cancel_jobs(env);
             let jobs_out = conn.jobs_out;

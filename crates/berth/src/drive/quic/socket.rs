@@ -12,6 +12,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::ops::Range;
+use std::time::Instant;
 
 use quinn_proto::EcnCodepoint;
 use quinn_udp::{RecvMeta, UdpSocketState};
@@ -89,6 +90,8 @@ pub struct QuicSocket {
     recv_buf: Vec<u8>,
     /// A datagram (or GSO batch) the socket would not take (it was full).
     blocked: Option<(Dest, Vec<u8>)>,
+    /// Where [`Self::transmit`] has quinn-proto write.
+    transmit_buf: Vec<u8>,
 }
 
 impl QuicSocket {
@@ -102,6 +105,7 @@ impl QuicSocket {
             udp,
             recv_buf: vec![0; recv_len],
             blocked: None,
+            transmit_buf: Vec::new(),
         })
     }
 
@@ -168,6 +172,27 @@ impl QuicSocket {
                 }
             }
         }
+    }
+
+    /// Sends what connection `quic` has to send, a GSO batch at a time, until it has nothing
+    /// left or the socket is full: false then (the rest waits for [`Self::resend`]).
+    pub fn transmit(&mut self, quic: &mut quinn_proto::Connection, now: Instant) -> bool {
+        let mut buf = std::mem::take(&mut self.transmit_buf);
+        let mut room = true;
+        while room {
+            if self.blocked.is_some() {
+                room = false;
+                break;
+            }
+            buf.clear();
+            let batch = self.batch(quic.current_mtu());
+            let Some(t) = quic.poll_transmit(now, batch, &mut buf) else {
+                break;
+            };
+            room = self.send(&t, &buf[..t.size]);
+        }
+        self.transmit_buf = buf;
+        room
     }
 
     /// The socket is writable: the send it refused goes first. False if it is still full.
