@@ -125,41 +125,47 @@ pub enum Match {
     None,
 }
 
-/// The table's entries sorted by name, then index: a name's entries are a run, its first
-/// entry first. Made once, for [`find`]'s binary search: an answer's fields were each looked
-/// up by walking all 99 entries, a fifth of HTTP/3's CPU on small answers (BENCHMARKS, "HTTP/3:
-/// the lost bursts").
-fn by_name() -> &'static [(&'static [u8], u8)] {
-    static INDEX: std::sync::OnceLock<Vec<(&'static [u8], u8)>> = std::sync::OnceLock::new();
+/// The table's names by length, each with its entries' indices in order: a lookup compares
+/// the few names of one length, then that name's values. Made once: an answer's fields were
+/// each looked up by walking all 99 entries, a fifth of HTTP/3's CPU on small answers
+/// (BENCHMARKS, "HTTP/3: the lost bursts").
+type ByLength = Vec<Vec<(&'static [u8], Vec<u8>)>>;
+
+fn by_length() -> &'static ByLength {
+    static INDEX: std::sync::OnceLock<ByLength> = std::sync::OnceLock::new();
     INDEX.get_or_init(|| {
-        let mut index: Vec<(&'static [u8], u8)> = STATIC
-            .iter()
-            .enumerate()
-            .map(|(i, (n, _))| (n.as_bytes(), i as u8))
-            .collect();
-        index.sort_unstable();
+        let mut index: ByLength = Vec::new();
+        for (i, (n, _)) in STATIC.iter().enumerate() {
+            let n = n.as_bytes();
+            if index.len() <= n.len() {
+                index.resize_with(n.len() + 1, Vec::new);
+            }
+            let names = &mut index[n.len()];
+            match names.iter_mut().find(|(name, _)| *name == n) {
+                Some((_, entries)) => entries.push(i as u8),
+                None => names.push((n, vec![i as u8])),
+            }
+        }
         index
     })
 }
 
 /// Looks `name: value` up. A full match wins over the name alone.
 pub fn find(name: &[u8], value: &[u8]) -> Match {
-    let index = by_name();
-    let start = index.partition_point(|&(n, _)| n < name);
-    let mut found = Match::None;
-    for &(n, i) in &index[start..] {
-        if n != name {
-            break;
-        }
-        let i = usize::from(i);
-        if STATIC[i].1.as_bytes() == value {
-            return Match::Full(i);
-        }
-        if found == Match::None {
-            found = Match::Name(i);
+    let Some(names) = by_length().get(name.len()) else {
+        return Match::None;
+    };
+    let Some((_, entries)) = names.iter().find(|(n, _)| *n == name) else {
+        return Match::None;
+    };
+    for &i in entries {
+        let v = STATIC[usize::from(i)].1.as_bytes();
+        // The first byte before the whole: most values of a name differ in it.
+        if v.first() == value.first() && v == value {
+            return Match::Full(usize::from(i));
         }
     }
-    found
+    Match::Name(usize::from(entries[0]))
 }
 
 /// The entry at `index`, if there is one.
