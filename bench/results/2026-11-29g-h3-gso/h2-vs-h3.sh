@@ -9,11 +9,11 @@
 # runs under `perf record` (server only) and its profile is grouped by where the cycles go
 # (perf-groups.py beside this script).
 #
-#   bench/results/2026-11-29g-h3-gso/h2-vs-h3.sh BERTH [ROUNDS] [SECS]
+#   bench/results/2026-11-29g-h3-gso/h2-vs-h3.sh BERTH [ROUNDS] [SECS]   (OUT=DIR: results there)
 set -euo pipefail
 BERTH=$(realpath "$1"); ROUNDS=${2:-2}; SECS=${3:-8}
 HERE=$(cd "$(dirname "$0")" && pwd)
-OUT=$HERE/h2-vs-h3; mkdir -p "$OUT"; rm -f "$OUT"/*
+OUT=${OUT:-$HERE/h2-vs-h3}; mkdir -p "$OUT"; rm -f "$OUT"/*
 TMP=$(mktemp -d); BPID=; trap 'kill $BPID 2>/dev/null || true; rm -rf "$TMP"' EXIT
 PORT=9453; TICK=$(getconf CLK_TCK); URL=https://127.0.0.1:$PORT/hello/world
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
