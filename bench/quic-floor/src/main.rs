@@ -6,42 +6,29 @@
 //!
 //!     cargo run --release -- N
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn_proto::{
-    ClientConfig, Connection, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig,
-    ServerConfig, TransportConfig, Dir,
+    ClientConfig, Connection, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig,
+    ServerConfig, StreamId, TransportConfig,
 };
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Relaxed);
-        System.realloc(p, l, new)
-    }
-}
+// The tests' counting allocator (berth's `tests/support`), not a copy of it.
+#[path = "../../../crates/berth/tests/support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: counting::Counting = counting::Counting;
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(200);
     // `streams`: HTTP/3's streams opened and one request answered, as berth's idle
     // connections in idle.py had (else the handshake alone).
     let streams = std::env::args().nth(2).as_deref() == Some("streams");
@@ -86,7 +73,7 @@ fn main() {
     );
     let mut conns: Vec<(ConnectionHandle, Connection)> = Vec::with_capacity(n);
     let mut now = Instant::now();
-    let before = LIVE.load(Relaxed);
+    let before = counting::live_bytes();
     {
         let mut client = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
         for i in 0..n {
@@ -94,132 +81,122 @@ fn main() {
             let (ch, mut c) = client
                 .connect(now, client_config.clone(), server_addr, "localhost")
                 .unwrap();
-            let mut server_side: Option<(ConnectionHandle, Connection)> = None;
-            // Until neither side has anything to send.
-            for _ in 0..100 {
-                let mut moved = false;
-                let mut buf = Vec::new();
-                while let Some(t) = c.poll_transmit(now, 1, &mut buf) {
-                    moved = true;
-                    let data = BytesMut::from(&buf[..t.size]);
-                    buf.clear();
-                    let mut out = Vec::new();
-                    match server.handle(now, client_addr, None, None, data, &mut out) {
-                        Some(DatagramEvent::NewConnection(incoming)) => {
-                            let (h, s) = server.accept(incoming, now, &mut out, None).unwrap();
-                            server_side = Some((h, s));
-                        }
-                        Some(DatagramEvent::ConnectionEvent(h, e)) => {
-                            if let Some((sh, s)) = server_side.as_mut() {
-                                assert_eq!(*sh, h);
-                                s.handle_event(e);
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                if let Some((sh, s)) = server_side.as_mut() {
-                    while let Some(e) = s.poll_endpoint_events() {
-                        if let Some(e) = server.handle_event(*sh, e) {
-                            s.handle_event(e);
-                        }
-                    }
-                    while let Some(t) = s.poll_transmit(now, 1, &mut buf) {
-                        moved = true;
-                        let data = BytesMut::from(&buf[..t.size]);
-                        buf.clear();
-                        let mut out = Vec::new();
-                        if let Some(DatagramEvent::ConnectionEvent(h, e)) =
-                            client.handle(now, server_addr, None, None, data, &mut out)
-                        {
-                            assert_eq!(h, ch);
-                            c.handle_event(e);
-                        }
-                    }
-                    while s.poll().is_some() {}
-                }
-                while let Some(e) = c.poll_endpoint_events() {
-                    if let Some(e) = client.handle_event(ch, e) {
-                        c.handle_event(e);
-                    }
-                }
-                while c.poll().is_some() {}
-                if !moved {
-                    break;
-                }
-                now += Duration::from_micros(100);
-            }
-            let (sh, mut s) = server_side.expect("the handshake reached the server");
-            assert!(!s.is_handshaking(), "connection {i} still handshaking");
+            let mut server_side = None;
+            pump(
+                &mut client,
+                ch,
+                &mut c,
+                &mut server,
+                &mut server_side,
+                client_addr,
+                server_addr,
+                &mut now,
+            );
+            assert!(
+                !server_of(&mut server_side).is_handshaking(),
+                "connection {i} still handshaking"
+            );
             if streams {
                 // As an HTTP/3 connection that served one request: each side's control and
                 // QPACK streams open with a few bytes on them (they stay open), and one request
                 // stream, answered and finished.
                 for _ in 0..3 {
-                    let id = c.streams().open(Dir::Uni).unwrap();
-                    c.send_stream(id).write(&[0; 8]).unwrap();
-                    let id = s.streams().open(Dir::Uni).unwrap();
-                    s.send_stream(id).write(&[0; 8]).unwrap();
+                    for conn in [&mut c, server_of(&mut server_side)] {
+                        let id = conn.streams().open(Dir::Uni).unwrap();
+                        conn.send_stream(id).write(&[0; 8]).unwrap();
+                    }
                 }
                 let req = c.streams().open(Dir::Bi).unwrap();
                 c.send_stream(req).write(&[0; 40]).unwrap();
                 c.send_stream(req).finish().unwrap();
-                pump(&mut client, ch, &mut c, &mut server, sh, &mut s, client_addr, server_addr, &mut now);
-                while let Some(id) = s.streams().accept(Dir::Uni) {
-                    let mut r = s.recv_stream(id);
-                    let mut chunks = r.read(true).unwrap();
-                    while let Ok(Some(_)) = chunks.next(usize::MAX) {}
-                    let _ = chunks.finalize();
-                }
+                pump(
+                    &mut client,
+                    ch,
+                    &mut c,
+                    &mut server,
+                    &mut server_side,
+                    client_addr,
+                    server_addr,
+                    &mut now,
+                );
+                let s = server_of(&mut server_side);
+                read_all(s, Dir::Uni);
                 let id = s.streams().accept(Dir::Bi).unwrap();
-                {
-                    let mut r = s.recv_stream(id);
-                    let mut chunks = r.read(true).unwrap();
-                    while let Ok(Some(_)) = chunks.next(usize::MAX) {}
-                    let _ = chunks.finalize();
-                }
+                drain(s, id);
                 s.send_stream(id).write(&[0; 100]).unwrap();
                 s.send_stream(id).finish().unwrap();
-                pump(&mut client, ch, &mut c, &mut server, sh, &mut s, client_addr, server_addr, &mut now);
-                while let Some(id) = c.streams().accept(Dir::Uni) {
-                    let mut r = c.recv_stream(id);
-                    let mut chunks = r.read(true).unwrap();
-                    while let Ok(Some(_)) = chunks.next(usize::MAX) {}
-                    let _ = chunks.finalize();
-                }
-                {
-                    let mut r = c.recv_stream(req);
-                    let mut chunks = r.read(true).unwrap();
-                    while let Ok(Some(_)) = chunks.next(usize::MAX) {}
-                    let _ = chunks.finalize();
-                }
-                pump(&mut client, ch, &mut c, &mut server, sh, &mut s, client_addr, server_addr, &mut now);
+                pump(
+                    &mut client,
+                    ch,
+                    &mut c,
+                    &mut server,
+                    &mut server_side,
+                    client_addr,
+                    server_addr,
+                    &mut now,
+                );
+                read_all(&mut c, Dir::Uni);
+                drain(&mut c, req);
+                pump(
+                    &mut client,
+                    ch,
+                    &mut c,
+                    &mut server,
+                    &mut server_side,
+                    client_addr,
+                    server_addr,
+                    &mut now,
+                );
             }
-            conns.push((sh, s));
+            conns.push(server_side.take().expect("kept"));
         }
         // The clients go; only the server's side stays.
         drop(client);
     }
-    let after = LIVE.load(Relaxed);
+    let after = counting::live_bytes();
     let per = (after - before) as f64 / n as f64;
     println!(
         "{n} idle QUIC server connections (quinn-proto {}, rustls, ring{}): {per:.0} heap bytes \
          each ({} of them the Connection itself)",
         "0.11.19",
-        if streams { "; HTTP/3's six streams and one request" } else { "" },
+        if streams {
+            "; HTTP/3's six streams and one request"
+        } else {
+            ""
+        },
         std::mem::size_of::<(ConnectionHandle, Connection)>()
     );
 }
 
-/// Carries datagrams both ways until neither side has anything to send.
+/// The server's side of the connection, once the handshake made it.
+fn server_of(side: &mut Option<(ConnectionHandle, Connection)>) -> &mut Connection {
+    &mut side.as_mut().expect("the handshake reached the server").1
+}
+
+/// Reads what `conn` received on `id`, to the end.
+fn drain(conn: &mut Connection, id: StreamId) {
+    let mut r = conn.recv_stream(id);
+    let mut chunks = r.read(true).unwrap();
+    while let Ok(Some(_)) = chunks.next(usize::MAX) {}
+    let _ = chunks.finalize();
+}
+
+/// Accepts the peer's new streams of `dir` and reads them.
+fn read_all(conn: &mut Connection, dir: Dir) {
+    while let Some(id) = conn.streams().accept(dir) {
+        drain(conn, id);
+    }
+}
+
+/// Carries datagrams both ways until neither side has anything to send; the server's side
+/// of the connection is made by the first datagram that reaches it (`server_side`).
 #[allow(clippy::too_many_arguments)]
 fn pump(
     client: &mut Endpoint,
     ch: ConnectionHandle,
     c: &mut Connection,
     server: &mut Endpoint,
-    sh: ConnectionHandle,
-    s: &mut Connection,
+    server_side: &mut Option<(ConnectionHandle, Connection)>,
     client_addr: SocketAddr,
     server_addr: SocketAddr,
     now: &mut Instant,
@@ -232,31 +209,43 @@ fn pump(
             let data = BytesMut::from(&buf[..t.size]);
             buf.clear();
             let mut out = Vec::new();
-            if let Some(DatagramEvent::ConnectionEvent(_, e)) =
-                server.handle(*now, client_addr, None, None, data, &mut out)
-            {
-                s.handle_event(e);
+            match server.handle(*now, client_addr, None, None, data, &mut out) {
+                Some(DatagramEvent::NewConnection(incoming)) => {
+                    *server_side = Some(server.accept(incoming, *now, &mut out, None).unwrap());
+                }
+                Some(DatagramEvent::ConnectionEvent(_, e)) => {
+                    if let Some((_, s)) = server_side.as_mut() {
+                        s.handle_event(e);
+                    }
+                }
+                _ => {}
             }
         }
-        while let Some(t) = s.poll_transmit(*now, 1, &mut buf) {
-            moved = true;
-            let data = BytesMut::from(&buf[..t.size]);
-            buf.clear();
-            let mut out = Vec::new();
-            if let Some(DatagramEvent::ConnectionEvent(_, e)) =
-                client.handle(*now, server_addr, None, None, data, &mut out)
-            {
+        if let Some((sh, s)) = server_side.as_mut() {
+            while let Some(t) = s.poll_transmit(*now, 1, &mut buf) {
+                moved = true;
+                let data = BytesMut::from(&buf[..t.size]);
+                buf.clear();
+                let mut out = Vec::new();
+                if let Some(DatagramEvent::ConnectionEvent(_, e)) =
+                    client.handle(*now, server_addr, None, None, data, &mut out)
+                {
+                    c.handle_event(e);
+                }
+            }
+            while let Some(e) = s.poll_endpoint_events() {
+                if let Some(e) = server.handle_event(*sh, e) {
+                    s.handle_event(e);
+                }
+            }
+            while s.poll().is_some() {}
+        }
+        while let Some(e) = c.poll_endpoint_events() {
+            if let Some(e) = client.handle_event(ch, e) {
                 c.handle_event(e);
             }
         }
-        for (end, conn, h) in [(&mut *server, &mut *s, sh), (&mut *client, &mut *c, ch)] {
-            while let Some(e) = conn.poll_endpoint_events() {
-                if let Some(e) = end.handle_event(h, e) {
-                    conn.handle_event(e);
-                }
-            }
-            while conn.poll().is_some() {}
-        }
+        while c.poll().is_some() {}
         if !moved {
             break;
         }
