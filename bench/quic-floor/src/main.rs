@@ -82,16 +82,22 @@ fn main() {
                 .connect(now, client_config.clone(), server_addr, "localhost")
                 .unwrap();
             let mut server_side = None;
-            pump(
-                &mut client,
-                ch,
-                &mut c,
-                &mut server,
-                &mut server_side,
-                client_addr,
-                server_addr,
-                &mut now,
-            );
+            // Carries the datagrams both ways until both sides are quiet.
+            macro_rules! pump {
+                () => {
+                    pump(
+                        &mut client,
+                        ch,
+                        &mut c,
+                        &mut server,
+                        &mut server_side,
+                        client_addr,
+                        server_addr,
+                        &mut now,
+                    )
+                };
+            }
+            pump!();
             assert!(
                 !server_of(&mut server_side).is_handshaking(),
                 "connection {i} still handshaking"
@@ -109,44 +115,17 @@ fn main() {
                 let req = c.streams().open(Dir::Bi).unwrap();
                 c.send_stream(req).write(&[0; 40]).unwrap();
                 c.send_stream(req).finish().unwrap();
-                pump(
-                    &mut client,
-                    ch,
-                    &mut c,
-                    &mut server,
-                    &mut server_side,
-                    client_addr,
-                    server_addr,
-                    &mut now,
-                );
+                pump!();
                 let s = server_of(&mut server_side);
                 read_all(s, Dir::Uni);
                 let id = s.streams().accept(Dir::Bi).unwrap();
                 drain(s, id);
                 s.send_stream(id).write(&[0; 100]).unwrap();
                 s.send_stream(id).finish().unwrap();
-                pump(
-                    &mut client,
-                    ch,
-                    &mut c,
-                    &mut server,
-                    &mut server_side,
-                    client_addr,
-                    server_addr,
-                    &mut now,
-                );
+                pump!();
                 read_all(&mut c, Dir::Uni);
                 drain(&mut c, req);
-                pump(
-                    &mut client,
-                    ch,
-                    &mut c,
-                    &mut server,
-                    &mut server_side,
-                    client_addr,
-                    server_addr,
-                    &mut now,
-                );
+                pump!();
             }
             conns.push(server_side.take().expect("kept"));
         }
