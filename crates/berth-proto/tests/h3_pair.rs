@@ -6,54 +6,18 @@
 mod h2_support;
 mod h3_support;
 
-use std::collections::BTreeMap;
-
-use berth_proto::h3::client::{Client, Event};
+use berth_proto::h3::client::{Answers, Client};
 use berth_proto::h3::error::ErrorCode;
 use berth_proto::h3::qpack::DecoderConfig;
 use berth_proto::h3::{H3Config, Quic};
 use h3_support::Server;
-
-/// What the client heard on one stream.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Answer {
-    status: u16,
-    fields: Vec<(String, String)>,
-    body: Vec<u8>,
-    trailers: Vec<(String, String)>,
-    ended: bool,
-    reset: Option<ErrorCode>,
-}
-
-impl Answer {
-    fn field(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 struct Pair {
     client: Client,
     server: Server,
     /// Server actions already carried to the client.
     carried: usize,
-    answers: BTreeMap<u64, Answer>,
-    goaway: Option<u64>,
-    closed: Option<ErrorCode>,
-}
-
-fn strings(fields: Vec<berth_proto::h3::qpack::Field>) -> Vec<(String, String)> {
-    fields
-        .into_iter()
-        .map(|f| {
-            (
-                String::from_utf8(f.name).unwrap(),
-                String::from_utf8_lossy(&f.value).into_owned(),
-            )
-        })
-        .collect()
+    answers: Answers,
 }
 
 impl Pair {
@@ -68,9 +32,7 @@ impl Pair {
             client,
             server,
             carried: 0,
-            answers: BTreeMap::new(),
-            goaway: None,
-            closed: None,
+            answers: Answers::default(),
         }
     }
 
@@ -85,7 +47,7 @@ impl Pair {
                     Quic::Reset { stream, code } => self.server.conn.reset(stream, code.0),
                     Quic::Stop { stream, code } => self.server.conn.stopped(stream, code.0),
                     Quic::Open { .. } => {}
-                    Quic::Close { code, .. } => self.closed = Some(code),
+                    Quic::Close { code, .. } => self.answers.closed = Some(code),
                 }
             }
             if moved {
@@ -97,36 +59,12 @@ impl Pair {
                 match action {
                     Quic::Send { stream, bytes, fin } => self.client.recv(*stream, bytes, *fin),
                     Quic::Reset { stream, code } => self.client.reset(*stream, code.0),
-                    Quic::Close { code, .. } => self.closed = Some(*code),
+                    Quic::Close { code, .. } => self.answers.closed = Some(*code),
                     Quic::Stop { .. } | Quic::Open { .. } => {}
                 }
             }
             self.client.process();
-            while let Some(event) = self.client.poll_event() {
-                match event {
-                    Event::Head {
-                        stream,
-                        status,
-                        fields,
-                    } => {
-                        let a = self.answers.entry(stream).or_default();
-                        a.status = status;
-                        a.fields = strings(fields);
-                    }
-                    Event::Data { stream, bytes } => {
-                        self.answers.entry(stream).or_default().body.extend(bytes)
-                    }
-                    Event::Trailers { stream, fields } => {
-                        self.answers.entry(stream).or_default().trailers = strings(fields)
-                    }
-                    Event::End { stream } => self.answers.entry(stream).or_default().ended = true,
-                    Event::Reset { stream, code } => {
-                        self.answers.entry(stream).or_default().reset = Some(code)
-                    }
-                    Event::GoAway(id) => self.goaway = Some(id),
-                    Event::Closed(code) => self.closed = Some(code),
-                }
-            }
+            self.answers.gather(&mut self.client);
             if !moved && new.is_empty() {
                 return;
             }
@@ -159,27 +97,27 @@ fn every_route_over_the_pair() {
     let missing = p.get("/missing", &[]);
     p.run();
     assert!(p.client.peer_settings().is_some());
-    let a = &p.answers[&hello];
+    let a = &p.answers.by_stream[&hello];
     assert_eq!(
         (a.status, &a.body[..], a.ended),
         (200, &b"Hello, World!"[..], true)
     );
     assert_eq!(a.field("server"), Some("berth"));
-    assert_eq!(p.answers[&echo].body, b"first second");
-    let f = &p.answers[&file];
+    assert_eq!(p.answers.by_stream[&echo].body, b"first second");
+    let f = &p.answers.by_stream[&file];
     assert_eq!((f.status, &f.body[..]), (206, &text[5..15]));
-    let z = &p.answers[&gz];
+    let z = &p.answers.by_stream[&gz];
     assert_eq!(z.field("content-encoding"), Some("zstd"));
     assert_eq!(zstd::decode_all(&z.body[..]).unwrap(), text);
-    let s = &p.answers[&streamed];
+    let s = &p.answers.by_stream[&streamed];
     assert_eq!((s.body.len(), s.ended), (100_005, true));
-    let t = &p.answers[&trailers];
+    let t = &p.answers.by_stream[&trailers];
     assert_eq!(t.trailers, vec![("grpc-status".into(), "0".into())]);
     assert!(t.ended);
-    assert_eq!(p.answers[&missing].status, 404);
+    assert_eq!(p.answers.by_stream[&missing].status, 404);
     assert_eq!(p.client.open_streams(), 0);
     assert_eq!(p.server.conn.open_streams(), 0);
-    assert_eq!(p.closed, None);
+    assert_eq!(p.answers.closed, None);
 }
 
 #[test]
@@ -191,17 +129,23 @@ fn the_drain_over_the_pair() {
     p.server.conn.close_after_response();
     p.server.pump();
     p.run();
-    assert_eq!(p.goaway, Some(slow + 4));
+    assert_eq!(p.answers.goaway, Some(slow + 4));
     let late = p.get("/", &[]);
     p.run();
-    assert_eq!(p.answers[&late].reset, Some(ErrorCode::H3_REQUEST_REJECTED));
+    assert_eq!(
+        p.answers.by_stream[&late].reset,
+        Some(ErrorCode::H3_REQUEST_REJECTED)
+    );
     p.server.run_job(slow);
     p.run();
     assert_eq!(
-        (p.answers[&slow].status, p.answers[&slow].ended),
+        (
+            p.answers.by_stream[&slow].status,
+            p.answers.by_stream[&slow].ended
+        ),
         (200, true)
     );
-    assert_eq!(p.closed, Some(ErrorCode::H3_NO_ERROR));
+    assert_eq!(p.answers.closed, Some(ErrorCode::H3_NO_ERROR));
 }
 
 #[test]
@@ -210,8 +154,11 @@ fn a_request_refused_over_the_pair_is_a_reset_the_client_hears() {
     let bad = p.get("/", &[("Upper", b"x")]);
     let good = p.get("/", &[]);
     p.run();
-    assert_eq!(p.answers[&bad].reset, Some(ErrorCode::H3_MESSAGE_ERROR));
-    assert_eq!(p.answers[&good].status, 200);
+    assert_eq!(
+        p.answers.by_stream[&bad].reset,
+        Some(ErrorCode::H3_MESSAGE_ERROR)
+    );
+    assert_eq!(p.answers.by_stream[&good].status, 200);
 }
 
 #[test]
@@ -220,17 +167,17 @@ fn requests_with_a_dynamic_table_are_decoded_and_acknowledged() {
     // The first request goes before the server's SETTINGS: static table only.
     let first = p.get("/", &[("x-session", b"0123456789abcdef")]);
     p.run();
-    assert_eq!(p.answers[&first].status, 200);
+    assert_eq!(p.answers.by_stream[&first].status, 200);
     assert_eq!(p.client.qpack_inserts(), (0, 0));
     let ids: Vec<u64> = (0..5)
         .map(|_| p.get("/", &[("x-session", b"0123456789abcdef")]))
         .collect();
     p.run();
     for id in ids {
-        assert_eq!(p.answers[&id].status, 200, "stream {id}");
+        assert_eq!(p.answers.by_stream[&id].status, 200, "stream {id}");
     }
     let (inserts, acked) = p.client.qpack_inserts();
     assert!(inserts > 0);
     assert_eq!(acked, inserts, "the server acknowledged every insert");
-    assert_eq!(p.closed, None);
+    assert_eq!(p.answers.closed, None);
 }

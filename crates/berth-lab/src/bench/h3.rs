@@ -36,7 +36,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth::drive::quic::QuicSocket;
-use berth_proto::h3::client::{Client, Event};
+pub use berth_proto::h3::client::Answer;
+use berth_proto::h3::client::{Answers, Client, Event};
 use berth_proto::h3::error::ErrorCode;
 use berth_proto::h3::qpack::DecoderConfig;
 use berth_proto::h3::Quic as Order;
@@ -968,38 +969,6 @@ impl Request {
     }
 }
 
-/// The answer to one [`Request`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Answer {
-    /// `:status` (0 if the stream was reset before its head).
-    pub status: u16,
-    /// The head's other fields, as decoded.
-    pub fields: Vec<(String, Vec<u8>)>,
-    /// The body, whole.
-    pub body: Vec<u8>,
-    /// The trailers, if any came.
-    pub trailers: Vec<(String, Vec<u8>)>,
-    /// The server reset the stream with this code instead of ending it.
-    pub reset: Option<u64>,
-}
-
-impl Answer {
-    /// The first value of field `name` (lowercase), as text.
-    pub fn field(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
-    }
-}
-
-fn named(fields: Vec<berth_proto::h3::qpack::Field>) -> Vec<(String, Vec<u8>)> {
-    fields
-        .into_iter()
-        .map(|f| (String::from_utf8_lossy(&f.name).into_owned(), f.value))
-        .collect()
-}
-
 /// Sends `requests` as concurrent streams of one HTTP/3 connection to `addr` (as many at once
 /// as the server's MAX_STREAMS allows, the rest as its credit comes) and returns the answers
 /// in the same order. `server_name` is checked against the certificate when `ca` is given
@@ -1021,7 +990,7 @@ pub fn fetch(
         .connect(0, addr, server_name, &authority, start)
         .map_err(io::Error::other)?;
     driver.send_out(key, start);
-    let mut answers = vec![Answer::default(); requests.len()];
+    let mut answers = Answers::default();
     let mut by_stream: HashMap<u64, usize> = HashMap::new();
     let (mut sent, mut done) = (0, 0);
     while done < requests.len() {
@@ -1039,43 +1008,15 @@ pub fn fetch(
         let Some(link) = driver.link(key) else {
             return Err(io::Error::other("the connection is gone"));
         };
-        while let Some(event) = link.h3.poll_event() {
-            let at = |s: &u64| by_stream.get(s).copied();
-            match event {
-                Event::Head {
-                    stream,
-                    status,
-                    fields,
-                } => {
-                    if let Some(a) = at(&stream) {
-                        answers[a].status = status;
-                        answers[a].fields = named(fields);
-                    }
-                }
-                Event::Data { stream, bytes } => {
-                    if let Some(a) = at(&stream) {
-                        answers[a].body.extend_from_slice(&bytes);
-                    }
-                }
-                Event::Trailers { stream, fields } => {
-                    if let Some(a) = at(&stream) {
-                        answers[a].trailers = named(fields);
-                    }
-                }
-                Event::End { stream } => done += usize::from(at(&stream).is_some()),
-                Event::Reset { stream, code } => {
-                    if let Some(a) = at(&stream) {
-                        answers[a].reset = Some(code.0);
-                        done += 1;
-                    }
-                }
-                Event::GoAway(_) => {}
-                Event::Closed(code) => {
-                    return Err(io::Error::other(format!(
-                        "the server broke HTTP/3: closed with {code:?}"
-                    )))
-                }
-            }
+        let finished = answers.gather(&mut link.h3);
+        done += finished
+            .iter()
+            .filter(|s| by_stream.contains_key(s))
+            .count();
+        if let Some(code) = answers.closed {
+            return Err(io::Error::other(format!(
+                "the server broke HTTP/3: closed with {code:?}"
+            )));
         }
         if let Some(end) = &link.ended {
             if done < requests.len() {
@@ -1101,5 +1042,11 @@ pub fn fetch(
         driver.send_out(key, Instant::now());
     }
     driver.close_all(Instant::now());
-    Ok(answers)
+    let mut in_order = vec![Answer::default(); requests.len()];
+    for (stream, answer) in answers.by_stream {
+        if let Some(&at) = by_stream.get(&stream) {
+            in_order[at] = answer;
+        }
+    }
+    Ok(in_order)
 }

@@ -560,3 +560,87 @@ fn peer(e: Error) -> H3Error {
         Error::Misuse(why) => H3Error::conn(ErrorCode::H3_INTERNAL_ERROR, why),
     }
 }
+
+/// One stream's answer, as [`Answers`] gathers it from a [`Client`]'s [`Event`]s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// `:status` (0 if the stream was reset before its head).
+    pub status: u16,
+    /// The head's other fields, as decoded (a name that is not UTF-8 lossily).
+    pub fields: Vec<(String, Vec<u8>)>,
+    /// The body, whole.
+    pub body: Vec<u8>,
+    /// The trailers, if any came.
+    pub trailers: Vec<(String, Vec<u8>)>,
+    /// The answer is complete (FIN).
+    pub ended: bool,
+    /// The stream was reset with this code instead.
+    pub reset: Option<ErrorCode>,
+}
+
+impl Answer {
+    /// The first value of field `name` (lowercase), as text.
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+}
+
+/// A connection's answers, gathered by stream from its client's [`Event`]s: what a caller
+/// that wants whole answers (a test, a one-shot fetch) keeps instead of matching events itself.
+#[derive(Debug, Default)]
+pub struct Answers {
+    /// Each stream's answer so far.
+    pub by_stream: BTreeMap<u64, Answer>,
+    /// The server's GOAWAY, if it sent one (the last one's id).
+    pub goaway: Option<u64>,
+    /// The connection closed with this error.
+    pub closed: Option<ErrorCode>,
+}
+
+impl Answers {
+    /// Takes every event `client` has; returns the streams whose answers ended (or were
+    /// reset) meanwhile.
+    pub fn gather(&mut self, client: &mut Client) -> Vec<u64> {
+        let mut finished = Vec::new();
+        while let Some(event) = client.poll_event() {
+            match event {
+                Event::Head {
+                    stream,
+                    status,
+                    fields,
+                } => {
+                    let a = self.by_stream.entry(stream).or_default();
+                    a.status = status;
+                    a.fields = named(fields);
+                }
+                Event::Data { stream, bytes } => {
+                    self.by_stream.entry(stream).or_default().body.extend(bytes)
+                }
+                Event::Trailers { stream, fields } => {
+                    self.by_stream.entry(stream).or_default().trailers = named(fields)
+                }
+                Event::End { stream } => {
+                    self.by_stream.entry(stream).or_default().ended = true;
+                    finished.push(stream);
+                }
+                Event::Reset { stream, code } => {
+                    self.by_stream.entry(stream).or_default().reset = Some(code);
+                    finished.push(stream);
+                }
+                Event::GoAway(id) => self.goaway = Some(id),
+                Event::Closed(code) => self.closed = Some(code),
+            }
+        }
+        finished
+    }
+}
+
+fn named(fields: Vec<Field>) -> Vec<(String, Vec<u8>)> {
+    fields
+        .into_iter()
+        .map(|f| (String::from_utf8_lossy(&f.name).into_owned(), f.value))
+        .collect()
+}

@@ -11,11 +11,15 @@
 //!     └──── head through HeadSink, body ◄── refuse | reply | files::write_answer
 //! ```
 
+use super::chunked::write_chunk;
+use super::files::Send;
 use super::handler::{Handled, Handler};
 use super::request::Request;
-use super::response::{write_head, write_response, Head, HeadSink, Reply, Response, Stamp};
+use super::response::{
+    write_head, write_response, FileSource, Head, HeadSink, Reply, Response, Stamp,
+};
 use super::stream::BodyStream;
-use super::FileRequest;
+use super::{Action, FileRequest, Streamed};
 use crate::upgrade::Switch;
 
 /// What the application made of a request.
@@ -94,27 +98,130 @@ pub(crate) fn refuse(
     write_response(out, sink, &head, &body[..=n], head_only);
 }
 
-/// Writes a job's reply: whole (`streamed` is `None`), or, for a streamed one, its head with
-/// the length it declared (`Some(Some(length))`) or none, with whatever the version adds for a
-/// body of unknown length listed by the caller in `reply.fields` first (HTTP/1.1's
-/// `Transfer-Encoding: chunked`); its first bytes are the caller's to frame. Returns the
-/// status.
-#[allow(clippy::too_many_arguments)]
+/// Where the rest of an answer's body comes from once its head (and first bytes) are out:
+/// the driver sends it (one answer at a time) or pulls it as windows open (many at once).
+#[derive(Debug)]
+pub(crate) enum Rest {
+    /// A range of a file: one the driver opened for `/files`, or a job's
+    /// [`Reply::file`](super::Reply::file), which the driver took.
+    File(Send),
+    /// A producer's stream, framed as the head sink needs.
+    Stream(Streamed),
+}
+
+impl Rest {
+    /// The driver's step for it, on `stream` (0 where one request is answered at a time).
+    pub(crate) fn action<J>(self, stream: u64) -> Action<J> {
+        match self {
+            Rest::File(Send {
+                offset,
+                len,
+                encode,
+            }) => Action::Body {
+                stream,
+                offset,
+                len,
+                encode,
+            },
+            Rest::Stream(streamed) => Action::Stream { stream, streamed },
+        }
+    }
+}
+
+/// A job's reply, as [`reply`] wrote it.
+#[derive(Debug)]
+pub(crate) struct Replied {
+    /// Its status.
+    pub status: u16,
+    /// Whether the connection may go on after it: not after a body that only the close can
+    /// end (HTTP/1.0 has no chunked coding), nor one the job asked to close.
+    pub keep_alive: bool,
+    /// What follows what was written; `None` for a whole reply, for HEAD and for a status
+    /// without content (a producer's stream is then drained and dropped: a stream with
+    /// `discard`).
+    pub rest: Option<Rest>,
+}
+
+/// Writes a job's reply, whatever the version: its head through `sink`, and its body whole, or
+/// its first bytes with the rest to follow ([`Rest`]). A streamed body gets the length its
+/// producer declared, held to by its stream ([`Reply::with_length`](super::Reply::with_length));
+/// else the sink's framing of a body of unknown length (HTTP/1.1's chunked coding, HTTP/2's
+/// and HTTP/3's end of stream), or none and the close (HTTP/1.0). A reply that switches
+/// protocols reaching here was not the request's to switch: the job's mistake, answered 500.
 pub(crate) fn reply(
     out: &mut Vec<u8>,
     sink: &mut dyn HeadSink,
-    reply: &Reply,
-    streamed: Option<Option<u64>>,
+    mut reply: Reply,
     keep_alive: bool,
     head_only: bool,
     stamp: Stamp<'_>,
-) -> u16 {
-    let head = reply.head(keep_alive, stamp);
-    match streamed {
-        Some(length) => write_head(out, sink, &head, length),
-        None => write_response(out, sink, &head, &reply.body, head_only),
+) -> Replied {
+    if reply.switch.is_some() {
+        let (status, why) = CANNOT_SWITCH;
+        reply = Reply::new(status, "text/plain", format!("{why}\n").into_bytes());
+    }
+    let keep_alive = keep_alive && !reply.close;
+    let bodiless = head_only || matches!(reply.status, 100..=199 | 204 | 304);
+    if let Some(file) = reply.file.take() {
+        debug_assert!(
+            file.source == FileSource::Taken,
+            "the driver takes a reply's file before the protocol sees it"
+        );
+        write_head(out, sink, &reply.head(keep_alive, stamp), Some(file.len));
+        let rest = (!bodiless && file.len > 0).then_some(Rest::File(Send {
+            offset: file.offset,
+            len: file.len,
+            encode: None,
+        }));
+        return Replied {
+            status: reply.status,
+            keep_alive,
+            rest,
+        };
+    }
+    let Some(stream) = reply.stream.take() else {
+        write_response(
+            out,
+            sink,
+            &reply.head(keep_alive, stamp),
+            &reply.body,
+            head_only,
+        );
+        return Replied {
+            status: reply.status,
+            keep_alive,
+            rest: None,
+        };
     };
-    reply.status
+    let content = !matches!(reply.status, 100..=199 | 204 | 304);
+    // A declared length frames the body itself.
+    let sized = reply.length.filter(|_| content);
+    let chunked = sink.chunks() && content && sized.is_none();
+    let keep_alive = keep_alive && (sized.is_some() || !content || sink.frames_unknown_length());
+    if chunked {
+        reply
+            .fields
+            .push(("Transfer-Encoding".to_owned(), b"chunked".to_vec()));
+    }
+    write_head(out, sink, &reply.head(keep_alive, stamp), sized);
+    if let (Some(length), false) = (sized, bodiless) {
+        // The stream sends what the first bytes leave of the length, and no more.
+        let first = reply.body.len() as u64;
+        reply.body.truncate(length.min(first) as usize);
+        stream.declare(length.saturating_sub(first), first > length);
+    }
+    if !bodiless && !reply.body.is_empty() {
+        if chunked {
+            write_chunk(out, &reply.body);
+        } else {
+            out.extend_from_slice(&reply.body);
+        }
+    }
+    Replied {
+        status: reply.status,
+        keep_alive,
+        rest: Some(Rest::Stream(Streamed::new(stream, chunked, bodiless))),
+    }
 }
 
 /// The answer to a reply that switches protocols where the request cannot be switched: the

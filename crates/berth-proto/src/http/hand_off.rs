@@ -21,11 +21,11 @@
 
 use std::net::SocketAddr;
 
-use super::exchange::{self, Outcome};
+use super::exchange::{self, Outcome, Rest};
 use super::files::{self, FileError, FileMeta, FileRequest};
 use super::request::{ReqHead, Version};
 use super::response::HeadSink;
-use super::{Action, BodyStream, Context, Handler, Job, Reply, Response, StreamWriter, Streamed};
+use super::{Action, BodyStream, Context, Handler, Job, Reply, Response, StreamWriter};
 
 /// Where a stream's answer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,15 +465,7 @@ pub(crate) fn file<S: Streams, H: Handler>(
     let stamp = cx.stamp();
     let (status, send, _) =
         files::write_answer(&mut bytes, &mut s.sink(id), request, found, true, stamp);
-    let pulled = s.send_answer(id, status, bytes, send.as_ref().map(|_| Source::File));
-    handler.on_response(status);
-    let send = send.filter(|_| pulled)?;
-    Some(Action::Body {
-        stream: id,
-        offset: send.offset,
-        len: send.len,
-        encode: send.encode,
-    })
+    answered(s, id, status, bytes, send.map(Rest::File), handler)
 }
 
 /// A job's reply for stream `id`, answered ([`exchange::reply`]) if the stream still waits
@@ -482,61 +474,36 @@ pub(crate) fn file<S: Streams, H: Handler>(
 pub(crate) fn reply<S: Streams, H: Handler>(
     s: &mut S,
     id: u64,
-    mut reply: Reply,
+    reply: Reply,
     cx: &Context<'_>,
     handler: &mut H,
 ) -> Option<Action<H::Job>> {
     if !awaited(s, id) {
         return None;
     }
-    if reply.switch.is_some() {
-        let (status, why) = exchange::CANNOT_SWITCH;
-        refuse(s, id, status, why, cx, handler);
-        return None;
-    }
-    let file = reply.file.take();
-    // A streamed body's length only if the reply declared one, as HTTP/1.1 writes it.
-    let streamed = match &file {
-        Some(file) => Some(Some(file.len)),
-        None => reply.stream.is_some().then_some(reply.length),
-    };
+    let head_only = s.turn(id)?.head_only;
     let mut bytes = Vec::with_capacity(reply.body.len());
     let stamp = cx.stamp();
-    let status = exchange::reply(
-        &mut bytes,
-        &mut s.sink(id),
-        &reply,
-        streamed,
-        true,
-        false,
-        stamp,
-    );
-    if let Some(file) = file {
-        // A body from a file the job opened: pulled as a `/files` answer's is.
-        let pulled = s.send_answer(id, status, bytes, (file.len > 0).then_some(Source::File));
-        handler.on_response(status);
-        return pulled.then_some(Action::Body {
-            stream: id,
-            offset: file.offset,
-            len: file.len,
-            encode: None,
-        });
-    }
-    if reply.stream.is_some() {
-        // A streamed reply's first bytes are the caller's to frame.
-        bytes.extend_from_slice(&reply.body);
-    }
-    let source = reply
-        .stream
-        .as_ref()
-        .map(|_| Source::Stream { parked: false });
-    let pulled = s.send_answer(id, status, bytes, source);
+    let replied = exchange::reply(&mut bytes, &mut s.sink(id), reply, true, head_only, stamp);
+    answered(s, id, replied.status, bytes, replied.rest, handler)
+}
+
+/// Hands stream `id`'s answer, its head in the sink and `bytes` of its body, to the codec to
+/// frame; the driver's step for the rest of the body if the codec keeps it (the answer's
+/// status and method may leave it none: a producer is then dropped, told the client is gone).
+fn answered<S: Streams, H: Handler>(
+    s: &mut S,
+    id: u64,
+    status: u16,
+    bytes: Vec<u8>,
+    rest: Option<Rest>,
+    handler: &mut H,
+) -> Option<Action<H::Job>> {
+    let source = rest.as_ref().map(|rest| match rest {
+        Rest::File(_) => Source::File,
+        Rest::Stream(_) => Source::Stream { parked: false },
+    });
+    let kept = s.send_answer(id, status, bytes, source);
     handler.on_response(status);
-    // The producer is the driver's to hold, read and be woken by; dropped (the producer told
-    // the client is gone) if the answer has no body.
-    let stream = reply.stream.filter(|_| pulled)?;
-    Some(Action::Stream {
-        stream: id,
-        streamed: Streamed::new(stream, false, false),
-    })
+    rest.filter(|_| kept).map(|rest| rest.action(id))
 }

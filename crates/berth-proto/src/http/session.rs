@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 use std::time::Instant;
 
 use super::chunked::{Chunked, Progress};
-use super::exchange::{self, Outcome};
+use super::exchange::{self, Outcome, Rest};
 use super::files::{self, FileError, FileMeta, FileRequest};
 use super::framing::{framing, reject, BodyKind, Framing, Reject};
 use super::handler::{Context, Handler};
@@ -13,7 +13,7 @@ use super::head::{
     asks_to_switch, asks_upgrade, find_head_end, normalize_version, parse_head, Scan,
 };
 use super::request::{Method, Request, Version};
-use super::response::{write_switching, FileSource, Reply, Response, Text};
+use super::response::{write_switching, Reply, Response, Text};
 use super::stream::{body_stream, BodyStream, StreamWriter, Taken};
 use super::Action;
 use crate::settings::{Limits, Timeouts};
@@ -464,10 +464,12 @@ impl Session {
         step
     }
 
-    /// Answers the request whose job has finished, then goes on with any pipelined input.
+    /// Answers the request whose job has finished ([`exchange::reply`]), then goes on with any
+    /// pipelined input; or, where the body follows from a file or a producer, says so
+    /// ([`Action::Body`], [`Action::Stream`]) and goes on once it is sent.
     pub fn complete<H: Handler>(
         &mut self,
-        reply: Reply,
+        mut reply: Reply,
         input: &mut Vec<u8>,
         output: &mut Vec<u8>,
         cx: &Context<'_>,
@@ -477,144 +479,29 @@ impl Session {
             debug_assert!(false, "complete() without an outstanding job");
             return Action::Close;
         };
+        let upgradable = matches!(
+            self.state,
+            State::Waiting {
+                upgradable: true,
+                ..
+            }
+        );
+        if let Some(switch) = reply.switch.take_if(|_| upgradable && !head_only) {
+            return self.switched(version, *switch, output, cx, handler);
+        }
         // Answered before its streamed body was all in: the rest of the body is not read (the
         // job's stream is aborted), so the connection cannot go on.
-        let keep_alive = keep_alive && self.feed.take().is_none() && !reply.close;
-        let mut reply = reply;
-        if let Some(switch) = reply.switch.take() {
-            if matches!(
-                self.state,
-                State::Waiting {
-                    upgradable: true,
-                    ..
-                }
-            ) && !head_only
-            {
-                return self.switched(version, *switch, output, cx, handler);
-            }
-            // The job's mistake, not the client's.
-            let (status, why) = exchange::CANNOT_SWITCH;
-            reply = Reply::new(status, "text/plain", format!("{why}\n").into_bytes());
-        }
-        if let Some(stream) = reply.stream.take() {
-            return self.stream(
-                reply,
-                stream,
-                (keep_alive, head_only, version),
-                output,
-                cx,
-                handler,
-            );
-        }
-        let mut sink = Text(version);
-        if let Some(file) = reply.file.take() {
-            let (offset, len) = (file.offset, file.len);
-            debug_assert!(
-                file.source == FileSource::Taken,
-                "the driver takes a reply's file before the session sees it"
-            );
-            let status = exchange::reply(
-                output,
-                &mut sink,
-                &reply,
-                Some(Some(len)),
-                keep_alive,
-                head_only,
-                cx.stamp(),
-            );
-            handler.on_response(status);
-            if head_only || len == 0 || matches!(status, 100..=199 | 204 | 304) {
-                return self.next_request(keep_alive, input, output, cx, handler);
-            }
-            // The file's bytes go out before anything else is read, as a `/files` answer's.
-            self.state = if keep_alive {
-                State::Head { scan: 0 }
-            } else {
-                State::Closed
-            };
-            return Action::Body {
-                stream: 0,
-                offset,
-                len,
-                encode: None,
-            };
-        }
-        let status = exchange::reply(
+        let keep_alive = keep_alive && self.feed.take().is_none();
+        let replied = exchange::reply(
             output,
-            &mut sink,
-            &reply,
-            None,
+            &mut Text(version),
+            reply,
             keep_alive,
             head_only,
             cx.stamp(),
         );
-        handler.on_response(status);
-        self.next_request(keep_alive, input, output, cx, handler)
-    }
-
-    /// Writes the head of a streamed reply and its first bytes, and says [`Action::Stream`]: the
-    /// rest comes from `stream`. A declared length ([`Reply::with_length`]) is the head's
-    /// `Content-Length`, held to by the stream; without one HTTP/1.1 gets `Transfer-Encoding:
-    /// chunked`, and HTTP/1.0, which has no chunked coding, a body that ends with the
-    /// connection. A status that has no body (1xx, 204, 304) or a HEAD request gets none: the
-    /// stream is drained and dropped.
-    fn stream<H: Handler>(
-        &mut self,
-        mut reply: Reply,
-        stream: BodyStream,
-        (keep_alive, head_only, version): (bool, bool, Version),
-        output: &mut Vec<u8>,
-        cx: &Context<'_>,
-        handler: &mut H,
-    ) -> Action<H::Job> {
-        let bodiless = matches!(reply.status, 100..=199 | 204 | 304);
-        // A declared length frames the body itself (`Reply::with_length`).
-        let sized = reply.length.filter(|_| !bodiless);
-        let chunked = version == Version::Http11 && !bodiless && sized.is_none();
-        let keep_alive = keep_alive && (chunked || bodiless || sized.is_some());
-        if chunked {
-            reply
-                .fields
-                .push(("Transfer-Encoding".to_owned(), b"chunked".to_vec()));
-        }
-        let mut sink = Text(version);
-        exchange::reply(
-            output,
-            &mut sink,
-            &reply,
-            Some(sized),
-            keep_alive,
-            head_only,
-            cx.stamp(),
-        );
-        let discard = head_only || bodiless;
-        if let (Some(length), false) = (sized, discard) {
-            // The stream sends what the first bytes leave of the length, and no more.
-            let first = reply.body.len() as u64;
-            reply.body.truncate(length.min(first) as usize);
-            stream.declare(length.saturating_sub(first), first > length);
-        }
-        if !discard && !reply.body.is_empty() {
-            if chunked {
-                super::chunked::write_chunk(output, &reply.body);
-            } else {
-                output.extend_from_slice(&reply.body);
-            }
-        }
-        handler.on_response(reply.status);
-        self.state = if keep_alive {
-            State::Head { scan: 0 }
-        } else {
-            State::Closed
-        };
-        Action::Stream {
-            stream: 0,
-            streamed: Streamed {
-                stream,
-                chunked,
-                discard,
-            },
-        }
+        handler.on_response(replied.status);
+        self.then(replied.keep_alive, replied.rest, input, output, cx, handler)
     }
 
     /// Answers the request whose file the driver looked for ([`Action::Open`]): `found` is the
@@ -643,24 +530,28 @@ impl Session {
             cx.stamp(),
         );
         handler.on_response(status);
-        match send {
-            // The file's bytes go out before anything else is read.
-            Some(files::Send {
-                offset,
-                len,
-                encode,
-            }) => {
+        self.then(keep_alive, send.map(Rest::File), input, output, cx, handler)
+    }
+
+    /// After a delayed answer: the rest of its body goes out before anything else is read;
+    /// then, on a kept connection, the pipelined input; else the close.
+    fn then<H: Handler>(
+        &mut self,
+        keep_alive: bool,
+        rest: Option<Rest>,
+        input: &mut Vec<u8>,
+        output: &mut Vec<u8>,
+        cx: &Context<'_>,
+        handler: &mut H,
+    ) -> Action<H::Job> {
+        match rest {
+            Some(rest) => {
                 self.state = if keep_alive {
                     State::Head { scan: 0 }
                 } else {
                     State::Closed
                 };
-                Action::Body {
-                    stream: 0,
-                    offset,
-                    len,
-                    encode,
-                }
+                rest.action(0)
             }
             None => self.next_request(keep_alive, input, output, cx, handler),
         }
