@@ -22,10 +22,11 @@
 use std::net::SocketAddr;
 
 use super::exchange::{self, Outcome, Rest};
+use super::feed::{Feed, Passed};
 use super::files::{self, FileError, FileMeta, FileRequest};
 use super::request::{ReqHead, Version};
 use super::response::HeadSink;
-use super::{Action, BodyStream, Context, Handler, Job, Reply, Response, StreamWriter};
+use super::{Action, BodyStream, Context, Handler, Job, Reply, Response};
 
 /// Where a stream's answer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +96,7 @@ pub(crate) struct Turn {
     /// Where the body's bytes come from once what is in hand is sent.
     pub(crate) source: Option<Source>,
     /// The request body goes to a job as it arrives.
-    pub(crate) feed: Option<StreamWriter>,
+    pub(crate) feed: Option<Feed>,
     /// Fields that end the answer after its body (a producer's trailers).
     pub(crate) trailers: Vec<(String, Vec<u8>)>,
     /// What waits its turn ([`Stage::Queued`], [`Stage::FileQueued`]).
@@ -170,11 +171,11 @@ impl Turn {
         }
     }
 
-    /// The stream is given up (reset, stopped, the connection closing): its feed is told,
-    /// its source dropped, what waited dropped.
-    pub(crate) fn give_up(&mut self) -> GivenUp {
+    /// The stream is given up (reset, stopped, the connection closing): its job's body is
+    /// cut short (through `passed`), its source dropped, what waited dropped.
+    pub(crate) fn give_up(&mut self, passed: &mut Passed) -> GivenUp {
         if let Some(feed) = self.feed.take() {
-            feed.abort();
+            feed.abort(passed);
         }
         self.source = None;
         self.parked = None;
@@ -198,8 +199,9 @@ impl Turn {
         id: I,
         cancelled: &mut Vec<I>,
         waiting: &mut usize,
+        passed: &mut Passed,
     ) -> bool {
-        match self.give_up() {
+        match self.give_up(passed) {
             // Kept until what is out comes back.
             GivenUp::Kept { cancel } => {
                 if cancel {

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::chunked::{Chunked, Progress};
 use super::exchange::{self, Outcome, Rest};
+use super::feed::{Feed, Feeding, Passed};
 use super::files::{self, FileError, FileMeta, FileRequest};
 use super::framing::{framing, reject, BodyKind, Framing, Reject};
 use super::handler::{Context, Handler};
@@ -14,7 +15,7 @@ use super::head::{
 };
 use super::request::{Method, Request, Version};
 use super::response::{write_switching, Reply, Response, Text};
-use super::stream::{body_stream, BodyStream, StreamWriter, Taken};
+use super::stream::{BodyStream, Taken};
 use super::Action;
 use crate::settings::{Limits, Timeouts};
 use crate::upgrade::{Handover, Switch};
@@ -109,8 +110,9 @@ enum BodyState {
 
 /// A request body being passed on as it arrives.
 #[derive(Debug)]
-struct Feed {
-    writer: StreamWriter,
+struct Streaming {
+    /// What the job has yet to take of it (the channel is the driver's: [`Session::passed`]).
+    account: Feed,
     /// What is left of it: `Fixed { len }` counts the bytes still to come; a chunked body's
     /// decoder works from the front of the input, which is cut after each pass.
     body: BodyState,
@@ -142,7 +144,9 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 pub struct Session {
     state: State,
     /// A request body going to its job as it arrives ([`Handler::STREAMS_BODY`]).
-    feed: Option<Box<Feed>>,
+    feed: Option<Box<Streaming>>,
+    /// Pieces of the request body for the driver to carry to the job.
+    passed: Passed,
     /// The driver asked for the connection to end after the next response.
     wind_down: bool,
     /// When the first byte of the request now being read arrived: the header timeout runs
@@ -167,6 +171,7 @@ impl Session {
         Session {
             state: State::Head { scan: 0 },
             feed: None,
+            passed: Passed::default(),
             wind_down: false,
             request_since: None,
             peer: None,
@@ -220,7 +225,7 @@ impl Session {
             _ if self
                 .feed
                 .as_ref()
-                .is_some_and(|f| f.discard || !f.writer.is_full()) =>
+                .is_some_and(|f| f.discard || !f.account.is_full()) =>
             {
                 Phase::Body
             }
@@ -272,7 +277,7 @@ impl Session {
             // A streamed body that stopped arriving: the client is answered 408 now, the job
             // is told (its stream is aborted), and its answer, when it comes, finds the
             // connection closed.
-            feed.writer.abort();
+            feed.account.abort(&mut self.passed);
             input.clear();
             return self.refuse(
                 reject(408, "request body not received in time"),
@@ -464,9 +469,9 @@ impl Session {
         step
     }
 
-    /// Answers the request whose job has finished ([`exchange::reply`]), then goes on with any
-    /// pipelined input; or, where the body follows from a file or a producer, says so
-    /// ([`Action::Body`], [`Action::Stream`]) and goes on once it is sent.
+    /// Answers the request whose job has finished (through the exchange's one reply path),
+    /// then goes on with any pipelined input; or, where the body follows from a file or a
+    /// producer, says so ([`Action::Body`], [`Action::Stream`]) and goes on once it is sent.
     pub fn complete<H: Handler>(
         &mut self,
         mut reply: Reply,
@@ -491,7 +496,8 @@ impl Session {
         }
         // Answered before its streamed body was all in: the rest of the body is not read (the
         // job's stream is aborted), so the connection cannot go on.
-        let keep_alive = keep_alive && self.feed.take().is_none();
+        let cut = self.feed.take().map(|f| f.account.abort(&mut self.passed));
+        let keep_alive = keep_alive && cut.is_none();
         let replied = exchange::reply(
             output,
             &mut Text(version),
@@ -686,7 +692,7 @@ impl Session {
             }
         };
         let request = parsed.into_request(&[], self.peer);
-        let (writer, stream) = body_stream();
+        let (account, stream) = Feed::open(&mut self.passed, 0, None);
         let body = match framing.body {
             // Fixed lengths were checked against max_body, so they fit.
             BodyKind::Fixed(n) => BodyState::Fixed { len: n as usize },
@@ -695,8 +701,8 @@ impl Session {
         // Even an answer given at once must not leave the body to be read as requests.
         // Boxed: only a request whose body a job streams has one, and inline it would make
         // every idle connection that much bigger.
-        self.feed = Some(Box::new(Feed {
-            writer,
+        self.feed = Some(Box::new(Streaming {
+            account,
             body,
             total: 0,
             discard: false,
@@ -728,7 +734,7 @@ impl Session {
         let Some(feed) = &mut self.feed else {
             return Fed::Done;
         };
-        if !feed.discard && feed.writer.is_full() {
+        if !feed.discard && feed.account.is_full() {
             return Fed::More;
         }
         let buf = &mut input[*consumed..];
@@ -751,7 +757,7 @@ impl Session {
                         // Nothing more can be read as HTTP on this connection: the client is
                         // told why (400, 413), the job that reads the body that it was cut.
                         if let Some(feed) = self.feed.take() {
-                            feed.writer.abort();
+                            feed.account.abort(&mut self.passed);
                         }
                         return Fed::Refused(r);
                     }
@@ -760,15 +766,16 @@ impl Session {
         };
         if !data.is_empty() {
             feed.total += data.len();
-            if !feed.discard && feed.writer.push(buf[data].to_vec()).is_err() {
+            if !feed.discard && !feed.account.push(&mut self.passed, buf[data].to_vec()) {
                 // The job stopped reading: the rest goes nowhere.
                 feed.discard = true;
             }
         }
         *consumed += used;
         if done {
-            feed.writer.end();
-            self.feed = None;
+            if let Some(feed) = self.feed.take() {
+                feed.account.end(&mut self.passed);
+            }
             return Fed::Done;
         }
         Fed::More
@@ -928,6 +935,29 @@ impl Session {
         handler.on_response(r.status);
         self.state = State::Closed;
         Action::Close
+    }
+}
+
+impl Feeding for Session {
+    /// The pieces of the request body for the driver to carry ([`Taps::carry`](super::Taps::carry)).
+    fn passed(&mut self) -> &mut Passed {
+        &mut self.passed
+    }
+
+    /// The driver's word on the body it carries to the job ([`Taps::settle`](super::Taps::settle)):
+    /// false once the session keeps no account of it.
+    fn feed_level(&mut self, stream: u64, queued: usize, gone: bool) -> bool {
+        match &mut self.feed {
+            Some(feed) if stream == 0 => {
+                feed.account.level(queued, gone);
+                if gone {
+                    // The job stopped reading: the rest goes nowhere.
+                    feed.discard = true;
+                }
+                true
+            }
+            _ => false,
+        }
     }
 }
 

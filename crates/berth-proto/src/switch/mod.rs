@@ -124,7 +124,7 @@ impl Core {
     }
 
     /// Its streams' bodies wake the driver (a producer the pump keeps that pushes,
-    /// [`Action::Stream`]; a job that takes a streamed request body, [`Core::new_feeds`]):
+    /// [`Action::Stream`]; a job that takes a streamed request body, [`Core::carry_feeds`]):
     /// the driver needs a way to be woken, then to [`Core::poke`] it.
     pub fn wants_waker(&self) -> bool {
         self.many_jobs_out()
@@ -277,14 +277,22 @@ impl Core {
         matches!(self.speaks, Speaks::Upgraded(_))
     }
 
-    /// Request bodies that began going to their jobs as they arrive since the last call (where
-    /// many jobs are out, [`Core::wants_waker`]), each named once: the driver has each wake it
-    /// when its job makes room ([`StreamWriter::on_room`](crate::http::StreamWriter::on_room)),
-    /// then pokes the connection ([`Core::poke`]). Call it after every call that may hand a job
-    /// out, before the next `process`. HTTP/1.1's one body is the pump's to watch.
-    pub fn new_feeds(&mut self, each: impl FnMut(&crate::http::StreamWriter)) {
-        if let Speaks::Http2(h2) = &mut self.speaks {
-            h2.take_new_feeds(each);
+    /// Carries the request bodies the connection passed on to their jobs into the writers
+    /// the driver holds (`taps`), then tells the connection how far each job has taken its
+    /// body, which paces the client ([`Taps`](crate::http::Taps)). Call it after every call
+    /// that may pass body on (`process`, `complete`, `file`, `expire`), and when woken
+    /// before `process`. `wake`: the driver's way to be woken, given each new body's writer
+    /// to run when its job makes room (then [`Core::poke`]); without one, the driver looks
+    /// again when it next runs the connection.
+    pub fn carry_feeds(
+        &mut self,
+        taps: &mut crate::http::Taps,
+        wake: Option<&std::sync::Arc<dyn Fn() + Send + Sync>>,
+    ) {
+        match &mut self.speaks {
+            Speaks::Undecided(s) | Speaks::Http1(s) => taps.exchange(s, wake),
+            Speaks::Http2(h2) => taps.exchange(&mut **h2, wake),
+            _ => {}
         }
     }
 

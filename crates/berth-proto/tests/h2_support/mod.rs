@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use berth_proto::h2::frame::{self, kind, ErrorCode, Header, HEADER_LEN};
 use berth_proto::h2::hpack::{self, Decoder, ListLimits};
 use berth_proto::h2::{Connection, H2Config};
-use berth_proto::http::Action;
 use berth_proto::http::{
     body_stream, content_type, BodyStream, Compress, Context, FileError, FileMeta, FileRequest,
     Handled, Handler, Job, Limits, Popped, Reply, Request, Response, Timeouts,
 };
+use berth_proto::http::{Action, Taps};
 use berth_proto::switch::{KeptBodies, KeptBody};
 
 pub const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
@@ -309,6 +309,8 @@ pub struct Server<H: Handler = Demo> {
     pub closed: bool,
     /// Times the connection's waker was called.
     pub wakes: Arc<AtomicUsize>,
+    /// The writers of request bodies going to jobs as they arrive: the driver's to hold.
+    pub taps: Taps,
     /// The files `/files/` serves: relative path and content, all modified at the same time.
     pub files: Vec<(String, Vec<u8>)>,
     /// Files asked for and not opened yet, while [`Server::hold_files`] says so.
@@ -350,6 +352,7 @@ impl<H: Handler> Server<H> {
             hold: true,
             closed: false,
             wakes,
+            taps: Taps::default(),
             files: Vec::new(),
             held_files: Vec::new(),
             hold_files: false,
@@ -465,6 +468,7 @@ impl<H: Handler> Server<H> {
     ) -> Action<H::Job> {
         let cx = self.cx();
         let mut out = Vec::new();
+        self.carry();
         let step = f(
             &mut self.conn,
             &mut self.input,
@@ -473,15 +477,19 @@ impl<H: Handler> Server<H> {
             &mut self.handler,
         );
         self.output.append(&mut out);
-        // A job taking a request body as it arrives wakes the driver, which counts it.
-        let wakes = &self.wakes;
-        self.conn.take_new_feeds(|feed| {
-            let w = wakes.clone();
-            feed.on_room(move || {
-                w.fetch_add(1, Ordering::SeqCst);
-            });
-        });
+        self.carry();
         step
+    }
+
+    /// Carries the request bodies the connection passed on to their jobs, and tells it how
+    /// far each job has taken its own. A job taking a body as it arrives wakes the driver,
+    /// which counts it.
+    fn carry(&mut self) {
+        let wakes = self.wakes.clone();
+        let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            wakes.fetch_add(1, Ordering::SeqCst);
+        });
+        self.taps.exchange(&mut self.conn, Some(&wake));
     }
 
     /// Opens the held files, in the order asked.

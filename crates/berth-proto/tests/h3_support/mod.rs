@@ -16,6 +16,7 @@ use berth_proto::h3::qpack::{self, Decoded, Decoder, DecoderConfig};
 use berth_proto::h3::settings::Settings;
 use berth_proto::h3::stream::UniStream;
 use berth_proto::h3::{Connection, H3Config, Quic, Role};
+use berth_proto::http::Taps;
 use berth_proto::http::{
     body_stream, content_type, Action, Context, FileError, FileMeta, FileRequest, Handled, Handler,
     Job, Limits, Reply, Request, Response, Timeouts,
@@ -248,6 +249,8 @@ pub struct Server<H: Handler = App> {
     /// Keep pulls for later (QUIC has no room on the stream): [`Server::answer_pulls`].
     pub hold_pulls: bool,
     pub held_pulls: Vec<(u64, usize)>,
+    /// The writers of request bodies going to jobs as they arrive: the driver's to hold.
+    pub taps: Taps,
 }
 
 impl Server<App> {
@@ -277,6 +280,7 @@ impl<H: Handler> Server<H> {
             pulls: Vec::new(),
             hold_pulls: false,
             held_pulls: Vec::new(),
+            taps: Taps::default(),
         }
     }
 
@@ -309,9 +313,17 @@ impl<H: Handler> Server<H> {
         f: impl FnOnce(&mut Connection, &Context<'_>, &mut H) -> Action<H::Job>,
     ) -> Action<H::Job> {
         let cx = self.cx();
+        self.carry();
         let step = f(&mut self.conn, &cx, &mut self.handler);
+        self.carry();
         self.collect();
         step
+    }
+
+    /// Carries the request bodies the connection passed on to their jobs, and tells it how
+    /// far each job has taken its own (jobs run in the test's thread: nothing to wake).
+    fn carry(&mut self) {
+        self.taps.exchange(&mut self.conn, None);
     }
 
     fn drive(&mut self, mut step: Action<H::Job>) {

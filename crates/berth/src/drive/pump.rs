@@ -45,7 +45,9 @@ use std::marker::PhantomData;
 use std::time::Instant;
 
 use berth_proto::h2::Pulled;
-use berth_proto::http::{Context, FileError, FileRequest, FileSource, Handler, Limits, Reply};
+use berth_proto::http::{
+    Context, FileError, FileRequest, FileSource, Handler, Limits, Reply, Taps,
+};
 use berth_proto::switch::{Action, Core};
 
 use std::sync::Arc;
@@ -403,6 +405,9 @@ pub(super) struct Conn<T = Stream<mio::net::TcpStream>, W: Waits = Readiness> {
     handshake_since: Option<Instant>,
     /// The owner gave the connection's HTTP/2 streams a waker.
     waker: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The writers of request bodies going to jobs as they arrive: the protocol passes the
+    /// bytes on, the connection carries them (`Core::carry_feeds`).
+    taps: Taps,
     /// An HTTP/2 connection's counts went to the server's `/stats` (once, as it closed).
     counted: bool,
     /// The client has sent some bytes of its protocol (past any transport handshake).
@@ -459,6 +464,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             error: None,
             handshake_since: None,
             waker: None,
+            taps: Taps::default(),
             counted: false,
             heard: false,
             timed_out: false,
@@ -557,20 +563,15 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
     /// How the connection's streams wake its owner (see [`Conn::wants_waker`]).
     pub fn set_waker(&mut self, wake: Arc<dyn Fn() + Send + Sync>) {
+        self.taps.watch(&wake);
         self.waker = Some(wake);
-        self.watch_feeds();
     }
 
-    /// A job taking a request body as it arrives wakes the owner when it makes room: the
-    /// protocol then grants the client more window. Each new one is watched once the owner
-    /// has given a way to wake it.
-    fn watch_feeds(&mut self) {
-        if let Some(wake) = &self.waker {
-            self.core.new_feeds(|feed| {
-                let wake = wake.clone();
-                feed.on_room(move || wake());
-            });
-        }
+    /// Carries the request body the protocol passed on to its jobs, and tells it how far
+    /// each job has taken its own (which paces the client: HTTP/1.1 reads on, HTTP/2 grants
+    /// window). A job that makes room wakes the owner, once it has given a way to.
+    fn carry_feeds(&mut self) {
+        self.core.carry_feeds(&mut self.taps, self.waker.as_ref());
     }
 
     /// Blocking: the last read waited out the read timeout the owner set; call
@@ -616,6 +617,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
     /// of the request body it was held back for, or an upgraded protocol has news): the next
     /// pump looks at the input again.
     pub fn poke(&mut self) {
+        self.carry_feeds();
         // An upgraded protocol's own news (see `Upgraded::wake`) is taken like input.
         if self.core.feeding() || self.core.poke() {
             self.seen = Input::Unseen;
@@ -1045,7 +1047,7 @@ impl<T: Transport, W: Waits> Conn<T, W> {
 
     /// Records what an action asks of the connection; returns work to hand out.
     fn after<J>(&mut self, action: Action<J>) -> Option<Handoff<J>> {
-        self.watch_feeds();
+        self.carry_feeds();
         match action {
             Action::Offload { stream, job } => {
                 self.handed.out += 1;

@@ -26,12 +26,13 @@
 //!    the step says so) at most that many bytes of the stream's source and give them to
 //!    [`Connection::pulled`]; drop a held source once [`Connection::pulls`] says its stream no
 //!    longer takes it;
-//! 5. on [`Action::Flush`], write the output, then call `process` again;
-//! 6. on [`Action::Read`], read more (the connection is always read, jobs out or not), or wait
+//! 5. after each call, carry the request body it passed on ([`Connection::passed`]);
+//! 6. on [`Action::Flush`], write the output, then call `process` again;
+//! 7. on [`Action::Read`], read more (the connection is always read, jobs out or not), or wait
 //!    for a reply, a wake (a kept producer pushed: call [`Connection::wake_bodies`]; a job
-//!    took request body from a feed [`Connection::take_new_feeds`] named: call `process`), or
-//!    the deadline of [`Connection::poll_timeout`], then [`Connection::expire`];
-//! 7. on [`Action::Close`], write out `output` and close.
+//!    took request body: tell the connection its level, [`Connection::feed_level`], and call
+//!    `process`), or the deadline of [`Connection::poll_timeout`], then [`Connection::expire`];
+//! 8. on [`Action::Close`], write out `output` and close.
 //!
 //! Errors follow RFC 9113 §5.4: a connection error writes GOAWAY with its code and closes; a
 //! stream error writes RST_STREAM and the connection goes on. Abuse ([`Abuse`]) is a
@@ -55,9 +56,10 @@ use super::frame::{
 };
 use super::head::{check_request, check_trailers, Refusal, ReqHead};
 use super::hpack::{Decoder, Encoder, Field, ListLimits};
+use crate::http::feed::{Feed, Feeding};
 use crate::http::files::{FileError, FileMeta, FileRequest};
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Streams, Turn};
-use crate::http::StreamWriter;
+use crate::http::Passed;
 use crate::http::{Action, Context, Handler, Reply, Timeouts};
 
 /// Closed streams remembered, to tell a late frame on one from a frame on a stream never
@@ -98,8 +100,6 @@ struct Stream {
     received: u64,
     /// The body went past the limit: it is read and dropped (the answer is 413).
     discard: bool,
-    /// Its feed is new, not yet named to the driver ([`Connection::take_new_feeds`]).
-    feed_new: bool,
     /// Response body bytes waiting for window, from `out_pos`.
     out: Vec<u8>,
     out_pos: usize,
@@ -121,7 +121,6 @@ impl Stream {
             content_length: None,
             received: 0,
             discard: false,
-            feed_new: false,
             out: Vec::new(),
             out_pos: 0,
             out_end: false,
@@ -231,10 +230,9 @@ pub struct Connection {
     stall_since: Option<Instant>,
     /// Response data waits for the client to open a window.
     stalled: bool,
-    /// How many streams' request bodies just began going to a job as they arrive, not yet
-    /// named to the driver ([`Connection::take_new_feeds`]; the streams are marked, so an idle
-    /// connection holds no list for them).
-    new_feeds: u32,
+    /// Pieces of request bodies for the driver to carry to their jobs
+    /// ([`Connection::passed`]).
+    passed: Passed,
     /// Streams waiting their turn ([`Stage::Queued`], [`Stage::FileQueued`]): none on the
     /// fast path, which then looks for none.
     waiting: usize,
@@ -300,7 +298,7 @@ impl Connection {
             head_since: None,
             stall_since: None,
             stalled: false,
-            new_feeds: 0,
+            passed: Passed::default(),
             waiting: 0,
             cancelled: Vec::new(),
             last_pull: 0,
@@ -370,25 +368,6 @@ impl Connection {
     /// stream once.
     pub fn take_cancelled(&mut self) -> impl Iterator<Item = u64> + '_ {
         self.cancelled.drain(..).map(u64::from)
-    }
-
-    /// Request bodies that began going to their jobs as they arrive since the last call, each
-    /// named once: the driver has each wake it when its job makes room
-    /// ([`StreamWriter::on_room`]), so that the connection grants the client more window
-    /// (held back at half a window until then). Called before the next `process`: the
-    /// connection stops at each job it hands out, before more of the body is read.
-    pub fn take_new_feeds(&mut self, mut each: impl FnMut(&StreamWriter)) {
-        if self.new_feeds == 0 {
-            return;
-        }
-        self.new_feeds = 0;
-        for s in self.streams.values_mut() {
-            if std::mem::take(&mut s.feed_new) {
-                if let Some(feed) = &s.turn.feed {
-                    each(feed);
-                }
-            }
-        }
     }
 
     /// Winds the connection down (a drain): GOAWAY NO_ERROR with the last stream id at the
@@ -538,7 +517,7 @@ impl Connection {
     /// Drops every stream: producers and streaming jobs are told the connection went.
     fn close_all(&mut self) {
         for (id, mut s) in std::mem::take(&mut self.streams) {
-            if s.turn.give_up() == (GivenUp::Kept { cancel: true }) {
+            if s.turn.give_up(&mut self.passed) == (GivenUp::Kept { cancel: true }) {
                 self.cancelled.push(id);
             }
         }
@@ -781,7 +760,9 @@ impl Connection {
             return;
         };
         s.out = Vec::new();
-        if s.turn.drop_out(id, &mut self.cancelled, &mut self.waiting) {
+        if s.turn
+            .drop_out(id, &mut self.cancelled, &mut self.waiting, &mut self.passed)
+        {
             self.streams.remove(&id);
         }
     }
@@ -897,4 +878,29 @@ fn remember(list: &mut VecDeque<u32>, id: u32) {
         list.pop_front();
     }
     list.push_back(id);
+}
+
+impl Feeding for Connection {
+    /// Pieces of request bodies going to their jobs as they arrive, for the driver to carry
+    /// ([`Taps::carry`](crate::http::Taps::carry)) after every call that may pass some on.
+    fn passed(&mut self) -> &mut Passed {
+        &mut self.passed
+    }
+
+    /// The driver's word on stream `stream`'s body ([`Taps::settle`](crate::http::Taps::settle)):
+    /// its job has `queued` bytes yet to take (the connection grants the client window for
+    /// the rest), or is `gone`. False once the stream keeps no account of it.
+    fn feed_level(&mut self, stream: u64, queued: usize, gone: bool) -> bool {
+        let feed = u32::try_from(stream)
+            .ok()
+            .and_then(|id| self.streams.get_mut(&id))
+            .and_then(|s| s.turn.feed.as_mut());
+        match feed {
+            Some(feed) => {
+                feed.level(queued, gone);
+                true
+            }
+            None => false,
+        }
+    }
 }

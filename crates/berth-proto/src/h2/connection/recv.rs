@@ -68,15 +68,17 @@ impl Connection {
             s.body = Vec::new();
             s.head = None;
             if let Some(feed) = s.turn.feed.take() {
-                feed.abort();
+                feed.abort(&mut self.passed);
             }
         }
         if s.discard {
             s.grant += data.len() as u32;
-        } else if let Some(feed) = &s.turn.feed {
-            if !data.is_empty() && feed.push(data.to_vec()).is_err() {
+        } else if let Some(feed) = &mut s.turn.feed {
+            if !data.is_empty() && !feed.push(&mut self.passed, data.to_vec()) {
                 // The job stopped reading: the rest is dropped, and granted at once.
-                s.turn.feed = None;
+                if let Some(feed) = s.turn.feed.take() {
+                    feed.abort(&mut self.passed);
+                }
                 s.discard = true;
                 s.grant += data.len() as u32;
             } else {
@@ -114,7 +116,7 @@ impl Connection {
             return Ok(None);
         };
         if let Some(feed) = s.turn.feed.take() {
-            feed.end();
+            feed.end(&mut self.passed);
         }
         if s.discard && s.turn.stage == Stage::Pending {
             s.head = None;
@@ -344,14 +346,11 @@ impl Connection {
             return Ok(None);
         };
         if H::STREAMS_BODY && cx.stream_bodies && share_left {
-            let (writer, stream) = crate::http::body_stream();
             // The stream window is granted back only for what the job took: the stream is
             // full (its room hook, the driver's, runs) at half a window, the batch
             // grant_windows sends.
-            writer.full_at(mark);
-            s.turn.feed = Some(writer);
-            s.feed_new = true;
-            self.new_feeds += 1;
+            let (feed, stream) = Feed::open(&mut self.passed, id.into(), Some(mark));
+            s.turn.feed = Some(feed);
             return Ok(hand_off::dispatch(
                 &mut self.wire(output),
                 id.into(),

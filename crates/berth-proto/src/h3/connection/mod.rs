@@ -34,8 +34,9 @@
 //! 3. on [`Action::Offload`], run the job and give its reply to [`Connection::complete`];
 //!    on [`Action::Open`], open the file and give what was found to [`Connection::file`]; call
 //!    `process` again at once in both cases (other streams go on meanwhile); after each call,
-//!    drop the jobs [`Connection::take_cancelled`] names, and have each feed
-//!    [`Connection::take_new_feeds`] names wake the owner when its job makes room;
+//!    drop the jobs [`Connection::take_cancelled`] names, and carry the request bodies it
+//!    passed on to their jobs ([`Taps::exchange`](crate::http::Taps::exchange)), whose
+//!    writers wake the owner when their job makes room (then exchange again, and `process`);
 //! 4. on [`Action::Body`] or [`Action::Stream`], keep the file or producer for the stream and
 //!    call `process` again; on [`Action::Pull`], read at most `max` bytes of the stream's
 //!    source **when QUIC says the stream can take more** (the pull may wait: call `process`
@@ -79,8 +80,9 @@ use super::qpack::{Decoder, DecoderConfig, Encoder};
 use super::settings::Settings;
 use super::stream::{self, PeerStreams, UniStream};
 use super::Role;
+use crate::http::feed::{Feed, Feeding};
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Turn};
-use crate::http::{Action, Context, Handler, Pulled, ReqHead, StreamWriter};
+use crate::http::{Action, Context, Handler, Passed, Pulled, ReqHead};
 
 /// Settings of an HTTP/3 connection (the rest comes from [`Limits`](crate::http::Limits):
 /// the field section size is [`Limits::max_header_bytes`](crate::http::Limits), the body
@@ -338,7 +340,9 @@ pub struct Connection {
     counts: Counts,
     /// Streams waiting their turn ([`Stage::Queued`], [`Stage::FileQueued`]).
     waiting: usize,
-    new_feeds: Vec<u64>,
+    /// Pieces of request bodies for the driver to carry to their jobs
+    /// ([`Connection::passed`]).
+    passed: Passed,
     cancelled: Vec<u64>,
     /// The stream last asked to pull: the next pull goes to a later one (round-robin).
     last_pull: u64,
@@ -379,7 +383,7 @@ impl Connection {
             peer_gone: false,
             counts: Counts::default(),
             waiting: 0,
-            new_feeds: Vec::new(),
+            passed: Passed::default(),
             cancelled: Vec::new(),
             last_pull: 0,
         }
@@ -423,17 +427,6 @@ impl Connection {
     /// Streams whose job was given up (reset while it was out) since the last call.
     pub fn take_cancelled(&mut self) -> impl Iterator<Item = u64> + '_ {
         self.cancelled.drain(..)
-    }
-
-    /// Request bodies that began going to their jobs since the last call: the driver has
-    /// each wake it when its job makes room ([`StreamWriter::on_room`]), then calls
-    /// `process`, which reads the stream on.
-    pub fn take_new_feeds(&mut self, mut each: impl FnMut(&StreamWriter)) {
-        for id in self.new_feeds.drain(..) {
-            if let Some(feed) = self.requests.get(&id).and_then(|s| s.turn.feed.as_ref()) {
-                each(feed);
-            }
-        }
     }
 
     /// The next thing to ask of QUIC, in order; `None` when there is none.
@@ -726,7 +719,7 @@ impl Connection {
             reason: fail.reason,
         });
         for (id, mut s) in std::mem::take(&mut self.requests) {
-            if s.turn.give_up() == (GivenUp::Kept { cancel: true }) {
+            if s.turn.give_up(&mut self.passed) == (GivenUp::Kept { cancel: true }) {
                 self.cancelled.push(id);
             }
         }
@@ -764,7 +757,9 @@ impl Connection {
         };
         s.inbox = Vec::new();
         s.pos = 0;
-        if s.turn.drop_out(id, &mut self.cancelled, &mut self.waiting) {
+        if s.turn
+            .drop_out(id, &mut self.cancelled, &mut self.waiting, &mut self.passed)
+        {
             self.forget(id);
         }
     }
@@ -822,5 +817,32 @@ impl Connection {
         }
         bytes.clear();
         self.process(cx, handler)
+    }
+}
+
+impl Feeding for Connection {
+    /// Pieces of request bodies going to their jobs as they arrive, for the driver to carry
+    /// ([`Taps::carry`](crate::http::Taps::carry)) after every call that may pass some on;
+    /// each writer wakes the driver when its job makes room, which then tells the
+    /// connection ([`Connection::feed_level`]) and calls `process`, which reads the stream on.
+    fn passed(&mut self) -> &mut Passed {
+        &mut self.passed
+    }
+
+    /// The driver's word on stream `stream`'s body ([`Taps::settle`](crate::http::Taps::settle)):
+    /// its job has `queued` bytes yet to take, or is `gone`. False once the stream keeps no
+    /// account of it.
+    fn feed_level(&mut self, stream: u64, queued: usize, gone: bool) -> bool {
+        match self
+            .requests
+            .get_mut(&stream)
+            .and_then(|s| s.turn.feed.as_mut())
+        {
+            Some(feed) => {
+                feed.level(queued, gone);
+                true
+            }
+            None => false,
+        }
     }
 }

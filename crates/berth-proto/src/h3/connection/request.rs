@@ -232,10 +232,8 @@ impl Connection {
         let share_left = !hand_off::at_job_share::<_, H>(self, cx);
         let s = self.requests.get_mut(&id)?;
         if H::STREAMS_BODY && cx.stream_bodies && share_left && !whole {
-            let (writer, stream) = crate::http::body_stream();
-            writer.full_at(self.config.piece);
-            s.turn.feed = Some(writer);
-            self.new_feeds.push(id);
+            let (feed, stream) = Feed::open(&mut self.passed, id, Some(self.config.piece));
+            s.turn.feed = Some(feed);
             return hand_off::dispatch(self, id, &head, &[], Some(stream), cx, handler);
         }
         s.head = Some(Box::new(head));
@@ -280,14 +278,16 @@ impl Connection {
             s.body = Vec::new();
             s.head = None;
             if let Some(feed) = s.turn.feed.take() {
-                feed.abort();
+                feed.abort(&mut self.passed);
             }
         }
         if s.discard {
-        } else if let Some(feed) = &s.turn.feed {
-            if !data.is_empty() && feed.push(data.to_vec()).is_err() {
+        } else if let Some(feed) = &mut s.turn.feed {
+            if !data.is_empty() && !feed.push(&mut self.passed, data.to_vec()) {
                 // The job stopped reading: the rest is dropped.
-                s.turn.feed = None;
+                if let Some(feed) = s.turn.feed.take() {
+                    feed.abort(&mut self.passed);
+                }
                 s.discard = true;
             }
         } else {
@@ -323,7 +323,7 @@ impl Connection {
             return Ok(None);
         }
         if let Some(feed) = s.turn.feed.take() {
-            feed.end();
+            feed.end(&mut self.passed);
         }
         if s.discard && s.turn.stage == Stage::Pending {
             s.head = None;

@@ -93,7 +93,7 @@ impl Connection {
     /// asked to stop (RFC 9114 §4.1: "the server MAY send a STOP_SENDING frame with error
     /// code H3_NO_ERROR").
     pub(super) fn stream_done(&mut self, id: u64) {
-        let Some(s) = self.requests.get(&id) else {
+        let Some(s) = self.requests.get_mut(&id) else {
             return;
         };
         if s.recv != Recv::Closed {
@@ -105,8 +105,8 @@ impl Connection {
                 self.decoder.cancel_stream(id);
             }
         }
-        if let Some(feed) = &s.turn.feed {
-            feed.abort();
+        if let Some(feed) = s.turn.feed.take() {
+            feed.abort(&mut self.passed);
         }
         self.forget(id);
     }

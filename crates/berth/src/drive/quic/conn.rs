@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use berth_proto::h3;
-use berth_proto::http::{Action, FileSource, Handler, Pulled, Reply};
+use berth_proto::http::{Action, FileSource, Handler, Pulled, Reply, Taps};
 use bytes::Bytes;
 use quinn_proto::{Connection as Quic, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
@@ -82,6 +82,8 @@ pub(super) struct Conn {
     pub jobs_out: usize,
     /// Wakes the loop for this connection (a producer pushed, a job made room).
     waker: Arc<dyn Fn() + Send + Sync>,
+    /// The writers of request bodies going to jobs as they arrive (h3 passes the bytes on).
+    taps: Taps,
     /// QUIC said the connection is lost (or closed): nothing more is served on it.
     lost: bool,
     /// The server asked it to wind down.
@@ -144,6 +146,7 @@ impl Conn {
             tickets: Vec::new(),
             jobs_out: 0,
             waker: Arc::new(move || workers::ReplyTo::more(&to)),
+            taps: Taps::default(),
             lost: false,
             draining: false,
             closing: None,
@@ -398,6 +401,8 @@ impl Conn {
     pub fn wake<H: Handler>(&mut self, env: &mut Env<'_, H>) {
         if self.started && !self.lost {
             self.h3.wake_bodies();
+            // A job that made room: h3 reads its stream on once it knows.
+            self.taps.exchange(&mut self.h3, Some(&self.waker));
         }
         self.run(env);
     }
@@ -760,11 +765,7 @@ impl Conn {
                 }
             }
         }
-        let wake = &self.waker;
-        self.h3.take_new_feeds(|feed| {
-            let wake = wake.clone();
-            feed.on_room(move || wake());
-        });
+        self.taps.exchange(&mut self.h3, Some(&self.waker));
     }
 
     /// The connection is over with jobs out: those not started are cancelled (counted now; the
