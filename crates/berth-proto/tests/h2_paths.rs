@@ -127,6 +127,36 @@ fn a_streamed_answer_follows_its_producer_and_wakes_the_driver() {
     assert_eq!(s.conn.open_streams(), 0);
 }
 
+/// A streamed answer of a declared length is held to it, as over HTTP/1.1 (one reply path,
+/// the exchange's): bytes past it are never sent, and the stream is reset rather than ended
+/// short or long, so that the client can tell. Before the exchange wrote every reply, HTTP/2
+/// sent whatever the producer pushed under the declared `content-length`.
+#[test]
+fn a_streamed_answer_is_held_to_its_declared_length() {
+    let mut s = Server::new(H2Config::default());
+    started(&mut s);
+    let mut c = Client::default();
+    c.get(1, "/test/slow");
+    s.feed(&c.take());
+    let _job = s.take_job(1);
+    let (writer, stream) = body_stream();
+    s.reply(
+        1,
+        Reply::streamed(200, b"head-".to_vec(), stream).with_length(8),
+    );
+    writer.push(b"more than declared".to_vec()).unwrap();
+    writer.end();
+    s.pump();
+    let heard = s.heard();
+    let (_, status, fields, body, ended) = &heard.responses[0];
+    assert_eq!(*status, 200);
+    assert_eq!(field(fields, "content-length"), Some("8"));
+    assert_eq!(body, b"head-mor");
+    assert!(!ended, "a body cut at its length is not ended as if whole");
+    assert_eq!(heard.resets.len(), 1, "{:?}", heard.resets);
+    assert_eq!(heard.resets[0].0, 1);
+}
+
 /// A producer that pushes its last bytes and ends with trailers before the connection pulls
 /// any: the trailers still end the stream, whichever pull brought them to the connection (a
 /// driver in memory takes them with the bytes; found by the HTTP/3 work, which had the same

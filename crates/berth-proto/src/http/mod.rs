@@ -61,8 +61,10 @@ pub use request::{Method, ReqHead, Request, Version};
 pub use response::{
     check_trailers, reason_phrase, BadTrailer, FileSource, Reply, ReplyFile, Response,
 };
-pub use session::{Phase, Session, Streamed};
-pub use stream::{body_stream, Answer, BodyStream, Gone, Popped, Respond, StreamWriter, Taken};
+pub use session::{Phase, Session};
+pub use stream::{
+    body_stream, Answer, BodyStream, Gone, Popped, Respond, StreamWriter, Streamed, Taken,
+};
 
 /// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only Date format berth sends.
 pub const DATE_LEN: usize = 29;

@@ -15,50 +15,10 @@ use super::head::{
 };
 use super::request::{Method, Request, Version};
 use super::response::{write_switching, Reply, Response, Text};
-use super::stream::{BodyStream, Taken};
+use super::stream::BodyStream;
 use super::Action;
 use crate::settings::{Limits, Timeouts};
 use crate::upgrade::{Handover, Switch};
-
-/// A streamed response body, as the session framed its head: what [`Action::Stream`] hands the
-/// driver.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Streamed {
-    stream: BodyStream,
-    chunked: bool,
-    discard: bool,
-}
-
-impl Streamed {
-    /// The body `stream` sends, framed with the chunked coding or not, or read and dropped
-    /// (`discard`: an answer to HEAD).
-    pub(crate) fn new(stream: BodyStream, chunked: bool, discard: bool) -> Streamed {
-        Streamed {
-            stream,
-            chunked,
-            discard,
-        }
-    }
-
-    /// The trailers the producer ended with, once, for a protocol that frames them itself
-    /// (HTTP/2's HEADERS); empty before the end, and for HTTP/1.1, whose chunked framing
-    /// carries them.
-    pub fn take_trailers(&self) -> Vec<(String, Vec<u8>)> {
-        self.stream.take_trailers()
-    }
-
-    /// Moves what the producer has pushed (about `max` bytes at most, whole chunks) to `out`,
-    /// framed as this response needs; see [`BodyStream::take`].
-    pub fn take(&self, out: &mut Vec<u8>, max: usize) -> Taken {
-        self.stream.take(out, max, self.chunked, self.discard)
-    }
-
-    /// Runs `hook` when the producer pushes or ends after a [`Streamed::take`] found nothing:
-    /// see [`BodyStream::on_data`].
-    pub fn on_data(&self, hook: impl Fn() + Send + 'static) {
-        self.stream.on_data(hook);
-    }
-}
 
 /// What a connection is waiting for, as far as the protocol knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -492,6 +492,46 @@ impl PartialEq for BodyStream {
 
 impl Eq for BodyStream {}
 
+/// A streamed response body, as the exchange framed its head: what
+/// [`Action::Stream`](super::Action::Stream) hands the driver, which alone holds it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Streamed {
+    stream: BodyStream,
+    chunked: bool,
+    discard: bool,
+}
+
+impl Streamed {
+    /// The body `stream` sends, framed with the chunked coding or not, or read and dropped
+    /// (`discard`: an answer to HEAD).
+    pub(crate) fn new(stream: BodyStream, chunked: bool, discard: bool) -> Streamed {
+        Streamed {
+            stream,
+            chunked,
+            discard,
+        }
+    }
+
+    /// The trailers the producer ended with, once, for a protocol that frames them itself
+    /// (HTTP/2's HEADERS); empty before the end, and for HTTP/1.1, whose chunked framing
+    /// carries them.
+    pub fn take_trailers(&self) -> Vec<(String, Vec<u8>)> {
+        self.stream.take_trailers()
+    }
+
+    /// Moves what the producer has pushed (about `max` bytes at most, whole chunks) to `out`,
+    /// framed as this response needs; see [`BodyStream::take`].
+    pub fn take(&self, out: &mut Vec<u8>, max: usize) -> Taken {
+        self.stream.take(out, max, self.chunked, self.discard)
+    }
+
+    /// Runs `hook` when the producer pushes or ends after a [`Streamed::take`] found nothing:
+    /// see [`BodyStream::on_data`].
+    pub fn on_data(&self, hook: impl Fn() + Send + 'static) {
+        self.stream.on_data(hook);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
