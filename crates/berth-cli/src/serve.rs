@@ -90,7 +90,6 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             idle: args.idle_timeout,
             write: args.write_timeout,
         },
-        ..Common::default()
     };
     settings.models = args.model_flags.configs;
 
