@@ -14,6 +14,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Arg, ArgAction, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+use berth::net::ConnSizing;
 use berth::units;
 
 /// Headings of `--help`, shared by the subcommands.
@@ -51,8 +52,12 @@ pub const WRITE_TIMEOUT: &str = "60s";
 /// Default of `--shutdown-timeout`, in `serve` and `msg serve`: gunicorn's `--graceful-timeout`
 /// and Kubernetes' termination grace period.
 pub const SHUTDOWN_TIMEOUT: &str = "30s";
-/// Default of `-C`/`--accept-capacity`, in `serve` and `msg serve`.
-pub const ACCEPT_CAPACITY: &str = "100000";
+/// Default of `-C`/`--accept-capacity`, in `serve` and `msg serve`: HTTP's
+/// ([`ConnSizing::HTTP_CAPACITY`]), also for messages, where an engine made in code holds
+/// fewer ([`ConnSizing::msg`]).
+pub fn accept_capacity() -> NonZeroUsize {
+    NonZeroUsize::new(ConnSizing::HTTP_CAPACITY).unwrap_or(NonZeroUsize::MIN)
+}
 
 /// berth: a socket server core that runs every classic concurrency model over the same
 /// protocols, and measures them.
@@ -173,8 +178,8 @@ pub struct AcceptArgs {
     pub accept_threads: Option<NonZeroUsize>,
 
     /// Most connections at once per accept thread (serve's actor model: in all); more are
-    /// refused (HTTP 503; msg: an `error capacity` frame).
-    #[arg(short = 'C', long, value_name = "N", default_value = ACCEPT_CAPACITY)]
+    /// refused (HTTP 503; msg: a `refused capacity` frame).
+    #[arg(short = 'C', long, value_name = "N", default_value_t = accept_capacity())]
     pub accept_capacity: NonZeroUsize,
 }
 

@@ -12,7 +12,7 @@ use berth::drive::{self, Common, Server, Settings};
 use berth::files::Files;
 use berth::net::activation;
 use berth::net::tls::{KeyPassword, TlsAcceptor, TlsSettings};
-use berth::net::{Acceptor, Addr, Endpoint, ListenConfig, Scheme};
+use berth::net::{Acceptor, Addr, ConnSizing, Endpoint, ListenConfig, Scheme};
 use berth::stats::Stats;
 use berth_proto::h2::H2Config;
 use berth_proto::http::Limits;
@@ -77,7 +77,10 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         },
         read_on_accept: true,
         accept_threads,
-        capacity: args.accept.accept_capacity.get(),
+        sizing: ConnSizing {
+            capacity: args.accept.accept_capacity.get(),
+            ..ConnSizing::http()
+        },
         workers,
         queue_capacity: args.queue_capacity.get(),
         limits,
@@ -87,7 +90,6 @@ pub fn run(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
             idle: args.idle_timeout,
             write: args.write_timeout,
         },
-        ..Common::default()
     };
     settings.models = args.model_flags.configs;
 

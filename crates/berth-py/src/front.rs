@@ -244,7 +244,7 @@ pub fn configure(
                 }
                 // Per accept thread in berth: shared out so that the whole holds `limit`.
                 let threads = settings.common.accept_threads.max(1);
-                settings.common.capacity = limit.div_ceil(threads);
+                settings.common.sizing.capacity = limit.div_ceil(threads);
                 // The blocking models' own caps (a thread or a process per connection): they
                 // do not read the capacity, and served past the limit without a word.
                 settings.models.threaded.max_threads = limit;

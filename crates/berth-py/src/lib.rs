@@ -158,7 +158,8 @@ impl Core {
     /// berth's, 64 MiB); `expected_only`: refuse clients whose name was not expected;
     /// `reuse_port`: share TCP and UDP ports with other processes (`SO_REUSEPORT`, no check
     /// that the port is free); `nodelay`: `TCP_NODELAY` on TCP connections (default on);
-    /// `buffer_size`: bytes per socket read (default berth's, 64 KiB).
+    /// `buffer_size`: bytes per socket read (default the engine's, 64 KiB:
+    /// `berth::net::ConnSizing::msg`).
     #[new]
     #[pyo3(signature = (*, max_message=None, expected_only=false, reuse_port=false, nodelay=true, buffer_size=None))]
     fn new(
@@ -178,7 +179,7 @@ impl Core {
                     "buffer_size: {size} is not between 1 KiB and 64 MiB"
                 )));
             }
-            config.buffer_size = size;
+            config.sizing.buffer_size = size;
         }
         config.policy.expected_only = expected_only;
         // Joining a port another process listens on with SO_REUSEPORT, as `msg serve

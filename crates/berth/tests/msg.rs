@@ -194,10 +194,8 @@ fn a_silent_client_is_refused_at_the_handshake_timeout() {
 
 #[test]
 fn capacity_refuses_with_a_reason() {
-    let config = EngineConfig {
-        capacity: 2,
-        ..EngineConfig::default()
-    };
+    let mut config = EngineConfig::default();
+    config.sizing.capacity = 2;
     let server = echo(config, &[tcp_endpoint()]);
     let addr = addr_of(&server.endpoints[0]);
     let (_a, _) = hello(tcp(addr), "a");

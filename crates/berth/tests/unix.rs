@@ -55,7 +55,7 @@ fn start(model: Model, path: &Path) -> Result<(Server, Arc<Stats>), berth::net::
     let mut settings = Settings::new(model, "127.0.0.1:0".parse().unwrap());
     settings.addr = Addr::Unix(path.to_owned());
     settings.common.accept_threads = 1;
-    settings.common.capacity = 1024;
+    settings.common.sizing.capacity = 1024;
     settings.common.workers = 4;
     settings.models.threaded.max_threads = 256;
     settings.models.forked.max_children = 256;

@@ -10,7 +10,7 @@ use std::num::NonZeroUsize;
 use berth::app::relay::EchoRelay;
 use berth::msg::{ClusterConfig, Endpoint, EngineConfig, MsgServer, NameRule, Policy, TlsReloader};
 use berth::net::tls::{TlsAcceptor, TlsSettings};
-use berth::net::{activation, Acceptor, Addr, ListenConfig, Scheme};
+use berth::net::{activation, Acceptor, Addr, ConnSizing, ListenConfig, Scheme};
 use berth_proto::msg::policy::{parse_name, parse_rule};
 
 use super::ServeArgs;
@@ -89,7 +89,12 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     let config = EngineConfig {
         max_message: args.max_message.unwrap_or(defaults.max_message),
         max_streamed: args.max_message.unwrap_or(defaults.max_streamed),
-        capacity: args.accept.accept_capacity.get(),
+        // serve's -C default (100,000 a thread), where an engine made in code holds 10,000;
+        // the read buffers stay the engine's 64 KiB (`ConnSizing::msg`).
+        sizing: ConnSizing {
+            capacity: args.accept.accept_capacity.get(),
+            ..defaults.sizing
+        },
         handshake_timeout: args.handshake_timeout,
         udp_idle: args.udp_idle,
         write_timeout: args.write_timeout,

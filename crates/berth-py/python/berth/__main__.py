@@ -335,7 +335,8 @@ def parser() -> Parser:
                         "is answered 413 (default: 1g)")
     g.add_argument("--limit-concurrency", type=count(1), metavar="N",
                    help="most connections at once per process; more are answered 503 "
-                        "(default: 100000)")
+                        "(default: 100000 per event loop, as berth serve's -C; 1024 with the "
+                        "threaded and forked models)")
     g.add_argument("--timeout-keep-alive", type=seconds, default=DEFAULT_KEEP_ALIVE,
                    metavar="SECONDS",
                    help="close a keep-alive connection idle this long (default: %(default)s)")

@@ -111,7 +111,7 @@ impl AsgiServer {
             settings.common.limits.max_body_bytes = max;
         }
         if let Some(max) = max_connections {
-            settings.common.capacity = max;
+            settings.common.sizing.capacity = max;
         }
         // `options`: TLS, backlog, keep-alive, concurrency limit (see `front::configure`).
         let app = crate::front::configure(&mut settings, options.as_ref())?;
@@ -211,7 +211,7 @@ impl AsgiServer {
         let describe = match engine {
             Engine::Inline(_) => format!(
                 "model {model} inline on the Python thread, capacity {}",
-                settings.common.capacity
+                settings.common.sizing.capacity
             ),
             Engine::Threads(_) => format!("model {model}, {}", settings.describe()),
         };

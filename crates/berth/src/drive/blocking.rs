@@ -33,7 +33,7 @@ use super::pump::{Blocks, Conn, Env, Fate};
 use super::stall::Stalls;
 use super::Timeouts;
 use crate::files::Files;
-use crate::net::{Acceptor, Blocking, BlockingSocket, Listener, Stream};
+use crate::net::{Acceptor, Blocking, BlockingSocket, ConnSizing, Listener, Stream};
 use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, StopKind};
 use crate::stats::Stats;
@@ -105,7 +105,8 @@ pub struct ConnConfig {
     pub limits: Limits,
     /// Header, body, idle and write timeouts.
     pub timeouts: Timeouts,
-    /// Initial size of the read and write buffers.
+    /// Initial size of the read and write buffers ([`ConnSizing::buffer_size`]; HTTP's 16 KiB
+    /// by default, [`ConnSizing::http`]).
     pub buffer_size: usize,
 }
 
@@ -114,7 +115,7 @@ impl Default for ConnConfig {
         ConnConfig {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
-            buffer_size: 16 * 1024,
+            buffer_size: ConnSizing::http().buffer_size,
         }
     }
 }

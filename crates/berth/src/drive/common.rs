@@ -6,7 +6,7 @@ use berth_proto::http::Limits;
 
 use super::blocking::ConnConfig;
 use super::Timeouts;
-use crate::net::ListenConfig;
+use crate::net::{ConnSizing, ListenConfig};
 
 /// Settings shared by every model. A model that has no use for one ignores it (the blocking
 /// models have no worker pool, so `workers` and `queue_capacity` mean nothing to them).
@@ -24,9 +24,14 @@ pub struct Common {
     /// process of `prefork`; scheduler threads in `actor`. See
     /// [`AcceptThreads`](super::AcceptThreads).
     pub accept_threads: usize,
-    /// Most simultaneous connections (`-C`): per accept thread in `evloop` and `prefork`, in all
-    /// in `actor`; the event loop's slab is preallocated to it. More are refused.
-    pub capacity: usize,
+    /// Most simultaneous connections (`-C`) and the size of each read and write buffer
+    /// ([`ConnSizing::http`]: 100,000 and 16 KiB). `capacity` counts per accept thread in
+    /// `evloop`, `uring` and `prefork` (in each process), in all in `actor`; the event loop's
+    /// slab is preallocated to it, and the blocking models do not read it (their own caps are
+    /// `--max-threads` and `--max-children`). `buffer_size` is pooled in the event-loop models,
+    /// the initial size in the blocking models, and in `uring` also the size of each of the
+    /// ring's receive buffers and the unread input a connection may hold.
+    pub sizing: ConnSizing,
     /// Worker threads for offloaded jobs (`-w`). With 0, jobs run on the loop or actor thread.
     pub workers: usize,
     /// Jobs that may wait for a worker (`--queue-capacity`); a job beyond it is answered 503
@@ -36,9 +41,6 @@ pub struct Common {
     pub limits: Limits,
     /// Header, body, idle and write timeouts.
     pub timeouts: Timeouts,
-    /// Size of each read and write buffer (pooled in `evloop`; the initial size in the blocking
-    /// models).
-    pub buffer_size: usize,
 }
 
 impl Default for Common {
@@ -47,12 +49,11 @@ impl Default for Common {
             listen: ListenConfig::default(),
             read_on_accept: false,
             accept_threads: 1,
-            capacity: 100_000,
+            sizing: ConnSizing::http(),
             workers: 1,
             queue_capacity: 10_000,
             limits: Limits::default(),
             timeouts: Timeouts::default(),
-            buffer_size: 16 * 1024,
         }
     }
 }
@@ -63,7 +64,7 @@ impl Common {
         ConnConfig {
             limits: self.limits,
             timeouts: self.timeouts,
-            buffer_size: self.buffer_size,
+            buffer_size: self.sizing.buffer_size,
         }
     }
 }

@@ -25,7 +25,7 @@ use super::pump::{Conn, Env, Fate};
 use super::workers::{self, Done, LoopConn, LoopQueue, Offloaded, Task};
 use super::{Server, Service, Timeouts};
 use crate::files::Files;
-use crate::net::{Acceptor, Transport};
+use crate::net::{Acceptor, ConnSizing, Transport};
 use crate::rt::DateCache;
 use crate::rt::{BufPool, Control, Wheel};
 use crate::stats::Stats;
@@ -55,11 +55,10 @@ pub(super) struct Wiring<J> {
 /// own part in one step ([`LoopConfig::new`]), each value once.
 #[derive(Debug, Clone)]
 pub(super) struct LoopConfig<C> {
-    /// Most connections (`-C`): the slab and the timing wheel are made for it.
-    pub capacity: usize,
+    /// Most connections (`-C`: the slab and the timing wheel are made for it) and the size of
+    /// each pooled buffer.
+    pub sizing: ConnSizing,
     pub limits: Limits,
-    /// Size of each pooled buffer.
-    pub buffer_size: usize,
     /// Spare buffers kept for reuse.
     pub pooled_buffers: usize,
     /// Header, body, idle and write timeouts.
@@ -80,9 +79,8 @@ impl<C> LoopConfig<C> {
     /// loop and the model's own part.
     pub fn new(common: &super::Common, pooled_buffers: usize, first_thread: usize, own: C) -> Self {
         LoopConfig {
-            capacity: common.capacity,
+            sizing: common.sizing,
             limits: common.limits,
-            buffer_size: common.buffer_size,
             pooled_buffers,
             timeouts: common.timeouts,
             transport: common.listen.transport.clone(),
@@ -135,19 +133,19 @@ impl<H: Handler> State<H> {
             owner: w.owner,
             handler: service.handler(w.id),
             pool: BufPool::new(
-                sizes.buffer_size,
+                sizes.sizing.buffer_size,
                 sizes.pooled_buffers,
                 sizes.pooled_buffers / 4,
             ),
             date: DateCache::default(),
             limits: sizes.limits,
-            max_input: sizes.limits.max_input(sizes.buffer_size),
+            max_input: sizes.limits.max_input(sizes.sizing.buffer_size),
             files: service.files(),
             refusal: sizes.transport.refusal(service.refusal()),
             wheel: Wheel::new(
                 TIMER_RESOLUTION,
                 TIMER_SLOTS,
-                sizes.capacity,
+                sizes.sizing.capacity,
                 Instant::now(),
             ),
             due: Vec::with_capacity(1024),
@@ -218,7 +216,7 @@ pub(super) struct Started<J> {
     pub workers: Vec<JoinHandle<()>>,
 }
 
-/// Makes the return addresses of `count` loops of `common.capacity` slots each and starts
+/// Makes the return addresses of `count` loops of `common.sizing.capacity` slots each and starts
 /// `common.workers` workers fed by a queue of `common.queue_capacity` jobs.
 pub(super) fn start<J: berth_proto::http::Job>(
     count: usize,
@@ -226,7 +224,7 @@ pub(super) fn start<J: berth_proto::http::Job>(
     waker: Token,
     stats: &Arc<Stats>,
 ) -> io::Result<Started<J>> {
-    let (capacity, workers) = (common.capacity, common.workers);
+    let (capacity, workers) = (common.sizing.capacity, common.workers);
     let mut polls = Vec::with_capacity(count);
     let mut reply_to = Vec::with_capacity(count);
     let mut replies = Vec::with_capacity(count);

@@ -459,7 +459,7 @@ impl super::Driver for Prefork {
                 count_as(m.prefork.processes, "process", "processes"),
                 count(common.accept_threads, "accept thread"),
                 count(common.workers, "worker"),
-                common.capacity
+                common.sizing.capacity
             )
         },
     };

@@ -527,7 +527,7 @@ pub(crate) fn describe_loops(noun: &str, common: &Common) -> String {
         "{}, {}, capacity {} per thread",
         count(common.accept_threads, noun),
         count(common.workers, "worker"),
-        common.capacity
+        common.sizing.capacity
     )
 }
 

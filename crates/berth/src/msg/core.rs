@@ -40,7 +40,7 @@ use super::client::{Client, ClientId, Inbound, Io, Phase, Proto, Stream};
 use super::directory::{Directory, Mailboxes, Post, Slot};
 use super::outq::{Framing, IterProducer, OutQueue, Produce, SHARE_FROM};
 use super::stats::MsgStats;
-use crate::net::{Addr, Endpoint, ListenConfig};
+use crate::net::{Addr, ConnSizing, Endpoint, ListenConfig};
 use crate::rt::{BufPool, Wheel};
 
 mod admit;
@@ -83,8 +83,10 @@ pub struct EngineConfig {
     /// A client whose message would go over it is not read until enough is delivered; one
     /// message at a time may exceed it, so that every message within the limits gets through.
     pub max_held_total: u64,
-    /// Most clients at once; more are refused with `capacity`.
-    pub capacity: usize,
+    /// Most clients at once (more are refused with `capacity`; each thread of a
+    /// [`MsgServer`](super::MsgServer) is an engine with its own) and the size of each read
+    /// buffer: [`ConnSizing::msg`], 10,000 and 64 KiB, whose doc says why they are not HTTP's.
+    pub sizing: ConnSizing,
     /// Time allowed for the keyword after connecting.
     pub handshake_timeout: Duration,
     /// A UDP client silent this long is disconnected.
@@ -110,8 +112,6 @@ pub struct EngineConfig {
     pub out_high: usize,
     /// Unread whole messages above this many bytes pause reading from their client.
     pub inbox_high: usize,
-    /// Read buffer size.
-    pub buffer_size: usize,
     /// Longest opening handshake (the HTTP head) a `ws://` client may send; a longer one is
     /// answered 431 (`--ws-max-head`).
     pub max_opening: usize,
@@ -149,7 +149,7 @@ impl Default for EngineConfig {
             max_streamed: berth_proto::msg::frame::CONTROL_BIT - 1,
             max_held: 64 << 20,
             max_held_total: 1 << 30,
-            capacity: 10_000,
+            sizing: ConnSizing::msg(),
             handshake_timeout: Duration::from_secs(10),
             udp_idle: Duration::from_secs(60),
             write_timeout: Duration::from_secs(60),
@@ -158,7 +158,6 @@ impl Default for EngineConfig {
             stall_min_bytes: 64 * 1024,
             out_high: 1 << 20,
             inbox_high: 8 << 20,
-            buffer_size: 64 * 1024,
             max_opening: 16 * 1024,
             ws_deflate: berth_proto::ws::DeflateConfig::default(),
             policy: Policy::default(),
@@ -330,15 +329,20 @@ impl Core {
         Core {
             registry,
             listeners: Vec::new(),
-            clients: Slab::with_capacity(config.capacity.min(1024)),
+            clients: Slab::with_capacity(config.sizing.capacity.min(1024)),
             next_gen: 1,
             thread: 0,
             directory: Arc::default(),
             mail: None,
             outbox: VecDeque::new(),
             outbox_waiters: Vec::new(),
-            wheel: Wheel::new(Duration::from_millis(100), 1024, config.capacity, now),
-            pool: BufPool::new(config.buffer_size, 64, 4),
+            wheel: Wheel::new(
+                Duration::from_millis(100),
+                1024,
+                config.sizing.capacity,
+                now,
+            ),
+            pool: BufPool::new(config.sizing.buffer_size, 64, 4),
             date: crate::rt::DateCache::default(),
             scratch: Vec::with_capacity(MAX_DATAGRAM + 1),
             now,

@@ -1,13 +1,16 @@
 //! Endpoints and addresses (one [`Addr`] and one parser of `tcp://`, `tls://`, `unix://`,
 //! `udp://`, `ws://`, `wss://` and `quic://` endpoints, [`Endpoint::parse`], for every part of
 //! berth), listening sockets, the transports connections are served over ([`transport`]: the
-//! `Transport` seam, and the per-listener choice of one, [`Acceptor`]), and the few raw socket
-//! calls the drivers need. Nothing here knows about protocols or models.
+//! `Transport` seam, and the per-listener choice of one, [`Acceptor`]), how many connections a
+//! server holds and how big their buffers are ([`ConnSizing`], HTTP's and the message engine's
+//! alike), and the few raw socket calls the drivers need. Nothing here knows about protocols or
+//! models (beyond naming the two sets of default sizes).
 
 pub mod activation;
 mod endpoint;
 mod listen;
 mod local;
+mod sizing;
 pub mod tls;
 pub mod transport;
 
@@ -18,4 +21,5 @@ pub use listen::{
     Listener,
 };
 pub use local::{bind_udp, bind_unix, size_quic_buffers, SocketFile, QUIC_SOCKET_BUFFER};
+pub use sizing::ConnSizing;
 pub use transport::{Acceptor, Blocking, BlockingSocket, Evented, Socket, Stream, Transport};

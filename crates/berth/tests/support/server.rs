@@ -75,7 +75,7 @@ impl Opts {
     pub fn new(model: Model) -> Opts {
         let mut settings = Settings::new(model, "127.0.0.1:0".parse().unwrap());
         settings.common.accept_threads = 1;
-        settings.common.capacity = 1024;
+        settings.common.sizing.capacity = 1024;
         settings.common.workers = 4;
         settings.models.threaded.max_threads = 256;
         settings.models.forked.max_children = 256;
@@ -161,7 +161,7 @@ impl Opts {
 
     /// Slots per accept thread of the event-loop models (`-C`).
     pub fn capacity(mut self, n: usize) -> Opts {
-        self.settings.common.capacity = n;
+        self.settings.common.sizing.capacity = n;
         self
     }
 

@@ -44,7 +44,7 @@ use crate::rt::DateCache;
 use super::pump::Conn;
 use super::workers;
 use super::{Server, Service, Timeouts};
-use crate::net::{Acceptor, Evented, EventedListener, Listener};
+use crate::net::{Acceptor, ConnSizing, Evented, EventedListener, Listener};
 use crate::rt::{BufPool, Control};
 use crate::stats::Stats;
 
@@ -80,16 +80,15 @@ struct Flat {
     schedulers: usize,
     /// Most messages an actor handles before it yields its thread (`--actor-batch`).
     batch: usize,
-    /// Most simultaneous connections (`-C`); more are refused.
-    capacity: usize,
+    /// Most simultaneous connections (`-C`; more are refused) and the size of a connection's
+    /// read and write buffers.
+    sizing: ConnSizing,
     /// Worker threads for offloaded jobs (`-w`). With 0, the connection actor runs the job.
     workers: usize,
     /// Jobs that may wait for a worker; beyond it a job is answered 503.
     queue_capacity: usize,
     /// Request limits.
     limits: Limits,
-    /// Size of a connection's read and write buffers.
-    buffer_size: usize,
     /// Header, body, idle and write timeouts.
     timeouts: Timeouts,
     /// What accepted connections are served over.
@@ -101,11 +100,10 @@ impl Flat {
         Flat {
             schedulers: common.accept_threads,
             batch: own.batch,
-            capacity: common.capacity,
+            sizing: common.sizing,
             workers: common.workers,
             queue_capacity: common.queue_capacity,
             limits: common.limits,
-            buffer_size: common.buffer_size,
             timeouts: common.timeouts,
             transport: common.listen.transport.clone(),
         }
@@ -148,8 +146,8 @@ where
     let shared = Arc::new(Shared {
         limits: config.limits,
         timeouts: config.timeouts,
-        max_input: config.limits.max_input(config.buffer_size),
-        buffer_size: config.buffer_size,
+        max_input: config.limits.max_input(config.sizing.buffer_size),
+        buffer_size: config.sizing.buffer_size,
         files,
         queue: (config.workers > 0).then_some(queue_tx),
         stats: stats.clone(),
@@ -301,8 +299,8 @@ where
             ) else {
                 return;
             };
-            if self.shared.open.load(Ordering::Acquire) >= self.config.capacity {
-                let (shard, capacity) = (self.stats.shard(0), self.config.capacity);
+            if self.shared.open.load(Ordering::Acquire) >= self.config.sizing.capacity {
+                let (shard, capacity) = (self.stats.shard(0), self.config.sizing.capacity);
                 let refusal = self.config.transport.refusal(self.service.refusal());
                 accept::refuse(stream, refusal, shard, capacity, "actor");
                 continue;
@@ -365,7 +363,7 @@ where
     /// close, busy ones finish the response in progress as their last.
     fn begin_drain(&mut self) {
         // Bounded, so that a client connecting on and on cannot hold the drain here.
-        self.accept_at_most(self.config.capacity.saturating_add(1));
+        self.accept_at_most(self.config.sizing.capacity.saturating_add(1));
         self.draining = true;
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
@@ -425,7 +423,7 @@ impl super::Driver for Actor {
                 count(common.accept_threads, "scheduler thread"),
                 m.actor.batch,
                 count(common.workers, "worker"),
-                common.capacity
+                common.sizing.capacity
             )
         },
     };

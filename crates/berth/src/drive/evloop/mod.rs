@@ -185,7 +185,7 @@ impl<H: Handler> EventLoop<H> {
             Some((socket, shared)) => {
                 let waker = state.loops[state.owner].waker.clone();
                 let mut endpoint =
-                    Endpoint::new(socket, shared, config.capacity, waker, state.id)?;
+                    Endpoint::new(socket, shared, config.sizing.capacity, waker, state.id)?;
                 endpoint.register(poll.registry(), QUIC)?;
                 Some(endpoint)
             }
@@ -196,7 +196,7 @@ impl<H: Handler> EventLoop<H> {
             poll,
             listener,
             draining: None,
-            conns: Slab::with_capacity(config.capacity),
+            conns: Slab::with_capacity(config.sizing.capacity),
             quic,
             accept_paused: false,
             ctl,
@@ -336,9 +336,9 @@ impl<H: Handler> EventLoop<H> {
             else {
                 return;
             };
-            if self.conns.len() >= self.config.capacity {
+            if self.conns.len() >= self.config.sizing.capacity {
                 let shard = self.state.stats.shard(self.state.id);
-                accept::refuse(stream, self.state.refusal, shard, self.config.capacity, who);
+                accept::refuse(stream, self.state.refusal, shard, self.config.sizing.capacity, who);
                 continue;
             }
             let entry = self.conns.vacant_entry();
@@ -382,7 +382,7 @@ impl<H: Handler> EventLoop<H> {
         // an application run inline, leaves many there). They are served like any connection
         // accepted before the drain; past the capacity they are refused with the 503. Bounded,
         // so that a client connecting on and on cannot hold the drain here.
-        self.accept_at_most(self.config.capacity.saturating_add(1));
+        self.accept_at_most(self.config.sizing.capacity.saturating_add(1));
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }

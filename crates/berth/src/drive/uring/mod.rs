@@ -138,14 +138,14 @@ fn loop_config(common: &super::Common, own: &Config) -> Flat {
     let ring = RingConfig {
         entries: own.ring_entries.clamp(8, 32768),
         buffers: u16::try_from(buffers).unwrap_or(32768),
-        buffer_size: u32::try_from(common.buffer_size.clamp(512, 1 << 20)).unwrap_or(16384),
+        buffer_size: u32::try_from(common.sizing.buffer_size.clamp(512, 1 << 20)).unwrap_or(16384),
     };
     LoopConfig::new(common, POOLED_BUFFERS, 0, Own { ring, twin: None })
 }
 
 /// Most bytes a connection queues for sending before its writes would block.
 fn tx_limit(config: &Flat) -> usize {
-    (4 * config.buffer_size).max(64 * 1024)
+    (4 * config.sizing.buffer_size).max(64 * 1024)
 }
 
 /// Most received bytes a connection holds unread before its receive is paused; also the
@@ -155,7 +155,7 @@ fn tx_limit(config: &Flat) -> usize {
 /// 29: a ping flood cost megabytes per connection). Where the kernel limits receives
 /// (`Ring::recv_multi`), nothing more is received than this.
 fn rx_limit(config: &Flat) -> usize {
-    config.buffer_size
+    config.sizing.buffer_size
 }
 
 /// Sets up an io_uring as the loops will, and drops it: whether the model can run here, with
@@ -281,7 +281,7 @@ impl<H: Handler> Runs for UringLoop<H> {
             Some((socket, shared)) => {
                 let waker = state.loops[state.owner].waker.clone();
                 let mut endpoint =
-                    Endpoint::new(socket, shared, config.capacity, waker, state.id)?;
+                    Endpoint::new(socket, shared, config.sizing.capacity, waker, state.id)?;
                 endpoint.register(p.poll.registry(), QUIC)?;
                 Some(endpoint)
             }
@@ -298,8 +298,8 @@ impl<H: Handler> Runs for UringLoop<H> {
             quic,
             accept_retry: None,
             draining: None,
-            slots: Slab::with_capacity(config.capacity),
-            incarnations: vec![0; config.capacity],
+            slots: Slab::with_capacity(config.sizing.capacity),
+            incarnations: vec![0; config.sizing.capacity],
             to_send: Vec::with_capacity(1024),
             spares: Spares::new(tx_limit(&config), config.pooled_buffers),
             ctl: p.ctl,
@@ -475,10 +475,10 @@ impl<H: Handler> UringLoop<H> {
             // Accepted while the server stopped: nobody will serve it.
             return;
         }
-        if self.slots.len() >= self.config.capacity {
+        if self.slots.len() >= self.config.sizing.capacity {
             let shard = self.state.stats.shard(self.state.id);
             let who = format_args!("loop {}", self.state.id);
-            accept::refuse(stream, self.state.refusal, shard, self.config.capacity, who);
+            accept::refuse(stream, self.state.refusal, shard, self.config.sizing.capacity, who);
             return;
         }
         let fd = stream.as_raw_fd();
@@ -713,7 +713,7 @@ impl<H: Handler> UringLoop<H> {
         // A client whose handshake the kernel completed has connected and may have sent its
         // request: closing the listener would reset it. Served like any connection accepted
         // before the drain (as `evloop` does); past the capacity, refused with the 503.
-        for _ in 0..self.config.capacity.saturating_add(1) {
+        for _ in 0..self.config.sizing.capacity.saturating_add(1) {
             let Some(Ok(stream)) = self.listener.as_ref().map(|l| l.accept()) else {
                 break;
             };

@@ -40,14 +40,14 @@ impl Core {
             self.stats.connection();
             let raw = self.listeners[index].endpoint.raw;
             let websocket = self.listeners[index].endpoint.websocket.is_some();
-            if self.clients.len() >= self.config.capacity {
+            if self.clients.len() >= self.config.sizing.capacity {
                 self.stats.refused(Refusal::Capacity);
                 if !raw {
                     let mut stream = stream;
                     let mut out = Vec::new();
                     let text = format!(
                         "the server holds its limit of {} clients",
-                        self.config.capacity
+                        self.config.sizing.capacity
                     );
                     match websocket {
                         true => out = super::ws::busy(&self.http_date()),
@@ -146,7 +146,7 @@ impl Core {
     ) -> Option<ClientId> {
         let entry = self.clients.vacant_entry();
         let key = entry.key();
-        if key >= self.config.capacity {
+        if key >= self.config.sizing.capacity {
             return None;
         }
         if let Io::Stream { stream, .. } = &mut io {

@@ -71,11 +71,11 @@ impl Core {
                     ))
                 }
             }
-            None if self.clients.len() >= self.config.capacity => Err((
+            None if self.clients.len() >= self.config.sizing.capacity => Err((
                 Refusal::Capacity,
                 format!(
                     "the server holds its limit of {} clients",
-                    self.config.capacity
+                    self.config.sizing.capacity
                 ),
             )),
             None => {
