@@ -40,9 +40,9 @@ impl ConnSizing {
     /// clients and 64 KiB reads. A read buffer is lent for one read and taken back at once
     /// (the engine keeps what a message needs apart from it), so its size costs nothing per
     /// client, and 64 KiB brings a whole message of up to 64 KiB in one read (a longer one
-    /// held whole is read straight into its own buffer). 10,000 is a program's engine among its own
-    /// clients (FI-ASockIOCore's use) rather than a server's: `msg serve` takes HTTP's
-    /// 100,000 per thread (`-C`), as `serve` does.
+    /// held whole is read straight into its own buffer). 10,000 is a program's engine among
+    /// its own clients (FI-ASockIOCore's use) rather than a server's: `msg serve` takes
+    /// HTTP's 100,000 per thread (`-C`), as `serve` does.
     pub const fn msg() -> ConnSizing {
         ConnSizing {
             capacity: 10_000,
