@@ -95,14 +95,20 @@ fn a_long_answer_to_a_client_that_keeps_opening_its_window_lives() {
 
 // --- streamed answers ---------------------------------------------------------------------
 
-#[test]
-fn a_streamed_answer_follows_its_producer_and_wakes_the_driver() {
+/// A server whose stream 1 waits for its job's reply (the job itself taken and dropped).
+fn waiting_for_a_job() -> Server {
     let mut s = Server::new(H2Config::default());
     started(&mut s);
     let mut c = Client::default();
     c.get(1, "/test/slow");
     s.feed(&c.take());
     let _job = s.take_job(1);
+    s
+}
+
+#[test]
+fn a_streamed_answer_follows_its_producer_and_wakes_the_driver() {
+    let mut s = waiting_for_a_job();
     let (writer, stream) = body_stream();
     s.reply(1, Reply::streamed(200, b"head-".to_vec(), stream));
     let heard = s.heard();
@@ -133,12 +139,7 @@ fn a_streamed_answer_follows_its_producer_and_wakes_the_driver() {
 /// sent whatever the producer pushed under the declared `content-length`.
 #[test]
 fn a_streamed_answer_is_held_to_its_declared_length() {
-    let mut s = Server::new(H2Config::default());
-    started(&mut s);
-    let mut c = Client::default();
-    c.get(1, "/test/slow");
-    s.feed(&c.take());
-    let _job = s.take_job(1);
+    let mut s = waiting_for_a_job();
     let (writer, stream) = body_stream();
     s.reply(
         1,
