@@ -229,6 +229,46 @@ def test_a_client_that_leaves_is_seen_by_the_app(server, events):
     assert r.status == 200
 
 
+def test_a_client_that_leaves_mid_body_is_seen_at_once_and_leaves_nothing(events):
+    """A client that closes with its request body half sent: the body can never be whole. The
+    app hears it at once (http.disconnect, Starlette's ClientDisconnect), not at the body
+    timeout (30 s, with no --app-timeout to end the app sooner), and the connection is gone
+    with it: no socket left in CLOSE-WAIT. Before the fix, forty such clients held forty
+    descriptors and forty app tasks for the whole body timeout."""
+    proc, port, _ = start("apps.asgi_apps:starlette_app",
+                          env={"BERTH_TEST_EVENTS": str(events)})
+    try:
+        for half_closes in (False, True):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n")
+            sock.sendall(b"a" * 100_000)
+            assert seen(events, "chunk 100000"), "the app never had the first bytes"
+            if half_closes:
+                # FIN alone: the client could still read an answer, and gets the app's.
+                sock.shutdown(socket.SHUT_WR)
+                answer = sock.recv(4096)
+                assert answer.startswith(b"HTTP/1.1 400"), answer
+                assert b"Connection: close" in answer, answer
+            else:
+                sock.close()
+            assert seen(events, "upload cut", timeout=10), \
+                "the app did not hear the body was cut short (before the body timeout)"
+            events.write_text("")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            held = [line for line in subprocess.run(["ss", "-tan"], capture_output=True,
+                                                    text=True).stdout.splitlines()
+                    if f":{port} " in line and "CLOSE-WAIT" in line]
+            if not held:
+                break
+            time.sleep(0.1)
+        assert not held, held
+        r, body = request(port, "GET", "/hello/world")
+        assert (r.status, body) == (200, b"Hello, World!")
+    finally:
+        helpers.stop(proc)
+
+
 def test_garbage_is_answered_400_and_the_server_goes_on(server):
     _, port = server
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)

@@ -741,6 +741,25 @@ impl Session {
         Fed::More
     }
 
+    /// The peer closed its side while a request body was still arriving: the body can never
+    /// be whole. Its job sees it cut short now, not at the body timeout, and the connection
+    /// ends after the job's answer. False (nothing done) with no such body, or while its job
+    /// has yet to take what arrived: input the session holds back is still the body's.
+    pub fn peer_closed(&mut self) -> bool {
+        if !self
+            .feed
+            .as_ref()
+            .is_some_and(|f| f.discard || !f.account.is_full())
+        {
+            return false;
+        }
+        if let Some(feed) = self.feed.take() {
+            feed.account.abort(&mut self.passed);
+        }
+        self.wind_down = true;
+        true
+    }
+
     /// Whether a request body is being passed to its job as it arrives: the driver should go
     /// on giving the session input while the job runs.
     pub fn feeding(&self) -> bool {

@@ -505,14 +505,19 @@ impl Core {
     }
 
     /// The peer will send nothing more. An upgraded protocol adds its last words to `output`
-    /// and the connection closes once they are out; HTTP needs no call (the pump closes once
-    /// what was received is answered).
-    pub fn peer_closed(&mut self, output: &mut Vec<u8>) {
-        if let Speaks::Upgraded(u) = &mut self.speaks {
-            if u.life != Life::Over {
+    /// and the connection closes once they are out. HTTP/1.1 cuts a request body still
+    /// arriving short ([`Session::peer_closed`]); otherwise HTTP needs no call (the pump closes
+    /// once what was received is answered). True if anything changed: carry the request
+    /// bodies ([`Core::carry_feeds`]) and pump again.
+    pub fn peer_closed(&mut self, output: &mut Vec<u8>) -> bool {
+        match &mut self.speaks {
+            Speaks::Upgraded(u) if u.life != Life::Over => {
                 u.protocol.peer_closed(output);
                 u.life = Life::Over;
+                true
             }
+            Speaks::Undecided(s) | Speaks::Http1(s) => s.peer_closed(),
+            _ => false,
         }
     }
 

@@ -10,7 +10,7 @@ import contextlib
 import os
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -48,10 +48,14 @@ async def echo(request: Request):
 
 async def upload(request: Request):
     total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if chunk:
-            record("chunk %d" % total)
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if chunk:
+                record("chunk %d" % total)
+    except ClientDisconnect:
+        record("upload cut")
+        return PlainTextResponse("cut at %d" % total, status_code=400)
     return PlainTextResponse("received %d" % total)
 
 

@@ -894,11 +894,19 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             }
             let peer_closed = self.reading == Reading::Closed;
             // An upgraded protocol hears that its peer left once it has taken everything the
-            // peer sent before leaving: its last words may answer those bytes.
-            if peer_closed && upgraded && self.seen == Input::Seen && !self.core.is_closed() {
+            // peer sent before leaving: its last words may answer those bytes. A request body
+            // still arriving to its job is cut short then (the job hears it now, not at the
+            // body timeout; the connection ends after its answer).
+            if peer_closed
+                && (upgraded || self.core.feeding())
+                && self.seen == Input::Seen
+                && !self.core.is_closed()
+            {
                 self.ensure_output(env.pool);
-                self.core.peer_closed(&mut self.output);
-                continue;
+                if self.core.peer_closed(&mut self.output) {
+                    self.carry_feeds();
+                    continue;
+                }
             }
             let finished = self.core.is_closed()
                 || (!upgraded && peer_closed && self.handed.nothing() && self.seen == Input::Seen);
