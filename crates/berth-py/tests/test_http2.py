@@ -4,6 +4,7 @@
 body messages) arrives whole; HTTP/1.1 is still served on the same port."""
 
 import json
+import os
 import shutil
 import socket
 import ssl
@@ -252,6 +253,48 @@ def test_frames_after_the_clients_reset_of_an_answered_stream_are_stream_closed(
             assert frames[-1][0] == RST_STREAM and frames[-1][3] == struct.pack(">I", 0)
             assert stream_closed_after_reset(sock, h2_frame(DATA, END_STREAM, 1, b"x"),
                                              opened=True) == STREAM_CLOSED
+    finally:
+        stop(proc)
+
+
+def sockets_of(pid):
+    """How many sockets process ``pid`` holds open."""
+    fds = os.listdir("/proc/%d/fd" % pid)
+    return sum(1 for fd in fds
+               if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"))
+
+
+def test_a_client_that_leaves_mid_body_over_h2_frees_its_app_and_its_socket(tmp_path):
+    """HTTP/2's twin of test_asgi's client that leaves mid-body: the client closes the
+    connection with a request body half sent. Its stream is given up at once: the app hears
+    the body cut short (Starlette's ClientDisconnect) and the socket is closed once the app is
+    back. Before the fix the stream waited for DATA that could never come: twenty such
+    clients left twenty sockets and twenty app tasks, still held a minute later."""
+    events = tmp_path / "events.txt"
+    proc, port, _ = start("apps.asgi_apps:starlette_app", "--interface", "asgi",
+                          env={"BERTH_TEST_EVENTS": str(events)})
+    # HPACK: :method POST, :scheme http (indexed), :path /upload (a literal of name 4),
+    # :authority localhost.
+    upload = b"\x83\x86" + b"\x04\x07/upload" + b"\x01\x09localhost"
+    try:
+        before = sockets_of(proc.pid)
+        for n in range(1, 4):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(PREFACE + h2_frame(SETTINGS, 0, 0)
+                             + h2_frame(HEADERS, END_HEADERS, 1, upload)
+                             + h2_frame(DATA, 0, 1, b"a" * 10000))
+                deadline = time.monotonic() + 10
+                while not (events.exists() and events.read_text().count("chunk 10000") >= n):
+                    assert time.monotonic() < deadline, "the app never had the first bytes"
+                    time.sleep(0.05)
+        deadline = time.monotonic() + 10
+        while events.read_text().count("upload cut") < 3 or sockets_of(proc.pid) > before:
+            assert time.monotonic() < deadline, (
+                "after 10 s: %d apps heard their bodies cut, %d sockets held against %d"
+                % (events.read_text().count("upload cut"), sockets_of(proc.pid), before))
+            time.sleep(0.1)
+        assert json.loads(curl("--http2-prior-knowledge",
+                               "http://127.0.0.1:{}/client".format(port)))["host"] == "127.0.0.1"
     finally:
         stop(proc)
 

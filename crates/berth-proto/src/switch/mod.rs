@@ -506,9 +506,10 @@ impl Core {
 
     /// The peer will send nothing more. An upgraded protocol adds its last words to `output`
     /// and the connection closes once they are out. HTTP/1.1 cuts a request body still
-    /// arriving short ([`Session::peer_closed`]); otherwise HTTP needs no call (the pump closes
-    /// once what was received is answered). True if anything changed: carry the request
-    /// bodies ([`Core::carry_feeds`]) and pump again.
+    /// arriving short ([`Session::peer_closed`]), HTTP/2 gives up the streams whose requests
+    /// are still arriving ([`Connection::peer_closed`](crate::h2::Connection::peer_closed));
+    /// otherwise HTTP needs no call (the pump closes once what was received is answered). True
+    /// if anything changed: carry the request bodies ([`Core::carry_feeds`]) and pump again.
     pub fn peer_closed(&mut self, output: &mut Vec<u8>) -> bool {
         match &mut self.speaks {
             Speaks::Upgraded(u) if u.life != Life::Over => {
@@ -517,6 +518,7 @@ impl Core {
                 true
             }
             Speaks::Undecided(s) | Speaks::Http1(s) => s.peer_closed(),
+            Speaks::Http2(h2) => h2.peer_closed(),
             _ => false,
         }
     }

@@ -895,10 +895,11 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             let peer_closed = self.reading == Reading::Closed;
             // An upgraded protocol hears that its peer left once it has taken everything the
             // peer sent before leaving: its last words may answer those bytes. A request body
-            // still arriving to its job is cut short then (the job hears it now, not at the
-            // body timeout; the connection ends after its answer).
+            // still arriving is cut short then (its job hears it now, not at the body timeout,
+            // or never: an HTTP/2 stream waiting for DATA has no timer while its job runs; the
+            // connection ends once the jobs are back).
             if peer_closed
-                && (upgraded || self.core.feeding())
+                && (upgraded || self.core.feeding() || self.core.many_jobs_out())
                 && self.seen == Input::Seen
                 && !self.core.is_closed()
             {
@@ -1322,6 +1323,10 @@ impl<T: Transport> Conn<T, Readiness> {
         };
         self.opened = None;
         self.kept = None;
+        // Request bodies still going to jobs are cut short (the writers' drop): a job out for
+        // this connection must not wait for bytes that will never come, nor keep the slot,
+        // and its socket, while it waits.
+        self.taps.clear();
         self.sending = Sending::Output;
         self.input.clear();
         self.output.clear();

@@ -754,6 +754,23 @@ impl Connection {
         self.drop_stream(id);
     }
 
+    /// The peer closed its side of the connection (the transport's EOF): a request still
+    /// arriving can never be whole, so its stream is given up as if reset (its job hears its
+    /// body cut short, and is dropped unrun if it has not started); streams whose requests
+    /// are whole go on being answered. True if any stream was given up.
+    pub fn peer_closed(&mut self) -> bool {
+        let cut: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.recv_closed && !s.turn.reset)
+            .map(|(&id, _)| id)
+            .collect();
+        for &id in &cut {
+            self.drop_stream(id);
+        }
+        !cut.is_empty()
+    }
+
     /// The stream is dropped, or kept as a zombie while its job or file open is out.
     fn drop_stream(&mut self, id: u32) {
         let Some(s) = self.streams.get_mut(&id) else {

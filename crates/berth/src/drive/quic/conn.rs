@@ -769,13 +769,15 @@ impl Conn {
     }
 
     /// The connection is over with jobs out: those not started are cancelled (counted now; the
-    /// worker that takes one drops it unrun).
+    /// worker that takes one drops it unrun), and request bodies still going to the others
+    /// are cut short (the writers' drop), so that none waits for bytes that will never come.
     pub fn cancel_jobs<H: Handler>(&mut self, env: &Env<'_, H>) {
         for (_, t) in self.tickets.drain(..) {
             if t.cancel() {
                 env.stats.job_cancelled();
             }
         }
+        self.taps.clear();
     }
 
     /// Whether the server asked it to wind down.
