@@ -895,9 +895,8 @@ impl<T: Transport, W: Waits> Conn<T, W> {
             let peer_closed = self.reading == Reading::Closed;
             // An upgraded protocol hears that its peer left once it has taken everything the
             // peer sent before leaving: its last words may answer those bytes. A request body
-            // still arriving is cut short then (its job hears it now, not at the body timeout,
-            // or never: an HTTP/2 stream waiting for DATA has no timer while its job runs; the
-            // connection ends once the jobs are back).
+            // still arriving is cut short then (its job hears it now, rather than when a timer
+            // runs out; the connection ends once the jobs are back).
             if peer_closed
                 && (upgraded || self.core.feeding() || self.core.many_jobs_out())
                 && self.seen == Input::Seen
