@@ -4,7 +4,7 @@
 //! ([`Fed::Open`], through the codec's [`Passed`]). From then on the codec keeps an account of
 //! plain numbers (`Feed`) and only says what to carry ([`Fed::Bytes`], [`Fed::End`],
 //! [`Fed::Abort`]). The driver pushes into the writers it holds ([`Taps`]) and tells the codec
-//! how much each job has yet to take ([`Taps::settle`]), which is what the codec paces its
+//! how much each job has yet to take ([`Taps::exchange`]), which is what the codec paces its
 //! client by: HTTP/1.1 stops reading, HTTP/2 and HTTP/3 hold back window.
 //!
 //! ```text
@@ -134,8 +134,8 @@ pub trait Feeding {
 pub struct Taps(Vec<(u64, StreamWriter)>);
 
 impl Taps {
-    /// Carries what `codec` passed on ([`Taps::carry`]), then tells it where each body stands
-    /// ([`Taps::settle`]): after every call that may pass body on, and when woken before the
+    /// Carries what `codec` passed on (`carry`), then tells it where each body stands
+    /// (`settle`): after every call that may pass body on, and when woken before the
     /// next.
     pub fn exchange(
         &mut self,
@@ -153,7 +153,7 @@ impl Taps {
     /// Carries what the codec passed on into the writers; each new one wakes the driver
     /// through `wake` when its job makes room, if the driver has a waker (a driver without
     /// one looks again when it next runs the connection).
-    pub fn carry(&mut self, passed: &mut Passed, wake: Option<&Arc<dyn Fn() + Send + Sync>>) {
+    fn carry(&mut self, passed: &mut Passed, wake: Option<&Arc<dyn Fn() + Send + Sync>>) {
         for (stream, fed) in passed.0.drain(..) {
             let at = self.0.iter().position(|(s, _)| *s == stream);
             match (fed, at) {
@@ -178,7 +178,7 @@ impl Taps {
     /// job has yet to take, and whether the job is gone. A body the codec no longer keeps an
     /// account of (`level` says false: its stream was dropped without an end) is cut short
     /// here, so that no job waits for bytes that will never come.
-    pub fn settle(&mut self, mut level: impl FnMut(u64, usize, bool) -> bool) {
+    fn settle(&mut self, mut level: impl FnMut(u64, usize, bool) -> bool) {
         self.0.retain(|(s, w)| level(*s, w.queued(), w.is_gone()));
     }
 

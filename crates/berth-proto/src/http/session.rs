@@ -918,12 +918,12 @@ impl Session {
 }
 
 impl Feeding for Session {
-    /// The pieces of the request body for the driver to carry ([`Taps::carry`](super::Taps::carry)).
+    /// The pieces of the request body for the driver to carry ([`Taps::exchange`](super::Taps::exchange)).
     fn passed(&mut self) -> &mut Passed {
         &mut self.passed
     }
 
-    /// The driver's word on the body it carries to the job ([`Taps::settle`](super::Taps::settle)):
+    /// The driver's word on the body it carries to the job ([`Taps::exchange`](super::Taps::exchange)):
     /// false once the session keeps no account of it.
     fn feed_level(&mut self, stream: u64, queued: usize, gone: bool) -> bool {
         match &mut self.feed {

@@ -899,12 +899,12 @@ fn remember(list: &mut VecDeque<u32>, id: u32) {
 
 impl Feeding for Connection {
     /// Pieces of request bodies going to their jobs as they arrive, for the driver to carry
-    /// ([`Taps::carry`](crate::http::Taps::carry)) after every call that may pass some on.
+    /// ([`Taps::exchange`](crate::http::Taps::exchange)) after every call that may pass some on.
     fn passed(&mut self) -> &mut Passed {
         &mut self.passed
     }
 
-    /// The driver's word on stream `stream`'s body ([`Taps::settle`](crate::http::Taps::settle)):
+    /// The driver's word on stream `stream`'s body ([`Taps::exchange`](crate::http::Taps::exchange)):
     /// its job has `queued` bytes yet to take (the connection grants the client window for
     /// the rest), or is `gone`. False once the stream keeps no account of it.
     fn feed_level(&mut self, stream: u64, queued: usize, gone: bool) -> bool {

@@ -822,14 +822,14 @@ impl Connection {
 
 impl Feeding for Connection {
     /// Pieces of request bodies going to their jobs as they arrive, for the driver to carry
-    /// ([`Taps::carry`](crate::http::Taps::carry)) after every call that may pass some on;
+    /// ([`Taps::exchange`](crate::http::Taps::exchange)) after every call that may pass some on;
     /// each writer wakes the driver when its job makes room, which then tells the
     /// connection ([`Connection::feed_level`]) and calls `process`, which reads the stream on.
     fn passed(&mut self) -> &mut Passed {
         &mut self.passed
     }
 
-    /// The driver's word on stream `stream`'s body ([`Taps::settle`](crate::http::Taps::settle)):
+    /// The driver's word on stream `stream`'s body ([`Taps::exchange`](crate::http::Taps::exchange)):
     /// its job has `queued` bytes yet to take, or is `gone`. False once the stream keeps no
     /// account of it.
     fn feed_level(&mut self, stream: u64, queued: usize, gone: bool) -> bool {
