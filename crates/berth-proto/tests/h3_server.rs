@@ -13,7 +13,7 @@ use berth_proto::h3::qpack::{self, Encoder};
 use berth_proto::h3::settings::Settings;
 use berth_proto::h3::stream::UniStream;
 use berth_proto::h3::{varint, H3Config, Quic};
-use berth_proto::http::Limits;
+use berth_proto::http::{Limits, Popped, Reply};
 use h3_support::*;
 
 fn server() -> Server {
@@ -709,6 +709,42 @@ fn a_body_fed_to_a_job_as_it_arrives() {
 }
 
 #[test]
+fn a_streamed_body_past_the_limit_aborts_the_job_and_is_answered_413() {
+    // As over HTTP/1.1 and HTTP/2: the client hears 413 at once, the job that reads the body
+    // hears it cut, and the job's own answer, when it comes, is dropped.
+    let mut s = Server::with(H3Config::default(), h2_support::Sink);
+    s.stream_bodies = true;
+    s.hold = true;
+    s.limits.max_body_bytes = 1000;
+    s.start();
+    s.open_control();
+    let mut bytes = headers(&request_fields("POST", "/upload"));
+    bytes.extend(data(&[1; 600]));
+    s.recv(0, &bytes, false);
+    let (id, job) = s.held.pop().unwrap();
+    s.recv(0, &data(&[2; 600]), false);
+    let a = s.heard(0);
+    assert_eq!((a.status, a.fin), (413, true));
+    assert_eq!(
+        s.stops(0),
+        vec![ErrorCode::H3_NO_ERROR],
+        "the client is told to stop"
+    );
+    let h2_support::TestJob::Sink(body) = job else {
+        panic!()
+    };
+    assert!(matches!(body.pop(1 << 20), Popped::Data(d) if d.len() == 600));
+    assert_eq!(
+        body.pop(1 << 20),
+        Popped::Aborted,
+        "the job learns the body is cut"
+    );
+    s.reply(id, Reply::new(200, "text/plain", b"late".to_vec()));
+    assert_eq!(s.heard(0).status, 413, "the job's late answer is dropped");
+    assert_eq!(s.conn.open_streams(), 0);
+}
+
+#[test]
 fn the_static_answers_decode_without_a_table() {
     // What `hear` relies on: nothing the server sends needs its encoder stream.
     let mut s = server();
@@ -999,11 +1035,11 @@ fn a_body_fed_to_a_job_is_read_only_as_the_job_takes_it() {
     };
     let mut taken = Vec::new();
     for _ in 0..10 {
-        while let berth_proto::http::Popped::Data(d) = body.pop(1 << 20) {
+        while let Popped::Data(d) = body.pop(1 << 20) {
             taken.extend(d);
         }
         s.pump();
     }
     assert_eq!(taken, b"abcdefghij");
-    assert_eq!(body.pop(1), berth_proto::http::Popped::Ended);
+    assert_eq!(body.pop(1), Popped::Ended);
 }

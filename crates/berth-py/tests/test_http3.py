@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -37,13 +38,14 @@ def certificates(tmp_path):
     return ca, cert, key
 
 
-def start_tls(app, cert, key, *args):
-    """``python -m berth APP --port 0 --ssl-certfile --ssl-keyfile ARGS...``: the process, its
-    port and its startup line."""
+def start_tls(app, cert, key, *args, env=None):
+    """``python -m berth APP --port 0 --ssl-certfile --ssl-keyfile ARGS...`` (with ``env`` added
+    to the environment): the process, its port and its startup line."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "berth", app, "--port", "0", "--ssl-certfile", str(cert),
          "--ssl-keyfile", str(key), *args],
-        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})})
     line = proc.stdout.readline()
     assert line.startswith("berth listening on https://"), line + proc.stderr.read()
     port = int(line.split("https://", 1)[1].split(" ", 1)[0].rsplit(":", 1)[1])
@@ -103,6 +105,30 @@ def test_wsgi_over_http3_says_server_protocol_http3(tmp_path):
         assert environ["SERVER_PROTOCOL"] == "HTTP/3", environ
         assert environ["wsgi.url_scheme"] == "https", environ
         assert alt_svc(port, "--http1.1") == 'h3=":{}"; ma=86400'.format(port)
+    finally:
+        stop(proc)
+
+
+def test_a_streamed_body_past_the_limit_over_http3_is_413_and_the_app_hears_it_cut(tmp_path):
+    # As over HTTP/1.1 and HTTP/2: the app reading the body as it comes is told it was cut,
+    # and the client hears 413 from berth, not the app's answer to a body it never got whole
+    # (before: 400 "cut at ..." from the app).
+    ca, cert, key = certificates(tmp_path)
+    events = tmp_path / "events"
+    proc, port, _ = start_tls("apps.asgi_apps:starlette_app", cert, key, "--interface", "asgi",
+                              "--http3", "--max-body", "1000",
+                              env={"BERTH_TEST_EVENTS": str(events)})
+    try:
+        got = h3(port, ca, [{"method": "POST", "path": "/upload", "body": "x" * 5000},
+                            {"method": "POST", "path": "/upload", "body": "y" * 900}])
+        assert got[0]["status"] == 413, got
+        assert got[0]["body"] == "request body too large\n", got
+        assert got[1]["status"] == 200 and got[1]["body"] == "received 900", got
+        for _ in range(100):
+            if "upload cut" in (events.read_text() if events.exists() else ""):
+                break
+            time.sleep(0.05)
+        assert "upload cut" in events.read_text()
     finally:
         stop(proc)
 

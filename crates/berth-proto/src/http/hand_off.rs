@@ -1,7 +1,8 @@
 //! The hand-off between a multiplexed codec's streams and the exchange: what HTTP/2 and HTTP/3
 //! (many requests in flight on one connection) do with a request once it is whole, written
-//! once. Each stream carries a [`Turn`]: where its answer stands, whether it was reset, where
-//! its body comes from once its head is out. A whole request goes to the handler
+//! once. Each stream carries a [`Turn`]: its request as it comes in ([`intake`](super::intake)),
+//! where its answer stands, whether it was reset, where its body comes from once its head is
+//! out. A whole request goes to the handler
 //! ([`exchange::ask`]), or waits its turn while the connection has its share of jobs or files
 //! out ([`Limits::jobs_per_connection`](crate::http::Limits::jobs_per_connection),
 //! [`Limits::files_per_connection`](crate::http::Limits::files_per_connection)); what comes
@@ -24,6 +25,7 @@ use std::net::SocketAddr;
 use super::exchange::{self, Outcome, Rest};
 use super::feed::{Feed, Passed};
 use super::files::{self, FileError, FileMeta, FileRequest};
+use super::intake::Intake;
 use super::request::{ReqHead, Version};
 use super::response::HeadSink;
 use super::{Action, BodyStream, Context, Handler, Job, Reply, Response};
@@ -95,6 +97,8 @@ pub(crate) struct Turn {
     pub(crate) head_only: bool,
     /// Where the body's bytes come from once what is in hand is sent.
     pub(crate) source: Option<Source>,
+    /// Its request as it comes in.
+    pub(crate) intake: Intake,
     /// The request body goes to a job as it arrives.
     pub(crate) feed: Option<Feed>,
     /// Fields that end the answer after its body (a producer's trailers).
@@ -127,6 +131,7 @@ impl Turn {
             reset: false,
             head_only: false,
             source: None,
+            intake: Intake::new(),
             feed: None,
             trailers: Vec::new(),
             parked: None,
@@ -229,8 +234,13 @@ pub(crate) trait Streams {
         Self: 'a;
     /// The head sink for stream `id`'s answer.
     fn sink(&mut self, id: u64) -> Self::Sink<'_>;
+    /// Stream `id`'s turn, if the stream is held, with the pieces of bodies the codec passes
+    /// to jobs (its [`Feeding::passed`](super::Feeding::passed)).
+    fn parts(&mut self, id: u64) -> Option<(&mut Turn, &mut Passed)>;
     /// Stream `id`'s turn, if the stream is held.
-    fn turn(&mut self, id: u64) -> Option<&mut Turn>;
+    fn turn(&mut self, id: u64) -> Option<&mut Turn> {
+        self.parts(id).map(|(t, _)| t)
+    }
     /// Every held stream's turn, lowest id first.
     fn turns(&self) -> impl Iterator<Item = (u64, &Turn)> + '_;
     /// How many streams are held.

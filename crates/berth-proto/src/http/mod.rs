@@ -43,6 +43,7 @@ mod framing;
 pub(crate) mod hand_off;
 pub(crate) mod handler;
 pub(crate) mod head;
+pub(crate) mod intake;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod session;

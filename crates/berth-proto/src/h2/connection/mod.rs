@@ -54,11 +54,12 @@ use super::frame::{
     self, flag, setting, ErrorCode, Frame, FrameError, Header, DEFAULT_MAX_FRAME, DEFAULT_WINDOW,
     HEADER_LEN, MAX_WINDOW, PREFACE,
 };
-use super::head::{check_request, check_trailers, Refusal, ReqHead};
+use super::head::{check_request, check_trailers, Refusal};
 use super::hpack::{Decoder, Encoder, Field, ListLimits};
-use crate::http::feed::{Feed, Feeding};
+use crate::http::feed::Feeding;
 use crate::http::files::{FileError, FileMeta, FileRequest};
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Streams, Turn};
+use crate::http::intake::{self, Malformed, Took};
 use crate::http::Passed;
 use crate::http::{Action, Context, Handler, Reply, Timeouts};
 
@@ -92,14 +93,6 @@ struct Stream {
     held: u32,
     /// How much more berth may send on it.
     send_window: i64,
-    /// The request's head, kept until its body is complete.
-    head: Option<Box<ReqHead>>,
-    /// The request body as it arrives (for a handler that takes it whole).
-    body: Vec<u8>,
-    content_length: Option<u64>,
-    received: u64,
-    /// The body went past the limit: it is read and dropped (the answer is 413).
-    discard: bool,
     /// Response body bytes waiting for window, from `out_pos`.
     out: Vec<u8>,
     out_pos: usize,
@@ -116,11 +109,6 @@ impl Stream {
             grant: 0,
             held: 0,
             send_window,
-            head: None,
-            body: Vec::new(),
-            content_length: None,
-            received: 0,
-            discard: false,
             out: Vec::new(),
             out_pos: 0,
             out_end: false,
@@ -347,7 +335,7 @@ impl Connection {
         let streams: usize = self
             .streams
             .values()
-            .map(|s| s.body.len() + s.out.len())
+            .map(|s| s.turn.intake.body.len() + s.out.len())
             .sum();
         streams + self.block.as_ref().map_or(0, |b| b.buf.len())
     }

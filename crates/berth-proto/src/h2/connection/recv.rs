@@ -50,52 +50,26 @@ impl Connection {
             self.reset_stream(id, ErrorCode::FLOW_CONTROL_ERROR, output)?;
             return Ok(None);
         }
-        s.received += data.len() as u64;
-        let pad = flow - data.len() as u32;
-        s.grant += pad;
-        if s.content_length.is_some_and(|n| s.received > n)
-            || (end_stream && s.content_length.is_some_and(|n| s.received != n))
-        {
-            // §8.1.1: DATA that disagrees with content-length makes the request malformed.
-            self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
-            return Ok(None);
-        }
-        // Past the limit (streamed or not): the body is dropped from here on, whatever waits
-        // for it is told, and the client is answered 413 at once, not after it sent the rest.
-        let too_large = !s.discard && s.received > cx.limits.max_body_bytes as u64;
-        if too_large {
-            s.discard = true;
-            s.body = Vec::new();
-            s.head = None;
-            if let Some(feed) = s.turn.feed.take() {
-                feed.abort(&mut self.passed);
-            }
-        }
-        if s.discard {
-            s.grant += data.len() as u32;
-        } else if let Some(feed) = &mut s.turn.feed {
-            if !data.is_empty() && !feed.push(&mut self.passed, data.to_vec()) {
-                // The job stopped reading: the rest is dropped, and granted at once.
-                if let Some(feed) = s.turn.feed.take() {
-                    feed.abort(&mut self.passed);
-                }
-                s.discard = true;
-                s.grant += data.len() as u32;
-            } else {
-                // Granted as the job takes it (grant_windows).
-                s.held += data.len() as u32;
-            }
-        } else {
-            // Buffered whole for the handler: taking it into the body is consuming it.
-            s.grant += data.len() as u32;
-            s.body.extend_from_slice(data);
-        }
-        let answered = matches!(s.turn.stage, Stage::Sending | Stage::Done);
+        s.grant += flow - data.len() as u32;
         if end_stream {
             s.recv_closed = true;
         }
-        if too_large && !answered {
-            self.answer_status(id, 413, "request body too large", output, cx, handler);
+        let took = intake::piece(&mut self.wire(output), id.into(), data, cx, handler);
+        match took {
+            Ok(took) => {
+                if let Some(s) = self.streams.get_mut(&id) {
+                    match took {
+                        Took::Consumed => s.grant += data.len() as u32,
+                        // Granted as the job takes it (grant_windows).
+                        Took::Held => s.held += data.len() as u32,
+                    }
+                }
+            }
+            Err(Malformed) => {
+                // §8.1.1: DATA that disagrees with content-length makes the request malformed.
+                self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
+                return Ok(None);
+            }
         }
         if !end_stream {
             return Ok(None);
@@ -103,8 +77,8 @@ impl Connection {
         self.end_of_body(id, output, cx, handler)
     }
 
-    /// The request's body is complete: its job is told, or its handler asked.
-    #[allow(clippy::type_complexity)]
+    /// The request's body is complete: its job is told, or its handler asked; a body shorter
+    /// than its content-length is malformed (§8.1.1).
     pub(super) fn end_of_body<H: Handler>(
         &mut self,
         id: u32,
@@ -112,35 +86,12 @@ impl Connection {
         cx: &Context<'_>,
         handler: &mut H,
     ) -> Result<Option<Action<H::Job>>, Fail> {
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Ok(None);
-        };
-        if let Some(feed) = s.turn.feed.take() {
-            feed.end(&mut self.passed);
-        }
-        if s.discard && s.turn.stage == Stage::Pending {
-            s.head = None;
-            self.answer_status(id, 413, "request body too large", output, cx, handler);
-            return Ok(None);
-        }
-        if s.turn.stage == Stage::Done {
-            self.streams.remove(&id);
-            remember(&mut self.closed, id);
-            return Ok(None);
-        }
-        match s.head.take() {
-            Some(head) => {
-                let body = std::mem::take(&mut s.body);
-                Ok(hand_off::ready(
-                    &mut self.wire(output),
-                    id.into(),
-                    *head,
-                    body,
-                    cx,
-                    handler,
-                ))
+        match intake::end(&mut self.wire(output), id.into(), cx, handler) {
+            Ok(step) => Ok(step),
+            Err(Malformed) => {
+                self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
+                Ok(None)
             }
-            None => Ok(None),
         }
     }
 
@@ -231,10 +182,6 @@ impl Connection {
                 }
                 // Trailers are checked and dropped: berth's Request has no place for them.
                 if let Some(s) = self.streams.get_mut(&id) {
-                    if s.content_length.is_some_and(|n| s.received != n) {
-                        self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
-                        return Ok(None);
-                    }
                     s.recv_closed = true;
                 }
                 self.end_of_body(id, output, cx, handler)
@@ -311,63 +258,35 @@ impl Connection {
                 return Ok(None);
             }
         };
+        // The stream window is granted back only for what a job took: the stream is full (its
+        // room hook, the driver's, runs) at half a window, the batch grant_windows sends.
         let mark = (self.local_window() / 2).max(1) as usize;
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Ok(None);
-        };
-        s.turn.head_only = head.head_only();
-        s.content_length = head.content_length;
-        if end_stream {
-            if head.content_length.is_some_and(|n| n != 0) {
-                self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
-                return Ok(None);
+        let step = intake::head(
+            &mut self.wire(output),
+            id.into(),
+            head,
+            end_stream,
+            mark,
+            cx,
+            handler,
+        );
+        match step {
+            Ok(step) if end_stream => {
+                debug_assert!(step.is_none(), "a whole request is held for end_of_body");
+                self.end_of_body(id, output, cx, handler)
             }
-            return Ok(hand_off::ready(
-                &mut self.wire(output),
-                id.into(),
-                head,
-                Vec::new(),
-                cx,
-                handler,
-            ));
+            Ok(step) => Ok(step),
+            // §8.1.1: END_STREAM on a head that declared a body.
+            Err(Malformed) => {
+                self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, output)?;
+                Ok(None)
+            }
         }
-        if head
-            .content_length
-            .is_some_and(|n| n > cx.limits.max_body_bytes as u64)
-        {
-            s.discard = true;
-            self.answer_status(id, 413, "request body too large", output, cx, handler);
-            return Ok(None);
-        }
-        // A request that would be one job too many is buffered whole instead, and waits its
-        // turn with its body (`request_ready`).
-        let share_left = !hand_off::at_job_share::<_, H>(&self.wire(output), cx);
-        let Some(s) = self.streams.get_mut(&id) else {
-            return Ok(None);
-        };
-        if H::STREAMS_BODY && cx.stream_bodies && share_left {
-            // The stream window is granted back only for what the job took: the stream is
-            // full (its room hook, the driver's, runs) at half a window, the batch
-            // grant_windows sends.
-            let (feed, stream) = Feed::open(&mut self.passed, id.into(), Some(mark));
-            s.turn.feed = Some(feed);
-            return Ok(hand_off::dispatch(
-                &mut self.wire(output),
-                id.into(),
-                &head,
-                &[],
-                Some(stream),
-                cx,
-                handler,
-            ));
-        }
-        s.head = Some(Box::new(head));
-        Ok(None)
     }
 
     pub(super) fn mark_discard(&mut self, id: u32) {
         if let Some(s) = self.streams.get_mut(&id) {
-            s.discard = true;
+            s.turn.intake.discard = true;
         }
     }
 }

@@ -104,8 +104,10 @@ impl Streams for Wire<'_> {
         }
     }
 
-    fn turn(&mut self, id: u64) -> Option<&mut Turn> {
-        self.conn.streams.get_mut(&id31(id)).map(|s| &mut s.turn)
+    fn parts(&mut self, id: u64) -> Option<(&mut Turn, &mut Passed)> {
+        let conn = &mut *self.conn;
+        let s = conn.streams.get_mut(&id31(id))?;
+        Some((&mut s.turn, &mut conn.passed))
     }
 
     fn turns(&self) -> impl Iterator<Item = (u64, &Turn)> + '_ {

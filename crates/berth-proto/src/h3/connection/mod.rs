@@ -80,9 +80,10 @@ use super::qpack::{Decoder, DecoderConfig, Encoder};
 use super::settings::Settings;
 use super::stream::{self, PeerStreams, UniStream};
 use super::Role;
-use crate::http::feed::{Feed, Feeding};
+use crate::http::feed::Feeding;
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Turn};
-use crate::http::{Action, Context, Handler, Passed, Pulled, ReqHead};
+use crate::http::intake::{self, Malformed};
+use crate::http::{Action, Context, Handler, Passed, Pulled};
 
 /// Settings of an HTTP/3 connection (the rest comes from [`Limits`](crate::http::Limits):
 /// the field section size is [`Limits::max_header_bytes`](crate::http::Limits), the body
@@ -206,12 +207,6 @@ struct Req {
     blocked: bool,
     /// Its part in the hand-off: where its answer stands, where the body comes from.
     turn: Turn,
-    head: Option<Box<ReqHead>>,
-    body: Vec<u8>,
-    content_length: Option<u64>,
-    received: u64,
-    /// The body went past a limit or was answered already: read and dropped.
-    discard: bool,
     /// An [`Action::Pull`] is out for it.
     pulling: bool,
     /// The request's head is complete (decoded and checked).
@@ -231,11 +226,6 @@ impl Req {
             recv: Recv::Head,
             blocked: false,
             turn: Turn::new(),
-            head: None,
-            body: Vec::new(),
-            content_length: None,
-            received: 0,
-            discard: false,
             pulling: false,
             head_done: false,
             clock: None,

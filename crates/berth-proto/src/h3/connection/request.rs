@@ -218,26 +218,17 @@ impl Connection {
         s.head_done = true;
         // The body timeout runs from here.
         s.clock = Some(cx.now);
-        s.turn.head_only = head.head_only();
-        s.content_length = head.content_length;
-        if head
-            .content_length
-            .is_some_and(|n| n > cx.limits.max_body_bytes as u64)
-        {
-            s.discard = true;
-            hand_off::refuse(self, id, 413, "request body too large", cx, handler);
-            return None;
-        }
         let whole = s.fin && s.pos >= s.inbox.len();
-        let share_left = !hand_off::at_job_share::<_, H>(self, cx);
-        let s = self.requests.get_mut(&id)?;
-        if H::STREAMS_BODY && cx.stream_bodies && share_left && !whole {
-            let (feed, stream) = Feed::open(&mut self.passed, id, Some(self.config.piece));
-            s.turn.feed = Some(feed);
-            return hand_off::dispatch(self, id, &head, &[], Some(stream), cx, handler);
+        let piece = self.config.piece;
+        match intake::head(self, id, head, whole, piece, cx, handler) {
+            Ok(step) => step,
+            Err(Malformed) => {
+                // §4.1.2: FIN right after a head that declared a body.
+                self.counts.stream_errors += 1;
+                self.stream_error(id, ErrorCode::H3_MESSAGE_ERROR);
+                None
+            }
         }
-        s.head = Some(Box::new(head));
-        None
     }
 
     /// The trailing field section: checked and dropped (berth's Request has no place for
@@ -264,37 +255,12 @@ impl Connection {
     ) -> Option<Action<H::Job>> {
         let s = self.requests.get_mut(&id)?;
         s.clock = Some(cx.now);
-        s.received += data.len() as u64;
-        if s.content_length.is_some_and(|n| s.received > n) {
+        // What a job has yet to take holds back reading the stream (feed_level), and QUIC's
+        // window with it: no grant to keep here.
+        if intake::piece(self, id, data, cx, handler).is_err() {
             // §4.1.2: content-length that DATA disagrees with makes the request malformed.
             self.counts.stream_errors += 1;
             self.stream_error(id, ErrorCode::H3_MESSAGE_ERROR);
-            return None;
-        }
-        // Past the limit: dropped from here on, and answered 413 at once.
-        let too_large = !s.discard && s.received > cx.limits.max_body_bytes as u64;
-        if too_large {
-            s.discard = true;
-            s.body = Vec::new();
-            s.head = None;
-            if let Some(feed) = s.turn.feed.take() {
-                feed.abort(&mut self.passed);
-            }
-        }
-        if s.discard {
-        } else if let Some(feed) = &mut s.turn.feed {
-            if !data.is_empty() && !feed.push(&mut self.passed, data.to_vec()) {
-                // The job stopped reading: the rest is dropped.
-                if let Some(feed) = s.turn.feed.take() {
-                    feed.abort(&mut self.passed);
-                }
-                s.discard = true;
-            }
-        } else {
-            s.body.extend_from_slice(data);
-        }
-        if too_large && s.turn.stage == Stage::Pending {
-            hand_off::refuse(self, id, 413, "request body too large", cx, handler);
         }
         None
     }
@@ -317,35 +283,19 @@ impl Connection {
             self.stream_error(id, ErrorCode::H3_REQUEST_INCOMPLETE);
             return Ok(None);
         }
-        if s.content_length.is_some_and(|n| n != s.received) && !s.discard {
-            self.counts.stream_errors += 1;
-            self.stream_error(id, ErrorCode::H3_MESSAGE_ERROR);
-            return Ok(None);
-        }
-        if let Some(feed) = s.turn.feed.take() {
-            feed.end(&mut self.passed);
-        }
-        if s.discard && s.turn.stage == Stage::Pending {
-            s.head = None;
-            hand_off::refuse(self, id, 413, "request body too large", cx, handler);
-            return Ok(None);
-        }
-        if s.turn.stage == Stage::Done {
-            self.forget(id);
-            return Ok(None);
-        }
-        match s.head.take() {
-            Some(head) => {
-                let body = std::mem::take(&mut s.body);
-                Ok(hand_off::ready(self, id, *head, body, cx, handler))
+        match intake::end(self, id, cx, handler) {
+            Ok(step) => Ok(step),
+            Err(Malformed) => {
+                self.counts.stream_errors += 1;
+                self.stream_error(id, ErrorCode::H3_MESSAGE_ERROR);
+                Ok(None)
             }
-            None => Ok(None),
         }
     }
 
     pub(super) fn mark_discard(&mut self, id: u64) {
         if let Some(s) = self.requests.get_mut(&id) {
-            s.discard = true;
+            s.turn.intake.discard = true;
         }
     }
 }

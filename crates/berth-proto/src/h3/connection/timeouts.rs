@@ -15,7 +15,7 @@ impl Connection {
         let waiting = s.recv != Recv::Closed
             && (s.turn.stage == Stage::Pending || s.turn.feed.is_some())
             && !s.turn.reset
-            && !s.discard
+            && !s.turn.intake.discard
             // A job that has not taken what it was fed holds the stream, not the client.
             && s.turn.feed.as_ref().is_none_or(|f| !f.is_full());
         if !waiting {

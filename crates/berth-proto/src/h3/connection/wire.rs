@@ -124,8 +124,9 @@ impl Streams for Connection {
         }
     }
 
-    fn turn(&mut self, id: u64) -> Option<&mut Turn> {
-        self.requests.get_mut(&id).map(|s| &mut s.turn)
+    fn parts(&mut self, id: u64) -> Option<(&mut Turn, &mut Passed)> {
+        let s = self.requests.get_mut(&id)?;
+        Some((&mut s.turn, &mut self.passed))
     }
 
     fn turns(&self) -> impl Iterator<Item = (u64, &Turn)> + '_ {

@@ -1,0 +1,186 @@
+//! A multiplexed stream's request as it comes in, the same for HTTP/2 and HTTP/3: its head held
+//! until the body is whole, the body taken whole for the handler or passed to a job as it
+//! arrives, held to the `content-length` the head declared, and dropped past the body limit,
+//! which is answered 413 at once (as HTTP/1.1's session answers it). A codec adds only its
+//! framing, its flow control (by what [`Took`] says of each piece) and its stream error (on
+//! [`Malformed`]).
+//!
+//! ```text
+//!   codec: head ──> head ──┬─> streamed to a job (hand_off::dispatch with the BodyStream)
+//!                          └─> held ──> piece, piece .. ──> end ──> hand_off::ready
+//! ```
+
+use super::feed::Feed;
+use super::hand_off::{self, Stage, Streams};
+use super::request::ReqHead;
+use super::{Action, Context, Handler};
+
+/// What a refusal of a body past the limit says.
+const TOO_LARGE: &str = "request body too large";
+
+/// The request side of one stream ([`Turn::intake`](hand_off::Turn)).
+#[derive(Debug, Default)]
+pub(crate) struct Intake {
+    /// The request's head, held until its body is complete (none once handed on).
+    head: Option<Box<ReqHead>>,
+    /// The body as it arrives, for a handler that takes it whole.
+    pub(crate) body: Vec<u8>,
+    content_length: Option<u64>,
+    received: u64,
+    /// Past the limit, or answered already, or its job stopped reading: the rest of the body
+    /// is read and dropped, and no longer judged against its length.
+    pub(crate) discard: bool,
+}
+
+impl Intake {
+    /// A stream whose head has not come.
+    pub(crate) const fn new() -> Self {
+        Intake {
+            head: None,
+            body: Vec::new(),
+            content_length: None,
+            received: 0,
+            discard: false,
+        }
+    }
+}
+
+/// What became of a piece of body, for the codec's flow control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Took {
+    /// Taken into the request, or dropped: the client may send as much again at once.
+    Consumed,
+    /// Passed to a job that has yet to take it: the client may send more as the job does.
+    Held,
+}
+
+/// The body disagrees with the `content-length` its head declared (RFC 9113 §8.1.1, RFC 9114
+/// §4.1.2): the request is malformed, a stream error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Malformed;
+
+/// Stream `id`'s request head is in, checked. `whole`: the body is known to be empty already
+/// (the head ended the stream). A declared body past the limit is answered 413 at once. A
+/// handler that streams bodies gets the request now, with its body to come through a
+/// [`Feed`] that paces the client at `mark` bytes the job has yet to take; else the head is
+/// held for [`end`].
+pub(crate) fn head<S: Streams, H: Handler>(
+    s: &mut S,
+    id: u64,
+    head: ReqHead,
+    whole: bool,
+    mark: usize,
+    cx: &Context<'_>,
+    handler: &mut H,
+) -> Result<Option<Action<H::Job>>, Malformed> {
+    if whole && head.content_length.is_some_and(|n| n != 0) {
+        return Err(Malformed);
+    }
+    let stream = !whole && H::STREAMS_BODY && cx.stream_bodies;
+    // A request that would be one job too many is taken whole instead, and waits its turn
+    // with its body (`hand_off::ready`).
+    let stream = stream && !hand_off::at_job_share::<S, H>(s, cx);
+    let Some((t, passed)) = s.parts(id) else {
+        return Ok(None);
+    };
+    t.head_only = head.head_only();
+    t.intake.content_length = head.content_length;
+    if head
+        .content_length
+        .is_some_and(|n| n > cx.limits.max_body_bytes as u64)
+    {
+        t.intake.discard = true;
+        hand_off::refuse(s, id, 413, TOO_LARGE, cx, handler);
+        return Ok(None);
+    }
+    if stream {
+        let (feed, body) = Feed::open(passed, id, Some(mark));
+        t.feed = Some(feed);
+        return Ok(hand_off::dispatch(
+            s,
+            id,
+            &head,
+            &[],
+            Some(body),
+            cx,
+            handler,
+        ));
+    }
+    t.intake.head = Some(Box::new(head));
+    Ok(None)
+}
+
+/// A piece of stream `id`'s request body: taken for the handler, passed to the job, or
+/// dropped. Past the limit (streamed or not) the rest is dropped, whatever waits for it is
+/// told, and the client is answered 413 at once, not after it sent the rest.
+pub(crate) fn piece<S: Streams, H: Handler>(
+    s: &mut S,
+    id: u64,
+    data: &[u8],
+    cx: &Context<'_>,
+    handler: &mut H,
+) -> Result<Took, Malformed> {
+    let Some((t, passed)) = s.parts(id) else {
+        return Ok(Took::Consumed);
+    };
+    let i = &mut t.intake;
+    i.received += data.len() as u64;
+    if i.content_length.is_some_and(|n| i.received > n) {
+        return Err(Malformed);
+    }
+    let too_large = !i.discard && i.received > cx.limits.max_body_bytes as u64;
+    if too_large {
+        i.discard = true;
+        i.body = Vec::new();
+        i.head = None;
+        if let Some(feed) = t.feed.take() {
+            feed.abort(passed);
+        }
+    }
+    let took = if i.discard {
+        Took::Consumed
+    } else if let Some(feed) = &mut t.feed {
+        if data.is_empty() || feed.push(passed, data.to_vec()) {
+            Took::Held
+        } else {
+            // The job stopped reading: the rest goes nowhere.
+            if let Some(feed) = t.feed.take() {
+                feed.abort(passed);
+            }
+            i.discard = true;
+            Took::Consumed
+        }
+    } else {
+        i.body.extend_from_slice(data);
+        Took::Consumed
+    };
+    if too_large && !matches!(t.stage, Stage::Sending | Stage::Done) {
+        hand_off::refuse(s, id, 413, TOO_LARGE, cx, handler);
+    }
+    Ok(took)
+}
+
+/// Stream `id`'s request body is complete: its job is told, or its handler asked
+/// ([`hand_off::ready`]) if the head was held for it.
+pub(crate) fn end<S: Streams, H: Handler>(
+    s: &mut S,
+    id: u64,
+    cx: &Context<'_>,
+    handler: &mut H,
+) -> Result<Option<Action<H::Job>>, Malformed> {
+    let Some((t, passed)) = s.parts(id) else {
+        return Ok(None);
+    };
+    let i = &mut t.intake;
+    if !i.discard && i.content_length.is_some_and(|n| n != i.received) {
+        return Err(Malformed);
+    }
+    if let Some(feed) = t.feed.take() {
+        feed.end(passed);
+    }
+    let Some(head) = i.head.take() else {
+        return Ok(None);
+    };
+    let body = std::mem::take(&mut i.body);
+    Ok(hand_off::ready(s, id, *head, body, cx, handler))
+}
