@@ -6,7 +6,8 @@
 //! [`Malformed`]).
 //!
 //! ```text
-//!   codec: head ──> head ──┬─> streamed to a job (hand_off::dispatch with the BodyStream)
+//!   codec: head ──> head ──┬─> ended with it ──> hand_off::ready
+//!                          ├─> streamed to a job (hand_off::dispatch with the BodyStream)
 //!                          └─> held ──> piece, piece .. ──> end ──> hand_off::ready
 //! ```
 
@@ -59,24 +60,34 @@ pub(crate) enum Took {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Malformed;
 
-/// Stream `id`'s request head is in, checked. `whole`: the body is known to be empty already
-/// (the head ended the stream). A declared body past the limit is answered 413 at once. A
-/// handler that streams bodies gets the request now, with its body to come through a
-/// [`Feed`] that paces the client at `mark` bytes the job has yet to take; else the head is
-/// held for [`end`].
+/// What follows a request's head on its stream, as far as the codec knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Body bytes may.
+    Body,
+    /// Nothing, and the codec will say so ([`end`], HTTP/3's FIN read next).
+    End,
+    /// Nothing: the head ended the stream (HTTP/2's END_STREAM).
+    Ended,
+}
+
+/// Stream `id`'s request head is in, checked. A declared body past the limit is answered 413
+/// at once. A request the head ended is handed on now; one whose body may come goes now to a
+/// handler that streams bodies, with its body to come through a [`Feed`] that paces the
+/// client at `mark` bytes the job has yet to take; else the head is held for [`end`].
 pub(crate) fn head<S: Streams, H: Handler>(
     s: &mut S,
     id: u64,
     head: ReqHead,
-    whole: bool,
+    next: Next,
     mark: usize,
     cx: &Context<'_>,
     handler: &mut H,
 ) -> Result<Option<Action<H::Job>>, Malformed> {
-    if whole && head.content_length.is_some_and(|n| n != 0) {
+    if next != Next::Body && head.content_length.is_some_and(|n| n != 0) {
         return Err(Malformed);
     }
-    let stream = !whole && H::STREAMS_BODY && cx.stream_bodies;
+    let stream = next == Next::Body && H::STREAMS_BODY && cx.stream_bodies;
     // A request that would be one job too many is taken whole instead, and waits its turn
     // with its body (`hand_off::ready`).
     let stream = stream && !hand_off::at_job_share::<S, H>(s, cx);
@@ -85,6 +96,9 @@ pub(crate) fn head<S: Streams, H: Handler>(
     };
     t.head_only = head.head_only();
     t.intake.content_length = head.content_length;
+    if next == Next::Ended {
+        return Ok(hand_off::ready(s, id, head, Vec::new(), cx, handler));
+    }
     if head
         .content_length
         .is_some_and(|n| n > cx.limits.max_body_bytes as u64)

@@ -261,20 +261,16 @@ impl Connection {
         // The stream window is granted back only for what a job took: the stream is full (its
         // room hook, the driver's, runs) at half a window, the batch grant_windows sends.
         let mark = (self.local_window() / 2).max(1) as usize;
-        let step = intake::head(
+        let next = if end_stream { Next::Ended } else { Next::Body };
+        match intake::head(
             &mut self.wire(output),
             id.into(),
             head,
-            end_stream,
+            next,
             mark,
             cx,
             handler,
-        );
-        match step {
-            Ok(step) if end_stream => {
-                debug_assert!(step.is_none(), "a whole request is held for end_of_body");
-                self.end_of_body(id, output, cx, handler)
-            }
+        ) {
             Ok(step) => Ok(step),
             // §8.1.1: END_STREAM on a head that declared a body.
             Err(Malformed) => {

@@ -82,7 +82,7 @@ use super::stream::{self, PeerStreams, UniStream};
 use super::Role;
 use crate::http::feed::Feeding;
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Turn};
-use crate::http::intake::{self, Malformed};
+use crate::http::intake::{self, Malformed, Next};
 use crate::http::{Action, Context, Handler, Passed, Pulled};
 
 /// Settings of an HTTP/3 connection (the rest comes from [`Limits`](crate::http::Limits):

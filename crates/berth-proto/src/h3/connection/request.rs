@@ -218,9 +218,15 @@ impl Connection {
         s.head_done = true;
         // The body timeout runs from here.
         s.clock = Some(cx.now);
-        let whole = s.fin && s.pos >= s.inbox.len();
+        // The FIN is known and nothing is left before it: no body comes, and the request is
+        // handed on when the FIN is read (on_fin), not streamed.
+        let next = if s.fin && s.pos >= s.inbox.len() {
+            Next::End
+        } else {
+            Next::Body
+        };
         let piece = self.config.piece;
-        match intake::head(self, id, head, whole, piece, cx, handler) {
+        match intake::head(self, id, head, next, piece, cx, handler) {
             Ok(step) => step,
             Err(Malformed) => {
                 // §4.1.2: FIN right after a head that declared a body.
