@@ -78,15 +78,6 @@ pub enum Pulled {
     Failed,
 }
 
-/// What waits in a stream for its turn.
-#[derive(Debug)]
-enum Parked {
-    /// A whole request, for the handler.
-    Request(ReqHead, Vec<u8>),
-    /// The file the handler answered with, to be opened.
-    File(FileRequest),
-}
-
 /// One stream's part in the hand-off, whatever the codec.
 #[derive(Debug)]
 pub(crate) struct Turn {
@@ -97,14 +88,15 @@ pub(crate) struct Turn {
     pub(crate) head_only: bool,
     /// Where the body's bytes come from once what is in hand is sent.
     pub(crate) source: Option<Source>,
-    /// Its request as it comes in.
+    /// Its request as it comes in, and while it waits its turn ([`Stage::Queued`]).
     pub(crate) intake: Intake,
     /// The request body goes to a job as it arrives.
     pub(crate) feed: Option<Feed>,
     /// Fields that end the answer after its body (a producer's trailers).
     pub(crate) trailers: Vec<(String, Vec<u8>)>,
-    /// What waits its turn ([`Stage::Queued`], [`Stage::FileQueued`]).
-    parked: Option<Box<Parked>>,
+    /// The file the handler answered with, while it waits its turn to be opened
+    /// ([`Stage::FileQueued`]).
+    file: Option<FileRequest>,
 }
 
 /// What becomes of a stream given up ([`Turn::give_up`]).
@@ -134,7 +126,7 @@ impl Turn {
             intake: Intake::new(),
             feed: None,
             trailers: Vec::new(),
-            parked: None,
+            file: None,
         }
     }
 
@@ -183,7 +175,8 @@ impl Turn {
             feed.abort(passed);
         }
         self.source = None;
-        self.parked = None;
+        self.intake = Intake::new();
+        self.file = None;
         match self.stage {
             Stage::Job | Stage::Opening => {
                 let cancel = self.stage == Stage::Job && !self.reset;
@@ -302,7 +295,7 @@ pub(crate) fn ready<S: Streams, H: Handler>(
 ) -> Option<Action<H::Job>> {
     if at_job_share::<S, H>(s, cx) {
         let t = s.turn(id)?;
-        t.parked = Some(Box::new(Parked::Request(head, body)));
+        t.intake.hold(head, body);
         t.stage = Stage::Queued;
         *s.waiting() += 1;
         return None;
@@ -331,20 +324,17 @@ pub(crate) fn unpark<S: Streams, H: Handler>(
             .map(|(id, _)| id)?;
         *s.waiting() -= 1;
         let t = s.turn(id)?;
-        match *t.parked.take()? {
-            Parked::File(request) => {
-                t.stage = Stage::Opening;
-                return Some(Action::Open {
-                    stream: id,
-                    request,
-                });
-            }
-            Parked::Request(head, body) => {
-                t.stage = Stage::Pending;
-                if let Some(action) = dispatch(s, id, &head, &body, None, cx, handler) {
-                    return Some(action);
-                }
-            }
+        if let Some(request) = t.file.take() {
+            t.stage = Stage::Opening;
+            return Some(Action::Open {
+                stream: id,
+                request,
+            });
+        }
+        let (head, body) = t.intake.take()?;
+        t.stage = Stage::Pending;
+        if let Some(action) = dispatch(s, id, &head, &body, None, cx, handler) {
+            return Some(action);
         }
     }
     None
@@ -396,7 +386,7 @@ pub(crate) fn dispatch<S: Streams, H: Handler>(
                 });
             }
             t.stage = Stage::FileQueued;
-            t.parked = Some(Box::new(Parked::File(request)));
+            t.file = Some(request);
             *s.waiting() += 1;
         }
         Outcome::Upgrade(_) => {

@@ -44,6 +44,17 @@ impl Intake {
             discard: false,
         }
     }
+
+    /// Keeps a whole request while it waits its turn ([`hand_off::ready`]).
+    pub(crate) fn hold(&mut self, head: ReqHead, body: Vec<u8>) {
+        self.head = Some(Box::new(head));
+        self.body = body;
+    }
+
+    /// The whole request held, when its turn comes ([`hand_off::unpark`]).
+    pub(crate) fn take(&mut self) -> Option<(Box<ReqHead>, Vec<u8>)> {
+        Some((self.head.take()?, std::mem::take(&mut self.body)))
+    }
 }
 
 /// What became of a piece of body, for the codec's flow control.
@@ -192,9 +203,8 @@ pub(crate) fn end<S: Streams, H: Handler>(
     if let Some(feed) = t.feed.take() {
         feed.end(passed);
     }
-    let Some(head) = i.head.take() else {
+    let Some((head, body)) = i.take() else {
         return Ok(None);
     };
-    let body = std::mem::take(&mut i.body);
     Ok(hand_off::ready(s, id, *head, body, cx, handler))
 }
