@@ -271,7 +271,7 @@ fn sink() -> Server<Sink> {
     s
 }
 
-fn stream_updates(s: &Server<Sink>, id: u32) -> Vec<u32> {
+fn stream_updates<H: berth_proto::http::Handler>(s: &Server<H>, id: u32) -> Vec<u32> {
     s.heard()
         .window_updates
         .iter()
@@ -386,6 +386,53 @@ fn a_job_that_drops_its_body_lets_the_client_finish() {
     assert!(!s.closed);
     s.reply(1, Reply::new(200, "text/plain", b"ok".to_vec()));
     assert_eq!(s.heard().responses[0].3, b"ok");
+}
+
+// --- bodies taken whole: what one connection holds of them ------------------------------
+
+#[test]
+fn many_bodies_taken_whole_at_once_hold_about_one_body_limit_and_all_are_served() {
+    // Eight streams each send 60,000 bytes, within the first window, of bodies the handler
+    // takes whole; the connection may hold 100,000 (the body limit, as one HTTP/1.1
+    // connection). Only the lowest stream is granted more; each of the others waits its turn
+    // for window, and every body is answered in the end.
+    let mut s = Server::new(H2Config::default());
+    s.limits.max_body_bytes = 100_000;
+    started(&mut s);
+    let mut c = Client::default();
+    for id in (1..=15).step_by(2) {
+        let fields = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/missing"),
+            (":authority", "x"),
+        ];
+        c.headers(id, &fields, false)
+            .data(id, &[b' '; 60_000], false);
+    }
+    s.feed(&c.take());
+    let updated: Vec<u32> = (1..=15)
+        .step_by(2)
+        .filter(|&id| !stream_updates(&s, id).is_empty())
+        .collect();
+    assert_eq!(updated, [1], "only the lowest stream is granted more");
+    // Each body ends in turn (with more than the first window: the grant was needed); the
+    // next stream is granted as the one before it is answered.
+    for id in (1..=15).step_by(2) {
+        assert!(
+            !stream_updates(&s, id).is_empty(),
+            "stream {id} was never granted"
+        );
+        c.data(id, &[b' '; 30_000], true);
+        s.feed(&c.take());
+        assert!(
+            s.conn.buffered() <= 8 * 65_535 + 100_000,
+            "{} held",
+            s.conn.buffered()
+        );
+    }
+    let heard = s.heard();
+    assert_eq!(heard.responses.len(), 8, "every body is answered");
 }
 
 // --- bodies over the limit, whole -------------------------------------------------------

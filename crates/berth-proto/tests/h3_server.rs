@@ -619,7 +619,7 @@ fn a_request_blocked_on_the_encoder_stream_resumes_when_it_comes() {
     // The request comes before the insert it references: blocked, not answered.
     s.request(0, &request);
     assert!(!s.written.contains_key(&0));
-    assert!(!s.conn.wants_input(0) || s.conn.open_streams() == 1);
+    assert!(!s.conn.wants_input(0, &s.limits) || s.conn.open_streams() == 1);
     // The encoder stream comes: answered, and the section acknowledged on our decoder
     // stream (7).
     s.recv(ENCODER, &enc, false);
@@ -742,6 +742,28 @@ fn a_streamed_body_past_the_limit_aborts_the_job_and_is_answered_413() {
     s.reply(id, Reply::new(200, "text/plain", b"late".to_vec()));
     assert_eq!(s.heard(0).status, 413, "the job's late answer is dropped");
     assert_eq!(s.conn.open_streams(), 0);
+}
+
+#[test]
+fn bodies_taken_whole_are_read_on_only_within_about_one_body_limit() {
+    // As over HTTP/2: the connection holds about one body limit of bodies taken whole,
+    // however many streams send them. Past it only the lowest stream is read on (QUIC's
+    // stream window holds the others' clients), until the one before it is answered.
+    let mut s = server();
+    s.limits.max_body_bytes = 100_000;
+    for id in [0, 4, 8] {
+        let mut bytes = headers(&request_fields("POST", "/missing"));
+        bytes.extend(data(&[b' '; 60_000]));
+        s.recv(id, &bytes, false);
+    }
+    let wants = |s: &Server| [0, 4, 8].map(|id| s.conn.wants_input(id, &s.limits));
+    assert_eq!(wants(&s), [true, false, false]);
+    s.recv(0, &[], true);
+    assert_eq!(s.heard(0).status, 404);
+    assert_eq!(wants(&s)[1..], [true, false], "the next is read on");
+    s.recv(4, &[], true);
+    s.recv(8, &[], true);
+    assert_eq!((s.heard(4).status, s.heard(8).status), (404, 404));
 }
 
 #[test]
@@ -968,7 +990,10 @@ fn a_blocked_stream_reset_by_the_client_is_cancelled_to_its_encoder() {
     e.insert(b"x-a", b"1").unwrap();
     let r0 = encoded_request(&mut e, 0, "/", &[("x-a", "1")]);
     s.recv(0, &r0, false);
-    assert!(!s.conn.wants_input(0), "a blocked stream takes no more");
+    assert!(
+        !s.conn.wants_input(0, &s.limits),
+        "a blocked stream takes no more"
+    );
     s.conn.reset(0, 0x10c);
     s.start();
     // Stream Cancellation (0b01, stream 0) on our decoder stream: the encoder may release
@@ -1028,7 +1053,7 @@ fn a_body_fed_to_a_job_is_read_only_as_the_job_takes_it() {
     s.recv(0, &bytes, true);
     // The first piece fills the feed: the rest waits in the connection, and QUIC is told to
     // hold the client back.
-    assert!(!s.conn.wants_input(0));
+    assert!(!s.conn.wants_input(0, &s.limits));
     let (_, job) = s.held.pop().unwrap();
     let h2_support::TestJob::Sink(body) = job else {
         panic!("not a sink job");

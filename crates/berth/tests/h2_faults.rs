@@ -1,6 +1,7 @@
 //! Issue 40's HTTP/2 faults, over real sockets in every model they apply to: streams that held a
 //! file descriptor and an encoder each past their windows, one connection's streams that held
-//! every worker, and resets that did not cancel queued jobs. Each case failed before its fix.
+//! every worker, and resets that did not cancel queued jobs; and, found since, streams whose
+//! bodies, taken whole, were granted window without bound. Each case failed before its fix.
 //!
 //! What the server holds is read from the kernel, not from berth: the descriptors of this test
 //! process (which runs the server) that point at the case's own file.
@@ -25,6 +26,7 @@ berth::with_models!(per_model! {
     compressed_streams_past_their_window_hold_little_and_meet_the_write_timeout,
     one_connection_cannot_hold_every_worker,
     a_reset_stream_s_queued_job_is_cancelled_at_once,
+    many_bodies_taken_whole_hold_about_one_body_limit,
 });
 
 // Raw frames (RFC 9113 §4.1).
@@ -34,6 +36,7 @@ const RST_STREAM: u8 = 3;
 const SETTINGS: u8 = 4;
 const PING: u8 = 6;
 const GOAWAY: u8 = 7;
+const WINDOW_UPDATE: u8 = 8;
 const END_STREAM: u8 = 0x1;
 const ACK: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
@@ -362,6 +365,53 @@ fn one_connection_cannot_hold_every_worker(m: Model) {
     );
     assert_eq!(honest.join().unwrap(), "HTTP/1.1 200 OK", "{m:?}");
     reader.join().unwrap();
+}
+
+/// Sixteen streams each send 60,000 bytes (within the first window) of bodies the handler
+/// takes whole, with a body limit of 100,000: only the lowest stream is granted more window,
+/// so the connection holds about one body limit however many streams send (before the fix
+/// every stream was granted: one connection of 128 streams held 128 bodies of up to the
+/// limit, 138 MB of RSS at `serve`'s 1m). Then every body ends, in turn, and is answered.
+fn many_bodies_taken_whole_hold_about_one_body_limit(m: Model) {
+    let server = Opts::new(m)
+        .with_limits(|l| l.max_body_bytes = 100_000)
+        .start();
+    let mut s = open(server.addr, None);
+    let streams: Vec<u32> = (0..16).map(|i| 2 * i + 1).collect();
+    let mut out = Vec::new();
+    for &id in &streams {
+        let mut head = vec![0x83, 0x86]; // :method POST, :scheme http
+        literal(&mut head, ":path", "/missing");
+        literal(&mut head, ":authority", "x");
+        frame(&mut out, HEADERS, END_HEADERS, id, &head);
+        for _ in 0..4 {
+            frame(&mut out, DATA, 0, id, &[b' '; 15_000]);
+        }
+    }
+    s.write_all(&out).unwrap();
+    let updated: Vec<u32> = ping_through(&mut s)
+        .into_iter()
+        .filter(|&(kind, id)| kind == WINDOW_UPDATE && id != 0)
+        .map(|(_, id)| id)
+        .collect();
+    assert_eq!(
+        updated,
+        [1],
+        "{m:?}: only the lowest stream is granted more window"
+    );
+    // Each body ends with more than its first window allowed: a stream can only end once it
+    // has been granted, which it is as the streams before it are answered.
+    let mut answered = 0;
+    for &id in &streams {
+        let mut out = Vec::new();
+        frame(&mut out, DATA, END_STREAM, id, &[b' '; 10_000]);
+        s.write_all(&out).unwrap();
+        answered += ping_through(&mut s)
+            .iter()
+            .filter(|&&(kind, _)| kind == HEADERS)
+            .count();
+    }
+    assert_eq!(answered, streams.len(), "{m:?}: every body is answered");
 }
 
 /// With one worker, a connection's first `/test/slow` job runs and its second waits in the

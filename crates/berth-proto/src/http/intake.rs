@@ -12,7 +12,7 @@
 //! ```
 
 use super::feed::Feed;
-use super::hand_off::{self, Stage, Streams};
+use super::hand_off::{self, Stage, Streams, Turn};
 use super::request::ReqHead;
 use super::{Action, Context, Handler};
 
@@ -55,6 +55,53 @@ impl Intake {
     pub(crate) fn take(&mut self) -> Option<(Box<ReqHead>, Vec<u8>)> {
         Some((self.head.take()?, std::mem::take(&mut self.body)))
     }
+}
+
+/// What a connection holds of request bodies taken whole (arriving, or whole and waiting
+/// their turn): many streams at once must not make it hold many times what one HTTP/1.1
+/// connection may. A codec asks before it lets a stream send more ([`Held::may_take`]):
+/// HTTP/2 holds back the stream's window, HTTP/3 stops reading it (QUIC's window holds the
+/// client).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held {
+    bytes: usize,
+    /// A whole request waits its turn (for a job): it goes on without the client's help.
+    queued: bool,
+    /// The lowest stream whose body is arriving whole: it may always go on while nothing
+    /// waits, so that the client can always finish one body.
+    first: Option<u64>,
+}
+
+impl Held {
+    /// Counts what the streams hold.
+    pub(crate) fn of<'a>(turns: impl Iterator<Item = (u64, &'a Turn)>) -> Self {
+        let mut held = Held {
+            bytes: 0,
+            queued: false,
+            first: None,
+        };
+        for (id, t) in turns {
+            held.bytes += t.intake.body.len();
+            held.queued |= t.stage == Stage::Queued;
+            if arriving_whole(t) && held.first.is_none_or(|f| id < f) {
+                held.first = Some(id);
+            }
+        }
+        held
+    }
+
+    /// Whether stream `id` may be sent more of its body: yes unless it is taken whole and the
+    /// connection holds `budget` bytes of such bodies already
+    /// ([`Limits::max_body_bytes`](crate::http::Limits::max_body_bytes): what one HTTP/1.1
+    /// connection may hold), save for the lowest such stream while no whole request waits.
+    pub(crate) fn may_take(&self, id: u64, t: &Turn, budget: usize) -> bool {
+        !arriving_whole(t) || self.bytes < budget || (self.first == Some(id) && !self.queued)
+    }
+}
+
+/// The stream's body is arriving, to be handed over whole.
+pub(crate) fn arriving_whole(t: &Turn) -> bool {
+    t.stage == Stage::Pending && t.feed.is_none() && !t.intake.discard && t.intake.head.is_some()
 }
 
 /// What became of a piece of body, for the codec's flow control.

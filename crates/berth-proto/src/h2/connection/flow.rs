@@ -64,9 +64,12 @@ impl Connection {
         Ok(())
     }
 
-    /// Sends WINDOW_UPDATE for what the application has taken, in batches of half a window.
-    pub(super) fn grant_windows(&mut self, output: &mut Vec<u8>) {
+    /// Sends WINDOW_UPDATE for what the application has taken, in batches of half a window;
+    /// a body taken whole only while the connection holds less than `budget` bytes of such
+    /// bodies ([`Held`]).
+    pub(super) fn grant_windows(&mut self, output: &mut Vec<u8>, budget: usize) {
         let half = (self.local_window() / 2).max(1) as u32;
+        let held = Held::of(self.streams.iter().map(|(&id, s)| (id.into(), &s.turn)));
         for (&id, s) in self.streams.iter_mut() {
             if s.held > 0 {
                 // What the job took of what it was given is consumed (all of it once the
@@ -80,7 +83,11 @@ impl Connection {
                 s.grant += s.held - queued as u32;
                 s.held = queued as u32;
             }
-            if s.grant >= half && !s.recv_closed && !s.turn.reset {
+            if s.grant >= half
+                && !s.recv_closed
+                && !s.turn.reset
+                && held.may_take(id.into(), &s.turn, budget)
+            {
                 frame::write_window_update(output, id, s.grant);
                 s.recv_window += i64::from(s.grant);
                 s.grant = 0;

@@ -59,7 +59,7 @@ use super::hpack::{Decoder, Encoder, Field, ListLimits};
 use crate::http::feed::Feeding;
 use crate::http::files::{FileError, FileMeta, FileRequest};
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Streams, Turn};
-use crate::http::intake::{self, Malformed, Next, Took};
+use crate::http::intake::{self, Held, Malformed, Next, Took};
 use crate::http::Passed;
 use crate::http::{Action, Context, Handler, Reply, Timeouts};
 
@@ -445,7 +445,7 @@ impl Connection {
 
     /// Sends what can be sent and says what comes next, once input is read.
     fn settle<J>(&mut self, output: &mut Vec<u8>, cx: &Context<'_>) -> Action<J> {
-        self.grant_windows(output);
+        self.grant_windows(output, cx.limits.max_body_bytes);
         let full = self.send_data(output, cx);
         if self.streams.is_empty() {
             // An emptied BTreeMap keeps its leaf node (room for 11 streams, 1.5 KiB): an idle

@@ -82,10 +82,10 @@ use super::stream::{self, PeerStreams, UniStream};
 use super::Role;
 use crate::http::feed::Feeding;
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Turn};
-use crate::http::intake::{self, Malformed, Next};
-use crate::http::{Action, Context, Handler, Passed, Pulled};
+use crate::http::intake::{self, Held, Malformed, Next};
+use crate::http::{Action, Context, Handler, Limits, Passed, Pulled};
 
-/// Settings of an HTTP/3 connection (the rest comes from [`Limits`](crate::http::Limits):
+/// Settings of an HTTP/3 connection (the rest comes from [`Limits`]:
 /// the field section size is [`Limits::max_header_bytes`](crate::http::Limits), the body
 /// limit, the jobs and files per connection are HTTP/2's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -426,15 +426,24 @@ impl Connection {
 
     /// Whether the driver should read more of `stream` from QUIC: false while the
     /// connection holds unread bytes of it (blocked on QPACK, or its job has not taken what
-    /// it was fed), so that QUIC's stream window, not memory here, holds the client back.
-    pub fn wants_input(&self, stream: u64) -> bool {
+    /// it was fed), or holds as much of bodies taken whole as `limits` lets one connection
+    /// (the body limit; the lowest such stream goes on while no whole request waits), so that
+    /// QUIC's stream window, not memory here, holds the client back.
+    pub fn wants_input(&self, stream: u64, limits: &Limits) -> bool {
         if let Some(s) = self.requests.get(&stream) {
             let fed = s
                 .turn
                 .feed
                 .as_ref()
                 .is_some_and(|f| f.queued() >= self.config.piece);
-            return s.pos >= s.inbox.len() && !s.fin && !s.blocked && !s.turn.reset && !fed;
+            let held = || Held::of(self.requests.iter().map(|(&id, r)| (id, &r.turn)));
+            return s.pos >= s.inbox.len()
+                && !s.fin
+                && !s.blocked
+                && !s.turn.reset
+                && !fed
+                && (!intake::arriving_whole(&s.turn)
+                    || held().may_take(stream, &s.turn, limits.max_body_bytes));
         }
         self.uni.get(&stream).is_none_or(|u| !u.fin)
     }

@@ -433,7 +433,7 @@ impl Conn {
             }
             let ids: Vec<u64> = self.readable.iter().copied().collect();
             for id in ids {
-                while self.h3.wants_input(id) && self.read(id) {
+                while self.h3.wants_input(id, env.limits) && self.read(id) {
                     moved = true;
                 }
             }
