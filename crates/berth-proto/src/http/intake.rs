@@ -59,11 +59,11 @@ impl Intake {
 
 /// What a connection holds of request bodies taken whole (arriving, or whole and waiting
 /// their turn): many streams at once must not make it hold many times what one HTTP/1.1
-/// connection may. A codec asks before it lets a stream send more ([`Held::may_take`]):
+/// connection may. A codec asks before it lets a stream send more ([`WholeBodies::may_take`]):
 /// HTTP/2 holds back the stream's window, HTTP/3 stops reading it (QUIC's window holds the
 /// client).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Held {
+pub(crate) struct WholeBodies {
     bytes: usize,
     /// A whole request waits its turn (for a job): it goes on without the client's help.
     queued: bool,
@@ -72,10 +72,10 @@ pub(crate) struct Held {
     first: Option<u64>,
 }
 
-impl Held {
+impl WholeBodies {
     /// Counts what the streams hold.
     pub(crate) fn of<'a>(turns: impl Iterator<Item = (u64, &'a Turn)>) -> Self {
-        let mut held = Held {
+        let mut held = WholeBodies {
             bytes: 0,
             queued: false,
             first: None,

@@ -66,10 +66,10 @@ impl Connection {
 
     /// Sends WINDOW_UPDATE for what the application has taken, in batches of half a window;
     /// a body taken whole only while the connection holds less than `budget` bytes of such
-    /// bodies ([`Held`]).
+    /// bodies ([`WholeBodies`]).
     pub(super) fn grant_windows(&mut self, output: &mut Vec<u8>, budget: usize) {
         let half = (self.local_window() / 2).max(1) as u32;
-        let held = Held::of(self.streams.iter().map(|(&id, s)| (id.into(), &s.turn)));
+        let held = WholeBodies::of(self.streams.iter().map(|(&id, s)| (id.into(), &s.turn)));
         for (&id, s) in self.streams.iter_mut() {
             if s.held > 0 {
                 // What the job took of what it was given is consumed (all of it once the

@@ -59,7 +59,7 @@ use super::hpack::{Decoder, Encoder, Field, ListLimits};
 use crate::http::feed::Feeding;
 use crate::http::files::{FileError, FileMeta, FileRequest};
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Streams, Turn};
-use crate::http::intake::{self, Held, Malformed, Next, Took};
+use crate::http::intake::{self, Malformed, Next, Took, WholeBodies};
 use crate::http::Passed;
 use crate::http::{Action, Context, Handler, Reply, Timeouts};
 

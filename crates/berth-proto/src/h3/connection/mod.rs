@@ -82,7 +82,7 @@ use super::stream::{self, PeerStreams, UniStream};
 use super::Role;
 use crate::http::feed::Feeding;
 use crate::http::hand_off::{self, GivenUp, Source, Stage, Turn};
-use crate::http::intake::{self, Held, Malformed, Next};
+use crate::http::intake::{self, Malformed, Next, WholeBodies};
 use crate::http::{Action, Context, Handler, Limits, Passed, Pulled};
 
 /// Settings of an HTTP/3 connection (the rest comes from [`Limits`]:
@@ -436,7 +436,7 @@ impl Connection {
                 .feed
                 .as_ref()
                 .is_some_and(|f| f.queued() >= self.config.piece);
-            let held = || Held::of(self.requests.iter().map(|(&id, r)| (id, &r.turn)));
+            let held = || WholeBodies::of(self.requests.iter().map(|(&id, r)| (id, &r.turn)));
             return s.pos >= s.inbox.len()
                 && !s.fin
                 && !s.blocked
