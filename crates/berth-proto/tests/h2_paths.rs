@@ -17,6 +17,12 @@ const NO_ERROR: u32 = 0;
 
 fn post(stream: u32, path: &str) -> Client {
     let mut c = Client::default();
+    post_on(&mut c, stream, path);
+    c
+}
+
+/// The head of a POST of `path` on `stream`, its body to follow, added to what `c` sends.
+fn post_on<'c>(c: &'c mut Client, stream: u32, path: &str) -> &'c mut Client {
     c.headers(
         stream,
         &[
@@ -26,8 +32,7 @@ fn post(stream: u32, path: &str) -> Client {
             (":authority", "x"),
         ],
         false,
-    );
-    c
+    )
 }
 
 fn started<H: berth_proto::http::Handler>(server: &mut Server<H>) {
@@ -401,14 +406,7 @@ fn many_bodies_taken_whole_at_once_hold_about_one_body_limit_and_all_are_served(
     started(&mut s);
     let mut c = Client::default();
     for id in (1..=15).step_by(2) {
-        let fields = [
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":path", "/missing"),
-            (":authority", "x"),
-        ];
-        c.headers(id, &fields, false)
-            .data(id, &[b' '; 60_000], false);
+        post_on(&mut c, id, "/missing").data(id, &[b' '; 60_000], false);
     }
     s.feed(&c.take());
     let updated: Vec<u32> = (1..=15)
