@@ -433,6 +433,34 @@ fn many_bodies_taken_whole_at_once_hold_about_one_body_limit_and_all_are_served(
     assert_eq!(heard.responses.len(), 8, "every body is answered");
 }
 
+#[test]
+fn the_one_stream_past_the_budget_may_send_the_rest_of_its_body_at_once() {
+    // Fifteen streams fill their first windows (983,025 bytes, within the connection's
+    // window) past a body limit of 900,000: the lowest stream is opened to what the limit
+    // leaves it, in one WINDOW_UPDATE, so its upload takes one round trip, not one a window.
+    let mut s = Server::new(H2Config::default());
+    s.limits.max_body_bytes = 900_000;
+    started(&mut s);
+    let mut c = Client::default();
+    for id in (1..=29).step_by(2) {
+        post_on(&mut c, id, "/missing").data(id, &[b' '; 65_535], false);
+    }
+    s.feed(&c.take());
+    assert_eq!(stream_updates(&s, 1), [900_000 - 65_535]);
+    assert!((3..=29)
+        .step_by(2)
+        .all(|id| stream_updates(&s, id).is_empty()));
+    c.data(1, &[b' '; 900_000 - 65_535], true);
+    s.feed(&c.take());
+    assert!(!s.closed, "the client kept within the window it was given");
+    assert_eq!(s.heard().responses.len(), 1);
+    assert_eq!(
+        stream_updates(&s, 3),
+        [900_000 - 65_535],
+        "the next goes on alone"
+    );
+}
+
 // --- bodies over the limit, whole -------------------------------------------------------
 
 #[test]

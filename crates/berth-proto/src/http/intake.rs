@@ -95,7 +95,13 @@ impl WholeBodies {
     /// ([`Limits::max_body_bytes`](crate::http::Limits::max_body_bytes): what one HTTP/1.1
     /// connection may hold), save for the lowest such stream while no whole request waits.
     pub(crate) fn may_take(&self, id: u64, t: &Turn, budget: usize) -> bool {
-        !arriving_whole(t) || self.bytes < budget || (self.first == Some(id) && !self.queued)
+        !arriving_whole(t) || self.bytes < budget || self.alone(id, budget)
+    }
+
+    /// Whether stream `id` is the one that goes on past `budget`: the lowest whose body is
+    /// arriving whole, while no whole request waits.
+    pub(crate) fn alone(&self, id: u64, budget: usize) -> bool {
+        self.bytes >= budget && self.first == Some(id) && !self.queued
     }
 }
 

@@ -9,6 +9,10 @@ use super::*;
 /// much of a file is pulled at a time.
 const TAKE: usize = 64 * 1024;
 
+/// The most window the one stream let past the budget of bodies held whole is opened to
+/// ([`WholeBodies::alone`]): a mebibyte a round trip.
+const ALONE_WINDOW: i64 = 1 << 20;
+
 impl Connection {
     pub(super) fn local_window(&self) -> i64 {
         if self.acked {
@@ -83,13 +87,20 @@ impl Connection {
                 s.grant += s.held - queued as u32;
                 s.held = queued as u32;
             }
-            if s.grant >= half
-                && !s.recv_closed
-                && !s.turn.reset
-                && held.may_take(id.into(), &s.turn, budget)
-            {
-                frame::write_window_update(output, id, s.grant);
-                s.recv_window += i64::from(s.grant);
+            if s.recv_closed || s.turn.reset || !held.may_take(id.into(), &s.turn, budget) {
+                continue;
+            }
+            let mut grant = i64::from(s.grant);
+            if held.alone(id.into(), budget) {
+                // The one stream that goes on past the budget sends the rest of its body at
+                // the pace of a round trip, not of a window a round trip (as one HTTP/1.1
+                // upload goes at TCP's): its window opens to what the limit leaves it.
+                let room = budget.saturating_sub(s.turn.intake.body.len()) as i64;
+                grant = grant.max(room.min(ALONE_WINDOW) - s.recv_window);
+            }
+            if grant >= i64::from(half) {
+                frame::write_window_update(output, id, grant as u32);
+                s.recv_window += grant;
                 s.grant = 0;
             }
         }
