@@ -395,20 +395,27 @@ fn a_job_that_drops_its_body_lets_the_client_finish() {
 
 // --- bodies taken whole: what one connection holds of them ------------------------------
 
+/// A server with a body limit of `limit` that has had `streams` POSTs (ids 1, 3, ...), each
+/// with `sent` bytes of a body the handler takes whole and more to come; and their client.
+fn bodies_begun(limit: usize, streams: u32, sent: usize) -> (Server, Client) {
+    let mut s = Server::new(H2Config::default());
+    s.limits.max_body_bytes = limit;
+    started(&mut s);
+    let mut c = Client::default();
+    for id in (0..streams).map(|i| 2 * i + 1) {
+        post_on(&mut c, id, "/missing").data(id, &vec![b' '; sent], false);
+    }
+    s.feed(&c.take());
+    (s, c)
+}
+
 #[test]
 fn many_bodies_taken_whole_at_once_hold_about_one_body_limit_and_all_are_served() {
     // Eight streams each send 60,000 bytes, within the first window, of bodies the handler
     // takes whole; the connection may hold 100,000 (the body limit, as one HTTP/1.1
     // connection). Only the lowest stream is granted more; each of the others waits its turn
     // for window, and every body is answered in the end.
-    let mut s = Server::new(H2Config::default());
-    s.limits.max_body_bytes = 100_000;
-    started(&mut s);
-    let mut c = Client::default();
-    for id in (1..=15).step_by(2) {
-        post_on(&mut c, id, "/missing").data(id, &[b' '; 60_000], false);
-    }
-    s.feed(&c.take());
+    let (mut s, mut c) = bodies_begun(100_000, 8, 60_000);
     let updated: Vec<u32> = (1..=15)
         .step_by(2)
         .filter(|&id| !stream_updates(&s, id).is_empty())
@@ -438,14 +445,7 @@ fn the_one_stream_past_the_budget_may_send_the_rest_of_its_body_at_once() {
     // Fifteen streams fill their first windows (983,025 bytes, within the connection's
     // window) past a body limit of 900,000: the lowest stream is opened to what the limit
     // leaves it, in one WINDOW_UPDATE, so its upload takes one round trip, not one a window.
-    let mut s = Server::new(H2Config::default());
-    s.limits.max_body_bytes = 900_000;
-    started(&mut s);
-    let mut c = Client::default();
-    for id in (1..=29).step_by(2) {
-        post_on(&mut c, id, "/missing").data(id, &[b' '; 65_535], false);
-    }
-    s.feed(&c.take());
+    let (mut s, mut c) = bodies_begun(900_000, 15, 65_535);
     assert_eq!(stream_updates(&s, 1), [900_000 - 65_535]);
     assert!((3..=29)
         .step_by(2)
